@@ -1,0 +1,79 @@
+"""The one engine configuration object, validated once."""
+
+from dataclasses import dataclass
+
+import torch
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    """Everything the engine needs to know; flag names follow vLLM's."""
+
+    model: str | None = None  # local HF directory, HF hub id, or None / "default" for the embedded model
+    tokenizer: str | None = None  # tokenizer directory or id; defaults to the model's
+    skip_tokenizer_init: bool = False  # run on token ids only (no text in or out)
+    load_format: str = "auto"  # "auto" (safetensors, else .bin) or "dummy" (random weights)
+    dtype: str = "auto"  # "auto" (float32 on CPU, the checkpoint's on CUDA), float32, float16, bfloat16
+    device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda"
+    seed: int = 0  # seeds dummy weights and the sampler of requests without their own seed
+    block_size: int = 16  # tokens per KV block
+    num_gpu_blocks_override: int | None = None  # fixed KV pool size in blocks (else from kv memory)
+    kv_cache_memory_bytes: int | None = None  # KV pool memory; default 1 GiB on CPU, 90% of free on CUDA
+    max_model_len: int | None = None  # longest prompt + output; default the model's max positions
+    max_num_batched_tokens: int = 2048  # token budget of one step
+    max_num_seqs: int = 256  # most requests running at once
+    enable_chunked_prefill: bool = True  # split prompts over steps to fit the budget
+    enable_prefix_caching: bool = False  # reuse KV blocks of identical prompt prefixes
+    scheduling_policy: str = "fcfs"  # "fcfs" or "priority"
+    enable_step_events: bool = True  # build and publish a StepEvent per step
+    debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
+
+    def __post_init__(self) -> None:
+        if self.model == "default":
+            self.model = None
+        if self.load_format not in ("auto", "dummy", "safetensors", "pt"):
+            raise ValueError(f"load_format must be auto, dummy, safetensors or pt, got {self.load_format!r}")
+        self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
+        if self.dtype != "auto" and self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' was asked for but no CUDA device is available")
+        if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
+            raise ValueError(f"block_size must be a power of two up to 128, got {self.block_size}")
+        _check_positive("num_gpu_blocks_override", self.num_gpu_blocks_override)
+        _check_positive("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
+        _check_positive("max_model_len", self.max_model_len)
+        _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
+        _check_positive("max_num_seqs", self.max_num_seqs)
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
+        if not self.enable_chunked_prefill and self.max_model_len is not None:
+            if self.max_num_batched_tokens < self.max_model_len:
+                raise ValueError(
+                    f"without chunked prefill, max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
+                    f">= max_model_len ({self.max_model_len}), or long prompts could never be scheduled"
+                )
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def torch_dtype(self, checkpoint_dtype: torch.dtype | None) -> torch.dtype:
+        """The compute dtype: the asked one, else float32 on CPU and the checkpoint's on CUDA."""
+        if self.dtype != "auto":
+            return _DTYPES[self.dtype]
+        if self.torch_device.type == "cuda" and checkpoint_dtype in (torch.float16, torch.bfloat16):
+            return checkpoint_dtype
+        return torch.float32
+
+
+def _check_positive(name: str, value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

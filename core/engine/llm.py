@@ -1,0 +1,81 @@
+"""LLM: the offline facade, `LLM(model=...).generate(prompts, params)`."""
+
+from collections.abc import Sequence
+
+from core.config import EngineConfig
+from core.engine.llm_engine import LLMEngine
+from core.outputs import RequestOutput
+from core.sampling_params import SamplingParams
+
+
+class LLM:
+    """Builds an engine from keyword arguments named like vLLM's and runs batches to completion."""
+
+    def __init__(self, model: str | None = None, *, multiprocess: bool | None = None, **engine_args) -> None:
+        self.config = EngineConfig(model=model, **engine_args)  # validated configuration
+        self.engine = LLMEngine(self.config, multiprocess=multiprocess)  # the client-side engine
+        self._counter = 0  # next request id
+
+    def get_tokenizer(self):
+        return self.engine.tokenizer
+
+    def generate(
+        self,
+        prompts: str | list[int] | Sequence[str | list[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+        priority: Sequence[int] | None = None,
+    ) -> list[RequestOutput]:
+        """Run every prompt to completion; outputs come back in prompt order."""
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            params_list = [sampling_params] * len(prompts)
+        else:
+            params_list = list(sampling_params)
+            if len(params_list) != len(prompts):
+                raise ValueError(f"got {len(params_list)} sampling params for {len(prompts)} prompts")
+        if priority is not None and len(priority) != len(prompts):
+            raise ValueError(f"got {len(priority)} priorities for {len(prompts)} prompts")
+        ids = []
+        try:
+            for i, (prompt, params) in enumerate(zip(prompts, params_list)):
+                request_id = f"req-{self._counter}"
+                self._counter += 1
+                self.engine.add_request(request_id, prompt, params, priority[i] if priority else 0)
+                ids.append(request_id)
+        except Exception:
+            self.engine.abort_request(ids)
+            self._drain(set(ids), use_tqdm=False)
+            raise
+        finished = self._drain(set(ids), use_tqdm)
+        return [finished[i] for i in ids]
+
+    def _drain(self, ids: set[str], use_tqdm: bool) -> dict[str, RequestOutput]:
+        finished: dict[str, RequestOutput] = {}
+        bar = None
+        if use_tqdm and len(ids) > 1:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(ids), desc="Processed prompts", dynamic_ncols=True)
+        try:
+            while len(finished) < len(ids) and self.engine.has_unfinished_requests():
+                for out in self.engine.step():
+                    if out.finished and out.request_id in ids:
+                        finished[out.request_id] = out
+                        if bar is not None:
+                            bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return finished
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()

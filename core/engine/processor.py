@@ -1,0 +1,82 @@
+"""Client-side preprocessing: tokenize and validate a request before it reaches EngineCore."""
+
+import time
+
+import msgspec
+
+from core.outputs import EngineCoreRequest
+from core.sampling_params import SamplingParams
+
+
+class EngineInfo(msgspec.Struct, kw_only=True):
+    """Facts about a started engine that the client needs to validate and display requests."""
+
+    model_name: str  # what the user asked for ("default" for the embedded model)
+    model_dir: str | None  # resolved local directory (None for a name-only dummy model)
+    vocab_size: int  # valid token ids are [0, vocab_size)
+    max_model_len: int  # prompt + output limit
+    num_blocks: int  # KV pool size
+    block_size: int  # tokens per block
+    device: str  # "cpu" / "cuda:0"
+    dtype: str  # compute dtype
+    eos_token_id: int | None  # the model's EOS id from its config
+    pid: int  # EngineCore's process id
+
+
+class Processor:
+    """Turns (prompt, params) into an EngineCoreRequest, or raises ValueError saying what is wrong."""
+
+    def __init__(self, tokenizer, info: EngineInfo) -> None:
+        self.tokenizer = tokenizer  # HF tokenizer, or None when running on token ids only
+        self.info = info  # limits of the engine
+        eos = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
+        self.eos_token_id = eos if eos is not None else info.eos_token_id  # stop token for requests
+
+    def process(self, request_id: str, prompt: str | list[int], params: SamplingParams | None,
+                priority: int = 0) -> tuple[EngineCoreRequest, str | None]:
+        """The engine request and the prompt text (None for token-id prompts)."""
+        if not isinstance(request_id, str) or not request_id:
+            raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
+        if params is None:
+            params = SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"sampling params must be a SamplingParams, got {type(params).__name__}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
+        token_ids, text = self._tokenize(prompt)
+        limit = self.info.max_model_len
+        if len(token_ids) >= limit:
+            raise ValueError(f"prompt is {len(token_ids)} tokens; max_model_len is {limit} (room for at least one output token is needed)")
+        if params.max_tokens is not None and len(token_ids) + params.max_tokens > limit:
+            raise ValueError(
+                f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = "
+                f"{len(token_ids) + params.max_tokens} exceeds max_model_len ({limit})"
+            )
+        request = EngineCoreRequest(
+            request_id=request_id, prompt_token_ids=token_ids, sampling_params=params,
+            eos_token_id=self.eos_token_id, arrival_time=time.time(), priority=priority,
+        )
+        return request, text
+
+    def _tokenize(self, prompt: str | list[int]) -> tuple[list[int], str | None]:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("prompt is empty")
+            try:
+                prompt.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"prompt is not valid UTF-8 text: {exc.reason} at position {exc.start}") from exc
+            if self.tokenizer is None:
+                raise ValueError("this engine runs without a tokenizer: give the prompt as a list of token ids")
+            return list(self.tokenizer.encode(prompt)), prompt
+        if isinstance(prompt, (list, tuple)):
+            if not prompt:
+                raise ValueError("prompt token list is empty")
+            vocab = self.info.vocab_size
+            for t in prompt:
+                if isinstance(t, bool) or not isinstance(t, int):
+                    raise ValueError(f"prompt token ids must be integers, got {t!r}")
+                if not 0 <= t < vocab:
+                    raise ValueError(f"prompt token id {t} is outside the vocabulary [0, {vocab})")
+            return list(prompt), None
+        raise ValueError(f"prompt must be a string or a list of token ids, got {type(prompt).__name__}")

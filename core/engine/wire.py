@@ -1,0 +1,106 @@
+"""The messages that cross the process boundary between an EngineCore client and its child.
+
+Every message is a msgspec Struct encoded with msgpack; the two directions are tagged unions,
+so a receiver decodes any message of its direction with one typed decoder. No pickle on the wire.
+
+client -> EngineCore (input socket):  AddRequest | AbortRequests | Control | Shutdown
+EngineCore -> client (output socket): Ready | StartupFailed | Outputs | ControlReply | EngineFailed
+EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged)
+"""
+
+import msgspec
+
+from core.engine.events import StepEvent
+from core.engine.processor import EngineInfo
+from core.outputs import EngineCoreOutputs, EngineCoreRequest
+
+# ---- client -> EngineCore -------------------------------------------------------------------
+
+CONTROL_OPS = ("pause", "resume", "step", "snapshot", "reset_prefix_cache")  # what Control.op may be
+
+
+class AddRequest(msgspec.Struct, tag="add"):
+    """Queue a preprocessed request in the scheduler."""
+
+    request: EngineCoreRequest  # the validated request
+
+
+class AbortRequests(msgspec.Struct, tag="abort"):
+    """End these requests (unknown or finished ids are ignored)."""
+
+    request_ids: list[str]  # requests to abort
+
+
+class Control(msgspec.Struct, tag="control"):
+    """A control call; EngineCore answers every one with a ControlReply carrying the same call_id."""
+
+    call_id: int  # matches the reply to the call
+    op: str  # one of CONTROL_OPS
+
+
+class Shutdown(msgspec.Struct, tag="shutdown"):
+    """Leave the busy loop and exit."""
+
+
+InputMessage = AddRequest | AbortRequests | Control | Shutdown
+
+# ---- EngineCore -> client -------------------------------------------------------------------
+
+
+class Ready(msgspec.Struct, tag="ready"):
+    """Handshake: EngineCore is built and serving."""
+
+    info: EngineInfo  # limits and identity of the engine (pid is the child's)
+
+
+class StartupFailed(msgspec.Struct, tag="startup_failed"):
+    """Handshake: building EngineCore raised; the child exits after sending this."""
+
+    error: str  # "ExceptionType: message"
+
+
+class Outputs(msgspec.Struct, tag="outputs"):
+    """What one step (or an abort while paused) produced."""
+
+    outputs: EngineCoreOutputs  # per-request progress
+
+
+class ControlReply(msgspec.Struct, tag="control_reply"):
+    """The answer to a Control call; sent after any outputs the call produced."""
+
+    call_id: int  # the call answered
+    step: int  # EngineCore's step counter after the call
+    error: str | None = None  # "ExceptionType: message" if the call failed
+    snapshot: StepEvent | None = None  # the full state, for op "snapshot"
+
+
+class EngineFailed(msgspec.Struct, tag="engine_failed"):
+    """A step raised: EngineCore is broken and exits after sending this."""
+
+    error: str  # "ExceptionType: message"
+
+
+OutputMessage = Ready | StartupFailed | Outputs | ControlReply | EngineFailed
+
+
+def encode(msg: msgspec.Struct) -> bytes:
+    return _ENCODER.encode(msg)
+
+
+def decode_input(data: bytes) -> InputMessage:
+    return _INPUT_DECODER.decode(data)
+
+
+def decode_output(data: bytes) -> OutputMessage:
+    return _OUTPUT_DECODER.decode(data)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line for the wire: 'Type: message'."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_INPUT_DECODER = msgspec.msgpack.Decoder(InputMessage)
+_OUTPUT_DECODER = msgspec.msgpack.Decoder(OutputMessage)

@@ -1,0 +1,117 @@
+"""Per-request block tables on top of the block pool: allocate_slots / free / prefix-cache lookup."""
+
+from core.kv.block_hash import update_block_hashes
+from core.kv.block_pool import BlockPool, KVBlock
+from core.request import Request
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    """Decides which physical blocks back each request's logical blocks."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool) -> None:
+        self.block_size = block_size  # tokens per block
+        self.enable_prefix_caching = enable_prefix_caching  # look up and publish full blocks by hash
+        self.pool = BlockPool(num_blocks, enable_prefix_caching)  # the physical blocks
+        self.req_to_blocks: dict[str, list[KVBlock]] = {}  # request id -> its block table
+        self.num_cached_blocks: dict[str, int] = {}  # request id -> how many of its blocks are published
+        self.prefix_queries = 0  # prompt tokens looked up in the prefix cache
+        self.prefix_hits = 0  # of which served from the cache
+
+    @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    def block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVBlock], int]:
+        """The longest chain of cached full blocks matching the request's tokens, and the tokens it covers.
+
+        The last token is never taken from the cache: its logits are needed to sample.
+        """
+        if not self.enable_prefix_caching:
+            return [], 0
+        hashes = update_block_hashes(request, self.block_size)
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        blocks = []
+        for block_hash in hashes[:max_blocks]:
+            block = self.pool.lookup(block_hash)
+            if block is None:
+                break
+            blocks.append(block)
+        return blocks, len(blocks) * self.block_size
+
+    def record_lookup(self, num_tokens: int, num_hits: int) -> None:
+        """Count an admitted request's prefix-cache lookup towards the hit rate."""
+        if self.enable_prefix_caching:
+            self.prefix_queries += num_tokens
+            self.prefix_hits += num_hits
+
+    def can_ever_fit(self, num_tokens: int) -> bool:
+        return cdiv(num_tokens, self.block_size) <= self.pool.num_blocks
+
+    def allocate_slots(
+        self, request: Request, num_new_tokens: int, new_computed_blocks: list[KVBlock] | None = None
+    ) -> list[KVBlock] | None:
+        """Give the request enough blocks for `num_new_tokens` more tokens, or None if the pool can't.
+
+        `new_computed_blocks` are prefix-cache hits being attached at admission.
+        """
+        computed = new_computed_blocks or []
+        blocks = self.req_to_blocks.setdefault(request.request_id, [])
+        num_computed = request.num_computed_tokens + len(computed) * self.block_size
+        num_needed = cdiv(num_computed + num_new_tokens, self.block_size) - len(blocks) - len(computed)
+        num_needed = max(num_needed, 0)
+        # Cache hits sitting in the free queue stop being free once attached.
+        num_free_hits = sum(1 for b in computed if b.ref_cnt == 0)
+        if num_needed > self.pool.num_free_blocks - num_free_hits:
+            if not blocks:
+                del self.req_to_blocks[request.request_id]
+            return None
+        self.pool.touch(computed)
+        blocks.extend(computed)
+        new_blocks = self.pool.get_new_blocks(num_needed)
+        blocks.extend(new_blocks)
+        if self.enable_prefix_caching:
+            self._publish_full_blocks(request, blocks, num_computed + num_new_tokens)
+        return new_blocks
+
+    def _publish_full_blocks(self, request: Request, blocks: list[KVBlock], num_tokens: int) -> None:
+        """Make the request's blocks that will be full after this step findable by hash."""
+        start = self.num_cached_blocks.get(request.request_id, 0)
+        end = num_tokens // self.block_size
+        if end <= start:
+            return
+        hashes = update_block_hashes(request, self.block_size)
+        for i in range(start, end):
+            self.pool.cache_block(blocks[i], hashes[i])
+        self.num_cached_blocks[request.request_id] = end
+
+    def free(self, request: Request) -> int:
+        """Return all of the request's blocks to the pool (tail first, so it is evicted first). Returns the count."""
+        blocks = self.req_to_blocks.pop(request.request_id, [])
+        self.num_cached_blocks.pop(request.request_id, None)
+        self.pool.free_blocks(list(reversed(blocks)))
+        return len(blocks)
+
+    def reset_prefix_cache(self) -> None:
+        self.pool.reset_cache()
+        for req_id in self.num_cached_blocks:
+            self.num_cached_blocks[req_id] = 0
+
+    def check_invariants(self) -> None:
+        """Pool accounting holds and every block's ref count equals the number of tables holding it."""
+        self.pool.check_invariants()
+        counts: dict[int, int] = {}
+        for blocks in self.req_to_blocks.values():
+            for b in blocks:
+                counts[b.block_id] = counts.get(b.block_id, 0) + 1
+        for block in self.pool.blocks:
+            if counts.get(block.block_id, 0) != block.ref_cnt:
+                raise AssertionError(
+                    f"block {block.block_id}: ref_cnt {block.ref_cnt} but held by {counts.get(block.block_id, 0)} tables"
+                )

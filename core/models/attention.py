@@ -1,0 +1,36 @@
+"""The paged attention layer shared by every model: write K/V per token, read history per block."""
+
+import torch
+from torch import nn
+
+from core.worker.forward_context import get_forward_context
+from kernels import paged_attention, reshape_and_cache
+
+
+class PagedAttention(nn.Module):
+    """Attention over this layer's slice of the paged KV cache (bound by the model runner)."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_size: int, scale: float) -> None:
+        super().__init__()
+        self.num_heads = num_heads  # query heads
+        self.num_kv_heads = num_kv_heads  # key/value heads (divides num_heads)
+        self.head_size = head_size  # channels per head
+        self.scale = scale  # softmax scale applied to q·k
+        self.key_cache: torch.Tensor | None = None  # [num_blocks, block_size, num_kv_heads, head_size]
+        self.value_cache: torch.Tensor | None = None  # [num_blocks, block_size, num_kv_heads, head_size]
+
+    def bind_kv_cache(self, key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
+        self.key_cache, self.value_cache = key_cache, value_cache
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q: [num_tokens, num_heads * head_size]; k, v: [num_tokens, num_kv_heads * head_size]."""
+        meta = get_forward_context()
+        n = q.shape[0]
+        q = q.view(n, self.num_heads, self.head_size)  # [num_tokens, num_heads, head_size]
+        k = k.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
+        v = v.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
+        reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping)
+        out = paged_attention(
+            q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale
+        )  # [num_tokens, num_heads, head_size]
+        return out.view(n, self.num_heads * self.head_size)

@@ -1,0 +1,83 @@
+"""The sampler: penalties, greedy or temperature sampling with top-k / top-p / min-p, logprobs."""
+
+import torch
+
+from core.outputs import Logprob
+from core.sample.metadata import SamplingMetadata
+from core.sample.penalties import apply_min_tokens, apply_penalties
+
+
+class Sampler:
+    """Turns one step's logits into one token per row, reproducibly for seeded requests."""
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)  # draws for rows without their own seed
+
+    def __call__(
+        self, logits: torch.Tensor, meta: SamplingMetadata
+    ) -> tuple[list[int], list[list[Logprob]] | None]:
+        """logits: [num_rows, vocab] -> sampled token per row, and per-row logprobs if asked."""
+        logits = logits.float()  # [num_rows, vocab]
+        apply_min_tokens(logits, meta)
+        apply_penalties(logits, meta)
+        greedy = meta.temperature == 0  # [num_rows]
+        if meta.all_greedy:
+            sampled = logits.argmax(dim=-1)  # [num_rows]
+            final = logits
+        else:
+            temp = torch.where(greedy, 1.0, meta.temperature)[:, None]  # [num_rows, 1]
+            final = filter_logits(logits / temp, meta)  # [num_rows, vocab]
+            probs = final.softmax(dim=-1)  # [num_rows, vocab]
+            noise = self._exponential_noise(probs, meta)  # [num_rows, vocab]
+            drawn = (probs / noise).argmax(dim=-1)  # [num_rows] exponential race == categorical draw
+            sampled = torch.where(greedy, logits.argmax(dim=-1), drawn)  # [num_rows]
+            final = torch.where(greedy[:, None], logits, final)
+        token_ids = sampled.tolist()
+        if meta.max_num_logprobs is None:
+            return token_ids, None
+        return token_ids, _logprobs(final, sampled, meta.max_num_logprobs)
+
+    def _exponential_noise(self, probs: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
+        """Exp(1) noise per row; a seeded row's noise depends only on its seed and output position."""
+        noise = torch.empty_like(probs).exponential_(generator=self.generator)  # [num_rows, vocab]
+        row_gen = torch.Generator()
+        for row, seed in enumerate(meta.seeds):
+            if seed is not None:
+                row_gen.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))
+                noise[row].exponential_(generator=row_gen)
+        return noise
+
+
+def filter_logits(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
+    """Mask (to -inf) tokens outside top-k, outside the top-p nucleus, or below min_p * max prob."""
+    if meta.top_k is not None or meta.top_p is not None:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # [num_rows, vocab] each
+        rank = torch.arange(logits.shape[-1], device=logits.device)[None, :]  # [1, vocab]
+        drop = torch.zeros_like(sorted_logits, dtype=torch.bool)  # [num_rows, vocab]
+        if meta.top_k is not None:
+            drop |= rank >= meta.top_k[:, None]
+        if meta.top_p is not None:
+            probs = sorted_logits.masked_fill(drop, float("-inf")).softmax(dim=-1)  # [num_rows, vocab]
+            mass_before = probs.cumsum(dim=-1) - probs  # [num_rows, vocab]
+            drop |= mass_before >= meta.top_p[:, None]
+        drop[:, 0] = False  # the most likely token always survives
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.empty_like(logits).scatter_(-1, order, sorted_logits)
+    if meta.min_p is not None:
+        probs = logits.softmax(dim=-1)  # [num_rows, vocab]
+        threshold = meta.min_p[:, None] * probs.max(dim=-1, keepdim=True).values  # [num_rows, 1]
+        logits = logits.masked_fill(probs < threshold, float("-inf"))
+    return logits
+
+
+def _logprobs(final: torch.Tensor, sampled: torch.Tensor, k: int) -> list[list[Logprob]]:
+    """Per row: the sampled token's logprob first, then the top-k of the sampled distribution."""
+    logp = final.log_softmax(dim=-1)  # [num_rows, vocab]
+    chosen = logp.gather(-1, sampled[:, None]).squeeze(-1).tolist()  # [num_rows]
+    top_vals, top_ids = logp.topk(k, dim=-1) if k > 0 else (logp[:, :0], sampled[:, None][:, :0])
+    rows = []
+    for row, token in enumerate(sampled.tolist()):
+        entries = [Logprob(token, chosen[row])]
+        entries += [Logprob(t, v) for t, v in zip(top_ids[row].tolist(), top_vals[row].tolist())]
+        rows.append(entries)
+    return rows

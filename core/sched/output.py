@@ -1,0 +1,42 @@
+"""The scheduler's plan for one step, handed to the model runner."""
+
+from dataclasses import dataclass, field
+
+from core.sampling_params import SamplingParams
+
+
+@dataclass(slots=True)
+class NewRequestData:
+    """A request the runner has not seen (first schedule, or resumed after preemption): full data."""
+
+    req_id: str  # the request
+    token_ids: list[int]  # every known token (prompt, plus outputs when resuming after preemption)
+    num_prompt_tokens: int  # how many of token_ids are the prompt (penalties count only outputs)
+    sampling_params: SamplingParams  # how to sample it
+    eos_token_id: int | None  # EOS id (blocked while min_tokens is not reached)
+    block_ids: list[int]  # its whole block table
+    num_computed_tokens: int  # tokens already in the cache (prefix-cache hits) before this step
+
+
+@dataclass(slots=True)
+class CachedRequestData:
+    """Requests the runner already holds: deltas only, index-aligned lists."""
+
+    req_ids: list[str] = field(default_factory=list)  # the requests
+    new_token_ids: list[list[int]] = field(default_factory=list)  # tokens appended since the runner last saw it
+    new_block_ids: list[list[int]] = field(default_factory=list)  # blocks appended to its table this step
+    num_computed_tokens: list[int] = field(default_factory=list)  # tokens in the cache before this step
+
+
+@dataclass(slots=True)
+class SchedulerOutput:
+    """What to compute this step."""
+
+    scheduled_new_reqs: list[NewRequestData]  # first-time (or resumed) requests, full data
+    scheduled_cached_reqs: CachedRequestData  # continuing requests, deltas
+    num_scheduled_tokens: dict[str, int]  # request id -> tokens computed this step
+    total_num_scheduled_tokens: int  # sum of num_scheduled_tokens
+    finished_req_ids: set[str]  # requests that ended since the last step: the runner drops their state
+    preempted_req_ids: set[str]  # requests preempted this step: the runner drops their state
+    num_prefill_tokens: int = 0  # scheduled tokens that are prompt or recompute work
+    num_decode_tokens: int = 0  # scheduled tokens that each generate the next token of a request

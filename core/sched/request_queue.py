@@ -1,0 +1,69 @@
+"""The waiting queue under the two policies: FCFS (a deque) and priority (a heap)."""
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+
+from core.request import Request
+
+
+class FCFSQueue:
+    """Arrival order; preempted requests are put back at the head."""
+
+    def __init__(self) -> None:
+        self._items: deque[Request] = deque()  # head is scheduled first
+
+    def add(self, request: Request) -> None:
+        self._items.append(request)
+
+    def prepend(self, request: Request) -> None:
+        self._items.appendleft(request)
+
+    def peek(self) -> Request:
+        return self._items[0]
+
+    def pop(self) -> Request:
+        return self._items.popleft()
+
+    def remove(self, request: Request) -> None:
+        self._items.remove(request)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self._items)
+
+
+class PriorityQueue:
+    """Lowest (priority, arrival_time) first; a preempted request keeps its place by those keys."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, float, int, Request]] = []  # (priority, arrival, tiebreak, request)
+        self._counter = 0  # tiebreak for equal keys, in insertion order
+
+    def add(self, request: Request) -> None:
+        heapq.heappush(self._heap, (request.priority, request.arrival_time, self._counter, request))
+        self._counter += 1
+
+    prepend = add  # position is decided by the keys alone
+
+    def peek(self) -> Request:
+        return self._heap[0][3]
+
+    def pop(self) -> Request:
+        return heapq.heappop(self._heap)[3]
+
+    def remove(self, request: Request) -> None:
+        self._heap = [item for item in self._heap if item[3] is not request]
+        heapq.heapify(self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self) -> Iterator[Request]:
+        return (item[3] for item in sorted(self._heap))
+
+
+def make_queue(policy: str) -> FCFSQueue | PriorityQueue:
+    return PriorityQueue() if policy == "priority" else FCFSQueue()

@@ -1,0 +1,7 @@
+"""`python -m enginetui` runs the `enginetui` command."""
+
+import sys
+
+from enginetui.cli import main
+
+sys.exit(main())

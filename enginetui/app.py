@@ -1,0 +1,312 @@
+"""The dashboard app: feeds the engine's step events and streamed outputs into the panels.
+
+Engine I/O runs in workers; every event is folded into `DashboardState` as it arrives (cheap),
+and a timer pushes the state into the panels at `redraw_hz` at most, so a fast engine costs a
+bounded amount of drawing and the engine never waits for the screen.
+"""
+
+import itertools
+import os
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import var
+from textual.widgets import Footer
+
+from core.sampling_params import SamplingParams
+from enginetui.engine_link import Engine, EngineFactory, sampling_params
+from enginetui.prompts import BURST_PROMPTS
+from enginetui.settings import SamplingSettings
+from enginetui.state import DashboardState
+from enginetui.widgets.event_log import EventLog
+from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.palette import request_color
+from enginetui.widgets.pool_grid import PoolGrid
+from enginetui.widgets.process_panel import ProcessPanel, ProcessProbe, ProcessSample, PsutilProbe
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.queues import QueuesPanel
+from enginetui.widgets.request_detail import RequestDetail
+from enginetui.widgets.requests_table import RequestsTable
+from enginetui.widgets.sparklines import Sparklines
+from enginetui.widgets.step_panel import StepPanel
+from enginetui.widgets.title_bar import TitleBar
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one readable line (no traceback)."""
+    return str(exc) or type(exc).__name__
+
+
+class EngineTUI(App[None]):
+    """Live view of one engine: type prompts, watch the scheduler, pool and queues work."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "enginetui"
+    AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i / Enter)
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("space", "toggle_pause", "Pause/resume"),
+        Binding("s", "step", "Step"),
+        Binding("x", "abort", "Abort"),
+        Binding("b", "burst", "Burst"),
+        Binding("up", "select(-1)", "Select previous request", show=False),
+        Binding("down", "select(1)", "Select next request", show=False),
+        Binding("i,enter", "focus_prompt", "Prompt"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    selected: var[str | None] = var(None)  # id of the request shown in full
+    phase: var[str] = var("starting")  # starting | ready | stopped
+    paused: var[bool] = var(False)  # what the user last asked the engine to be
+
+    @dataclass
+    class EngineLost(Message):
+        """The engine's event stream broke or ended."""
+
+        reason: str  # why, in words
+
+    def __init__(
+        self,
+        engine_factory: EngineFactory,
+        *,
+        probe: ProcessProbe | None = None,
+        burst_size: int = 8,
+        redraw_hz: float = 15.0,
+        history_interval: float = 0.5,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._engine_factory = engine_factory  # starts the engine (called once, after the first frame)
+        self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
+        self._burst_size = burst_size  # requests per `b`
+        self._redraw_hz = redraw_hz  # most redraws per second
+        self._rng = random.Random(seed)  # picks burst prompts
+        self._ids = itertools.count(1)  # request id numbers
+        self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
+        self._engine_closed = False  # engine.shutdown() was called
+        self.engine: Engine | None = None  # set once the factory returns
+        self.state = DashboardState(history_interval=history_interval)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            yield TitleBar(id="title")
+            yield ProcessPanel(id="process")
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield RequestsTable(id="requests", classes="panel")
+                yield QueuesPanel(id="queues", classes="panel")
+                yield RequestDetail(id="detail", classes="panel")
+            with Vertical(id="right"):
+                yield PoolGrid(id="pool", classes="panel")
+                yield StepPanel(id="step", classes="panel")
+                yield Sparklines(id="sparks", classes="panel")
+                yield EventLog(id="log", classes="panel")
+        yield PromptBar(id="prompt-bar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(1 / self._redraw_hz, self.redraw)
+        self.set_interval(1.0, self._sample_process)
+        self.redraw()
+        self.call_after_refresh(self._connect)
+
+    # ---- drawing -------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        """Push the state into the panels if anything changed since the last redraw."""
+        s = self.state
+        key = (s.version, self.selected, self.phase)
+        if key == self._drawn:
+            return
+        self._drawn = key
+        colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
+        phase = "starting" if self.phase == "starting" else "stopped" if self.phase == "stopped" else "paused" if s.paused else "running"
+        model = self.engine.model_name if self.engine else "…"
+        self.query_one(TitleBar).show(model, s.step, phase)
+        self.query_one(RequestsTable).show(s.ordered(), self.selected)
+        block_size = s.latest.block_size if s.latest else 0
+        self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
+        self.query_one(PoolGrid).show(s.latest, colors)
+        self.query_one(StepPanel).show(s.latest, s.dropped_events)
+        self.query_one(QueuesPanel).show(s.latest, colors)
+        self.query_one(EventLog).show(s.log)
+        self.query_one(Sparklines).show(s.history)
+
+    def _sample_process(self) -> None:
+        if self.engine is not None and not self._engine_closed:
+            self._read_process(self.engine.engine_pid or os.getpid())
+
+    @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
+    def _read_process(self, pid: int) -> None:
+        self.call_from_thread(self._show_process, self._probe(pid))
+
+    def _show_process(self, sample: ProcessSample | None) -> None:
+        if self.engine is not None:
+            self.query_one(ProcessPanel).show(sample, self.engine.engine_pid is None, self.engine.device)
+
+    # ---- engine I/O (workers) ------------------------------------------------------------
+
+    @work(group="connect", exit_on_error=False)
+    async def _connect(self) -> None:
+        try:
+            self.engine = self._engine_factory()
+            first = await self.engine.snapshot()
+        except Exception as exc:
+            self.exit(return_code=2, message=f"enginetui: could not start the engine: {describe(exc)}")
+            return
+        self.state.apply_event(first)
+        self.paused = first.paused
+        self.phase = "ready"
+        self._follow_events()
+        self._sample_process()
+
+    @work(group="events", exit_on_error=False)
+    async def _follow_events(self) -> None:
+        assert self.engine is not None
+        try:
+            async for event in self.engine.events():
+                self.state.apply_event(event)
+            reason = "the engine closed its event stream"
+        except Exception as exc:
+            reason = describe(exc)
+        self.post_message(self.EngineLost(reason))
+
+    @work(group="requests", exit_on_error=False)
+    async def _stream(self, req_id: str, prompt: str, params: SamplingParams) -> None:
+        assert self.engine is not None
+        try:
+            async for out in self.engine.generate(prompt, params, req_id):
+                self.state.apply_output(out)
+        except ValueError as exc:
+            self._refuse(req_id, describe(exc))
+        except Exception as exc:
+            self.state.fail(req_id, describe(exc))
+
+    @work(group="control", exit_on_error=False)
+    async def _control(self, call: Callable[[], Awaitable[None]], refresh: bool = True) -> None:
+        """One control call; then a snapshot so the screen is current even while paused."""
+        assert self.engine is not None
+        try:
+            await call()
+            if refresh:
+                self.state.apply_event(await self.engine.snapshot())
+        except Exception as exc:
+            self.notify(f"engine call failed: {describe(exc)}", severity="error")
+
+    # ---- submitting ----------------------------------------------------------------------
+
+    def submit(self, prompt: str, settings: SamplingSettings) -> str | None:
+        """Send one prompt; returns its request id (None when the engine is not ready)."""
+        if not self._engine_ready():
+            return None
+        req_id = f"r{next(self._ids)}"
+        self.state.add_request(req_id, prompt, settings.max_tokens)
+        if self.selected is None:
+            self.selected = req_id
+        try:
+            params = sampling_params(settings)
+        except ValueError as exc:
+            self._refuse(req_id, describe(exc))
+            return req_id
+        self._stream(req_id, prompt, params)
+        return req_id
+
+    def _refuse(self, req_id: str, message: str) -> None:
+        self.state.refuse(req_id, message)
+        self.notify(f"{req_id} rejected: {message}", severity="error")
+
+    def _engine_ready(self) -> bool:
+        if self.phase == "starting":
+            self.notify("the engine is still starting", severity="warning")
+        elif self.phase == "stopped":
+            self.notify("the engine is not running", severity="error")
+        return self.phase == "ready"
+
+    @on(PromptBar.Submitted)
+    def _on_prompt(self, message: PromptBar.Submitted) -> None:
+        self.submit(message.text, message.settings)
+
+    @on(PromptBar.BurstRequested)
+    def _on_burst(self, message: PromptBar.BurstRequested) -> None:
+        self.burst(message.count)
+
+    @on(PromptBar.HelpRequested)
+    def _on_help(self) -> None:
+        self.action_help()
+
+    @on(EngineLost)
+    def _on_engine_lost(self, message: EngineLost) -> None:
+        if self._engine_closed:
+            return
+        self.phase = "stopped"
+        for view in self.state.ordered():
+            self.state.fail(view.req_id, f"engine stopped: {message.reason}")
+        self.notify(f"engine stopped: {message.reason}", title="EngineCore", severity="error", timeout=30)
+
+    def burst(self, count: int) -> None:
+        """Submit `count` synthetic requests with random prompts and the current settings."""
+        settings = self.query_one(PromptBar).settings
+        if self._engine_ready():
+            for _ in range(count):
+                self.submit(self._rng.choice(BURST_PROMPTS), settings)
+
+    # ---- actions -------------------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        if self._engine_ready():
+            assert self.engine is not None
+            self.paused = not self.paused
+            self._control(self.engine.pause if self.paused else self.engine.resume)
+
+    def action_step(self) -> None:
+        if not self._engine_ready():
+            return
+        assert self.engine is not None
+        if not self.paused:
+            self.notify("s runs one step of a paused engine: press space to pause first", severity="warning")
+            return
+        self._control(self.engine.step_once, refresh=False)  # the step's own event follows
+
+    def action_abort(self) -> None:
+        view = self.state.requests.get(self.selected or "")
+        if view is None:
+            self.notify("select a request with ↑↓ first", severity="warning")
+        elif not view.active:
+            self.notify(f"{view.req_id} is already {view.status}", severity="warning")
+        elif self._engine_ready():
+            assert self.engine is not None
+            engine, req_id = self.engine, view.req_id
+            self._control(lambda: engine.abort(req_id))
+
+    def action_burst(self) -> None:
+        self.burst(self._burst_size)
+
+    def action_select(self, delta: int) -> None:
+        self.selected = self.state.neighbour(self.selected, delta)
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptBar).focus_prompt()
+
+    def action_help(self) -> None:
+        keys = [(self.get_key_display(b), b.description) for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(keys))
+
+    async def action_quit(self) -> None:
+        self._close_engine()
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self._close_engine()
+
+    def _close_engine(self) -> None:
+        if self.engine is not None and not self._engine_closed:
+            self._engine_closed = True
+            self.engine.shutdown()

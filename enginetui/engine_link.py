@@ -1,0 +1,57 @@
+"""What the dashboard needs from an engine, and how it opens the real one.
+
+The app talks to `core.engine.async_llm.AsyncLLM` through the `Engine` protocol below, so
+tests can hand it a fake engine instead.
+"""
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from core.engine.events import StepEvent
+from core.outputs import RequestOutput
+from core.sampling_params import SamplingParams
+from enginetui.settings import SamplingSettings
+
+
+class Engine(Protocol):
+    """The part of AsyncLLM the dashboard uses."""
+
+    @property
+    def engine_pid(self) -> int | None: ...  # EngineCore process id (None when in-process)
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def pause(self) -> None: ...
+
+    async def resume(self) -> None: ...
+
+    async def step_once(self) -> None: ...
+
+    async def snapshot(self) -> StepEvent: ...
+
+    def events(self) -> AsyncIterator[StepEvent]: ...
+
+    def shutdown(self) -> None: ...
+
+
+EngineFactory = Callable[[], Engine]
+
+
+def open_engine(engine_args: dict[str, Any]) -> Engine:
+    """Start the real engine (EngineCore child process) with vLLM-named arguments."""
+    from core.engine.async_llm import AsyncLLM
+
+    return AsyncLLM.from_engine_args(**engine_args)
+
+
+def sampling_params(settings: SamplingSettings) -> SamplingParams:
+    """The engine's `SamplingParams` for the dashboard's current settings."""
+    return SamplingParams(**settings.as_kwargs())

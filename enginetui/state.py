@@ -1,0 +1,268 @@
+"""DashboardState: everything the screen shows, folded from step events and streamed outputs.
+
+Pure Python (no Textual), so the folding rules are unit-tested directly. The app folds every
+event it receives and redraws from this state at a bounded rate.
+"""
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from core.engine.events import RequestEnd, RequestProgress, StepEvent
+from core.outputs import RequestOutput
+
+LOG_LINES = 500  # event-log lines kept
+HISTORY_POINTS = 240  # sparkline samples kept
+ACTIVE = frozenset({"waiting", "running", "preempted"})  # status words of live requests
+# RequestEnd.reason / finish_reason -> status word
+_END_STATUS = {"stop": "finished", "length": "finished", "abort": "aborted", "error": "error", "rejected": "rejected"}
+# status word of an ended request -> log kind
+_END_KIND = {"finished": "finish", "aborted": "abort", "error": "error", "rejected": "reject"}
+
+
+@dataclass(slots=True)
+class RequestView:
+    """One request as the dashboard knows it."""
+
+    req_id: str  # client-visible request id
+    index: int  # order of first sight (stable colour in the pool grid)
+    prompt: str = ""  # prompt text as submitted
+    status: str = "waiting"  # waiting | running | preempted | finished | rejected | aborted | error
+    num_prompt_tokens: int = 0  # prompt length in tokens
+    num_computed_tokens: int = 0  # tokens whose KV is in the cache
+    num_tokens: int = 0  # prompt + generated tokens
+    num_output_tokens: int = 0  # generated tokens
+    max_tokens: int = 0  # generation limit
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    num_preemptions: int = 0  # times preempted so far
+    lost_tokens: int = 0  # computed tokens dropped by the latest preemption
+    block_ids: list[int] = field(default_factory=list)  # block table: logical i -> physical block_ids[i]
+    text: str = ""  # generated text so far
+    finish_reason: str | None = None  # stop | length | abort | error | rejected, once ended
+    detail: str = ""  # why it ended or was refused, in words
+    arrival_time: float | None = None  # engine received it (time.time())
+    first_scheduled_time: float | None = None  # first scheduled
+    first_token_time: float | None = None  # first token generated
+    finished_time: float | None = None  # left the engine
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    def queue_time(self) -> float | None:
+        """Seconds between arrival and first scheduling."""
+        return _span(self.arrival_time, self.first_scheduled_time)
+
+    def ttft(self) -> float | None:
+        """Seconds between arrival and the first token."""
+        return _span(self.arrival_time, self.first_token_time)
+
+    def tokens_per_s(self, now: float | None) -> float | None:
+        """Decode rate after the first token, up to the finish (or `now` while running)."""
+        end = self.finished_time if self.finished_time is not None else now
+        span = _span(self.first_token_time, end)
+        if span is None or span <= 0 or self.num_output_tokens < 2:
+            return None
+        return (self.num_output_tokens - 1) / span
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of the event log."""
+
+    step: int  # engine step it happened in (the latest step for client-side events)
+    kind: str  # admit | chunk | preempt | finish | abort | error | reject
+    text: str  # what happened, after the kind word
+
+
+@dataclass(slots=True)
+class History:
+    """Sparkline series, one point per sampling interval of engine time."""
+
+    tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # generated tokens/s
+    kv_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # KV pool usage %
+    running: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # running requests
+    waiting: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # waiting requests
+
+
+@dataclass(slots=True)
+class DashboardState:
+    """The dashboard's model: fold `StepEvent`s and `RequestOutput`s in, read widgets' data out."""
+
+    history_interval: float = 0.5  # seconds of engine time between sparkline samples
+    latest: StepEvent | None = None  # last event folded in (None before the first)
+    requests: dict[str, RequestView] = field(default_factory=dict)  # every request seen, in order of first sight
+    log: deque[LogLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
+    history: History = field(default_factory=History)  # sparkline series
+    dropped_events: int = 0  # step events the engine dropped before they reached us
+    version: int = 0  # bumped on every change; the view redraws when it moves
+    sample_time: float | None = None  # engine time of the last history sample
+    sample_tokens: int = 0  # total_output_tokens at the last history sample
+
+    # ---- reading -------------------------------------------------------------------------
+
+    @property
+    def step(self) -> int:
+        return self.latest.step if self.latest else 0
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.latest and self.latest.paused)
+
+    @property
+    def now(self) -> float | None:
+        """Engine time of the latest event: the dashboard's clock for running requests."""
+        return self.latest.time if self.latest else None
+
+    def ordered(self) -> list[RequestView]:
+        return list(self.requests.values())
+
+    def neighbour(self, req_id: str | None, delta: int) -> str | None:
+        """The request `delta` rows from `req_id` (clamped); from no selection, ↓ picks the first, ↑ the last."""
+        ids = list(self.requests)
+        if not ids:
+            return None
+        if req_id not in self.requests:
+            return ids[0] if delta > 0 else ids[-1]
+        return ids[max(0, min(len(ids) - 1, ids.index(req_id) + delta))]
+
+    # ---- client side ---------------------------------------------------------------------
+
+    def add_request(self, req_id: str, prompt: str, max_tokens: int) -> RequestView:
+        """A request the user just submitted (waiting until the engine reports it)."""
+        view = self._view(req_id)
+        view.prompt = prompt
+        view.max_tokens = max_tokens
+        self.version += 1
+        return view
+
+    def refuse(self, req_id: str, message: str) -> None:
+        """The client refused the request before it reached the engine (invalid prompt or params)."""
+        self._end(self._view(req_id), "rejected", "rejected", message)
+        self.log.append(LogLine(self.step, "reject", f"{req_id} · {message}"))
+        self.version += 1
+
+    def fail(self, req_id: str, message: str) -> None:
+        """The request's stream broke (engine died)."""
+        view = self._view(req_id)
+        if view.active:
+            self._end(view, "error", "error", message)
+            self.log.append(LogLine(self.step, "error", f"{req_id} · {message}"))
+            self.version += 1
+
+    def apply_output(self, out: RequestOutput) -> None:
+        """Fold one cumulative streamed output."""
+        view = self._view(out.request_id)
+        completion = out.outputs[0] if out.outputs else None
+        if completion is not None:
+            view.text = completion.text
+            view.num_output_tokens = max(view.num_output_tokens, len(completion.token_ids))
+        view.num_prompt_tokens = len(out.prompt_token_ids)
+        view.arrival_time = out.metrics.arrival_time
+        view.first_scheduled_time = out.metrics.first_scheduled_time
+        view.first_token_time = out.metrics.first_token_time
+        view.finished_time = out.metrics.finished_time
+        if out.finished and view.active:
+            reason = (completion.finish_reason if completion else None) or "stop"
+            detail = (completion.error if completion else None) or view.detail
+            self._end(view, _END_STATUS.get(reason, "finished"), reason, detail)
+        self.version += 1
+
+    # ---- engine side ---------------------------------------------------------------------
+
+    def apply_event(self, event: StepEvent) -> None:
+        """Fold one step event (or snapshot); derive the log lines for what changed."""
+        before = {r.req_id for r in self.latest.running} if self.latest else set()
+        listed: set[str] = set()
+        for progress in (*event.running, *event.waiting):
+            listed.add(progress.req_id)
+            self._apply_progress(progress)
+        for view in self.requests.values():
+            if view.req_id not in listed:
+                view.block_ids = []  # not held by the scheduler: holds no blocks
+        for pre in event.preempted:
+            self._view(pre.req_id).lost_tokens = pre.lost_tokens
+        for end in (*event.finished, *event.rejected):
+            self._apply_end(end)
+        if not event.is_snapshot:
+            self._log_step(event, before)
+            self.dropped_events += event.num_dropped_events
+            self._sample_history(event)
+        self.latest = event
+        self.version += 1
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _view(self, req_id: str) -> RequestView:
+        view = self.requests.get(req_id)
+        if view is None:
+            view = self.requests[req_id] = RequestView(req_id=req_id, index=len(self.requests))
+        return view
+
+    def _apply_progress(self, p: RequestProgress) -> None:
+        view = self._view(p.req_id)
+        if not view.active:
+            return  # a stale listing after the stream already ended it
+        view.status = p.status
+        view.num_prompt_tokens = p.num_prompt_tokens
+        view.num_computed_tokens = p.num_computed_tokens
+        view.num_tokens = p.num_tokens
+        view.num_output_tokens = p.num_output_tokens
+        view.max_tokens = p.max_tokens
+        view.num_cached_tokens = p.num_cached_tokens
+        view.num_preemptions = p.num_preemptions
+        view.block_ids = list(p.block_ids)
+        if view.arrival_time is None:
+            view.arrival_time = p.arrival_time
+
+    def _apply_end(self, end: RequestEnd) -> None:
+        """The engine's word on how a request ended overrides what the stream said."""
+        view = self._view(end.req_id)
+        view.num_output_tokens = max(view.num_output_tokens, end.num_output_tokens)
+        self._end(view, _END_STATUS.get(end.reason, "finished"), end.reason, end.detail)
+
+    def _end(self, view: RequestView, status: str, reason: str, detail: str) -> None:
+        view.status = status
+        view.finish_reason = reason
+        view.detail = detail
+        view.block_ids = []
+
+    def _log_step(self, event: StepEvent, before: set[str]) -> None:
+        step, add = event.step, self.log.append
+        for r in event.running:
+            n = event.scheduled.get(r.req_id, 0)
+            chunked = n > 0 and r.num_tokens - r.num_computed_tokens > 1  # prefill still unfinished
+            if r.req_id not in before:
+                what = f"recompute {r.num_tokens - (r.num_computed_tokens - n)} tok" if r.num_preemptions else f"prompt {r.num_prompt_tokens} tok"
+                cached = f" · {r.num_cached_tokens} cached" if r.num_cached_tokens else ""
+                chunk = f" · chunk {n}" if chunked else ""
+                add(LogLine(step, "admit", f"{r.req_id} · {what}{cached}{chunk}"))
+            elif chunked:
+                add(LogLine(step, "chunk", f"{r.req_id} · +{n} → {r.num_computed_tokens}/{r.num_tokens} tok"))
+        for pre in event.preempted:
+            add(LogLine(step, "preempt", f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {pre.freed_blocks} blocks"))
+        for end in event.finished:
+            kind = _END_KIND[_END_STATUS.get(end.reason, "finished")]
+            reason = f" · {end.reason}" if kind == "finish" else ""
+            detail = f" · {end.detail}" if end.detail else ""
+            add(LogLine(step, kind, f"{end.req_id}{reason} · {end.num_output_tokens} tok{detail}"))
+        for end in event.rejected:
+            add(LogLine(step, "reject", f"{end.req_id} · {end.detail}"))
+
+    def _sample_history(self, event: StepEvent) -> None:
+        if self.sample_time is None:
+            self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
+            return
+        span = event.time - self.sample_time
+        if span < self.history_interval:
+            return
+        h = self.history
+        h.tok_s.append((event.total_output_tokens - self.sample_tokens) / span)
+        used = event.num_blocks - event.num_free_blocks
+        h.kv_pct.append(100.0 * used / event.num_blocks if event.num_blocks else 0.0)
+        h.running.append(len(event.running))
+        h.waiting.append(len(event.waiting))
+        self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else end - start

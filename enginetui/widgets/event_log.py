@@ -1,0 +1,38 @@
+"""Event log: admissions, chunked-prefill splits, preemptions, finishes and rejections, newest last."""
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+from enginetui.state import LogLine
+from enginetui.widgets.palette import DIM, LOG_STYLES
+
+KIND_WIDTH = 7  # "preempt"
+
+
+def log_line(line: LogLine) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{line.step:>5} ", style=DIM)
+    text.append(line.kind.ljust(KIND_WIDTH + 1), style=LOG_STYLES[line.kind])
+    return text.append(line.text)
+
+
+class EventLog(Widget):
+    """The newest log lines that fit."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._lines: Sequence[LogLine] = ()  # the whole log, oldest first
+        self.border_title = "Event log"
+
+    def show(self, lines: Sequence[LogLine]) -> None:
+        self._lines = lines
+        self.refresh()
+
+    def render(self) -> Text:
+        height = self.content_size.height
+        if not self._lines:
+            return Text("nothing yet", style=DIM)
+        shown = list(self._lines)[-height:] if height else []
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(log_line(line) for line in shown)

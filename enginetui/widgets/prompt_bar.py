@@ -1,0 +1,86 @@
+"""Prompt box and sampling-settings bar; `/set`, `/burst` and `/help` are typed here too."""
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Input, Label, Static
+
+from enginetui.settings import SamplingSettings, apply_set_command
+from enginetui.widgets.palette import DIM
+
+PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help · Esc leaves"
+
+
+class PromptBar(Vertical):
+    """Where prompts are typed and sampling settings changed."""
+
+    BINDINGS = [Binding("escape", "leave", "Leave prompt", show=False)]
+
+    settings: reactive[SamplingSettings] = reactive(SamplingSettings)
+
+    @dataclass
+    class Submitted(Message):
+        """A prompt to send."""
+
+        text: str  # the prompt
+        settings: SamplingSettings  # sampling settings to send it with
+
+    @dataclass
+    class BurstRequested(Message):
+        """`/burst N`: submit N synthetic requests."""
+
+        count: int  # how many
+
+    @dataclass
+    class HelpRequested(Message):
+        """`/help`."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="prompt-row"):
+            yield Label("›", id="prompt-mark")
+            yield Input(placeholder=PLACEHOLDER, id="prompt")
+        yield Static(id="settings")
+
+    def focus_prompt(self) -> None:
+        self.query_one("#prompt", Input).focus()
+
+    def watch_settings(self, settings: SamplingSettings) -> None:
+        line = Text(settings.summary())
+        line.append("   /set NAME VALUE changes one", style=DIM)
+        self.query_one("#settings", Static).update(line)
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(None)
+
+    @on(Input.Submitted, "#prompt")
+    def _on_enter(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        event.input.clear()
+        if text.startswith("/"):
+            self._command(text[1:])
+        elif text:
+            self.post_message(self.Submitted(text, self.settings))
+
+    def _command(self, line: str) -> None:
+        name, _, args = line.partition(" ")
+        if name == "set":
+            try:
+                self.settings = apply_set_command(self.settings, args)
+            except ValueError as exc:
+                self.notify(str(exc), title="/set", severity="error")
+        elif name == "burst":
+            count = args.strip() or "8"
+            if not count.isdigit() or int(count) < 1:
+                self.notify(f"/burst needs a positive count, got '{count}'", severity="error")
+                return
+            self.post_message(self.BurstRequested(int(count)))
+        elif name == "help":
+            self.post_message(self.HelpRequested())
+        else:
+            self.notify(f"unknown command /{name} (try /set, /burst, /help)", severity="error")

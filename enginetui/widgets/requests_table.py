@@ -1,0 +1,81 @@
+"""Requests list: one row per request with status word, progress and streaming text."""
+
+from rich.text import Text
+from textual.widget import Widget
+
+from enginetui.state import RequestView
+from enginetui.widgets.palette import DIM, STATUS_STYLES, request_color
+
+STATUS_WIDTH = 9  # "PREEMPTED"
+PROGRESS_WIDTH = 9  # "1234/5678"
+
+
+def one_line(text: str) -> str:
+    return text.replace("\r", "").replace("\n", "⏎")
+
+
+def tail(text: str, width: int) -> str:
+    """The end of `text` in `width` cells (what streams in is what you see)."""
+    if len(text) <= width:
+        return text
+    return "…" + text[len(text) - width + 1 :] if width > 0 else ""
+
+
+def progress(view: RequestView) -> str:
+    if view.active:
+        return f"{view.num_computed_tokens}/{view.num_tokens}"
+    return f"{view.num_output_tokens} tok"
+
+
+def row_note(view: RequestView, width: int) -> Text:
+    """The free-text column: why it stopped or what it lost, then the end of its text so far."""
+    if view.status in ("rejected", "error"):
+        return Text(tail(one_line(view.detail or view.status), width), style=STATUS_STYLES[view.status])
+    note = Text()
+    if view.status == "preempted":
+        note.append(f"(lost {view.lost_tokens} tok) ", style=STATUS_STYLES["preempted"])
+    elif not view.active:
+        note.append(f"{view.finish_reason} · ", style=DIM)
+    room = max(0, width - len(note))
+    if view.text:
+        note.append(tail(one_line(view.text), room))
+    else:
+        note.append(tail(one_line(view.prompt), room), style=DIM)
+    return note
+
+
+class RequestsTable(Widget):
+    """Every request, in order of submission; the selected one is marked ▶."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._views: list[RequestView] = []  # rows
+        self._selected: str | None = None  # id of the selected row
+        self.border_title = "Requests"
+        self.border_subtitle = "↑↓ select · x abort"
+
+    def show(self, views: list[RequestView], selected: str | None) -> None:
+        self._views, self._selected = views, selected
+        live = sum(v.active for v in views)
+        self.border_title = f"Requests · {live} live · {len(views) - live} ended"
+        self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.content_size
+        if not self._views:
+            return Text("no requests yet: press i (or Enter) to type a prompt, b for a burst", style=DIM)
+        ids = [v.req_id for v in self._views]
+        at = ids.index(self._selected) if self._selected in ids else len(ids) - 1
+        start = max(0, min(at - height // 2, len(ids) - height))
+        id_width = max(len(i) for i in ids)
+        lines = [self._row(v, id_width, width) for v in self._views[start : start + height]]
+        return Text("\n", no_wrap=True).join(lines)
+
+    def _row(self, view: RequestView, id_width: int, width: int) -> Text:
+        selected = view.req_id == self._selected
+        row = Text(no_wrap=True, overflow="ellipsis", style="on #2c313a" if selected else "")
+        row.append("▶ " if selected else "  ", style="bold")
+        row.append(view.req_id.ljust(id_width + 1), style=f"bold {request_color(view.index)}")
+        row.append(view.status.upper().ljust(STATUS_WIDTH + 1), style=STATUS_STYLES[view.status])
+        row.append(progress(view).rjust(PROGRESS_WIDTH) + "  ")
+        return row.append_text(row_note(view, max(0, width - len(row))))

@@ -1,0 +1,58 @@
+"""Step panel: scheduled tokens against the budget, prefill/decode split, where the step's time went."""
+
+from rich.text import Text
+from textual.widget import Widget
+
+from core.engine.events import StepEvent
+from enginetui.widgets.palette import DIM
+
+PREFILL_STYLE = "#61afef"
+DECODE_STYLE = "#c678dd"
+
+
+def budget_bar(prefill: int, decode: int, budget: int, width: int) -> Text:
+    """▕███▒▒░░░▏: prefill █ then decode ▒ out of the token budget."""
+    inner = max(1, width - 2)
+    p = min(inner, _cells(prefill, budget, inner))
+    d = min(inner - p, _cells(decode, budget, inner))
+    bar = Text("▕")
+    bar.append("█" * p, style=PREFILL_STYLE).append("▒" * d, style=DECODE_STYLE)
+    bar.append("░" * (inner - p - d), style=DIM).append("▏")
+    return bar
+
+
+def _cells(tokens: int, budget: int, width: int) -> int:
+    """Cells for `tokens` of `budget` in `width`; at least one when there are any."""
+    return 0 if tokens <= 0 else max(1, round(width * tokens / max(1, budget)))
+
+
+class StepPanel(Widget):
+    """The latest step at a glance."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._event: StepEvent | None = None  # latest step event
+        self._dropped = 0  # events the engine dropped on the way to us
+        self.border_title = "Step"
+
+    def show(self, event: StepEvent | None, dropped: int) -> None:
+        self._event, self._dropped = event, dropped
+        if event is not None:
+            self.border_title = f"Step {event.step}" + (" · snapshot" if event.is_snapshot else "")
+        self.refresh()
+
+    def render(self) -> Text:
+        e = self._event
+        if e is None:
+            return Text("no step yet", style=DIM)
+        head = f"budget {e.num_scheduled_tokens}/{e.token_budget} "
+        text = Text(head)
+        text.append_text(budget_bar(e.num_prefill_tokens, e.num_decode_tokens, e.token_budget, self.content_size.width - len(head)))
+        text.append("\nprefill ").append(str(e.num_prefill_tokens), style=PREFILL_STYLE)
+        text.append(" · decode ").append(str(e.num_decode_tokens), style=DECODE_STYLE)
+        text.append(f" · {len(e.scheduled)} reqs")
+        total = e.sched_ms + e.exec_ms + e.update_ms
+        text.append(f"\n{total:.1f} ms = sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f}")
+        if self._dropped:
+            text.append(f"\n{self._dropped} events dropped (dashboard slower than engine)", style=DIM)
+        return text
