@@ -31,3 +31,18 @@ def opt125m_dir(tmp_path_factory) -> str:
     """The facebook/opt-125m architecture with random weights."""
     return make_opt_dir(tmp_path_factory.mktemp("opt-125m"), vocab_size=50272, hidden_size=768, num_hidden_layers=12,
                         num_attention_heads=12, ffn_dim=3072, max_position_embeddings=2048, word_embed_proj_dim=768)
+
+
+@pytest.fixture(scope="session")
+def text_opt_dir(tmp_path_factory) -> str:
+    """A random-weight tiny OPT that carries the embedded model's tokenizer (4096 tokens)."""
+    import shutil
+
+    from core.models.default_model import DEFAULT_MODEL_DIR
+
+    path = tmp_path_factory.mktemp("text-opt")
+    make_opt_dir(path, seed=1, vocab_size=4096)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (DEFAULT_MODEL_DIR / name).exists():
+            shutil.copy(DEFAULT_MODEL_DIR / name, path / name)
+    return str(path)

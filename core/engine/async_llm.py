@@ -1,0 +1,250 @@
+"""AsyncLLM: the asyncio client-side engine the dashboard (and any server) drives.
+
+    llm = AsyncLLM.from_engine_args(model=..., num_gpu_blocks_override=...)
+    async for out in llm.generate("Once upon a time", SamplingParams(max_tokens=32), "r1"):
+        print(out.new_text, end="")
+    async for event in llm.events(): ...     # live StepEvents (first one is a snapshot)
+    llm.shutdown()
+
+Requests are preprocessed here (Processor), sent to EngineCore (a child process by default, or
+in-process with multiprocess=False / ENGINETUI_MULTIPROC=0), and one output-handler task reads
+EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-request queues.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+from core.config import EngineConfig
+from core.engine import wire
+from core.engine.core_client import use_multiprocess
+from core.engine.errors import EngineDeadError, EngineStartupError
+from core.engine.events import StepEvent
+from core.engine.output_processor import OutputProcessor
+from core.engine.processor import EngineInfo, Processor
+from core.engine.tokenizer import load_tokenizer
+from core.outputs import RequestOutput
+from core.sampling_params import SamplingParams
+
+__all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError"]
+
+log = logging.getLogger("enginetui.async_llm")
+
+
+class AsyncLLM:
+    """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
+
+    def __init__(self, config: EngineConfig, multiprocess: bool | None = None) -> None:
+        self.config = config  # engine configuration
+        if use_multiprocess(multiprocess):
+            from core.engine.mp_client import AsyncMPClient
+
+            self.client = AsyncMPClient(config)  # EngineCore in a child process
+        else:
+            from core.engine.async_inproc import AsyncInprocClient
+
+            self.client = AsyncInprocClient(config)  # EngineCore in this process
+        self.info: EngineInfo = self.client.info  # limits and identity of the engine
+        try:
+            self.tokenizer = load_tokenizer(config, self.info.model_dir)  # HF tokenizer or None
+        except Exception:
+            self.client.shutdown()
+            raise
+        self.processor = Processor(self.tokenizer, self.info)  # tokenize + validate
+        self.output_processor = OutputProcessor(self.tokenizer)  # detokenize + stop strings
+        self._queues: dict[str, asyncio.Queue] = {}  # live request id -> its outputs (then maybe an error)
+        self._handler: asyncio.Task | None = None  # the output-handler task
+        self._background: set[asyncio.Task] = set()  # fire-and-forget aborts
+        self._dead: EngineDeadError | None = None  # set when EngineCore died
+        self._closed = False  # shutdown() was called
+
+    @classmethod
+    def from_engine_args(cls, multiprocess: bool | None = None, **engine_args) -> "AsyncLLM":
+        """Build the config from vLLM-named arguments and start the engine (raises EngineStartupError)."""
+        return cls(EngineConfig(**engine_args), multiprocess=multiprocess)
+
+    # ---- identity --------------------------------------------------------------------------
+
+    @property
+    def engine_pid(self) -> int | None:
+        """EngineCore's process id (None when it runs in this process)."""
+        return self.client.engine_pid
+
+    @property
+    def model_name(self) -> str:
+        return self.info.model_name
+
+    @property
+    def device(self) -> str:
+        return self.info.device
+
+    @property
+    def is_running(self) -> bool:
+        """False once EngineCore died or was shut down."""
+        return self._dead is None and not self._closed
+
+    # ---- requests --------------------------------------------------------------------------
+
+    async def generate(self, prompt: str | list[int], params: SamplingParams | None, request_id: str,
+                       priority: int = 0) -> AsyncIterator[RequestOutput]:
+        """Yield this request's RequestOutput after every step that advanced it; the last is finished.
+
+        Invalid input raises ValueError before anything reaches the engine. Leaving the loop early
+        (break, or cancelling the consuming task) aborts the request. If EngineCore dies, a final
+        output with finish_reason "error" is yielded, then EngineDeadError is raised.
+        """
+        self._check_usable()
+        if request_id in self._queues or request_id in self.output_processor.states:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        request, text = self.processor.process(request_id, prompt, params, priority)
+        self._ensure_handler()
+        queue: asyncio.Queue = asyncio.Queue()
+        self._queues[request_id] = queue
+        self.output_processor.add_request(request_id, text, request.prompt_token_ids, request.sampling_params,
+                                          request.arrival_time)
+        try:
+            await self.client.add_request(request)
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if item.finished and queue.empty():
+                    return
+        finally:
+            if self._queues.get(request_id) is queue:  # the caller left before the end: abort it
+                del self._queues[request_id]
+                self.output_processor.states.pop(request_id, None)
+                if self.is_running:
+                    self._in_background(self.client.abort_requests([request_id]))
+
+    async def abort(self, request_id: str) -> None:
+        """End a request; its generate() stream gets a final output with finish_reason "abort"."""
+        if self.is_running:
+            self._ensure_handler()
+            await self.client.abort_requests([request_id])
+
+    # ---- control ---------------------------------------------------------------------------
+
+    async def pause(self) -> None:
+        """Stop stepping (requests can still be added and aborted; they wait)."""
+        await self._control("pause")
+
+    async def resume(self) -> None:
+        await self._control("resume")
+
+    async def step_once(self) -> None:
+        """Exactly one engine step (meant for a paused engine); its outputs and event are delivered."""
+        await self._control("step")
+
+    async def snapshot(self) -> StepEvent:
+        """The full current state (is_snapshot=True)."""
+        return (await self._control("snapshot")).snapshot
+
+    async def reset_prefix_cache(self) -> None:
+        await self._control("reset_prefix_cache")
+
+    def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
+        """Live step events; several subscribers may listen at once. The first event of each
+        subscription is a snapshot (is_snapshot=True). A subscriber that falls behind loses events
+        (counted in the next event's num_dropped_events); the engine never waits for it.
+        With conflate=True only the newest event is kept. Raises EngineDeadError if EngineCore dies."""
+        self._check_usable()
+        return self.client.events(conflate=conflate)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """End EngineCore (the child process, if any). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._handler is not None and not self._handler.done():
+            try:
+                self._handler.cancel()
+            except RuntimeError:  # its loop is closed
+                pass
+        try:
+            self._fail_requests(EngineDeadError("AsyncLLM was shut down"))
+        except RuntimeError:  # queues of a closed loop
+            pass
+        self.client.shutdown()
+
+    async def __aenter__(self) -> "AsyncLLM":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.shutdown()
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._dead is not None:
+            raise self._dead
+        if self._closed:
+            raise EngineDeadError("AsyncLLM was shut down")
+
+    def _ensure_handler(self) -> None:
+        if self._handler is None or (self._handler.done() and self.is_running):
+            loop = asyncio.get_running_loop()
+            self._handler = loop.create_task(self._handle_outputs(), name="enginetui-output-handler")
+
+    async def _control(self, op: str) -> wire.ControlReply:
+        self._check_usable()
+        self._ensure_handler()
+        reply = await self.client.control(op)
+        if reply.error:
+            raise RuntimeError(f"EngineCore {op} failed: {reply.error}")
+        return reply
+
+    async def _handle_outputs(self) -> None:
+        """Read EngineCore outputs forever; route them to the requests' queues."""
+        try:
+            while True:
+                outputs = await self.client.get_output()
+                results, to_abort = self.output_processor.process(outputs.outputs)
+                for result in results:
+                    queue = self._queues.get(result.request_id)
+                    if queue is None:
+                        continue
+                    queue.put_nowait(result)
+                    if result.finished:
+                        del self._queues[result.request_id]
+                if to_abort:  # stopped by a stop string on this side: free it in the engine
+                    await self.client.abort_requests(to_abort)
+        except EngineDeadError as exc:
+            if not self._closed:
+                self._dead = exc
+                self._fail_requests(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must not leave streams hanging
+            log.exception("AsyncLLM output handler failed")
+            self._dead = EngineDeadError(f"AsyncLLM output handler failed: {wire.describe(exc)}")
+            self._fail_requests(self._dead)
+            self.client.shutdown()
+
+    def _fail_requests(self, exc: EngineDeadError) -> None:
+        """Every live request gets a final "error" output, then the exception."""
+        for result in self.output_processor.fail_all(str(exc)):
+            queue = self._queues.get(result.request_id)
+            if queue is not None:
+                queue.put_nowait(result)
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            queue.put_nowait(exc)
+
+    def _in_background(self, coro) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # no running loop (generator finalized at exit)
+            coro.close()
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_ignore_dead)
+
+
+def _ignore_dead(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), EngineDeadError):
+        log.warning("background abort failed: %s", task.exception())

@@ -1,0 +1,96 @@
+"""LLM.generate as a caller sees it: text in, text out, stops, ordering, params per prompt."""
+
+import pytest
+
+from core import LLM, SamplingParams
+
+
+@pytest.fixture(scope="module")
+def llm(text_opt_dir):
+    engine = LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=128)
+    yield engine
+    engine.shutdown()
+
+
+def test_outputs_come_back_in_prompt_order_with_text_and_timings(llm):
+    prompts = ["The function returns", "A", "In Python, a class is a way to bundle data and behaviour together"]
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+    assert [o.prompt for o in outs] == prompts
+    tok = llm.get_tokenizer()
+    for o in outs:
+        c = o.outputs[0]
+        assert c.finish_reason == "length" and len(c.token_ids) == 8
+        assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)  # incremental == full decode
+        m = o.metrics
+        assert m.arrival_time <= m.first_scheduled_time <= m.first_token_time <= m.finished_time
+
+
+def test_token_id_prompts_and_per_prompt_params(llm):
+    params = [SamplingParams(temperature=0, max_tokens=3, ignore_eos=True),
+              SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)]
+    outs = llm.generate([[2, 100, 200], [2, 300]], params, use_tqdm=False)
+    assert [len(o.outputs[0].token_ids) for o in outs] == [3, 5]
+    assert outs[0].prompt is None and outs[0].prompt_token_ids == [2, 100, 200]
+
+
+def test_stop_string_cuts_text_before_it(llm):
+    base = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False)[0]
+    text = base.outputs[0].text
+    assert len(text) > 6
+    stop = text[3:6]
+    cut = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop]), use_tqdm=False)[0]
+    c = cut.outputs[0]
+    assert c.finish_reason == "stop" and c.stop_reason == stop
+    assert c.text == text[: text.find(stop)]
+    kept = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop],
+                                                           include_stop_str_in_output=True), use_tqdm=False)[0]
+    assert kept.outputs[0].text == text[: text.find(stop) + len(stop)]
+
+
+def test_stop_token_ids_end_generation(llm):
+    base = llm.generate([[2, 50, 60]], SamplingParams(temperature=0, max_tokens=10, ignore_eos=True), use_tqdm=False)[0]
+    third = base.outputs[0].token_ids[2]
+    out = llm.generate([[2, 50, 60]], SamplingParams(temperature=0, max_tokens=10, ignore_eos=True,
+                                                     stop_token_ids=[third]), use_tqdm=False)[0]
+    first_hit = base.outputs[0].token_ids.index(third)
+    assert out.outputs[0].token_ids == base.outputs[0].token_ids[: first_hit + 1]
+    assert out.outputs[0].finish_reason == "stop" and out.outputs[0].stop_reason == third
+
+
+def test_seeded_sampling_is_reproducible_across_batches(llm):
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, max_tokens=12, seed=42, ignore_eos=True)
+    alone = llm.generate("Numbers are", seeded, use_tqdm=False)[0].outputs[0].token_ids
+    other = SamplingParams(temperature=1.0, max_tokens=20, ignore_eos=True)
+    mixed = llm.generate(["Hello", "Numbers are", "A list"], [other, seeded, other], use_tqdm=False)
+    assert mixed[1].outputs[0].token_ids == alone
+
+
+def test_logprobs_are_returned_per_token(llm):
+    out = llm.generate("The", SamplingParams(temperature=0, max_tokens=4, logprobs=3, ignore_eos=True), use_tqdm=False)[0]
+    c = out.outputs[0]
+    assert len(c.logprobs) == 4
+    for token, entry in zip(c.token_ids, c.logprobs):
+        assert token in entry and len(entry) >= 3
+        assert max(entry.values()) == entry[token]  # greedy: the sampled token is the most likely
+
+
+def test_invalid_input_raises_before_reaching_the_engine(llm):
+    with pytest.raises(ValueError, match="empty"):
+        llm.generate("", use_tqdm=False)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate([[2, 999999]], use_tqdm=False)
+    with pytest.raises(ValueError, match="max_model_len"):
+        llm.generate("hi", SamplingParams(max_tokens=10**6), use_tqdm=False)
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1)
+    # The engine still serves afterwards.
+    assert llm.generate("ok", SamplingParams(max_tokens=2), use_tqdm=False)[0].finished
+
+
+def test_a_request_that_can_never_fit_the_pool_is_rejected_with_a_reason(text_opt_dir):
+    llm = LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=4, block_size=16)
+    outs = llm.generate(["short", "x " * 100], SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
+    assert outs[0].outputs[0].finish_reason == "length"
+    rejected = outs[1].outputs[0]
+    assert rejected.finish_reason == "rejected" and "pool has 4" in rejected.error
+    llm.shutdown()

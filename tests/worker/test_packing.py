@@ -1,0 +1,80 @@
+"""The model runner packs a mixed prefill/decode step into flat, unpadded tensors."""
+
+from transformers import OPTConfig
+
+from core.models.opt import OPTForCausalLM
+from core.sampling_params import SamplingParams
+from core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from core.worker.model_runner import ModelRunner
+
+import torch
+
+
+def make_runner(block_size=16):
+    cfg = OPTConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
+                    max_position_embeddings=128, word_embed_proj_dim=32)
+    return ModelRunner(OPTForCausalLM(cfg), num_blocks=32, block_size=block_size, max_num_reqs=8,
+                       max_model_len=128, dtype=torch.float32, device=torch.device("cpu"), seed=0)
+
+
+def new_req(req_id, n_tokens, n_computed, blocks):
+    return NewRequestData(req_id=req_id, token_ids=list(range(10, 10 + n_tokens)), num_prompt_tokens=n_tokens,
+                          sampling_params=SamplingParams(temperature=0), eos_token_id=2, block_ids=blocks,
+                          num_computed_tokens=n_computed)
+
+
+def test_article_packing_example():
+    # A: a 4-token prefill; B decodes at position 50; C decodes at position 30.
+    runner = make_runner()
+    out = SchedulerOutput(
+        scheduled_new_reqs=[new_req("A", 4, 0, [7]), new_req("B", 51, 50, [3, 9, 4, 12]), new_req("C", 31, 30, [5, 6])],
+        scheduled_cached_reqs=CachedRequestData(), num_scheduled_tokens={"A": 4, "B": 1, "C": 1},
+        total_num_scheduled_tokens=6, finished_req_ids=set(), preempted_req_ids=set(),
+    )
+    runner.update_states(out)
+    packed = runner.prepare_inputs(out)
+    assert packed.req_ids == ["A", "B", "C"]
+    assert packed.attn.query_start_loc.tolist() == [0, 4, 5, 6]
+    assert packed.positions.tolist() == [0, 1, 2, 3, 50, 30]
+    assert packed.input_ids.tolist() == [10, 11, 12, 13, 60, 40]
+    assert packed.attn.seq_lens.tolist() == [4, 51, 31]
+    # Slot = physical block * 16 + offset: A's block 7; B's position 50 is logical block 3 (physical 12), offset 2.
+    assert packed.attn.slot_mapping.tolist() == [112, 113, 114, 115, 12 * 16 + 2, 6 * 16 + 14]
+    assert packed.logits_indices.tolist() == [3, 4, 5]  # one logit row per request, only the last token
+    assert packed.attn.block_table.shape == (3, 4)
+    assert packed.attn.block_table[0, 0].item() == 7 and packed.attn.block_table[1].tolist() == [3, 9, 4, 12]
+
+
+def test_partial_prefill_chunk_gets_no_logits_and_deltas_extend_the_batch():
+    runner = make_runner(block_size=4)
+    first = SchedulerOutput(
+        scheduled_new_reqs=[new_req("A", 10, 0, [1, 2])], scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={"A": 6}, total_num_scheduled_tokens=6, finished_req_ids=set(), preempted_req_ids=set(),
+    )
+    runner.update_states(first)
+    packed = runner.prepare_inputs(first)
+    assert packed.logits_indices.tolist() == []  # 6 of 10 prompt tokens: nothing to sample yet
+    second = SchedulerOutput(
+        scheduled_new_reqs=[], num_scheduled_tokens={"A": 4}, total_num_scheduled_tokens=4,
+        scheduled_cached_reqs=CachedRequestData(req_ids=["A"], new_token_ids=[[]], new_block_ids=[[5]],
+                                                num_computed_tokens=[6]),
+        finished_req_ids=set(), preempted_req_ids=set(),
+    )
+    runner.update_states(second)
+    packed = runner.prepare_inputs(second)
+    assert packed.positions.tolist() == [6, 7, 8, 9]
+    assert packed.attn.slot_mapping.tolist() == [2 * 4 + 2, 2 * 4 + 3, 5 * 4 + 0, 5 * 4 + 1]
+    assert packed.logits_indices.tolist() == [3]
+
+
+def test_removed_rows_are_refilled_by_the_last_row():
+    runner = make_runner()
+    out = SchedulerOutput(
+        scheduled_new_reqs=[new_req("A", 3, 0, [1]), new_req("B", 3, 0, [2]), new_req("C", 3, 0, [3])],
+        scheduled_cached_reqs=CachedRequestData(), num_scheduled_tokens={"A": 3, "B": 3, "C": 3},
+        total_num_scheduled_tokens=9, finished_req_ids=set(), preempted_req_ids=set(),
+    )
+    runner.update_states(out)
+    runner.batch.remove("A")
+    assert runner.batch.req_ids == ["C", "B"]
+    assert runner.batch.block_table[0, 0] == 3 and runner.batch.index == {"C": 0, "B": 1}
