@@ -48,9 +48,13 @@ SUB_RCVHWM = 64  # events a subscriber buffers before the publisher starts dropp
 
 
 class EngineProcess:
-    """The EngineCore child: spawn, handshake, liveness and the sockets bound for it."""
+    """The EngineCore child: spawn, handshake, liveness and the sockets bound for it.
 
-    def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None) -> None:
+    Takes over `ctx`: a failed start-up destroys it, and so does shutdown_engine().
+    """
+
+    def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None,
+                 target=run_engine_core) -> None:
         self.ctx = ctx  # zmq context of the client
         self.tmpdir = tempfile.mkdtemp(prefix="enginetui-")  # holds the ipc socket files
         self.addresses = EngineAddresses(
@@ -68,7 +72,7 @@ class EngineProcess:
         spawn = multiprocessing.get_context("spawn")
         on_main_thread = threading.current_thread() is threading.main_thread()
         self.proc = spawn.Process(  # daemon: multiprocessing also ends it at interpreter exit
-            target=run_engine_core, name="EngineCore", daemon=True,
+            target=target, name="EngineCore", daemon=True,
             # PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread
             args=(msgspec.msgpack.encode(config), self.addresses, os.getpid(), on_main_thread),
         )

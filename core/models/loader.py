@@ -37,9 +37,14 @@ def resolve_model_dir(model: str | None, need_weights: bool = True) -> Path | No
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"{path} is a directory but has no config.json: not a Hugging Face model directory")
         return path
-    if model.startswith((".", "/", "~")) or os.sep in model.strip("/").replace("/", "", 1):
+    if _looks_like_path(model):
         raise ModelLoadError(f"model path {model!r} does not exist")
     return _from_hub_cache(model, need_weights)
+
+
+def _looks_like_path(model: str) -> bool:
+    """A hub id is `name` or `org/name`; anything else that isn't a directory is a missing path."""
+    return model.startswith((".", "/", "~")) or model.count("/") > 1
 
 
 def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
@@ -64,7 +69,7 @@ def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
     raise ModelLoadError(
         f"model {repo_id!r} is not a local directory, not in the Hugging Face cache, and the hub could not "
         f"be reached ({reason}). Give a local model directory (--model /path/to/dir), download it first "
-        f"on a machine with network (huggingface-cli download {repo_id}), or run without --model to use "
+        f"on a machine with network (hf download {repo_id}), or run without --model to use "
         f"the embedded default model."
     )
 
