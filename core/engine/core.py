@@ -75,12 +75,21 @@ class EngineCore:
         t0 = time.perf_counter()
         sched_out = self.scheduler.schedule()
         t1 = time.perf_counter()
-        result = self.runner.execute(sched_out)
+        try:
+            result = self.runner.execute(sched_out)
+        except Exception as exc:  # a failed forward fails the requests in it, not the engine
+            log.exception("model step failed")
+            result = None
+            self.scheduler.finish_requests(
+                list(sched_out.num_scheduled_tokens), RequestStatus.FINISHED_ERROR,
+                f"model step failed: {type(exc).__name__}: {exc}",
+            )
         t2 = time.perf_counter()
-        outputs = self.scheduler.update_from_output(sched_out, result.sampled, result.logprobs)
+        sampled = result.sampled if result else {}
+        outputs = self.scheduler.update_from_output(sched_out, sampled, result.logprobs if result else None)
         t3 = time.perf_counter()
         self.step_count += 1
-        self.total_output_tokens += len(result.sampled)
+        self.total_output_tokens += len(sampled)
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
         event = None
@@ -91,8 +100,9 @@ class EngineCore:
             self.scheduler.drain_step_record()
         t4 = time.perf_counter()
         self.last_timings = {
-            "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms, "forward": result.forward_ms,
-            "sample": result.sample_ms, "update": (t3 - t2) * 1e3, "event": (t4 - t3) * 1e3,
+            "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms if result else 0.0,
+            "forward": result.forward_ms if result else 0.0, "sample": result.sample_ms if result else 0.0,
+            "update": (t3 - t2) * 1e3, "event": (t4 - t3) * 1e3,
         }
         return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
 

@@ -66,7 +66,7 @@ class EngineProcess:
         self.out_sock = ctx.socket(zmq.PULL)  # outputs and replies from the child
         self.out_sock.setsockopt(zmq.LINGER, 0)
         self.out_sock.bind(self.addresses.output)
-        self.sockets: list = [self.in_sock, self.out_sock]  # closed at shutdown (subscribers added here too)
+        self.sockets: list = [self.in_sock, self.out_sock]  # closed at shutdown
         self.dead: EngineDeadError | None = None  # set once the child is known dead or shut down
         self.closed = False  # shut down on purpose
         spawn = multiprocessing.get_context("spawn")
@@ -282,7 +282,6 @@ class AsyncMPClient(_MPClientBase):
         self._out = zmq.asyncio.Socket.from_socket(self.engine.out_sock)  # async view of the output socket
         socks = self.engine.sockets  # close the async view (it clears its event-loop reader), not the sync one
         socks[socks.index(self.engine.out_sock)] = self._out
-        self._actx = zmq.asyncio.Context(self.ctx)  # shadow context for subscriber sockets
         self._calls: dict[int, asyncio.Future] = {}  # control calls awaiting their reply
         self._call_ids = itertools.count(1)  # control call ids
 
@@ -324,7 +323,8 @@ class AsyncMPClient(_MPClientBase):
         """Live step events; the first one is a snapshot sent because this subscriber joined.
         Ends when the client is shut down; raises EngineDeadError if the child dies."""
         self.engine.check()
-        sock = self._actx.socket(zmq.SUB)
+        ctx = zmq.asyncio.Context()  # its own: the client's context is destroyed at shutdown, not waited on
+        sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
         if conflate:
             sock.setsockopt(zmq.CONFLATE, 1)  # keep only the newest event
@@ -332,27 +332,17 @@ class AsyncMPClient(_MPClientBase):
             sock.setsockopt(zmq.RCVHWM, SUB_RCVHWM)
         sock.connect(self.events_address)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
-        self.engine.sockets.append(sock)
         try:
             while True:
-                try:
-                    ready = await sock.poll(POLL_MS)
-                    data = await sock.recv() if ready else None
-                except zmq.ZMQError:
-                    if self.engine.closed:
-                        return  # shut down under us
-                    raise
-                if data is not None:
-                    yield decode_event(data)
+                if await sock.poll(POLL_MS):
+                    yield decode_event(await sock.recv())
                     continue
                 if self.engine.closed:
-                    return
+                    return  # shut down: the stream ends
                 self.engine.check()
         finally:
-            if sock in self.engine.sockets:
-                self.engine.sockets.remove(sock)
-            if not sock.closed:
-                sock.close(linger=0)
+            sock.close(linger=0)
+            ctx.term()
 
     def shutdown(self) -> None:
         self._fail_calls(EngineDeadError("EngineCore was shut down"))
