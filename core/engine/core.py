@@ -41,6 +41,7 @@ class EngineCore:
         self.paused = False  # set by the busy loop's control handling; reported in events
         self.num_dropped_events = 0  # set by the publisher: events subscribers did not get
         self.total_output_tokens = 0  # tokens generated since start
+        self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
         self._last_event: StepEvent | None = None  # for snapshots
         log.info("EngineCore ready: %d KV blocks of %d tokens, max_model_len %d", self.num_blocks,
@@ -97,7 +98,7 @@ class EngineCore:
             event = self._build_event(sched_out, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)
         else:
             self.scheduler.kv.pool.drain_step_changes()
-            self.scheduler.drain_step_record()
+            self.total_preemptions += len(self.scheduler.drain_step_record()[0])
         t4 = time.perf_counter()
         self.last_timings = {
             "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms if result else 0.0,
@@ -111,6 +112,7 @@ class EngineCore:
     def _build_event(self, sched_out, sched_ms: float, exec_ms: float, update_ms: float) -> StepEvent:
         allocated, freed = self.scheduler.kv.pool.drain_step_changes()
         preempted, finished, rejected = self.scheduler.drain_step_record()
+        self.total_preemptions += len(preempted)
         event = self._event(
             is_snapshot=False, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
             scheduled=dict(sched_out.num_scheduled_tokens), num_prefill=sched_out.num_prefill_tokens,
@@ -150,6 +152,7 @@ class EngineCore:
             blocks_allocated=allocated, blocks_freed=freed, preempted=preempted, finished=finished,
             rejected=rejected, prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
             num_dropped_events=self.num_dropped_events, total_output_tokens=self.total_output_tokens,
+            total_preemptions=self.total_preemptions,
         )
 
     def _progress(self, r: Request) -> RequestProgress:

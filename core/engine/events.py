@@ -78,6 +78,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     prefix_cache_hits: int  # of which found in the cache
     num_dropped_events: int  # events not delivered to subscribers since the last delivered one
     total_output_tokens: int  # tokens generated since the engine started
+    total_preemptions: int = 0  # preemptions since the engine started
 
 
 def encode_event(event: StepEvent) -> bytes:

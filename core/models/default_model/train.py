@@ -367,7 +367,9 @@ def main(argv: list[str] | None = None) -> None:
                      "final_train_loss": round(train_eval, 4), "final_val_loss": round(val, 4),
                      "loss_curve": log},
         "samples": rows,
-        "retrain": f"python -m core.models.default_model.train --out {args.out} --steps {step}",
+        "retrain": "python -m core.models.default_model.train --out "
+                   + (f"{args.out} --steps {args.steps}" if by_steps
+                      else f"{args.out} --minutes {args.minutes:g}  # reached {step} steps"),
     }
     (out / "training_info.json").write_text(json.dumps(info, indent=2) + "\n")
     write_training_md(out, info)
