@@ -6,8 +6,10 @@ request times the GROUP query heads that share kv head h (BLOCK_M = BLOCK_Q * GR
 to at least 16 for `tl.dot`), so a decode with GQA still fills the tile. Request r's tiles are
 numbered from `query_start_loc[r] // BLOCK_Q + r`, which needs no host-side knowledge of the
 query lengths: the grid is the upper bound `num_tokens // BLOCK_Q + num_reqs`, and the extra
-programs exit at once. Each program walks the request's blocks up to its last query's position,
-one cache block per step, with an online (flash-attention) softmax accumulated in fp32.
+programs exit at once. Each program walks the request's keys up to its last query's position in
+tiles of TILE_N keys (one cache block for block sizes of 16 and more; several smaller blocks
+otherwise, each key looked up through the block table), with an online (flash-attention)
+softmax accumulated in fp32.
 """
 
 import os
@@ -40,7 +42,7 @@ def _find_request(query_start_loc_ptr, tile, num_reqs, BLOCK_Q: tl.constexpr):
     return lo - 1
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_reqs"])  # one compiled kernel whatever the batch size
 def _paged_attention_kernel(
     out_ptr,  # [num_tokens, num_heads, head_size]
     query_ptr,  # [num_tokens, num_heads, head_size]
@@ -65,12 +67,13 @@ def _paged_attention_kernel(
     GROUP: tl.constexpr,  # query heads per kv head
     BLOCK_Q: tl.constexpr,  # query tokens per tile
     BLOCK_M: tl.constexpr,  # rows per tile: BLOCK_Q * GROUP, rounded up to a power of two >= 16
-    BLOCK_SIZE: tl.constexpr,  # tokens per cache block = keys per inner step
+    BLOCK_SIZE: tl.constexpr,  # tokens per cache block
+    TILE_N: tl.constexpr,  # keys per inner step: max(16, BLOCK_SIZE rounded up to a power of two)
     HEAD_SIZE: tl.constexpr,
     DOT_DTYPE: tl.constexpr,  # operand dtype of both tl.dot calls
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 operands (no tf32), else the default
 ):
-    """Program (tile, kv_head): online-softmax attention of one query tile over its request's blocks."""
+    """Program (tile, kv_head): online-softmax attention of one query tile over its request's keys."""
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
     req = _find_request(query_start_loc_ptr, tile, num_reqs, BLOCK_Q)
@@ -99,33 +102,33 @@ def _paged_attention_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)  # [BLOCK_M] running softmax denominator
     acc = tl.zeros([BLOCK_M, HEAD_SIZE], tl.float32)  # [BLOCK_M, HEAD_SIZE] running numerator
 
-    # Keys after the tile's last query are never visible; block 0 holds key 0, visible to every
-    # row, so every row's running max is finite after the first step.
+    # Keys after the tile's last query are never visible; the first tile holds key 0, visible to
+    # every row, so every row's running max is finite after the first step.
     last_pos = context_len + tl.minimum((q_tile + 1) * BLOCK_Q, q_len) - 1
-    num_blocks = last_pos // BLOCK_SIZE + 1
-    offs_n = tl.arange(0, BLOCK_SIZE)  # [BLOCK_SIZE] offset in block
+    num_kv_tiles = last_pos // TILE_N + 1
+    offs_n = tl.arange(0, TILE_N)  # [TILE_N]
     bt_row = block_table_ptr + req.to(tl.int64) * stride_bt_req
     head_off = kv_head.to(tl.int64) * stride_c_head
-    for j in range(0, num_blocks):
-        block = tl.load(bt_row + j).to(tl.int64)
-        k_pos = j * BLOCK_SIZE + offs_n  # [BLOCK_SIZE] absolute key position
-        in_seq = k_pos < seq_len  # [BLOCK_SIZE] slots past seq_len hold garbage: never load them
-        base = block * stride_c_block + head_off
+    for j in range(0, num_kv_tiles):
+        k_pos = j * TILE_N + offs_n  # [TILE_N] absolute key position
+        in_seq = k_pos < seq_len  # [TILE_N] slots past seq_len hold garbage: never load them
+        block = tl.load(bt_row + k_pos // BLOCK_SIZE, mask=in_seq, other=0).to(tl.int64)  # [TILE_N]
+        slot = block * stride_c_block + (k_pos % BLOCK_SIZE) * stride_c_off + head_off  # [TILE_N]
         k = tl.load(
-            key_cache_ptr + base + offs_n[None, :] * stride_c_off + dims[:, None] * stride_c_dim,
+            key_cache_ptr + slot[None, :] + dims[:, None] * stride_c_dim,
             mask=in_seq[None, :],
             other=0.0,
-        ).to(DOT_DTYPE)  # [HEAD_SIZE, BLOCK_SIZE]
+        ).to(DOT_DTYPE)  # [HEAD_SIZE, TILE_N]
         v = tl.load(
-            value_cache_ptr + base + offs_n[:, None] * stride_c_off + dims[None, :] * stride_c_dim,
+            value_cache_ptr + slot[:, None] + dims[None, :] * stride_c_dim,
             mask=in_seq[:, None],
             other=0.0,
-        ).to(DOT_DTYPE)  # [BLOCK_SIZE, HEAD_SIZE]
+        ).to(DOT_DTYPE)  # [TILE_N, HEAD_SIZE]
 
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, BLOCK_SIZE]
-        s = tl.where(k_pos[None, :] <= q_pos[:, None], s, float("-inf"))  # [BLOCK_M, BLOCK_SIZE] causal
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, TILE_N]
+        s = tl.where(k_pos[None, :] <= q_pos[:, None], s, float("-inf"))  # [BLOCK_M, TILE_N] causal
         m_new = tl.maximum(m_i, tl.max(s, 1))  # [BLOCK_M]
-        p = tl.exp2(s - m_new[:, None])  # [BLOCK_M, BLOCK_SIZE]
+        p = tl.exp2(s - m_new[:, None])  # [BLOCK_M, TILE_N]
         alpha = tl.exp2(m_i - m_new)  # [BLOCK_M] rescale of what was accumulated so far
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
@@ -174,9 +177,8 @@ def paged_attention_triton(
     num_reqs = seq_lens.shape[0]
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    for name, n in (("head_size", head_size), ("block_size", block_size)):
-        if n < 16 or n & (n - 1):
-            raise ValueError(f"{name} must be a power of two >= 16, got {n}")
+    if head_size < 16 or head_size & (head_size - 1):
+        raise ValueError(f"head_size must be a power of two >= 16, got {head_size}")
     if key_cache.stride() != value_cache.stride():
         raise ValueError("key_cache and value_cache must have the same strides")
     if out is None:
@@ -206,6 +208,7 @@ def paged_attention_triton(
         BLOCK_Q=block_q,
         BLOCK_M=block_m,
         BLOCK_SIZE=block_size,
+        TILE_N=max(16, triton.next_power_of_2(block_size)),
         HEAD_SIZE=head_size,
         DOT_DTYPE=dot_dtype,
         DOT_PRECISION=dot_precision,

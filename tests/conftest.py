@@ -2,6 +2,9 @@
 
 import os
 
+# Triton picks interpreted vs compiled mode when first imported (transformers imports it): decide now.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import pytest
 import torch
 from transformers import OPTConfig, OPTForCausalLM

@@ -185,8 +185,9 @@ class AsyncLLM:
             raise EngineDeadError("AsyncLLM was shut down")
 
     def _ensure_handler(self) -> None:
-        if self._handler is None or (self._handler.done() and self.is_running):
-            loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        handler = self._handler
+        if handler is None or handler.done() or handler.get_loop() is not loop:  # none yet, or a finished loop's
             self._handler = loop.create_task(self._handle_outputs(), name="enginetui-output-handler")
 
     async def _control(self, op: str) -> wire.ControlReply:

@@ -12,6 +12,7 @@ from core.models.loader import load_hf_config, load_model
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
 from core.sched.scheduler import Scheduler
+from core.worker.cpu_tuning import tune_cpu_allocator
 from core.worker.model_runner import ModelRunner
 
 log = logging.getLogger("enginetui.core")
@@ -23,6 +24,8 @@ class EngineCore:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config  # validated engine configuration
         torch.manual_seed(config.seed)
+        if config.torch_device.type == "cpu":
+            tune_cpu_allocator()
         hf_config, model_dir = load_hf_config(config)
         self.hf_config = hf_config  # the model's Hugging Face config
         self.model_dir = model_dir  # where weights / tokenizer live (None for name-only dummy models)

@@ -64,8 +64,9 @@ _SUBSCRIBER_JOINED = _SubscriberJoined()
 _STOP = object()  # out_q sentinel: the output thread exits after sending everything before it
 
 
-def run_engine_core(config_bytes: bytes, addresses: EngineAddresses, parent_pid: int, set_pdeathsig: bool) -> None:
-    """The child process's entry point (multiprocessing spawn target)."""
+def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent_pid: int, set_pdeathsig: bool) -> None:
+    """The child process's entry point (multiprocessing spawn target); arguments are plain data."""
+    addresses = EngineAddresses(*addresses)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the parent decides
     if set_pdeathsig:
         _set_pdeathsig()

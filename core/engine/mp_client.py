@@ -74,7 +74,7 @@ class EngineProcess:
         self.proc = spawn.Process(  # daemon: multiprocessing also ends it at interpreter exit
             target=target, name="EngineCore", daemon=True,
             # PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread
-            args=(msgspec.msgpack.encode(config), self.addresses, os.getpid(), on_main_thread),
+            args=(msgspec.msgpack.encode(config), tuple(self.addresses), os.getpid(), on_main_thread),
         )
         try:
             self.proc.start()

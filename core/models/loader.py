@@ -93,7 +93,7 @@ def load_model(config: EngineConfig, hf_config: PretrainedConfig, model_dir: Pat
     """Build the model class for `hf_config` and fill its weights (from disk, or random)."""
     cls = model_class(hf_config)
     device = config.torch_device
-    dtype = config.torch_dtype(getattr(hf_config, "torch_dtype", None) or getattr(hf_config, "dtype", None))
+    dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
     with torch.device(device):
         model = cls(hf_config)
     if config.load_format == "dummy":

@@ -1,0 +1,254 @@
+"""One command for a CUDA machine: `python -m kernels.gpu_check [--json PATH]`.
+
+1. Kernel parity: the Triton kernels against the torch reference on CUDA, several shapes and dtypes.
+2. End-to-end greedy parity: `core.LLM` against transformers' `OPTForCausalLM.generate` on a
+   random-weight opt-125m, prompt by prompt.
+3. Benchmarks: decode attention (achieved GB/s against the bytes it must read) and the engine's
+   output tokens per second on 64 prompts.
+
+Prints a markdown table, writes it as JSON with --json, and exits nonzero on any parity failure.
+`--cpu-smoke` runs the same steps on CPU with tiny shapes and the Triton kernels interpreted
+(TRITON_INTERPRET=1, also inside the engine), so the script itself can be exercised anywhere.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from kernels.dispatch import BACKEND_ENV
+from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@dataclass(slots=True)
+class Plan:
+    """The shapes of one run: the full CUDA check or the CPU smoke run."""
+
+    device: str  # "cuda" or "cpu"
+    # name: (q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size), checked in every dtype
+    parity_cases: dict[str, tuple]
+    opt: dict  # OPTConfig kwargs of the end-to-end model
+    e2e_prompt_lens: list[int]  # one parity prompt per length
+    e2e_max_tokens: int  # greedy tokens per parity prompt
+    throughput: tuple[int, int, int]  # (num_prompts, prompt_len, max_tokens) of the tok/s run
+    num_blocks: int  # the engine's KV pool, in blocks
+    # name: (num_reqs, context_len, num_heads, num_kv_heads, head_size), decode steps in bf16, block 16
+    bench_cases: dict[str, tuple]
+    bench_iters: int  # timed calls per benchmark case
+    engine_optional: bool  # a core.LLM that cannot be imported is a skip (smoke run), not a failure
+
+
+def full_plan() -> Plan:
+    """The CUDA check: real sizes, under 5 minutes on an H200."""
+    from kernels.e2e_check import OPT_125M
+
+    gen = torch.Generator().manual_seed(0)
+    ctx = torch.randint(1, 2048, (48,), generator=gen).tolist()
+    return Plan(
+        device="cuda",
+        parity_cases={
+            "decode x48 ctx<2048, 32/8 heads, h128, b16": ([1] * 48, ctx, 32, 8, 128, 16),
+            "prefills 700+333, 12 heads, h64, b16": ([700, 333], [700, 333], 12, 12, 64, 16),
+            "mixed chunk 300@1000 + 20 decodes, 32 heads, h128, b32":
+                ([300] + [1] * 20, [1000] + ctx[:20], 32, 32, 128, 32),
+            "mixed odd, 6/2 heads, h64, b32": ([1, 13, 1, 77, 2], [29, 13, 640, 170, 5], 6, 2, 64, 32),
+            "mixed odd, 8/8 heads, h32, b8": ([1, 13, 1, 77, 2], [29, 13, 640, 170, 5], 8, 8, 32, 8),
+        },
+        opt=OPT_125M,
+        e2e_prompt_lens=[1, 7, 16, 33, 64, 100, 250, 511],
+        e2e_max_tokens=32,
+        throughput=(64, 128, 128),
+        num_blocks=4096,
+        bench_cases={
+            "decode 64 x ctx 1024, 32 heads, h128": (64, 1024, 32, 32, 128),
+            "decode 64 x ctx 4096, 32 heads, h128": (64, 4096, 32, 32, 128),
+            "decode 64 x ctx 4096, 32/8 heads (GQA), h128": (64, 4096, 32, 8, 128),
+            "decode 64 x ctx 1024, 12 heads, h64 (opt-125m)": (64, 1024, 12, 12, 64),
+        },
+        bench_iters=20,
+        engine_optional=False,
+    )
+
+
+def smoke_plan() -> Plan:
+    """The CPU dry run: every step on tiny shapes, the kernels interpreted."""
+    from kernels.e2e_check import OPT_TINY
+
+    return Plan(
+        device="cpu",
+        parity_cases={"mixed odd, 4/2 heads, h16, b16": ([1, 5, 1, 18], [20, 5, 33, 40], 4, 2, 16, 16)},
+        opt=OPT_TINY,
+        e2e_prompt_lens=[1, 5, 12],
+        e2e_max_tokens=6,
+        throughput=(4, 8, 4),
+        num_blocks=64,
+        bench_cases={"decode 4 x ctx 64, 4 heads, h16": (4, 64, 4, 4, 16)},
+        bench_iters=2,
+        engine_optional=True,
+    )
+
+
+@dataclass(slots=True)
+class Report:
+    """Table rows and the overall verdict."""
+
+    device: str  # what ran it
+    rows: list[dict] = field(default_factory=list)  # {"section", "case", "ok", "result", "detail", ...}
+    ok: bool = True  # False once any parity check failed
+
+    def add(self, section: str, case: str, ok: bool | None, result: str, detail: str = "", **data) -> None:
+        """One row; ok=None for measurements, False fails the run."""
+        self.rows.append(dict(section=section, case=case, ok=ok, result=result, detail=detail, **data))
+        if ok is False:
+            self.ok = False
+        mark = {True: "ok", False: "FAIL", None: "--"}[ok]
+        print(f"[{mark}] {section}: {case}: {result} {detail}", flush=True)
+
+    def markdown(self) -> str:
+        """The rows as a markdown table."""
+        lines = ["| section | case | ok | result | detail |", "|---|---|---|---|---|"]
+        for r in self.rows:
+            mark = {True: "ok", False: "**FAIL**", None: ""}[r["ok"]]
+            lines.append(f"| {r['section']} | {r['case']} | {mark} | {r['result']} | {r['detail']} |")
+        return "\n".join(lines)
+
+
+def time_ms(fn, iters: int, device: str) -> float:
+    """Median milliseconds of `fn()` after one warm-up call: CUDA events on CUDA, wall clock on CPU."""
+    fn()
+    times = []
+    for _ in range(iters):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def check_kernel_parity(plan: Plan, report: Report) -> None:
+    """Both Triton kernels against the reference, on poisoned caches and NaN-filled outputs."""
+    from kernels.triton_paged_attention import paged_attention_triton
+    from kernels.triton_reshape_and_cache import reshape_and_cache_triton
+
+    for name, (q_lens, seq_lens, heads, kv_heads, head_size, block_size) in plan.parity_cases.items():
+        for dtype in DTYPES:
+            batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
+                                     block_size=block_size, dtype=dtype, device=plan.device)
+            out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+            paged_attention_triton(*batch.args(), out=out)
+            err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
+            tol = REL_TOL[dtype]
+            report.add("attention parity", f"{name}, {str(dtype).removeprefix('torch.')}", err < tol,
+                       f"rel err {err:.2e}", f"(tol {tol:.0e})", rel_err=err, tol=tol)
+
+            # reshape_and_cache: this batch's queries as new K/V rows, every third token padding (-1).
+            key = batch.query[:, :kv_heads]  # [num_tokens, num_kv_heads, head_size] strided view
+            value = -key  # [num_tokens, num_kv_heads, head_size]
+            slots = torch.randperm(batch.key_cache.shape[0] * block_size, device=plan.device)[: key.shape[0]]
+            slots[::3] = -1  # [num_tokens]
+            caches = [torch.full_like(batch.key_cache, float("nan")) for _ in range(4)]
+            reshape_and_cache_triton(key, value, caches[0], caches[1], slots)
+            reshape_and_cache_ref(key, value, caches[2], caches[3], slots)
+            same = all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) for a, b in zip(caches[:2], caches[2:]))
+            report.add("cache-write parity", f"{name}, {str(dtype).removeprefix('torch.')}", same,
+                       "bitwise equal" if same else "differs")
+
+
+def check_e2e(plan: Plan, report: Report) -> None:
+    """Greedy parity with transformers per prompt, then the engine's output tok/s."""
+    try:
+        import core  # noqa: F401  (is the engine importable at all?)
+    except ImportError as exc:
+        report.add("e2e", "core.LLM", None if plan.engine_optional else False, "core is not importable", str(exc))
+        return
+    from kernels.e2e_check import LOGPROB_TOL, NEAR_TIE, run_e2e
+
+    parity, tok_s, generated = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens,
+                                       plan.throughput, plan.num_blocks)
+    for p in parity:
+        detail = f"max logprob diff {p.max_logprob_diff:.1e} (tol {LOGPROB_TOL:.0e})"
+        if p.near_tie_gap is None:
+            result = f"{p.matched}/{plan.e2e_max_tokens} tokens equal"
+        else:
+            result = f"diverged at token {p.matched}"
+            detail += f"; transformers' logit gap there {p.near_tie_gap:.1e} (near tie below {NEAR_TIE:.0e})"
+        report.add("e2e greedy parity", f"prompt of {p.prompt_len} tokens", p.ok, result, detail, **asdict(p))
+    num_prompts, prompt_len, out_len = plan.throughput
+    report.add("e2e throughput", f"{num_prompts} prompts x {prompt_len} in, {out_len} out, float32", None,
+               f"{tok_s:.0f} output tok/s", f"({generated} tokens)", tok_s=tok_s)
+
+
+def bench_decode(plan: Plan, report: Report) -> None:
+    """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read."""
+    from kernels.triton_paged_attention import paged_attention_triton
+
+    for name, (num_reqs, ctx, heads, kv_heads, head_size) in plan.bench_cases.items():
+        batch = make_paged_batch([1] * num_reqs, [ctx] * num_reqs, num_heads=heads, num_kv_heads=kv_heads,
+                                 head_size=head_size, block_size=16, dtype=torch.bfloat16, device=plan.device,
+                                 spare_blocks=0, poison=0.0)
+        out = torch.empty_like(batch.query)  # [num_reqs, num_heads, head_size]
+        triton_ms = time_ms(lambda: paged_attention_triton(*batch.args(), out=out), plan.bench_iters, plan.device)
+        ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
+        elt = batch.query.element_size()
+        kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
+        q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
+        gb_s = (kv_bytes + q_out_bytes) / (triton_ms * 1e-3) / 1e9
+        report.add("decode attention bf16", name, None, f"{triton_ms:.3f} ms, {gb_s:.0f} GB/s",
+                   f"(torch reference {ref_ms:.3f} ms)", triton_ms=triton_ms, ref_ms=ref_ms, gb_s=gb_s,
+                   bytes=kv_bytes + q_out_bytes)
+
+
+def main() -> int:
+    """Run every step; 0 when all parity checks pass."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="also write the table as JSON to this path")
+    parser.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on CPU, Triton interpreted")
+    args = parser.parse_args()
+    if args.cpu_smoke:
+        # Before anything imports triton: it picks interpreted or compiled at decoration time.
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("triton was imported before TRITON_INTERPRET=1 could be set")
+        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ[BACKEND_ENV] = "triton"  # the engine, too, runs the Triton kernels
+        plan = smoke_plan()
+    elif not torch.cuda.is_available():
+        print("no CUDA device: run on a CUDA machine, or use --cpu-smoke", file=sys.stderr)
+        return 2
+    else:
+        plan = full_plan()
+
+    device_name = torch.cuda.get_device_name() if plan.device == "cuda" else "cpu (TRITON_INTERPRET=1)"
+    report = Report(device=device_name)
+    print(f"gpu_check on {device_name}: torch {torch.__version__}", flush=True)
+    start = time.perf_counter()
+    for step in (check_kernel_parity, check_e2e, bench_decode):
+        try:
+            step(plan, report)
+        except Exception as exc:  # a crash fails the run but the other steps still report
+            traceback.print_exc()
+            report.add("crash", step.__name__, False, type(exc).__name__, str(exc)[:200])
+
+    print(f"\n{report.markdown()}\n\n{'PASS' if report.ok else 'FAIL'} in {time.perf_counter() - start:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(asdict(report), f, indent=2)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
