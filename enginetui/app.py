@@ -10,6 +10,8 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -20,7 +22,7 @@ from textual.reactive import var
 from textual.widgets import Footer
 
 from core.sampling_params import SamplingParams
-from enginetui.engine_link import Engine, EngineFactory, sampling_params
+from enginetui.engine_link import Engine, sampling_params
 from enginetui.prompts import BURST_PROMPTS
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
@@ -28,7 +30,12 @@ from enginetui.widgets.event_log import EventLog
 from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.palette import request_color
 from enginetui.widgets.pool_grid import PoolGrid
-from enginetui.widgets.process_panel import ProcessPanel, ProcessProbe, ProcessSample, PsutilProbe
+from enginetui.widgets.process_panel import (
+    ProcessPanel,
+    ProcessProbe,
+    ProcessSample,
+    PsutilProbe,
+)
 from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.queues import QueuesPanel
 from enginetui.widgets.request_detail import RequestDetail
@@ -46,21 +53,21 @@ def describe(exc: BaseException) -> str:
 class EngineTUI(App[None]):
     """Live view of one engine: type prompts, watch the scheduler, pool and queues work."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
     TITLE = "enginetui"
     AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i / Enter)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("space", "toggle_pause", "Pause/resume"),
-        Binding("s", "step", "Step"),
-        Binding("x", "abort", "Abort"),
-        Binding("b", "burst", "Burst"),
-        Binding("up", "select(-1)", "Select previous request", show=False),
-        Binding("down", "select(1)", "Select next request", show=False),
-        Binding("i,enter", "focus_prompt", "Prompt"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("space", "toggle_pause", "Pause/resume", tooltip="pause or resume the engine"),
+        Binding("s", "step", "Step", tooltip="run exactly one engine step (while paused)"),
+        Binding("x", "abort", "Abort", tooltip="abort the selected request"),
+        Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N)"),
+        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request"),
+        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request"),
+        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box"),
+        Binding("question_mark", "help", "Help", tooltip="this screen"),
+        Binding("q", "quit", "Quit", tooltip="shut the engine down and quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="shut the engine down and quit"),
     ]
 
     selected: var[str | None] = var(None)  # id of the request shown in full
@@ -75,7 +82,7 @@ class EngineTUI(App[None]):
 
     def __init__(
         self,
-        engine_factory: EngineFactory,
+        engine: Engine,
         *,
         probe: ProcessProbe | None = None,
         burst_size: int = 8,
@@ -84,7 +91,6 @@ class EngineTUI(App[None]):
         seed: int | None = None,
     ) -> None:
         super().__init__()
-        self._engine_factory = engine_factory  # starts the engine (called once, after the first frame)
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
@@ -92,7 +98,7 @@ class EngineTUI(App[None]):
         self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
-        self.engine: Engine | None = None  # set once the factory returns
+        self.engine = engine  # the engine shown (started by the caller; shut down on quit)
         self.state = DashboardState(history_interval=history_interval)
 
     def compose(self) -> ComposeResult:
@@ -116,7 +122,7 @@ class EngineTUI(App[None]):
         self.set_interval(1 / self._redraw_hz, self.redraw)
         self.set_interval(1.0, self._sample_process)
         self.redraw()
-        self.call_after_refresh(self._connect)
+        self._connect()
 
     # ---- drawing -------------------------------------------------------------------------
 
@@ -128,9 +134,8 @@ class EngineTUI(App[None]):
             return
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
-        phase = "starting" if self.phase == "starting" else "stopped" if self.phase == "stopped" else "paused" if s.paused else "running"
-        model = self.engine.model_name if self.engine else "…"
-        self.query_one(TitleBar).show(model, s.step, phase)
+        running = "paused" if s.paused else "running"
+        self.query_one(TitleBar).show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase)
         self.query_one(RequestsTable).show(s.ordered(), self.selected)
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
@@ -141,7 +146,7 @@ class EngineTUI(App[None]):
         self.query_one(Sparklines).show(s.history)
 
     def _sample_process(self) -> None:
-        if self.engine is not None and not self._engine_closed:
+        if not self._engine_closed:
             self._read_process(self.engine.engine_pid or os.getpid())
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
@@ -149,18 +154,17 @@ class EngineTUI(App[None]):
         self.call_from_thread(self._show_process, self._probe(pid))
 
     def _show_process(self, sample: ProcessSample | None) -> None:
-        if self.engine is not None:
-            self.query_one(ProcessPanel).show(sample, self.engine.engine_pid is None, self.engine.device)
+        self.query_one(ProcessPanel).show(sample, self.engine.engine_pid is None, self.engine.device)
 
     # ---- engine I/O (workers) ------------------------------------------------------------
 
     @work(group="connect", exit_on_error=False)
     async def _connect(self) -> None:
+        """Take the engine's current state, then follow its step events."""
         try:
-            self.engine = self._engine_factory()
             first = await self.engine.snapshot()
         except Exception as exc:
-            self.exit(return_code=2, message=f"enginetui: could not start the engine: {describe(exc)}")
+            self.post_message(self.EngineLost(describe(exc)))
             return
         self.state.apply_event(first)
         self.paused = first.paused
@@ -170,7 +174,6 @@ class EngineTUI(App[None]):
 
     @work(group="events", exit_on_error=False)
     async def _follow_events(self) -> None:
-        assert self.engine is not None
         try:
             async for event in self.engine.events():
                 self.state.apply_event(event)
@@ -181,7 +184,6 @@ class EngineTUI(App[None]):
 
     @work(group="requests", exit_on_error=False)
     async def _stream(self, req_id: str, prompt: str, params: SamplingParams) -> None:
-        assert self.engine is not None
         try:
             async for out in self.engine.generate(prompt, params, req_id):
                 self.state.apply_output(out)
@@ -193,7 +195,6 @@ class EngineTUI(App[None]):
     @work(group="control", exit_on_error=False)
     async def _control(self, call: Callable[[], Awaitable[None]], refresh: bool = True) -> None:
         """One control call; then a snapshot so the screen is current even while paused."""
-        assert self.engine is not None
         try:
             await call()
             if refresh:
@@ -203,10 +204,10 @@ class EngineTUI(App[None]):
 
     # ---- submitting ----------------------------------------------------------------------
 
-    def submit(self, prompt: str, settings: SamplingSettings) -> str | None:
-        """Send one prompt; returns its request id (None when the engine is not ready)."""
+    def submit(self, prompt: str, settings: SamplingSettings) -> None:
+        """Send one prompt as a new request (r1, r2, ...)."""
         if not self._engine_ready():
-            return None
+            return
         req_id = f"r{next(self._ids)}"
         self.state.add_request(req_id, prompt, settings.max_tokens)
         if self.selected is None:
@@ -215,9 +216,8 @@ class EngineTUI(App[None]):
             params = sampling_params(settings)
         except ValueError as exc:
             self._refuse(req_id, describe(exc))
-            return req_id
+            return
         self._stream(req_id, prompt, params)
-        return req_id
 
     def _refuse(self, req_id: str, message: str) -> None:
         self.state.refuse(req_id, message)
@@ -262,14 +262,12 @@ class EngineTUI(App[None]):
 
     def action_toggle_pause(self) -> None:
         if self._engine_ready():
-            assert self.engine is not None
             self.paused = not self.paused
             self._control(self.engine.pause if self.paused else self.engine.resume)
 
     def action_step(self) -> None:
         if not self._engine_ready():
             return
-        assert self.engine is not None
         if not self.paused:
             self.notify("s runs one step of a paused engine: press space to pause first", severity="warning")
             return
@@ -282,9 +280,7 @@ class EngineTUI(App[None]):
         elif not view.active:
             self.notify(f"{view.req_id} is already {view.status}", severity="warning")
         elif self._engine_ready():
-            assert self.engine is not None
-            engine, req_id = self.engine, view.req_id
-            self._control(lambda: engine.abort(req_id))
+            self._control(partial(self.engine.abort, view.req_id))
 
     def action_burst(self) -> None:
         self.burst(self._burst_size)
@@ -296,7 +292,7 @@ class EngineTUI(App[None]):
         self.query_one(PromptBar).focus_prompt()
 
     def action_help(self) -> None:
-        keys = [(self.get_key_display(b), b.description) for b in self.BINDINGS if isinstance(b, Binding)]
+        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(keys))
 
     async def action_quit(self) -> None:
@@ -307,6 +303,6 @@ class EngineTUI(App[None]):
         self._close_engine()
 
     def _close_engine(self) -> None:
-        if self.engine is not None and not self._engine_closed:
+        if not self._engine_closed:
             self._engine_closed = True
             self.engine.shutdown()

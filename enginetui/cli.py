@@ -6,6 +6,7 @@ bench subcommands take the same flags.
 
 import argparse
 import importlib.util
+import sys
 from typing import Any
 
 # (flag, argparse keyword arguments) of every engine flag; dest is the AsyncLLM keyword.
@@ -15,8 +16,8 @@ ENGINE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--max-num-seqs", {"type": int, "help": "most requests running at once"}),
     ("--block-size", {"type": int, "help": "tokens per KV block"}),
     ("--num-gpu-blocks-override", {"type": int, "help": "KV pool size in blocks"}),
-    ("--enable-chunked-prefill", {"action": argparse.BooleanOptionalAction, "help": "split long prompts across steps"}),
-    ("--enable-prefix-caching", {"action": argparse.BooleanOptionalAction, "help": "reuse KV blocks of shared prompt prefixes"}),
+    ("--enable-chunked-prefill", {"action": argparse.BooleanOptionalAction, "help": "split long prompts over steps"}),
+    ("--enable-prefix-caching", {"action": argparse.BooleanOptionalAction, "help": "reuse KV of shared prefixes"}),
     ("--max-model-len", {"type": int, "help": "longest prompt + output in tokens"}),
     ("--dtype", {"help": "weights / activations dtype (auto, float32, float16, bfloat16)"}),
     ("--load-format", {"choices": ("auto", "dummy"), "help": "dummy: random weights, no download"}),
@@ -61,10 +62,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    from enginetui.app import EngineTUI
+    """Start the engine (before the screen takes over the terminal), then run the app on it."""
+    from enginetui.app import EngineTUI, describe
     from enginetui.engine_link import open_engine
 
     kwargs = engine_args(args)
-    app = EngineTUI(lambda: open_engine(kwargs), burst_size=args.burst_size)
-    app.run()
+    print(f"enginetui: starting the engine ({kwargs['model'] or 'embedded default model'})…", file=sys.stderr)
+    try:
+        engine = open_engine(kwargs)
+    except Exception as exc:  # bad model path or config, EngineCore failing to start: one line, no traceback
+        print(f"enginetui: could not start the engine: {describe(exc)}", file=sys.stderr)
+        return 2
+    try:
+        app = EngineTUI(engine, burst_size=args.burst_size)
+        app.run()
+    finally:
+        engine.shutdown()
     return app.return_code or 0

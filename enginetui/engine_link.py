@@ -4,7 +4,7 @@ The app talks to `core.engine.async_llm.AsyncLLM` through the `Engine` protocol 
 tests can hand it a fake engine instead.
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from core.engine.events import StepEvent
@@ -40,9 +40,6 @@ class Engine(Protocol):
     def events(self) -> AsyncIterator[StepEvent]: ...
 
     def shutdown(self) -> None: ...
-
-
-EngineFactory = Callable[[], Engine]
 
 
 def open_engine(engine_args: dict[str, Any]) -> Engine:

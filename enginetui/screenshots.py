@@ -38,7 +38,7 @@ class Scene:
 
 
 def make_app(engine: FakeEngine) -> EngineTUI:
-    return EngineTUI(lambda: engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1)
+    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1)
 
 
 async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
@@ -47,7 +47,7 @@ async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout:
     assert isinstance(app, EngineTUI)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not (done() and (app.engine is None or app.engine.drained())):
+    while not (done() and app.engine.drained()):
         if loop.time() > deadline:
             raise TimeoutError("the dashboard did not settle")
         await pilot.pause(0.01)
@@ -67,15 +67,15 @@ async def start(pilot: Pilot) -> EngineTUI:
 async def advance(pilot: Pilot, steps: int) -> None:
     """Run `steps` engine steps one at a time, letting the app take in each."""
     app = pilot.app
-    assert isinstance(app, EngineTUI) and app.engine is not None
+    assert isinstance(app, EngineTUI)
     for _ in range(steps):
         target = app.state.step + 1
         await app.engine.step_once()
-        await settle(pilot, lambda: app.state.step >= target)
+        await settle(pilot, lambda target=target: app.state.step >= target)
 
 
 async def streaming(pilot: Pilot) -> None:
-    """Four prompts mid-generation; the second (a long prompt) selected."""
+    """Four prompts mid-generation (the long one was split by chunked prefill); the second selected."""
     app = await start(pilot)
     for prompt in PROMPTS:
         app.submit(prompt, app.query_one("PromptBar").settings)
@@ -88,17 +88,14 @@ async def pressure(pilot: Pilot) -> None:
     """A burst into a small pool: preemptions in the log, a preempted request selected."""
     app = await start(pilot)
     await pilot.press("b")
-    for _ in range(200):
+    while not any(line.kind == "preempt" for line in app.state.log):
         await advance(pilot, 1)
-        if any(line.kind == "preempt" for line in app.state.log):
-            break
-    await advance(pilot, 1)
     app.selected = next(v.req_id for v in app.state.ordered() if v.num_preemptions)
     await settle(pilot)
 
 
 async def paused(pilot: Pilot) -> None:
-    """Paused after a few steps, one single step taken, a request's block table selected."""
+    """Paused after a few steps, one single step taken, the second request's block table selected."""
     app = await start(pilot)
     for prompt in PROMPTS[:3]:
         app.submit(prompt, app.query_one("PromptBar").settings)
@@ -108,7 +105,7 @@ async def paused(pilot: Pilot) -> None:
     step = app.state.step
     await pilot.press("s")
     await settle(pilot, lambda: app.state.step == step + 1)
-    await pilot.press("down", "down")
+    await pilot.press("down")
     await settle(pilot)
 
 
@@ -120,7 +117,7 @@ async def help_screen(pilot: Pilot) -> None:
 
 
 SCENES = (
-    Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=64, autostep=False), streaming),
+    Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
     Scene("pool-pressure", lambda: FakeEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
     Scene("paused-block-table", lambda: FakeEngine(num_blocks=64, token_budget=48, autostep=False), paused),
     Scene("help", lambda: FakeEngine(autostep=False), help_screen),

@@ -90,6 +90,8 @@ class DashboardState:
 
     history_interval: float = 0.5  # seconds of engine time between sparkline samples
     latest: StepEvent | None = None  # last event folded in (None before the first)
+    step_running: frozenset[str] = frozenset()  # running queue after the last step event (snapshots excluded)
+    listed: frozenset[str] = frozenset()  # requests in the latest event's queues
     requests: dict[str, RequestView] = field(default_factory=dict)  # every request seen, in order of first sight
     log: deque[LogLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
     history: History = field(default_factory=History)  # sparkline series
@@ -127,13 +129,12 @@ class DashboardState:
 
     # ---- client side ---------------------------------------------------------------------
 
-    def add_request(self, req_id: str, prompt: str, max_tokens: int) -> RequestView:
+    def add_request(self, req_id: str, prompt: str, max_tokens: int) -> None:
         """A request the user just submitted (waiting until the engine reports it)."""
         view = self._view(req_id)
         view.prompt = prompt
         view.max_tokens = max_tokens
         self.version += 1
-        return view
 
     def refuse(self, req_id: str, message: str) -> None:
         """The client refused the request before it reached the engine (invalid prompt or params)."""
@@ -152,39 +153,36 @@ class DashboardState:
     def apply_output(self, out: RequestOutput) -> None:
         """Fold one cumulative streamed output."""
         view = self._view(out.request_id)
-        completion = out.outputs[0] if out.outputs else None
-        if completion is not None:
-            view.text = completion.text
-            view.num_output_tokens = max(view.num_output_tokens, len(completion.token_ids))
+        completion = out.outputs[0]
+        view.text = completion.text
+        view.num_output_tokens = max(view.num_output_tokens, len(completion.token_ids))
         view.num_prompt_tokens = len(out.prompt_token_ids)
         view.arrival_time = out.metrics.arrival_time
         view.first_scheduled_time = out.metrics.first_scheduled_time
         view.first_token_time = out.metrics.first_token_time
         view.finished_time = out.metrics.finished_time
         if out.finished and view.active:
-            reason = (completion.finish_reason if completion else None) or "stop"
-            detail = (completion.error if completion else None) or view.detail
-            self._end(view, _END_STATUS.get(reason, "finished"), reason, detail)
+            reason = completion.finish_reason or "stop"
+            self._end(view, _END_STATUS.get(reason, "finished"), reason, completion.error or view.detail)
         self.version += 1
 
     # ---- engine side ---------------------------------------------------------------------
 
     def apply_event(self, event: StepEvent) -> None:
         """Fold one step event (or snapshot); derive the log lines for what changed."""
-        before = {r.req_id for r in self.latest.running} if self.latest else set()
-        listed: set[str] = set()
+        listed = frozenset(p.req_id for p in (*event.running, *event.waiting))
         for progress in (*event.running, *event.waiting):
-            listed.add(progress.req_id)
             self._apply_progress(progress)
-        for view in self.requests.values():
-            if view.req_id not in listed:
-                view.block_ids = []  # not held by the scheduler: holds no blocks
+        for req_id in self.listed - listed:
+            self.requests[req_id].block_ids = []  # no longer held by the scheduler: holds no blocks
+        self.listed = listed
         for pre in event.preempted:
             self._view(pre.req_id).lost_tokens = pre.lost_tokens
         for end in (*event.finished, *event.rejected):
             self._apply_end(end)
         if not event.is_snapshot:
-            self._log_step(event, before)
+            self._log_step(event, self.step_running)
+            self.step_running = frozenset(r.req_id for r in event.running)
             self.dropped_events += event.num_dropped_events
             self._sample_history(event)
         self.latest = event
@@ -226,20 +224,22 @@ class DashboardState:
         view.detail = detail
         view.block_ids = []
 
-    def _log_step(self, event: StepEvent, before: set[str]) -> None:
+    def _log_step(self, event: StepEvent, before: frozenset[str]) -> None:
         step, add = event.step, self.log.append
         for r in event.running:
             n = event.scheduled.get(r.req_id, 0)
             chunked = n > 0 and r.num_tokens - r.num_computed_tokens > 1  # prefill still unfinished
             if r.req_id not in before:
-                what = f"recompute {r.num_tokens - (r.num_computed_tokens - n)} tok" if r.num_preemptions else f"prompt {r.num_prompt_tokens} tok"
+                todo = r.num_tokens - (0 if chunked else 1) - (r.num_computed_tokens - n)  # before this step's token
+                what = f"recompute {todo} tok" if r.num_preemptions else f"prompt {r.num_prompt_tokens} tok"
                 cached = f" · {r.num_cached_tokens} cached" if r.num_cached_tokens else ""
                 chunk = f" · chunk {n}" if chunked else ""
                 add(LogLine(step, "admit", f"{r.req_id} · {what}{cached}{chunk}"))
             elif chunked:
                 add(LogLine(step, "chunk", f"{r.req_id} · +{n} → {r.num_computed_tokens}/{r.num_tokens} tok"))
         for pre in event.preempted:
-            add(LogLine(step, "preempt", f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {pre.freed_blocks} blocks"))
+            what = f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {pre.freed_blocks} blocks"
+            add(LogLine(step, "preempt", what))
         for end in event.finished:
             kind = _END_KIND[_END_STATUS.get(end.reason, "finished")]
             reason = f" · {end.reason}" if kind == "finish" else ""

@@ -14,6 +14,7 @@ EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Self
 
 from core.config import EngineConfig
 from core.engine import wire
@@ -170,7 +171,13 @@ class AsyncLLM:
             pass
         self.client.shutdown()
 
-    async def __aenter__(self) -> "AsyncLLM":
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -219,7 +226,7 @@ class AsyncLLM:
                 self._fail_requests(exc)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a bug here must not leave streams hanging
+        except Exception as exc:  # a bug here must not leave streams hanging
             log.exception("AsyncLLM output handler failed")
             self._dead = EngineDeadError(f"AsyncLLM output handler failed: {wire.describe(exc)}")
             self._fail_requests(self._dead)

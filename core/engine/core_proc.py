@@ -13,6 +13,7 @@ so socket work and (de)serialization overlap the model's forward pass. A watchdo
 the process as soon as the parent is gone (plus PR_SET_PDEATHSIG on Linux, best effort).
 """
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -68,11 +69,12 @@ def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent
     """The child process's entry point (multiprocessing spawn target); arguments are plain data."""
     addresses = EngineAddresses(*addresses)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the parent decides
+    signal.signal(signal.SIGTERM, lambda *_: _exit_now(addresses))  # terminate(), or the parent died
     if set_pdeathsig:
         _set_pdeathsig()
     if os.getppid() != parent_pid:
         os._exit(1)  # the parent died while we were starting
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, addresses), name="parent-watchdog", daemon=True).start()
 
     ctx = zmq.Context()
     out_sock = ctx.socket(zmq.PUSH)
@@ -81,16 +83,19 @@ def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent
         config = msgspec.msgpack.decode(config_bytes, type=EngineConfig)
         core = EngineCore(config)
         proc = EngineCoreProc(core, ctx, out_sock, addresses)
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the client
+    except BaseException as exc:  # every failure must reach the client
         log.debug("EngineCore startup failed", exc_info=True)
         out_sock.send(wire.encode(wire.StartupFailed(error=wire.describe(exc))))
         out_sock.close(linger=2000)
         ctx.term()
-        sys.exit(1)
+        _exit(1)
     out_sock.send(wire.encode(wire.Ready(info=engine_info(core, os.getpid()))))
-    code = proc.run()
-    # Sockets are flushed and closed: skip interpreter teardown (slow with torch loaded, and
-    # nothing is left to clean up).
+    _exit(proc.run())
+
+
+def _exit(code: int) -> None:
+    """Sockets are flushed and closed: skip interpreter teardown (slow with torch loaded, and
+    nothing is left to clean up)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -124,8 +129,8 @@ class EngineCoreProc:
         code = 0
         try:
             self._busy_loop()
-        except Exception as exc:  # noqa: BLE001 - a broken engine tells the client why, then exits
-            log.error("EngineCore step failed", exc_info=True)
+        except Exception as exc:  # a broken engine tells the client why, then exits
+            log.exception("EngineCore step failed")
             self.out_q.put(wire.EngineFailed(error=wire.describe(exc)))
             code = 1
         self._stop.set()
@@ -267,20 +272,37 @@ def _request_id_of(data: bytes) -> str | None:
         return None
 
 
-def _watch_parent(parent_pid: int) -> None:
+def _watch_parent(parent_pid: int, addresses: EngineAddresses) -> None:
     """Exit as soon as the parent is gone (we get re-parented, so getppid() changes)."""
     while True:
         time.sleep(WATCHDOG_INTERVAL_S)
         if os.getppid() != parent_pid:
-            os._exit(1)
+            _exit_now(addresses)
+
+
+def _exit_now(addresses: EngineAddresses) -> None:
+    """Leave at once, without the parent: remove the ipc files it can no longer remove."""
+    _remove_ipc_files(addresses)
+    os._exit(1)
+
+
+def _remove_ipc_files(addresses: EngineAddresses) -> None:
+    """Delete the ipc socket files and their directory (made by the client with mkdtemp)."""
+    paths = [a.removeprefix("ipc://") for a in addresses if a.startswith("ipc://")]
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    for folder in {os.path.dirname(p) for p in paths}:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)  # only if empty
 
 
 def _set_pdeathsig() -> None:
-    """Linux: have the kernel SIGKILL us when the parent (thread) exits. Best effort."""
+    """Linux: have the kernel SIGTERM us when the parent (thread) exits. Best effort."""
     if not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except Exception:  # noqa: BLE001, S110
         pass

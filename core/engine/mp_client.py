@@ -152,11 +152,11 @@ def shutdown_engine(proc, in_sock, sockets, ctx, tmpdir, timeout: float = SHUTDO
         for sock in list(sockets):
             try:
                 sock.close(linger=0)
-            except Exception:  # noqa: BLE001 - closing at exit must not raise
+            except Exception:  # noqa: BLE001, S110 - closing at exit must not raise
                 pass
         try:
             ctx.destroy(linger=0)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110
             pass
         shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -27,13 +27,13 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, keys: list[tuple[str, str]]) -> None:
         super().__init__()
-        self._keys = keys  # (key as shown, what it does) of the dashboard
+        self.keys = keys  # (key as shown, what it does) of the dashboard
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
         table.add_column(style="bold #e5c07b", no_wrap=True)
         table.add_column()
-        for key, what in self._keys:
+        for key, what in self.keys:
             table.add_row(key, what)
         table.add_row("", "")
         table.add_row("[b]prompt box[/b]", "")

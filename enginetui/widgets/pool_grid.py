@@ -19,41 +19,47 @@ def blocks_per_cell(num_blocks: int, width: int, height: int) -> int:
 
 def pool_text(event: StepEvent, colors: Mapping[str, str], width: int, height: int) -> Text:
     """The grid in `width` x `height`: a spaced cell per block when there is room, else grouped cells."""
-    spaced = 2 * event.num_blocks <= width * height  # room for a gap after every cell
-    per_cell = 1 if spaced else blocks_per_cell(event.num_blocks, width, height)
+    n = event.num_blocks
+    spaced = 2 * n <= width * height  # room for a gap after every cell
+    per_cell = 1 if spaced else blocks_per_cell(n, width, height)
     per_row = max(1, width // 2 if spaced else width)
-    owner: dict[int, str] = {}
+    owner: list[str | None] = [None] * n  # block -> owning request
     for req in (*event.running, *event.waiting):
         for block in req.block_ids:
-            owner.setdefault(block, req.req_id)
+            if owner[block] is None:
+                owner[block] = req.req_id
     new, freed = set(event.blocks_allocated), set(event.blocks_freed)
     shared, cached = set(event.shared_blocks), set(event.cached_free_blocks)
     text = Text(no_wrap=True)
-    num_cells = math.ceil(event.num_blocks / per_cell)
-    for cell in range(num_cells):
-        if cell and cell % per_row == 0:
-            text.append("\n")
-        elif cell and spaced:
-            text.append(" ")
-        group = range(cell * per_cell, min((cell + 1) * per_cell, event.num_blocks))
-        used = [b for b in group if b in owner]
-        if used:
-            fresh = [b for b in used if b in new]
-            color = colors.get(owner[(fresh or used)[0]], "white")
-            if fresh:
-                text.append("▣", style=f"bold {color}")
-            elif any(b in shared for b in used):
-                text.append("▦", style=color)
-            else:
-                glyph = "█" if len(used) == len(group) else "▓" if 2 * len(used) >= len(group) else "▒"
-                text.append(glyph, style=color)
-        elif any(b in freed for b in group):
-            text.append("▫", style="bold #ffffff")
-        elif any(b in cached for b in group):
-            text.append("░", style=DIM)
-        else:
-            text.append("·", style=DIM)
-    return text
+    run, run_style = "", ""  # consecutive cells of one style, appended together
+    for cell in range(math.ceil(n / per_cell)):
+        sep = "" if not cell else "\n" if cell % per_row == 0 else " " if spaced else ""
+        group = range(cell * per_cell, min((cell + 1) * per_cell, n))
+        glyph, style = _cell(group, owner, colors, new, freed, shared, cached)
+        if style != run_style and run:
+            text.append(run, style=run_style)
+            run = ""
+        run, run_style = run + sep + glyph, style
+    return text.append(run, style=run_style)
+
+
+def _cell(group: range, owner: list[str | None], colors: Mapping[str, str], new: set[int], freed: set[int],
+          shared: set[int], cached: set[int]) -> tuple[str, str]:
+    """Glyph and style of one cell standing for the blocks in `group`."""
+    used = [b for b in group if owner[b] is not None]
+    if used:
+        fresh = [b for b in used if b in new]
+        color = colors.get(owner[(fresh or used)[0]] or "", "white")
+        if fresh:
+            return "▣", f"bold {color}"
+        if any(b in shared for b in used):
+            return "▦", color
+        return ("█" if len(used) == len(group) else "▓" if 2 * len(used) >= len(group) else "▒"), color
+    if any(b in freed for b in group):
+        return "▫", "bold #ffffff"
+    if any(b in cached for b in group):
+        return "░", DIM
+    return "·", DIM
 
 
 class PoolGrid(Widget):

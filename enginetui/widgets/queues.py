@@ -8,22 +8,23 @@ from textual.widget import Widget
 from core.engine.events import RequestProgress, StepEvent
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 
-LABEL_WIDTH = 13  # "waiting 123  "
+LABEL_WIDTH = 13  # "running 12/256": longer labels still get one space
 
 
 def queue_line(label: str, reqs: list[RequestProgress], colors: Mapping[str, str], width: int) -> Text:
     """`label id id id … +N`: as many ids as fit in `width`, then how many more."""
-    line = Text(label.ljust(LABEL_WIDTH), style="bold")
+    line = Text(label.ljust(LABEL_WIDTH - 1) + " ", style="bold")
     if not reqs:
         return line.append("(empty)", style=DIM)
     for i, req in enumerate(reqs):
         mark = "(preempted)" if req.status == "preempted" else ""
-        more = f"+{len(reqs) - i}"
-        room = width - len(line) - len(req.req_id) - len(mark) - 1
-        if room < (len(f"+{len(reqs) - i - 1}") + 1 if i < len(reqs) - 1 else 0):
-            return line.append(more, style=DIM)
+        rest = len(reqs) - i - 1
+        if len(line) + len(req.req_id) + len(mark) + (len(f" +{rest}") if rest else 0) > width:
+            return line.append(f"+{rest + 1}", style=DIM)
         line.append(req.req_id, style=f"bold {colors.get(req.req_id, '')}")
-        line.append(mark, style=STATUS_STYLES["preempted"]).append(" ")
+        line.append(mark, style=STATUS_STYLES["preempted"])
+        if rest:
+            line.append(" ")
     return line
 
 

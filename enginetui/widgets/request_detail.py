@@ -29,9 +29,10 @@ def detail_text(view: RequestView, now: float | None, block_size: int) -> Text:
     text.append(f"\nqueued {seconds(view.queue_time())} · TTFT {seconds(view.ttft())}")
     text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
     if view.num_preemptions:
-        text.append(f" · preempted {view.num_preemptions}× (last lost {view.lost_tokens} tok)", style=STATUS_STYLES["preempted"])
+        preempted = f" · preempted {view.num_preemptions}× (last lost {view.lost_tokens} tok)"
+        text.append(preempted, style=STATUS_STYLES["preempted"])
     blocks = view.block_ids
-    text.append(f"\nblock table · {len(blocks)} blocks × {block_size} tok · logical→physical\n", style="bold")
+    text.append(f"\nblock table · logical→physical · {len(blocks)} × {block_size} tok\n", style="bold")
     if blocks:
         text.append("  ".join(f"{i}→{b}" for i, b in enumerate(blocks)))
     else:

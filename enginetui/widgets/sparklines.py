@@ -50,5 +50,6 @@ class Sparklines(Widget):
             text.append(label.ljust(LABEL_WIDTH), style="bold")
             line = sparkline(series, width, top)
             text.append(line.ljust(max(0, width)), style=style)
-            text.append((fmt.format(series[-1]) if series else "—").rjust(VALUE_WIDTH), style=DIM if not series else "")
+            value = fmt.format(series[-1]) if series else "—"
+            text.append(value.rjust(VALUE_WIDTH), style="" if series else DIM)
         return text

@@ -46,11 +46,13 @@ class StepPanel(Widget):
         if e is None:
             return Text("no step yet", style=DIM)
         head = f"budget {e.num_scheduled_tokens}/{e.token_budget} "
-        text = Text(head)
-        text.append_text(budget_bar(e.num_prefill_tokens, e.num_decode_tokens, e.token_budget, self.content_size.width - len(head)))
+        bar = budget_bar(e.num_prefill_tokens, e.num_decode_tokens, e.token_budget, self.content_size.width - len(head))
+        text = Text(head).append_text(bar)
         text.append("\nprefill ").append(str(e.num_prefill_tokens), style=PREFILL_STYLE)
         text.append(" · decode ").append(str(e.num_decode_tokens), style=DECODE_STYLE)
         text.append(f" · {len(e.scheduled)} reqs")
+        if e.prefix_cache_queries:
+            text.append(f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%")
         total = e.sched_ms + e.exec_ms + e.update_ms
         text.append(f"\n{total:.1f} ms = sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f}")
         if self._dropped:

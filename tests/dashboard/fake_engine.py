@@ -13,7 +13,13 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from core.engine.events import SCHEMA_VERSION, Preemption, RequestEnd, RequestProgress, StepEvent
+from core.engine.events import (
+    SCHEMA_VERSION,
+    Preemption,
+    RequestEnd,
+    RequestProgress,
+    StepEvent,
+)
 from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
 
@@ -100,7 +106,7 @@ class FakeEngine:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task | None = None  # the stepping loop (autostep only)
         self._dead: str | None = None  # why the fake "died" (die()), None while alive
-        self._streams: list[asyncio.Queue] = []  # output queue of every request ever submitted
+        self._streams: list[asyncio.Queue] = []  # output queues that a generate() stream still reads
 
     # ---- the Engine protocol -------------------------------------------------------------
 
@@ -127,9 +133,10 @@ class FakeEngine:
                 yield out
                 if out.finished:
                     return
-        finally:
+        finally:  # the consumer is gone: abort whatever is still running
+            self._streams.remove(req.outputs)
             if request_id in self._requests:
-                self._abort(self._requests[request_id])
+                self._abort(req)
 
     async def abort(self, request_id: str) -> None:
         req = self._requests.get(request_id)
@@ -175,7 +182,7 @@ class FakeEngine:
     def die(self, message: str = "EngineCore exited with code -9") -> None:
         """Simulate the EngineCore process dying: every stream raises."""
         self._dead = message
-        for queue in (*self._subscribers, *(r.outputs for r in self._requests.values())):
+        for queue in (*self._subscribers, *self._streams):
             queue.put_nowait(FakeEngineDead(message))
         self.shutdown()
 

@@ -57,7 +57,7 @@ def random_prompt(rng: random.Random, vocab: int):
         return [2, vocab + 5]  # invalid: unknown token id
     if kind < 0.5:
         return " ".join(rng.choice(["the", "function", "class", "returns", "a", "list", "of"]) for _ in range(rng.randint(1, 40)))
-    return [2] + [rng.randrange(4, vocab) for _ in range(rng.randint(1, rng.choice([8, 40, 150])))]
+    return [2] + [rng.randrange(4, vocab) for _ in range(rng.randint(1, rng.choice([8, 40, 150, 200])))]
 
 
 def run_soak(model: str | None, num_requests: int, seconds: float, seed: int = 0, multiprocess: bool = True,

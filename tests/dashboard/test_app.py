@@ -1,0 +1,244 @@
+"""The dashboard driven through Pilot against the FakeEngine."""
+
+import asyncio
+import re
+
+import msgspec
+
+from enginetui.app import EngineTUI
+from enginetui.screenshots import advance, settle, start
+from enginetui.settings import SamplingSettings
+from enginetui.widgets.event_log import EventLog
+from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.palette import request_color
+from enginetui.widgets.pool_grid import PoolGrid
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.requests_table import RequestsTable
+from enginetui.widgets.step_panel import StepPanel
+from enginetui.widgets.title_bar import TitleBar
+from tests.dashboard.builders import event
+from tests.dashboard.conftest import SIZE
+
+
+def shown(app: EngineTUI, widget_type) -> str:
+    """What a panel shows right now, as plain text."""
+    widget = app.query_one(widget_type)
+    rendered = widget.render()
+    return getattr(rendered, "plain", None) or str(getattr(widget, "content", rendered))
+
+
+def cells_in(text, color: str) -> int:
+    """How many grid cells of the rendered pool are drawn in `color`."""
+    runs = (text.plain[span.start : span.end] for span in text.spans if color in str(span.style))
+    return sum(len(run.replace(" ", "").replace("\n", "")) for run in runs)
+
+
+async def enter_line(pilot, text: str) -> None:
+    """Enter the prompt box (i), fill it with `text` (faster than a key per character), press Enter, leave."""
+    await pilot.press("i")
+    pilot.app.query_one("#prompt").value = text
+    await pilot.press("enter", "escape")
+
+
+async def test_typed_prompt_streams_text_into_the_requests_panel(make_app):
+    app = make_app(step_delay=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("i", *"tell me about the river", "enter", "escape")
+        seen = []
+        for words in (3, 12):  # the redraw timer, not a direct redraw, brings it on screen
+            await settle(pilot, lambda words=words: len(app.state.requests["r1"].text.split()) >= words)
+            await asyncio.sleep(0.15)
+            row = next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
+            note = re.search(r" r1 +RUNNING +\d+/\d+  (.*)$", row).group(1)  # the text column
+            seen.append(note.removeprefix("…").strip())
+        assert seen[0] != seen[1]
+        assert all(len(part) > 5 and part in app.state.requests["r1"].text for part in seen)
+        assert app.state.requests["r1"].prompt == "tell me about the river"
+        assert app.selected == "r1"
+
+
+async def test_pause_then_s_moves_the_step_counter_by_exactly_one(make_app):
+    app = make_app(step_delay=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.submit("keep going for a while", app.query_one(PromptBar).settings)
+        await settle(pilot, lambda: app.state.step >= 3)
+        await pilot.press("space")
+        await settle(pilot, lambda: app.state.paused)
+        paused_at = app.state.step
+        await asyncio.sleep(0.1)
+        assert app.state.step == paused_at  # paused: no steps
+        assert "⏸ paused" in shown(app, TitleBar)
+        await pilot.press("s")
+        await settle(pilot, lambda: app.state.step > paused_at)
+        await asyncio.sleep(0.1)
+        await settle(pilot)
+        assert app.state.step == paused_at + 1
+        assert f"step {paused_at + 1}" in shown(app, TitleBar)
+        await pilot.press("space")
+        await settle(pilot, lambda: app.state.step > paused_at + 2)
+        assert "▶ running" in shown(app, TitleBar)
+
+
+async def test_s_while_running_only_explains(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert app.state.step == 0
+        assert any("press space to pause first" in note for _, note in app.notes)
+
+
+async def test_pool_grid_shows_a_requests_blocks_while_it_runs_and_frees_them(make_app):
+    app = make_app(autostep=False, num_blocks=32)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        prompt = " ".join(["word"] * 40)  # 40 tokens + 8 generated: 3 blocks of 16
+        app.submit(prompt, SamplingSettings(max_tokens=8))
+        await advance(pilot, 2)
+        grid = app.query_one(PoolGrid)
+        view = app.state.requests["r1"]
+        assert len(view.block_ids) == 3
+        color = request_color(view.index)
+        assert cells_in(grid.render(), color) == 3
+        assert "KV pool · 3/32 used" in str(grid.border_title)
+        while app.state.requests["r1"].active:
+            await advance(pilot, 1)
+        text = grid.render()
+        assert cells_in(text, color) == 0
+        assert text.plain.count("▫") == 3  # freed this step
+        assert "KV pool · 0/32 used" in str(grid.border_title)
+
+
+async def test_burst_into_a_tiny_pool_preempts(make_app):
+    app = make_app(autostep=False, num_blocks=24, token_budget=48)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("b")
+        await settle(pilot, lambda: len(app.state.requests) == 8)
+        while not any(line.kind == "preempt" for line in app.state.log):
+            await advance(pilot, 1)
+        assert "preempt" in shown(app, EventLog) and "lost" in shown(app, EventLog)
+        assert any(v.status == "preempted" for v in app.state.ordered())
+        assert "PREEMPTED" in shown(app, RequestsTable)
+
+
+async def test_abort_the_selected_request(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        for text in ("first prompt", "second prompt"):
+            app.submit(text, app.query_one(PromptBar).settings)
+        await advance(pilot, 2)
+        await pilot.press("down")
+        assert app.selected == "r2"
+        await pilot.press("x")
+        await settle(pilot, lambda: app.state.requests["r2"].status == "aborted")
+        assert app.state.requests["r1"].status == "running"
+        assert "ABORTED" in shown(app, RequestsTable)
+        await pilot.press("x")
+        await settle(pilot)
+        assert any("r2 is already aborted" in note for _, note in app.notes)
+
+
+async def test_set_and_burst_commands_in_the_prompt_box(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await enter_line(pilot, "/set temp 0.3")
+        await enter_line(pilot, "/set max 5")
+        bar = app.query_one(PromptBar)
+        assert (bar.settings.temperature, bar.settings.max_tokens) == (0.3, 5)
+        assert "max 5 · temp 0.3" in str(bar.query_one("#settings").content)
+        await enter_line(pilot, "/set temp hot")
+        assert ("error", "temperature needs a number, got 'hot'") in app.notes
+        await enter_line(pilot, "/burst 3")
+        await settle(pilot)
+        assert [v.max_tokens for v in app.state.ordered()] == [5, 5, 5]
+        await enter_line(pilot, "/frobnicate")
+        assert any("unknown command /frobnicate" in note for _, note in app.notes)
+        await pilot.press("i")
+        app.query_one("#prompt").value = "/help"
+        await pilot.press("enter")
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_rejected_prompts_are_explained_not_raised(make_app):
+    app = make_app(autostep=False, num_blocks=4, max_model_len=200)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.submit(" ".join(["w"] * 300), app.query_one(PromptBar).settings)  # over max_model_len
+        app.submit(" ".join(["w"] * 100), app.query_one(PromptBar).settings)  # never fits 4 blocks
+        await settle(pilot, lambda: app.state.requests["r1"].status == "rejected")
+        await advance(pilot, 1)
+        await settle(pilot, lambda: app.state.requests["r2"].status == "rejected")
+        assert ("error", "r1 rejected: prompt has 300 tokens, max_model_len is 200") in app.notes
+        assert app.state.requests["r2"].detail == "prompt needs 7 blocks > pool 4"
+        log = shown(app, EventLog)
+        assert "reject  r1 · prompt has 300 tokens" in log and "reject  r2 · prompt needs 7 blocks" in log
+
+
+async def test_engine_death_is_a_message_not_a_traceback(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.submit("hello", app.query_one(PromptBar).settings)
+        await advance(pilot, 1)
+        app.fake.die("EngineCore exited with code -9")
+        await settle(pilot, lambda: app.phase == "stopped")
+        assert "✖ engine stopped" in shown(app, TitleBar)
+        assert app.state.requests["r1"].status == "error"
+        assert ("error", "engine stopped: EngineCore exited with code -9") in app.notes
+        await pilot.press("b")
+        assert ("error", "the engine is not running") in app.notes
+
+
+async def test_help_lists_every_key(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        listed = {key for key, _ in app.screen.keys}
+        assert {"space", "s", "x", "b", "↑", "↓", "?", "q"} <= listed
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_quits_and_shuts_the_engine_down(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("q")
+    assert app.fake.shutdown_called
+    assert app.return_code == 0
+
+
+async def test_ctrl_c_quits_even_from_the_prompt_box(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("i", "h", "ctrl+c")
+    assert app.fake.shutdown_called
+
+
+async def test_keys_typed_in_the_prompt_box_are_text_not_commands(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("i", "s", "b", "q", "space", "x")
+        await settle(pilot)
+        assert app.query_one("#prompt").value == "sbq x"
+        assert app.state.step == 0 and not app.state.requests and app.is_running
+
+
+async def test_step_panel_shows_the_prefix_cache_hit_rate(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.state.apply_event(msgspec.structs.replace(event(1), prefix_cache_queries=200, prefix_cache_hits=90))
+        await settle(pilot)
+        assert "prefix hits 45%" in shown(app, StepPanel)

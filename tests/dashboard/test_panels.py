@@ -1,0 +1,74 @@
+"""Pure rendering helpers of the panels (no running app)."""
+
+from core.engine.events import RequestProgress
+from enginetui.state import RequestView
+from enginetui.widgets.pool_grid import blocks_per_cell, pool_text
+from enginetui.widgets.queues import queue_line
+from enginetui.widgets.requests_table import progress, row_note, tail
+from enginetui.widgets.sparklines import sparkline
+from enginetui.widgets.step_panel import budget_bar
+from tests.dashboard.builders import event
+from tests.dashboard.builders import progress as req_progress
+
+
+def test_small_pool_gets_a_spaced_cell_per_block():
+    e = event(1, running=[req_progress("r1", 20, 21, blocks=[0, 1])], allocated=[1], freed=[5], free=6)
+    text = pool_text(e, {"r1": "#ff0000"}, width=40, height=4)
+    assert text.plain == "█ ▣ · · · ▫ · ·"
+    styles = {str(span.style) for span in text.spans}
+    assert "#ff0000" in styles and "bold #ff0000" in styles
+
+
+def test_large_pool_groups_blocks_into_cells():
+    assert blocks_per_cell(4096, 50, 10) == 9
+    assert blocks_per_cell(100, 50, 10) == 1
+
+
+def test_grouped_cells_show_how_full_each_group_is():
+    e = event(1, running=[req_progress("r1", 20, 21, blocks=[0, 1, 2, 3, 4])], free=3)  # 8 blocks
+    text = pool_text(e, {}, width=4, height=1)  # no room for gaps: 2 blocks per cell
+    assert text.plain == "██▓·"
+
+
+def test_grid_wraps_into_rows():
+    e = event(1, free=8)
+    assert pool_text(e, {}, width=8, height=2).plain == "· · · ·\n· · · ·"
+
+
+def test_sparkline_scales_to_peak_or_fixed_top():
+    assert sparkline([0, 1, 2, 4], 10) == "▁▃▅█"
+    assert sparkline([50, 100], 10, top=100.0) == "▅█"
+    assert sparkline([1, 2, 3, 4, 5], 2) == "▇█"
+    assert sparkline([0, 0], 5) == "▁▁"
+    assert sparkline([], 5) == ""
+
+
+def test_budget_bar_splits_prefill_and_decode():
+    bar = budget_bar(prefill=50, decode=10, budget=100, width=12)
+    assert bar.plain == "▕█████▒░░░░▏"
+    assert budget_bar(0, 1, 8192, 12).plain == "▕▒░░░░░░░░░▏"  # one token still shows
+
+
+def test_queue_line_counts_what_does_not_fit():
+    reqs = [RequestProgress(f"r{i}", "waiting", 4, 0, 4, 0, 8, 0, 0, 0, 0.0, []) for i in range(1, 30)]
+    assert queue_line("waiting 29", reqs, {}, width=40).plain == "waiting 29   r1 r2 r3 r4 r5 r6 r7 r8 +21"
+    assert queue_line("waiting 3", reqs[:3], {}, width=21).plain == "waiting 3    r1 r2 r3"
+    assert queue_line("waiting 3", reqs[:3], {}, width=20).plain == "waiting 3    r1 +2"
+    pre = RequestProgress("r7", "preempted", 4, 0, 4, 0, 8, 0, 1, 0, 0.0, [])
+    assert queue_line("waiting 1", [pre], {}, width=40).plain == "waiting 1    r7(preempted)"
+    assert queue_line("running 0/8", [], {}, width=40).plain == "running 0/8  (empty)"
+
+
+def test_request_rows_say_what_happened_in_words():
+    view = RequestView("r1", 0, prompt="Tell me", status="running", num_computed_tokens=80, num_tokens=120)
+    view.text = "line one\nline two"
+    assert progress(view) == "80/120"
+    assert row_note(view, 40).plain == "line one⏎line two"
+    assert row_note(view, 8).plain == "…ine two"
+    view.status, view.lost_tokens = "preempted", 300
+    assert row_note(view, 40).plain.startswith("(lost 300 tok) ")
+    view.status, view.finish_reason, view.num_output_tokens = "finished", "length", 48
+    assert progress(view) == "48 tok" and row_note(view, 40).plain.startswith("length · ")
+    view.status, view.detail = "rejected", "prompt needs 90 blocks > pool 64"
+    assert row_note(view, 60).plain == "prompt needs 90 blocks > pool 64"
+    assert tail("abcdef", 4) == "…def" and tail("abc", 3) == "abc" and tail("abc", 0) == ""

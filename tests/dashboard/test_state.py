@@ -1,0 +1,173 @@
+"""DashboardState folds step events and streamed outputs into what the screen shows (no Textual)."""
+
+import pytest
+
+from core.engine.events import Preemption, RequestEnd
+from enginetui.state import DashboardState
+from tests.dashboard.builders import T0, event, output, progress
+
+
+def kinds(state: DashboardState) -> list[str]:
+    return [f"{line.step} {line.kind} {line.text}" for line in state.log]
+
+
+def test_submitted_request_waits_until_the_engine_lists_it():
+    s = DashboardState()
+    s.add_request("r1", "hello", 16)
+    view = s.requests["r1"]
+    assert (view.status, view.prompt, view.max_tokens, view.active) == ("waiting", "hello", 16, True)
+
+
+def test_admission_is_logged_once_when_a_request_first_runs():
+    s = DashboardState()
+    s.apply_event(event(1, waiting=[progress("r1", 0, 10, status="waiting")]))
+    s.apply_event(event(2, running=[progress("r1", 10, 11, prompt=10, blocks=[3])], scheduled={"r1": 10}))
+    s.apply_event(event(3, running=[progress("r1", 11, 12, prompt=10, blocks=[3])], scheduled={"r1": 1}))
+    assert kinds(s) == ["2 admit r1 · prompt 10 tok"]
+    assert s.requests["r1"].status == "running"
+    assert s.requests["r1"].block_ids == [3]
+
+
+def test_chunked_prefill_is_logged_for_each_partial_chunk():
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r1", 16, 40, prompt=40)], scheduled={"r1": 16}))
+    s.apply_event(event(2, running=[progress("r1", 32, 40, prompt=40)], scheduled={"r1": 16}))
+    s.apply_event(event(3, running=[progress("r1", 40, 41, prompt=40)], scheduled={"r1": 8}))  # prefill done
+    assert kinds(s) == ["1 admit r1 · prompt 40 tok · chunk 16", "2 chunk r1 · +16 → 32/40 tok"]
+
+
+def test_preemption_sets_status_lost_tokens_and_logs():
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r1", 20, 21, prompt=16, blocks=[0, 1])], scheduled={"r1": 20}))
+    pre = Preemption("r1", lost_tokens=20, freed_blocks=2)
+    victim = progress("r1", 0, 21, prompt=16, status="preempted", preemptions=1)
+    s.apply_event(event(2, waiting=[victim], preempted=[pre], freed=[0, 1]))
+    view = s.requests["r1"]
+    assert (view.status, view.lost_tokens, view.num_preemptions, view.block_ids) == ("preempted", 20, 1, [])
+    assert kinds(s)[-1] == "2 preempt r1 · lost 20 tok · freed 2 blocks"
+    s.apply_event(event(3, running=[progress("r1", 21, 22, prompt=16, preemptions=1)], scheduled={"r1": 21}))
+    assert kinds(s)[-1] == "3 admit r1 · recompute 21 tok"
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "line"),
+    [
+        ("length", "finished", "2 finish r1 · length · 16 tok · max_tokens reached"),
+        ("stop", "finished", "2 finish r1 · stop · 16 tok · max_tokens reached"),
+        ("abort", "aborted", "2 abort r1 · 16 tok · max_tokens reached"),
+        ("error", "error", "2 error r1 · 16 tok · max_tokens reached"),
+    ],
+)
+def test_finish_reasons_map_to_status_words(reason, status, line):
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5, blocks=[2])], scheduled={"r1": 5}))
+    s.apply_event(event(2, finished=[RequestEnd("r1", reason, "max_tokens reached", 16)]))
+    view = s.requests["r1"]
+    assert (view.status, view.finish_reason, view.num_output_tokens, view.block_ids) == (status, reason, 16, [])
+    assert kinds(s)[-1] == line
+
+
+def test_rejection_at_admission_is_shown_with_its_reason():
+    s = DashboardState()
+    s.add_request("r9", "long", 16)
+    s.apply_event(event(1, rejected=[RequestEnd("r9", "rejected", "prompt needs 90 blocks > pool 64", 0)]))
+    assert s.requests["r9"].status == "rejected"
+    assert s.requests["r9"].detail == "prompt needs 90 blocks > pool 64"
+    assert kinds(s) == ["1 reject r9 · prompt needs 90 blocks > pool 64"]
+
+
+def test_client_side_refusal_and_failure():
+    s = DashboardState()
+    s.add_request("r1", "", 16)
+    s.refuse("r1", "prompt is empty")
+    s.add_request("r2", "x", 16)
+    s.fail("r2", "engine died")
+    s.fail("r1", "ignored: already ended")
+    assert [(v.status, v.detail) for v in s.ordered()] == [("rejected", "prompt is empty"), ("error", "engine died")]
+    assert kinds(s) == ["0 reject r1 · prompt is empty", "0 error r2 · engine died"]
+
+
+def test_outputs_stream_text_and_finish():
+    s = DashboardState()
+    s.add_request("r1", "p", 16)
+    s.apply_output(output("r1", "Once", 1))
+    s.apply_output(output("r1", "Once upon", 2))
+    view = s.requests["r1"]
+    assert (view.text, view.num_output_tokens, view.num_prompt_tokens, view.active) == ("Once upon", 2, 3, True)
+    s.apply_output(output("r1", "Once upon a", 3, "length"))
+    assert (view.status, view.finish_reason) == ("finished", "length")
+    s.apply_output(output("r2", "", 0, "rejected", error="prompt too long"))
+    assert (s.requests["r2"].status, s.requests["r2"].detail) == ("rejected", "prompt too long")
+
+
+def test_a_stale_event_does_not_revive_an_ended_request():
+    s = DashboardState()
+    s.apply_output(output("r1", "done", 4, "stop"))
+    s.apply_event(event(5, running=[progress("r1", 7, 8, prompt=4, blocks=[1])], scheduled={"r1": 1}))
+    assert s.requests["r1"].status == "finished"
+
+
+def test_requests_absent_from_the_scheduler_hold_no_blocks():
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5, blocks=[4])], scheduled={"r1": 5}))
+    s.apply_event(event(2, snapshot=True))  # aborted while paused: gone from the queues
+    assert s.requests["r1"].block_ids == []
+
+
+def test_snapshots_update_state_but_derive_no_log_or_history():
+    s = DashboardState(history_interval=0.1)
+    s.apply_event(event(1, snapshot=True, running=[progress("r1", 5, 6, prompt=5)], total_out=5))
+    assert s.log == type(s.log)() and not s.history.tok_s
+    assert s.step == 1 and s.requests["r1"].status == "running"
+    # the step the snapshot already reflected arrives late: its admission is still logged
+    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5)], scheduled={"r1": 5}))
+    assert kinds(s) == ["1 admit r1 · prompt 5 tok"]
+
+
+def test_history_samples_rates_over_engine_time():
+    s = DashboardState(history_interval=0.5)
+    for step in range(1, 12):  # 0.1 s per step, 2 tokens per step
+        s.apply_event(event(step, running=[progress("r1", step, step + 1, prompt=1)], total_out=2 * step, free=6))
+    assert list(s.history.tok_s) == pytest.approx([20.0, 20.0])
+    assert list(s.history.kv_pct) == [25.0, 25.0]
+    assert list(s.history.running) == [1, 1] and list(s.history.waiting) == [0, 0]
+
+
+def test_dropped_events_are_counted():
+    s = DashboardState()
+    s.apply_event(event(1, dropped=3))
+    s.apply_event(event(5, dropped=2))
+    assert s.dropped_events == 5
+
+
+def test_timings_of_a_request():
+    s = DashboardState()
+    s.apply_output(output("r1", "a b c", 5))
+    view = s.requests["r1"]
+    assert view.queue_time() == pytest.approx(0.1)
+    assert view.ttft() == pytest.approx(0.2)
+    assert view.tokens_per_s(T0 + 0.6) == pytest.approx(10.0)  # 4 tokens after the first in 0.4 s
+    assert view.tokens_per_s(None) is None
+    s.apply_output(output("r2", "", 0, first_token=None))
+    assert s.requests["r2"].ttft() is None
+
+
+def test_neighbour_walks_and_clamps():
+    s = DashboardState()
+    for i in range(1, 4):
+        s.add_request(f"r{i}", "p", 4)
+    assert s.neighbour(None, 1) == "r1" and s.neighbour(None, -1) == "r3"
+    assert s.neighbour("r1", -1) == "r1" and s.neighbour("r2", 1) == "r3" and s.neighbour("r3", 1) == "r3"
+    assert DashboardState().neighbour(None, 1) is None
+
+
+def test_every_change_moves_the_version():
+    s = DashboardState()
+    versions = [s.version]
+    s.add_request("r1", "p", 4)
+    versions.append(s.version)
+    s.apply_event(event(1))
+    versions.append(s.version)
+    s.apply_output(output("r1", "x", 1))
+    versions.append(s.version)
+    assert versions == sorted(set(versions))
