@@ -26,7 +26,7 @@ class Request:
     __slots__ = (
         "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_id",
         "arrival_time", "priority", "status", "num_computed_tokens", "num_cached_tokens",
-        "num_preemptions", "max_tokens", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
+        "num_preemptions", "max_tokens", "first_scheduled_time", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
     )
 
     def __init__(
@@ -50,6 +50,7 @@ class Request:
         self.num_computed_tokens = 0  # tokens whose KV is in the cache
         self.num_cached_tokens = 0  # prompt tokens served by the prefix cache at the last admission
         self.num_preemptions = 0  # times its KV was dropped
+        self.first_scheduled_time: float | None = None  # time.time() of its first admission
         self.max_tokens = max_tokens  # generation limit, resolved against max_model_len
         self.finish_detail = ""  # human-readable reason once finished
         self.num_tokens_sent_to_runner = 0  # how many of all_token_ids the model runner has been given

@@ -164,5 +164,5 @@ class EngineCore:
             num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
             num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
             num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
-            block_ids=self.scheduler.kv.block_ids(r.request_id),
+            block_ids=self.scheduler.kv.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
         )

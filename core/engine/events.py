@@ -25,6 +25,7 @@ class RequestProgress(msgspec.Struct, frozen=True):
     priority: int  # scheduling priority (lower runs first under the priority policy)
     arrival_time: float  # wall-clock time the engine received it (time.time())
     block_ids: list[int]  # block table: logical block i -> physical block block_ids[i]
+    first_scheduled_time: float | None = None  # wall-clock time of its first admission (None while never run)
 
 
 class Preemption(msgspec.Struct, frozen=True):

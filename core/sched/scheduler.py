@@ -138,7 +138,9 @@ class Scheduler:
             request.num_computed_tokens = num_hit_tokens
             request.num_cached_tokens = num_hit_tokens
             self.running.append(request)
-            self.first_scheduled.setdefault(request.request_id, time.time())
+            if request.first_scheduled_time is None:
+                request.first_scheduled_time = time.time()
+                self.first_scheduled[request.request_id] = request.first_scheduled_time
             scheduled_new.append(request)
             num_scheduled[request.request_id] = num_new
             new_blocks[request.request_id] = [b.block_id for b in blocks]
