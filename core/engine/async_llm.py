@@ -21,9 +21,8 @@ from core.engine import wire
 from core.engine.core_client import use_multiprocess
 from core.engine.errors import EngineDeadError, EngineStartupError
 from core.engine.events import StepEvent
-from core.engine.output_processor import OutputProcessor
-from core.engine.processor import EngineInfo, Processor
-from core.engine.tokenizer import load_tokenizer
+from core.engine.processor import EngineInfo
+from core.engine.tokenizer import open_text_stages
 from core.outputs import RequestOutput
 from core.sampling_params import SamplingParams
 
@@ -46,13 +45,8 @@ class AsyncLLM:
 
             self.client = AsyncInprocClient(config)  # EngineCore in this process
         self.info: EngineInfo = self.client.info  # limits and identity of the engine
-        try:
-            self.tokenizer = load_tokenizer(config, self.info.model_dir)  # HF tokenizer or None
-        except Exception:
-            self.client.shutdown()
-            raise
-        self.processor = Processor(self.tokenizer, self.info)  # tokenize + validate
-        self.output_processor = OutputProcessor(self.tokenizer)  # detokenize + stop strings
+        # The tokenizer (None on token ids only), tokenize + validate, detokenize + stop strings.
+        self.tokenizer, self.processor, self.output_processor = open_text_stages(config, self.client)
         self._queues: dict[str, asyncio.Queue] = {}  # live request id -> its outputs (then maybe an error)
         self._handler: asyncio.Task | None = None  # the output-handler task
         self._background: set[asyncio.Task] = set()  # fire-and-forget aborts

@@ -2,9 +2,7 @@
 
 from core.config import EngineConfig
 from core.engine.core_client import InprocClient, use_multiprocess
-from core.engine.output_processor import OutputProcessor
-from core.engine.processor import Processor
-from core.engine.tokenizer import load_tokenizer
+from core.engine.tokenizer import open_text_stages
 from core.outputs import RequestOutput
 from core.sampling_params import SamplingParams
 
@@ -21,13 +19,8 @@ class LLMEngine:
         else:
             self.client = InprocClient(config)
         self.info = self.client.info  # limits and identity of the running engine
-        try:
-            self.tokenizer = load_tokenizer(config, self.info.model_dir)  # HF tokenizer or None
-        except Exception:
-            self.client.shutdown()
-            raise
-        self.processor = Processor(self.tokenizer, self.info)  # tokenize + validate
-        self.output_processor = OutputProcessor(self.tokenizer)  # detokenize + stop strings
+        # The tokenizer (None on token ids only), tokenize + validate, detokenize + stop strings.
+        self.tokenizer, self.processor, self.output_processor = open_text_stages(config, self.client)
 
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
                     priority: int = 0) -> None:

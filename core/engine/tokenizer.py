@@ -1,6 +1,8 @@
 """Load the tokenizer on the client side, from the same directory as the weights."""
 
 from core.config import EngineConfig
+from core.engine.output_processor import OutputProcessor
+from core.engine.processor import Processor
 from core.models.loader import ModelLoadError, resolve_model_dir
 
 
@@ -20,3 +22,16 @@ def load_tokenizer(config: EngineConfig, model_dir: str | None):
         return AutoTokenizer.from_pretrained(str(source))
     except Exception as exc:
         raise ModelLoadError(f"could not load a tokenizer from {source}: {exc}") from exc
+
+
+def open_text_stages(config: EngineConfig, client) -> tuple[object, Processor, OutputProcessor]:
+    """The tokenizer, preprocessor and output processor for a started client.
+
+    If the tokenizer cannot be loaded the client is shut down before the error propagates.
+    """
+    try:
+        tokenizer = load_tokenizer(config, client.info.model_dir)
+    except Exception:
+        client.shutdown()
+        raise
+    return tokenizer, Processor(tokenizer, client.info), OutputProcessor(tokenizer)
