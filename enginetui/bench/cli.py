@@ -1,0 +1,71 @@
+"""The `enginetui bench {throughput,latency,profile}` subcommands: their flags, and dispatch."""
+
+import argparse
+import importlib
+import sys
+
+from enginetui.bench.workload import add_workload_args
+from enginetui.cli import add_engine_args
+
+EVENT_MODES = ("off", "on", "subscriber")  # step events not built / built and published / with a live subscriber
+
+
+def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
+    """Add `bench` and its subcommands to the top-level `enginetui` subparsers."""
+    bench = subparsers.add_parser("bench", help="benchmark the engine: throughput, latency, step profile",
+                                  description="Benchmarks of the engine. Engine flags use vLLM's names.")
+    kinds = bench.add_subparsers(dest="bench_command", title="benchmarks", metavar="BENCH", required=True)
+
+    tp = kinds.add_parser("throughput", help="offline throughput (like `vllm bench throughput`)",
+                          description="Offline throughput of LLM.generate on a seeded random workload.")
+    add_workload_args(tp)
+    tp.add_argument("--compare", choices=("hf",), help="also run transformers generate on the same prompts and weights")
+    tp.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[8, 16, 32], metavar="N",
+                    help="static batch sizes tried for the HF baseline; the best is kept (default 8 16 32)")
+    tp.add_argument("--events", choices=EVENT_MODES, nargs="+", default=["on"], metavar="MODE",
+                    help="step events: off (not built), on (built and published; the default), subscriber "
+                         "(with a live SUB subscriber thread). Several modes: runs interleaved, ratios to off")
+    tp.add_argument("--repeats", type=_positive, default=1, help="timed passes per events mode; the best is kept")
+    _add_common(tp, "throughput")
+
+    lat = kinds.add_parser("latency", help="online latency under Poisson arrivals (like `vllm bench serve`)",
+                           description="Requests arrive by a seeded Poisson process and stream through AsyncLLM.")
+    add_workload_args(lat)
+    lat.add_argument("--request-rate", type=float, default=float("inf"),
+                     help="mean requests per second of the Poisson arrivals (default inf: all at once)")
+    _add_common(lat, "latency")
+
+    prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",
+                            description="Where a decode step's time goes (in-process engine, per-stage timings).")
+    prof.add_argument("--batch-sizes", type=_positive, nargs="+", default=[1, 16, 64], metavar="N",
+                      help="running decode requests to profile (default 1 16 64)")
+    prof.add_argument("--input-len", type=_positive, default=64, help="prompt tokens of each request (default 64)")
+    prof.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before measuring (default 5)")
+    prof.add_argument("--steps", type=_positive, default=20, help="decode steps averaged (default 20)")
+    _add_common(prof, "profile")
+
+
+def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
+    add_engine_args(parser)
+    parser.add_argument("--disable-detokenize", action="store_true",
+                        help="run without a tokenizer (outputs are not detokenized); automatic if the model has none")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.set_defaults(func=lambda args: _run(module, args))
+
+
+def _run(module: str, args: argparse.Namespace) -> int:
+    """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
+    from core.engine.errors import EngineStartupError
+
+    try:
+        return importlib.import_module(f"enginetui.bench.{module}").main(args)
+    except (ValueError, EngineStartupError) as exc:
+        print(f"enginetui bench {module}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value

@@ -1,0 +1,74 @@
+"""What the benchmarks build engines from: our engine's keyword arguments, the model's vocabulary,
+and one weights directory that our engine and the Hugging Face baseline both load.
+"""
+
+import argparse
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from enginetui.cli import engine_args
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")  # any one will do
+
+
+def bench_engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """LLM / AsyncLLM keyword arguments: the engine flags given, and no tokenizer when there is none
+    to load or --disable-detokenize asks so (prompts are token ids; outputs are then not detokenized)."""
+    kwargs = engine_args(args)
+    if args.disable_detokenize or model_tokenizer_dir(kwargs) is None:
+        kwargs["skip_tokenizer_init"] = True
+    return kwargs
+
+
+def model_tokenizer_dir(kwargs: dict[str, Any]) -> Path | None:
+    """The local directory holding the model's tokenizer, or None if it has none."""
+    from core.models.loader import ModelLoadError, resolve_model_dir
+
+    try:
+        model_dir = resolve_model_dir(kwargs.get("model"), need_weights=False)
+    except ModelLoadError:
+        return None
+    if model_dir is None or not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    return model_dir
+
+
+def model_vocab_size(kwargs: dict[str, Any]) -> int:
+    """The vocabulary size of the model these engine arguments name (reads its config only)."""
+    from core.config import EngineConfig
+    from core.models.loader import load_hf_config
+
+    config = EngineConfig(**kwargs)
+    return load_hf_config(config)[0].vocab_size
+
+
+@contextmanager
+def shared_weights(kwargs: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path]]:
+    """Engine arguments and a Hugging Face directory that hold the same weights, by construction.
+
+    Real weights: the model's own directory, for both. Dummy weights: a Hugging Face model of the
+    same config, initialised under the engine seed, saved to a temporary directory that our engine
+    then loads like any checkpoint (load_format auto) and the baseline loads with from_pretrained.
+    """
+    from core.config import EngineConfig
+    from core.models.loader import load_hf_config, resolve_model_dir
+
+    config = EngineConfig(**kwargs)
+    if config.load_format != "dummy":
+        yield kwargs, resolve_model_dir(config.model)
+        return
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf_config, _ = load_hf_config(config)
+    with tempfile.TemporaryDirectory(prefix="enginetui-bench-weights-") as tmp:
+        torch.manual_seed(config.seed)
+        AutoModelForCausalLM.from_config(hf_config).eval().save_pretrained(tmp)
+        shared = {**kwargs, "model": tmp, "load_format": "auto"}
+        tokenizer_dir = model_tokenizer_dir(kwargs)
+        if tokenizer_dir is not None and not kwargs.get("skip_tokenizer_init"):
+            shared["tokenizer"] = str(tokenizer_dir)
+        yield shared, Path(tmp)

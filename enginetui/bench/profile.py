@@ -1,0 +1,129 @@
+"""`enginetui bench profile`: where a decode step's time goes, at several batch sizes.
+
+Runs EngineCore in this process (so `EngineCore.last_timings` is readable), fills it with N
+requests, waits until all N are decoding, warms up, then averages the per-stage timings of the
+next steps. Stages: schedule, prepare (apply the plan's deltas, pack inputs), forward (model +
+lm_head), sample, update (scheduler.update_from_output), event (build the StepEvent; in-process
+it is not serialized or sent). "Engine overhead" is everything but forward + sample, as a share
+of the step. "client" is the time outside EngineCore.step (output processing on the client side),
+shown apart and not part of the shares. On CUDA, forward launches kernels asynchronously; the
+sampler's copy to the host waits for them, so some forward time shows as sample time.
+"""
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core import LLM, SamplingParams
+from enginetui.bench import report
+from enginetui.bench.engines import bench_engine_kwargs
+
+STAGES = ("schedule", "prepare", "forward", "sample", "update", "event")  # EngineCore.last_timings keys
+COMPUTE_STAGES = ("forward", "sample")  # the rest is engine overhead
+
+
+@dataclass(slots=True)
+class ProfileRow:
+    """The averaged decode step at one batch size."""
+
+    batch_size: int  # running decode requests
+    steps: int  # decode steps averaged
+    step_ms: float  # mean EngineCore.step time (sum of the stages)
+    stage_ms: dict[str, float]  # stage -> mean ms
+    stage_share: dict[str, float]  # stage -> % of step_ms (sums to 100)
+    overhead_pct: float  # everything but forward + sample, % of step_ms
+    client_ms: float  # mean time per step outside EngineCore.step (client-side output processing)
+    tokens_per_s: float  # batch_size / (step_ms + client_ms)
+
+
+@dataclass(slots=True)
+class ProfileResult:
+    """Everything `bench profile` measured (its --json)."""
+
+    model: str  # the model asked for ("default": the embedded one)
+    engine_args: dict[str, Any]  # the engine arguments used (in-process; defaults otherwise)
+    device: str  # where it ran
+    dtype: str  # compute dtype
+    input_len: int  # prompt tokens of each request
+    warmup_steps: int  # decode steps run before measuring
+    rows: list[ProfileRow] = field(default_factory=list)  # one per batch size
+    summary: str = ""  # the one-line summary printed last
+
+
+def profile_decode(llm: LLM, batch_size: int, input_len: int, warmup_steps: int, steps: int,
+                   seed: int = 0) -> ProfileRow:
+    """Average `steps` decode steps with `batch_size` requests running (after `warmup_steps`)."""
+    engine = llm.engine
+    core = engine.client.core
+    info = engine.info
+    # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
+    max_len = input_len + warmup_steps + steps + 1 + info.block_size
+    needed = batch_size * -(-max_len // info.block_size)
+    if needed > info.num_blocks or max_len > info.max_model_len:
+        raise ValueError(
+            f"{batch_size} requests of {input_len} prompt tokens need {needed} KV blocks and {max_len} positions; "
+            f"the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower --input-len or "
+            f"--steps, or raise --num-gpu-blocks-override"
+        )
+    rng = np.random.default_rng(seed)
+    # Long enough for the chunked prefill, warmup and measured steps; aborted once measured.
+    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=info.max_model_len - input_len)
+    req_ids = [f"profile-{batch_size}-{i}" for i in range(batch_size)]
+    for req_id in req_ids:
+        engine.add_request(req_id, rng.integers(0, info.vocab_size, size=input_len).tolist(), params)
+    sched = core.scheduler
+    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
+        engine.step()  # prefill, chunked over as many steps as the token budget needs
+        if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
+            raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
+    for _ in range(warmup_steps):
+        engine.step()
+    totals = dict.fromkeys(STAGES, 0.0)
+    client_ms = 0.0
+    for _ in range(steps):
+        if len(sched.running) != batch_size:
+            raise RuntimeError(f"{len(sched.running)} requests running, expected {batch_size} "
+                               f"(KV pool or max_model_len too small for --input-len and --steps?)")
+        start = time.perf_counter()
+        engine.step()
+        wall_ms = (time.perf_counter() - start) * 1e3
+        timings = core.last_timings
+        for stage in STAGES:
+            totals[stage] += timings[stage]
+        client_ms += wall_ms - sum(timings[s] for s in STAGES)
+    engine.abort_request(req_ids)
+    while engine.has_unfinished_requests():
+        engine.step()
+    stage_ms = {s: totals[s] / steps for s in STAGES}
+    step_ms = sum(stage_ms.values())
+    overhead = sum(v for s, v in stage_ms.items() if s not in COMPUTE_STAGES)
+    return ProfileRow(
+        batch_size=batch_size, steps=steps, step_ms=step_ms, stage_ms=stage_ms,
+        stage_share={s: 100.0 * v / step_ms for s, v in stage_ms.items()}, overhead_pct=100.0 * overhead / step_ms,
+        client_ms=client_ms / steps, tokens_per_s=batch_size * 1e3 / (step_ms + client_ms / steps),
+    )
+
+
+def run(args: argparse.Namespace) -> ProfileResult:
+    kwargs = bench_engine_kwargs(args)
+    llm = LLM(**kwargs, multiprocess=False)
+    try:
+        info = llm.engine.info
+        result = ProfileResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
+                               dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps)
+        for n in args.batch_sizes:
+            result.rows.append(profile_decode(llm, n, args.input_len, args.warmup_steps, args.steps))
+    finally:
+        llm.shutdown()
+    result.summary = report.profile_summary(result)
+    return result
+
+
+def main(args: argparse.Namespace) -> int:
+    result = run(args)
+    report.print_profile(result)
+    report.finish(result, args.json)
+    return 0

@@ -1,0 +1,125 @@
+"""How benchmark results are shown: plain-text tables, the --json file, and the one-line summary
+that every benchmark prints last."""
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+
+def quiet_transformers() -> None:
+    """No transformers progress bars between our tables (loading / saving weights)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Right-aligned columns; floats with one decimal (three below 10)."""
+    cells = [list(headers)] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def finish(result: Any, json_path: str | None) -> None:
+    """Write the result as JSON if asked, then print its summary (always the last line)."""
+    if json_path:
+        with open(json_path, "wb") as f:
+            f.write(msgspec.json.format(msgspec.json.encode(result), indent=2))
+            f.write(b"\n")
+        print(f"JSON written to {json_path}")
+    print(result.summary)
+
+
+def workload_line(result: Any) -> str:
+    w = result.workload
+    prefix = f"{w.prefix_len}-token shared prefix + " if w.prefix_len else ""
+    return (
+        f"workload {w.name}: {w.num_prompts} prompts, input {prefix}{w.min_input_len}-{w.max_input_len}, "
+        f"output {w.min_output_len}-{w.max_output_len}, seed {w.seed} "
+        f"({result.prompt_tokens} prompt + {result.output_tokens} output tokens)"
+    )
+
+
+# ---- throughput ----------------------------------------------------------------------------
+
+
+def print_throughput(result) -> None:
+    print(workload_line(result))
+    print(f"engine: {result.model} on {result.device} ({result.dtype}), args {result.engine_args}")
+    rows = []
+    for r in result.runs:
+        s = r.steps
+        rows.append([r.events, r.repeat, r.elapsed_s, r.requests_per_s, r.total_tokens_per_s, r.output_tokens_per_s,
+                     r.cached_prompt_tokens, s.prefill_tokens if s else None, s.steps if s else None,
+                     s.preemptions if s else None])
+    headers = ["events", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok", "prefill tok",
+               "steps", "preempted"]
+    print(table(headers, rows))
+    if result.events_ratio:
+        ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items())
+        print(f"step events (best pass each, output tok/s relative to events off): {ratios}")
+    if result.hf_runs:
+        print("transformers generate, static left-padded batches (useful output tokens only):")
+        print(table(["batch", "batches", "time s", "req/s", "total tok/s", "output tok/s", "computed out tok"],
+                    [[h.batch_size, h.num_batches, h.elapsed_s, h.requests_per_s, h.total_tokens_per_s,
+                      h.output_tokens_per_s, h.generated_tokens] for h in result.hf_runs]))
+
+
+def throughput_summary(result) -> str:
+    best = max(result.best.values(), key=lambda r: r.output_tokens_per_s)
+    parts = [(f"throughput {result.workload.name}: {best.requests_per_s:.2f} req/s, "
+              f"{best.total_tokens_per_s:.1f} total tok/s, {best.output_tokens_per_s:.1f} output tok/s")]
+    if result.events_ratio:
+        parts.append("events " + " ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items()))
+    if result.hf_best is not None:
+        parts.append(f"HF {result.hf_best.output_tokens_per_s:.1f} output tok/s (batch {result.hf_best.batch_size})"
+                     f" -> {result.hf_ratio:.2f}x HF")
+    return " | ".join(parts)
+
+
+# ---- profile -------------------------------------------------------------------------------
+
+
+def print_profile(result) -> None:
+    print(f"decode step profile: {result.model} on {result.device} ({result.dtype}), in-process engine, "
+          f"prompts of {result.input_len} tokens, args {result.engine_args}")
+    stages = list(result.rows[0].stage_ms) if result.rows else []
+    rows = [[r.batch_size, r.steps, r.step_ms, *(f"{r.stage_ms[s]:.2f} ({r.stage_share[s]:.1f}%)" for s in stages),
+             f"{r.overhead_pct:.1f}%", r.client_ms, r.tokens_per_s] for r in result.rows]
+    print(table(["running", "steps", "step ms", *(f"{s} ms" for s in stages), "overhead", "client ms", "tok/s"], rows))
+
+
+def profile_summary(result) -> str:
+    parts = ", ".join(f"{r.overhead_pct:.1f}% at {r.batch_size} ({r.step_ms:.1f} ms/step)" for r in result.rows)
+    return f"profile: engine overhead (all but forward + sample) {parts}"
+
+
+# ---- latency -------------------------------------------------------------------------------
+
+
+def print_latency(result) -> None:
+    print(workload_line(result))
+    rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
+    print(f"engine: {result.model}, AsyncLLM streaming, {rate}, args {result.engine_args}")
+    print(f"duration {result.duration_s:.2f} s: {result.requests_per_s:.2f} req/s, "
+          f"{result.output_tokens_per_s:.1f} output tok/s, {result.total_tokens_per_s:.1f} total tok/s")
+    rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
+            (("TTFT", result.ttft_ms), ("TPOT", result.tpot_ms), ("ITL", result.itl_ms), ("E2E", result.e2e_ms))]
+    print(table(["ms", "mean", "median", "p99", "samples"], rows))
+
+
+def latency_summary(result) -> str:
+    rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
+    return (f"latency {result.workload.name} @ {rate} req/s: TTFT median {result.ttft_ms.median:.1f} ms "
+            f"(p99 {result.ttft_ms.p99:.1f}), TPOT median {result.tpot_ms.median:.1f} ms, ITL median "
+            f"{result.itl_ms.median:.1f} ms, E2E median {result.e2e_ms.median:.1f} ms | "
+            f"{result.requests_per_s:.2f} req/s, {result.output_tokens_per_s:.1f} output tok/s")

@@ -1,0 +1,117 @@
+"""Seeded random workloads: token-id prompts with a fixed output length per request.
+
+A workload is fully determined by its `WorkloadSpec` and the model's vocabulary size, so every
+engine (ours in each mode, the Hugging Face baseline) sees the very same requests.
+"""
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(slots=True, frozen=True)
+class WorkloadSpec:
+    """How to draw a workload; lengths are inclusive [min, max] ranges, drawn uniformly."""
+
+    name: str  # preset name, or "custom" once a flag changed it
+    num_prompts: int  # requests in the workload
+    min_input_len: int  # shortest distinct prompt part (after the shared prefix)
+    max_input_len: int  # longest distinct prompt part
+    min_output_len: int  # fewest tokens a request generates
+    max_output_len: int  # most tokens a request generates
+    prefix_len: int = 0  # tokens of a prefix common to every prompt (0: none)
+    seed: int = 0  # seeds the lengths and the token ids
+
+    def __post_init__(self) -> None:
+        if self.num_prompts < 1:
+            raise ValueError(f"num_prompts must be at least 1, got {self.num_prompts}")
+        if not 1 <= self.min_input_len <= self.max_input_len:
+            raise ValueError(f"input lengths need 1 <= min <= max, got {self.min_input_len}..{self.max_input_len}")
+        if not 1 <= self.min_output_len <= self.max_output_len:
+            raise ValueError(f"output lengths need 1 <= min <= max, got {self.min_output_len}..{self.max_output_len}")
+        if self.prefix_len < 0:
+            raise ValueError(f"prefix_len must be non-negative, got {self.prefix_len}")
+
+
+@dataclass(slots=True, frozen=True)
+class BenchRequest:
+    """One request of a workload."""
+
+    prompt_token_ids: list[int]  # the prompt (shared prefix + distinct part)
+    output_len: int  # tokens it must generate (ignore_eos, max_tokens = output_len)
+
+
+PRESETS: dict[str, WorkloadSpec] = {
+    # The issue's target: mixed lengths, like a small offline batch job.
+    "mixed": WorkloadSpec("mixed", 64, 32, 512, 32, 256),
+    # A fast variant for iterating.
+    "quick": WorkloadSpec("quick", 16, 16, 128, 16, 64),
+    # A 400-token prefix shared by every prompt: shows what prefix caching saves.
+    "shared-prefix": WorkloadSpec("shared-prefix", 64, 16, 64, 32, 32, prefix_len=400),
+}
+
+
+def make_workload(spec: WorkloadSpec, vocab_size: int) -> list[BenchRequest]:
+    """Draw the workload: same spec and vocabulary, same requests."""
+    rng = np.random.default_rng(spec.seed)
+    n = spec.num_prompts
+    input_lens = rng.integers(spec.min_input_len, spec.max_input_len + 1, size=n)  # [n]
+    output_lens = rng.integers(spec.min_output_len, spec.max_output_len + 1, size=n)  # [n]
+    prefix = rng.integers(0, vocab_size, size=spec.prefix_len).tolist()
+    return [
+        BenchRequest(prefix + rng.integers(0, vocab_size, size=int(length)).tolist(), int(out))
+        for length, out in zip(input_lens, output_lens)
+    ]
+
+
+def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]:
+    """A few short requests that share nothing with any benchmark workload (another seed)."""
+    rng = np.random.default_rng(12345)
+    return [BenchRequest(rng.integers(0, vocab_size, size=16).tolist(), 8) for _ in range(num_prompts)]
+
+
+def add_workload_args(parser: argparse.ArgumentParser) -> None:
+    """The workload flags: a preset, then any field overridden (vLLM's names where it has them)."""
+    group = parser.add_argument_group("workload")
+    group.add_argument("--preset", choices=sorted(PRESETS), default="quick",
+                       help="starting point: mixed (64 prompts, input 32-512, output 32-256), quick (16, 16-128, "
+                            "16-64), shared-prefix (64, 400-token common prefix + 16-64, output 32); default quick")
+    group.add_argument("--num-prompts", type=int, help="number of requests")
+    group.add_argument("--input-len", type=int, help="mean prompt length (distinct part); with --range-ratio")
+    group.add_argument("--output-len", type=int, help="mean output length; with --range-ratio")
+    group.add_argument("--range-ratio", type=float, default=0.0,
+                       help="lengths drawn from [len*(1-r), len*(1+r)] around --input-len / --output-len")
+    group.add_argument("--min-input-len", type=int, help="shortest prompt (distinct part)")
+    group.add_argument("--max-input-len", type=int, help="longest prompt (distinct part)")
+    group.add_argument("--min-output-len", type=int, help="fewest output tokens")
+    group.add_argument("--max-output-len", type=int, help="most output tokens")
+    group.add_argument("--prefix-len", type=int, help="tokens of a prefix shared by every prompt")
+    group.add_argument("--workload-seed", type=int, help="seed of the lengths and token ids (default 0)")
+
+
+def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
+    """The preset, with every workload flag given applied on top (explicit min/max win over len/ratio)."""
+    base = PRESETS[args.preset]
+    changes: dict[str, int] = {}
+    if not 0.0 <= args.range_ratio < 1.0:
+        raise ValueError(f"--range-ratio must be in [0, 1), got {args.range_ratio}")
+    for kind in ("input", "output"):
+        mean = getattr(args, f"{kind}_len")
+        if mean is not None:
+            changes[f"min_{kind}_len"] = max(1, round(mean * (1 - args.range_ratio)))
+            changes[f"max_{kind}_len"] = max(1, round(mean * (1 + args.range_ratio)))
+        for bound in ("min", "max"):
+            value = getattr(args, f"{bound}_{kind}_len")
+            if value is not None:
+                changes[f"{bound}_{kind}_len"] = value
+    for name in ("num_prompts", "prefix_len"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.workload_seed is not None:
+        changes["seed"] = args.workload_seed
+    if not changes:
+        return base
+    changes["name"] = base.name if set(changes) == {"seed"} else "custom"
+    return dataclasses.replace(base, **changes)

@@ -1,0 +1,51 @@
+"""`bench latency`: seeded Poisson arrivals, latency statistics, and a streaming run on the tiny model."""
+
+import itertools
+import json
+import math
+
+import pytest
+
+from enginetui.bench.latency import Distribution, RequestTiming, arrival_offsets, summarize
+from enginetui.bench.workload import PRESETS, BenchRequest
+
+from .conftest import SMALL_WORKLOAD, bench_args
+
+
+def test_arrivals_are_seeded_poisson_and_inf_means_all_at_once():
+    a = arrival_offsets(2000, 4.0, seed=0)
+    assert a == arrival_offsets(2000, 4.0, seed=0) and a != arrival_offsets(2000, 4.0, seed=1)
+    assert a[0] == 0.0 and all(x <= y for x, y in itertools.pairwise(a))
+    assert a[-1] / 1999 == pytest.approx(0.25, rel=0.1)  # mean gap 1 / rate
+    assert arrival_offsets(3, math.inf, seed=0) == [0.0, 0.0, 0.0]
+
+
+def test_ttft_tpot_itl_and_e2e_come_from_the_client_timings():
+    workload = [BenchRequest([1, 2], 3), BenchRequest([3], 1)]
+    timings = [RequestTiming(sent=0.0, token_times=[0.1, 0.3, 0.4], num_output_tokens=3, done=0.4),
+               RequestTiming(sent=0.2, token_times=[0.5], num_output_tokens=1, done=0.5)]
+    result = summarize(PRESETS["quick"], workload, timings, duration=0.5, request_rate=2.0, kwargs={"model": None})
+    assert result.ttft_ms.mean == pytest.approx(200.0) and result.ttft_ms.count == 2  # 100 and 300 ms
+    assert result.tpot_ms.mean == pytest.approx(150.0) and result.tpot_ms.count == 1  # (0.4 - 0.1) / 2
+    assert result.itl_ms.median == pytest.approx(150.0) and result.itl_ms.count == 2  # 200 and 100 ms
+    assert result.e2e_ms.median == pytest.approx(350.0)  # 400 and 300 ms
+    assert result.requests_per_s == 4.0 and result.output_tokens_per_s == 8.0 and result.total_tokens_per_s == 14.0
+    assert result.model == "default"
+    with pytest.raises(RuntimeError, match="generated 4 tokens"):
+        summarize(PRESETS["quick"], [BenchRequest([1], 5)] * 2, timings, 0.5, 2.0, {"model": None})
+
+
+def test_empty_distribution_is_nan_not_an_error():
+    d = Distribution.of([])
+    assert d.count == 0 and math.isnan(d.median)
+
+
+def test_streaming_run_on_the_tiny_model(tiny_opt_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINETUI_MULTIPROC", "0")
+    path = tmp_path / "latency.json"
+    args = bench_args("latency", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--json", str(path))
+    assert args.func(args) == 0
+    data = json.loads(path.read_text())
+    assert data["request_rate"] == 50.0 and data["ttft_ms"]["count"] == 5 and data["e2e_ms"]["count"] == 5
+    assert data["itl_ms"]["count"] == data["output_tokens"] - 5  # one gap per token after the first
+    assert data["ttft_ms"]["median"] <= data["e2e_ms"]["median"]
