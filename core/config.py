@@ -21,7 +21,7 @@ class EngineConfig:
     seed: int = 0  # seeds dummy weights and the sampler of requests without their own seed
     block_size: int = 16  # tokens per KV block
     num_gpu_blocks_override: int | None = None  # fixed KV pool size in blocks (else from kv memory)
-    kv_cache_memory_bytes: int | None = None  # KV pool memory; default 1 GiB on CPU, 90% of free on CUDA
+    kv_cache_memory_bytes: int | None = None  # KV pool memory; default 2 GiB on CPU, 90% of free on CUDA
     max_model_len: int | None = None  # longest prompt + output; default the model's max positions
     max_num_batched_tokens: int = 2048  # token budget of one step
     max_num_seqs: int = 256  # most requests running at once

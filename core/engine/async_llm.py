@@ -34,12 +34,13 @@ log = logging.getLogger("enginetui.async_llm")
 class AsyncLLM:
     """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
 
-    def __init__(self, config: EngineConfig, multiprocess: bool | None = None) -> None:
+    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None) -> None:
         self.config = config  # engine configuration
+        self.log_file = log_file  # EngineCore child's stdout / stderr / logging (None: this process's terminal)
         if use_multiprocess(multiprocess):
             from core.engine.mp_client import AsyncMPClient
 
-            self.client = AsyncMPClient(config)  # EngineCore in a child process
+            self.client = AsyncMPClient(config, log_file=log_file)  # EngineCore in a child process
         else:
             from core.engine.async_inproc import AsyncInprocClient
 
@@ -54,9 +55,14 @@ class AsyncLLM:
         self._closed = False  # shutdown() was called
 
     @classmethod
-    def from_engine_args(cls, multiprocess: bool | None = None, **engine_args) -> "AsyncLLM":
-        """Build the config from vLLM-named arguments and start the engine (raises EngineStartupError)."""
-        return cls(EngineConfig(**engine_args), multiprocess=multiprocess)
+    def from_engine_args(cls, multiprocess: bool | None = None, log_file: str | None = None,
+                         **engine_args) -> "AsyncLLM":
+        """Build the config from vLLM-named arguments and start the engine (raises EngineStartupError).
+
+        log_file: the EngineCore child process appends its stdout, stderr, logging and warnings
+        there instead of writing to this process's terminal (ignored in-process).
+        """
+        return cls(EngineConfig(**engine_args), multiprocess=multiprocess, log_file=log_file)
 
     # ---- identity --------------------------------------------------------------------------
 

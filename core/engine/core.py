@@ -140,8 +140,12 @@ class EngineCore:
         sched = self.scheduler
         kv = sched.kv
         pool = kv.pool
-        shared = [b.block_id for b in pool.blocks if b.ref_cnt > 1]
-        cached_free = [bid for bid in pool.free_queue if pool.blocks[bid].block_hash is not None]
+        # Only reachable blocks are scanned (never the whole pool): sharing and cached-free blocks
+        # exist only with prefix caching; shared blocks sit in running block tables.
+        shared, cached_free = [], []
+        if kv.enable_prefix_caching:
+            shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ()) if b.ref_cnt > 1})
+            cached_free = [b.block_id for b in pool.cached.values() if b.ref_cnt == 0]
         return StepEvent(
             version=SCHEMA_VERSION, step=self.step_count, time=time.time(), is_snapshot=is_snapshot,
             paused=self.paused, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,

@@ -65,8 +65,15 @@ _SUBSCRIBER_JOINED = _SubscriberJoined()
 _STOP = object()  # out_q sentinel: the output thread exits after sending everything before it
 
 
-def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent_pid: int, set_pdeathsig: bool) -> None:
-    """The child process's entry point (multiprocessing spawn target); arguments are plain data."""
+def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent_pid: int, set_pdeathsig: bool,
+                    log_file: str | None = None) -> None:
+    """The child process's entry point (multiprocessing spawn target); arguments are plain data.
+
+    With `log_file`, everything this process prints (stdout, stderr, logging, warnings) is
+    appended to that file instead of the parent's terminal.
+    """
+    if log_file is not None:
+        _redirect_output(log_file)
     addresses = EngineAddresses(*addresses)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the parent decides
     signal.signal(signal.SIGTERM, lambda *_: _exit_now(addresses))  # terminate(), or the parent died
@@ -90,7 +97,28 @@ def run_engine_core(config_bytes: bytes, addresses: tuple[str, str, str], parent
         ctx.term()
         _exit(1)
     out_sock.send(wire.encode(wire.Ready(info=engine_info(core, os.getpid()))))
-    _exit(proc.run())
+    code = proc.run()
+    log.info("EngineCore exiting (code %d)", code)
+    _exit(code)
+
+
+def _redirect_output(log_file: str) -> None:
+    """Point file descriptors 1 and 2 (Python, C and Rust writers alike) at `log_file`, appended,
+    and send logging and warnings there too, stamped with this process's id."""
+    os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for stream, target in ((sys.stdout, 1), (sys.stderr, 2)):
+        if stream is not None:
+            stream.flush()
+        os.dup2(fd, target)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.reconfigure(line_buffering=True)  # was decided for a terminal; keep lines whole
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
+                        format="%(asctime)s EngineCore[%(process)d] %(levelname)s %(name)s: %(message)s")
+    logging.captureWarnings(True)
+    log.info("EngineCore starting (parent pid %d); its output goes to %s", os.getppid(), log_file)
 
 
 def _exit(code: int) -> None:

@@ -4,7 +4,7 @@ import torch
 
 from core.config import EngineConfig
 
-CPU_DEFAULT_KV_BYTES = 512 * 1024**2  # 512 MiB of KV cache on CPU unless told otherwise
+CPU_DEFAULT_KV_BYTES = 2 * 1024**3  # 2 GiB of KV cache on CPU unless told otherwise
 GPU_MEMORY_FRACTION = 0.9  # share of free CUDA memory given to the KV cache by default
 
 

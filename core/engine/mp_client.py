@@ -54,7 +54,7 @@ class EngineProcess:
     """
 
     def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None,
-                 target=run_engine_core) -> None:
+                 target=run_engine_core, log_file: str | None = None) -> None:
         self.ctx = ctx  # zmq context of the client
         self.tmpdir = tempfile.mkdtemp(prefix="enginetui-")  # holds the ipc socket files
         self.addresses = EngineAddresses(
@@ -75,6 +75,7 @@ class EngineProcess:
             target=target, name="EngineCore", daemon=True,
             # PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread
             args=(msgspec.msgpack.encode(config), tuple(self.addresses), os.getpid(), on_main_thread),
+            kwargs={"log_file": os.path.abspath(log_file)} if log_file else {},  # the child's output goes there
         )
         try:
             self.proc.start()
@@ -170,10 +171,11 @@ def _startup_timeout(timeout: float | None) -> float:
 class _MPClientBase:
     """Start-up and shutdown shared by the sync and async clients."""
 
-    def __init__(self, config: EngineConfig, startup_timeout: float | None = None) -> None:
+    def __init__(self, config: EngineConfig, startup_timeout: float | None = None, log_file: str | None = None) -> None:
         self.config = config  # engine configuration
         self.ctx = zmq.Context()  # this client's zmq context
-        self.engine = EngineProcess(config, self.ctx, startup_timeout)  # the child and its sockets
+        self.log_file = log_file  # where the child's stdout / stderr / logging go (None: inherited)
+        self.engine = EngineProcess(config, self.ctx, startup_timeout, log_file=log_file)  # the child and its sockets
         self.info = self.engine.info  # limits and identity (info.pid is the child's)
         self.engine_pid = self.engine.pid  # EngineCore's process id
         self.events_address = self.engine.addresses.events  # where StepEvents are published
@@ -195,8 +197,8 @@ class _MPClientBase:
 class SyncMPClient(_MPClientBase):
     """Blocking client, same interface as InprocClient; LLMEngine uses it by default."""
 
-    def __init__(self, config: EngineConfig, startup_timeout: float | None = None) -> None:
-        super().__init__(config, startup_timeout)
+    def __init__(self, config: EngineConfig, startup_timeout: float | None = None, log_file: str | None = None) -> None:
+        super().__init__(config, startup_timeout, log_file)
         self._outputs: deque[EngineCoreOutputs] = deque()  # outputs that arrived during control calls
         self._call_ids = itertools.count(1)  # control call ids
 
@@ -277,8 +279,8 @@ class AsyncMPClient(_MPClientBase):
     """asyncio client (zmq.asyncio). `get_output()` must be awaited continuously by one task
     (AsyncLLM's output handler): it also resolves control calls."""
 
-    def __init__(self, config: EngineConfig, startup_timeout: float | None = None) -> None:
-        super().__init__(config, startup_timeout)
+    def __init__(self, config: EngineConfig, startup_timeout: float | None = None, log_file: str | None = None) -> None:
+        super().__init__(config, startup_timeout, log_file)
         self._out = zmq.asyncio.Socket.from_socket(self.engine.out_sock)  # async view of the output socket
         socks = self.engine.sockets  # close the async view (it clears its event-loop reader), not the sync one
         socks[socks.index(self.engine.out_sock)] = self._out

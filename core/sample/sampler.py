@@ -29,9 +29,10 @@ class Sampler:
             final = filter_logits(logits / temp, meta)  # [num_rows, vocab]
             probs = final.softmax(dim=-1)  # [num_rows, vocab]
             noise = self._exponential_noise(probs, meta)  # [num_rows, vocab]
-            drawn = (probs / noise).argmax(dim=-1)  # [num_rows] exponential race == categorical draw
-            sampled = torch.where(greedy, logits.argmax(dim=-1), drawn)  # [num_rows]
-            final = torch.where(greedy[:, None], logits, final)
+            sampled = (probs / noise).argmax(dim=-1)  # [num_rows] exponential race == categorical draw
+            if greedy.any():
+                sampled = torch.where(greedy, logits.argmax(dim=-1), sampled)  # [num_rows]
+                final = torch.where(greedy[:, None], logits, final)
         token_ids = sampled.tolist()
         if meta.max_num_logprobs is None:
             return token_ids, None
@@ -39,13 +40,14 @@ class Sampler:
 
     def _exponential_noise(self, probs: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
         """Exp(1) noise per row; a seeded row's noise depends only on its seed and output position."""
-        noise = torch.empty_like(probs).exponential_(generator=self.generator)  # [num_rows, vocab]
+        # -log(U) with U uniform is Exp(1), and about 3x faster to draw than exponential_() on CPU.
+        noise = torch.empty_like(probs).uniform_(generator=self.generator)  # [num_rows, vocab]
         row_gen = torch.Generator()
         for row, seed in enumerate(meta.seeds):
             if seed is not None:
                 row_gen.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))
-                noise[row].exponential_(generator=row_gen)
-        return noise
+                noise[row].uniform_(generator=row_gen)
+        return noise.log_().neg_()
 
 
 def filter_logits(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
