@@ -9,7 +9,7 @@ import itertools
 import os
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -22,8 +22,10 @@ from textual.reactive import var
 from textual.widgets import Footer
 
 from core.sampling_params import SamplingParams
+from enginetui.cli import POOL_HINT
 from enginetui.engine_link import Engine, sampling_params
-from enginetui.prompts import BURST_PROMPTS
+from enginetui.logs import display_path
+from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
 from enginetui.widgets.event_log import EventLog
@@ -61,9 +63,11 @@ class EngineTUI(App[None]):
         Binding("space", "toggle_pause", "Pause/resume", tooltip="pause or resume the engine"),
         Binding("s", "step", "Step", tooltip="run exactly one engine step (while paused)"),
         Binding("x", "abort", "Abort", tooltip="abort the selected request"),
-        Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N)"),
-        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request"),
-        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request"),
+        Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N): "
+                f"they ignore EOS and generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
+        Binding("c", "clear", "Clear", tooltip="clear ended requests from the list"),
+        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
+        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
         Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box"),
         Binding("question_mark", "help", "Help", tooltip="this screen"),
         Binding("q", "quit", "Quit", tooltip="shut the engine down and quit"),
@@ -89,12 +93,14 @@ class EngineTUI(App[None]):
         redraw_hz: float = 15.0,
         history_interval: float = 0.5,
         seed: int | None = None,
+        log_file: str | None = None,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
-        self._rng = random.Random(seed)  # picks burst prompts
+        self._rng = random.Random(seed)  # picks burst prompts and lengths
+        self.log_file = log_file  # where the engine's output goes (shown in help and at start-up)
         self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
@@ -142,7 +148,7 @@ class EngineTUI(App[None]):
         self.query_one(PoolGrid).show(s.latest, colors)
         self.query_one(StepPanel).show(s.latest, s.dropped_events)
         self.query_one(QueuesPanel).show(s.latest, colors)
-        self.query_one(EventLog).show(s.log)
+        self.query_one(EventLog).show(s.log, s.latest.total_preemptions if s.latest else 0)
         self.query_one(Sparklines).show(s.history)
 
     def _sample_process(self) -> None:
@@ -169,6 +175,9 @@ class EngineTUI(App[None]):
         self.state.apply_event(first)
         self.paused = first.paused
         self.phase = "ready"
+        if self.log_file:
+            self.notify(f"engine output goes to {display_path(self.log_file)} (? shows it again)",
+                        title="engine log", timeout=8)
         self._follow_events()
         self._sample_process()
 
@@ -210,7 +219,8 @@ class EngineTUI(App[None]):
             return
         req_id = f"r{next(self._ids)}"
         self.state.add_request(req_id, prompt, settings.max_tokens)
-        if self.selected is None:
+        shown = self.state.requests.get(self.selected or "")
+        if shown is None or not shown.active:  # nothing live selected: follow the new request
             self.selected = req_id
         try:
             params = sampling_params(settings)
@@ -242,6 +252,10 @@ class EngineTUI(App[None]):
     def _on_help(self) -> None:
         self.action_help()
 
+    @on(RequestsTable.Clicked)
+    def _on_row_clicked(self, message: RequestsTable.Clicked) -> None:
+        self.selected = message.req_id
+
     @on(EngineLost)
     def _on_engine_lost(self, message: EngineLost) -> None:
         if self._engine_closed:
@@ -252,11 +266,14 @@ class EngineTUI(App[None]):
         self.notify(f"engine stopped: {message.reason}", title="EngineCore", severity="error", timeout=30)
 
     def burst(self, count: int) -> None:
-        """Submit `count` synthetic requests with random prompts and the current settings."""
+        """Submit `count` synthetic requests: random prompts, the current sampling settings, but
+        past EOS and a random length in BURST_MAX_TOKENS, so the pool really fills."""
         settings = self.query_one(PromptBar).settings
         if self._engine_ready():
             for _ in range(count):
-                self.submit(self._rng.choice(BURST_PROMPTS), settings)
+                prompt = self._rng.choice(BURST_PROMPTS)
+                length = self._rng.randint(*BURST_MAX_TOKENS)
+                self.submit(prompt, replace(settings, max_tokens=length, ignore_eos=True))
 
     # ---- actions -------------------------------------------------------------------------
 
@@ -288,12 +305,29 @@ class EngineTUI(App[None]):
     def action_select(self, delta: int) -> None:
         self.selected = self.state.neighbour(self.selected, delta)
 
+    def action_clear(self) -> None:
+        cleared = self.state.clear_ended()
+        if self.selected not in self.state.requests:
+            self.selected = self.state.neighbour(None, 1)
+        if not cleared:
+            self.notify("no ended requests to clear", severity="warning")
+
     def action_focus_prompt(self) -> None:
         self.query_one(PromptBar).focus_prompt()
 
     def action_help(self) -> None:
         keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(HelpScreen(keys))
+        self.push_screen(HelpScreen(keys, self.about()))
+
+    def about(self) -> list[tuple[str, str]]:
+        """The help screen's engine rows: its KV pool and where its output goes."""
+        event = self.state.latest
+        pool = f"{event.num_blocks} blocks × {event.block_size} tok · " if event else ""
+        if self.log_file:
+            log = f"{display_path(self.log_file)} · EngineCore's stdout, stderr, logging and warnings"
+        else:
+            log = "none: the engine writes wherever it was started"
+        return [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]
 
     async def action_quit(self) -> None:
         self._close_engine()

@@ -42,11 +42,12 @@ class Engine(Protocol):
     def shutdown(self) -> None: ...
 
 
-def open_engine(engine_args: dict[str, Any]) -> Engine:
-    """Start the real engine (EngineCore child process) with vLLM-named arguments."""
+def open_engine(engine_args: dict[str, Any], log_file: str | None = None) -> Engine:
+    """Start the real engine (EngineCore child process) with vLLM-named arguments; the child's
+    output (stdout, stderr, logging, warnings) goes to `log_file`."""
     from core.engine.async_llm import AsyncLLM
 
-    return AsyncLLM.from_engine_args(**engine_args)
+    return AsyncLLM.from_engine_args(log_file=log_file, **engine_args)
 
 
 def sampling_params(settings: SamplingSettings) -> SamplingParams:

@@ -1,4 +1,7 @@
-"""Prompts for synthetic bursts (`b`): short and long, so bursts mix decode and chunked prefill."""
+"""Synthetic bursts (`b`): prompts short and long, so bursts mix decode and chunked prefill, and
+generation lengths that ignore EOS, so a burst really fills the KV pool."""
+
+BURST_MAX_TOKENS = (32, 128)  # each burst request generates a (seeded) random count in this range, past EOS
 
 BURST_PROMPTS = (
     "Once upon a time",

@@ -1,8 +1,11 @@
-"""Regenerate the dashboard screenshots in screenshots/: `python -m enginetui.screenshots`.
+"""Regenerate the dashboard screenshots in screenshots/: `python -m enginetui.screenshots [OUT_DIR]`.
 
-Each scene drives the app (App.run_test) against the deterministic FakeEngine of the tests
-(run from the repository root), so every run draws the same pictures; the snapshot tests in
-tests/dashboard replay the same scenes.
+Each scene starts the REAL engine (the embedded default model, EngineCore in its child
+process, a 48-block KV pool) and drives the app through App.run_test until the state it
+pictures is on screen: two prompts streaming, a burst preempting, a paused engine with one
+request's block table, the help screen. The engine runs in real time, so two runs never draw
+quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
+deterministic versions of these scenes against a FakeEngine instead.
 """
 
 import asyncio
@@ -10,134 +13,206 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from textual.pilot import Pilot
 
 from enginetui.app import EngineTUI
-from enginetui.widgets.process_panel import ProcessSample
-from tests.dashboard.fake_engine import FakeEngine
+from enginetui.engine_link import open_engine
+from enginetui.logs import default_log_file, route_python_output
+from enginetui.settings import SamplingSettings
+from enginetui.widgets.prompt_bar import PromptBar
 
-SIZE = (120, 40)  # terminal columns, rows
-FIXED_PROCESS = ProcessSample(pid=4242, cpu_percent=37.0, rss_mb=412.0)  # no live readings in pictures
+SIZE = (120, 36)  # terminal columns, rows
+ENGINE_ARGS: dict[str, Any] = {"model": None, "num_gpu_blocks_override": 48, "seed": 0}  # embedded model, small pool
+SETTINGS = SamplingSettings(max_tokens=96, temperature=0.8)  # sampled from the engine's seeded generator
+WAIT_S = 60.0  # longest a scene waits for the engine to get somewhere
+# The embedded model learned Python's documentation: prompts in that voice keep it talking longest.
 PROMPTS = (
-    "Once upon a time in a quiet river town",
-    "Explain paged attention: the KV cache lives in fixed size blocks and a block table maps each "
-    "request's logical blocks to physical blocks in one shared pool",
-    "The capital of France is",
-    "Write a haiku about a scheduler that never sleeps",
+    "Return the number of",
+    "This function reads a file and",
+    "Raises ValueError if the",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Scene:
-    """One screenshot: an engine and what to do with the app before the picture."""
+    """One screenshot: what to do with the app (on a freshly started engine) before the picture."""
 
     name: str  # file name (without .svg)
-    engine: Callable[[], FakeEngine]  # builds the scene's engine
-    play: Callable[[Pilot], Awaitable[None]]  # drives the app into the state to picture
+    play: Callable[[Pilot], Awaitable[str]]  # drives the app into the state to picture; returns the SVG
 
 
-def make_app(engine: FakeEngine) -> EngineTUI:
-    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1)
-
-
-async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
-    """Let the workers run until `done()` and the fake engine's output is consumed, then redraw."""
+def app_of(pilot: Pilot) -> EngineTUI:
     app = pilot.app
     assert isinstance(app, EngineTUI)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not (done() and app.engine.drained()):
-        if loop.time() > deadline:
-            raise TimeoutError("the dashboard did not settle")
-        await pilot.pause(0.01)
-    app.redraw()
-    await pilot.pause()
-
-
-async def start(pilot: Pilot) -> EngineTUI:
-    """Wait for the engine to connect and the process panel to show its reading."""
-    app = pilot.app
-    assert isinstance(app, EngineTUI)
-    await settle(pilot, lambda: app.phase == "ready")
-    await settle(pilot, lambda: "pid" in str(app.query_one("#process").content))
     return app
 
 
-async def advance(pilot: Pilot, steps: int) -> None:
-    """Run `steps` engine steps one at a time, letting the app take in each."""
-    app = pilot.app
-    assert isinstance(app, EngineTUI)
-    for _ in range(steps):
-        target = app.state.step + 1
-        await app.engine.step_once()
-        await settle(pilot, lambda target=target: app.state.step >= target)
+async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    """Let the app and the engine run until `done()`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            seen = ", ".join(f"{v.req_id} {v.status} {v.num_output_tokens} tok" for v in app_of(pilot).state.ordered())
+            raise TimeoutError(f"the engine did not get to {what} within {timeout:.0f} s (requests: {seen or 'none'})")
+        await pilot.pause(0.05)
 
 
-async def streaming(pilot: Pilot) -> None:
-    """Four prompts mid-generation (the long one was split by chunked prefill); the second selected."""
-    app = await start(pilot)
-    for prompt in PROMPTS:
-        app.submit(prompt, app.query_one("PromptBar").settings)
-    await advance(pilot, 14)
-    await pilot.press("down")
-    await settle(pilot)
+async def ready(pilot: Pilot) -> EngineTUI:
+    """Wait for the engine to connect and the process panel's first reading; use SETTINGS."""
+    app = app_of(pilot)
+    await wait_for(pilot, lambda: app.phase == "ready", "ready")
+    await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").content), "a process reading")
+    app.query_one(PromptBar).settings = SETTINGS
+    return app
 
 
-async def pressure(pilot: Pilot) -> None:
-    """A burst into a small pool: preemptions in the log, a preempted request selected."""
-    app = await start(pilot)
+async def frame(pilot: Pilot, name: str) -> str:
+    """The screen as SVG, without the start-up notification."""
+    app = app_of(pilot)
+    app.clear_notifications()
+    app.redraw()
+    await pilot.pause()
+    return app.export_screenshot(title=f"enginetui · {name}")
+
+
+def streaming_requests(app: EngineTUI, tokens: int) -> list[str]:
+    """Running requests that have generated at least `tokens` tokens."""
+    return [v.req_id for v in app.state.ordered() if v.status == "running" and v.num_output_tokens >= tokens]
+
+
+async def frame_when(
+    pilot: Pilot, name: str, pick: Callable[[], str | None], shows: Callable[[str], bool],
+    refill: Callable[[], None] = lambda: None,
+) -> str:
+    """The first frame taken once `pick()` names a request to select and whose SVG `shows()` the
+    state wanted. The real engine does not wait for the camera, so take frames until one does;
+    `refill()` runs whenever no request is live (the model ended them all)."""
+    app = app_of(pilot)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while loop.time() < deadline:
+        await pilot.pause(0.02)
+        if not any(v.active for v in app.state.ordered()):
+            refill()
+        req_id = pick()
+        if req_id is None:
+            continue
+        app.selected = req_id
+        svg = await frame(pilot, name)
+        if shows(svg):
+            return svg
+    raise TimeoutError(f"the {name} picture did not come within {WAIT_S:.0f} s")
+
+
+async def select(pilot: Pilot, req_id: str) -> None:
+    """Move the selection to `req_id` with the arrow keys."""
+    app = app_of(pilot)
+    while app.selected != req_id:
+        ids = list(app.state.requests)
+        here = ids.index(app.selected) if app.selected in ids else -1
+        await pilot.press("down" if ids.index(req_id) > here else "up")
+
+
+async def streaming(pilot: Pilot) -> str:
+    """Prompts streaming (the first typed), the next one being typed; a streaming one selected."""
+    app = await ready(pilot)
+    await pilot.press("i", *PROMPTS[0], "enter")
+    for prompt in PROMPTS[1:]:
+        app.submit(prompt, SETTINGS)
+    await pilot.press(*"Convert the given string to")  # still in the prompt box: the next prompt, unsent
+
+    def pick() -> str | None:
+        running = streaming_requests(app, 12)
+        return running[-1] if len(running) >= 2 else None
+
+    def refill() -> None:
+        for prompt in PROMPTS:
+            app.submit(prompt, SETTINGS)
+
+    return await frame_when(pilot, "streaming", pick, lambda svg: svg.count("RUNNING") >= 2, refill)
+
+
+async def pressure(pilot: Pilot) -> str:
+    """A burst into the 48-block pool: a preemption in the log, the preempted request selected."""
+    app = await ready(pilot)
     await pilot.press("b")
-    while not any(line.kind == "preempt" for line in app.state.log):
-        await advance(pilot, 1)
-    app.selected = next(v.req_id for v in app.state.ordered() if v.num_preemptions)
-    await settle(pilot)
+
+    def pick() -> str | None:
+        preempted = [v.req_id for v in app.state.ordered() if v.status == "preempted"]
+        return preempted[0] if preempted and any(line.kind == "preempt" for line in app.state.log) else None
+
+    return await frame_when(pilot, "pool-pressure", pick, lambda svg: "PREEMPTED" in svg, lambda: app.burst(8))
 
 
-async def paused(pilot: Pilot) -> None:
-    """Paused after a few steps, one single step taken, the second request's block table selected."""
-    app = await start(pilot)
-    for prompt in PROMPTS[:3]:
-        app.submit(prompt, app.query_one("PromptBar").settings)
-    await advance(pilot, 9)
-    await pilot.press("space")
-    await settle(pilot, lambda: app.state.paused)
+async def paused(pilot: Pilot) -> str:
+    """A typed prompt and a `/burst 3` running, paused, one single step taken (s), the running
+    request with the longest block table selected."""
+    app = await ready(pilot)
+    await pilot.press("i", *PROMPTS[0], "enter")
+    app.query_one("#prompt").value = "/burst 3"  # typed in one go
+    await pilot.press("enter", "escape")
+    for _ in range(5):  # the engine may finish everything just as the pause lands: then go again
+        await wait_for(pilot, lambda: len(streaming_requests(app, 16)) >= 3, "3 requests streaming")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: app.state.paused, "paused")
+        await pilot.pause(0.3)  # the last step events before the pause arrive
+        if len(streaming_requests(app, 16)) >= 2:
+            break
+        await pilot.press("space")
+        await wait_for(pilot, lambda: not app.state.paused, "resumed")
+        app.burst(3)
     step = app.state.step
     await pilot.press("s")
-    await settle(pilot, lambda: app.state.step == step + 1)
-    await pilot.press("down")
-    await settle(pilot)
+    await wait_for(pilot, lambda: app.state.step == step + 1, "one more step")
+    running = [v for v in app.state.ordered() if v.status == "running"]
+    if not running:
+        raise TimeoutError("no request was still running when the engine paused")
+    await select(pilot, max(running, key=lambda v: len(v.block_ids)).req_id)
+    return await frame(pilot, "paused-block-table")
 
 
-async def help_screen(pilot: Pilot) -> None:
+async def help_screen(pilot: Pilot) -> str:
     """The key help over the dashboard."""
-    await start(pilot)
+    await ready(pilot)
     await pilot.press("question_mark")
-    await settle(pilot)
+    return await frame(pilot, "help")
 
 
 SCENES = (
-    Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
-    Scene("pool-pressure", lambda: FakeEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
-    Scene("paused-block-table", lambda: FakeEngine(num_blocks=64, token_budget=48, autostep=False), paused),
-    Scene("help", lambda: FakeEngine(autostep=False), help_screen),
+    Scene("streaming", streaming),
+    Scene("pool-pressure", pressure),
+    Scene("paused-block-table", paused),
+    Scene("help", help_screen),
 )
 
 
-async def capture(scene: Scene) -> str:
-    """The SVG of one scene."""
-    app = make_app(scene.engine())
-    async with app.run_test(size=SIZE) as pilot:
-        await scene.play(pilot)
-        return app.export_screenshot(title=f"enginetui · {scene.name}")
+async def capture(scene: Scene, log_file: str) -> str:
+    """Start an engine, play the scene on it, return the SVG; the engine is shut down either way."""
+    engine = open_engine(ENGINE_ARGS, log_file=log_file)
+    app = EngineTUI(engine, seed=0, history_interval=0.25, log_file=log_file)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            return await scene.play(pilot)
+    finally:
+        engine.shutdown()
 
 
-def main(out_dir: str = "screenshots") -> int:
+def main(out_dir: str = "screenshots", *names: str) -> int:
+    """Write OUT_DIR/<scene>.svg for every scene (or the named ones)."""
     out = Path(out_dir)
     out.mkdir(exist_ok=True)
+    log_file = str(default_log_file())
+    print(f"engine output goes to {log_file}", file=sys.stderr)
     for scene in SCENES:
+        if names and scene.name not in names:
+            continue
         path = out / f"{scene.name}.svg"
-        path.write_text(asyncio.run(capture(scene)), encoding="utf-8")
+        with route_python_output(log_file):
+            svg = asyncio.run(capture(scene, log_file))
+        path.write_text(svg, encoding="utf-8")
         print(path)
     return 0
 

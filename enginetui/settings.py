@@ -32,6 +32,7 @@ class SamplingSettings:
     top_k: int = 0  # keep the k most likely tokens (0 = off)
     seed: int | None = None  # per-request sampling seed (None = engine's generator)
     stop: tuple[str, ...] = ()  # stop strings
+    ignore_eos: bool = False  # keep generating past EOS (bursts set it; not shown or /set-able)
 
     def summary(self) -> str:
         """One line for the settings bar."""

@@ -99,6 +99,8 @@ class DashboardState:
     version: int = 0  # bumped on every change; the view redraws when it moves
     sample_time: float | None = None  # engine time of the last history sample
     sample_tokens: int = 0  # total_output_tokens at the last history sample
+    num_seen: int = 0  # requests ever seen (the next one's colour index)
+    cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -126,6 +128,15 @@ class DashboardState:
         if req_id not in self.requests:
             return ids[0] if delta > 0 else ids[-1]
         return ids[max(0, min(len(ids) - 1, ids.index(req_id) + delta))]
+
+    def clear_ended(self) -> int:
+        """Forget every request that has ended (the `c` key); returns how many."""
+        ended = [req_id for req_id, view in self.requests.items() if not view.active]
+        for req_id in ended:
+            del self.requests[req_id]
+        self.cleared.update(ended)
+        self.version += 1
+        return len(ended)
 
     # ---- client side ---------------------------------------------------------------------
 
@@ -174,18 +185,27 @@ class DashboardState:
         for progress in (*event.running, *event.waiting):
             self._apply_progress(progress)
         for req_id in self.listed - listed:
-            self.requests[req_id].block_ids = []  # no longer held by the scheduler: holds no blocks
+            if req_id in self.requests:
+                self.requests[req_id].block_ids = []  # no longer held by the scheduler: holds no blocks
         self.listed = listed
         for pre in event.preempted:
-            self._view(pre.req_id).lost_tokens = pre.lost_tokens
+            if pre.req_id not in self.cleared:
+                self._view(pre.req_id).lost_tokens = pre.lost_tokens
         for end in (*event.finished, *event.rejected):
-            self._apply_end(end)
+            if end.req_id not in self.cleared:
+                self._apply_end(end)
         if not event.is_snapshot:
             self._log_step(event, self.step_running)
             self.step_running = frozenset(r.req_id for r in event.running)
             self.dropped_events += event.num_dropped_events
             self._sample_history(event)
-        self.latest = event
+        # Step events and snapshots travel on different sockets: a step event can arrive after a
+        # snapshot taken later (e.g. the one after a pause). It is logged, but the snapshot stays
+        # the latest word on the engine (paused or not).
+        stale = not event.is_snapshot and self.latest is not None and self.latest.is_snapshot \
+            and event.step <= self.latest.step
+        if not stale:
+            self.latest = event
         self.version += 1
 
     # ---- internals -----------------------------------------------------------------------
@@ -193,10 +213,13 @@ class DashboardState:
     def _view(self, req_id: str) -> RequestView:
         view = self.requests.get(req_id)
         if view is None:
-            view = self.requests[req_id] = RequestView(req_id=req_id, index=len(self.requests))
+            view = self.requests[req_id] = RequestView(req_id=req_id, index=self.num_seen)
+            self.num_seen += 1
         return view
 
     def _apply_progress(self, p: RequestProgress) -> None:
+        if p.req_id in self.cleared:
+            return  # a stale listing of a request the user cleared
         view = self._view(p.req_id)
         if not view.active:
             return  # a stale listing after the stream already ended it

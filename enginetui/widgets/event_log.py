@@ -26,8 +26,11 @@ class EventLog(Widget):
         self._lines: Sequence[LogLine] = ()  # the whole log, oldest first
         self.border_title = "Event log"
 
-    def show(self, lines: Sequence[LogLine]) -> None:
+    def show(self, lines: Sequence[LogLine], preemptions: int = 0) -> None:
+        """The log, and the engine's preemption count so far (in the title: they scroll by fast)."""
         self._lines = lines
+        plural = "" if preemptions == 1 else "s"
+        self.border_title = f"Event log · {preemptions} preemption{plural} so far" if preemptions else "Event log"
         self.refresh()
 
     def render(self) -> Text:

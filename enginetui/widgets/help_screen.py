@@ -3,7 +3,7 @@
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -13,21 +13,22 @@ PROMPT_KEYS = (
     ("Enter", "send the prompt (in the prompt box)"),
     ("Esc", "leave the prompt box (keys act on the dashboard again)"),
     ("/set NAME VALUE", f"change a sampling setting: {', '.join(SETTING_NAMES)} (seed -, stop - clear)"),
-    ("/burst N", "submit N synthetic requests"),
+    ("/burst N", "submit N synthetic requests (like b)"),
     ("/help", "this screen"),
 )
 
 
 class HelpScreen(ModalScreen[None]):
-    """Lists the app's key bindings (from its BINDINGS) and the prompt commands."""
+    """Lists the app's key bindings (from its BINDINGS), the prompt commands and facts about the engine."""
 
     BINDINGS = [
         Binding("escape,question_mark,q", "dismiss", "Close help"),
     ]
 
-    def __init__(self, keys: list[tuple[str, str]]) -> None:
+    def __init__(self, keys: list[tuple[str, str]], about: list[tuple[str, str]] | None = None) -> None:
         super().__init__()
         self.keys = keys  # (key as shown, what it does) of the dashboard
+        self.about = about or []  # (label, value) rows about the engine: pool, log file
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
@@ -39,9 +40,15 @@ class HelpScreen(ModalScreen[None]):
         table.add_row("[b]prompt box[/b]", "")
         for key, what in PROMPT_KEYS:
             table.add_row(key, what)
-        with Vertical(id="help"):
+        if self.about:
+            table.add_row("", "")
+            table.add_row("[b]engine[/b]", "")
+            for label, value in self.about:
+                table.add_row(label, value)
+        with VerticalScroll(id="help"):  # scrolls (↑↓, wheel) when the terminal is short
             yield Static(table)
-            yield Static("Esc, ? or q closes this screen", id="help-foot")
 
     def on_mount(self) -> None:
-        self.query_one("#help").border_title = "enginetui · keys"
+        help_box = self.query_one("#help")
+        help_box.border_title = "enginetui · keys"
+        help_box.border_subtitle = "Esc, ? or q closes this screen"  # on the frame: visible even when it scrolls

@@ -20,7 +20,8 @@ PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help
 class PromptBar(Vertical):
     """Where prompts are typed and sampling settings changed."""
 
-    BINDINGS = [Binding("escape", "leave", "Leave prompt", show=False)]
+    # shown in the footer while typing (the dashboard's one-letter keys type text here then)
+    BINDINGS = [Binding("escape", "leave", "Leave the prompt box (Enter sends)")]
 
     settings: reactive[SamplingSettings] = reactive(SamplingSettings)
 

@@ -1,6 +1,10 @@
 """Requests list: one row per request with status word, progress and streaming text."""
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual import events
+from textual.message import Message
 from textual.widget import Widget
 
 from enginetui.state import RequestView
@@ -27,6 +31,12 @@ def progress(view: RequestView) -> str:
     return f"{view.num_output_tokens} tok"
 
 
+def first_row(selected: int, rows: int, height: int) -> int:
+    """The first row shown: the newest rows stay in view (new requests appear there) unless the
+    selection is above them, then it is the top row."""
+    return max(0, min(selected, rows - height))
+
+
 def row_note(view: RequestView, width: int) -> Text:
     """The free-text column: why it stopped or what it lost, then the end of its text so far."""
     if view.status in ("rejected", "error"):
@@ -45,14 +55,21 @@ def row_note(view: RequestView, width: int) -> Text:
 
 
 class RequestsTable(Widget):
-    """Every request, in order of submission; the selected one is marked ▶."""
+    """Every request, in order of submission; the selected one is marked ▶. A click selects a row."""
+
+    @dataclass
+    class Clicked(Message):
+        """A row was clicked."""
+
+        req_id: str  # the request on that row
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._views: list[RequestView] = []  # rows
         self._selected: str | None = None  # id of the selected row
+        self._start = 0  # index of the first row drawn (the list scrolls to keep the selection in view)
         self.border_title = "Requests"
-        self.border_subtitle = "↑↓ select · x abort"
+        self.border_subtitle = "↑↓ select · x abort · c clear ended"
 
     def show(self, views: list[RequestView], selected: str | None) -> None:
         self._views, self._selected = views, selected
@@ -66,10 +83,15 @@ class RequestsTable(Widget):
             return Text("no requests yet: press i (or Enter) to type a prompt, b for a burst", style=DIM)
         ids = [v.req_id for v in self._views]
         at = ids.index(self._selected) if self._selected in ids else len(ids) - 1
-        start = max(0, min(at - height // 2, len(ids) - height))
+        start = self._start = first_row(at, len(ids), height)
         id_width = max(len(i) for i in ids)
         lines = [self._row(v, id_width, width) for v in self._views[start : start + height]]
         return Text("\n", no_wrap=True).join(lines)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None and 0 <= self._start + offset.y < len(self._views):
+            self.post_message(self.Clicked(self._views[self._start + offset.y].req_id))
 
     def _row(self, view: RequestView, id_width: int, width: int) -> Text:
         selected = view.req_id == self._selected

@@ -4,8 +4,8 @@ import pytest
 from textual.notifications import SeverityLevel
 
 from enginetui.app import EngineTUI
-from enginetui.screenshots import FIXED_PROCESS
 from tests.dashboard.fake_engine import FakeEngine
+from tests.dashboard.scenes import FIXED_PROCESS
 
 SIZE = (120, 40)  # terminal size of the Pilot tests
 

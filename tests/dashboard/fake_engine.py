@@ -1,4 +1,4 @@
-"""FakeEngine: a deterministic stand-in for AsyncLLM, for the dashboard's tests and screenshots.
+"""FakeEngine: a deterministic stand-in for AsyncLLM, for the dashboard's tests and snapshot scenes.
 
 A tiny scheduler over a block pool (waiting -> running, one block per `block_size` tokens,
 chunked prefill under a token budget, preemption by recompute when the pool is full, rejection
@@ -96,6 +96,7 @@ class FakeEngine:
         self.step = 0
         self.clock = START_TIME
         self.total_output_tokens = 0
+        self.total_preemptions = 0
         self._free = list(range(num_blocks))  # heap of free block ids (lowest reused first)
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
@@ -294,6 +295,7 @@ class FakeEngine:
         req.num_computed = 0
         req.status = "preempted"
         req.num_preemptions += 1
+        self.total_preemptions += 1
         self._waiting.appendleft(req)
         return preemption
 
@@ -396,6 +398,7 @@ class FakeEngine:
             prefix_cache_hits=0,
             num_dropped_events=0,
             total_output_tokens=self.total_output_tokens,
+            total_preemptions=self.total_preemptions,
         )
 
 

@@ -6,7 +6,6 @@ import re
 import msgspec
 
 from enginetui.app import EngineTUI
-from enginetui.screenshots import advance, settle, start
 from enginetui.settings import SamplingSettings
 from enginetui.widgets.event_log import EventLog
 from enginetui.widgets.help_screen import HelpScreen
@@ -17,7 +16,9 @@ from enginetui.widgets.requests_table import RequestsTable
 from enginetui.widgets.step_panel import StepPanel
 from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.builders import event
-from tests.dashboard.conftest import SIZE
+from tests.dashboard.conftest import SIZE, RecordingApp
+from tests.dashboard.fake_engine import FakeEngine
+from tests.dashboard.scenes import advance, settle, start
 
 
 def shown(app: EngineTUI, widget_type) -> str:
@@ -123,6 +124,9 @@ async def test_burst_into_a_tiny_pool_preempts(make_app):
         assert "preempt" in shown(app, EventLog) and "lost" in shown(app, EventLog)
         assert any(v.status == "preempted" for v in app.state.ordered())
         assert "PREEMPTED" in shown(app, RequestsTable)
+        await settle(pilot)
+        count = app.fake.total_preemptions
+        assert count >= 1 and str(app.query_one(EventLog).border_title) == f"Event log · {count} preemption{'s' if count > 1 else ''} so far"
 
 
 async def test_abort_the_selected_request(make_app):
@@ -143,6 +147,21 @@ async def test_abort_the_selected_request(make_app):
         assert any("r2 is already aborted" in note for _, note in app.notes)
 
 
+async def test_a_new_request_is_selected_when_the_selected_one_has_ended(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.submit("first prompt", app.query_one(PromptBar).settings)
+        app.submit("second prompt", app.query_one(PromptBar).settings)
+        assert app.selected == "r1"  # a live selection stays
+        await advance(pilot, 1)
+        await pilot.press("x")
+        await settle(pilot, lambda: app.state.requests["r1"].status == "aborted")
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.selected == "r3"  # the first of the burst
+
+
 async def test_set_and_burst_commands_in_the_prompt_box(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -155,14 +174,32 @@ async def test_set_and_burst_commands_in_the_prompt_box(make_app):
         await enter_line(pilot, "/set temp hot")
         assert ("error", "temperature needs a number, got 'hot'") in app.notes
         await enter_line(pilot, "/burst 3")
+        await enter_line(pilot, "a typed prompt")
         await settle(pilot)
-        assert [v.max_tokens for v in app.state.ordered()] == [5, 5, 5]
+        params = {req_id: req.params for req_id, req in app.fake._requests.items()}
+        burst, typed = [params[f"r{i}"] for i in (1, 2, 3)], params["r4"]
+        # bursts fill the pool: past EOS, 32-128 tokens each; the rest of the settings bar applies
+        assert all(p.ignore_eos and 32 <= p.max_tokens <= 128 and p.temperature == 0.3 for p in burst)
+        assert len({p.max_tokens for p in burst}) > 1
+        assert (typed.max_tokens, typed.ignore_eos, typed.temperature) == (5, False, 0.3)  # typed: the bar's values
         await enter_line(pilot, "/frobnicate")
         assert any("unknown command /frobnicate" in note for _, note in app.notes)
         await pilot.press("i")
         app.query_one("#prompt").value = "/help"
         await pilot.press("enter")
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_bursts_are_seeded(make_app):
+    lengths = []
+    for _ in range(2):
+        app = make_app(autostep=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await start(pilot)
+            await pilot.press("b")
+            await settle(pilot, lambda app=app: len(app.state.requests) == 8)
+            lengths.append([(v.prompt, v.max_tokens) for v in app.state.ordered()])
+    assert lengths[0] == lengths[1]
 
 
 async def test_rejected_prompts_are_explained_not_raised(make_app):
@@ -203,9 +240,43 @@ async def test_help_lists_every_key(make_app):
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         listed = {key for key, _ in app.screen.keys}
-        assert {"space", "s", "x", "b", "↑", "↓", "?", "q"} <= listed
+        assert {"space", "s", "x", "b", "c", "↑", "↓", "?", "q"} <= listed
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_help_and_a_start_up_note_tell_where_the_engine_log_is():
+    app = RecordingApp(FakeEngine(autostep=False, num_blocks=48), log_file="/var/tmp/enginetui/engine-7.log")
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert ("information", "engine output goes to /var/tmp/enginetui/engine-7.log (? shows it again)") in app.notes
+        await pilot.press("question_mark")
+        await settle(pilot)
+        about = dict(app.screen.about)
+        assert about["KV pool"] == (
+            "48 blocks × 16 tok · dashboard default 512 blocks so pages are visible; "
+            "pass --num-gpu-blocks-override N to change it"
+        )
+        assert about["engine log"].startswith("/var/tmp/enginetui/engine-7.log ")
+
+
+async def test_c_clears_ended_requests_and_a_click_selects_a_row(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        for text in ("first prompt", "second prompt", "third prompt"):
+            app.submit(text, app.query_one(PromptBar).settings)
+        await advance(pilot, 1)
+        await pilot.press("down", "x")  # abort r2
+        await settle(pilot, lambda: app.state.requests["r2"].status == "aborted")
+        await pilot.press("c")
+        await settle(pilot)
+        assert list(app.state.requests) == ["r1", "r3"] and app.selected == "r1"
+        assert " r2 " not in shown(app, RequestsTable)
+        await pilot.click(RequestsTable, offset=(6, 2))  # border row, then r1, r3: the second row
+        assert app.selected == "r3"
+        await pilot.press("c")
+        assert ("warning", "no ended requests to clear") in app.notes
 
 
 async def test_q_quits_and_shuts_the_engine_down(make_app):

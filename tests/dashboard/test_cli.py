@@ -1,6 +1,7 @@
 """The `enginetui` command line: engine flags with vLLM names, and the bench subcommand hook."""
 
 import argparse
+import os
 import sys
 import types
 
@@ -18,7 +19,7 @@ def test_no_flags_means_the_default_model_and_engine_defaults():
 def test_engine_flags_use_vllm_names_and_pass_through():
     args = cli.build_parser().parse_args(
         [
-            "--model", "/models/opt", "--max-num-batched-tokens", "512", "--max-num-seqs", "16",
+            "--model", "/models/opt", "--tokenizer", "/models/tok", "--max-num-batched-tokens", "512", "--max-num-seqs", "16",
             "--block-size", "16", "--num-gpu-blocks-override", "64", "--no-enable-chunked-prefill",
             "--enable-prefix-caching", "--max-model-len", "1024", "--dtype", "float32",
             "--load-format", "dummy", "--seed", "3", "--device", "cpu", "--burst-size", "4",
@@ -26,6 +27,7 @@ def test_engine_flags_use_vllm_names_and_pass_through():
     )  # fmt: skip
     assert cli.engine_args(args) == {
         "model": "/models/opt",
+        "tokenizer": "/models/tok",
         "max_num_batched_tokens": 512,
         "max_num_seqs": 16,
         "block_size": 16,
@@ -70,8 +72,32 @@ def test_bench_subcommands_come_from_enginetui_bench(monkeypatch):
     assert cli.main(["bench", "latency", "--max-num-seqs", "2"]) == 7
 
 
-def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys):
-    def refuse(kwargs):
+def test_the_dashboard_defaults_to_a_512_block_pool_but_bench_keeps_the_engine_default():
+    parser = cli.build_parser()
+    assert cli.dashboard_engine_args(parser.parse_args([]))["num_gpu_blocks_override"] == 512
+    given = parser.parse_args(["--num-gpu-blocks-override", "48"])
+    assert cli.dashboard_engine_args(given)["num_gpu_blocks_override"] == 48
+    assert "num_gpu_blocks_override" not in cli.engine_args(parser.parse_args([]))  # what bench uses
+
+
+def test_help_documents_the_pool_default_the_tokenizer_and_the_log_file(capsys):
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "--num-gpu-blocks-override NUM_GPU_BLOCKS_OVERRIDE KV pool size in blocks (dashboard default 512 blocks so pages are visible" in out
+    assert "--tokenizer DIR" in out
+    assert "$XDG_CACHE_HOME/enginetui/engine-PID.log" in out and "--log-file PATH" in out
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    """XDG_CACHE_HOME in a temporary folder (where the engine log goes)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys, cache_home):
+    def refuse(kwargs, log_file=None):
         raise RuntimeError(f"EngineCore failed to start: model path {kwargs['model']} does not exist")
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", refuse)
@@ -81,12 +107,50 @@ def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys):
     assert "Traceback" not in err
 
 
-def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch):
+def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, capsys, cache_home):
+    from core.models.loader import ModelLoadError
+
+    def no_tokenizer(kwargs, log_file=None):
+        raise ModelLoadError(f"no tokenizer for {kwargs['model']!r}: it is not available locally; pass ...")
+
+    monkeypatch.setattr("enginetui.engine_link.open_engine", no_tokenizer)
+    assert cli.main(["--model", "facebook/opt-125m", "--load-format", "dummy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "enginetui: could not start the engine: no tokenizer found for 'facebook/opt-125m' (not available "
+        "locally, or the model has none): pass --tokenizer DIR with a tokenizer directory"
+    )
+
+
+def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys, cache_home):
+    from core.models.loader import ModelLoadError
+
+    def bad_path(kwargs, log_file=None):
+        raise ModelLoadError(f"model path {kwargs['tokenizer']!r} does not exist")
+
+    monkeypatch.setattr("enginetui.engine_link.open_engine", bad_path)
+    assert cli.main(["--tokenizer", "/nope-tok"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "enginetui: could not start the engine: --tokenizer /nope-tok: model path '/nope-tok' does not exist"
+    )
+
+
+def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
     from enginetui.app import EngineTUI
     from tests.dashboard.fake_engine import FakeEngine
 
-    engine = FakeEngine()
-    monkeypatch.setattr("enginetui.engine_link.open_engine", lambda kwargs: engine)
-    monkeypatch.setattr(EngineTUI, "run", lambda self: None)
+    engine, seen = FakeEngine(), {}
+
+    def open_engine(kwargs, log_file=None):
+        seen.update(kwargs=kwargs, log_file=log_file)
+        return engine
+
+    def run(app):
+        seen["app_log_file"] = app.log_file
+
+    monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
+    monkeypatch.setattr(EngineTUI, "run", run)
     assert cli.main([]) == 0
     assert engine.shutdown_called
+    assert seen["kwargs"] == {"model": None, "num_gpu_blocks_override": 512}
+    assert seen["log_file"] == seen["app_log_file"] == str(cache_home / "enginetui" / f"engine-{os.getpid()}.log")

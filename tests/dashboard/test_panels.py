@@ -4,7 +4,7 @@ from core.engine.events import RequestProgress
 from enginetui.state import RequestView
 from enginetui.widgets.pool_grid import blocks_per_cell, pool_text
 from enginetui.widgets.queues import queue_line
-from enginetui.widgets.requests_table import progress, row_note, tail
+from enginetui.widgets.requests_table import first_row, progress, row_note, tail
 from enginetui.widgets.sparklines import sparkline
 from enginetui.widgets.step_panel import budget_bar
 from tests.dashboard.builders import event
@@ -72,3 +72,10 @@ def test_request_rows_say_what_happened_in_words():
     view.status, view.detail = "rejected", "prompt needs 90 blocks > pool 64"
     assert row_note(view, 60).plain == "prompt needs 90 blocks > pool 64"
     assert tail("abcdef", 4) == "…def" and tail("abc", 3) == "abc" and tail("abc", 0) == ""
+
+
+def test_the_requests_list_keeps_the_newest_rows_and_the_selection_in_view():
+    assert first_row(selected=0, rows=5, height=10) == 0  # everything fits
+    assert first_row(selected=17, rows=18, height=10) == 8  # newest at the bottom
+    assert first_row(selected=10, rows=18, height=10) == 8  # the selection is among the newest: no jump
+    assert first_row(selected=3, rows=18, height=10) == 3  # an older selection: it is the top row

@@ -1,4 +1,4 @@
-"""SVG snapshots of the dashboard's main states (the scenes of `python -m enginetui.screenshots`).
+"""SVG snapshots of the dashboard's main states (the FakeEngine scenes of tests/dashboard/scenes.py).
 
 Deterministic: the FakeEngine is stepped by hand on a fake clock, the process panel shows a
 fixed reading. After an intended change of the screen: `pytest tests/dashboard --snapshot-update`.
@@ -6,7 +6,7 @@ fixed reading. After an intended change of the screen: `pytest tests/dashboard -
 
 import pytest
 
-from enginetui.screenshots import SCENES, SIZE, make_app
+from tests.dashboard.scenes import SCENES, SIZE, make_app
 
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda scene: scene.name)

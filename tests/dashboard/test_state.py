@@ -171,3 +171,30 @@ def test_every_change_moves_the_version():
     s.apply_output(output("r1", "x", 1))
     versions.append(s.version)
     assert versions == sorted(set(versions))
+
+
+def test_a_step_event_overtaken_by_a_later_snapshot_does_not_undo_it():
+    import msgspec
+
+    s = DashboardState()
+    s.apply_event(event(4, running=[progress("r1", 10, 11, prompt=10)], scheduled={"r1": 10}))
+    after_pause = event(5, running=[progress("r1", 11, 12, prompt=10)], snapshot=True)
+    s.apply_event(msgspec.structs.replace(after_pause, paused=True))  # the snapshot taken after a pause
+    s.apply_event(event(5, running=[progress("r1", 11, 12, prompt=10)], scheduled={"r1": 1}))  # step 5, late
+    assert s.paused and s.step == 5
+    s.apply_event(event(6, running=[progress("r1", 12, 13, prompt=10)], scheduled={"r1": 1}))  # a new step
+    assert not s.paused and s.step == 6
+
+
+def test_clearing_ended_requests_keeps_live_ones_and_their_colours():
+    s = DashboardState()
+    for req_id in ("r1", "r2", "r3"):
+        s.add_request(req_id, "p", 16)
+    s.apply_output(output("r1", "done", 4, "length"))
+    s.refuse("r3", "prompt is empty")
+    assert s.clear_ended() == 2
+    assert list(s.requests) == ["r2"]
+    s.apply_event(event(1, finished=[RequestEnd("r1", "length", "", 4)]))  # late word about a cleared one
+    assert list(s.requests) == ["r2"]
+    s.add_request("r4", "p", 16)
+    assert [v.index for v in s.ordered()] == [1, 3]  # colours stay distinct

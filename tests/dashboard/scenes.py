@@ -1,0 +1,123 @@
+"""The dashboard's main states, driven against the deterministic FakeEngine: the SVG snapshot
+tests (test_snapshots.py) replay these scenes, and the Pilot tests use their helpers.
+
+Every run draws the same pictures: the FakeEngine is stepped by hand on a fake clock and the
+process panel shows a fixed reading. (`python -m enginetui.screenshots` draws the same states
+from the real engine for screenshots/.)
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from textual.pilot import Pilot
+
+from enginetui.app import EngineTUI
+from enginetui.widgets.process_panel import ProcessSample
+from tests.dashboard.fake_engine import FakeEngine
+
+SIZE = (120, 40)  # terminal columns, rows
+FIXED_PROCESS = ProcessSample(pid=4242, cpu_percent=37.0, rss_mb=412.0)  # no live readings in pictures
+PROMPTS = (
+    "Once upon a time in a quiet river town",
+    "Explain paged attention: the KV cache lives in fixed size blocks and a block table maps each "
+    "request's logical blocks to physical blocks in one shared pool",
+    "The capital of France is",
+    "Write a haiku about a scheduler that never sleeps",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """One screenshot: an engine and what to do with the app before the picture."""
+
+    name: str  # file name (without .svg)
+    engine: Callable[[], FakeEngine]  # builds the scene's engine
+    play: Callable[[Pilot], Awaitable[None]]  # drives the app into the state to picture
+
+
+def make_app(engine: FakeEngine) -> EngineTUI:
+    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1)
+
+
+async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
+    """Let the workers run until `done()` and the fake engine's output is consumed, then redraw."""
+    app = pilot.app
+    assert isinstance(app, EngineTUI)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (done() and app.engine.drained()):
+        if loop.time() > deadline:
+            raise TimeoutError("the dashboard did not settle")
+        await pilot.pause(0.01)
+    app.redraw()
+    await pilot.pause()
+
+
+async def start(pilot: Pilot) -> EngineTUI:
+    """Wait for the engine to connect and the process panel to show its reading."""
+    app = pilot.app
+    assert isinstance(app, EngineTUI)
+    await settle(pilot, lambda: app.phase == "ready")
+    await settle(pilot, lambda: "pid" in str(app.query_one("#process").content))
+    return app
+
+
+async def advance(pilot: Pilot, steps: int) -> None:
+    """Run `steps` engine steps one at a time, letting the app take in each."""
+    app = pilot.app
+    assert isinstance(app, EngineTUI)
+    for _ in range(steps):
+        target = app.state.step + 1
+        await app.engine.step_once()
+        await settle(pilot, lambda target=target: app.state.step >= target)
+
+
+async def streaming(pilot: Pilot) -> None:
+    """Four prompts mid-generation (the long one was split by chunked prefill); the second selected."""
+    app = await start(pilot)
+    for prompt in PROMPTS:
+        app.submit(prompt, app.query_one("PromptBar").settings)
+    await advance(pilot, 14)
+    await pilot.press("down")
+    await settle(pilot)
+
+
+async def pressure(pilot: Pilot) -> None:
+    """A burst into a small pool: preemptions in the log, a preempted request selected."""
+    app = await start(pilot)
+    await pilot.press("b")
+    while not any(line.kind == "preempt" for line in app.state.log):
+        await advance(pilot, 1)
+    app.selected = next(v.req_id for v in app.state.ordered() if v.num_preemptions)
+    await settle(pilot)
+
+
+async def paused(pilot: Pilot) -> None:
+    """Paused after a few steps, one single step taken, the second request's block table selected."""
+    app = await start(pilot)
+    for prompt in PROMPTS[:3]:
+        app.submit(prompt, app.query_one("PromptBar").settings)
+    await advance(pilot, 9)
+    await pilot.press("space")
+    await settle(pilot, lambda: app.state.paused)
+    step = app.state.step
+    await pilot.press("s")
+    await settle(pilot, lambda: app.state.step == step + 1)
+    await pilot.press("down")
+    await settle(pilot)
+
+
+async def help_screen(pilot: Pilot) -> None:
+    """The key help over the dashboard."""
+    await start(pilot)
+    await pilot.press("question_mark")
+    await settle(pilot)
+
+
+SCENES = (
+    Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
+    Scene("pool-pressure", lambda: FakeEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
+    Scene("paused-block-table", lambda: FakeEngine(num_blocks=64, token_budget=48, autostep=False), paused),
+    Scene("help", lambda: FakeEngine(autostep=False), help_screen),
+)

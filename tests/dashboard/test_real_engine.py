@@ -1,0 +1,105 @@
+"""The dashboard on the REAL engine: AsyncLLM with EngineCore in its child process, the embedded
+default model. Slower than the FakeEngine tests (seconds: the child starts and loads the model),
+so there are only two, each bounded in time."""
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from textual.pilot import Pilot
+
+from core.engine.async_llm import AsyncLLM
+from enginetui.app import EngineTUI
+from enginetui.engine_link import open_engine
+from enginetui.settings import SamplingSettings
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.requests_table import RequestsTable
+from enginetui.widgets.title_bar import TitleBar
+from tests.dashboard.conftest import SIZE
+
+ENGINE_ARGS = {"model": None, "num_gpu_blocks_override": 64, "seed": 0, "device": "cpu"}  # embedded model
+
+
+def gone(pid: int) -> bool:
+    """No live process has this pid (a zombie counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.timeout(120)
+def test_engine_core_writes_its_output_to_the_log_file_not_the_terminal(tmp_path, capfd):
+    log_file = tmp_path / "logs" / "engine.log"  # the folder is made by the child
+    llm = AsyncLLM.from_engine_args(log_file=str(log_file), **ENGINE_ARGS)
+    pid = llm.engine_pid
+    try:
+        assert pid is not None and pid != os.getpid()
+        for fd in (1, 2):  # C and Rust writers too, not only Python's sys.stdout / stderr
+            assert os.readlink(f"/proc/{pid}/fd/{fd}") == str(log_file)
+    finally:
+        llm.shutdown()
+    text = log_file.read_text()
+    assert f"EngineCore[{pid}] INFO enginetui.core_proc: EngineCore starting (parent pid {os.getpid()})" in text
+    assert "EngineCore ready" in text and "64 KV blocks" in text  # EngineCore's own start-up log line
+    assert f"EngineCore[{pid}] INFO enginetui.core_proc: EngineCore exiting (code 0)" in text
+    assert "EngineCore" not in capfd.readouterr().err
+
+
+async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    """Let the app and the engine run until `done()` (at most `timeout` seconds)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def row_of(app: EngineTUI, req_id: str) -> str:
+    """The requests panel's row of `req_id`, as plain text."""
+    lines = app.query_one(RequestsTable).render().plain.splitlines()
+    return next((line for line in lines if f" {req_id} " in line), "")
+
+
+@pytest.mark.timeout(120)
+async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(tmp_path):
+    log_file = str(tmp_path / "engine.log")
+    engine = open_engine(ENGINE_ARGS, log_file=log_file)
+    pid = engine.engine_pid
+    app = EngineTUI(engine, seed=0, log_file=log_file)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            # long enough to still be running when s is pressed: past EOS, up to 400 tokens
+            app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
+            await pilot.press("i", *"Once upon a time", "enter", "escape")
+
+            def streamed() -> bool:  # some generated text, and the panel shows (the end of) it
+                text = app.state.requests["r1"].text if "r1" in app.state.requests else ""
+                return len(text.strip()) >= 12 and text.strip()[-6:] in row_of(app, "r1")
+
+            await wait_for(pilot, streamed, "text in the requests panel")
+            assert "RUNNING" in row_of(app, "r1")
+
+            await pilot.press("space")
+            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
+            await pilot.pause(0.5)  # events still on their way arrive; then nothing moves
+            paused_at = app.state.step
+            await pilot.pause(0.5)
+            assert app.state.step == paused_at and app.state.paused
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.state.step > paused_at, "the single step")
+            await pilot.pause(0.5)
+            assert app.state.step == paused_at + 1
+            await wait_for(pilot, lambda: f"step {paused_at + 1}" in str(app.query_one(TitleBar).content), "the title")
+            assert "⏸ paused" in str(app.query_one(TitleBar).content)
+            assert app.state.requests["r1"].status == "running"
+
+            await pilot.press("q")
+        assert app.return_code == 0
+        assert gone(pid), "the EngineCore child outlived the app"
+    finally:
+        engine.shutdown()
+    assert "EngineCore ready" in Path(log_file).read_text()
