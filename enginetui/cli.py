@@ -39,18 +39,23 @@ DASHBOARD_HELP = {  # the dashboard's own wording of some engine flags (bench ke
 }
 
 
-def add_engine_args(parser: argparse.ArgumentParser, help_overrides: dict[str, str] | None = None) -> None:
-    """Add the engine flags (vLLM names) to `parser`; `help_overrides` rewords some flags' help."""
+def add_engine_args(parser: argparse.ArgumentParser, help_overrides: dict[str, str] | None = None,
+                    subcommand: bool = False) -> None:
+    """Add the engine flags (vLLM names) to `parser`; `help_overrides` rewords some flags' help.
+
+    A subcommand's flags leave unset values alone, so `enginetui --model M bench ...` keeps M.
+    """
     group = parser.add_argument_group("engine")
+    default = argparse.SUPPRESS if subcommand else None
     for flag, kwargs in ENGINE_FLAGS:
         if help_overrides and flag in help_overrides:
             kwargs = {**kwargs, "help": help_overrides[flag]}
-        group.add_argument(flag, default=None, **kwargs)
+        group.add_argument(flag, default=default, **kwargs)
 
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
     """AsyncLLM.from_engine_args keywords: the model (None = default) and every flag given."""
-    chosen = {name: getattr(args, name) for name in (flag[2:].replace("-", "_") for flag, _ in ENGINE_FLAGS)}
+    chosen = {name: getattr(args, name, None) for name in (flag[2:].replace("-", "_") for flag, _ in ENGINE_FLAGS)}
     return {k: v for k, v in chosen.items() if v is not None or k == "model"}
 
 

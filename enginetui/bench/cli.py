@@ -46,7 +46,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
-    add_engine_args(parser)
+    add_engine_args(parser, subcommand=True)
     parser.add_argument("--disable-detokenize", action="store_true",
                         help="run without a tokenizer (outputs are not detokenized); automatic if the model has none")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")

@@ -48,3 +48,12 @@ def test_a_user_error_is_one_line_on_stderr_and_exit_code_2(tiny_opt_dir, capsys
     assert capsys.readouterr().err.strip() == (
         "enginetui bench throughput: error: input lengths need 1 <= min <= max, got 500..128"
     )
+
+
+def test_engine_flags_before_the_subcommand_are_kept():
+    from enginetui.cli import build_parser, engine_args
+
+    args = build_parser().parse_args(["--model", "X", "--seed", "4", "bench", "throughput"])
+    assert engine_args(args) == {"model": "X", "seed": 4}
+    args = build_parser().parse_args(["bench", "throughput", "--model", "Y"])
+    assert engine_args(args) == {"model": "Y"}
