@@ -27,6 +27,7 @@ SIZE = (120, 36)  # terminal columns, rows
 ENGINE_ARGS: dict[str, Any] = {"model": None, "num_gpu_blocks_override": 48, "seed": 0}  # embedded model, small pool
 SETTINGS = SamplingSettings(max_tokens=96, temperature=0.8)  # sampled from the engine's seeded generator
 WAIT_S = 60.0  # longest a scene waits for the engine to get somewhere
+STEPS_WHILE_PAUSED = 24  # single steps taken in the paused scene
 # The embedded model learned Python's documentation: prompts in that voice keep it talking longest.
 PROMPTS = (
     "Return the number of",
@@ -148,28 +149,22 @@ async def pressure(pilot: Pilot) -> str:
 
 
 async def paused(pilot: Pilot) -> str:
-    """A typed prompt and a `/burst 3` running, paused, one single step taken (s), the running
-    request with the longest block table selected."""
+    """Paused first, then a typed prompt and a `/burst 3`, advanced by single steps (s) until the
+    prompts are well into decoding; the running request with the longest block table selected."""
     app = await ready(pilot)
+    await pilot.press("space")
+    await wait_for(pilot, lambda: app.state.paused, "paused")
     await pilot.press("i", *PROMPTS[0], "enter")
     app.query_one("#prompt").value = "/burst 3"  # typed in one go
     await pilot.press("enter", "escape")
-    for _ in range(5):  # the engine may finish everything just as the pause lands: then go again
-        await wait_for(pilot, lambda: len(streaming_requests(app, 16)) >= 3, "3 requests streaming")
-        await pilot.press("space")
-        await wait_for(pilot, lambda: app.state.paused, "paused")
-        await pilot.pause(0.3)  # the last step events before the pause arrive
-        if len(streaming_requests(app, 16)) >= 2:
-            break
-        await pilot.press("space")
-        await wait_for(pilot, lambda: not app.state.paused, "resumed")
-        app.burst(3)
-    step = app.state.step
-    await pilot.press("s")
-    await wait_for(pilot, lambda: app.state.step == step + 1, "one more step")
+    await wait_for(pilot, lambda: len(app.state.requests) >= 4, "4 requests waiting")
+    for _ in range(STEPS_WHILE_PAUSED):
+        step = app.state.step
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.state.step == step + 1, "one more step")
     running = [v for v in app.state.ordered() if v.status == "running"]
     if not running:
-        raise TimeoutError("no request was still running when the engine paused")
+        raise TimeoutError("no request was still running after the single steps")
     await select(pilot, max(running, key=lambda v: len(v.block_ids)).req_id)
     return await frame(pilot, "paused-block-table")
 
