@@ -57,6 +57,9 @@ async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str, timeout: f
         await pilot.pause(0.05)
 
 
+SINGLE_STEPS = 12  # steps taken one by one before the text is checked
+
+
 def row_of(app: EngineTUI, req_id: str) -> str:
     """The requests panel's row of `req_id`, as plain text."""
     lines = app.query_one(RequestsTable).render().plain.splitlines()
@@ -72,22 +75,25 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
-            # long enough to still be running when s is pressed: past EOS, up to 400 tokens
+            # Paused first, so the run is the same however fast the machine is.
+            await pilot.press("space")
+            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
             await pilot.press("i", *"Once upon a time", "enter", "escape")
+            await wait_for(pilot, lambda: "r1" in app.state.requests, "the request to reach the engine")
+            for _ in range(SINGLE_STEPS):
+                step = app.state.step
+                await pilot.press("s")
+                await wait_for(pilot, lambda: app.state.step == step + 1, "one single step")
 
             def streamed() -> bool:  # some generated text, and the panel shows (the end of) it
-                text = app.state.requests["r1"].text if "r1" in app.state.requests else ""
+                text = app.state.requests["r1"].text
                 return len(text.strip()) >= 12 and text.strip()[-6:] in row_of(app, "r1")
 
             await wait_for(pilot, streamed, "text in the requests panel")
             assert "RUNNING" in row_of(app, "r1")
-
-            await pilot.press("space")
-            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
-            await pilot.pause(0.5)  # events still on their way arrive; then nothing moves
             paused_at = app.state.step
-            await pilot.pause(0.5)
+            await pilot.pause(0.5)  # nothing moves while paused
             assert app.state.step == paused_at and app.state.paused
             await pilot.press("s")
             await wait_for(pilot, lambda: app.state.step > paused_at, "the single step")
