@@ -114,3 +114,23 @@ def test_outputs_identical_with_and_without_caching(tiny_opt_dir):
         llm.shutdown()
     assert results[0] == results[1]
     assert hit_rates[0] == 0 and hit_rates[1] > 0
+
+
+def test_reset_through_the_control_channel_of_a_running_engine(tiny_opt_dir):
+    llm = LLM(model=tiny_opt_dir, multiprocess=True, skip_tokenizer_init=True, enable_prefix_caching=True,
+              num_gpu_blocks_override=32, block_size=16)
+    client = llm.engine.client
+    prompt = [[2] + list(range(10, 60))]  # 51 tokens: 3 full blocks
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    try:
+        llm.generate(prompt, params, use_tqdm=False)
+        assert len(client.snapshot().cached_free_blocks) >= 3
+        again = llm.generate(prompt, params, use_tqdm=False)[0]
+        assert again.num_cached_tokens == 48
+        client.reset_prefix_cache()
+        assert client.snapshot().cached_free_blocks == []
+        after_reset = llm.generate(prompt, params, use_tqdm=False)[0]
+        assert after_reset.num_cached_tokens == 0
+        assert after_reset.outputs[0].token_ids == again.outputs[0].token_ids
+    finally:
+        llm.shutdown()
