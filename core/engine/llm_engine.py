@@ -35,6 +35,9 @@ class LLMEngine:
         self.client.abort_requests(request_ids)
 
     def step(self) -> list[RequestOutput]:
+        """Outputs produced since the last call; [] at once when no request is in flight."""
+        if not self.output_processor.has_unfinished():
+            return []  # a multiprocess engine would have nothing to send: don't wait for it
         outputs = self.client.get_output()
         results, to_abort = self.output_processor.process(outputs.outputs)
         if to_abort:

@@ -55,3 +55,19 @@ def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
         client.shutdown()
         client.shutdown()  # idempotent
     assert wait_gone(client.engine_pid, 3.0)
+
+
+def test_llm_engine_step_with_nothing_in_flight_returns_at_once(engine_model_dir):
+    from core.engine.llm_engine import LLMEngine
+
+    engine = LLMEngine(EngineConfig(**engine_args(engine_model_dir, False)), multiprocess=True)
+    try:
+        assert engine.step() == []  # would block forever waiting on an idle EngineCore otherwise
+        engine.add_request("a", [2, 5, 6], SamplingParams(max_tokens=2, ignore_eos=True))
+        finals = []
+        while engine.has_unfinished_requests():
+            finals += [o for o in engine.step() if o.finished]
+        assert [o.request_id for o in finals] == ["a"]
+        assert engine.step() == []
+    finally:
+        engine.shutdown()
