@@ -3,6 +3,7 @@
 import msgspec
 
 _INT_FIELDS = ("n", "top_k", "max_tokens", "min_tokens", "logprobs", "seed")
+_NULLABLE_FIELDS = ("max_tokens", "logprobs", "seed")  # None is a valid value for these
 _FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
@@ -59,7 +60,9 @@ class SamplingParams(msgspec.Struct, kw_only=True, omit_defaults=True):
     def _check_types(self) -> None:
         for name in _INT_FIELDS:
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            if value is None and name in _NULLABLE_FIELDS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         for name in _FLOAT_FIELDS:
             value = getattr(self, name)

@@ -104,3 +104,11 @@ def test_logprobs_are_sampled_first_then_top_n():
         assert entries[0].token_id == tokens[row]
         assert entries[0].logprob == pytest.approx(ref[row, tokens[row]].item(), abs=1e-5)
         assert [e.token_id for e in entries[1:]] == ref[row].topk(2).indices.tolist()
+
+
+@pytest.mark.parametrize("name", ["n", "top_k", "min_tokens", "temperature"])
+def test_none_where_a_number_is_required_is_a_value_error(name):
+    from core.sampling_params import SamplingParams
+
+    with pytest.raises(ValueError, match=name):
+        SamplingParams(**{name: None})
