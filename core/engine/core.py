@@ -13,7 +13,7 @@ from core.outputs import EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
 from core.sched.scheduler import Scheduler
 from core.worker.cpu_tuning import tune_cpu_allocator
-from core.worker.model_runner import ModelRunner
+from core.worker.model_runner import ModelRunner, ModelRunnerOutput
 
 log = logging.getLogger("enginetui.core")
 
@@ -83,39 +83,37 @@ class EngineCore:
             result = self.runner.execute(sched_out)
         except Exception as exc:  # a failed forward fails the requests in it, not the engine
             log.exception("model step failed")
-            result = None
+            result = ModelRunnerOutput(sampled={}, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)
             self.scheduler.finish_requests(
                 list(sched_out.num_scheduled_tokens), RequestStatus.FINISHED_ERROR,
                 f"model step failed: {type(exc).__name__}: {exc}",
             )
         t2 = time.perf_counter()
-        sampled = result.sampled if result else {}
-        outputs = self.scheduler.update_from_output(sched_out, sampled, result.logprobs if result else None)
+        outputs = self.scheduler.update_from_output(sched_out, result.sampled, result.logprobs)
         t3 = time.perf_counter()
         self.step_count += 1
-        self.total_output_tokens += len(sampled)
+        self.total_output_tokens += len(result.sampled)
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
+        changes = self.scheduler.kv.pool.drain_step_changes()
+        record = self.scheduler.drain_step_record()
+        self.total_preemptions += len(record[0])
         event = None
         if self.config.enable_step_events:
-            event = self._build_event(sched_out, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)
-        else:
-            self.scheduler.kv.pool.drain_step_changes()
-            self.total_preemptions += len(self.scheduler.drain_step_record()[0])
+            event = self._build_event(sched_out, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, changes, record)
         t4 = time.perf_counter()
         self.last_timings = {
-            "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms if result else 0.0,
-            "forward": result.forward_ms if result else 0.0, "sample": result.sample_ms if result else 0.0,
-            "update": (t3 - t2) * 1e3, "event": (t4 - t3) * 1e3,
+            "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms, "forward": result.forward_ms,
+            "sample": result.sample_ms, "update": (t3 - t2) * 1e3, "event": (t4 - t3) * 1e3,
         }
         return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
 
     # ---- events ----------------------------------------------------------------------------
 
-    def _build_event(self, sched_out, sched_ms: float, exec_ms: float, update_ms: float) -> StepEvent:
-        allocated, freed = self.scheduler.kv.pool.drain_step_changes()
-        preempted, finished, rejected = self.scheduler.drain_step_record()
-        self.total_preemptions += len(preempted)
+    def _build_event(self, sched_out, sched_ms: float, exec_ms: float, update_ms: float, changes, record) -> StepEvent:
+        """`changes`: blocks allocated and freed this step; `record`: its preemptions, finishes, rejections."""
+        allocated, freed = changes
+        preempted, finished, rejected = record
         event = self._event(
             is_snapshot=False, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
             scheduled=dict(sched_out.num_scheduled_tokens), num_prefill=sched_out.num_prefill_tokens,

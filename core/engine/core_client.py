@@ -52,10 +52,7 @@ class InprocClient:
         """Run one step if there is work; pending outputs (aborts, rejections) come back too."""
         if not self.core.has_work() or self.core.paused:
             return EngineCoreOutputs(outputs=self.core.scheduler.take_pending_outputs(), step=self.core.step_count, timestamp=0.0)
-        outputs, event = self.core.step()
-        if event is not None and self.on_event is not None:
-            self.on_event(event)
-        return outputs
+        return self.step_once()
 
     def pause(self) -> None:
         self.core.paused = True
@@ -64,6 +61,7 @@ class InprocClient:
         self.core.paused = False
 
     def step_once(self) -> EngineCoreOutputs:
+        """Exactly one engine step (whether paused or not); its event goes to on_event."""
         outputs, event = self.core.step()
         if event is not None and self.on_event is not None:
             self.on_event(event)
