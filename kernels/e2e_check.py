@@ -125,12 +125,35 @@ def engine_tokens_per_s(llm, prompts: list[list[int]], max_tokens: int) -> tuple
     return generated / (time.perf_counter() - start), generated
 
 
-def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens: int,
-            throughput: tuple[int, int, int], num_blocks: int) -> tuple[list[PromptParity], float, int]:
-    """Greedy parity per prompt, then engine throughput on (num_prompts, prompt_len, max_tokens).
+def seeded_sampling_is_batch_independent(llm, vocab_size: int, max_tokens: int) -> bool:
+    """A seeded request with every sampling option on gives the same tokens alone and inside a batch
+    of other sampled and greedy requests (the sampler's generators run on the engine's device)."""
+    from core import SamplingParams
 
-    Returns (parity per prompt, output tokens per second, output tokens generated).
-    """
+    seeded = SamplingParams(temperature=0.9, top_k=50, top_p=0.9, min_p=0.01, presence_penalty=0.5,
+                            repetition_penalty=1.1, seed=42, max_tokens=max_tokens, ignore_eos=True, logprobs=2)
+    others = [SamplingParams(temperature=t, max_tokens=max_tokens, ignore_eos=True) for t in (0.0, 1.0, 0.7)]
+    prompt, *other_prompts = random_prompts([9, 5, 30, 17], vocab_size, seed=2)
+    alone = llm.generate([prompt], seeded, use_tqdm=False)[0].outputs[0].token_ids
+    batch = llm.generate(other_prompts[:2] + [prompt] + other_prompts[2:], others[:2] + [seeded] + others[2:],
+                         use_tqdm=False)
+    return list(alone) == list(batch[2].outputs[0].token_ids) and len(alone) == max_tokens
+
+
+@dataclass(slots=True)
+class E2EResult:
+    """What `run_e2e` found."""
+
+    parity: list[PromptParity]  # greedy parity, one per prompt
+    seeded_ok: bool  # seeded sampling gave the same tokens alone and in a batch
+    tokens_per_s: float  # engine output tokens per second on the throughput batch
+    generated: int  # output tokens of the throughput batch
+
+
+def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens: int,
+            throughput: tuple[int, int, int], num_blocks: int) -> E2EResult:
+    """Greedy parity per prompt, seeded sampling, then engine throughput on
+    (num_prompts, prompt_len, max_tokens)."""
     from core import LLM
 
     model, tmpdir = build_random_opt(model_kwargs)
@@ -139,9 +162,10 @@ def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens:
         with LLM(model=tmpdir.name, device=device, dtype="float32", skip_tokenizer_init=True,
                  num_gpu_blocks_override=num_blocks) as llm:
             actual = engine_greedy(llm, prompts, max_tokens)
+            seeded_ok = seeded_sampling_is_batch_independent(llm, model_kwargs["vocab_size"], max_tokens)
             num_prompts, prompt_len, out_len = throughput
             batch = random_prompts([prompt_len] * num_prompts, model_kwargs["vocab_size"], seed=1)
             tok_s, generated = engine_tokens_per_s(llm, batch, out_len)
     model.to(device)
     parity = [compare(model, p, hf_greedy(model, p, max_tokens), a) for p, a in zip(prompts, actual)]
-    return parity, tok_s, generated
+    return E2EResult(parity, seeded_ok, tok_s, generated)

@@ -43,6 +43,10 @@ class Plan:
     # name: (num_reqs, context_len, num_heads, num_kv_heads, head_size), decode steps in bf16, block 16
     bench_cases: dict[str, tuple]
     bench_iters: int  # timed calls per benchmark case
+    # (tile_n, num_warps) launch variants of the attention kernel: parity on the last parity case,
+    # then timed on every bench case; (None, 4) is the default launch
+    variants: list[tuple[int | None, int]]
+    copy_bytes: int  # size of the device-to-device copy that measures the bandwidth ceiling
     engine_optional: bool  # a core.LLM that cannot be imported is a skip (smoke run), not a failure
 
 
@@ -74,6 +78,8 @@ def full_plan() -> Plan:
             "decode 64 x ctx 1024, 12 heads, h64 (opt-125m)": (64, 1024, 12, 12, 64),
         },
         bench_iters=20,
+        variants=[(None, 4), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)],
+        copy_bytes=2 * 1024**3,
         engine_optional=False,
     )
 
@@ -92,6 +98,8 @@ def smoke_plan() -> Plan:
         num_blocks=64,
         bench_cases={"decode 4 x ctx 64, 4 heads, h16": (4, 64, 4, 4, 16)},
         bench_iters=2,
+        variants=[(None, 4), (32, 8)],
+        copy_bytes=1024**2,
         engine_optional=True,
     )
 
@@ -168,6 +176,24 @@ def check_kernel_parity(plan: Plan, report: Report) -> None:
             report.add("cache-write parity", f"{name}, {str(dtype).removeprefix('torch.')}", same,
                        "bitwise equal" if same else "differs")
 
+    name, (q_lens, seq_lens, heads, kv_heads, head_size, block_size) = list(plan.parity_cases.items())[-1]
+    for tile_n, num_warps in plan.variants[1:]:
+        for dtype in DTYPES:
+            batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
+                                     block_size=block_size, dtype=dtype, device=plan.device)
+            out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+            paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=num_warps)
+            err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
+            tol = REL_TOL[dtype]
+            report.add("attention parity", f"{name}, {variant_name(tile_n, num_warps)}, "
+                       f"{str(dtype).removeprefix('torch.')}", err < tol, f"rel err {err:.2e}", f"(tol {tol:.0e})",
+                       rel_err=err, tol=tol)
+
+
+def variant_name(tile_n: int | None, num_warps: int) -> str:
+    """How a launch variant reads in the table."""
+    return f"{'default tile' if tile_n is None else f'tile_n {tile_n}'}, {num_warps} warps"
+
 
 def check_e2e(plan: Plan, report: Report) -> None:
     """Greedy parity with transformers per prompt, then the engine's output tok/s."""
@@ -178,39 +204,62 @@ def check_e2e(plan: Plan, report: Report) -> None:
         return
     from kernels.e2e_check import LOGPROB_TOL, NEAR_TIE, run_e2e
 
-    parity, tok_s, generated = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens,
-                                       plan.throughput, plan.num_blocks)
-    for p in parity:
+    result = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens, plan.throughput,
+                     plan.num_blocks)
+    for p in result.parity:
         detail = f"max logprob diff {p.max_logprob_diff:.1e} (tol {LOGPROB_TOL:.0e})"
         if p.near_tie_gap is None:
-            result = f"{p.matched}/{plan.e2e_max_tokens} tokens equal"
+            outcome = f"{p.matched}/{plan.e2e_max_tokens} tokens equal"
         else:
-            result = f"diverged at token {p.matched}"
+            outcome = f"diverged at token {p.matched}"
             detail += f"; transformers' logit gap there {p.near_tie_gap:.1e} (near tie below {NEAR_TIE:.0e})"
-        report.add("e2e greedy parity", f"prompt of {p.prompt_len} tokens", p.ok, result, detail, **asdict(p))
+        report.add("e2e greedy parity", f"prompt of {p.prompt_len} tokens", p.ok, outcome, detail, **asdict(p))
+    report.add("e2e sampling", "seeded request alone == inside a batch (top-k/p, min-p, penalties)",
+               result.seeded_ok, "same tokens" if result.seeded_ok else "differ")
     num_prompts, prompt_len, out_len = plan.throughput
     report.add("e2e throughput", f"{num_prompts} prompts x {prompt_len} in, {out_len} out, float32", None,
-               f"{tok_s:.0f} output tok/s", f"({generated} tokens)", tok_s=tok_s)
+               f"{result.tokens_per_s:.0f} output tok/s", f"({result.generated} tokens)",
+               tok_s=result.tokens_per_s)
+
+
+def copy_bandwidth_gb_s(plan: Plan) -> float:
+    """The memory-bandwidth ceiling: a large device-to-device copy, bytes read plus bytes written."""
+    src = torch.rand(plan.copy_bytes // 4, device=plan.device)  # [copy_bytes / 4] float32
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), plan.bench_iters, plan.device)
+    return 2 * plan.copy_bytes / (ms * 1e-3) / 1e9
 
 
 def bench_decode(plan: Plan, report: Report) -> None:
-    """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read."""
+    """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read,
+    as a share of the measured copy bandwidth. Each case is timed twice: the spread is the noise."""
     from kernels.triton_paged_attention import paged_attention_triton
 
+    ceiling = copy_bandwidth_gb_s(plan)
+    report.add("bandwidth ceiling", f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB", None,
+               f"{ceiling:.0f} GB/s", "(read + written)", gb_s=ceiling)
     for name, (num_reqs, ctx, heads, kv_heads, head_size) in plan.bench_cases.items():
         batch = make_paged_batch([1] * num_reqs, [ctx] * num_reqs, num_heads=heads, num_kv_heads=kv_heads,
                                  head_size=head_size, block_size=16, dtype=torch.bfloat16, device=plan.device,
                                  spare_blocks=0, poison=0.0)
         out = torch.empty_like(batch.query)  # [num_reqs, num_heads, head_size]
-        triton_ms = time_ms(lambda: paged_attention_triton(*batch.args(), out=out), plan.bench_iters, plan.device)
-        ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
         elt = batch.query.element_size()
         kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
         q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
-        gb_s = (kv_bytes + q_out_bytes) / (triton_ms * 1e-3) / 1e9
-        report.add("decode attention bf16", name, None, f"{triton_ms:.3f} ms, {gb_s:.0f} GB/s",
-                   f"(torch reference {ref_ms:.3f} ms)", triton_ms=triton_ms, ref_ms=ref_ms, gb_s=gb_s,
-                   bytes=kv_bytes + q_out_bytes)
+        ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
+        for tile_n, num_warps in plan.variants:
+            def call():
+                paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=num_warps)
+
+            runs = [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)]
+            triton_ms = min(runs)
+            gb_s = (kv_bytes + q_out_bytes) / (triton_ms * 1e-3) / 1e9
+            report.add("decode attention bf16", f"{name}, {variant_name(tile_n, num_warps)}", None,
+                       f"{triton_ms:.3f} ms, {gb_s:.0f} GB/s",
+                       f"({gb_s / ceiling:.0%} of copy; runs {runs[0]:.3f} / {runs[1]:.3f} ms; "
+                       f"torch reference {ref_ms:.3f} ms)",
+                       tile_n=tile_n, num_warps=num_warps, triton_ms=triton_ms, runs_ms=runs, ref_ms=ref_ms,
+                       gb_s=gb_s, bytes=kv_bytes + q_out_bytes)
 
 
 def main() -> int:

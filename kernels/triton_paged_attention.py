@@ -68,7 +68,7 @@ def _paged_attention_kernel(
     BLOCK_Q: tl.constexpr,  # query tokens per tile
     BLOCK_M: tl.constexpr,  # rows per tile: BLOCK_Q * GROUP, rounded up to a power of two >= 16
     BLOCK_SIZE: tl.constexpr,  # tokens per cache block
-    TILE_N: tl.constexpr,  # keys per inner step: max(16, BLOCK_SIZE rounded up to a power of two)
+    TILE_N: tl.constexpr,  # keys per inner step, a power of two >= 16 (by default one block)
     HEAD_SIZE: tl.constexpr,
     DOT_DTYPE: tl.constexpr,  # operand dtype of both tl.dot calls
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 operands (no tf32), else the default
@@ -170,8 +170,12 @@ def paged_attention_triton(
     block_table: torch.Tensor,  # [num_reqs, max_blocks_per_req] physical block ids
     scale: float,
     out: torch.Tensor | None = None,  # [num_tokens, num_heads, head_size]
+    tile_n: int | None = None,  # keys per inner step, a power of two >= 16; default one block (>= 16)
+    num_warps: int = 4,  # warps per program
 ) -> torch.Tensor:
-    """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch."""
+    """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch.
+
+    `tile_n` and `num_warps` change only the speed (kernels.gpu_check times the variants)."""
     num_tokens, num_heads, head_size = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
     num_reqs = seq_lens.shape[0]
@@ -181,6 +185,10 @@ def paged_attention_triton(
         raise ValueError(f"head_size must be a power of two >= 16, got {head_size}")
     if key_cache.stride() != value_cache.stride():
         raise ValueError("key_cache and value_cache must have the same strides")
+    if tile_n is None:
+        tile_n = max(16, triton.next_power_of_2(block_size))
+    if tile_n < 16 or tile_n & (tile_n - 1):
+        raise ValueError(f"tile_n must be a power of two >= 16, got {tile_n}")
     if out is None:
         out = torch.empty_like(query)
     if num_tokens == 0 or num_reqs == 0:
@@ -208,9 +216,10 @@ def paged_attention_triton(
         BLOCK_Q=block_q,
         BLOCK_M=block_m,
         BLOCK_SIZE=block_size,
-        TILE_N=max(16, triton.next_power_of_2(block_size)),
+        TILE_N=tile_n,
         HEAD_SIZE=head_size,
         DOT_DTYPE=dot_dtype,
         DOT_PRECISION=dot_precision,
+        num_warps=num_warps,
     )
     return out

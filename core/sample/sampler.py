@@ -10,8 +10,10 @@ from core.sample.penalties import apply_min_tokens, apply_penalties
 class Sampler:
     """Turns one step's logits into one token per row, reproducibly for seeded requests."""
 
-    def __init__(self, seed: int) -> None:
-        self.generator = torch.Generator().manual_seed(seed)  # draws for rows without their own seed
+    def __init__(self, seed: int, device: torch.device | str = "cpu") -> None:
+        # A generator draws only on its own device, so both live where the logits will be.
+        self.generator = torch.Generator(device=device).manual_seed(seed)  # rows without their own seed
+        self.row_generator = torch.Generator(device=device)  # re-seeded for each seeded row
 
     def __call__(
         self, logits: torch.Tensor, meta: SamplingMetadata
@@ -42,11 +44,10 @@ class Sampler:
         """Exp(1) noise per row; a seeded row's noise depends only on its seed and output position."""
         # -log(U) with U uniform is Exp(1), and about 3x faster to draw than exponential_() on CPU.
         noise = torch.empty_like(probs).uniform_(generator=self.generator)  # [num_rows, vocab]
-        row_gen = torch.Generator()
         for row, seed in enumerate(meta.seeds):
             if seed is not None:
-                row_gen.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))
-                noise[row].uniform_(generator=row_gen)
+                self.row_generator.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))
+                noise[row].uniform_(generator=self.row_generator)
         return noise.log_().neg_()
 
 

@@ -48,7 +48,7 @@ class ModelRunner:
         self.device = device  # where tensors live
         self.block_size = block_size  # tokens per KV block
         self.batch = InputBatch(max_num_reqs, max_model_len, cdiv(max_model_len, block_size))  # persistent rows
-        self.sampler = Sampler(seed)  # token selection
+        self.sampler = Sampler(seed, device)  # token selection
         layers = model.attention_layers()
         first = layers[0]
         # One tensor holds every layer's K and V pages.
@@ -125,6 +125,8 @@ class ModelRunner:
         with set_forward_context(inputs.attn):
             hidden = self.model(inputs.input_ids, inputs.positions)  # [num_tokens, hidden]
         logits = self.model.compute_logits(hidden[inputs.logits_indices])  # [num_logits, vocab]
+        if logits.is_cuda:
+            torch.cuda.synchronize(logits.device)  # the forward ran asynchronously: time it, not its launch
         t2 = time.perf_counter()
         sampled_ids: dict[str, int] = {}
         logprobs: dict[str, list[Logprob]] = {}

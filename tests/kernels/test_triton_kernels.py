@@ -47,6 +47,17 @@ def test_paged_attention_matches_reference(case, dtype):
     assert max_rel_error(out, expected) < REL_TOL[dtype]
 
 
+@pytest.mark.parametrize("tile_n,block_size", [(64, 16), (32, 32), (128, 8)])
+def test_paged_attention_tile_variants_match_reference(tile_n, block_size):
+    """Inner steps spanning several blocks (or one): only the speed may change."""
+    batch = make_paged_batch([1, 13, 1, 40], [29, 13, 130, 95], num_heads=4, num_kv_heads=2,
+                             head_size=16, block_size=block_size)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=8)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
+    assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
 def test_paged_attention_int64_metadata_and_strided_query():
     """int64 metadata, a query sliced out of a fused qkv tensor, and out=None."""
     batch = make_paged_batch([3, 1], [20, 35], index_dtype=torch.int64)
@@ -66,6 +77,9 @@ def test_paged_attention_rejects_unsupported_shapes():
     batch = make_paged_batch([1], [5], head_size=24)
     with pytest.raises(ValueError, match="head_size"):
         paged_attention_triton(*batch.args())
+    batch = make_paged_batch([1], [5])
+    with pytest.raises(ValueError, match="tile_n"):
+        paged_attention_triton(*batch.args(), tile_n=48)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Everything a CUDA machine should run, in one go (about 5 minutes on an H200):
+#   1. python -m kernels.gpu_check: kernel parity, end-to-end greedy parity with transformers,
+#      seeded sampling, decode-attention bandwidth;
+#   2. the mixed 64-prompt throughput benchmark against transformers.generate, same weights;
+#   3. the per-stage step profile at 1/16/64 running requests.
+# Usage: kernels/gpu_session.sh OUTDIR   (logs and JSON land in OUTDIR; 7 files)
+# The engine needs msgspec and pyzmq besides torch, triton and transformers; textual is not needed.
+set -uo pipefail
+out=${1:?usage: kernels/gpu_session.sh OUTDIR}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+model=(--model facebook/opt-125m --load-format dummy --device cuda)
+status=0
+
+{
+    date -u
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    $py -c "import torch, triton, transformers; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__)"
+} 2>&1 | tee "$out/machine.txt"
+
+timeout 330 $py -m kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
+timeout 240 $py -m enginetui bench throughput "${model[@]}" --preset mixed --compare hf --hf-batch-sizes 16 32 64 \
+    --json "$out/throughput.json" 2>&1 | tee "$out/throughput.log" || status=1
+timeout 120 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
+
+# The summaries last, where a truncated log still shows them.
+echo
+grep -E '^\| |^(PASS|FAIL) in' "$out/gpu_check.log"
+tail -n 1 "$out/throughput.log" "$out/profile.log"
+echo "gpu_session: exit $status"
+exit $status
