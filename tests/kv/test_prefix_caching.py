@@ -2,7 +2,6 @@
 
 import random
 
-import pytest
 
 from core import LLM, SamplingParams
 from tests.sched.test_scheduler import make_scheduler, run_step

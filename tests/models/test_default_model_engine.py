@@ -1,6 +1,5 @@
 """The embedded default model through the engine: same loader as any directory, same tokens as transformers."""
 
-import torch
 from transformers import AutoTokenizer, OPTForCausalLM
 
 from core import LLM, SamplingParams
