@@ -242,6 +242,10 @@ class DashboardState:
         self._end(view, _END_STATUS.get(end.reason, "finished"), end.reason, end.detail)
 
     def _end(self, view: RequestView, status: str, reason: str, detail: str) -> None:
+        if view.num_tokens:  # the engine listed it; the last listing predates the final token
+            view.num_tokens = max(view.num_tokens, view.num_prompt_tokens + view.num_output_tokens)
+            if reason in ("stop", "length"):
+                view.num_computed_tokens = view.num_tokens - 1  # KV for all but the last sampled token
         view.status = status
         view.finish_reason = reason
         view.detail = detail

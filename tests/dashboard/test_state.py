@@ -67,6 +67,15 @@ def test_finish_reasons_map_to_status_words(reason, status, line):
     assert kinds(s)[-1] == line
 
 
+def test_a_finished_request_counts_its_last_token():
+    """The last listing of a request is from the step before its final token was sampled."""
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r1", 66, 67, prompt=4, blocks=[2])], scheduled={"r1": 1}))
+    s.apply_event(event(2, finished=[RequestEnd("r1", "length", "max_tokens (64) reached", 64)]))
+    view = s.requests["r1"]
+    assert (view.num_computed_tokens, view.num_tokens, view.num_output_tokens) == (67, 68, 64)
+
+
 def test_rejection_at_admission_is_shown_with_its_reason():
     s = DashboardState()
     s.add_request("r9", "long", 16)
