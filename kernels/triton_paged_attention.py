@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import Launch
+
 # log2(e): the kernel works in base 2 (exp2) with the softmax scale folded into the scores.
 LOG2E = 1.4426950408889634
 
@@ -176,6 +178,18 @@ def paged_attention_triton(
     """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch.
 
     `tile_n` and `num_warps` change only the speed (kernels.gpu_check times the variants)."""
+    if out is None:
+        out = torch.empty_like(query)
+    launch = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
+                                    out, tile_n, num_warps)
+    if launch is not None:
+        launch.run()
+    return out
+
+
+def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale: float,
+                           out: torch.Tensor, tile_n: int | None, num_warps: int) -> Launch | None:
+    """The launch `paged_attention_triton` makes (same arguments), or None when there is nothing to do."""
     num_tokens, num_heads, head_size = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
     num_reqs = seq_lens.shape[0]
@@ -189,37 +203,18 @@ def paged_attention_triton(
         tile_n = max(16, triton.next_power_of_2(block_size))
     if tile_n < 16 or tile_n & (tile_n - 1):
         raise ValueError(f"tile_n must be a power of two >= 16, got {tile_n}")
-    if out is None:
-        out = torch.empty_like(query)
     if num_tokens == 0 or num_reqs == 0:
-        return out
+        return None
 
     group = num_heads // num_kv_heads
     block_q, block_m = _tile_shape(group)
     dot_dtype, dot_precision = _dot_dtype(query.dtype)
-    grid = (num_tokens // block_q + num_reqs, num_kv_heads)
-    _paged_attention_kernel[grid](
-        out,
-        query,
-        key_cache,
-        value_cache,
-        query_start_loc,
-        seq_lens,
-        block_table,
-        scale * LOG2E,
-        num_reqs,
-        *query.stride(),
-        *out.stride(),
-        *key_cache.stride(),
-        block_table.stride(0),
-        GROUP=group,
-        BLOCK_Q=block_q,
-        BLOCK_M=block_m,
-        BLOCK_SIZE=block_size,
-        TILE_N=tile_n,
-        HEAD_SIZE=head_size,
-        DOT_DTYPE=dot_dtype,
-        DOT_PRECISION=dot_precision,
-        num_warps=num_warps,
+    args = (
+        out, query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale * LOG2E, num_reqs,
+        *query.stride(), *out.stride(), *key_cache.stride(), block_table.stride(0),
     )
-    return out
+    meta = dict(
+        GROUP=group, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_SIZE=block_size, TILE_N=tile_n, HEAD_SIZE=head_size,
+        DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, num_warps=num_warps,
+    )
+    return Launch(_paged_attention_kernel, (num_tokens // block_q + num_reqs, num_kv_heads), args, meta)

@@ -9,6 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import Launch
+
 
 @triton.jit
 def _reshape_and_cache_kernel(
@@ -60,23 +62,20 @@ def reshape_and_cache_triton(
     slot_mapping: torch.Tensor,  # [num_tokens] int32/int64; < 0 means "do not write"
 ) -> None:
     """Write each token's K and V into its slot of the paged cache (one kernel launch)."""
+    launch = reshape_and_cache_launch(key, value, key_cache, value_cache, slot_mapping)
+    if launch is not None:
+        launch.run()
+
+
+def reshape_and_cache_launch(key, value, key_cache, value_cache, slot_mapping) -> Launch | None:
+    """The launch `reshape_and_cache_triton` makes (same arguments), or None for no tokens."""
     num_tokens, num_kv_heads, head_size = key.shape
     _, block_size, _, _ = key_cache.shape
     if key_cache.stride() != value_cache.stride():
         raise ValueError("key_cache and value_cache must have the same strides")
     if num_tokens == 0:
-        return
-    _reshape_and_cache_kernel[(num_tokens,)](
-        key,
-        value,
-        key_cache,
-        value_cache,
-        slot_mapping,
-        *key.stride(),
-        *value.stride(),
-        *key_cache.stride(),
-        BLOCK_SIZE=block_size,
-        HEAD_SIZE=head_size,
-        NUM_KV_HEADS=num_kv_heads,
-        ROW=triton.next_power_of_2(num_kv_heads * head_size),
-    )
+        return None
+    args = (key, value, key_cache, value_cache, slot_mapping, *key.stride(), *value.stride(), *key_cache.stride())
+    meta = dict(BLOCK_SIZE=block_size, HEAD_SIZE=head_size, NUM_KV_HEADS=num_kv_heads,
+                ROW=triton.next_power_of_2(num_kv_heads * head_size))
+    return Launch(_reshape_and_cache_kernel, (num_tokens,), args, meta)

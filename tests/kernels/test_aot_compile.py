@@ -1,0 +1,26 @@
+"""The Triton kernels compiled for an H100/H200 (sm_90) on this CPU-only machine: kernels.aot_check."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_kernels_compile_for_sm90_without_spills_in_half_precision(tmp_path):
+    out = tmp_path / "aot.json"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile for real, not from a cache
+    proc = subprocess.run([sys.executable, "-m", "kernels.aot_check", "--json", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    attention = [r for r in rows if r["kernel"] == "paged_attention"]
+    assert len(attention) == 18 and len(rows) == 24
+    assert all(r["target"] == "sm_90" and r["registers"] > 0 for r in rows)
+    half = [r for r in attention if "float32" not in r["case"]]
+    assert all(r["dot"] == "mma" for r in half)  # bf16 / fp16 dots run on the tensor cores
+    assert all(r["spill_bytes"] == 0 for r in half)
+    assert all(r["widest_load"] == "v4" for r in rows if "default tile" in r["case"] or r["kernel"] != "paged_attention")
