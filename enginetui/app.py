@@ -52,6 +52,10 @@ def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+# Slow-motion paces the - and + keys step through: the least time between engine steps.
+STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
+
+
 class EngineTUI(App[None]):
     """Live view of one engine: type prompts, watch the scheduler, pool and queues work."""
 
@@ -66,6 +70,10 @@ class EngineTUI(App[None]):
         Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N): "
                 f"they ignore EOS and generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
         Binding("c", "clear", "Clear", tooltip="clear ended requests from the list"),
+        Binding("minus", "pace(1)", "Slower", tooltip="slow motion: more time between engine steps "
+                f"({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})"),
+        Binding("plus,equals_sign", "pace(-1)", "Faster", key_display="+",
+                tooltip="less time between engine steps, down to full speed"),
         Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
         Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
         Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box"),
@@ -94,6 +102,7 @@ class EngineTUI(App[None]):
         history_interval: float = 0.5,
         seed: int | None = None,
         log_file: str | None = None,
+        step_interval_ms: int = 0,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
@@ -101,6 +110,7 @@ class EngineTUI(App[None]):
         self._redraw_hz = redraw_hz  # most redraws per second
         self._rng = random.Random(seed)  # picks burst prompts and lengths
         self.log_file = log_file  # where the engine's output goes (shown in help and at start-up)
+        self._initial_interval_ms = step_interval_ms  # slow motion asked for at start-up (--step-interval-ms)
         self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
@@ -141,7 +151,8 @@ class EngineTUI(App[None]):
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
         running = "paused" if s.paused else "running"
-        self.query_one(TitleBar).show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase)
+        self.query_one(TitleBar).show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
+                                      s.step_interval_ms)
         self.query_one(RequestsTable).show(s.ordered(), self.selected)
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
@@ -168,6 +179,8 @@ class EngineTUI(App[None]):
     async def _connect(self) -> None:
         """Take the engine's current state, then follow its step events."""
         try:
+            if self._initial_interval_ms:
+                await self.engine.set_step_interval(self._initial_interval_ms / 1e3)
             first = await self.engine.snapshot()
         except Exception as exc:
             self.post_message(self.EngineLost(describe(exc)))
@@ -289,6 +302,25 @@ class EngineTUI(App[None]):
             self.notify("s runs one step of a paused engine: press space to pause first", severity="warning")
             return
         self._control(self.engine.step_once, refresh=False)  # the step's own event follows
+
+    def action_pace(self, direction: int) -> None:
+        """Step slow motion one level slower (+1) or faster (-1) through STEP_INTERVALS_MS."""
+        if not self._engine_ready():
+            return
+        current = self.state.step_interval_ms
+        if direction > 0:
+            levels = [ms for ms in STEP_INTERVALS_MS if ms > current]
+            if not levels:
+                self.notify(f"already the slowest: {current:.0f} ms per step", severity="warning")
+                return
+            target = levels[0]
+        else:
+            levels = [ms for ms in STEP_INTERVALS_MS if ms < current]
+            if not levels:
+                self.notify("already at full speed", severity="warning")
+                return
+            target = levels[-1]
+        self._control(partial(self.engine.set_step_interval, target / 1e3))
 
     def action_abort(self) -> None:
         view = self.state.requests.get(self.selected or "")

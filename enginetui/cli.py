@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_args(parser, DASHBOARD_HELP)
     parser.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
     parser.add_argument("--log-file", metavar="PATH", help="where engine output goes (default: see below)")
+    parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
+                        help="start in slow motion: at least MS milliseconds between engine steps "
+                             "(the - and + keys change it; default 0, full speed)")
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     if importlib.util.find_spec("enginetui.bench") is not None:
         from enginetui.bench import add_bench_subparsers
@@ -117,7 +120,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"enginetui: could not start the engine: {startup_error(exc, kwargs)}", file=sys.stderr)
         return 2
     try:
-        app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file)
+        app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
+                        step_interval_ms=args.step_interval_ms)
         with route_python_output(log_file):
             app.run()
     finally:
@@ -139,3 +143,15 @@ def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
     if isinstance(exc, ModelLoadError) and tokenizer and repr(tokenizer) in str(exc):  # the --tokenizer path
         return f"--tokenizer {tokenizer}: {describe(exc)}"
     return describe(exc)
+
+
+def _step_interval_ms(text: str) -> int:
+    from core.engine.wire import MAX_STEP_INTERVAL_S
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of milliseconds, got {text!r}") from None
+    if not 0 <= value <= MAX_STEP_INTERVAL_S * 1e3:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_STEP_INTERVAL_S * 1e3:.0f}, got {value}")
+    return value

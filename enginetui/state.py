@@ -113,6 +113,11 @@ class DashboardState:
         return bool(self.latest and self.latest.paused)
 
     @property
+    def step_interval_ms(self) -> float:
+        """The engine's slow-motion pace (0 = full speed)."""
+        return self.latest.step_interval_ms if self.latest else 0.0
+
+    @property
     def now(self) -> float | None:
         """Engine time of the latest event: the dashboard's clock for running requests."""
         return self.latest.time if self.latest else None

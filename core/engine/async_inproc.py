@@ -7,6 +7,7 @@ event for that subscriber and the drop is counted, as with the PUB socket.
 """
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -39,6 +40,7 @@ class AsyncInprocClient:
         self._subscribers: list[asyncio.Queue] = []  # events() queues
         self._dead: EngineDeadError | None = None  # set when a step failed or after shutdown
         self._closed = False  # shut down on purpose
+        self._last_step_at = float("-inf")  # time.monotonic() at the last step's start (for slow motion)
 
     # ---- the client interface --------------------------------------------------------------
 
@@ -65,25 +67,28 @@ class AsyncInprocClient:
             raise item
         return item
 
-    async def control(self, op: str) -> wire.ControlReply:
+    async def control(self, op: str, value: float = 0.0) -> wire.ControlReply:
         core = self._core()
         reply = wire.ControlReply(call_id=0, step=0)
         async with self._lock:
             if op == "step":
-                await self._step()
-            elif op == "pause":
-                core.paused = True
-            elif op == "resume":
-                core.paused = False
-            elif op == "snapshot":
-                reply.snapshot = core.snapshot()
-            elif op == "reset_prefix_cache":
-                try:
-                    core.reset_prefix_cache()
-                except Exception as exc:  # noqa: BLE001
-                    reply.error = wire.describe(exc)
+                await self._step()  # a failing step is fatal, as in the busy loop
             else:
-                reply.error = f"ValueError: unknown control op {op!r}"
+                try:
+                    if op == "pause":
+                        core.paused = True
+                    elif op == "resume":
+                        core.paused = False
+                    elif op == "snapshot":
+                        reply.snapshot = core.snapshot()
+                    elif op == "reset_prefix_cache":
+                        core.reset_prefix_cache()
+                    elif op == "set_step_interval":
+                        core.set_step_interval(value)
+                    else:
+                        raise ValueError(f"unknown control op {op!r}")
+                except Exception as exc:  # noqa: BLE001 - the caller gets the error, the engine lives on
+                    reply.error = wire.describe(exc)
             reply.step = core.step_count
         self._wake.set()
         return reply
@@ -143,15 +148,22 @@ class AsyncInprocClient:
         core = self.core
         try:
             while True:
-                if core.paused or not core.has_work():
-                    if core.scheduler.has_pending_outputs():  # aborts / rejections while paused
+                wait = self._last_step_at + core.step_interval_s - time.monotonic()
+                if core.paused or not core.has_work() or wait > 0:
+                    if core.scheduler.has_pending_outputs():  # aborts / rejections while paused or held back
                         outs = core.scheduler.take_pending_outputs()
                         self._outputs.put_nowait(EngineCoreOutputs(outputs=outs, step=core.step_count, timestamp=time.time()))
                     self._wake.clear()
-                    await self._wake.wait()
+                    if core.paused or not core.has_work():
+                        await self._wake.wait()
+                        self._last_step_at = float("-inf")  # slow motion spaces busy steps; new work starts at once
+                    else:  # slow motion: until the step is due, or a request or control comes
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), wait)
                     continue
                 async with self._lock:
                     if not core.paused and core.has_work():
+                        self._last_step_at = time.monotonic()
                         await self._step()
                 await asyncio.sleep(0)  # let requests and controls in between steps
         except Exception as exc:  # noqa: BLE001 - a failed step ends the engine, like a dead child

@@ -145,6 +145,13 @@ class AsyncLLM:
     async def reset_prefix_cache(self) -> None:
         await self._control("reset_prefix_cache")
 
+    async def set_step_interval(self, seconds: float) -> None:
+        """Slow motion, to watch the engine work: while there is work, start a step at most every
+        `seconds` (0 = full speed). Requests, aborts and controls are still served at once."""
+        if not isinstance(seconds, int | float) or not 0.0 <= seconds <= wire.MAX_STEP_INTERVAL_S:
+            raise ValueError(f"step interval must be between 0 and {wire.MAX_STEP_INTERVAL_S:g} s, got {seconds!r}")
+        await self._control("set_step_interval", float(seconds))
+
     def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
         """Live step events; several subscribers may listen at once. The first event of each
         subscription is a snapshot (is_snapshot=True). A subscriber that falls behind loses events
@@ -197,10 +204,10 @@ class AsyncLLM:
         if handler is None or handler.done() or handler.get_loop() is not loop:  # none yet, or a finished loop's
             self._handler = loop.create_task(self._handle_outputs(), name="enginetui-output-handler")
 
-    async def _control(self, op: str) -> wire.ControlReply:
+    async def _control(self, op: str, value: float = 0.0) -> wire.ControlReply:
         self._check_usable()
         self._ensure_handler()
-        reply = await self.client.control(op)
+        reply = await self.client.control(op, value)
         if reply.error:
             raise RuntimeError(f"EngineCore {op} failed: {reply.error}")
         return reply

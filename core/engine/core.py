@@ -8,6 +8,7 @@ import torch
 from core.config import EngineConfig
 from core.engine.events import SCHEMA_VERSION, RequestProgress, StepEvent
 from core.engine.kv_sizing import num_kv_blocks
+from core.engine.wire import MAX_STEP_INTERVAL_S
 from core.models.loader import load_hf_config, load_model
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
@@ -42,6 +43,7 @@ class EngineCore:
                                   self.max_model_len, dtype, config.torch_device, config.seed)  # model + cache
         self.step_count = 0  # steps taken
         self.paused = False  # set by the busy loop's control handling; reported in events
+        self.step_interval_s = 0.0  # slow motion: the busy loop starts steps at most this often
         self.num_dropped_events = 0  # set by the publisher: events subscribers did not get
         self.total_output_tokens = 0  # tokens generated since start
         self.total_preemptions = 0  # preemptions since start
@@ -72,6 +74,14 @@ class EngineCore:
 
     def reset_prefix_cache(self) -> None:
         self.scheduler.kv.reset_prefix_cache()
+
+    def set_step_interval(self, seconds: float) -> None:
+        """Slow motion: while there is work, the loop driving this core starts a step at most every
+        `seconds` (0 = full speed); work arriving at an idle or paused engine starts at once.
+        Inputs are still served while a step is held back."""
+        if not 0.0 <= seconds <= MAX_STEP_INTERVAL_S:
+            raise ValueError(f"step interval must be between 0 and {MAX_STEP_INTERVAL_S:g} s, got {seconds!r}")
+        self.step_interval_s = float(seconds)
 
     # ---- the step --------------------------------------------------------------------------
 
@@ -157,7 +167,7 @@ class EngineCore:
             blocks_allocated=allocated, blocks_freed=freed, preempted=preempted, finished=finished,
             rejected=rejected, prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
             num_dropped_events=self.num_dropped_events, total_output_tokens=self.total_output_tokens,
-            total_preemptions=self.total_preemptions,
+            total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
         )
 
     def _progress(self, r: Request) -> RequestProgress:

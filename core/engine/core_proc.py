@@ -178,12 +178,14 @@ class EngineCoreProc:
 
     def _busy_loop(self) -> None:
         core = self.core
+        last_step_at = float("-inf")  # time.monotonic() at the last step's start (for slow motion)
         while True:
             if core.paused or not core.has_work():
                 if core.scheduler.has_pending_outputs():  # aborts / rejections while paused
                     self._send_outputs(core.scheduler.take_pending_outputs())
                 if self._handle(self.in_q.get()):  # idle: sleep until a message arrives
                     return
+                last_step_at = float("-inf")  # slow motion spaces busy steps; new work starts at once
             while True:
                 try:
                     msg = self.in_q.get_nowait()
@@ -192,6 +194,18 @@ class EngineCoreProc:
                 if self._handle(msg):
                     return
             if not core.paused and core.has_work():
+                wait = last_step_at + core.step_interval_s - time.monotonic()
+                if wait > 0:  # slow motion: deliver what is ready, serve inputs until the step is due
+                    if core.scheduler.has_pending_outputs():  # e.g. an abort while the step is held back
+                        self._send_outputs(core.scheduler.take_pending_outputs())
+                    try:
+                        msg = self.in_q.get(timeout=wait)
+                    except queue.Empty:
+                        continue
+                    if self._handle(msg):
+                        return
+                    continue
+                last_step_at = time.monotonic()
                 self._step()
 
     def _step(self) -> None:
@@ -248,6 +262,8 @@ class EngineCoreProc:
                     reply.snapshot = core.snapshot()
                 elif msg.op == "reset_prefix_cache":
                     core.reset_prefix_cache()
+                elif msg.op == "set_step_interval":
+                    core.set_step_interval(msg.value)
                 else:
                     raise ValueError(f"unknown control op {msg.op!r}; expected one of {', '.join(wire.CONTROL_OPS)}")
             except Exception as exc:  # noqa: BLE001 - the caller gets the error, the engine lives on

@@ -80,6 +80,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     num_dropped_events: int  # events not delivered to subscribers since the last delivered one
     total_output_tokens: int  # tokens generated since the engine started
     total_preemptions: int = 0  # preemptions since the engine started
+    step_interval_ms: float = 0.0  # slow motion: the least time between step starts (0 = full speed)
 
 
 def encode_event(event: StepEvent) -> bytes:

@@ -309,14 +309,14 @@ class AsyncMPClient(_MPClientBase):
             self._fail_calls(exc)
             raise
 
-    async def control(self, op: str) -> wire.ControlReply:
+    async def control(self, op: str, value: float = 0.0) -> wire.ControlReply:
         """Send a control call and wait for its reply (delivered through get_output())."""
         self.engine.check()
         call_id = next(self._call_ids)
         fut = asyncio.get_running_loop().create_future()
         self._calls[call_id] = fut
         try:
-            await self._send(wire.Control(call_id=call_id, op=op))
+            await self._send(wire.Control(call_id=call_id, op=op, value=value))
             return await fut
         finally:
             self._calls.pop(call_id, None)

@@ -16,7 +16,8 @@ from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 # ---- client -> EngineCore -------------------------------------------------------------------
 
-CONTROL_OPS = ("pause", "resume", "step", "snapshot", "reset_prefix_cache")  # what Control.op may be
+MAX_STEP_INTERVAL_S = 10.0  # the slowest slow motion set_step_interval accepts
+CONTROL_OPS = ("pause", "resume", "step", "snapshot", "reset_prefix_cache", "set_step_interval")  # Control.op values
 
 
 class AddRequest(msgspec.Struct, tag="add"):
@@ -36,6 +37,7 @@ class Control(msgspec.Struct, tag="control"):
 
     call_id: int  # matches the reply to the call
     op: str  # one of CONTROL_OPS
+    value: float = 0.0  # the op's argument: seconds for set_step_interval, unused by the others
 
 
 class Shutdown(msgspec.Struct, tag="shutdown"):

@@ -12,11 +12,13 @@ PHASES = {
 
 
 class TitleBar(Static):
-    """`enginetui · model · step N · ▶ running`."""
+    """`enginetui · model · step N · ▶ running`, and the slow-motion pace when there is one."""
 
-    def show(self, model: str, step: int, phase: str) -> None:
+    def show(self, model: str, step: int, phase: str, step_interval_ms: float = 0.0) -> None:
         label, style = PHASES[phase]
         text = Text("enginetui", style="bold")
         text.append(f" · {model} · step {step} · ")
         text.append(label, style=style)
+        if step_interval_ms > 0:
+            text.append(f" · slow motion {step_interval_ms:.0f} ms/step", style="bold #61afef")
         self.update(text)

@@ -92,6 +92,7 @@ class FakeEngine:
         self.step_delay = step_delay  # real seconds between steps while running
         self.autostep = autostep  # False: steps only happen through step_once() (deterministic tests)
         self.paused = paused
+        self.step_interval = 0.0  # slow motion asked for with set_step_interval (seconds)
         self.shutdown_called = False
         self.step = 0
         self.clock = START_TIME
@@ -154,6 +155,9 @@ class FakeEngine:
     async def step_once(self) -> None:
         self._step()
 
+    async def set_step_interval(self, seconds: float) -> None:
+        self.step_interval = seconds
+
     async def snapshot(self) -> StepEvent:
         return self._event(snapshot=True)
 
@@ -203,7 +207,7 @@ class FakeEngine:
                 await self._wake.wait()
                 continue
             self._step()
-            await asyncio.sleep(self.step_delay)
+            await asyncio.sleep(max(self.step_delay, self.step_interval))
 
     def _step(self) -> None:
         self.step += 1
@@ -398,6 +402,7 @@ class FakeEngine:
             prefix_cache_hits=0,
             num_dropped_events=0,
             total_output_tokens=self.total_output_tokens,
+            step_interval_ms=self.step_interval * 1e3,
             total_preemptions=self.total_preemptions,
         )
 

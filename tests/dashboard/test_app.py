@@ -82,6 +82,43 @@ async def test_pause_then_s_moves_the_step_counter_by_exactly_one(make_app):
         assert "▶ running" in shown(app, TitleBar)
 
 
+async def test_minus_and_plus_step_slow_motion_through_its_levels(make_app):
+    app = make_app(step_delay=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert "slow motion" not in shown(app, TitleBar)
+        await pilot.press("plus")
+        await settle(pilot)
+        assert ("warning", "already at full speed") in app.notes
+        await pilot.press("minus")
+        await settle(pilot, lambda: app.state.step_interval_ms == 50)
+        await pilot.press("minus")
+        await settle(pilot, lambda: app.state.step_interval_ms == 100)
+        assert app.engine.step_interval == 0.1
+        await asyncio.sleep(0.1)
+        assert "slow motion 100 ms/step" in shown(app, TitleBar)
+        app.submit("slowly now", app.query_one(PromptBar).settings)
+        await settle(pilot, lambda: app.state.step >= 2)
+        first = app.state.step
+        await asyncio.sleep(0.35)
+        assert app.state.step - first <= 4  # at most one step per 100 ms (the fake steps every 10 ms at full speed)
+        await pilot.press("equals_sign")  # = is + without shift
+        await settle(pilot, lambda: app.state.step_interval_ms == 50)
+        for _ in range(6):
+            await pilot.press("minus")
+        await settle(pilot, lambda: app.state.step_interval_ms == 2000)
+        assert ("warning", "already the slowest: 2000 ms per step") in app.notes
+
+
+async def test_step_interval_given_at_start_up_is_applied_before_the_first_snapshot():
+    app = RecordingApp(FakeEngine(autostep=False), step_interval_ms=250)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert app.engine.step_interval == 0.25
+        await asyncio.sleep(0.1)
+        assert "slow motion 250 ms/step" in shown(app, TitleBar)
+
+
 async def test_s_while_running_only_explains(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -240,7 +277,7 @@ async def test_help_lists_every_key(make_app):
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         listed = {key for key, _ in app.screen.keys}
-        assert {"space", "s", "x", "b", "c", "↑", "↓", "?", "q"} <= listed
+        assert {"space", "s", "x", "b", "c", "-", "+", "↑", "↓", "?", "q"} <= listed
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

@@ -50,6 +50,14 @@ def test_bad_flag_values_are_argparse_errors(capsys):
     assert "invalid choice: 'pickle'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["-5", "10001", "fast"])
+def test_bad_step_intervals_are_argparse_errors(capsys, value):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["--step-interval-ms", value])
+    assert info.value.code == 2
+    assert "--step-interval-ms: must be" in capsys.readouterr().err
+
+
 def test_main_opens_the_dashboard_without_a_subcommand(monkeypatch):
     seen: list[argparse.Namespace] = []
     monkeypatch.setattr(cli, "run_dashboard", lambda args: seen.append(args) or 0)
@@ -147,10 +155,12 @@ def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
 
     def run(app):
         seen["app_log_file"] = app.log_file
+        seen["interval"] = app._initial_interval_ms
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
     monkeypatch.setattr(EngineTUI, "run", run)
-    assert cli.main([]) == 0
+    assert cli.main(["--step-interval-ms", "300"]) == 0
+    assert seen["interval"] == 300
     assert engine.shutdown_called
     assert seen["kwargs"] == {"model": None, "num_gpu_blocks_override": 512}
     assert seen["log_file"] == seen["app_log_file"] == str(cache_home / "enginetui" / f"engine-{os.getpid()}.log")

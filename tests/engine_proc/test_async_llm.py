@@ -213,6 +213,36 @@ async def test_pause_step_resume(llm, has_tokenizer):
     assert not (await llm.snapshot()).paused
 
 
+async def test_slow_motion_spaces_steps_and_keeps_serving(llm, has_tokenizer):
+    """With a step interval, steps start at least that far apart; aborts and controls are still
+    answered while a step is held back."""
+    sub = Subscriber(llm)
+    await sub.ready()
+    await llm.set_step_interval(0.15)
+    try:
+        assert (await llm.snapshot()).step_interval_ms == pytest.approx(150)
+        outs = await asyncio.wait_for(collect(llm.generate(prompt(has_tokenizer, 0), greedy(4), "slow")), 10)
+        assert len(outs[-1].outputs[0].token_ids) == 4
+        steps = [e for e in sub.events if not e.is_snapshot and "slow" in e.scheduled]
+        assert len(steps) == 4
+        assert min(b.time - a.time for a, b in zip(steps, steps[1:])) >= 0.14
+
+        await llm.set_step_interval(10.0)  # the next step is 10 s away once one has run
+        stream = llm.generate(prompt(has_tokenizer, 1), greedy(8), "held")
+        first = await asyncio.wait_for(stream.__anext__(), 5)  # its first step runs at once
+        assert len(first.outputs[0].token_ids) == 1
+        await llm.abort("held")  # served while the second step is held back
+        rest = await asyncio.wait_for(collect(stream), 5)
+        assert rest[-1].finished and rest[-1].outputs[0].finish_reason == "abort"
+    finally:
+        await llm.set_step_interval(0)
+        await sub.close()
+    assert (await llm.snapshot()).step_interval_ms == 0
+    for bad in (-1, 10.5, "fast"):
+        with pytest.raises(ValueError, match="step interval"):
+            await llm.set_step_interval(bad)
+
+
 async def test_late_subscriber_gets_a_snapshot_of_running_requests(llm, has_tokenizer):
     stream = llm.generate(prompt(has_tokenizer, 2), greedy(150), "long")
     await stream.__anext__()
