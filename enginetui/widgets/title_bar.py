@@ -20,5 +20,5 @@ class TitleBar(Static):
         text.append(f" · {model} · step {step} · ")
         text.append(label, style=style)
         if step_interval_ms > 0:
-            text.append(f" · slow motion {step_interval_ms:.0f} ms/step", style="bold #61afef")
+            text.append(f" · {step_interval_ms:.0f} ms/step", style="bold #61afef")  # slow motion
         self.update(text)

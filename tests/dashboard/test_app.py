@@ -86,7 +86,7 @@ async def test_minus_and_plus_step_slow_motion_through_its_levels(make_app):
     app = make_app(step_delay=0.01)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        assert "slow motion" not in shown(app, TitleBar)
+        assert "ms/step" not in shown(app, TitleBar)
         await pilot.press("plus")
         await settle(pilot)
         assert ("warning", "already at full speed") in app.notes
@@ -96,7 +96,7 @@ async def test_minus_and_plus_step_slow_motion_through_its_levels(make_app):
         await settle(pilot, lambda: app.state.step_interval_ms == 100)
         assert app.engine.step_interval == 0.1
         await asyncio.sleep(0.1)
-        assert "slow motion 100 ms/step" in shown(app, TitleBar)
+        assert "▶ running · 100 ms/step" in shown(app, TitleBar)
         app.submit("slowly now", app.query_one(PromptBar).settings)
         await settle(pilot, lambda: app.state.step >= 2)
         first = app.state.step
@@ -116,7 +116,7 @@ async def test_step_interval_given_at_start_up_is_applied_before_the_first_snaps
         await start(pilot)
         assert app.engine.step_interval == 0.25
         await asyncio.sleep(0.1)
-        assert "slow motion 250 ms/step" in shown(app, TitleBar)
+        assert "· 250 ms/step" in shown(app, TitleBar)
 
 
 async def test_s_while_running_only_explains(make_app):
