@@ -95,7 +95,7 @@ class DashboardState:
     requests: dict[str, RequestView] = field(default_factory=dict)  # every request seen, in order of first sight
     log: deque[LogLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
     history: History = field(default_factory=History)  # sparkline series
-    dropped_events: int = 0  # step events the engine dropped before they reached us
+    dropped_events: int = 0  # step events that never reached us (our queue was full)
     version: int = 0  # bumped on every change; the view redraws when it moves
     sample_time: float | None = None  # engine time of the last history sample
     sample_tokens: int = 0  # total_output_tokens at the last history sample

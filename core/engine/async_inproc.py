@@ -3,7 +3,7 @@
 The debugging twin of AsyncMPClient (same interface): steps run in a worker thread
 (asyncio.to_thread) so the event loop stays responsive, under a lock that every other access
 to EngineCore also takes. Step events fan out to per-subscriber queues; a full queue drops the
-event for that subscriber and the drop is counted, as with the PUB socket.
+event for that subscriber alone, which counts the gap, as with the PUB socket.
 """
 
 import asyncio
@@ -12,14 +12,13 @@ import os
 import time
 from collections.abc import AsyncIterator
 
-import msgspec
 
 from core.config import EngineConfig
 from core.engine import wire
 from core.engine.core import EngineCore
 from core.engine.core_client import engine_info
 from core.engine.errors import EngineDeadError
-from core.engine.events import StepEvent
+from core.engine.events import MissedEvents, StepEvent
 from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 
 SUB_QUEUE_SIZE = 64  # events a subscriber may fall behind before they are dropped for it
@@ -98,6 +97,7 @@ class AsyncInprocClient:
         core = self._core()
         queue: asyncio.Queue = asyncio.Queue(maxsize=1 if conflate else SUB_QUEUE_SIZE)
         self._subscribers.append(queue)
+        missed = None if conflate else MissedEvents()  # conflating skips events on purpose
         try:
             if self.config.enable_step_events:
                 async with self._lock:
@@ -108,7 +108,7 @@ class AsyncInprocClient:
                     return  # shut down
                 if isinstance(item, BaseException):
                     raise item
-                yield item
+                yield item if missed is None else missed.mark(item)
         finally:
             if queue in self._subscribers:
                 self._subscribers.remove(queue)
@@ -180,19 +180,13 @@ class AsyncInprocClient:
             self._publish(event)
 
     def _publish(self, event: StepEvent) -> None:
-        core = self.core
-        if event.num_dropped_events != core.num_dropped_events:
-            event = msgspec.structs.replace(event, num_dropped_events=core.num_dropped_events)
-        dropped = False
+        """Hand the event to every subscriber; a full queue loses it (its reader counts the gap)."""
         for queue in self._subscribers:
             try:
                 queue.put_nowait(event)
             except asyncio.QueueFull:
                 if queue.maxsize == 1:  # conflating subscriber: keep the newest
                     _put_latest(queue, event)
-                else:
-                    dropped = True
-        core.num_dropped_events = core.num_dropped_events + 1 if dropped else 0
 
 
 def _error_output(request_id: str, error: str) -> EngineCoreOutput:

@@ -155,7 +155,8 @@ class AsyncLLM:
     def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
         """Live step events; several subscribers may listen at once. The first event of each
         subscription is a snapshot (is_snapshot=True). A subscriber that falls behind loses events
-        (counted in the next event's num_dropped_events); the engine never waits for it.
+        (counted in the next event's num_dropped_events); neither the engine nor the other
+        subscribers wait for it.
         With conflate=True only the newest event is kept. Raises EngineDeadError if EngineCore dies."""
         self._check_usable()
         return self.client.events(conflate=conflate)

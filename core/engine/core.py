@@ -44,7 +44,6 @@ class EngineCore:
         self.step_count = 0  # steps taken
         self.paused = False  # set by the busy loop's control handling; reported in events
         self.step_interval_s = 0.0  # slow motion: the busy loop starts steps at most this often
-        self.num_dropped_events = 0  # set by the publisher: events subscribers did not get
         self.total_output_tokens = 0  # tokens generated since start
         self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
@@ -166,7 +165,7 @@ class EngineCore:
             num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
             blocks_allocated=allocated, blocks_freed=freed, preempted=preempted, finished=finished,
             rejected=rejected, prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
-            num_dropped_events=self.num_dropped_events, total_output_tokens=self.total_output_tokens,
+            num_dropped_events=0, total_output_tokens=self.total_output_tokens,
             total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
         )
 

@@ -299,7 +299,6 @@ class EngineCoreProc:
             if isinstance(item, StepEvent):
                 if publisher is not None:
                     publisher.publish(item)
-                    self.core.num_dropped_events = publisher.pending_drops
             elif item is not None:
                 self.out_sock.send(wire.encode(item))
             if publisher is not None and publisher.new_subscribers():

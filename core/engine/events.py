@@ -77,10 +77,36 @@ class StepEvent(msgspec.Struct, frozen=True):
     rejected: list[RequestEnd]  # requests refused at admission this step
     prefix_cache_queries: int  # total prompt tokens looked up in the prefix cache so far
     prefix_cache_hits: int  # of which found in the cache
-    num_dropped_events: int  # events not delivered to subscribers since the last delivered one
+    num_dropped_events: int  # step events this subscriber missed just before this one (MissedEvents sets it)
     total_output_tokens: int  # tokens generated since the engine started
     total_preemptions: int = 0  # preemptions since the engine started
     step_interval_ms: float = 0.0  # slow motion: the least time between step starts (0 = full speed)
+
+
+class MissedEvents:
+    """A subscriber's own count of the step events it did not get.
+
+    Every engine step publishes exactly one event with the next step number, and a subscriber
+    that falls behind loses events at its own full queue (the engine never waits, and other
+    subscribers are unaffected). So a jump in step numbers is what this subscriber missed;
+    `mark` writes it into the event's `num_dropped_events`. Snapshots repeat the latest step
+    number and only move the mark forward.
+    """
+
+    def __init__(self) -> None:
+        self.last_step: int | None = None  # step number of the latest event seen
+        self.total = 0  # events missed since the first one seen
+
+    def mark(self, event: StepEvent) -> StepEvent:
+        missed = 0
+        if not event.is_snapshot and self.last_step is not None:
+            missed = max(0, event.step - self.last_step - 1)
+        if self.last_step is None or event.step > self.last_step:
+            self.last_step = event.step
+        self.total += missed
+        if missed == event.num_dropped_events:
+            return event
+        return msgspec.structs.replace(event, num_dropped_events=missed)
 
 
 def encode_event(event: StepEvent) -> bytes:

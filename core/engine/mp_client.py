@@ -33,7 +33,7 @@ from core.config import EngineConfig
 from core.engine import wire
 from core.engine.core_proc import EngineAddresses, run_engine_core
 from core.engine.errors import EngineDeadError, EngineStartupError
-from core.engine.events import StepEvent, decode_event
+from core.engine.events import MissedEvents, StepEvent, decode_event
 from core.engine.processor import EngineInfo
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
@@ -334,10 +334,12 @@ class AsyncMPClient(_MPClientBase):
             sock.setsockopt(zmq.RCVHWM, SUB_RCVHWM)
         sock.connect(self.events_address)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
+        missed = None if conflate else MissedEvents()  # conflating skips events on purpose
         try:
             while True:
                 if await sock.poll(POLL_MS):
-                    yield decode_event(await sock.recv())
+                    event = decode_event(await sock.recv())
+                    yield event if missed is None else missed.mark(event)
                     continue
                 if self.engine.closed:
                     return  # shut down: the stream ends

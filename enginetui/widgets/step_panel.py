@@ -32,7 +32,7 @@ class StepPanel(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._event: StepEvent | None = None  # latest step event
-        self._dropped = 0  # events the engine dropped on the way to us
+        self._dropped = 0  # step events that never reached the dashboard (it fell behind)
         self.border_title = "Step"
 
     def show(self, event: StepEvent | None, dropped: int) -> None:

@@ -101,6 +101,14 @@ class Subscriber:
             pass
 
 
+async def _read_until(events, got: list, pred) -> None:
+    """Append events from the async iterator to `got` until one satisfies `pred`."""
+    async for ev in events:
+        got.append(ev)
+        if pred(ev):
+            return
+
+
 def check_event(ev: StepEvent) -> None:
     """The event agrees with itself and the block pool (prefix caching is off)."""
     held = sum(len(r.block_ids) for r in ev.running) + sum(len(r.block_ids) for r in ev.waiting)
@@ -241,6 +249,35 @@ async def test_slow_motion_spaces_steps_and_keeps_serving(llm, has_tokenizer):
     for bad in (-1, 10.5, "fast"):
         with pytest.raises(ValueError, match="step interval"):
             await llm.set_step_interval(bad)
+
+
+async def test_a_subscriber_that_falls_behind_loses_only_its_own_events(llm, has_tokenizer):
+    """One subscriber reads every event while another stops reading: the first misses nothing;
+    the second, reading again, is told how many it missed."""
+    live = Subscriber(llm)
+    await live.ready()
+    lagging = llm.events()
+    greeting = await asyncio.wait_for(lagging.__anext__(), 10)
+    assert greeting.is_snapshot
+    outs = await asyncio.wait_for(collect(llm.generate(prompt(has_tokenizer, 1), greedy(300), "long")), 60)
+    assert len(outs[-1].outputs[0].token_ids) == 300
+    last = await live.wait_for(lambda ev: any(e.req_id == "long" for e in ev.finished))
+    steps = [e.step for e in live.events if not e.is_snapshot]
+    assert steps == list(range(steps[0], last.step + 1))  # every step, none missed
+    assert all(e.num_dropped_events == 0 for e in live.events)
+    await live.close()
+
+    got = []  # the lagging subscriber reads again: what was queued for it, then the gap
+    reader = asyncio.create_task(_read_until(lagging, got, lambda ev: ev.step > last.step))
+    await asyncio.sleep(0.5)
+    assert got and got[-1].step < last.step  # it lost the later events of "long"
+    await asyncio.wait_for(collect(llm.generate(prompt(has_tokenizer, 2), greedy(2), "next")), 10)
+    await asyncio.wait_for(reader, 10)
+    assert got[-1].num_dropped_events > 0
+    step_events = [e for e in got if not e.is_snapshot]
+    span = step_events[-1].step - step_events[0].step + 1
+    assert len(step_events) + sum(e.num_dropped_events for e in step_events) == span
+    await lagging.aclose()
 
 
 async def test_late_subscriber_gets_a_snapshot_of_running_requests(llm, has_tokenizer):

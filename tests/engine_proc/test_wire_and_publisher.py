@@ -1,4 +1,5 @@
-"""The wire messages round-trip through msgpack; the event publisher never blocks and counts drops."""
+"""The wire messages round-trip through msgpack; the event publisher never blocks, and a subscriber
+that falls behind loses only its own events, which it counts."""
 
 import time
 
@@ -8,7 +9,7 @@ import zmq
 
 from core.engine import wire
 from core.engine.event_publisher import EventPublisher
-from core.engine.events import SCHEMA_VERSION, StepEvent, decode_event
+from core.engine.events import SCHEMA_VERSION, MissedEvents, StepEvent, decode_event
 from core.engine.processor import EngineInfo
 from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 from core.sampling_params import SamplingParams
@@ -44,39 +45,63 @@ def test_input_and_output_messages_round_trip():
         wire.decode_output(wire.encode(wire.Shutdown()))
 
 
-def test_publisher_never_blocks_and_reports_drops(tmp_path):
+def subscriber(ctx: zmq.Context, address: str, rcvhwm: int) -> zmq.Socket:
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(address)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    return sock
+
+
+def test_a_stuck_subscriber_loses_only_its_own_events(tmp_path):
+    """The publisher never waits; a subscriber that stops reading loses events, the one that
+    keeps reading gets every one, and each counts its own gaps."""
+    address = f"ipc://{tmp_path}/ev"
     ctx = zmq.Context()
     try:
-        pub = EventPublisher(ctx, f"ipc://{tmp_path}/ev", hwm=2)
-        assert pub.publish(make_event(0))  # no subscriber: sent into the void, not a drop
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.RCVHWM, 1)
-        sub.setsockopt(zmq.LINGER, 0)
-        sub.connect(f"ipc://{tmp_path}/ev")
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        pub = EventPublisher(ctx, address, hwm=2)
+        pub.publish(make_event(0))  # no subscriber yet: sent into the void
+        stuck, live = subscriber(ctx, address, 1), subscriber(ctx, address, 1)
         deadline = time.monotonic() + 5
-        while not pub.new_subscribers():  # XPUB reports the subscription
+        joined = 0
+        while joined < 2:  # XPUB reports both subscriptions
+            joined += pub.new_subscribers()
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        live_missed, live_steps = MissedEvents(), []
         t0 = time.monotonic()
-        sent = [pub.publish(make_event(step, pad=500)) for step in range(1, 3001)]  # a subscriber that never reads
-        assert time.monotonic() - t0 < 10  # never waited for it
-        assert not all(sent) and pub.total_drops > 0 and pub.pending_drops > 0
-        while sub.poll(200):  # the subscriber catches up
-            sub.recv()
-        for _ in range(100):  # the pipe reopens asynchronously; a failed try is one more drop
-            dropped = pub.pending_drops
-            if pub.publish(make_event(5000)):
+        for step in range(1, 3001):
+            pub.publish(make_event(step, pad=500))
+            assert live.poll(2000)  # the live reader takes each event as it comes
+            live_steps.append(live_missed.mark(decode_event(live.recv())).step)
+        assert time.monotonic() - t0 < 10  # never waited for the stuck one
+        stuck_missed, stuck_events = MissedEvents(), []
+        while stuck.poll(200):  # the stuck one reads what was queued for it: far from everything
+            stuck_events.append(stuck_missed.mark(decode_event(stuck.recv())))
+        assert 0 < len(stuck_events) < 3000
+        for step in range(3001, 3201):  # it reads again: the next event it gets shows the gap
+            pub.publish(make_event(step))
+            assert live.poll(2000)
+            live_steps.append(live_missed.mark(decode_event(live.recv())).step)
+            if stuck.poll(50):
+                stuck_events.append(stuck_missed.mark(decode_event(stuck.recv())))
                 break
-            time.sleep(0.05)
-        got = None
-        while sub.poll(1000):
-            got = decode_event(sub.recv())
-            if got.step == 5000:
-                break
-        assert got is not None and got.step == 5000 and got.num_dropped_events == dropped
-        assert pub.pending_drops == 0
-        sub.close()
+        assert live_steps == list(range(1, step + 1)) and live_missed.total == 0
+        assert stuck_events[-1].num_dropped_events > 0 and stuck_missed.total > 0
+        first, last = stuck_events[0].step, stuck_events[-1].step
+        assert len(stuck_events) + stuck_missed.total == last - first + 1
+        assert pub.num_published == step + 1
+        stuck.close()
+        live.close()
         pub.close()
     finally:
         ctx.destroy(linger=0)
+
+
+def test_missed_events_are_counted_from_step_gaps_and_snapshots_only_move_the_mark():
+    missed = MissedEvents()
+    snapshot = msgspec.structs.replace(make_event(7), is_snapshot=True)
+    seen = [missed.mark(e).num_dropped_events for e in (make_event(3), make_event(4), snapshot, make_event(8),
+                                                          make_event(12), make_event(13))]
+    assert seen == [0, 0, 0, 0, 3, 0] and missed.total == 3
