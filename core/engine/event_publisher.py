@@ -25,7 +25,6 @@ class EventPublisher:
         self.sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # report every subscription, not just the first
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.bind(address)
-        self.num_published = 0  # events handed to zmq (each subscriber gets it unless its queue is full)
 
     def publish(self, event: StepEvent) -> None:
         """Send without blocking (a full subscriber loses this event, the others do not)."""
@@ -33,7 +32,6 @@ class EventPublisher:
         # it a reader that keeps up can look full, since send() takes them in only now and then.
         self.sock.getsockopt(zmq.EVENTS)
         self.sock.send(encode_event(event), zmq.NOBLOCK)
-        self.num_published += 1
 
     def new_subscribers(self) -> int:
         """How many subscriptions arrived since the last call (never blocks)."""

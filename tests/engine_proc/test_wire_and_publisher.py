@@ -91,7 +91,6 @@ def test_a_stuck_subscriber_loses_only_its_own_events(tmp_path):
         assert stuck_events[-1].num_dropped_events > 0 and stuck_missed.total > 0
         first, last = stuck_events[0].step, stuck_events[-1].step
         assert len(stuck_events) + stuck_missed.total == last - first + 1
-        assert pub.num_published == step + 1
         stuck.close()
         live.close()
         pub.close()
