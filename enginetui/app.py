@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Footer
@@ -148,10 +149,14 @@ class EngineTUI(App[None]):
         key = (s.version, self.selected, self.phase)
         if key == self._drawn:
             return
+        try:
+            title = self.query_one(TitleBar)
+        except NoMatches:  # a last timer tick while the app closes: its widgets are gone
+            return
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
         running = "paused" if s.paused else "running"
-        self.query_one(TitleBar).show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
+        title.show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
                                       s.step_interval_ms)
         self.query_one(RequestsTable).show(s.ordered(), self.selected)
         block_size = s.latest.block_size if s.latest else 0

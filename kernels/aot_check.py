@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from kernels.variants import DEFAULT, VARIANTS, AttentionVariant
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TARGETS = {"sm_80": 80, "sm_90": 90}  # A100; H100 / H200
 # name: (num_heads, num_kv_heads, head_size, block_size)
@@ -33,7 +35,6 @@ ATTENTION_SHAPES = {
     "GQA 32/8 heads h128 b16": (32, 8, 128, 16),
     "32 heads h128 b32": (32, 32, 128, 32),
 }
-VARIANTS = [(None, 4), (64, 4), (128, 4), (64, 8), (128, 8)]  # (tile_n, num_warps) as kernels.gpu_check times
 
 
 @dataclass(slots=True)
@@ -116,15 +117,15 @@ def attention_launches(full: bool):
     from kernels.triton_paged_attention import paged_attention_launch
 
     shapes = ATTENTION_SHAPES if full else dict(list(ATTENTION_SHAPES.items())[:3])
-    variants = VARIANTS if full else VARIANTS[:2]
+    variants = VARIANTS if full else [DEFAULT, AttentionVariant(tile_n=64, num_splits=4)]
     for shape, (heads, kv_heads, head_size, block_size) in shapes.items():
         for dtype_name, dtype in DTYPES.items():
             batch = make_paged_batch([1, 5], [20, 40], num_heads=heads, num_kv_heads=kv_heads,
                                      head_size=head_size, block_size=block_size, dtype=dtype)
-            for tile_n, num_warps in variants:
-                launch = paged_attention_launch(*batch.args(), torch.empty_like(batch.query), tile_n, num_warps)
-                tile = "default tile" if tile_n is None else f"tile_n {tile_n}"
-                yield f"{shape}, {dtype_name}, {tile}, {num_warps} warps", launch
+            for variant in variants:
+                launch, _ = paged_attention_launch(*batch.args(), torch.empty_like(batch.query), variant.tile_n,
+                                                   variant.num_warps, variant.num_splits)
+                yield f"{shape}, {dtype_name}, {variant}", launch
 
 
 def cache_write_launches():

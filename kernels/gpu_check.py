@@ -24,6 +24,7 @@ import torch
 from kernels.dispatch import BACKEND_ENV
 from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from kernels.variants import DEFAULT, VARIANTS, AttentionVariant
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -43,9 +44,9 @@ class Plan:
     # name: (num_reqs, context_len, num_heads, num_kv_heads, head_size), decode steps in bf16, block 16
     bench_cases: dict[str, tuple]
     bench_iters: int  # timed calls per benchmark case
-    # (tile_n, num_warps) launch variants of the attention kernel: parity on the last parity case,
-    # then timed on every bench case; (None, 4) is the default launch
-    variants: list[tuple[int | None, int]]
+    # launch variants of the attention kernel: parity on the last parity case, then timed on
+    # every bench case; the first is the default launch
+    variants: list[AttentionVariant]
     copy_bytes: int  # size of the device-to-device copy that measures the bandwidth ceiling
     engine_optional: bool  # a core.LLM that cannot be imported is a skip (smoke run), not a failure
 
@@ -78,7 +79,7 @@ def full_plan() -> Plan:
             "decode 64 x ctx 1024, 12 heads, h64 (opt-125m)": (64, 1024, 12, 12, 64),
         },
         bench_iters=20,
-        variants=[(None, 4), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)],
+        variants=VARIANTS,
         copy_bytes=2 * 1024**3,
         engine_optional=False,
     )
@@ -98,7 +99,7 @@ def smoke_plan() -> Plan:
         num_blocks=64,
         bench_cases={"decode 4 x ctx 64, 4 heads, h16": (4, 64, 4, 4, 16)},
         bench_iters=2,
-        variants=[(None, 4), (32, 8)],
+        variants=[DEFAULT, AttentionVariant(tile_n=32, num_warps=8, num_splits=3)],
         copy_bytes=1024**2,
         engine_optional=True,
     )
@@ -177,22 +178,17 @@ def check_kernel_parity(plan: Plan, report: Report) -> None:
                        "bitwise equal" if same else "differs")
 
     name, (q_lens, seq_lens, heads, kv_heads, head_size, block_size) = list(plan.parity_cases.items())[-1]
-    for tile_n, num_warps in plan.variants[1:]:
+    for variant in plan.variants[1:]:
         for dtype in DTYPES:
             batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
                                      block_size=block_size, dtype=dtype, device=plan.device)
             out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
-            paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=num_warps)
+            paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
             err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
             tol = REL_TOL[dtype]
-            report.add("attention parity", f"{name}, {variant_name(tile_n, num_warps)}, "
+            report.add("attention parity", f"{name}, {variant}, "
                        f"{str(dtype).removeprefix('torch.')}", err < tol, f"rel err {err:.2e}", f"(tol {tol:.0e})",
                        rel_err=err, tol=tol)
-
-
-def variant_name(tile_n: int | None, num_warps: int) -> str:
-    """How a launch variant reads in the table."""
-    return f"{'default tile' if tile_n is None else f'tile_n {tile_n}'}, {num_warps} warps"
 
 
 def check_e2e(plan: Plan, report: Report) -> None:
@@ -247,18 +243,18 @@ def bench_decode(plan: Plan, report: Report) -> None:
         kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
         q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
         ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
-        for tile_n, num_warps in plan.variants:
+        for variant in plan.variants:
             def call():
-                paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=num_warps)
+                paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
 
             runs = [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)]
             triton_ms = min(runs)
             gb_s = (kv_bytes + q_out_bytes) / (triton_ms * 1e-3) / 1e9
-            report.add("decode attention bf16", f"{name}, {variant_name(tile_n, num_warps)}", None,
+            report.add("decode attention bf16", f"{name}, {variant}", None,
                        f"{triton_ms:.3f} ms, {gb_s:.0f} GB/s",
                        f"({gb_s / ceiling:.0%} of copy; runs {runs[0]:.3f} / {runs[1]:.3f} ms; "
                        f"torch reference {ref_ms:.3f} ms)",
-                       tile_n=tile_n, num_warps=num_warps, triton_ms=triton_ms, runs_ms=runs, ref_ms=ref_ms,
+                       **variant.kwargs(), triton_ms=triton_ms, runs_ms=runs, ref_ms=ref_ms,
                        gb_s=gb_s, bytes=kv_bytes + q_out_bytes)
 
 

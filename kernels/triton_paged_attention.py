@@ -10,9 +10,15 @@ programs exit at once. Each program walks the request's keys up to its last quer
 tiles of TILE_N keys (one cache block for block sizes of 16 and more; several smaller blocks
 otherwise, each key looked up through the block table), with an online (flash-attention)
 softmax accumulated in fp32.
+
+With num_splits > 1 (flash-decoding) a third grid axis shares each tile's key range among
+programs: each writes its unnormalized output, running max and denominator, and
+`combine_splits` merges them. It gives a long decode more programs than (request, kv head)
+pairs alone; whether that pays is for a GPU run to show (kernels.gpu_check times it).
 """
 
 import os
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -66,6 +72,10 @@ def _paged_attention_kernel(
     stride_c_head,
     stride_c_dim,
     stride_bt_req,
+    part_acc_ptr,  # [NUM_SPLITS, num_tokens, num_heads, head_size] fp32 (NUM_SPLITS > 1 only)
+    part_ml_ptr,  # [NUM_SPLITS, num_tokens, num_heads, 2] fp32: running max and denominator (idem)
+    stride_part_split,  # num_tokens * num_heads: one split's (token, head) rows
+    num_heads,
     GROUP: tl.constexpr,  # query heads per kv head
     BLOCK_Q: tl.constexpr,  # query tokens per tile
     BLOCK_M: tl.constexpr,  # rows per tile: BLOCK_Q * GROUP, rounded up to a power of two >= 16
@@ -74,8 +84,10 @@ def _paged_attention_kernel(
     HEAD_SIZE: tl.constexpr,
     DOT_DTYPE: tl.constexpr,  # operand dtype of both tl.dot calls
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 operands (no tf32), else the default
+    NUM_SPLITS: tl.constexpr,  # 1: write the output; > 1: each split writes partial results
 ):
-    """Program (tile, kv_head): online-softmax attention of one query tile over its request's keys."""
+    """Program (tile, kv_head, split): online-softmax attention of one query tile over its
+    request's keys, or over this split's share of them (flash-decoding) when NUM_SPLITS > 1."""
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
     req = _find_request(query_start_loc_ptr, tile, num_reqs, BLOCK_Q)
@@ -104,14 +116,18 @@ def _paged_attention_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)  # [BLOCK_M] running softmax denominator
     acc = tl.zeros([BLOCK_M, HEAD_SIZE], tl.float32)  # [BLOCK_M, HEAD_SIZE] running numerator
 
-    # Keys after the tile's last query are never visible; the first tile holds key 0, visible to
-    # every row, so every row's running max is finite after the first step.
+    # Keys after the tile's last query are never visible. Key 0 is visible to every row, so the
+    # first split's running maxima are finite; a later split may hold no key visible to a row.
     last_pos = context_len + tl.minimum((q_tile + 1) * BLOCK_Q, q_len) - 1
     num_kv_tiles = last_pos // TILE_N + 1
+    split = tl.program_id(2)
+    tiles_per_split = tl.cdiv(num_kv_tiles, NUM_SPLITS)
+    first_tile = split * tiles_per_split
+    end_tile = tl.minimum(num_kv_tiles, first_tile + tiles_per_split)
     offs_n = tl.arange(0, TILE_N)  # [TILE_N]
     bt_row = block_table_ptr + req.to(tl.int64) * stride_bt_req
     head_off = kv_head.to(tl.int64) * stride_c_head
-    for j in range(0, num_kv_tiles):
+    for j in range(first_tile, end_tile):
         k_pos = j * TILE_N + offs_n  # [TILE_N] absolute key position
         in_seq = k_pos < seq_len  # [TILE_N] slots past seq_len hold garbage: never load them
         block = tl.load(bt_row + k_pos // BLOCK_SIZE, mask=in_seq, other=0).to(tl.int64)  # [TILE_N]
@@ -130,18 +146,25 @@ def _paged_attention_kernel(
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, TILE_N]
         s = tl.where(k_pos[None, :] <= q_pos[:, None], s, float("-inf"))  # [BLOCK_M, TILE_N] causal
         m_new = tl.maximum(m_i, tl.max(s, 1))  # [BLOCK_M]
-        p = tl.exp2(s - m_new[:, None])  # [BLOCK_M, TILE_N]
-        alpha = tl.exp2(m_i - m_new)  # [BLOCK_M] rescale of what was accumulated so far
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # [BLOCK_M] no visible key yet: p = 0, not NaN
+        p = tl.exp2(s - m_use[:, None])  # [BLOCK_M, TILE_N]
+        alpha = tl.exp2(m_i - m_use)  # [BLOCK_M] rescale of what was accumulated so far
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    o = acc / l_i[:, None]  # [BLOCK_M, HEAD_SIZE]
-    tl.store(
-        out_ptr + tok[:, None] * stride_o_tok + head[:, None] * stride_o_head + dims[None, :] * stride_o_dim,
-        o.to(out_ptr.dtype.element_ty),
-        mask=row_valid[:, None],
-    )
+    if NUM_SPLITS == 1:
+        o = acc / l_i[:, None]  # [BLOCK_M, HEAD_SIZE]
+        tl.store(
+            out_ptr + tok[:, None] * stride_o_tok + head[:, None] * stride_o_head + dims[None, :] * stride_o_dim,
+            o.to(out_ptr.dtype.element_ty),
+            mask=row_valid[:, None],
+        )
+    else:  # unnormalized partials; combine_splits() merges the splits
+        part = split * stride_part_split + tok * num_heads + head  # [BLOCK_M] (split, token, head) row
+        tl.store(part_acc_ptr + part[:, None] * HEAD_SIZE + dims[None, :], acc, mask=row_valid[:, None])
+        tl.store(part_ml_ptr + part * 2, m_i, mask=row_valid)
+        tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=row_valid)
 
 
 def _dot_dtype(dtype: torch.dtype) -> tuple[tl.dtype, str]:
@@ -163,6 +186,14 @@ def _tile_shape(group: int) -> tuple[int, int]:
     return max(1, block_m // group), block_m
 
 
+@dataclass(slots=True)
+class SplitPartials:
+    """What the splits of one flash-decoding launch write, for `combine_splits`."""
+
+    acc: torch.Tensor  # [num_splits, num_tokens, num_heads, head_size] fp32 unnormalized outputs
+    ml: torch.Tensor  # [num_splits, num_tokens, num_heads, 2] fp32 running max (base 2) and denominator
+
+
 def paged_attention_triton(
     query: torch.Tensor,  # [num_tokens, num_heads, head_size]
     key_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_size]
@@ -174,22 +205,28 @@ def paged_attention_triton(
     out: torch.Tensor | None = None,  # [num_tokens, num_heads, head_size]
     tile_n: int | None = None,  # keys per inner step, a power of two >= 16; default one block (>= 16)
     num_warps: int = 4,  # warps per program
+    num_splits: int = 1,  # > 1: each query tile's keys are shared among this many programs
 ) -> torch.Tensor:
-    """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch.
+    """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch
+    (plus one combine when num_splits > 1).
 
-    `tile_n` and `num_warps` change only the speed (kernels.gpu_check times the variants)."""
+    `tile_n`, `num_warps` and `num_splits` change only the speed (kernels.gpu_check times them)."""
     if out is None:
         out = torch.empty_like(query)
-    launch = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
-                                    out, tile_n, num_warps)
+    launch, partials = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table,
+                                              scale, out, tile_n, num_warps, num_splits)
     if launch is not None:
         launch.run()
+    if partials is not None:
+        combine_splits(partials, out)
     return out
 
 
 def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale: float,
-                           out: torch.Tensor, tile_n: int | None, num_warps: int) -> Launch | None:
-    """The launch `paged_attention_triton` makes (same arguments), or None when there is nothing to do."""
+                           out: torch.Tensor, tile_n: int | None, num_warps: int,
+                           num_splits: int = 1) -> tuple[Launch | None, SplitPartials | None]:
+    """The launch `paged_attention_triton` makes (same arguments) and the partials its splits
+    write (None for one split); (None, None) when there is nothing to do."""
     num_tokens, num_heads, head_size = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
     num_reqs = seq_lens.shape[0]
@@ -203,18 +240,37 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
         tile_n = max(16, triton.next_power_of_2(block_size))
     if tile_n < 16 or tile_n & (tile_n - 1):
         raise ValueError(f"tile_n must be a power of two >= 16, got {tile_n}")
+    if num_splits < 1:
+        raise ValueError(f"num_splits must be at least 1, got {num_splits}")
     if num_tokens == 0 or num_reqs == 0:
-        return None
+        return None, None
 
+    partials = None
+    if num_splits > 1:
+        partials = SplitPartials(
+            acc=torch.empty(num_splits, num_tokens, num_heads, head_size, dtype=torch.float32, device=query.device),
+            ml=torch.empty(num_splits, num_tokens, num_heads, 2, dtype=torch.float32, device=query.device),
+        )
+    part_acc, part_ml = (partials.acc, partials.ml) if partials else (out, out)  # unused with one split
     group = num_heads // num_kv_heads
     block_q, block_m = _tile_shape(group)
     dot_dtype, dot_precision = _dot_dtype(query.dtype)
     args = (
         out, query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale * LOG2E, num_reqs,
         *query.stride(), *out.stride(), *key_cache.stride(), block_table.stride(0),
+        part_acc, part_ml, num_tokens * num_heads, num_heads,
     )
     meta = dict(
         GROUP=group, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_SIZE=block_size, TILE_N=tile_n, HEAD_SIZE=head_size,
-        DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, num_warps=num_warps,
+        DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, NUM_SPLITS=num_splits, num_warps=num_warps,
     )
-    return Launch(_paged_attention_kernel, (num_tokens // block_q + num_reqs, num_kv_heads), args, meta)
+    grid = (num_tokens // block_q + num_reqs, num_kv_heads, num_splits)
+    return Launch(_paged_attention_kernel, grid, args, meta), partials
+
+
+def combine_splits(partials: SplitPartials, out: torch.Tensor) -> None:
+    """Merge the splits' online-softmax partials into `out` ([num_tokens, num_heads, head_size])."""
+    m, l = partials.ml.unbind(-1)  # [num_splits, num_tokens, num_heads] each
+    weight = torch.exp2(m - m.amax(0))  # [num_splits, num_tokens, num_heads]; 0 for splits with no visible key
+    merged = (partials.acc * weight[..., None]).sum(0) / (l * weight).sum(0)[..., None]  # [num_tokens, heads, dim]
+    out.copy_(merged)
