@@ -146,7 +146,10 @@ def _paged_attention_kernel(
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, TILE_N]
         s = tl.where(k_pos[None, :] <= q_pos[:, None], s, float("-inf"))  # [BLOCK_M, TILE_N] causal
         m_new = tl.maximum(m_i, tl.max(s, 1))  # [BLOCK_M]
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # [BLOCK_M] no visible key yet: p = 0, not NaN
+        if NUM_SPLITS > 1:  # a split may hold no key visible to a row: keep its p at 0, not NaN
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # [BLOCK_M]
+        else:  # key 0, in the first step, is visible to every row
+            m_use = m_new
         p = tl.exp2(s - m_use[:, None])  # [BLOCK_M, TILE_N]
         alpha = tl.exp2(m_i - m_use)  # [BLOCK_M] rescale of what was accumulated so far
         l_i = l_i * alpha + tl.sum(p, 1)
