@@ -20,10 +20,10 @@ status=0
     $py -c "import torch, triton, transformers; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__)"
 } 2>&1 | tee "$out/machine.txt"
 
-timeout 330 $py -m kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
-timeout 240 $py -m enginetui bench throughput "${model[@]}" --preset mixed --compare hf --hf-batch-sizes 16 32 64 \
+timeout 270 $py -m kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
+timeout 200 $py -m enginetui bench throughput "${model[@]}" --preset mixed --compare hf --hf-batch-sizes 16 32 64 \
     --json "$out/throughput.json" 2>&1 | tee "$out/throughput.log" || status=1
-timeout 120 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
+timeout 100 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
 
 # The summaries last, where a truncated log still shows them.
 echo
