@@ -148,7 +148,8 @@ class AsyncLLM:
     async def set_step_interval(self, seconds: float) -> None:
         """Slow motion, to watch the engine work: while there is work, start a step at most every
         `seconds` (0 = full speed). Requests, aborts and controls are still served at once."""
-        if not isinstance(seconds, int | float) or not 0.0 <= seconds <= wire.MAX_STEP_INTERVAL_S:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0.0 <= seconds <= wire.MAX_STEP_INTERVAL_S:
             raise ValueError(f"step interval must be between 0 and {wire.MAX_STEP_INTERVAL_S:g} s, got {seconds!r}")
         await self._control("set_step_interval", float(seconds))
 

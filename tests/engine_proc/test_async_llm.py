@@ -250,7 +250,7 @@ async def test_slow_motion_spaces_steps_and_keeps_serving(llm, has_tokenizer):
         await llm.set_step_interval(0)
         await sub.close()
     assert (await llm.snapshot()).step_interval_ms == 0
-    for bad in (-1, 10.5, "fast"):
+    for bad in (-1, 10.5, "fast", True, float("nan")):
         with pytest.raises(ValueError, match="step interval"):
             await llm.set_step_interval(bad)
 
