@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import AsyncIterator
 
-
 from core.config import EngineConfig
 from core.engine import wire
 from core.engine.core import EngineCore

@@ -2,11 +2,10 @@
 
 import random
 
-
 from core import LLM, SamplingParams
-from tests.sched.test_scheduler import make_scheduler, run_step
 from core.request import Request, RequestStatus
 from core.sampling_params import SamplingParams as SP
+from tests.sched.test_scheduler import make_scheduler, run_step
 
 
 def req(rid, tokens, max_tokens=2):
