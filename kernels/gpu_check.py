@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from kernels.dispatch import BACKEND_ENV
-from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from kernels.paged_batch import REL_TOL, PagedBatch, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
 from kernels.variants import DEFAULT, VARIANTS, AttentionVariant
 
@@ -150,20 +150,14 @@ def time_ms(fn, iters: int, device: str) -> float:
 
 
 def check_kernel_parity(plan: Plan, report: Report) -> None:
-    """Both Triton kernels against the reference, on poisoned caches and NaN-filled outputs."""
-    from kernels.triton_paged_attention import paged_attention_triton
+    """Both Triton kernels against the reference, on poisoned caches and NaN-filled outputs; then
+    every other launch variant of the attention kernel on the last case."""
     from kernels.triton_reshape_and_cache import reshape_and_cache_triton
 
-    for name, (q_lens, seq_lens, heads, kv_heads, head_size, block_size) in plan.parity_cases.items():
+    for name, case in plan.parity_cases.items():
+        _, _, _, kv_heads, _, block_size = case
         for dtype in DTYPES:
-            batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
-                                     block_size=block_size, dtype=dtype, device=plan.device)
-            out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
-            paged_attention_triton(*batch.args(), out=out)
-            err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
-            tol = REL_TOL[dtype]
-            report.add("attention parity", f"{name}, {str(dtype).removeprefix('torch.')}", err < tol,
-                       f"rel err {err:.2e}", f"(tol {tol:.0e})", rel_err=err, tol=tol)
+            batch = attention_parity(plan, report, name, case, dtype, DEFAULT)
 
             # reshape_and_cache: this batch's queries as new K/V rows, every third token padding (-1).
             key = batch.query[:, :kv_heads]  # [num_tokens, num_kv_heads, head_size] strided view
@@ -174,21 +168,35 @@ def check_kernel_parity(plan: Plan, report: Report) -> None:
             reshape_and_cache_triton(key, value, caches[0], caches[1], slots)
             reshape_and_cache_ref(key, value, caches[2], caches[3], slots)
             same = all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) for a, b in zip(caches[:2], caches[2:]))
-            report.add("cache-write parity", f"{name}, {str(dtype).removeprefix('torch.')}", same,
+            report.add("cache-write parity", f"{name}, {dtype_name(dtype)}", same,
                        "bitwise equal" if same else "differs")
 
-    name, (q_lens, seq_lens, heads, kv_heads, head_size, block_size) = list(plan.parity_cases.items())[-1]
+    name, case = list(plan.parity_cases.items())[-1]
     for variant in plan.variants[1:]:
         for dtype in DTYPES:
-            batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
-                                     block_size=block_size, dtype=dtype, device=plan.device)
-            out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
-            paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
-            err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
-            tol = REL_TOL[dtype]
-            report.add("attention parity", f"{name}, {variant}, "
-                       f"{str(dtype).removeprefix('torch.')}", err < tol, f"rel err {err:.2e}", f"(tol {tol:.0e})",
-                       rel_err=err, tol=tol)
+            attention_parity(plan, report, f"{name}, {variant}", case, dtype, variant)
+
+
+def attention_parity(plan: Plan, report: Report, label: str, case: tuple, dtype: torch.dtype,
+                     variant: AttentionVariant) -> PagedBatch:
+    """One row: the attention kernel launched as `variant` against the reference on a fresh
+    batch of `case`; returns the batch."""
+    from kernels.triton_paged_attention import paged_attention_triton
+
+    q_lens, seq_lens, heads, kv_heads, head_size, block_size = case
+    batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
+                             block_size=block_size, dtype=dtype, device=plan.device)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
+    err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
+    tol = REL_TOL[dtype]
+    report.add("attention parity", f"{label}, {dtype_name(dtype)}", err < tol, f"rel err {err:.2e}",
+               f"(tol {tol:.0e})", rel_err=err, tol=tol)
+    return batch
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def check_e2e(plan: Plan, report: Report) -> None:
