@@ -13,7 +13,7 @@ class EngineCoreRequest(msgspec.Struct, kw_only=True):
     request_id: str  # client-visible id, unique among live requests
     prompt_token_ids: list[int]  # tokenized prompt
     sampling_params: SamplingParams  # validated sampling parameters
-    eos_token_id: int | None  # EOS of the tokenizer / model (None: never stop on EOS)
+    eos_token_ids: list[int]  # EOS ids of the tokenizer and the model's generation config (empty: never stop on EOS)
     arrival_time: float  # time.time() when the client accepted it
     priority: int = 0  # lower runs first under the priority policy
 

@@ -24,7 +24,7 @@ class Request:
     """Progress of one request: `num_computed_tokens` catches up with `num_tokens`."""
 
     __slots__ = (
-        "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_id",
+        "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_ids",
         "arrival_time", "priority", "status", "num_computed_tokens", "num_cached_tokens",
         "num_preemptions", "max_tokens", "first_scheduled_time", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
     )
@@ -34,7 +34,7 @@ class Request:
         request_id: str,
         prompt_token_ids: list[int],
         sampling_params: SamplingParams,
-        eos_token_id: int | None,
+        eos_token_ids: list[int],
         arrival_time: float,
         priority: int = 0,
         max_tokens: int = 16,
@@ -43,7 +43,7 @@ class Request:
         self.prompt_token_ids = prompt_token_ids  # the prompt, tokenized
         self.output_token_ids: list[int] = []  # generated tokens so far
         self.sampling_params = sampling_params  # how to sample and when to stop
-        self.eos_token_id = eos_token_id  # the model's EOS id (None: no EOS stop)
+        self.eos_token_ids = eos_token_ids  # the model's EOS ids (empty: no EOS stop)
         self.arrival_time = arrival_time  # time.time() when EngineCore received it
         self.priority = priority  # lower runs first under the priority policy
         self.status = RequestStatus.WAITING  # where it is in its life

@@ -56,7 +56,7 @@ class EngineCore:
     def add_request(self, req: EngineCoreRequest) -> None:
         params = req.sampling_params
         max_tokens = params.max_tokens if params.max_tokens is not None else self.max_model_len - len(req.prompt_token_ids)
-        request = Request(req.request_id, list(req.prompt_token_ids), params, req.eos_token_id,
+        request = Request(req.request_id, list(req.prompt_token_ids), params, req.eos_token_ids,
                           req.arrival_time, req.priority, max(max_tokens, 1))
         if req.request_id in self.scheduler.requests:
             request.max_tokens = max_tokens

@@ -13,6 +13,7 @@ from core.config import EngineConfig
 from core.engine.core import EngineCore
 from core.engine.events import StepEvent
 from core.engine.processor import EngineInfo
+from core.models.generation_config import generation_defaults
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 MULTIPROC_ENV = "ENGINETUI_MULTIPROC"
@@ -20,6 +21,7 @@ MULTIPROC_ENV = "ENGINETUI_MULTIPROC"
 
 def engine_info(core: EngineCore, pid: int) -> EngineInfo:
     """What a client needs to know about a started EngineCore."""
+    generation = generation_defaults(core.model_dir, core.hf_config)
     return EngineInfo(
         model_name=core.config.model or "default",
         model_dir=str(core.model_dir) if core.model_dir is not None else None,
@@ -29,7 +31,8 @@ def engine_info(core: EngineCore, pid: int) -> EngineInfo:
         block_size=core.config.block_size,
         device=str(core.config.torch_device),
         dtype=str(next(core.runner.model.parameters()).dtype).removeprefix("torch."),
-        eos_token_id=getattr(core.hf_config, "eos_token_id", None),
+        eos_token_ids=generation.eos_token_ids,
+        default_sampling=generation.sampling,
         pid=pid,
     )
 

@@ -19,7 +19,8 @@ class EngineInfo(msgspec.Struct, kw_only=True):
     block_size: int  # tokens per block
     device: str  # "cpu" / "cuda:0"
     dtype: str  # compute dtype
-    eos_token_id: int | None  # the model's EOS id from its config
+    eos_token_ids: list[int]  # the model's EOS ids (generation_config.json, else config.json)
+    default_sampling: dict[str, int | float]  # SamplingParams defaults from the generation config
     pid: int  # EngineCore's process id
 
 
@@ -30,15 +31,16 @@ class Processor:
         self.tokenizer = tokenizer  # HF tokenizer, or None when running on token ids only
         self.info = info  # limits of the engine
         eos = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
-        self.eos_token_id = eos if eos is not None else info.eos_token_id  # stop token for requests
+        # Stop tokens of every request: the tokenizer's EOS, then the model's (as vLLM unions them).
+        self.eos_token_ids = list(dict.fromkeys(([eos] if eos is not None else []) + info.eos_token_ids))
 
     def process(self, request_id: str, prompt: str | list[int], params: SamplingParams | None,
                 priority: int = 0) -> tuple[EngineCoreRequest, str | None]:
         """The engine request and the prompt text (None for token-id prompts)."""
         if not isinstance(request_id, str) or not request_id:
             raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
-        if params is None:
-            params = SamplingParams()
+        if params is None:  # the model's generation config supplies the defaults (vLLM's "auto")
+            params = SamplingParams(**self.info.default_sampling)
         if not isinstance(params, SamplingParams):
             raise ValueError(f"sampling params must be a SamplingParams, got {type(params).__name__}")
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -54,7 +56,7 @@ class Processor:
             )
         request = EngineCoreRequest(
             request_id=request_id, prompt_token_ids=token_ids, sampling_params=params,
-            eos_token_id=self.eos_token_id, arrival_time=time.time(), priority=priority,
+            eos_token_ids=self.eos_token_ids, arrival_time=time.time(), priority=priority,
         )
         return request, text
 

@@ -13,7 +13,7 @@ class NewRequestData:
     token_ids: list[int]  # every known token (prompt, plus outputs when resuming after preemption)
     num_prompt_tokens: int  # how many of token_ids are the prompt (penalties count only outputs)
     sampling_params: SamplingParams  # how to sample it
-    eos_token_id: int | None  # EOS id (blocked while min_tokens is not reached)
+    eos_token_ids: list[int]  # EOS ids (blocked while min_tokens is not reached)
     block_ids: list[int]  # its whole block table
     num_computed_tokens: int  # tokens already in the cache (prefix-cache hits) before this step
 

@@ -173,7 +173,7 @@ class Scheduler:
             token_ids=request.all_token_ids,
             num_prompt_tokens=request.num_prompt_tokens,
             sampling_params=request.sampling_params,
-            eos_token_id=request.eos_token_id,
+            eos_token_ids=request.eos_token_ids,
             block_ids=self.kv.block_ids(request.request_id),
             num_computed_tokens=request.num_computed_tokens,
         )
@@ -247,7 +247,7 @@ class Scheduler:
         params = request.sampling_params
         n_out = request.num_output_tokens
         if n_out >= params.min_tokens:
-            if not params.ignore_eos and token == request.eos_token_id:
+            if not params.ignore_eos and token in request.eos_token_ids:
                 request.status, request.finish_detail = RequestStatus.FINISHED_STOPPED, "EOS token"
                 return
             if params.stop_token_ids and token in params.stop_token_ids:

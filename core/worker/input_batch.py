@@ -18,7 +18,7 @@ class InputBatch:
         self.num_blocks = np.zeros(max_num_reqs, dtype=np.int64)  # [rows] block table lengths
         self.req_ids: list[str] = []  # row -> request id
         self.params: list[SamplingParams] = []  # row -> sampling params
-        self.eos_ids: list[int | None] = []  # row -> EOS token id
+        self.eos_ids: list[list[int]] = []  # row -> EOS token ids
         self.index: dict[str, int] = {}  # request id -> row
 
     @property
@@ -26,13 +26,13 @@ class InputBatch:
         return len(self.req_ids)
 
     def add(self, req_id: str, token_ids: list[int], num_prompt: int, params: SamplingParams,
-            eos_id: int | None, block_ids: list[int], num_computed: int) -> None:
+            eos_ids: list[int], block_ids: list[int], num_computed: int) -> None:
         row = len(self.req_ids)
         if row >= self.max_num_reqs:
             raise RuntimeError(f"input batch full ({self.max_num_reqs} rows)")
         self.req_ids.append(req_id)
         self.params.append(params)
-        self.eos_ids.append(eos_id)
+        self.eos_ids.append(eos_ids)
         self.index[req_id] = row
         n = len(token_ids)
         self.token_ids[row, :n] = token_ids

@@ -65,7 +65,7 @@ class ModelRunner:
         for new in out.scheduled_new_reqs:
             self.batch.remove(new.req_id)
             self.batch.add(new.req_id, new.token_ids, new.num_prompt_tokens, new.sampling_params,
-                           new.eos_token_id, new.block_ids, new.num_computed_tokens)
+                           new.eos_token_ids, new.block_ids, new.num_computed_tokens)
         cached = out.scheduled_cached_reqs
         for req_id, tokens, blocks, computed in zip(
             cached.req_ids, cached.new_token_ids, cached.new_block_ids, cached.num_computed_tokens
@@ -160,8 +160,8 @@ class ModelRunner:
             ids = []
             if n < p.min_tokens:
                 ids = list(p.stop_token_ids or [])
-                if b.eos_ids[r] is not None and not p.ignore_eos:
-                    ids.append(b.eos_ids[r])
+                if not p.ignore_eos:
+                    ids.extend(b.eos_ids[r])
             blocked.append(ids)
         wanted = [p.logprobs for p in params if p.logprobs is not None]
         return SamplingMetadata(

@@ -29,13 +29,13 @@ def make_event(step: int, pad: int = 0) -> StepEvent:
 
 
 def test_input_and_output_messages_round_trip():
-    req = EngineCoreRequest(request_id="r1", prompt_token_ids=[1, 2, 3], eos_token_id=2, arrival_time=1.5,
+    req = EngineCoreRequest(request_id="r1", prompt_token_ids=[1, 2, 3], eos_token_ids=[2], arrival_time=1.5,
                             sampling_params=SamplingParams(temperature=0.5, max_tokens=7, stop=["x"]), priority=3)
     for msg in (wire.AddRequest(request=req), wire.AbortRequests(request_ids=["a", "b"]),
                 wire.Control(call_id=4, op="step"), wire.Shutdown()):
         assert wire.decode_input(wire.encode(msg)) == msg
     info = EngineInfo(model_name="m", model_dir=None, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
-                      device="cpu", dtype="float32", eos_token_id=2, pid=123)
+                      device="cpu", dtype="float32", eos_token_ids=[2], default_sampling={"temperature": 0.6}, pid=123)
     outs = EngineCoreOutputs(outputs=[EngineCoreOutput(request_id="r1", new_token_ids=[5], finish_reason="length")],
                              step=9, timestamp=2.0)
     for msg in (wire.Ready(info=info), wire.StartupFailed(error="ValueError: no"), wire.Outputs(outputs=outs),

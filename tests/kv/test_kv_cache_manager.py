@@ -6,7 +6,7 @@ from core.sampling_params import SamplingParams
 
 
 def req(rid, n, start=3):
-    return Request(rid, list(range(start, start + n)), SamplingParams(), 2, 0.0, 0, 16)
+    return Request(rid, list(range(start, start + n)), SamplingParams(), [2], 0.0, 0, 16)
 
 
 def test_allocate_grows_block_tables_and_respects_the_pool():

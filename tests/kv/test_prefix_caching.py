@@ -9,7 +9,7 @@ from tests.sched.test_scheduler import make_scheduler, run_step
 
 
 def req(rid, tokens, max_tokens=2):
-    return Request(rid, list(tokens), SP(max_tokens=max_tokens, ignore_eos=True), 2, 0.0, 0, max_tokens)
+    return Request(rid, list(tokens), SP(max_tokens=max_tokens, ignore_eos=True), [2], 0.0, 0, max_tokens)
 
 
 def caching_scheduler(num_blocks=16, **kw):

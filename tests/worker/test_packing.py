@@ -19,7 +19,7 @@ def make_runner(block_size=16):
 
 def new_req(req_id, n_tokens, n_computed, blocks):
     return NewRequestData(req_id=req_id, token_ids=list(range(10, 10 + n_tokens)), num_prompt_tokens=n_tokens,
-                          sampling_params=SamplingParams(temperature=0), eos_token_id=2, block_ids=blocks,
+                          sampling_params=SamplingParams(temperature=0), eos_token_ids=[2], block_ids=blocks,
                           num_computed_tokens=n_computed)
 
 
