@@ -18,7 +18,7 @@ from core.engine.core import EngineCore
 from core.engine.core_client import engine_info
 from core.engine.errors import EngineDeadError
 from core.engine.events import MissedEvents, StepEvent
-from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
+from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 SUB_QUEUE_SIZE = 64  # events a subscriber may fall behind before they are dropped for it
 
@@ -48,7 +48,7 @@ class AsyncInprocClient:
             try:
                 core.add_request(request)
             except Exception as exc:  # noqa: BLE001 - a bad request fails alone
-                core.scheduler.pending_outputs.append(_error_output(request.request_id, wire.describe(exc)))
+                core.scheduler.report_error(request.request_id, wire.describe(exc))
         self._wake.set()
 
     async def abort_requests(self, request_ids: list[str]) -> None:
@@ -186,10 +186,6 @@ class AsyncInprocClient:
             except asyncio.QueueFull:
                 if queue.maxsize == 1:  # conflating subscriber: keep the newest
                     _put_latest(queue, event)
-
-
-def _error_output(request_id: str, error: str) -> EngineCoreOutput:
-    return EngineCoreOutput(request_id=request_id, new_token_ids=[], finish_reason="error", finish_detail=error)
 
 
 def _put_latest(queue: asyncio.Queue, item) -> None:

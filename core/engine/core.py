@@ -6,7 +6,7 @@ import time
 import torch
 
 from core.config import EngineConfig
-from core.engine.events import SCHEMA_VERSION, RequestProgress, StepEvent
+from core.engine.events import SCHEMA_VERSION, Preemption, RequestEnd, RequestProgress, StepEvent
 from core.engine.kv_sizing import num_kv_blocks
 from core.engine.wire import MAX_STEP_INTERVAL_S
 from core.models.loader import load_hf_config, load_model
@@ -71,8 +71,9 @@ class EngineCore:
         """True while a step would compute something or deliver pending outputs."""
         return self.scheduler.has_unfinished_requests() or self.scheduler.has_pending_outputs()
 
-    def reset_prefix_cache(self) -> None:
-        self.scheduler.kv.reset_prefix_cache()
+    def reset_prefix_cache(self) -> bool:
+        """Forget the prefix cache. False (nothing done) while requests hold blocks, as in vLLM."""
+        return self.scheduler.reset_prefix_cache()
 
     def set_step_interval(self, seconds: float) -> None:
         """Slow motion: while there is work, the loop driving this core starts a step at most every
@@ -93,10 +94,7 @@ class EngineCore:
         except Exception as exc:  # a failed forward fails the requests in it, not the engine
             log.exception("model step failed")
             result = ModelRunnerOutput(sampled={}, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)
-            self.scheduler.finish_requests(
-                list(sched_out.num_scheduled_tokens), RequestStatus.FINISHED_ERROR,
-                f"model step failed: {type(exc).__name__}: {exc}",
-            )
+            self.scheduler.fail_step(sched_out, f"model step failed: {type(exc).__name__}: {exc}")
         t2 = time.perf_counter()
         outputs = self.scheduler.update_from_output(sched_out, result.sampled, result.logprobs)
         t3 = time.perf_counter()
@@ -106,7 +104,7 @@ class EngineCore:
             self.scheduler.check_invariants()
         changes = self.scheduler.kv.pool.drain_step_changes()
         record = self.scheduler.drain_step_record()
-        self.total_preemptions += len(record[0])
+        self.total_preemptions += len(record.preempted)
         event = None
         if self.config.enable_step_events:
             event = self._build_event(sched_out, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, changes, record)
@@ -120,9 +118,11 @@ class EngineCore:
     # ---- events ----------------------------------------------------------------------------
 
     def _build_event(self, sched_out, sched_ms: float, exec_ms: float, update_ms: float, changes, record) -> StepEvent:
-        """`changes`: blocks allocated and freed this step; `record`: its preemptions, finishes, rejections."""
+        """`changes`: blocks allocated and freed this step; `record`: the scheduler's StepRecord."""
         allocated, freed = changes
-        preempted, finished, rejected = record
+        preempted = [Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted]
+        finished = [RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens) for e in record.finished]
+        rejected = [RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens) for e in record.rejected]
         event = self._event(
             is_snapshot=False, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
             scheduled=dict(sched_out.num_scheduled_tokens), num_prefill=sched_out.num_prefill_tokens,
@@ -152,7 +152,7 @@ class EngineCore:
         shared, cached_free = [], []
         if kv.enable_prefix_caching:
             shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ()) if b.ref_cnt > 1})
-            cached_free = [b.block_id for b in pool.cached.values() if b.ref_cnt == 0]
+            cached_free = kv.cached_free_block_ids()
         return StepEvent(
             version=SCHEMA_VERSION, step=self.step_count, time=time.time(), is_snapshot=is_snapshot,
             paused=self.paused, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,

@@ -73,8 +73,8 @@ class InprocClient:
     def snapshot(self) -> StepEvent:
         return self.core.snapshot()
 
-    def reset_prefix_cache(self) -> None:
-        self.core.reset_prefix_cache()
+    def reset_prefix_cache(self) -> bool:
+        return self.core.reset_prefix_cache()
 
     def shutdown(self) -> None:
         self.core = None

@@ -243,9 +243,7 @@ class EngineCoreProc:
         return False
 
     def _fail_request(self, request_id: str, error: str) -> None:
-        self.core.scheduler.pending_outputs.append(
-            EngineCoreOutput(request_id=request_id, new_token_ids=[], finish_reason="error", finish_detail=error)
-        )
+        self.core.scheduler.report_error(request_id, error)
 
     def _control(self, msg: wire.Control) -> None:
         core = self.core

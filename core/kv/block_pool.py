@@ -71,11 +71,23 @@ class BlockPool:
     def lookup(self, block_hash: int) -> KVBlock | None:
         return self.cached.get(block_hash)
 
-    def cache_block(self, block: KVBlock, block_hash: int) -> None:
-        """Make a full block findable by its hash (the first block with a given hash wins)."""
+    def cache_block(self, block: KVBlock, block_hash: int) -> bool:
+        """Make a full block findable by its hash (the first block with a given hash wins). True if it was."""
         if block.block_hash is None and block_hash not in self.cached:
             block.block_hash = block_hash
             self.cached[block_hash] = block
+            return True
+        return False
+
+    def uncache_block(self, block: KVBlock) -> None:
+        """Make a block unfindable by hash (its contents are not to be trusted)."""
+        if block.block_hash is not None:
+            if self.cached.get(block.block_hash) is block:
+                del self.cached[block.block_hash]
+            block.block_hash = None
+
+    def cached_free_block_ids(self) -> list[int]:
+        return [b.block_id for b in self.cached.values() if b.ref_cnt == 0]
 
     def reset_cache(self) -> None:
         """Forget every cached hash; blocks keep their owners."""

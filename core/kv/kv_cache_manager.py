@@ -20,6 +20,7 @@ class KVCacheManager:
         self.num_cached_blocks: dict[str, int] = {}  # request id -> how many of its blocks are published
         self.prefix_queries = 0  # prompt tokens looked up in the prefix cache
         self.prefix_hits = 0  # of which served from the cache
+        self.published_this_step: list[KVBlock] = []  # blocks made findable by hash in the current step
 
     @property
     def num_blocks(self) -> int:
@@ -27,6 +28,16 @@ class KVCacheManager:
 
     def block_ids(self, request_id: str) -> list[int]:
         return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+
+    def new_step(self) -> None:
+        """A schedule() begins: blocks published from now on belong to this step."""
+        self.published_this_step = []
+
+    def forget_step_blocks(self) -> None:
+        """The current step's forward failed: blocks published for it hold no KV, so unpublish them."""
+        for block in self.published_this_step:
+            self.pool.uncache_block(block)
+        self.published_this_step = []
 
     def get_computed_blocks(self, request: Request) -> tuple[list[KVBlock], int]:
         """The longest chain of cached full blocks matching the request's tokens, and the tokens it covers.
@@ -44,6 +55,10 @@ class KVCacheManager:
                 break
             blocks.append(block)
         return blocks, len(blocks) * self.block_size
+
+    def cached_free_block_ids(self) -> list[int]:
+        """Free blocks that still hold a findable prefix (reusable by a hit until evicted)."""
+        return self.pool.cached_free_block_ids()
 
     def record_lookup(self, num_tokens: int, num_hits: int) -> None:
         """Count an admitted request's prefix-cache lookup towards the hit rate."""
@@ -88,7 +103,8 @@ class KVCacheManager:
             return
         hashes = update_block_hashes(request, self.block_size)
         for i in range(start, end):
-            self.pool.cache_block(blocks[i], hashes[i])
+            if self.pool.cache_block(blocks[i], hashes[i]):
+                self.published_this_step.append(blocks[i])
         self.num_cached_blocks[request.request_id] = end
 
     def free(self, request: Request) -> int:
@@ -98,10 +114,12 @@ class KVCacheManager:
         self.pool.free_blocks(list(reversed(blocks)))
         return len(blocks)
 
-    def reset_prefix_cache(self) -> None:
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block, as vLLM does: only when no block is in use. True if it reset."""
+        if self.pool.num_free_blocks != self.pool.num_blocks:
+            return False
         self.pool.reset_cache()
-        for req_id in self.num_cached_blocks:
-            self.num_cached_blocks[req_id] = 0
+        return True
 
     def check_invariants(self) -> None:
         """Pool accounting holds and every block's ref count equals the number of tables holding it."""

@@ -9,12 +9,12 @@ preempted by recompute (its blocks freed, its progress reset, put back at the he
 import time
 
 from core.config import EngineConfig
-from core.engine.events import Preemption, RequestEnd
 from core.kv.kv_cache_manager import KVCacheManager, cdiv
 from core.outputs import EngineCoreOutput, Logprob
 from core.request import Request, RequestStatus
 from core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from core.sched.request_queue import make_queue
+from core.sched.step_record import Admitted, Ended, Preempted, StepRecord
 
 
 class Scheduler:
@@ -28,12 +28,9 @@ class Scheduler:
         self.running: list[Request] = []  # requests holding KV, in admission order
         self.requests: dict[str, Request] = {}  # every live request by id
         self.finished_req_ids: set[str] = set()  # ended since the last schedule(); told to the runner
-        self.pending_outputs: list[EngineCoreOutput] = []  # outputs of aborts / rejections not yet sent
+        self._pending_outputs: list[EngineCoreOutput] = []  # outputs of aborts / rejections / errors not yet sent
         self.first_scheduled: dict[str, float] = {}  # request id -> first schedule time, until reported
-        # What happened in the current step, for the step event:
-        self.step_preempted: list[Preemption] = []  # preemptions
-        self.step_finished: list[RequestEnd] = []  # finished and aborted requests
-        self.step_rejected: list[RequestEnd] = []  # requests refused at admission
+        self._record = StepRecord()  # what happened since the last drain_step_record()
 
     # ---- admission -------------------------------------------------------------------------
 
@@ -50,9 +47,16 @@ class Scheduler:
         """Refuse a request at admission; its only output says why."""
         request.status = RequestStatus.REJECTED
         request.finish_detail = reason
-        self.step_rejected.append(RequestEnd(request.request_id, "rejected", reason, 0))
-        self.pending_outputs.append(
+        self._record.rejected.append(Ended(request.request_id, "rejected", reason, 0))
+        self._pending_outputs.append(
             EngineCoreOutput(request_id=request.request_id, new_token_ids=[], finish_reason="rejected", finish_detail=reason)
+        )
+
+    def report_error(self, request_id: str, detail: str) -> None:
+        """A request that failed before it became a scheduler request (undecodable, bad input): its only output."""
+        self._record.finished.append(Ended(request_id, RequestStatus.FINISHED_ERROR.value, detail, 0))
+        self._pending_outputs.append(
+            EngineCoreOutput(request_id=request_id, new_token_ids=[], finish_reason="error", finish_detail=detail)
         )
 
     def _never_fits(self, request: Request) -> str:
@@ -73,6 +77,7 @@ class Scheduler:
 
     def schedule(self) -> SchedulerOutput:
         """Spend this step's token budget: running requests first, then admit waiting ones."""
+        self.kv.new_step()
         budget = self.config.max_num_batched_tokens
         num_scheduled: dict[str, int] = {}
         new_blocks: dict[str, list[int]] = {}
@@ -134,6 +139,7 @@ class Scheduler:
                 break
             self.waiting.pop()
             self.kv.record_lookup(request.num_tokens, num_hit_tokens)
+            resumed = request.status is RequestStatus.PREEMPTED
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_hit_tokens
             request.num_cached_tokens = num_hit_tokens
@@ -142,6 +148,7 @@ class Scheduler:
                 request.first_scheduled_time = time.time()
                 self.first_scheduled[request.request_id] = request.first_scheduled_time
             scheduled_new.append(request)
+            self._record.admitted.append(Admitted(request.request_id, num_new, num_hit_tokens, resumed))
             num_scheduled[request.request_id] = num_new
             new_blocks[request.request_id] = [b.block_id for b in blocks]
             budget -= num_new
@@ -164,7 +171,7 @@ class Scheduler:
         request.num_preemptions += 1
         request.num_tokens_sent_to_runner = 0
         self.waiting.prepend(request)
-        self.step_preempted.append(Preemption(request.request_id, lost, freed))
+        self._record.preempted.append(Preempted(request.request_id, lost, freed))
 
     def _new_request_data(self, request: Request, num_scheduled: dict[str, int]) -> NewRequestData:
         request.num_tokens_sent_to_runner = request.num_tokens
@@ -210,8 +217,7 @@ class Scheduler:
         logprobs: dict[str, list[Logprob]] | None = None,
     ) -> list[EngineCoreOutput]:
         """Append sampled tokens, apply stop conditions, free finished requests' blocks."""
-        outputs = self.pending_outputs
-        self.pending_outputs = []
+        outputs = self.take_pending_outputs()
         still_running = []
         for request in self.running:
             req_id = request.request_id
@@ -262,8 +268,8 @@ class Scheduler:
         self.kv.free(request)
         self.requests.pop(request.request_id, None)
         self.finished_req_ids.add(request.request_id)
-        self.step_finished.append(
-            RequestEnd(request.request_id, request.status.value, request.finish_detail, request.num_output_tokens)
+        self._record.finished.append(
+            Ended(request.request_id, request.status.value, request.finish_detail, request.num_output_tokens)
         )
 
     # ---- aborts and queries ----------------------------------------------------------------
@@ -283,25 +289,37 @@ class Scheduler:
             request.finish_detail = detail
             self.first_scheduled.pop(req_id, None)
             self._free_finished(request)
-            self.pending_outputs.append(
+            self._pending_outputs.append(
                 EngineCoreOutput(request_id=req_id, new_token_ids=[], finish_reason=status.value, finish_detail=detail)
             )
             ended.append(req_id)
         return ended
 
+    def fail_step(self, output: SchedulerOutput, detail: str) -> list[str]:
+        """The model step that was to compute `output` failed: its requests end with "error", and no
+        block it was to fill stays findable by hash (its KV was never written). Returns the ids ended."""
+        self.kv.forget_step_blocks()
+        return self.finish_requests(list(output.num_scheduled_tokens), RequestStatus.FINISHED_ERROR, detail)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget the prefix cache; refused (False) while any request holds blocks, as in vLLM."""
+        return self.kv.reset_prefix_cache()
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(len(self.waiting))
 
     def has_pending_outputs(self) -> bool:
-        return bool(self.pending_outputs)
+        return bool(self._pending_outputs)
 
     def take_pending_outputs(self) -> list[EngineCoreOutput]:
-        outputs, self.pending_outputs = self.pending_outputs, []
+        """Outputs produced outside a step (aborts, rejections, errors) since the last take."""
+        outputs, self._pending_outputs = self._pending_outputs, []
         return outputs
 
-    def drain_step_record(self) -> tuple[list[Preemption], list[RequestEnd], list[RequestEnd]]:
-        record = (self.step_preempted, self.step_finished, self.step_rejected)
-        self.step_preempted, self.step_finished, self.step_rejected = [], [], []
+    def drain_step_record(self) -> StepRecord:
+        """Everything recorded since the last drain: the last step's admissions, preemptions and
+        endings, and what happened between steps (aborts, rejections, errors)."""
+        record, self._record = self._record, StepRecord()
         return record
 
     def check_invariants(self) -> None:

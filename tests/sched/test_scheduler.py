@@ -78,7 +78,8 @@ def test_lifo_victim_is_freed_reset_and_prepended():
     b = s.requests["B"]
     assert b.status is RequestStatus.PREEMPTED and b.num_computed_tokens == 0 and b.num_output_tokens == 1
     assert [r.request_id for r in s.waiting] == ["B", "C"]  # prepended ahead of C
-    assert [p.req_id for p in s.step_preempted] == ["B"] and s.step_preempted[0].lost_tokens == 7
+    record = s.drain_step_record()
+    assert [(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted] == [("B", 7, 2)]
 
 
 def test_recompute_reschedules_prompt_and_outputs():
