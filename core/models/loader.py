@@ -1,15 +1,19 @@
 """One loader for every model source: a local HF directory, a hub id through the HF cache,
 the embedded default model, or random ("dummy") weights for any config."""
 
-import glob
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from core.config import EngineConfig
+from core.models.checkpoint import CheckpointError, iter_weights
+from core.models.contract import CausalLM
 from core.models.known_configs import known_config
+from core.models.layers.norm import RMSNorm
 from core.models.registry import model_class
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.json", "*.txt", "*.model")  # files fetched for a hub id
@@ -89,41 +93,60 @@ def load_hf_config(config: EngineConfig) -> tuple[PretrainedConfig, Path | None]
     return cfg, None
 
 
-def load_model(config: EngineConfig, hf_config: PretrainedConfig, model_dir: Path | None) -> torch.nn.Module:
-    """Build the model class for `hf_config` and fill its weights (from disk, or random)."""
+def load_model(config: EngineConfig, hf_config: PretrainedConfig, model_dir: Path | None) -> CausalLM:
+    """Build the model class for `hf_config` on the meta device, give each parameter uninitialized
+    memory in the target dtype on the target device, then fill it (from disk, or random), tensor by
+    tensor: no full copy of the model in another dtype ever exists."""
     cls = model_class(hf_config)
-    device = config.torch_device
     dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
-    with torch.device(device):
+    with torch.device("meta"), _default_dtype(dtype):
         model = cls(hf_config)
+    _materialize(model, config.torch_device)
     if config.load_format == "dummy":
         _fill_dummy(model, config.seed)
     else:
-        model.load_weights(_iter_weights(model_dir, config.load_format))
-    return model.to(dtype=dtype).eval()
+        try:
+            model.load_weights(iter_weights(model_dir, config.load_format))
+        except CheckpointError as exc:
+            raise ModelLoadError(str(exc)) from None
+    return model.eval()
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _materialize(model: torch.nn.Module, device: torch.device) -> None:
+    """Replace each meta parameter by an uninitialized one on `device`, keeping its attributes
+    (weight loaders) and its sharing (a parameter used by two modules stays one)."""
+    done: dict[int, torch.nn.Parameter] = {}
+    for module in model.modules():
+        for name, param in list(module.named_parameters(recurse=False)):
+            if id(param) not in done:
+                real = torch.nn.Parameter(torch.empty_like(param, device=device), requires_grad=False)
+                real.__dict__.update(param.__dict__)
+                done[id(param)] = real
+            setattr(module, name, done[id(param)])
+        for name, buf in module.named_buffers(recurse=False):
+            if buf is not None and buf.is_meta:
+                raise TypeError(f"{type(module).__name__}.{name}: models keep no buffers (compute them on use)")
 
 
 def _fill_dummy(model: torch.nn.Module, seed: int) -> None:
+    """Random weights: N(0, 0.02), norm gains 1 and norm biases 0; the same for any dtype or device."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
+    norm_params = {id(p) for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, RMSNorm))
+                   for p in m.parameters(recurse=False)}
     for name, p in model.named_parameters():
         cpu = torch.empty(p.shape, dtype=torch.float32)
-        if "norm" in name and name.endswith("weight"):
-            cpu.fill_(1.0)
+        if id(p) in norm_params:
+            cpu.fill_(1.0 if name.endswith("weight") else 0.0)
         else:
             cpu.normal_(0.0, 0.02, generator=gen)
         p.data.copy_(cpu)
-
-
-def _iter_weights(model_dir: Path, load_format: str):
-    safetensors = sorted(glob.glob(str(model_dir / "*.safetensors")))
-    bins = sorted(f for f in glob.glob(str(model_dir / "*.bin")) if "training_args" not in f)
-    if load_format in ("auto", "safetensors") and safetensors:
-        from safetensors.torch import load_file
-
-        for f in safetensors:
-            yield from load_file(f).items()
-    elif load_format in ("auto", "pt") and bins:
-        for f in bins:
-            yield from torch.load(f, map_location="cpu", weights_only=True).items()
-    else:
-        raise ModelLoadError(f"no weights (*.safetensors or *.bin) found in {model_dir}")

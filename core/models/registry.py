@@ -1,19 +1,31 @@
-"""Which model class implements which Hugging Face architecture."""
+"""Which model class implements which Hugging Face architecture; anything else is refused."""
 
 from transformers import PretrainedConfig
 
+from core.models.contract import CausalLM
 from core.models.opt import OPTForCausalLM
 
-_ARCHITECTURES = {"OPTForCausalLM": OPTForCausalLM, "OPTModel": OPTForCausalLM}
+ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entry -> our class
+    "OPTForCausalLM": OPTForCausalLM,
+    "OPTModel": OPTForCausalLM,  # some facebook/opt-* configs name the base model
+}
+_MODEL_TYPES = {"opt": OPTForCausalLM}  # configs that name no architecture: by model_type
 
 
-def model_class(hf_config: PretrainedConfig):
-    for arch in getattr(hf_config, "architectures", None) or []:
-        if arch in _ARCHITECTURES:
-            return _ARCHITECTURES[arch]
-    if getattr(hf_config, "model_type", None) == "opt":
-        return OPTForCausalLM
-    raise ValueError(
-        f"unsupported architecture {getattr(hf_config, 'architectures', None)} "
-        f"(model_type {getattr(hf_config, 'model_type', None)!r}); supported: {sorted(_ARCHITECTURES)}"
+class UnsupportedArchitecture(ValueError):
+    """The config names no architecture this engine implements."""
+
+
+def model_class(hf_config: PretrainedConfig) -> type[CausalLM]:
+    architectures = getattr(hf_config, "architectures", None) or []
+    for arch in architectures:
+        if arch in ARCHITECTURES:
+            return ARCHITECTURES[arch]
+    model_type = getattr(hf_config, "model_type", None)
+    if not architectures and model_type in _MODEL_TYPES:
+        return _MODEL_TYPES[model_type]
+    raise UnsupportedArchitecture(
+        f"model architecture {', '.join(architectures) or f'(none; model_type {model_type!r})'} is not supported; "
+        f"supported architectures: {', '.join(ARCHITECTURES)}"
     )
+

@@ -1,0 +1,111 @@
+"""Weight loading through the model contract: sharded safetensors, meta-device build in the target
+dtype, and clear errors for checkpoints that do not fit the model."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import OPTForCausalLM
+
+import core.models.loader as loader
+from core import LLM, SamplingParams
+from core.config import EngineConfig
+from core.models.loader import ModelLoadError, load_hf_config, load_model
+from tests.conftest import make_opt_dir
+
+PROMPTS = [[2, 10, 20, 30], [2, 400, 5]]
+
+
+def engine_tokens(model_dir, **kw):
+    llm = LLM(model=str(model_dir), multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=32, **kw)
+    try:
+        params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+        return [o.outputs[0].token_ids for o in llm.generate(PROMPTS, params, use_tqdm=False)]
+    finally:
+        llm.shutdown()
+
+
+def test_sharded_safetensors_with_an_index_load_like_one_file(tmp_path, tiny_opt_dir):
+    sharded = tmp_path / "sharded"
+    OPTForCausalLM.from_pretrained(tiny_opt_dir).save_pretrained(sharded, max_shard_size="40KB")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2
+    assert engine_tokens(sharded) == engine_tokens(tiny_opt_dir)
+
+    # A stray safetensors file that the index does not name is not read.
+    save_file({"junk": torch.zeros(3)}, str(sharded / "not-in-index.safetensors"))
+    assert engine_tokens(sharded) == engine_tokens(tiny_opt_dir)
+
+    first = sorted(set(index["weight_map"].values()))[0]
+    os.remove(sharded / first)
+    with pytest.raises(ModelLoadError, match=f"names shards that are not there: {first}"):
+        engine_tokens(sharded)
+
+
+def test_model_is_built_on_meta_and_materialized_in_the_target_dtype(monkeypatch, tiny_opt_dir):
+    seen = {}
+    real_class = loader.model_class
+
+    def spy(hf_config):
+        cls = real_class(hf_config)
+
+        class Spy(cls):
+            def __init__(self, cfg):
+                super().__init__(cfg)
+                seen["built"] = {(p.device.type, p.dtype) for p in self.parameters()}
+
+        return Spy
+
+    monkeypatch.setattr(loader, "model_class", spy)
+    config = EngineConfig(model=tiny_opt_dir, dtype="bfloat16")
+    hf_config, model_dir = load_hf_config(config)
+    model = load_model(config, hf_config, model_dir)
+    assert seen["built"] == {("meta", torch.bfloat16)}
+    assert {(p.device.type, p.dtype) for p in model.parameters()} == {("cpu", torch.bfloat16)}
+    assert torch.get_default_dtype() == torch.float32  # restored after the build
+    # The fused q/k/v rows hold the checkpoint's separate projections.
+    state = load_file(os.path.join(model_dir, "model.safetensors"))
+    qkv = model.model.decoder.layers[1].self_attn.qkv_proj.weight  # [3 * hidden, hidden]
+    expected = torch.cat([state[f"model.decoder.layers.1.self_attn.{x}_proj.weight"] for x in "qkv"])
+    assert torch.equal(qkv, expected.to(torch.bfloat16))
+
+
+def rewrite_checkpoint(model_dir, edit) -> None:
+    path = os.path.join(model_dir, "model.safetensors")
+    state = load_file(path)
+    edit(state)
+    save_file(state, path, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda s: s.pop("model.decoder.layers.0.self_attn.k_proj.weight"),
+         r"missing 1 weights, e.g. \['model.decoder.layers.0.self_attn.qkv_proj.weight \(k\)'\]"),
+        (lambda s: s.pop("model.decoder.final_layer_norm.bias"), "missing 1 weights"),
+        (lambda s: s.update({"model.decoder.extra.weight": torch.zeros(2)}), "unexpected weight 'model.decoder.extra"),
+        (lambda s: s.update({"model.decoder.layers.0.fc1.weight": torch.zeros(3, 3)}),
+         r"weight 'model.decoder.layers.0.fc1.weight': shape \(3, 3\) does not fit parameter of shape \(128, 64\)"),
+        (lambda s: s.update({"model.decoder.layers.0.self_attn.v_proj.bias": torch.zeros(5)}),
+         r"v_proj.bias': shape \(5,\) does not fit parameter of shape \(64,\)"),
+    ],
+    ids=["missing-shard", "missing-param", "unexpected", "misshapen", "misshapen-shard"],
+)
+def test_checkpoints_that_do_not_fit_fail_with_the_weight_named(tmp_path, tiny_opt_dir, edit, message):
+    d = shutil.copytree(tiny_opt_dir, tmp_path / "m")
+    rewrite_checkpoint(d, edit)
+    with pytest.raises(ValueError, match=message):
+        engine_tokens(d)
+
+
+def test_unsupported_architecture_is_refused_with_the_supported_list(tmp_path):
+    d = make_opt_dir(tmp_path, seed=1)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["architectures"] = ["FalconForCausalLM"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="architecture FalconForCausalLM is not supported; supported architectures: "
+                                         "OPTForCausalLM"):
+        engine_tokens(d)
