@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.widgets import Footer
 
 from core.sampling_params import SamplingParams
-from enginetui.cli import POOL_HINT
+from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, sampling_params
 from enginetui.logs import display_path
 from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS

@@ -1,69 +1,29 @@
 """The `enginetui` command: the live dashboard, plus `enginetui bench ...` from enginetui.bench.
 
-All argument parsing lives here. Engine flags use vLLM's names; `add_engine_args` lets the
-bench subcommands take the same flags.
+The dashboard's own flags are parsed here; the engine flags (vLLM's names, the engine's
+defaults) come from enginetui.engine_flags, which the bench subcommands use too.
 """
 
 import argparse
 import importlib.util
 import sys
+from importlib import metadata
 from typing import Any
 
-# (flag, argparse keyword arguments) of every engine flag; dest is the AsyncLLM keyword.
-ENGINE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--model", {"help": "HF model directory or hub id (default: the embedded default model)"}),
-    ("--tokenizer", {"metavar": "DIR", "help": "tokenizer directory or hub id (default: the model's)"}),
-    ("--max-num-batched-tokens", {"type": int, "help": "token budget of one step"}),
-    ("--max-num-seqs", {"type": int, "help": "most requests running at once"}),
-    ("--block-size", {"type": int, "help": "tokens per KV block"}),
-    ("--num-gpu-blocks-override", {"type": int, "help": "KV pool size in blocks"}),
-    ("--enable-chunked-prefill", {"action": argparse.BooleanOptionalAction, "help": "split long prompts over steps"}),
-    ("--enable-prefix-caching", {"action": argparse.BooleanOptionalAction, "help": "reuse KV of shared prefixes"}),
-    ("--max-model-len", {"type": int, "help": "longest prompt + output in tokens"}),
-    ("--dtype", {"help": "weights / activations dtype (auto, float32, float16, bfloat16)"}),
-    ("--load-format", {"choices": ("auto", "dummy"), "help": "dummy: random weights, no download"}),
-    ("--seed", {"type": int, "help": "engine random seed"}),
-    ("--device", {"help": "cpu, cuda, or auto"}),
-)
+from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args
+from enginetui.logs import KEEP_LOGS
 
 
-DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when --num-gpu-blocks-override is not given
-POOL_HINT = (  # how the help screen explains the pool size
-    f"dashboard default {DASHBOARD_NUM_BLOCKS} blocks so pages are visible; "
-    "pass --num-gpu-blocks-override N to change it"
-)
-DASHBOARD_HELP = {  # the dashboard's own wording of some engine flags (bench keeps the plain one)
-    "--num-gpu-blocks-override": f"KV pool size in blocks (dashboard default {DASHBOARD_NUM_BLOCKS} blocks so "
-    "pages are visible; the engine's own default sizes the pool from memory)",
-    "--seed": "engine random seed (also picks the prompts and lengths of b bursts; default 0)",
-}
+def version() -> str:
+    """`enginetui X.Y.Z (python, torch, textual versions)`, from the installed packages' metadata."""
+    def of(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
 
-
-def add_engine_args(parser: argparse.ArgumentParser, help_overrides: dict[str, str] | None = None,
-                    subcommand: bool = False) -> None:
-    """Add the engine flags (vLLM names) to `parser`; `help_overrides` rewords some flags' help.
-
-    A subcommand's flags leave unset values alone, so `enginetui --model M bench ...` keeps M.
-    """
-    group = parser.add_argument_group("engine")
-    default = argparse.SUPPRESS if subcommand else None
-    for flag, kwargs in ENGINE_FLAGS:
-        if help_overrides and flag in help_overrides:
-            kwargs = {**kwargs, "help": help_overrides[flag]}
-        group.add_argument(flag, default=default, **kwargs)
-
-
-def engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    """AsyncLLM.from_engine_args keywords: the model (None = default) and every flag given."""
-    chosen = {name: getattr(args, name, None) for name in (flag[2:].replace("-", "_") for flag, _ in ENGINE_FLAGS)}
-    return {k: v for k, v in chosen.items() if v is not None or k == "model"}
-
-
-def dashboard_engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    """engine_args() plus the dashboard's own default: a pool small enough to see its pages."""
-    kwargs = engine_args(args)
-    kwargs.setdefault("num_gpu_blocks_override", DASHBOARD_NUM_BLOCKS)
-    return kwargs
+    python = ".".join(map(str, sys.version_info[:3]))
+    return f"enginetui {of('enginetui')} (python {python}, torch {of('torch')}, textual {of('textual')})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,15 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "While the dashboard runs, the engine's output (EngineCore's stdout, stderr, logging and "
             "warnings) goes to a log file, by default $XDG_CACHE_HOME/enginetui/engine-PID.log "
-            "(~/.cache/enginetui when XDG_CACHE_HOME is unset); the help screen (?) shows its path."
+            f"(~/.cache/enginetui when XDG_CACHE_HOME is unset; the last {KEEP_LOGS} of these logs are kept, "
+            "older ones are deleted); the help screen (?) shows its path."
         ),
     )
+    parser.add_argument("--version", action="version", version=version())
     add_engine_args(parser, DASHBOARD_HELP)
-    parser.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
-    parser.add_argument("--log-file", metavar="PATH", help="where engine output goes (default: see below)")
+    parser.add_argument("--burst-size", type=int, default=8, metavar="N",
+                        help="requests submitted by the b key (default: 8)")
+    parser.add_argument("--log-file", metavar="PATH", help="where engine output goes (default: see the end of this help)")
     parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
                         help="start in slow motion: at least MS milliseconds between engine steps "
-                             "(the - and + keys change it; default 0, full speed)")
+                             "(the - and + keys change it; default: 0, full speed)")
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     if importlib.util.find_spec("enginetui.bench") is not None:
         from enginetui.bench import add_bench_subparsers

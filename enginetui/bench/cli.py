@@ -5,7 +5,7 @@ import importlib
 import sys
 
 from enginetui.bench.workload import add_workload_args
-from enginetui.cli import add_engine_args
+from enginetui.engine_flags import add_engine_args
 
 EVENT_MODES = ("off", "on", "subscriber")  # step events not built / built and published / with a live subscriber
 

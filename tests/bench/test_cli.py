@@ -3,7 +3,8 @@
 import pytest
 
 from enginetui.bench import latency, profile, throughput
-from enginetui.cli import build_parser, engine_args
+from enginetui.cli import build_parser
+from enginetui.engine_flags import engine_args
 
 
 def test_bench_throughput_parses_with_engine_flags_and_its_own():
@@ -51,8 +52,6 @@ def test_a_user_error_is_one_line_on_stderr_and_exit_code_2(tiny_opt_dir, capsys
 
 
 def test_engine_flags_before_the_subcommand_are_kept():
-    from enginetui.cli import build_parser, engine_args
-
     args = build_parser().parse_args(["--model", "X", "--seed", "4", "bench", "throughput"])
     assert engine_args(args) == {"model": "X", "seed": 4}
     args = build_parser().parse_args(["bench", "throughput", "--model", "Y"])

@@ -2,18 +2,21 @@
 
 import argparse
 import os
+import re
+import subprocess
 import sys
 import types
 
 import pytest
 
-from enginetui import cli
+from enginetui import cli, engine_flags
+from enginetui.engine_flags import dashboard_engine_args, engine_args
 
 
 def test_no_flags_means_the_default_model_and_engine_defaults():
     args = cli.build_parser().parse_args([])
     assert args.command is None
-    assert cli.engine_args(args) == {"model": None}
+    assert engine_args(args) == {"model": None}
 
 
 def test_engine_flags_use_vllm_names_and_pass_through():
@@ -25,7 +28,7 @@ def test_engine_flags_use_vllm_names_and_pass_through():
             "--load-format", "dummy", "--seed", "3", "--device", "cpu", "--burst-size", "4",
         ]
     )  # fmt: skip
-    assert cli.engine_args(args) == {
+    assert engine_args(args) == {
         "model": "/models/opt",
         "tokenizer": "/models/tok",
         "max_num_batched_tokens": 512,
@@ -62,7 +65,7 @@ def test_main_opens_the_dashboard_without_a_subcommand(monkeypatch):
     seen: list[argparse.Namespace] = []
     monkeypatch.setattr(cli, "run_dashboard", lambda args: seen.append(args) or 0)
     assert cli.main(["--num-gpu-blocks-override", "8"]) == 0
-    assert cli.engine_args(seen[0])["num_gpu_blocks_override"] == 8
+    assert engine_args(seen[0])["num_gpu_blocks_override"] == 8
 
 
 def test_bench_subcommands_come_from_enginetui_bench(monkeypatch):
@@ -71,7 +74,7 @@ def test_bench_subcommands_come_from_enginetui_bench(monkeypatch):
     def add_bench_subparsers(subparsers) -> None:
         p = subparsers.add_parser("bench")
         p.add_argument("kind", choices=("throughput", "latency"))
-        cli.add_engine_args(p)
+        engine_flags.add_engine_args(p)
         p.set_defaults(func=lambda args: 7 if args.kind == "latency" and args.max_num_seqs == 2 else 1)
 
     bench.add_bench_subparsers = add_bench_subparsers
@@ -82,19 +85,59 @@ def test_bench_subcommands_come_from_enginetui_bench(monkeypatch):
 
 def test_the_dashboard_defaults_to_a_512_block_pool_but_bench_keeps_the_engine_default():
     parser = cli.build_parser()
-    assert cli.dashboard_engine_args(parser.parse_args([]))["num_gpu_blocks_override"] == 512
+    assert dashboard_engine_args(parser.parse_args([]))["num_gpu_blocks_override"] == 512
     given = parser.parse_args(["--num-gpu-blocks-override", "48"])
-    assert cli.dashboard_engine_args(given)["num_gpu_blocks_override"] == 48
-    assert "num_gpu_blocks_override" not in cli.engine_args(parser.parse_args([]))  # what bench uses
+    assert dashboard_engine_args(given)["num_gpu_blocks_override"] == 48
+    assert "num_gpu_blocks_override" not in engine_args(parser.parse_args([]))  # what bench uses
+
+
+def help_text(capsys, argv=("--help",)) -> str:
+    """What `enginetui ARGV` prints before it exits, with argparse's line wrapping undone."""
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(list(argv))
+    assert info.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
 
 
 def test_help_documents_the_pool_default_the_tokenizer_and_the_log_file(capsys):
-    with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["--help"])
-    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    assert "--num-gpu-blocks-override NUM_GPU_BLOCKS_OVERRIDE KV pool size in blocks (dashboard default 512 blocks so pages are visible" in out
+    out = help_text(capsys)
+    assert "--num-gpu-blocks-override N KV pool size in blocks (default: 512 in the dashboard, so pages are visible" in out
     assert "--tokenizer DIR" in out
     assert "$XDG_CACHE_HOME/enginetui/engine-PID.log" in out and "--log-file PATH" in out
+    assert "the last 20 of these logs are kept, older ones are deleted" in out
+
+
+def test_help_shows_each_engine_flags_default_from_the_engine_config(capsys):
+    from core.config import EngineConfig
+
+    out = help_text(capsys)
+    config = EngineConfig()
+    for flag, shown in (
+        ("--max-num-batched-tokens N", f"token budget of one step (default: {config.max_num_batched_tokens})"),
+        ("--max-num-seqs N", f"most requests running at once (default: {config.max_num_seqs})"),
+        ("--block-size N", f"tokens per KV block (default: {config.block_size})"),
+        ("--enable-chunked-prefill, --no-enable-chunked-prefill", "split long prompts over steps (default: on)"),
+        ("--enable-prefix-caching, --no-enable-prefix-caching", "reuse KV of shared prefixes (default: off)"),
+        ("--max-model-len N", "longest prompt + output in tokens (default: the model's max positions)"),
+        ("--load-format {auto,dummy}", "dummy: random weights, no download (default: auto)"),
+        ("--model MODEL", "HF model directory or hub id (default: the embedded default model)"),
+        ("--device DEVICE", "cpu, cuda, or auto (cuda when available) (default: auto)"),
+    ):
+        assert f"{flag} {shown}" in out
+    assert all(f"{spec.flag}" in out for spec in engine_flags.ENGINE_FLAGS)
+    # bench keeps the engine's own pool default
+    bench = help_text(capsys, ["bench", "throughput", "--help"])
+    assert "--num-gpu-blocks-override N KV pool size in blocks (default: sized from the KV memory)" in bench
+
+
+def test_version(capsys):
+    out = help_text(capsys, ["--version"])
+    assert re.fullmatch(r"enginetui \d+\.\d+\.\d+\S* \(python 3\.\d+\.\d+, torch \S+, textual \S+\)", out)
+
+
+def test_python_dash_m_enginetui_runs_the_command():
+    done = subprocess.run([sys.executable, "-m", "enginetui", "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("enginetui ")
 
 
 @pytest.fixture
