@@ -4,6 +4,8 @@ import argparse
 import importlib
 import sys
 
+from enginetui.bench.competing import COMPETING_MODES
+from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.engine_flags import add_engine_args
 
@@ -19,13 +21,17 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     tp = kinds.add_parser("throughput", help="offline throughput (like `vllm bench throughput`)",
                           description="Offline throughput of LLM.generate on a seeded random workload.")
     add_workload_args(tp)
-    tp.add_argument("--compare", choices=("hf",), help="also run transformers generate on the same prompts and weights")
+    tp.add_argument("--compare", choices=("hf", "vllm"), nargs="+", default=[], metavar="PEER",
+                    help="also run these on the same prompts and weights: hf (transformers generate), vllm "
+                         "(vLLM's LLM, through --vllm-python); both in one run: --compare vllm hf")
     tp.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[8, 16, 32], metavar="N",
                     help="static batch sizes tried for the HF baseline; the best is kept (default 8 16 32)")
     tp.add_argument("--events", choices=EVENT_MODES, nargs="+", default=["on"], metavar="MODE",
                     help="step events: off (not built), on (built and published; the default), subscriber "
                          "(with a live SUB subscriber thread). Several modes: runs interleaved, ratios to off")
-    tp.add_argument("--repeats", type=_positive, default=1, help="timed passes per events mode; the best is kept")
+    tp.add_argument("--repeats", type=_positive, default=1,
+                    help="timed passes per mode (events, competing load, vLLM cores); the best is kept")
+    _add_peer_args(tp)
     _add_common(tp, "throughput")
 
     lat = kinds.add_parser("latency", help="online latency under Poisson arrivals (like `vllm bench serve`)",
@@ -33,6 +39,9 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_workload_args(lat)
     lat.add_argument("--request-rate", type=float, default=float("inf"),
                      help="mean requests per second of the Poisson arrivals (default inf: all at once)")
+    lat.add_argument("--compare", choices=("vllm",), nargs="+", default=[], metavar="PEER",
+                     help="also run vLLM's AsyncLLM on the same requests, arrivals and weights (through --vllm-python)")
+    _add_peer_args(lat)
     _add_common(lat, "latency")
 
     prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",
@@ -43,6 +52,22 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     prof.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before measuring (default 5)")
     prof.add_argument("--steps", type=_positive, default=20, help="decode steps averaged (default 20)")
     _add_common(prof, "profile")
+
+
+def _add_peer_args(parser: argparse.ArgumentParser) -> None:
+    """Sampling, competing load and vLLM flags shared by throughput and latency."""
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="sampling temperature of every request (default 1.0; 0 is greedy, and then the "
+                             "output tokens are also compared with vLLM's)")
+    parser.add_argument("--competing", choices=COMPETING_MODES, nargs="+", default=["none"], metavar="LOAD",
+                        help="what runs beside the engine during a pass: none, busy (one busy-looping process), "
+                             "dashboard (the real dashboard attached, drawing on a pseudo-terminal); several: "
+                             "passes interleaved, ratios to none (default none)")
+    parser.add_argument("--vllm-python", metavar="PATH",
+                        help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})")
+    parser.add_argument("--vllm-cores", choices=CORE_MODES, nargs="+", default=["default"], metavar="MODE",
+                        help="vLLM's CPU threads: default (its own binding: one core kept for its front-end), "
+                             "all (the model on every core); several: one vLLM engine each (default: default)")
 
 
 def _add_common(parser: argparse.ArgumentParser, module: str) -> None:

@@ -3,7 +3,7 @@
 Requests are batched in workload order, left-padded with an attention mask. A static batch runs
 until its longest request is done (min_new_tokens = max_new_tokens = that length, so nothing
 stops early), as `generate` must; only each request's own output length counts as useful output.
-Sampling matches our engine's benchmark requests: temperature 1.0, no top-k / top-p cut.
+Sampling matches our engine's benchmark requests: the same temperature (0: greedy), no top-k / top-p cut.
 """
 
 import time
@@ -39,15 +39,15 @@ def load_hf_model(model_dir: Path, dtype: str, device: str) -> torch.nn.Module:
     return model.to(device).eval()
 
 
-def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int) -> HFRun:
+def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
     """Generate every request of the workload in static batches of `batch_size`; time it all."""
     pad_id = _pad_token_id(model)
-    _generate(model, warmup_workload(model.config.vocab_size, 2), pad_id)
+    _generate(model, warmup_workload(model.config.vocab_size, 2), pad_id, temperature)
     batches = [workload[i : i + batch_size] for i in range(0, len(workload), batch_size)]
     generated = 0
     start = time.perf_counter()
     for batch in batches:
-        generated += _generate(model, batch, pad_id)
+        generated += _generate(model, batch, pad_id, temperature)
     elapsed = time.perf_counter() - start
     prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
     output_tokens = sum(r.output_len for r in workload)
@@ -60,7 +60,7 @@ def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int
 
 
 @torch.inference_mode()
-def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int) -> int:
+def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int, temperature: float) -> int:
     """One static batch; returns the output tokens computed (rows x the longest output length)."""
     device = next(model.parameters()).device
     width = max(len(r.prompt_token_ids) for r in batch)
@@ -70,10 +70,11 @@ def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int) ->
     for row, r in enumerate(batch):
         input_ids[row, width - len(r.prompt_token_ids) :] = torch.tensor(r.prompt_token_ids)
         attention_mask[row, width - len(r.prompt_token_ids) :] = 1
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else {
+        "do_sample": False}
     out = model.generate(
-        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), do_sample=True,
-        temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-        pad_token_id=pad_id,
+        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens, pad_token_id=pad_id, **sampling,
     )  # [batch, width + new_tokens]
     if out.shape[1] != width + new_tokens:
         raise RuntimeError(f"generate made {out.shape[1] - width} tokens per row, expected {new_tokens}")

@@ -1,7 +1,8 @@
 """`enginetui bench latency`: online serving latency, like `vllm bench serve`.
 
 Requests of the workload arrive by a seeded Poisson process at --request-rate (inf: all at once)
-and stream through AsyncLLM. Per request, measured on the client: TTFT (arrival to first token),
+and stream through AsyncLLM (with --compare vllm, also through vLLM's AsyncLLM on the same weights
+and arrivals; with --competing, also beside a busy process or the attached dashboard). Per request, measured on the client: TTFT (arrival to first token),
 TPOT (mean time per output token after the first), ITL (gap between successive streamed outputs),
 end-to-end latency; plus throughput over the whole run.
 """
@@ -17,7 +18,9 @@ import numpy as np
 
 from core import SamplingParams
 from enginetui.bench import report
-from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
+from enginetui.bench.competing import DashboardCost, competing, mode_label
+from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
+from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
 
 
@@ -49,15 +52,11 @@ class Distribution:
 
 
 @dataclass(slots=True)
-class LatencyResult:
-    """Everything `bench latency` measured (its --json)."""
+class LatencyRun:
+    """One engine's pass over the workload, as its client saw it."""
 
-    workload: WorkloadSpec  # how the requests were drawn
-    prompt_tokens: int  # total prompt tokens of the workload
-    output_tokens: int  # total output tokens generated
-    request_rate: float | None  # mean arrivals per second (None: all at once)
-    model: str  # the model asked for ("default": the embedded one)
-    engine_args: dict[str, Any]  # the engine arguments used; our engine keeps its defaults otherwise
+    engine: str  # enginetui | vllm-default | vllm-all
+    competing: str  # none | busy | dashboard: what else ran during the pass
     duration_s: float  # first arrival to last completion
     requests_per_s: float  # completed requests / duration
     output_tokens_per_s: float  # output tokens / duration
@@ -66,6 +65,26 @@ class LatencyResult:
     tpot_ms: Distribution  # time per output token after the first (requests with 2+ tokens)
     itl_ms: Distribution  # inter-token latency: every gap between streamed outputs
     e2e_ms: Distribution  # end-to-end request latency
+    dashboard: DashboardCost | None = None  # what the attached dashboard used (competing dashboard only)
+
+    @property
+    def label(self) -> str:
+        return mode_label(self.engine, self.competing)
+
+
+@dataclass(slots=True)
+class LatencyResult:
+    """Everything `bench latency` measured (its --json)."""
+
+    workload: WorkloadSpec  # how the requests were drawn
+    prompt_tokens: int  # total prompt tokens of the workload
+    output_tokens: int  # total output tokens generated
+    request_rate: float | None  # mean arrivals per second (None: all at once)
+    temperature: float  # sampling temperature of every request (0: greedy)
+    model: str  # the model asked for ("default": the embedded one)
+    engine_args: dict[str, Any]  # the engine arguments used; our engine keeps its defaults otherwise
+    runs: list[LatencyRun]  # ours under each competing load, then vLLM's (first: ours alone)
+    vllm_version: str | None = None  # the peer's version, when compared
     summary: str = ""  # the one-line summary printed last
 
 
@@ -77,9 +96,10 @@ def arrival_offsets(num_requests: int, request_rate: float, seed: int) -> list[f
     return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request arrives at once
 
 
-async def _one_request(engine, request_id: str, req: BenchRequest, delay: float, t0: float) -> RequestTiming:
+async def _one_request(engine, request_id: str, req: BenchRequest, delay: float, t0: float,
+                       temperature: float) -> RequestTiming:
     await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
-    params = SamplingParams(temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=req.output_len)
+    params = SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=req.output_len)
     timing = RequestTiming(sent=time.perf_counter())
     async for out in engine.generate(req.prompt_token_ids, params, request_id):
         now = time.perf_counter()
@@ -92,30 +112,25 @@ async def _one_request(engine, request_id: str, req: BenchRequest, delay: float,
     return timing
 
 
-async def measure(engine, workload: list[BenchRequest], request_rate: float, seed: int) -> tuple[list[RequestTiming], float]:
-    """Warm up, then send the workload on its arrival schedule; the timings and the run's duration."""
-    warmup = warmup_workload(engine.info.vocab_size)
-    await asyncio.gather(*(_one_request(engine, f"warmup-{i}", r, 0.0, time.perf_counter())
-                           for i, r in enumerate(warmup)))
-    offsets = arrival_offsets(len(workload), request_rate, seed)
+async def measure(engine, workload: list[BenchRequest], offsets: list[float], temperature: float,
+                  prefix: str = "bench") -> tuple[list[RequestTiming], float]:
+    """Send the workload on its arrival schedule; the timings and the run's duration."""
     t0 = time.perf_counter()
-    timings = await asyncio.gather(*(_one_request(engine, f"bench-{i}", r, offsets[i], t0)
+    timings = await asyncio.gather(*(_one_request(engine, f"{prefix}-{i}", r, offsets[i], t0, temperature)
                                      for i, r in enumerate(workload)))
     return list(timings), max(t.done for t in timings) - t0
 
 
-def summarize(spec: WorkloadSpec, workload: list[BenchRequest], timings: list[RequestTiming], duration: float,
-              request_rate: float, kwargs: dict[str, Any]) -> LatencyResult:
+def summarize(engine: str, competing_load: str, workload: list[BenchRequest], timings: list[RequestTiming],
+              duration: float) -> LatencyRun:
     """Latency distributions and throughput from the per-request timings."""
     expected = sum(r.output_len for r in workload)
     output_tokens = sum(t.num_output_tokens for t in timings)
     if output_tokens != expected:
-        raise RuntimeError(f"the engine generated {output_tokens} tokens, the workload asks for {expected}")
+        raise RuntimeError(f"{engine} generated {output_tokens} tokens, the workload asks for {expected}")
     prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
-    return LatencyResult(
-        workload=spec, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        request_rate=None if math.isinf(request_rate) else request_rate, model=kwargs["model"] or "default",
-        engine_args=kwargs, duration_s=duration, requests_per_s=len(timings) / duration,
+    return LatencyRun(
+        engine=engine, competing=competing_load, duration_s=duration, requests_per_s=len(timings) / duration,
         output_tokens_per_s=output_tokens / duration, total_tokens_per_s=(prompt_tokens + output_tokens) / duration,
         ttft_ms=Distribution.of([t.token_times[0] - t.sent for t in timings]),
         tpot_ms=Distribution.of([(t.done - t.token_times[0]) / (t.num_output_tokens - 1)
@@ -125,24 +140,75 @@ def summarize(spec: WorkloadSpec, workload: list[BenchRequest], timings: list[Re
     )
 
 
-def run(args: argparse.Namespace) -> LatencyResult:
+def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offsets: list[float], loads: list[str],
+                     temperature: float) -> tuple[list[LatencyRun], str]:
+    """Our engine (AsyncLLM, streaming): warm up, then one pass per competing load. Returns the runs
+    and the dtype the engine computed in."""
     from core.engine.async_llm import AsyncLLM
 
+    async def go() -> tuple[list[LatencyRun], str]:
+        engine = AsyncLLM.from_engine_args(**kwargs)
+        try:
+            await measure(engine, warmup_workload(engine.info.vocab_size), [0.0] * 4, temperature, "warmup")
+            runs = []
+            for load in loads:
+                address = getattr(engine.client, "events_address", None)
+                with competing(load, address, engine.engine_pid) as competitor:
+                    timings, duration = await measure(engine, workload, offsets, temperature, f"bench-{load}")
+                    competitor.stop()
+                runs.append(summarize("enginetui", load, workload, timings, duration))
+                runs[-1].dashboard = competitor.cost
+            return runs, engine.info.dtype
+        finally:
+            engine.shutdown()
+
+    return asyncio.run(go())
+
+
+def benchmark_vllm(python: str, model_dir: str, engine: dict[str, Any], workload: list[BenchRequest],
+                   offsets: list[float], cores_modes: list[str], loads: list[str],
+                   temperature: float) -> tuple[list[LatencyRun], str]:
+    """vLLM's AsyncLLM on the same requests and arrivals: one engine per cores mode, a pass per load."""
+    prompts = [r.prompt_token_ids for r in workload]
+    output_lens = [r.output_len for r in workload]
+    runs: list[LatencyRun] = []
+    version = ""
+    for cores in cores_modes:
+        with VLLMPeer(python, model_dir, engine, cores, use_async=True) as peer:
+            version = peer.version
+            for load in loads:
+                with competing(load):
+                    reply = peer.latency(prompts, output_lens, offsets, temperature)
+                timings = [RequestTiming(**t) for t in reply["timings"]]
+                runs.append(summarize(f"vllm-{cores}", load, workload, timings, reply["duration_s"]))
+    return runs, version
+
+
+def run(args: argparse.Namespace) -> LatencyResult:
     if not args.request_rate > 0:
         raise ValueError(f"--request-rate must be positive, got {args.request_rate}")
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     workload = make_workload(spec, model_vocab_size(kwargs))
-
-    async def go() -> tuple[list[RequestTiming], float]:
-        engine = AsyncLLM.from_engine_args(**kwargs)
-        try:
-            return await measure(engine, workload, args.request_rate, spec.seed)
-        finally:
-            engine.shutdown()
-
-    timings, duration = asyncio.run(go())
-    result = summarize(spec, workload, timings, duration, args.request_rate, kwargs)
+    offsets = arrival_offsets(len(workload), args.request_rate, spec.seed)
+    loads = list(dict.fromkeys(args.competing))
+    python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs
+    version = None
+    if python is None:
+        runs, _ = benchmark_engine(kwargs, workload, offsets, loads, args.temperature)
+    else:
+        with shared_weights(kwargs) as (shared_kwargs, weights_dir):
+            runs, dtype = benchmark_engine(shared_kwargs, workload, offsets, loads, args.temperature)
+            peer_runs, version = benchmark_vllm(
+                python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, dtype), workload, offsets,
+                list(dict.fromkeys(args.vllm_cores)), [x for x in loads if x in VLLM_COMPETING], args.temperature)
+            runs += peer_runs
+    result = LatencyResult(
+        workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        output_tokens=sum(r.output_len for r in workload),
+        request_rate=None if math.isinf(args.request_rate) else args.request_rate, temperature=args.temperature,
+        model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, vllm_version=version,
+    )
     result.summary = report.latency_summary(result)
     return result
 

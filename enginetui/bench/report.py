@@ -53,36 +53,69 @@ def workload_line(result: Any) -> str:
 
 
 def print_throughput(result) -> None:
-    print(workload_line(result))
+    print(workload_line(result) + f", temperature {result.temperature:g}")
     print(f"engine: {result.model} on {result.device} ({result.dtype}), args {result.engine_args}")
     rows = []
     for r in result.runs:
-        s = r.steps
-        rows.append([r.events, r.repeat, r.elapsed_s, r.requests_per_s, r.total_tokens_per_s, r.output_tokens_per_s,
-                     r.cached_prompt_tokens, s.prefill_tokens if s else None, s.steps if s else None,
-                     s.preemptions if s else None])
-    headers = ["events", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok", "prefill tok",
-               "steps", "preempted"]
+        s, d = r.steps, r.dashboard
+        rows.append([r.events, r.competing, r.repeat, r.elapsed_s, r.requests_per_s, r.total_tokens_per_s,
+                     r.output_tokens_per_s, r.cached_prompt_tokens, s.prefill_tokens if s else None,
+                     s.steps if s else None, s.preemptions if s else None,
+                     f"{100 * d.cpu_share:.0f}% cpu, {d.redraw_ms_mean:.1f} ms/redraw" if d else None])
+    headers = ["events", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok",
+               "prefill tok", "steps", "preempted", "dashboard"]
     print(table(headers, rows))
+    print(_spread_line("enginetui", result.runs))
     if result.events_ratio:
         ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items())
         print(f"step events (best pass each, output tok/s relative to events off): {ratios}")
+    if result.competing_ratio:
+        ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.competing_ratio.items())
+        print(f"beside a competing load (best pass each, output tok/s relative to alone): {ratios}")
     if result.hf_runs:
         print("transformers generate, static left-padded batches (useful output tokens only):")
         print(table(["batch", "batches", "time s", "req/s", "total tok/s", "output tok/s", "computed out tok"],
                     [[h.batch_size, h.num_batches, h.elapsed_s, h.requests_per_s, h.total_tokens_per_s,
                       h.output_tokens_per_s, h.generated_tokens] for h in result.hf_runs]))
+    if result.vllm_runs:
+        print(f"vLLM {result.vllm_version} LLM.generate, its defaults (cores: default = its own binding, "
+              "all = the model on every core):")
+        print(table(["cores", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s"],
+                    [[v.cores, v.competing, v.repeat, v.elapsed_s, v.requests_per_s, v.total_tokens_per_s,
+                      v.output_tokens_per_s] for v in result.vllm_runs]))
+        print(_spread_line("vLLM", result.vllm_runs))
+        ratios = ", ".join(f"{label} {v:.2f}x" for label, v in result.vllm_ratio.items())
+        print(f"ours / vLLM (best pass each, output tok/s, same competing load): {ratios}")
+    if result.vllm_agreement is not None:
+        a = result.vllm_agreement
+        print(f"greedy tokens vs vLLM: {a.identical_requests}/{a.num_requests} requests identical, "
+              f"{100 * a.agreeing_token_share:.1f}% of tokens before the first difference")
+
+
+def _spread_line(name: str, runs) -> str:
+    """Each mode's passes as min-max output tok/s, so the spread shows beside the best."""
+    by_label: dict[str, list[float]] = {}
+    for r in runs:
+        by_label.setdefault(r.label, []).append(r.output_tokens_per_s)
+    parts = [f"{label} {min(v):.1f}-{max(v):.1f} ({len(v)})" for label, v in by_label.items()]
+    return f"{name} output tok/s, min-max (passes) per mode: " + ", ".join(parts)
 
 
 def throughput_summary(result) -> str:
-    best = max(result.best.values(), key=lambda r: r.output_tokens_per_s)
-    parts = [(f"throughput {result.workload.name}: {best.requests_per_s:.2f} req/s, "
-              f"{best.total_tokens_per_s:.1f} total tok/s, {best.output_tokens_per_s:.1f} output tok/s")]
+    base = result.best[result.reference]
+    parts = [(f"throughput {result.workload.name}: {base.requests_per_s:.2f} req/s, "
+              f"{base.total_tokens_per_s:.1f} total tok/s, {base.output_tokens_per_s:.1f} output tok/s")]
     if result.events_ratio:
         parts.append("events " + " ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items()))
+    if result.competing_ratio:
+        parts.append("beside " + " ".join(f"{m} {v:.3f}x" for m, v in result.competing_ratio.items()))
     if result.hf_best is not None:
         parts.append(f"HF {result.hf_best.output_tokens_per_s:.1f} output tok/s (batch {result.hf_best.batch_size})"
                      f" -> {result.hf_ratio:.2f}x HF")
+    for label, peer in result.vllm_best.items():
+        ratio = result.vllm_ratio.get(label)
+        parts.append(f"{label} {peer.output_tokens_per_s:.1f} output tok/s" +
+                     (f" -> {ratio:.2f}x" if ratio is not None else ""))
     return " | ".join(parts)
 
 
@@ -107,19 +140,35 @@ def profile_summary(result) -> str:
 
 
 def print_latency(result) -> None:
-    print(workload_line(result))
+    print(workload_line(result) + f", temperature {result.temperature:g}")
     rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
-    print(f"engine: {result.model}, AsyncLLM streaming, {rate}, args {result.engine_args}")
-    print(f"duration {result.duration_s:.2f} s: {result.requests_per_s:.2f} req/s, "
-          f"{result.output_tokens_per_s:.1f} output tok/s, {result.total_tokens_per_s:.1f} total tok/s")
-    rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
-            (("TTFT", result.ttft_ms), ("TPOT", result.tpot_ms), ("ITL", result.itl_ms), ("E2E", result.e2e_ms))]
-    print(table(["ms", "mean", "median", "p99", "samples"], rows))
+    print(f"engines stream through their AsyncLLM, {rate}; our args {result.engine_args}")
+    for r in result.runs:
+        d = r.dashboard
+        cost = f"; dashboard {100 * d.cpu_share:.0f}% cpu, {d.redraw_ms_mean:.1f} ms/redraw" if d else ""
+        version = f" {result.vllm_version}" if r.engine.startswith("vllm") else ""
+        print(f"{r.label}{version}: duration {r.duration_s:.2f} s, {r.requests_per_s:.2f} req/s, "
+              f"{r.output_tokens_per_s:.1f} output tok/s, {r.total_tokens_per_s:.1f} total tok/s{cost}")
+        rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
+                (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))]
+        print(table(["ms", "mean", "median", "p99", "samples"], rows))
 
 
 def latency_summary(result) -> str:
     rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
-    return (f"latency {result.workload.name} @ {rate} req/s: TTFT median {result.ttft_ms.median:.1f} ms "
-            f"(p99 {result.ttft_ms.p99:.1f}), TPOT median {result.tpot_ms.median:.1f} ms, ITL median "
-            f"{result.itl_ms.median:.1f} ms, E2E median {result.e2e_ms.median:.1f} ms | "
-            f"{result.requests_per_s:.2f} req/s, {result.output_tokens_per_s:.1f} output tok/s")
+    ours = result.runs[0]
+    parts = [(f"latency {result.workload.name} @ {rate} req/s: TTFT median {ours.ttft_ms.median:.1f} ms "
+              f"(p99 {ours.ttft_ms.p99:.1f}), TPOT median {ours.tpot_ms.median:.1f} ms, ITL median "
+              f"{ours.itl_ms.median:.1f} ms, E2E median {ours.e2e_ms.median:.1f} ms | "
+              f"{ours.requests_per_s:.2f} req/s, {ours.output_tokens_per_s:.1f} output tok/s")]
+    mine = {r.competing: r for r in result.runs if r.engine == "enginetui"}
+    for r in result.runs[1:]:
+        if r.engine == "enginetui":  # ours beside a load: relative to ours alone
+            ratio = f"{r.output_tokens_per_s / ours.output_tokens_per_s:.2f}x alone"
+        elif r.competing in mine:  # a peer: ours under the same load relative to it
+            ratio = f"ours {mine[r.competing].output_tokens_per_s / r.output_tokens_per_s:.2f}x"
+        else:
+            ratio = ""
+        parts.append(f"{r.label}: TTFT median {r.ttft_ms.median:.1f} ms, TPOT median {r.tpot_ms.median:.1f} ms, "
+                     f"{r.output_tokens_per_s:.1f} output tok/s" + (f" ({ratio})" if ratio else ""))
+    return " | ".join(parts)

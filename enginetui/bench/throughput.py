@@ -2,8 +2,10 @@
 
 The whole workload goes to `LLM.generate` at once (random token-id prompts, ignore_eos, a fixed
 output length per request) and is timed end to end. Options measure the step-event cost (the
-engine with events off, on, or on with a live subscriber; runs interleaved, best of N kept) and
-compare against Hugging Face `generate` on the same prompts and the same weights.
+engine with events off, on, or on with a live subscriber), the engine beside a competing load
+(one busy process, or the live dashboard attached), and compare against Hugging Face `generate`
+and vLLM's `LLM` on the same prompts and the same weights. Passes of every mode are interleaved;
+the best of --repeats is kept, and every pass is listed so the spread shows.
 """
 
 import argparse
@@ -13,17 +15,19 @@ from typing import Any
 
 from core import LLM, SamplingParams
 from enginetui.bench import report
+from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
 from enginetui.bench.event_counter import EventCounter, StepCounts
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
+from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
-
 
 @dataclass(slots=True)
 class EngineRun:
     """One timed pass of our engine over the whole workload."""
 
     events: str  # off | on | subscriber
+    competing: str  # none | busy | dashboard: what else ran during the pass
     repeat: int  # which pass (0-based)
     elapsed_s: float  # wall time of LLM.generate
     num_requests: int  # requests in the workload
@@ -34,6 +38,39 @@ class EngineRun:
     output_tokens_per_s: float  # output tokens / elapsed
     cached_prompt_tokens: int  # prompt tokens served by the prefix cache
     steps: StepCounts | None  # what the steps computed, from the live subscriber (subscriber mode only)
+    dashboard: DashboardCost | None = None  # what the attached dashboard used (competing dashboard only)
+
+    @property
+    def label(self) -> str:
+        """The mode: events mode, plus the competing load if any (e.g. `on+busy`)."""
+        return mode_label(self.events, self.competing)
+
+
+@dataclass(slots=True)
+class VLLMRun:
+    """One timed pass of vLLM's `LLM.generate` over the whole workload."""
+
+    cores: str  # default (vLLM's own binding) | all (the model on every core)
+    competing: str  # none | busy
+    repeat: int  # which pass (0-based)
+    elapsed_s: float  # wall time of LLM.generate
+    output_tokens: int  # tokens generated (checked equal to the workload's)
+    requests_per_s: float  # requests / elapsed
+    total_tokens_per_s: float  # (prompt + output tokens) / elapsed
+    output_tokens_per_s: float  # output tokens / elapsed
+
+    @property
+    def label(self) -> str:
+        return mode_label(f"vllm-{self.cores}", self.competing)
+
+
+@dataclass(slots=True)
+class GreedyAgreement:
+    """Greedy tokens of our engine against a peer's on the same weights (temperature 0 only)."""
+
+    identical_requests: int  # requests whose whole output is the same token for token
+    num_requests: int  # requests compared
+    agreeing_token_share: float  # tokens before each request's first difference / all output tokens
 
 
 @dataclass(slots=True)
@@ -43,26 +80,36 @@ class ThroughputResult:
     workload: WorkloadSpec  # how the requests were drawn
     prompt_tokens: int  # total prompt tokens of the workload
     output_tokens: int  # total output tokens of the workload
+    temperature: float  # sampling temperature of every request (0: greedy)
     model: str  # the model asked for ("default": the embedded one)
     engine_args: dict[str, Any]  # the engine arguments used; our engine keeps its defaults otherwise
     device: str  # where it ran
     dtype: str  # compute dtype
     runs: list[EngineRun]  # every timed pass, in the order run
-    best: dict[str, EngineRun]  # events mode -> its fastest pass
-    events_ratio: dict[str, float] = field(default_factory=dict)  # mode -> throughput / throughput with events off
+    best: dict[str, EngineRun]  # mode label -> its fastest pass
+    reference: str  # the mode the ratios to peers and loads start from: events on (or the first asked), alone
+    events_ratio: dict[str, float] = field(default_factory=dict)  # events mode -> output tok/s / events off
+    competing_ratio: dict[str, float] = field(default_factory=dict)  # load -> output tok/s / alone (same events)
     hf_runs: list[HFRun] = field(default_factory=list)  # the baseline at each batch size tried
     hf_best: HFRun | None = None  # the baseline's fastest batch size
     hf_ratio: float | None = None  # our best output tok/s / the baseline's best
+    vllm_version: str | None = None  # the peer's version, when compared
+    vllm_runs: list[VLLMRun] = field(default_factory=list)  # every timed vLLM pass
+    vllm_best: dict[str, VLLMRun] = field(default_factory=dict)  # vLLM label -> its fastest pass
+    vllm_ratio: dict[str, float] = field(default_factory=dict)  # vLLM label -> ours / vLLM, same load
+    vllm_agreement: GreedyAgreement | None = None  # greedy tokens against vLLM's (temperature 0)
     summary: str = ""  # the one-line summary printed last
 
 
 def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest], modes: list[str],
-                     repeats: int) -> tuple[list[EngineRun], dict[str, str]]:
-    """Time our engine on the workload once per mode and repeat (modes interleaved within a repeat).
+                     loads: list[str], repeats: int,
+                     temperature: float) -> tuple[list[EngineRun], dict[str, str], list[list[int]]]:
+    """Time our engine on the workload once per events mode, competing load and repeat (interleaved).
 
-    Returns the runs and where the engine ran (device, dtype).
+    Returns the runs, where the engine ran (device, dtype), and the first pass's output tokens.
     """
     engines: dict[str, tuple[LLM, EventCounter | None]] = {}
+    tokens: list[list[int]] = []
     try:
         for mode in modes:
             llm = LLM(**engine_kwargs, enable_step_events=mode != "off")
@@ -73,10 +120,21 @@ def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest]
                     raise ValueError("--events subscriber needs the multiprocess engine (unset ENGINETUI_MULTIPROC=0)")
                 engines[mode] = (llm, EventCounter(address))
             warmup = warmup_workload(llm.engine.info.vocab_size)
-            llm.generate([r.prompt_token_ids for r in warmup], _params(warmup), use_tqdm=False)
-        runs = [time_engine(*engines[mode], workload, mode, repeat) for repeat in range(repeats) for mode in modes]
+            llm.generate([r.prompt_token_ids for r in warmup], _params(warmup, temperature), use_tqdm=False)
+        runs = []
+        for repeat in range(repeats):
+            for mode in modes:
+                for load in loads:
+                    llm, counter = engines[mode]
+                    client = llm.engine.client
+                    address = getattr(client, "events_address", None) if mode != "off" else None
+                    with competing(load, address, getattr(client, "engine_pid", None)) as competitor:
+                        run, out = time_engine(llm, counter, workload, mode, load, repeat, temperature, competitor)
+                    run.dashboard = competitor.cost
+                    runs.append(run)
+                    tokens = tokens or out
         info = engines[modes[0]][0].engine.info
-        return runs, {"device": info.device, "dtype": info.dtype}
+        return runs, {"device": info.device, "dtype": info.dtype}, tokens
     finally:
         for llm, counter in engines.values():
             if counter is not None:
@@ -84,18 +142,25 @@ def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest]
             llm.shutdown()
 
 
-def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str,
-                repeat: int) -> EngineRun:
-    """One timed LLM.generate over the workload, from a cold prefix cache."""
+def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str, load: str,
+                repeat: int, temperature: float,
+                competitor: Competitor | None = None) -> tuple[EngineRun, list[list[int]]]:
+    """One timed LLM.generate over the workload, from a cold prefix cache; the run and its tokens.
+
+    `competitor` (the load running beside it) is stopped as soon as the pass ends.
+    """
     client = llm.engine.client
     client.reset_prefix_cache()  # earlier passes must not serve this one's prompts
     first_step = client.snapshot().step if counter is not None else 0
     prompts = [r.prompt_token_ids for r in workload]
-    params = _params(workload)
+    params = _params(workload, temperature)
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - start
-    output_tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    if competitor is not None:
+        competitor.stop()
+    tokens = [list(o.outputs[0].token_ids) for o in outputs]
+    output_tokens = sum(len(t) for t in tokens)
     expected = sum(r.output_len for r in workload)
     if output_tokens != expected:
         raise RuntimeError(f"the engine generated {output_tokens} tokens, the workload asks for {expected}")
@@ -105,47 +170,132 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
         counter.wait_for_step(last_step)
         steps = counter.counts(first_step, last_step)
     prompt_tokens = sum(len(p) for p in prompts)
-    return EngineRun(
-        events=mode, repeat=repeat, elapsed_s=elapsed, num_requests=len(workload), prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens, requests_per_s=len(workload) / elapsed,
+    run = EngineRun(
+        events=mode, competing=load, repeat=repeat, elapsed_s=elapsed, num_requests=len(workload),
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_s=len(workload) / elapsed,
         total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed, output_tokens_per_s=output_tokens / elapsed,
         cached_prompt_tokens=sum(o.num_cached_tokens for o in outputs), steps=steps,
     )
+    return run, tokens
 
 
-def _params(workload: list[BenchRequest]) -> list[SamplingParams]:
-    """Fixed-length sampling at temperature 1 (as vLLM's throughput benchmark)."""
-    return [SamplingParams(temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload]
+def benchmark_vllm(python: str, model_dir: str, engine: dict[str, Any], workload: list[BenchRequest],
+                   cores_modes: list[str], loads: list[str], repeats: int,
+                   temperature: float) -> tuple[list[VLLMRun], str, list[list[int]]]:
+    """Time vLLM on the same workload: one engine per cores mode, passes interleaved over the loads.
+
+    Returns the runs, vLLM's version and its first pass's output tokens.
+    """
+    prompts = [r.prompt_token_ids for r in workload]
+    output_lens = [r.output_len for r in workload]
+    prompt_tokens, expected = sum(len(p) for p in prompts), sum(output_lens)
+    runs: list[VLLMRun] = []
+    tokens: list[list[int]] = []
+    version = ""
+    for cores in cores_modes:
+        with VLLMPeer(python, model_dir, engine, cores) as peer:
+            version = peer.version
+            for repeat in range(repeats):
+                for load in loads:
+                    with competing(load):
+                        reply = peer.throughput(prompts, output_lens, temperature)
+                    out = reply["output_token_ids"]
+                    generated = sum(len(t) for t in out)
+                    if generated != expected:
+                        raise RuntimeError(f"vLLM generated {generated} tokens, the workload asks for {expected}")
+                    elapsed = reply["elapsed_s"]
+                    runs.append(VLLMRun(
+                        cores=cores, competing=load, repeat=repeat, elapsed_s=elapsed, output_tokens=generated,
+                        requests_per_s=len(prompts) / elapsed, total_tokens_per_s=(prompt_tokens + generated) / elapsed,
+                        output_tokens_per_s=generated / elapsed,
+                    ))
+                    tokens = tokens or out
+    return runs, version, tokens
+
+
+def greedy_agreement(ours: list[list[int]], theirs: list[list[int]]) -> GreedyAgreement:
+    """How far two engines' greedy outputs agree, request by request."""
+    agreeing = 0
+    for a, b in zip(ours, theirs):
+        n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        agreeing += n
+    total = sum(len(a) for a in ours)
+    return GreedyAgreement(
+        identical_requests=sum(a == b for a, b in zip(ours, theirs)), num_requests=len(ours),
+        agreeing_token_share=agreeing / total if total else 1.0,
+    )
+
+
+def _params(workload: list[BenchRequest], temperature: float) -> list[SamplingParams]:
+    """Fixed-length sampling, no top-k / top-p cut (as vLLM's throughput benchmark); 0 is greedy."""
+    return [SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=r.output_len)
+            for r in workload]
+
+
+def _best(runs: list) -> dict:
+    """Mode label -> the fastest pass of that mode."""
+    best: dict = {}
+    for r in runs:
+        if r.label not in best or r.output_tokens_per_s > best[r.label].output_tokens_per_s:
+            best[r.label] = r
+    return best
 
 
 def run(args: argparse.Namespace) -> ThroughputResult:
-    """The whole `bench throughput` command: engine runs, then the baseline if asked."""
+    """The whole `bench throughput` command: engine runs, then the baselines asked for."""
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     workload = make_workload(spec, model_vocab_size(kwargs))
     modes = list(dict.fromkeys(args.events))
-    if args.compare == "hf":
+    loads = list(dict.fromkeys(args.competing))
+    compare = set(args.compare or ())
+    python = vllm_python(args.vllm_python) if "vllm" in compare else None  # fail before any engine runs
+    hf_runs: list[HFRun] = []
+    vllm_runs: list[VLLMRun] = []
+    vllm_version, vllm_tokens = None, []
+    if compare:
         report.quiet_transformers()
-        with shared_weights(kwargs) as (shared_kwargs, hf_dir):
-            runs, info = benchmark_engine(shared_kwargs, workload, modes, args.repeats)
-            model = load_hf_model(hf_dir, info["dtype"], info["device"])
-            sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
-            hf_runs = [run_hf(model, workload, b) for b in sizes]
+        with shared_weights(kwargs) as (shared_kwargs, weights_dir):
+            runs, info, tokens = benchmark_engine(shared_kwargs, workload, modes, loads, args.repeats, args.temperature)
+            if "hf" in compare:
+                model = load_hf_model(weights_dir, info["dtype"], info["device"])
+                sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
+                hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
+                del model
+            if python is not None:
+                vllm_loads = [x for x in loads if x in VLLM_COMPETING]
+                vllm_runs, vllm_version, vllm_tokens = benchmark_vllm(
+                    python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, info["dtype"]), workload,
+                    list(dict.fromkeys(args.vllm_cores)), vllm_loads, args.repeats, args.temperature)
     else:
-        runs, info = benchmark_engine(kwargs, workload, modes, args.repeats)
-        hf_runs = []
-    best = {mode: max((r for r in runs if r.events == mode), key=lambda r: r.output_tokens_per_s) for mode in modes}
+        runs, info, tokens = benchmark_engine(kwargs, workload, modes, loads, args.repeats, args.temperature)
+    best = _best(runs)
+    base_mode = next((m for m in modes if m != "off"), modes[0])  # the dashboard needs events
     result = ThroughputResult(
         workload=spec, prompt_tokens=runs[0].prompt_tokens, output_tokens=runs[0].output_tokens,
-        model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, best=best, **info,
+        temperature=args.temperature, model=kwargs["model"] or "default", engine_args=kwargs, runs=runs,
+        best=best, reference=mode_label(base_mode, loads[0] if "none" not in loads else "none"), **info,
     )
-    if "off" in best and len(best) > 1:
+    if "off" in best and len(modes) > 1:
         off = best["off"].output_tokens_per_s
-        result.events_ratio = {m: r.output_tokens_per_s / off for m, r in best.items() if m != "off"}
+        result.events_ratio = {m: best[m].output_tokens_per_s / off for m in modes if m != "off"}
+    for load in loads if "none" in loads else []:
+        loaded = best.get(mode_label(base_mode, load))
+        if load != "none" and loaded is not None:
+            result.competing_ratio[load] = loaded.output_tokens_per_s / best[base_mode].output_tokens_per_s
     if hf_runs:
         result.hf_runs = hf_runs
         result.hf_best = max(hf_runs, key=lambda r: r.output_tokens_per_s)
-        result.hf_ratio = max(r.output_tokens_per_s for r in best.values()) / result.hf_best.output_tokens_per_s
+        result.hf_ratio = best[result.reference].output_tokens_per_s / result.hf_best.output_tokens_per_s
+    if vllm_runs:
+        result.vllm_version, result.vllm_runs = vllm_version, vllm_runs
+        result.vllm_best = _best(vllm_runs)
+        for label, peer in result.vllm_best.items():
+            ours = best.get(mode_label(base_mode, peer.competing))
+            if ours is not None:
+                result.vllm_ratio[label] = ours.output_tokens_per_s / peer.output_tokens_per_s
+        if args.temperature == 0:
+            result.vllm_agreement = greedy_agreement(tokens, vllm_tokens)
     result.summary = report.throughput_summary(result)
     return result
 

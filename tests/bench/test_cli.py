@@ -14,8 +14,9 @@ def test_bench_throughput_parses_with_engine_flags_and_its_own():
         "--max-num-seqs", "32", "--json", "out.json",
     ])  # fmt: skip
     assert (args.command, args.bench_command) == ("bench", "throughput")
-    assert (args.preset, args.compare, args.events, args.repeats, args.json) == ("mixed", "hf", ["off", "subscriber"], 3,
-                                                                                 "out.json")
+    assert (args.preset, args.compare, args.events, args.repeats, args.json) == ("mixed", ["hf"], ["off", "subscriber"],
+                                                                                 3, "out.json")
+    assert (args.competing, args.vllm_cores, args.temperature, args.vllm_python) == (["none"], ["default"], 1.0, None)
     assert args.hf_batch_sizes == [8, 16, 32]
     assert engine_args(args) == {"model": "facebook/opt-125m", "load_format": "dummy", "enable_prefix_caching": True,
                                  "max_num_seqs": 32}

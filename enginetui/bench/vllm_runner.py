@@ -1,0 +1,138 @@
+"""The vLLM side of `enginetui bench ... --compare vllm`: run by vLLM's own interpreter.
+
+This file imports only the standard library and vLLM (it is run by path, with `python -P`, in
+vLLM's virtual environment, which has none of this repository's dependencies). It reads one JSON
+command per line on stdin and answers one JSON line per command on the file descriptor that was
+its stdout; everything vLLM prints goes to stderr (the benchmark sends that to a log file).
+
+Commands (`cmd`):
+  start       {model, engine, async}: build `LLM` (or `AsyncLLM` when async) with vLLM's defaults
+              plus the given engine keyword arguments; warm it up. Answers {"version", "pid"}.
+  throughput  {prompts, output_lens, temperature}: one timed `LLM.generate` of the whole workload.
+              Answers {"elapsed_s", "output_token_ids"}.
+  latency     {prompts, output_lens, offsets, temperature}: requests sent at their arrival offsets
+              through `AsyncLLM.generate`, streamed. Answers {"duration_s", "timings"} (per request:
+              sent, token_times, num_output_tokens, done; seconds of time.perf_counter()).
+  quit        shut the engine down and exit.
+A failed command answers {"error": "<traceback>"}.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+
+WARMUP_PROMPTS = [[11 + i, 22 + i, 33 + i, 44 + i] * 4 for i in range(4)]  # 16 tokens each
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)  # answers go here ...
+    os.dup2(2, 1)  # ... and anything else printed to stdout goes to stderr with vLLM's logs
+    runner = Runner()
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            reply = runner.handle(command)
+        except Exception:  # noqa: BLE001 - the benchmark shows the traceback and stops
+            reply = {"error": traceback.format_exc()}
+        proto.write(json.dumps(reply) + "\n")
+        if command["cmd"] == "quit":
+            break
+    runner.close()
+
+
+class Runner:
+    """One vLLM engine (sync `LLM` or `AsyncLLM`) and the commands that time it."""
+
+    def __init__(self) -> None:
+        self.llm = None  # vllm.LLM, for throughput
+        self.engine = None  # vllm AsyncLLM, for latency
+        self.loop = asyncio.new_event_loop()  # runs AsyncLLM's tasks between commands
+
+    def handle(self, command: dict) -> dict:
+        cmd = command["cmd"]
+        if cmd == "start":
+            return self.start(command["model"], command["engine"], command["async"])
+        if cmd == "throughput":
+            return self.throughput(command["prompts"], command["output_lens"], command["temperature"])
+        if cmd == "latency":
+            return self.loop.run_until_complete(
+                self.latency(command["prompts"], command["output_lens"], command["offsets"], command["temperature"])
+            )
+        if cmd == "quit":
+            return {"ok": True}
+        raise ValueError(f"unknown command {cmd!r}")
+
+    def start(self, model: str, engine: dict, use_async: bool) -> dict:
+        import vllm
+
+        kwargs = {"model": model, "skip_tokenizer_init": True, "disable_log_stats": True, **engine}
+        if use_async:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            async def make():
+                return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+
+            self.engine = self.loop.run_until_complete(make())
+            self.loop.run_until_complete(self.latency(WARMUP_PROMPTS, [8] * len(WARMUP_PROMPTS),
+                                                      [0.0] * len(WARMUP_PROMPTS), 0.0, prefix="warmup"))
+        else:
+            self.llm = vllm.LLM(**kwargs)
+            self.throughput(WARMUP_PROMPTS, [8] * len(WARMUP_PROMPTS), 0.0)
+        return {"version": vllm.__version__, "pid": os.getpid()}
+
+    def throughput(self, prompts: list[list[int]], output_lens: list[int], temperature: float) -> dict:
+        from vllm.inputs import TokensPrompt
+
+        inputs = [TokensPrompt(prompt_token_ids=p) for p in prompts]
+        params = [_params(n, temperature) for n in output_lens]
+        start = time.perf_counter()
+        outputs = self.llm.generate(inputs, params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        return {"elapsed_s": elapsed, "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs]}
+
+    async def latency(self, prompts: list[list[int]], output_lens: list[int], offsets: list[float],
+                      temperature: float, prefix: str = "bench") -> dict:
+        t0 = time.perf_counter()
+        timings = await asyncio.gather(*(
+            self._one_request(f"{prefix}-{i}", p, _params(n, temperature), offsets[i], t0)
+            for i, (p, n) in enumerate(zip(prompts, output_lens))
+        ))
+        return {"duration_s": max(t["done"] for t in timings) - t0, "timings": timings}
+
+    async def _one_request(self, request_id: str, prompt: list[int], params, delay: float, t0: float) -> dict:
+        """Send one request at its arrival time; the client-side timings of its streamed outputs."""
+        from vllm.inputs import TokensPrompt
+
+        await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
+        timing = {"sent": time.perf_counter(), "token_times": [], "num_output_tokens": 0, "done": 0.0}
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
+            now = time.perf_counter()
+            num_tokens = len(out.outputs[0].token_ids)
+            if num_tokens > timing["num_output_tokens"]:
+                timing["token_times"].append(now)
+                timing["num_output_tokens"] = num_tokens
+            if out.finished:
+                timing["done"] = now
+        return timing
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.shutdown()
+        if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()  # its EngineCore and worker processes
+
+
+def _params(output_len: int, temperature: float):
+    """The benchmark's sampling: fixed length (ignore_eos), no top-k / top-p cut, no detokenizing."""
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=output_len,
+                          detokenize=False)
+
+
+if __name__ == "__main__":  # vLLM starts its engine processes with spawn, which re-imports this file
+    main()

@@ -1,0 +1,3 @@
+class AsyncEngineArgs:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
