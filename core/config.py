@@ -28,6 +28,9 @@ class EngineConfig:
     enable_chunked_prefill: bool = True  # split prompts over steps to fit the budget
     enable_prefix_caching: bool = False  # reuse KV blocks of identical prompt prefixes
     scheduling_policy: str = "fcfs"  # "fcfs" or "priority"
+    # vLLM scheduler rules that can be switched back to older vLLM behaviour (README "Scheduling rules"):
+    scheduler_reserve_full_isl: bool = True  # admit a waiting request only if its whole sequence fits free blocks
+    long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
     enable_step_events: bool = True  # build and publish a StepEvent per step
     debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
 
@@ -50,6 +53,16 @@ class EngineConfig:
         _check_positive("max_model_len", self.max_model_len)
         _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _check_positive("max_num_seqs", self.max_num_seqs)
+        if not isinstance(self.scheduler_reserve_full_isl, bool):
+            raise ValueError(f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
+        threshold = self.long_prefill_token_threshold
+        if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
+            raise ValueError(f"long_prefill_token_threshold must be a non-negative integer (0: no cap), got {threshold!r}")
+        if self.max_model_len is not None and self.long_prefill_token_threshold > self.max_model_len:
+            raise ValueError(
+                f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot be greater "
+                f"than max_model_len ({self.max_model_len})"
+            )
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
         if not self.enable_chunked_prefill and self.max_model_len is not None:

@@ -48,13 +48,13 @@ class Request:
         self.priority = priority  # lower runs first under the priority policy
         self.status = RequestStatus.WAITING  # where it is in its life
         self.num_computed_tokens = 0  # tokens whose KV is in the cache
-        self.num_cached_tokens = 0  # prompt tokens served by the prefix cache at the last admission
+        self.num_cached_tokens = 0  # tokens served by the prefix cache at its first admission (as vLLM reports)
         self.num_preemptions = 0  # times its KV was dropped
         self.first_scheduled_time: float | None = None  # time.time() of its first admission
         self.max_tokens = max_tokens  # generation limit, resolved against max_model_len
         self.finish_detail = ""  # human-readable reason once finished
         self.num_tokens_sent_to_runner = 0  # how many of all_token_ids the model runner has been given
-        self.block_hashes: list[int] = []  # chained hashes of its full blocks (prefix caching)
+        self.block_hashes: list[bytes] = []  # chained SHA-256 hashes of its full blocks (prefix caching)
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -1,12 +1,16 @@
 """The pool of fixed-size KV blocks: reference counts, an eviction-ordered free queue, a hash index.
 
 Every block is either referenced (ref_cnt > 0, owned by one or more requests) or in the free queue.
-With prefix caching a free block may still hold a full block of tokens under its hash; it is
-reused by a later request with the same prefix, or evicted (least recently freed first) when the
-pool needs a fresh block.
+New blocks are taken from the head of the free queue. As in vLLM (0.23+), a freed block that holds
+no cached content goes to the head (reused first, most recently freed first); a freed block still
+findable by hash goes to the tail, so cached content is evicted least recently freed first.
+With prefix caching every full block is findable by its hash, and so is every copy of the same
+content (vLLM keeps them all: evicting one copy does not lose the content).
 """
 
 from collections import OrderedDict
+
+from core.kv.block_hash import BlockHash
 
 
 class KVBlock:
@@ -17,7 +21,7 @@ class KVBlock:
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id  # index into the KV cache tensors' first dimension
         self.ref_cnt = 0  # number of requests whose block table holds this block
-        self.block_hash: int | None = None  # chained hash of its tokens once full and cached
+        self.block_hash: BlockHash | None = None  # chained hash of its tokens once full and cached
 
 
 class BlockPool:
@@ -27,8 +31,9 @@ class BlockPool:
         self.num_blocks = num_blocks  # pool size
         self.enable_caching = enable_caching  # keep freed full blocks findable by hash
         self.blocks = [KVBlock(i) for i in range(num_blocks)]  # every block, by id
-        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))  # head evicted first
-        self.cached: dict[int, KVBlock] = {}  # block hash -> the block holding it
+        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))  # head taken first
+        # block hash -> every block holding that content, oldest first (a lookup takes the oldest)
+        self.cached: dict[BlockHash, dict[int, KVBlock]] = {}
         self.allocated_this_step: list[int] = []  # block ids handed out since the last drain
         self.freed_this_step: list[int] = []  # block ids whose last reference went since the last drain
 
@@ -44,9 +49,7 @@ class BlockPool:
         for _ in range(n):
             block_id, _ = self.free_queue.popitem(last=False)
             block = self.blocks[block_id]
-            if block.block_hash is not None:
-                del self.cached[block.block_hash]
-                block.block_hash = None
+            self.uncache_block(block)
             block.ref_cnt = 1
             out.append(block)
             self.allocated_this_step.append(block_id)
@@ -61,38 +64,55 @@ class BlockPool:
             block.ref_cnt += 1
 
     def free_blocks(self, blocks: list[KVBlock]) -> None:
-        """Drop one reference from each block; unreferenced ones join the free queue's tail, in order."""
+        """Drop one reference from each block, `blocks` ordered by eviction priority (first evicted first).
+
+        Unreferenced blocks with no cached content go to the head of the free queue (in that order),
+        cached ones to the tail.
+        """
+        to_head, to_tail = [], []
         for block in blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                self.free_queue[block.block_id] = None
+                (to_head if block.block_hash is None else to_tail).append(block.block_id)
                 self.freed_this_step.append(block.block_id)
+        for block_id in reversed(to_head):
+            self.free_queue[block_id] = None
+            self.free_queue.move_to_end(block_id, last=False)
+        for block_id in to_tail:
+            self.free_queue[block_id] = None
 
-    def lookup(self, block_hash: int) -> KVBlock | None:
-        return self.cached.get(block_hash)
+    def lookup(self, block_hash: BlockHash) -> KVBlock | None:
+        """A block holding this content (the oldest copy), or None."""
+        copies = self.cached.get(block_hash)
+        return next(iter(copies.values())) if copies else None
 
-    def cache_block(self, block: KVBlock, block_hash: int) -> bool:
-        """Make a full block findable by its hash (the first block with a given hash wins). True if it was."""
-        if block.block_hash is None and block_hash not in self.cached:
-            block.block_hash = block_hash
-            self.cached[block_hash] = block
-            return True
-        return False
+    def cache_block(self, block: KVBlock, block_hash: BlockHash) -> bool:
+        """Make a full block findable by its hash (another copy of known content too). True if newly so."""
+        if block.block_hash is not None:
+            return False
+        block.block_hash = block_hash
+        self.cached.setdefault(block_hash, {})[block.block_id] = block
+        return True
 
     def uncache_block(self, block: KVBlock) -> None:
-        """Make a block unfindable by hash (its contents are not to be trusted)."""
-        if block.block_hash is not None:
-            if self.cached.get(block.block_hash) is block:
-                del self.cached[block.block_hash]
-            block.block_hash = None
+        """Make a block unfindable by hash (evicted, or its contents are not to be trusted)."""
+        if block.block_hash is None:
+            return
+        copies = self.cached[block.block_hash]
+        del copies[block.block_id]
+        if not copies:
+            del self.cached[block.block_hash]
+        block.block_hash = None
 
     def cached_free_block_ids(self) -> list[int]:
-        return [b.block_id for b in self.cached.values() if b.ref_cnt == 0]
+        """Free blocks that still hold findable content."""
+        return [b.block_id for copies in self.cached.values() for b in copies.values() if b.ref_cnt == 0]
 
     def reset_cache(self) -> None:
-        """Forget every cached hash; blocks keep their owners."""
-        for block in self.cached.values():
-            block.block_hash = None
+        """Forget every cached hash."""
+        for copies in self.cached.values():
+            for block in copies.values():
+                block.block_hash = None
         self.cached.clear()
 
     def drain_step_changes(self) -> tuple[list[int], list[int]]:
@@ -105,7 +125,8 @@ class BlockPool:
         return sum(1 for b in self.blocks if b.ref_cnt > 0)
 
     def check_invariants(self) -> None:
-        """free + referenced == total, and the free queue holds exactly the unreferenced blocks."""
+        """free + referenced == total, the free queue holds exactly the unreferenced blocks, and the
+        hash index holds exactly the blocks that carry a hash."""
         referenced = self.num_referenced_blocks()
         if referenced + len(self.free_queue) != self.num_blocks:
             raise AssertionError(
@@ -114,6 +135,11 @@ class BlockPool:
         for block in self.blocks:
             if (block.ref_cnt == 0) != (block.block_id in self.free_queue) or block.ref_cnt < 0:
                 raise AssertionError(f"block {block.block_id} has ref_cnt {block.ref_cnt} but free={block.block_id in self.free_queue}")
-        for block_hash, block in self.cached.items():
-            if block.block_hash != block_hash:
-                raise AssertionError(f"hash index points at block {block.block_id} holding another hash")
+        indexed = 0
+        for block_hash, copies in self.cached.items():
+            for block in copies.values():
+                if block.block_hash != block_hash:
+                    raise AssertionError(f"hash index points at block {block.block_id} holding another hash")
+            indexed += len(copies)
+        if indexed != sum(1 for b in self.blocks if b.block_hash is not None):
+            raise AssertionError("blocks carrying a hash and the hash index disagree")

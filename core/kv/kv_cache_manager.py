@@ -18,8 +18,12 @@ class KVCacheManager:
         self.pool = BlockPool(num_blocks, enable_prefix_caching)  # the physical blocks
         self.req_to_blocks: dict[str, list[KVBlock]] = {}  # request id -> its block table
         self.num_cached_blocks: dict[str, int] = {}  # request id -> how many of its blocks are published
-        self.prefix_queries = 0  # prompt tokens looked up in the prefix cache
+        # Prefix-cache hit accounting at admission, as vLLM's PrefixCacheStats: requests admitted for
+        # the first time count as queries / hits; re-admissions after a preemption separately.
+        self.prefix_queries = 0  # tokens of first admissions looked up in the prefix cache
         self.prefix_hits = 0  # of which served from the cache
+        self.preempted_prefix_queries = 0  # tokens of re-admissions (after a preemption) looked up
+        self.preempted_prefix_hits = 0  # of which served from the cache
         self.published_this_step: list[KVBlock] = []  # blocks made findable by hash in the current step
 
     @property
@@ -60,34 +64,49 @@ class KVCacheManager:
         """Free blocks that still hold a findable prefix (reusable by a hit until evicted)."""
         return self.pool.cached_free_block_ids()
 
-    def record_lookup(self, num_tokens: int, num_hits: int) -> None:
-        """Count an admitted request's prefix-cache lookup towards the hit rate."""
-        if self.enable_prefix_caching:
-            self.prefix_queries += num_tokens
+    def record_lookup(self, request: Request, num_hits: int) -> None:
+        """Count an admitted request's prefix-cache lookup (its tokens, and how many were hits)."""
+        if not self.enable_prefix_caching:
+            return
+        if request.num_preemptions:
+            self.preempted_prefix_queries += request.num_tokens
+            self.preempted_prefix_hits += num_hits
+        else:
+            self.prefix_queries += request.num_tokens
             self.prefix_hits += num_hits
 
     def can_ever_fit(self, num_tokens: int) -> bool:
         return cdiv(num_tokens, self.block_size) <= self.pool.num_blocks
 
     def allocate_slots(
-        self, request: Request, num_new_tokens: int, new_computed_blocks: list[KVBlock] | None = None
+        self,
+        request: Request,
+        num_new_tokens: int,
+        new_computed_blocks: list[KVBlock] | None = None,
+        full_sequence_must_fit: bool = False,
     ) -> list[KVBlock] | None:
         """Give the request enough blocks for `num_new_tokens` more tokens, or None if the pool can't.
 
-        `new_computed_blocks` are prefix-cache hits being attached at admission.
+        `new_computed_blocks` are prefix-cache hits being attached at admission. With
+        `full_sequence_must_fit` (vLLM's scheduler_reserve_full_isl admission gate) the request is
+        refused unless blocks for all its current tokens fit, not only for this step's.
         """
         computed = new_computed_blocks or []
-        blocks = self.req_to_blocks.setdefault(request.request_id, [])
+        blocks = self.req_to_blocks.get(request.request_id, [])
         num_computed = request.num_computed_tokens + len(computed) * self.block_size
-        num_needed = cdiv(num_computed + num_new_tokens, self.block_size) - len(blocks) - len(computed)
-        num_needed = max(num_needed, 0)
+        num_held = len(blocks) + len(computed)
         # Cache hits sitting in the free queue stop being free once attached.
         num_free_hits = sum(1 for b in computed if b.ref_cnt == 0)
-        if num_needed > self.pool.num_free_blocks - num_free_hits:
-            if not blocks:
-                del self.req_to_blocks[request.request_id]
+        free = self.pool.num_free_blocks
+        if full_sequence_must_fit and max(cdiv(request.num_tokens, self.block_size) - num_held, 0) + num_free_hits > free:
             return None
-        self.pool.touch(computed)
+        num_needed = max(cdiv(num_computed + num_new_tokens, self.block_size) - num_held, 0)
+        if num_needed + num_free_hits > free:
+            return None
+        if computed:
+            self.pool.touch(computed)
+            self.num_cached_blocks[request.request_id] = len(computed)  # hits are published already
+        blocks = self.req_to_blocks.setdefault(request.request_id, blocks)
         blocks.extend(computed)
         new_blocks = self.pool.get_new_blocks(num_needed)
         blocks.extend(new_blocks)

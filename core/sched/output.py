@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from core.request import Request
 from core.sampling_params import SamplingParams
 
 
@@ -40,3 +41,29 @@ class SchedulerOutput:
     preempted_req_ids: set[str]  # requests preempted this step: the runner drops their state
     num_prefill_tokens: int = 0  # scheduled tokens that are prompt or recompute work
     num_decode_tokens: int = 0  # scheduled tokens that each generate the next token of a request
+
+
+def new_request_data(request: Request, block_ids: list[int]) -> NewRequestData:
+    """Full data for a request the runner has not seen (or dropped at its preemption)."""
+    request.num_tokens_sent_to_runner = request.num_tokens
+    return NewRequestData(
+        req_id=request.request_id,
+        token_ids=request.all_token_ids,
+        num_prompt_tokens=request.num_prompt_tokens,
+        sampling_params=request.sampling_params,
+        eos_token_ids=request.eos_token_ids,
+        block_ids=block_ids,
+        num_computed_tokens=request.num_computed_tokens,
+    )
+
+
+def cached_request_data(requests: list[Request], new_blocks: dict[str, list[int]]) -> CachedRequestData:
+    """Deltas for requests the runner already holds: tokens and blocks appended since it last saw them."""
+    data = CachedRequestData()
+    for request in requests:
+        data.req_ids.append(request.request_id)
+        data.new_token_ids.append(request.tokens(request.num_tokens_sent_to_runner, request.num_tokens))
+        data.new_block_ids.append(new_blocks[request.request_id])
+        data.num_computed_tokens.append(request.num_computed_tokens)
+        request.num_tokens_sent_to_runner = request.num_tokens
+    return data

@@ -36,15 +36,14 @@ class FCFSQueue:
 
 
 class PriorityQueue:
-    """Lowest (priority, arrival_time) first; a preempted request keeps its place by those keys."""
+    """Lowest (priority, arrival_time, request_id) first, as vLLM orders requests; a preempted
+    request goes back to its place by those keys."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, float, int, Request]] = []  # (priority, arrival, tiebreak, request)
-        self._counter = 0  # tiebreak for equal keys, in insertion order
+        self._heap: list[tuple[int, float, str, Request]] = []  # (priority, arrival, request id, request)
 
     def add(self, request: Request) -> None:
-        heapq.heappush(self._heap, (request.priority, request.arrival_time, self._counter, request))
-        self._counter += 1
+        heapq.heappush(self._heap, (request.priority, request.arrival_time, request.request_id, request))
 
     prepend = add  # position is decided by the keys alone
 
@@ -62,7 +61,7 @@ class PriorityQueue:
         return len(self._heap)
 
     def __iter__(self) -> Iterator[Request]:
-        return (item[3] for item in sorted(self._heap))
+        return (item[3] for item in sorted(self._heap, key=lambda item: item[:3]))
 
 
 def make_queue(policy: str) -> FCFSQueue | PriorityQueue:

@@ -12,9 +12,10 @@ from core.config import EngineConfig
 from core.kv.kv_cache_manager import KVCacheManager, cdiv
 from core.outputs import EngineCoreOutput, Logprob
 from core.request import Request, RequestStatus
-from core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from core.sched.output import SchedulerOutput, cached_request_data, new_request_data
 from core.sched.request_queue import make_queue
 from core.sched.step_record import Admitted, Ended, Preempted, StepRecord
+from core.sched.stop import check_stop
 
 
 class Scheduler:
@@ -63,12 +64,14 @@ class Scheduler:
         total = request.num_prompt_tokens + request.max_tokens
         if total > self.max_model_len:
             return f"prompt ({request.num_prompt_tokens}) + max_tokens ({request.max_tokens}) exceeds max_model_len ({self.max_model_len})"
-        if not self.kv.can_ever_fit(total):
-            need = cdiv(total, self.config.block_size)
-            return f"needs {need} KV blocks for {total} tokens but the whole pool has {self.kv.num_blocks}"
-        if not self.config.enable_chunked_prefill and total - 1 > self.config.max_num_batched_tokens:
+        kv_tokens = total - 1  # the last sampled token is never computed
+        if not self.kv.can_ever_fit(kv_tokens):
+            need = cdiv(kv_tokens, self.config.block_size)
+            return (f"needs {need} KV blocks for {kv_tokens} tokens (prompt + max_tokens - 1) "
+                    f"but the whole pool has {self.kv.num_blocks}")
+        if not self.config.enable_chunked_prefill and kv_tokens > self.config.max_num_batched_tokens:
             return (
-                f"without chunked prefill, {total - 1} tokens may need computing in one step "
+                f"without chunked prefill, {kv_tokens} tokens may need computing in one step "
                 f"but max_num_batched_tokens is {self.config.max_num_batched_tokens}"
             )
         return ""
@@ -76,91 +79,112 @@ class Scheduler:
     # ---- schedule --------------------------------------------------------------------------
 
     def schedule(self) -> SchedulerOutput:
-        """Spend this step's token budget: running requests first, then admit waiting ones."""
-        self.kv.new_step()
-        budget = self.config.max_num_batched_tokens
-        num_scheduled: dict[str, int] = {}
-        new_blocks: dict[str, list[int]] = {}
-        scheduled_running: list[Request] = []
-        scheduled_new: list[Request] = []
-        preempted_ids: set[str] = set()
+        """Spend this step's token budget: running requests first, then admit waiting ones.
 
+        Follows vLLM's Scheduler.schedule() rule for rule (see the README's "Scheduling rules").
+        """
+        self.kv.new_step()
+        step = _StepPlan(self.config.max_num_batched_tokens)
+        threshold = self._long_prefill_threshold()
+        self._schedule_running(step, threshold)
+        if not step.preempted:  # a step that had to preempt admits nobody
+            self._admit_waiting(step, threshold)
+        output = SchedulerOutput(
+            scheduled_new_reqs=[new_request_data(r, self.kv.block_ids(r.request_id)) for r in step.new],
+            scheduled_cached_reqs=cached_request_data(step.running, step.new_blocks),
+            num_scheduled_tokens=step.num_scheduled,
+            total_num_scheduled_tokens=sum(step.num_scheduled.values()),
+            finished_req_ids=self.finished_req_ids,
+            preempted_req_ids={r.request_id for r in step.preempted},
+        )
+        self.finished_req_ids = set()
+        self._advance_progress(output, step.running + step.new)
+        return output
+
+    def _long_prefill_threshold(self) -> int:
+        """The per-request cap on tokens this step (0: none). Not applied to a lone request: there is
+        nobody for it to starve."""
+        if len(self.running) + len(self.waiting) > 1:
+            return self.config.long_prefill_token_threshold
+        return 0
+
+    def _schedule_running(self, step: "_StepPlan", threshold: int) -> None:
+        """Advance running requests in order; preempt from the back (or the lowest priority) when the
+        pool cannot serve one, and stop at the first that cannot be served even then."""
         i = 0
-        while i < len(self.running) and budget > 0:
+        while i < len(self.running) and step.budget > 0:
             request = self.running[i]
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            num_new = request.num_tokens - request.num_computed_tokens
+            if 0 < threshold < num_new:
+                num_new = threshold
+            num_new = min(num_new, step.budget, self.max_model_len - request.num_computed_tokens - 1)
+            if num_new <= 0:
+                i += 1
+                continue
             while True:
                 blocks = self.kv.allocate_slots(request, num_new)
                 if blocks is not None:
                     break
                 victim = self._pick_victim()
-                if victim in scheduled_running:
-                    scheduled_running.remove(victim)
-                    budget += num_scheduled.pop(victim.request_id)
-                    new_blocks.pop(victim.request_id, None)
+                victim_index = self.running.index(victim)
+                del self.running[victim_index]
+                if victim_index < i:
                     i -= 1
+                if victim.request_id in step.num_scheduled:  # scheduled earlier this step: give its tokens back
+                    step.running.remove(victim)
+                    step.budget += step.num_scheduled.pop(victim.request_id)
+                    del step.new_blocks[victim.request_id]
                 self._preempt(victim)
-                preempted_ids.add(victim.request_id)
+                step.preempted.append(victim)
                 if victim is request:
                     break
             if blocks is None:
                 break
-            scheduled_running.append(request)
-            num_scheduled[request.request_id] = num_new
-            new_blocks[request.request_id] = [b.block_id for b in blocks]
-            budget -= num_new
+            step.running.append(request)
+            step.num_scheduled[request.request_id] = num_new
+            step.new_blocks[request.request_id] = [b.block_id for b in blocks]
+            step.budget -= num_new
             i += 1
 
-        if not preempted_ids:
-            budget = self._admit_waiting(budget, num_scheduled, new_blocks, scheduled_new)
-
-        output = SchedulerOutput(
-            scheduled_new_reqs=[self._new_request_data(r, num_scheduled) for r in scheduled_new],
-            scheduled_cached_reqs=self._cached_request_data(scheduled_running, new_blocks),
-            num_scheduled_tokens=num_scheduled,
-            total_num_scheduled_tokens=sum(num_scheduled.values()),
-            finished_req_ids=self.finished_req_ids,
-            preempted_req_ids=preempted_ids,
-        )
-        self.finished_req_ids = set()
-        self._advance_progress(output, scheduled_running + scheduled_new)
-        return output
-
-    def _admit_waiting(self, budget, num_scheduled, new_blocks, scheduled_new) -> int:
-        while len(self.waiting) and budget > 0 and len(self.running) < self.config.max_num_seqs:
+    def _admit_waiting(self, step: "_StepPlan", threshold: int) -> None:
+        """Admit from the head of waiting while budget, max_num_seqs and the pool allow; stop at the
+        first request that does not fit (no skipping ahead)."""
+        config = self.config
+        while step.budget > 0 and len(self.waiting) and len(self.running) < config.max_num_seqs:
             request = self.waiting.peek()
             hit_blocks, num_hit_tokens = self.kv.get_computed_blocks(request)
             num_new = request.num_tokens - num_hit_tokens
-            if not self.config.enable_chunked_prefill and num_new > budget:
+            if 0 < threshold < num_new:
+                num_new = threshold
+            if not config.enable_chunked_prefill and num_new > step.budget:
                 break
-            num_new = min(num_new, budget)
-            blocks = self.kv.allocate_slots(request, num_new, hit_blocks)
+            num_new = min(num_new, step.budget)
+            blocks = self.kv.allocate_slots(request, num_new, hit_blocks, config.scheduler_reserve_full_isl)
             if blocks is None:
                 break
+            self.kv.record_lookup(request, num_hit_tokens)
             self.waiting.pop()
-            self.kv.record_lookup(request.num_tokens, num_hit_tokens)
             resumed = request.status is RequestStatus.PREEMPTED
+            if not request.num_preemptions:
+                request.num_cached_tokens = num_hit_tokens  # vLLM reports the first admission's hits
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_hit_tokens
-            request.num_cached_tokens = num_hit_tokens
             self.running.append(request)
             if request.first_scheduled_time is None:
                 request.first_scheduled_time = time.time()
                 self.first_scheduled[request.request_id] = request.first_scheduled_time
-            scheduled_new.append(request)
+            step.new.append(request)
             self._record.admitted.append(Admitted(request.request_id, num_new, num_hit_tokens, resumed))
-            num_scheduled[request.request_id] = num_new
-            new_blocks[request.request_id] = [b.block_id for b in blocks]
-            budget -= num_new
-        return budget
+            step.num_scheduled[request.request_id] = num_new
+            step.new_blocks[request.request_id] = [b.block_id for b in blocks]
+            step.budget -= num_new
 
     def _pick_victim(self) -> Request:
-        """FCFS: the most recently admitted running request. Priority: the lowest-priority one."""
+        """FCFS: the most recently admitted running request. Priority: the lowest-priority one (the
+        latest arrival among equals; the first in running order among full ties)."""
         if self.config.scheduling_policy == "priority":
-            victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
-            self.running.remove(victim)
-            return victim
-        return self.running.pop()
+            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
+        return self.running[-1]
 
     def _preempt(self, request: Request) -> None:
         """Preempt by recompute: free its blocks, reset its progress, put it back at the head of waiting."""
@@ -172,29 +196,6 @@ class Scheduler:
         request.num_tokens_sent_to_runner = 0
         self.waiting.prepend(request)
         self._record.preempted.append(Preempted(request.request_id, lost, freed))
-
-    def _new_request_data(self, request: Request, num_scheduled: dict[str, int]) -> NewRequestData:
-        request.num_tokens_sent_to_runner = request.num_tokens
-        return NewRequestData(
-            req_id=request.request_id,
-            token_ids=request.all_token_ids,
-            num_prompt_tokens=request.num_prompt_tokens,
-            sampling_params=request.sampling_params,
-            eos_token_ids=request.eos_token_ids,
-            block_ids=self.kv.block_ids(request.request_id),
-            num_computed_tokens=request.num_computed_tokens,
-        )
-
-    @staticmethod
-    def _cached_request_data(requests: list[Request], new_blocks: dict[str, list[int]]) -> CachedRequestData:
-        data = CachedRequestData()
-        for request in requests:
-            data.req_ids.append(request.request_id)
-            data.new_token_ids.append(request.tokens(request.num_tokens_sent_to_runner, request.num_tokens))
-            data.new_block_ids.append(new_blocks[request.request_id])
-            data.num_computed_tokens.append(request.num_computed_tokens)
-            request.num_tokens_sent_to_runner = request.num_tokens
-        return data
 
     @staticmethod
     def _advance_progress(output: SchedulerOutput, requests: list[Request]) -> None:
@@ -216,20 +217,20 @@ class Scheduler:
         sampled: dict[str, int],
         logprobs: dict[str, list[Logprob]] | None = None,
     ) -> list[EngineCoreOutput]:
-        """Append sampled tokens, apply stop conditions, free finished requests' blocks."""
+        """Append sampled tokens, apply stop conditions, free finished requests' blocks (in the
+        order they were scheduled, as vLLM does)."""
         outputs = self.take_pending_outputs()
-        still_running = []
-        for request in self.running:
-            req_id = request.request_id
-            if req_id not in output.num_scheduled_tokens:
-                still_running.append(request)
-                continue
+        stopped: set[str] = set()
+        for req_id in output.num_scheduled_tokens:
+            request = self.requests.get(req_id)
+            if request is None or request.status is not RequestStatus.RUNNING:
+                continue  # ended during the step (a failed step, an abort)
             token = sampled.get(req_id)
             new_tokens = []
             if token is not None:
                 request.output_token_ids.append(token)
                 new_tokens.append(token)
-                self._check_stop(request, token)
+                check_stop(request, token, self.max_model_len)
             out = EngineCoreOutput(request_id=req_id, new_token_ids=new_tokens, num_cached_tokens=request.num_cached_tokens)
             if logprobs and req_id in logprobs:
                 out.new_logprobs = [logprobs[req_id]]
@@ -242,27 +243,12 @@ class Scheduler:
                 if request.status is RequestStatus.FINISHED_STOPPED:
                     out.stop_token_id = token
                 self._free_finished(request)
-            else:
-                still_running.append(request)
+                stopped.add(req_id)
             if new_tokens or out.finish_reason or out.first_scheduled_time is not None:
                 outputs.append(out)
-        self.running = still_running
+        if stopped:
+            self.running = [r for r in self.running if r.request_id not in stopped]
         return outputs
-
-    def _check_stop(self, request: Request, token: int) -> None:
-        params = request.sampling_params
-        n_out = request.num_output_tokens
-        if n_out >= params.min_tokens:
-            if not params.ignore_eos and token in request.eos_token_ids:
-                request.status, request.finish_detail = RequestStatus.FINISHED_STOPPED, "EOS token"
-                return
-            if params.stop_token_ids and token in params.stop_token_ids:
-                request.status, request.finish_detail = RequestStatus.FINISHED_STOPPED, f"stop token {token}"
-                return
-        if n_out >= request.max_tokens:
-            request.status, request.finish_detail = RequestStatus.FINISHED_LENGTH, f"max_tokens ({request.max_tokens}) reached"
-        elif request.num_tokens >= self.max_model_len:
-            request.status, request.finish_detail = RequestStatus.FINISHED_LENGTH, f"max_model_len ({self.max_model_len}) reached"
 
     def _free_finished(self, request: Request) -> None:
         self.kv.free(request)
@@ -340,3 +326,17 @@ class Scheduler:
         for request in self.waiting:
             if request.num_computed_tokens or request.request_id in self.kv.req_to_blocks:
                 raise AssertionError(f"waiting request {request.request_id} holds KV state")
+
+
+class _StepPlan:
+    """What one schedule() call has decided so far."""
+
+    __slots__ = ("budget", "num_scheduled", "new_blocks", "running", "new", "preempted")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget  # tokens left to schedule this step
+        self.num_scheduled: dict[str, int] = {}  # request id -> tokens this step, in scheduling order
+        self.new_blocks: dict[str, list[int]] = {}  # request id -> block ids appended to its table this step
+        self.running: list[Request] = []  # scheduled requests that were already running
+        self.new: list[Request] = []  # requests admitted this step (new or resumed)
+        self.preempted: list[Request] = []  # requests preempted this step, in order

@@ -13,9 +13,12 @@ def make_scheduler(num_blocks=100, block_size=16, budget=2048, max_model_len=819
     return Scheduler(cfg, num_blocks, max_model_len)
 
 
-def make_request(req_id: str, prompt_len: int, max_tokens: int = 16, priority: int = 0, arrival: float = 0.0) -> Request:
+def make_request(req_id: str, prompt_len: int, max_tokens: int = 16, priority: int = 0, arrival: float = 0.0,
+                 first_token: int = 3) -> Request:
+    """A prompt of consecutive token ids from `first_token`; ignores EOS."""
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
-    return Request(req_id, list(range(3, 3 + prompt_len)), params, eos_token_ids=[2], arrival_time=arrival,
+    tokens = list(range(first_token, first_token + prompt_len))
+    return Request(req_id, tokens, params, eos_token_ids=[2], arrival_time=arrival,
                    priority=priority, max_tokens=max_tokens)
 
 

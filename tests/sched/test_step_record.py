@@ -27,11 +27,11 @@ def test_a_step_records_admissions_preemptions_and_endings():
 def test_between_steps_aborts_rejections_and_errors_are_recorded_with_their_outputs():
     s = make_scheduler(num_blocks=4, block_size=4, max_model_len=64)
     s.add_request(make_request("A", 5, max_tokens=4))
-    s.add_request(make_request("huge", 40))  # 56 tokens need 14 blocks of a pool of 4
+    s.add_request(make_request("huge", 40))  # 55 tokens of KV need 14 blocks of a pool of 4
     s.report_error("bad", "request could not be decoded: junk")
     s.finish_requests(["A"], RequestStatus.FINISHED_ABORTED, "aborted by the client")
     record = s.drain_step_record()
-    assert record.rejected == [Ended("huge", "rejected", "needs 14 KV blocks for 56 tokens but the whole pool has 4", 0)]
+    assert record.rejected == [Ended("huge", "rejected", "needs 14 KV blocks for 55 tokens (prompt + max_tokens - 1) but the whole pool has 4", 0)]
     assert record.finished == [Ended("bad", "error", "request could not be decoded: junk", 0),
                                Ended("A", "abort", "aborted by the client", 0)]
     outputs = {o.request_id: o.finish_reason for o in s.take_pending_outputs()}
