@@ -22,6 +22,9 @@ class Scheduler:
     """Owns the waiting and running queues and the KV cache manager."""
 
     def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int) -> None:
+        if config.long_prefill_token_threshold > max_model_len:
+            raise ValueError(f"long_prefill_token_threshold ({config.long_prefill_token_threshold}) cannot be "
+                             f"greater than max_model_len ({max_model_len})")
         self.config = config  # budgets and policies
         self.max_model_len = max_model_len  # longest prompt + output
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)  # block tables

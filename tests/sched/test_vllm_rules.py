@@ -1,5 +1,8 @@
 """vLLM's scheduling rules worked by hand (README "Scheduling rules"); no vLLM needed."""
 
+import pytest
+
+from core.config import EngineConfig
 from core.sched.step_record import Admitted
 from tests.sched.test_scheduler import make_request, make_scheduler, run_step
 
@@ -33,6 +36,17 @@ def test_long_prefill_token_threshold_spares_a_lone_request():
     s = make_scheduler(budget=16, long_prefill_token_threshold=6)
     s.add_request(make_request("A", 20))
     assert run_step(s).num_scheduled_tokens == {"A": 16}  # nobody to starve: the whole budget
+
+
+def test_long_prefill_token_threshold_is_validated_like_vllm():
+    with pytest.raises(ValueError, match="non-negative integer"):
+        EngineConfig(long_prefill_token_threshold=-1)
+    with pytest.raises(ValueError, match="cannot be greater than max_model_len"):
+        EngineConfig(long_prefill_token_threshold=300, max_model_len=256)
+    with pytest.raises(ValueError, match="cannot be greater than max_model_len"):  # the model's length, resolved
+        make_scheduler(long_prefill_token_threshold=300, max_model_len=256)
+    with pytest.raises(ValueError, match="True or False"):
+        EngineConfig(scheduler_reserve_full_isl="yes")
 
 
 def test_priority_ties_break_by_arrival_then_request_id():
