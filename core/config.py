@@ -1,5 +1,6 @@
 """The one engine configuration object, validated once."""
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -12,8 +13,8 @@ _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "hal
 class EngineConfig:
     """Everything the engine needs to know; flag names follow vLLM's."""
 
-    model: str | None = None  # local HF directory, HF hub id, or None / "default" for the embedded model
-    tokenizer: str | None = None  # tokenizer directory or id; defaults to the model's
+    model: str | None = None  # local HF directory (a path-like is taken too), HF hub id, or None / "default" for the embedded model
+    tokenizer: str | None = None  # tokenizer directory or id (path-like taken too); defaults to the model's
     skip_tokenizer_init: bool = False  # run on token ids only (no text in or out)
     load_format: str = "auto"  # "auto" (safetensors, else .bin) or "dummy" (random weights)
     dtype: str = "auto"  # "auto" (float32 on CPU, the checkpoint's on CUDA), float32, float16, bfloat16
@@ -35,6 +36,8 @@ class EngineConfig:
     debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
 
     def __post_init__(self) -> None:
+        self.model = os.fspath(self.model) if isinstance(self.model, os.PathLike) else self.model
+        self.tokenizer = os.fspath(self.tokenizer) if isinstance(self.tokenizer, os.PathLike) else self.tokenizer
         if self.model == "default":
             self.model = None
         if self.load_format not in ("auto", "dummy", "safetensors", "pt"):

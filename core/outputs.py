@@ -69,13 +69,14 @@ class RequestMetrics:
 class CompletionOutput:
     """The generated part of a request."""
 
-    index: int  # completion index (always 0)
+    index: int  # which sample of the request (0 unless n > 1)
     text: str  # detokenized text so far (cut before a matched stop string)
     token_ids: list[int]  # generated token ids so far
     finish_reason: str | None = None  # "stop" | "length" | "abort" | "error" | "rejected", None while running
     stop_reason: str | int | None = None  # the stop string or stop token that ended it
     logprobs: list[dict[int, float]] | None = None  # per token: {token_id: logprob}, sampled token first
     error: str | None = None  # why it was rejected or failed
+    cumulative_logprob: float | None = None  # sum of the sampled tokens' logprobs (None unless logprobs were asked)
 
     @property
     def finished(self) -> bool:
@@ -89,9 +90,9 @@ class RequestOutput:
     request_id: str  # the request
     prompt: str | None  # prompt text (None when given as token ids without a tokenizer)
     prompt_token_ids: list[int]  # the tokenized prompt
-    outputs: list[CompletionOutput]  # one completion
+    outputs: list[CompletionOutput]  # the completions (n > 1 while streaming: the one sample that advanced)
     finished: bool  # True on the last output of this request
     metrics: RequestMetrics  # timings
     num_cached_tokens: int = 0  # prompt tokens served by the prefix cache
-    new_text: str = field(default="")  # text added since the previous output of this request
+    new_text: str = field(default="")  # text added since the previous output of this request (sample)
 

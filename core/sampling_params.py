@@ -10,7 +10,7 @@ _FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency
 class SamplingParams(msgspec.Struct, kw_only=True, omit_defaults=True):
     """How to pick the next token and when to stop. Mirrors vLLM's SamplingParams."""
 
-    n: int = 1  # completions per prompt (only 1 is supported)
+    n: int = 1  # completions per prompt (parallel sampling: each one its own engine request)
     temperature: float = 1.0  # 0 means greedy
     top_p: float = 1.0  # keep the smallest set of tokens whose probability reaches top_p
     top_k: int = 0  # keep the k most likely tokens; 0 or -1 keeps all
@@ -30,8 +30,8 @@ class SamplingParams(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         self._check_types()
-        if self.n != 1:
-            raise ValueError(f"n must be 1 (parallel sampling is not supported), got {self.n}")
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}")
         if not 0.0 <= self.temperature <= 100.0:
             raise ValueError(f"temperature must be in [0, 100], got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:

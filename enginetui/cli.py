@@ -109,7 +109,7 @@ def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
 
 
 def _step_interval_ms(text: str) -> int:
-    from core.engine.wire import MAX_STEP_INTERVAL_S
+    from core.engine.control import MAX_STEP_INTERVAL_S
 
     try:
         value = int(text)

@@ -7,7 +7,7 @@ event it receives and redraws from this state at a bounded rate.
 from collections import deque
 from dataclasses import dataclass, field
 
-from core.engine.events import RequestEnd, RequestProgress, StepEvent
+from core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from core.outputs import RequestOutput
 
 LOG_LINES = 500  # event-log lines kept
@@ -90,7 +90,6 @@ class DashboardState:
 
     history_interval: float = 0.5  # seconds of engine time between sparkline samples
     latest: StepEvent | None = None  # last event folded in (None before the first)
-    step_running: frozenset[str] = frozenset()  # running queue after the last step event (snapshots excluded)
     listed: frozenset[str] = frozenset()  # requests in the latest event's queues
     requests: dict[str, RequestView] = field(default_factory=dict)  # every request seen, in order of first sight
     log: deque[LogLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
@@ -185,10 +184,13 @@ class DashboardState:
     # ---- engine side ---------------------------------------------------------------------
 
     def apply_event(self, event: StepEvent) -> None:
-        """Fold one step event (or snapshot); derive the log lines for what changed."""
-        listed = frozenset(p.req_id for p in (*event.running, *event.waiting))
+        """Fold one event (step, update or snapshot): what it says happened, then the state it left."""
+        for added in event.added:
+            if added.req_id not in self.cleared:
+                self._apply_added(added)
         for progress in (*event.running, *event.waiting):
             self._apply_progress(progress)
+        listed = frozenset(p.req_id for p in (*event.running, *event.waiting))
         for req_id in self.listed - listed:
             if req_id in self.requests:
                 self.requests[req_id].block_ids = []  # no longer held by the scheduler: holds no blocks
@@ -199,16 +201,14 @@ class DashboardState:
         for end in (*event.finished, *event.rejected):
             if end.req_id not in self.cleared:
                 self._apply_end(end)
-        if not event.is_snapshot:
-            self._log_step(event, self.step_running)
-            self.step_running = frozenset(r.req_id for r in event.running)
-            self.dropped_events += event.num_dropped_events
+        self._log_event(event)
+        self.dropped_events += event.num_dropped_events
+        if event.is_step:
             self._sample_history(event)
-        # Step events and snapshots travel on different sockets: a step event can arrive after a
-        # snapshot taken later (e.g. the one after a pause). It is logged, but the snapshot stays
-        # the latest word on the engine (paused or not).
-        stale = not event.is_snapshot and self.latest is not None and self.latest.is_snapshot \
-            and event.step <= self.latest.step
+        # Events and snapshot replies travel on different sockets: one published before a snapshot
+        # was taken can arrive after it. Its news is folded, but the newer state stays the latest.
+        latest = self.latest
+        stale = latest is not None and (event.seq < latest.seq or (event.seq == latest.seq and not event.is_snapshot))
         if not stale:
             self.latest = event
         self.version += 1
@@ -221,6 +221,15 @@ class DashboardState:
             view = self.requests[req_id] = RequestView(req_id=req_id, index=self.num_seen)
             self.num_seen += 1
         return view
+
+    def _apply_added(self, added: RequestAdded) -> None:
+        """A request reached the engine (sent by this dashboard or by anyone else)."""
+        view = self._view(added.req_id)
+        if view.active:
+            view.num_prompt_tokens = len(added.prompt_token_ids)
+            view.num_tokens = max(view.num_tokens, view.num_prompt_tokens)
+            view.max_tokens = added.max_tokens
+            view.arrival_time = view.arrival_time or added.arrival_time
 
     def _apply_progress(self, p: RequestProgress) -> None:
         if p.req_id in self.cleared:
@@ -256,19 +265,28 @@ class DashboardState:
         view.detail = detail
         view.block_ids = []
 
-    def _log_step(self, event: StepEvent, before: frozenset[str]) -> None:
+    def _log_event(self, event: StepEvent) -> None:
+        """Log lines for what the event says happened: admissions, prefill chunks, preemptions, ends."""
         step, add = event.step, self.log.append
-        for r in event.running:
-            n = event.scheduled.get(r.req_id, 0)
-            chunked = n > 0 and r.num_tokens - r.num_computed_tokens > 1  # prefill still unfinished
-            if r.req_id not in before:
-                todo = r.num_tokens - (0 if chunked else 1) - (r.num_computed_tokens - n)  # before this step's token
-                what = f"recompute {todo} tok" if r.num_preemptions else f"prompt {r.num_prompt_tokens} tok"
-                cached = f" · {r.num_cached_tokens} cached" if r.num_cached_tokens else ""
-                chunk = f" · chunk {n}" if chunked else ""
-                add(LogLine(step, "admit", f"{r.req_id} · {what}{cached}{chunk}"))
-            elif chunked:
-                add(LogLine(step, "chunk", f"{r.req_id} · +{n} → {r.num_computed_tokens}/{r.num_tokens} tok"))
+        listed = {r.req_id: r for r in event.running}
+        admitted = set()
+        for a in event.admitted:
+            admitted.add(a.req_id)
+            r = listed.get(a.req_id)
+            if r is None:  # admitted and ended in the same step
+                continue
+            if a.resumed:
+                sampled = 1 if a.req_id in event.new_token_ids else 0
+                what = f"recompute {r.num_tokens - sampled - a.num_cached_tokens} tok"
+            else:
+                what = f"prompt {r.num_prompt_tokens} tok"
+            cached = f" · {a.num_cached_tokens} cached" if a.num_cached_tokens else ""
+            chunk = next((f" · chunk {c.num_tokens}" for c in event.chunks if c.req_id == a.req_id and c.num_remaining), "")
+            add(LogLine(step, "admit", f"{a.req_id} · {what}{cached}{chunk}"))
+        for c in event.chunks:
+            if c.req_id not in admitted:
+                left = f"{c.num_remaining} tok left" if c.num_remaining else "prefill done"
+                add(LogLine(step, "chunk", f"{c.req_id} · +{c.num_tokens} tok · {left}"))
         for pre in event.preempted:
             what = f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {pre.freed_blocks} blocks"
             add(LogLine(step, "preempt", what))

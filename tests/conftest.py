@@ -1,6 +1,8 @@
 """Shared fixtures: Hugging Face-format OPT directories with random weights, built locally."""
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 # Triton picks interpreted vs compiled mode when first imported (transformers imports it): decide now.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -11,6 +13,35 @@ from transformers import OPTConfig, OPTForCausalLM
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout under test
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """The environment for a Python subprocess that must import this checkout's packages
+    (not an installed copy of them), plus `extra` variables."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+@contextlib.contextmanager
+def recorded_events(engine) -> Iterator[list]:
+    """Every event an LLMEngine publishes while the block runs (and until all of it arrived).
+
+    The subscriber's receive queue is unbounded, so a test thread that falls behind still gets
+    every event (asserted)."""
+    from core.engine.event_subscriber import EventSubscriber
+
+    events: list = []
+    sub = EventSubscriber(engine.client.events_address, events.append, rcvhwm=0)
+    try:
+        yield events
+        assert sub.catch_up(engine.snapshot().seq), "the last events never arrived"
+        assert sub.missed.total == 0, f"{sub.missed.total} events were lost"
+    finally:
+        sub.close()
 
 
 def make_opt_dir(path, seed: int = 0, **overrides) -> str:

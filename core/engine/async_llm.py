@@ -14,14 +14,14 @@ EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Self
+from typing import Any, Self
 
 from core.config import EngineConfig
 from core.engine import wire
-from core.engine.core_client import use_multiprocess
+from core.engine.core_client import EngineCoreClient
 from core.engine.errors import EngineDeadError, EngineStartupError
 from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
+from core.engine.processor import EngineInfo, PromptType
 from core.engine.tokenizer import open_text_stages
 from core.outputs import RequestOutput
 from core.sampling_params import SamplingParams
@@ -30,24 +30,17 @@ __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError"]
 
 log = logging.getLogger("enginetui.async_llm")
 
-
 class AsyncLLM:
     """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
 
     def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None) -> None:
         self.config = config  # engine configuration
         self.log_file = log_file  # EngineCore child's stdout / stderr / logging (None: this process's terminal)
-        if use_multiprocess(multiprocess):
-            from core.engine.mp_client import AsyncMPClient
-
-            self.client = AsyncMPClient(config, log_file=log_file)  # EngineCore in a child process
-        else:
-            from core.engine.async_inproc import AsyncInprocClient
-
-            self.client = AsyncInprocClient(config)  # EngineCore in this process
+        self.client = EngineCoreClient.make(config, asyncio_mode=True, multiprocess=multiprocess, log_file=log_file)
         self.info: EngineInfo = self.client.info  # limits and identity of the engine
         # The tokenizer (None on token ids only), tokenize + validate, detokenize + stop strings.
-        self.tokenizer, self.processor, self.output_processor = open_text_stages(config, self.client)
+        # n > 1 requests stream each sample's progress as it happens.
+        self.tokenizer, self.processor, self.output_processor = open_text_stages(config, self.client, stream=True)
         self._queues: dict[str, asyncio.Queue] = {}  # live request id -> its outputs (then maybe an error)
         self._handler: asyncio.Task | None = None  # the output-handler task
         self._background: set[asyncio.Task] = set()  # fire-and-forget aborts
@@ -86,25 +79,28 @@ class AsyncLLM:
 
     # ---- requests --------------------------------------------------------------------------
 
-    async def generate(self, prompt: str | list[int], params: SamplingParams | None, request_id: str,
+    async def generate(self, prompt: PromptType, params: SamplingParams | None, request_id: str,
                        priority: int = 0) -> AsyncIterator[RequestOutput]:
         """Yield this request's RequestOutput after every step that advanced it; the last is finished.
 
-        Invalid input raises ValueError before anything reaches the engine. Leaving the loop early
-        (break, or cancelling the consuming task) aborts the request. If EngineCore dies, a final
-        output with finish_reason "error" is yielded, then EngineDeadError is raised.
+        `prompt`: text, token ids, {"prompt": text} or {"prompt_token_ids": [...]}. With n > 1
+        each output carries the one sample that advanced (CompletionOutput.index says which);
+        the request is finished when all n are. Invalid input raises ValueError before anything
+        reaches the engine. Leaving the loop early (break, or cancelling the consuming task)
+        aborts the request. If EngineCore dies, a final output with finish_reason "error" is
+        yielded, then EngineDeadError is raised.
         """
         self._check_usable()
-        if request_id in self._queues or request_id in self.output_processor.states:
+        if request_id in self._queues or self.output_processor.is_live(request_id):
             raise ValueError(f"request id {request_id!r} is already in use")
         request, text = self.processor.process(request_id, prompt, params, priority)
         self._ensure_handler()
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self.output_processor.add_request(request_id, text, request.prompt_token_ids, request.sampling_params,
-                                          request.arrival_time)
+        engine_requests = self.output_processor.register(request, text)
         try:
-            await self.client.add_request(request)
+            for engine_request in engine_requests:
+                await self.client.add_request(engine_request)
             while True:
                 item = await queue.get()
                 if isinstance(item, BaseException):
@@ -115,43 +111,48 @@ class AsyncLLM:
         finally:
             if self._queues.get(request_id) is queue:  # the caller left before the end: abort it
                 del self._queues[request_id]
-                self.output_processor.states.pop(request_id, None)
+                engine_ids = self.output_processor.engine_ids(request_id)
+                self.output_processor.forget(request_id)
                 if self.is_running:
-                    self._in_background(self.client.abort_requests([request_id]))
+                    self._in_background(self.client.abort_requests(engine_ids))
 
     async def abort(self, request_id: str) -> None:
         """End a request; its generate() stream gets a final output with finish_reason "abort"."""
         if self.is_running:
             self._ensure_handler()
-            await self.client.abort_requests([request_id])
+            await self.client.abort_requests(self.output_processor.engine_ids(request_id))
 
     # ---- control ---------------------------------------------------------------------------
 
+    async def control(self, op: str, value: Any = None) -> Any:
+        """Any control operation by name (core.engine.control.OPS); returns its result."""
+        self._check_usable()
+        self._ensure_handler()
+        return await self.client.call(op, value)
+
     async def pause(self) -> None:
         """Stop stepping (requests can still be added and aborted; they wait)."""
-        await self._control("pause")
+        await self.control("pause")
 
     async def resume(self) -> None:
-        await self._control("resume")
+        await self.control("resume")
 
     async def step_once(self) -> None:
         """Exactly one engine step (meant for a paused engine); its outputs and event are delivered."""
-        await self._control("step")
+        await self.control("step")
 
     async def snapshot(self) -> StepEvent:
-        """The full current state (is_snapshot=True)."""
-        return (await self._control("snapshot")).snapshot
+        """The full current state (an event of kind "snapshot")."""
+        return await self.control("snapshot")
 
-    async def reset_prefix_cache(self) -> None:
-        await self._control("reset_prefix_cache")
+    async def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix; False (nothing done) while requests hold KV blocks."""
+        return await self.control("reset_prefix_cache")
 
     async def set_step_interval(self, seconds: float) -> None:
         """Slow motion, to watch the engine work: while there is work, start a step at most every
         `seconds` (0 = full speed). Requests, aborts and controls are still served at once."""
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                or not 0.0 <= seconds <= wire.MAX_STEP_INTERVAL_S:
-            raise ValueError(f"step interval must be between 0 and {wire.MAX_STEP_INTERVAL_S:g} s, got {seconds!r}")
-        await self._control("set_step_interval", float(seconds))
+        await self.control("set_step_interval", seconds)
 
     def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
         """Live step events; several subscribers may listen at once. The first event of each
@@ -206,14 +207,6 @@ class AsyncLLM:
         if handler is None or handler.done() or handler.get_loop() is not loop:  # none yet, or a finished loop's
             self._handler = loop.create_task(self._handle_outputs(), name="enginetui-output-handler")
 
-    async def _control(self, op: str, value: float = 0.0) -> wire.ControlReply:
-        self._check_usable()
-        self._ensure_handler()
-        reply = await self.client.control(op, value)
-        if reply.error:
-            raise RuntimeError(f"EngineCore {op} failed: {reply.error}")
-        return reply
-
     async def _handle_outputs(self) -> None:
         """Read EngineCore outputs forever; route them to the requests' queues."""
         try:
@@ -260,7 +253,6 @@ class AsyncLLM:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         task.add_done_callback(_ignore_dead)
-
 
 def _ignore_dead(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), EngineDeadError):

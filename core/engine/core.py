@@ -1,32 +1,45 @@
-"""EngineCore: the scheduler, the model runner and the step loop body, in whichever process runs it."""
+"""EngineCore: the scheduler, the model runner, one step, and the events that describe them.
+
+EngineCore is driven by one busy loop (core/engine/busy_loop.py), in a child process or on a
+thread of the caller. Every change of its state is reported: `step()` returns the step's
+outputs and event; anything done between steps (requests added, aborted or rejected, pause,
+pace, prefix-cache reset) marks the state changed, and `take_update()` returns the pending
+outputs and one "update" event for all of it.
+"""
 
 import logging
 import time
 
-import torch
-
 from core.config import EngineConfig
-from core.engine.events import SCHEMA_VERSION, Preemption, RequestEnd, RequestProgress, StepEvent
+from core.engine.events import (
+    SCHEMA_VERSION,
+    Admission,
+    PrefillChunk,
+    Preemption,
+    RequestAdded,
+    RequestEnd,
+    RequestProgress,
+    StepEvent,
+)
 from core.engine.kv_sizing import num_kv_blocks
-from core.engine.wire import MAX_STEP_INTERVAL_S
+from core.engine.processor import EngineInfo
+from core.models.generation_config import generation_defaults
 from core.models.loader import load_hf_config, load_model
-from core.outputs import EngineCoreOutputs, EngineCoreRequest
+from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
+from core.sched.output import SchedulerOutput
 from core.sched.scheduler import Scheduler
-from core.worker.cpu_tuning import tune_cpu_allocator
+from core.sched.step_record import StepRecord
 from core.worker.model_runner import ModelRunner, ModelRunnerOutput
 
 log = logging.getLogger("enginetui.core")
 
 
 class EngineCore:
-    """One `step()` = schedule -> execute -> update, plus the step event describing it."""
+    """One `step()` = schedule -> execute -> update, plus the event describing it."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config  # validated engine configuration
-        torch.manual_seed(config.seed)
-        if config.torch_device.type == "cpu":
-            tune_cpu_allocator()
         hf_config, model_dir = load_hf_config(config)
         self.hf_config = hf_config  # the model's Hugging Face config
         self.model_dir = model_dir  # where weights / tokenizer live (None for name-only dummy models)
@@ -42,52 +55,96 @@ class EngineCore:
         self.runner = ModelRunner(model, self.num_blocks, config.block_size, config.max_num_seqs,
                                   self.max_model_len, dtype, config.torch_device, config.seed)  # model + cache
         self.step_count = 0  # steps taken
-        self.paused = False  # set by the busy loop's control handling; reported in events
+        self.paused = False  # only single steps run while paused
         self.step_interval_s = 0.0  # slow motion: the busy loop starts steps at most this often
         self.total_output_tokens = 0  # tokens generated since start
         self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
-        self._last_event: StepEvent | None = None  # for snapshots
+        self.event_seq = 0  # seq of the latest published event
+        self._latest_step: StepEvent | None = None  # the latest step's event (updates repeat its step fields)
+        self._added: list[RequestAdded] = []  # requests added since the latest event
+        self._changed = False  # state changed outside a step since the latest event
         log.info("EngineCore ready: %d KV blocks of %d tokens, max_model_len %d", self.num_blocks,
                  config.block_size, self.max_model_len)
 
-    # ---- requests --------------------------------------------------------------------------
+    def describe(self, pid: int) -> EngineInfo:
+        """What a client needs to know about this engine (`pid`: the process it runs in)."""
+        generation = generation_defaults(self.model_dir, self.hf_config)
+        return EngineInfo(
+            model_name=self.config.model or "default",
+            model_dir=str(self.model_dir) if self.model_dir is not None else None,
+            vocab_size=self.hf_config.vocab_size,
+            max_model_len=self.max_model_len,
+            num_blocks=self.num_blocks,
+            block_size=self.config.block_size,
+            device=str(self.config.torch_device),
+            dtype=str(next(self.runner.model.parameters()).dtype).removeprefix("torch."),
+            eos_token_ids=generation.eos_token_ids,
+            default_sampling=generation.sampling,
+            pid=pid,
+        )
+
+    # ---- changes between steps -------------------------------------------------------------
 
     def add_request(self, req: EngineCoreRequest) -> None:
         params = req.sampling_params
         max_tokens = params.max_tokens if params.max_tokens is not None else self.max_model_len - len(req.prompt_token_ids)
         request = Request(req.request_id, list(req.prompt_token_ids), params, req.eos_token_ids,
                           req.arrival_time, req.priority, max(max_tokens, 1))
+        self._added.append(RequestAdded(req.request_id, request.prompt_token_ids, params, request.max_tokens,
+                                        req.priority, req.arrival_time))
+        self._changed = True
         if req.request_id in self.scheduler.requests:
-            request.max_tokens = max_tokens
             self.scheduler.reject(request, f"duplicate request id {req.request_id!r}")
             return
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: list[str], detail: str = "aborted by the client") -> None:
-        self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED, detail)
+        if self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED, detail):
+            self._changed = True
 
-    def has_work(self) -> bool:
-        """True while a step would compute something or deliver pending outputs."""
-        return self.scheduler.has_unfinished_requests() or self.scheduler.has_pending_outputs()
+    def report_error(self, request_id: str, detail: str) -> None:
+        """A request that could not even be added (e.g. it did not decode) ends with this error."""
+        self.scheduler.report_error(request_id, detail)
+        self._changed = True
 
-    def reset_prefix_cache(self) -> bool:
-        """Forget the prefix cache. False (nothing done) while requests hold blocks, as in vLLM."""
-        return self.scheduler.reset_prefix_cache()
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self._changed = True
 
     def set_step_interval(self, seconds: float) -> None:
         """Slow motion: while there is work, the loop driving this core starts a step at most every
         `seconds` (0 = full speed); work arriving at an idle or paused engine starts at once.
-        Inputs are still served while a step is held back."""
-        if not 0.0 <= seconds <= MAX_STEP_INTERVAL_S:
-            raise ValueError(f"step interval must be between 0 and {MAX_STEP_INTERVAL_S:g} s, got {seconds!r}")
-        self.step_interval_s = float(seconds)
+        Inputs are still served while a step is held back. (Validated by core.engine.control.)"""
+        self.step_interval_s = seconds
+        self._changed = True
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix; False (nothing done) while requests hold blocks."""
+        done = self.scheduler.reset_prefix_cache()
+        self._changed = True
+        return done
+
+    def has_work(self) -> bool:
+        """True while a step would compute something."""
+        return self.scheduler.has_unfinished_requests()
+
+    def take_update(self) -> tuple[list[EngineCoreOutput], StepEvent | None]:
+        """Outputs produced between steps (aborts, rejections, errors) and, if the state changed
+        since the latest event, an "update" event describing the change."""
+        outputs = self.scheduler.take_pending_outputs()
+        event = None
+        if self._changed:
+            self._changed = False
+            event = self._build_event("update")
+        return outputs, event
 
     # ---- the step --------------------------------------------------------------------------
 
     def step(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
         t0 = time.perf_counter()
         sched_out = self.scheduler.schedule()
+        chunks = self._prefill_chunks(sched_out)
         t1 = time.perf_counter()
         try:
             result = self.runner.execute(sched_out)
@@ -102,12 +159,11 @@ class EngineCore:
         self.total_output_tokens += len(result.sampled)
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
-        changes = self.scheduler.kv.pool.drain_step_changes()
-        record = self.scheduler.drain_step_record()
-        self.total_preemptions += len(record.preempted)
-        event = None
-        if self.config.enable_step_events:
-            event = self._build_event(sched_out, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, changes, record)
+        new_tokens = {o.request_id: o.new_token_ids for o in outputs if o.new_token_ids}
+        step_fields = (dict(sched_out.num_scheduled_tokens), sched_out.num_prefill_tokens, sched_out.num_decode_tokens,
+                       (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, result.forward_ms, result.sample_ms)
+        self._changed = False
+        event = self._build_event("step", step_fields, chunks, new_tokens)
         t4 = time.perf_counter()
         self.last_timings = {
             "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms, "forward": result.forward_ms,
@@ -115,35 +171,63 @@ class EngineCore:
         }
         return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
 
+    def _prefill_chunks(self, sched_out: SchedulerOutput) -> list[PrefillChunk]:
+        """Requests whose prefill (or recompute) is split over steps: this step's piece and what is left.
+
+        Called right after schedule(), which counts the scheduled tokens as computed.
+        """
+        chunks = []
+        for req_id, n in sched_out.num_scheduled_tokens.items():
+            r = self.scheduler.requests[req_id]
+            remaining = r.num_tokens - r.num_computed_tokens
+            before = r.num_computed_tokens - n
+            is_decode = n == 1 and r.num_output_tokens > 0 and before == r.num_tokens - 1
+            if remaining > 0 or (before > r.num_cached_tokens and not is_decode):
+                chunks.append(PrefillChunk(req_id, n, remaining))
+        return chunks
+
     # ---- events ----------------------------------------------------------------------------
 
-    def _build_event(self, sched_out, sched_ms: float, exec_ms: float, update_ms: float, changes, record) -> StepEvent:
-        """`changes`: blocks allocated and freed this step; `record`: the scheduler's StepRecord."""
-        allocated, freed = changes
-        preempted = [Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted]
-        finished = [RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens) for e in record.finished]
-        rejected = [RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens) for e in record.rejected]
-        event = self._event(
-            is_snapshot=False, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
-            scheduled=dict(sched_out.num_scheduled_tokens), num_prefill=sched_out.num_prefill_tokens,
-            num_decode=sched_out.num_decode_tokens, allocated=allocated, freed=freed,
-            preempted=preempted, finished=finished, rejected=rejected,
-        )
-        self._last_event = event
+    def snapshot(self) -> StepEvent:
+        """The full current state as a "snapshot" event (what a late subscriber draws from)."""
+        return self._event("snapshot", self._latest_step_fields(), StepRecord(), ([], []), [], [], {})
+
+    def publishable_snapshot(self) -> StepEvent:
+        """A snapshot to publish (it takes the next seq)."""
+        self.event_seq += 1
+        return self.snapshot()
+
+    def _build_event(self, kind: str, step_fields: tuple | None = None, chunks: list[PrefillChunk] | None = None,
+                     new_tokens: dict[str, list[int]] | None = None) -> StepEvent | None:
+        """Drain what happened since the latest event into a new event (None with events off).
+
+        `step_fields`: what a step event describes (see _latest_step_fields); updates repeat the latest step's.
+        """
+        record = self.scheduler.drain_step_record()
+        self.total_preemptions += len(record.preempted)
+        pool_changes = self.scheduler.kv.pool.drain_step_changes()
+        added, self._added = self._added, []
+        if not self.config.enable_step_events:
+            return None
+        self.event_seq += 1
+        event = self._event(kind, step_fields or self._latest_step_fields(), record, pool_changes, added,
+                            chunks or [], new_tokens or {})
+        if kind == "step":
+            self._latest_step = event
         return event
 
-    def snapshot(self) -> StepEvent:
-        """The full current state, as an event a late subscriber can draw from scratch."""
-        last = self._last_event
-        return self._event(
-            is_snapshot=True, sched_ms=last.sched_ms if last else 0.0, exec_ms=last.exec_ms if last else 0.0,
-            update_ms=last.update_ms if last else 0.0, scheduled=last.scheduled if last else {},
-            num_prefill=last.num_prefill_tokens if last else 0, num_decode=last.num_decode_tokens if last else 0,
-            allocated=[], freed=[], preempted=[], finished=[], rejected=[],
-        )
+    def _latest_step_fields(self) -> tuple:
+        """(scheduled, prefill tokens, decode tokens, sched/exec/update/forward/sample ms) of the latest step."""
+        last = self._latest_step
+        if last is None:
+            return {}, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        return (last.scheduled, last.num_prefill_tokens, last.num_decode_tokens, last.sched_ms, last.exec_ms,
+                last.update_ms, last.forward_ms, last.sample_ms)
 
-    def _event(self, *, is_snapshot, sched_ms, exec_ms, update_ms, scheduled, num_prefill, num_decode,
-               allocated, freed, preempted, finished, rejected) -> StepEvent:
+    def _event(self, kind: str, step_fields: tuple, record: StepRecord, pool_changes, added, chunks,
+               new_tokens) -> StepEvent:
+        scheduled, num_prefill, num_decode, sched_ms, exec_ms, update_ms, forward_ms, sample_ms = step_fields
+        allocated, freed = pool_changes
         sched = self.scheduler
         kv = sched.kv
         pool = kv.pool
@@ -154,19 +238,24 @@ class EngineCore:
             shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ()) if b.ref_cnt > 1})
             cached_free = kv.cached_free_block_ids()
         return StepEvent(
-            version=SCHEMA_VERSION, step=self.step_count, time=time.time(), is_snapshot=is_snapshot,
+            version=SCHEMA_VERSION, seq=self.event_seq, kind=kind, step=self.step_count, time=time.time(),
             paused=self.paused, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
             token_budget=self.config.max_num_batched_tokens, max_num_seqs=self.config.max_num_seqs,
             num_scheduled_tokens=sum(scheduled.values()), num_prefill_tokens=num_prefill,
-            num_decode_tokens=num_decode, scheduled=scheduled,
+            num_decode_tokens=num_decode, scheduled=scheduled, added=added,
+            admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
+            chunks=chunks, new_token_ids=new_tokens,
             running=[self._progress(r) for r in sched.running],
             waiting=[self._progress(r) for r in sched.waiting],
             num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=pool.num_free_blocks,
             num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
-            blocks_allocated=allocated, blocks_freed=freed, preempted=preempted, finished=finished,
-            rejected=rejected, prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
+            blocks_allocated=allocated, blocks_freed=freed,
+            preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
+            finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
+            prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
             num_dropped_events=0, total_output_tokens=self.total_output_tokens,
             total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
+            forward_ms=forward_ms, sample_ms=sample_ms,
         )
 
     def _progress(self, r: Request) -> RequestProgress:
@@ -177,3 +266,7 @@ class EngineCore:
             num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
             block_ids=self.scheduler.kv.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
         )
+
+
+def _end(e) -> RequestEnd:
+    return RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens)

@@ -1,85 +1,40 @@
-"""Clients of EngineCore. The in-process one lives here; the multiprocess ones in mp_client.py.
+"""The EngineCore clients: one base class, a sync and an asyncio variant, made by one factory.
 
-Every client has the same interface, so LLMEngine and AsyncLLM don't care where EngineCore runs.
-`ENGINETUI_MULTIPROC=0` (or `multiprocess=False`) selects the in-process client for debugging.
+    EngineCoreClient.make(config, asyncio_mode=False)  -> SyncClient   (LLM, LLMEngine)
+    EngineCoreClient.make(config, asyncio_mode=True)   -> AsyncClient  (AsyncLLM: the dashboard, the server)
+
+vLLM's family has the same shape (InprocClient / SyncMPClient / AsyncMPClient): here either
+variant runs EngineCore in a child process (the default) or, with `multiprocess=False` or
+ENGINETUI_MULTIPROC=0, on a thread of this process — the same busy loop and the same
+messages over the same sockets (core/engine/engine_host.py), so debugging in-process
+exercises the code that runs in production.
+
+Every message is msgspec msgpack (core/engine/wire.py). Reads poll with a short timeout and check
+that EngineCore is alive, so a dead one raises EngineDeadError within a fraction of a second
+instead of hanging. Control calls are validated by core.engine.control before they are sent.
 """
 
+import asyncio
+import itertools
 import os
-from collections.abc import Callable
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
 
-import torch
+import msgspec
+import zmq
+import zmq.asyncio
 
 from core.config import EngineConfig
-from core.engine.core import EngineCore
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
-from core.models.generation_config import generation_defaults
+from core.engine import control, wire
+from core.engine.engine_host import POLL_MS, EngineHost, EngineProcess, EngineThread
+from core.engine.errors import EngineDeadError
+from core.engine.events import MissedEvents, StepEvent, decode_event
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 MULTIPROC_ENV = "ENGINETUI_MULTIPROC"
-
-
-def engine_info(core: EngineCore, pid: int) -> EngineInfo:
-    """What a client needs to know about a started EngineCore."""
-    generation = generation_defaults(core.model_dir, core.hf_config)
-    return EngineInfo(
-        model_name=core.config.model or "default",
-        model_dir=str(core.model_dir) if core.model_dir is not None else None,
-        vocab_size=core.hf_config.vocab_size,
-        max_model_len=core.max_model_len,
-        num_blocks=core.num_blocks,
-        block_size=core.config.block_size,
-        device=str(core.config.torch_device),
-        dtype=str(next(core.runner.model.parameters()).dtype).removeprefix("torch."),
-        eos_token_ids=generation.eos_token_ids,
-        default_sampling=generation.sampling,
-        pid=pid,
-    )
-
-
-class InprocClient:
-    """Runs EngineCore in this process: get_output() drives one step."""
-
-    def __init__(self, config: EngineConfig, on_event: Callable[[StepEvent], None] | None = None) -> None:
-        self.core = EngineCore(config)  # the engine itself
-        self.info = engine_info(self.core, os.getpid())  # limits and identity
-        self.on_event = on_event  # receives each step's event (if events are on)
-
-    def add_request(self, request: EngineCoreRequest) -> None:
-        self.core.add_request(request)
-
-    def abort_requests(self, request_ids: list[str]) -> None:
-        self.core.abort_requests(request_ids)
-
-    def get_output(self) -> EngineCoreOutputs:
-        """Run one step if there is work; pending outputs (aborts, rejections) come back too."""
-        if not self.core.has_work() or self.core.paused:
-            return EngineCoreOutputs(outputs=self.core.scheduler.take_pending_outputs(), step=self.core.step_count, timestamp=0.0)
-        return self.step_once()
-
-    def pause(self) -> None:
-        self.core.paused = True
-
-    def resume(self) -> None:
-        self.core.paused = False
-
-    def step_once(self) -> EngineCoreOutputs:
-        """Exactly one engine step (whether paused or not); its event goes to on_event."""
-        outputs, event = self.core.step()
-        if event is not None and self.on_event is not None:
-            self.on_event(event)
-        return outputs
-
-    def snapshot(self) -> StepEvent:
-        return self.core.snapshot()
-
-    def reset_prefix_cache(self) -> bool:
-        return self.core.reset_prefix_cache()
-
-    def shutdown(self) -> None:
-        self.core = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+SUB_RCVHWM = 64  # events a subscriber buffers before the publisher starts dropping
 
 
 def use_multiprocess(flag: bool | None) -> bool:
@@ -87,3 +42,214 @@ def use_multiprocess(flag: bool | None) -> bool:
     if flag is not None:
         return flag
     return os.environ.get(MULTIPROC_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class EngineCoreClient:
+    """Starts EngineCore (child process or thread) and ends it on every path."""
+
+    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, startup_timeout: float | None = None,
+                 log_file: str | None = None) -> None:
+        self.config = config  # engine configuration
+        ctx = zmq.Context()
+        if use_multiprocess(multiprocess):
+            self.host: EngineHost = EngineProcess(config, ctx, startup_timeout, log_file=log_file)
+        else:
+            self.host = EngineThread(config, ctx, startup_timeout)  # log_file: the host's own output is ours
+        self.info = self.host.info  # limits and identity (info.pid is EngineCore's process)
+        self.engine_pid = self.host.pid  # EngineCore's process id (None when it runs on a thread here)
+        self.events_address = self.host.addresses.events  # where StepEvents are published
+        self._call_ids = itertools.count(1)  # control call ids
+        # Ends EngineCore when this client is garbage collected or at interpreter exit.
+        self._finalizer = weakref.finalize(self, self.host.shutdown)
+
+    @staticmethod
+    def make(config: EngineConfig, *, asyncio_mode: bool, multiprocess: bool | None = None,
+             log_file: str | None = None, startup_timeout: float | None = None) -> "SyncClient | AsyncClient":
+        """The client for a caller: blocking (asyncio_mode=False) or asyncio."""
+        cls = AsyncClient if asyncio_mode else SyncClient
+        return cls(config, multiprocess=multiprocess, startup_timeout=startup_timeout, log_file=log_file)
+
+    @property
+    def core(self):
+        """The in-process EngineCore (None in multiprocess mode): for tests and debugging only."""
+        return getattr(self.host, "core", None)
+
+    @property
+    def is_alive(self) -> bool:
+        return self.host.dead is None and self.host.is_alive()
+
+    def shutdown(self) -> None:
+        """End EngineCore and free the sockets. Idempotent."""
+        self._finalizer()
+
+    def _control_message(self, op: str, value: Any) -> wire.Control:
+        """A validated control call (ValueError before anything is sent)."""
+        self.host.check()
+        control.check(op, value)
+        return wire.Control(call_id=next(self._call_ids), op=op, value=value)
+
+
+def _reply_result(op: str, reply: wire.ControlReply) -> Any:
+    if reply.error:
+        if reply.error.startswith("ValueError: "):
+            raise ValueError(reply.error.removeprefix("ValueError: "))
+        raise RuntimeError(f"EngineCore {op} failed: {reply.error}")
+    return reply.result
+
+
+class SyncClient(EngineCoreClient):
+    """Blocking client: LLMEngine (and so LLM) uses it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._outputs: deque[EngineCoreOutputs] = deque()  # outputs that arrived during control calls
+
+    def add_request(self, request: EngineCoreRequest) -> None:
+        self._send(wire.AddRequest(request=request))
+
+    def abort_requests(self, request_ids: list[str]) -> None:
+        if request_ids:
+            self._send(wire.AbortRequests(request_ids=list(request_ids)))
+
+    def get_output(self) -> EngineCoreOutputs:
+        """The next outputs EngineCore produced; blocks until there are some (or it dies)."""
+        if self._outputs:
+            return self._outputs.popleft()
+        while True:
+            msg = self._recv()
+            if isinstance(msg, wire.Outputs):
+                return msg.outputs
+
+    def call(self, op: str, value: Any = None) -> Any:
+        """One control call (core.engine.control.OPS); returns its result. Outputs that arrive
+        meanwhile are kept, in order, for get_output()."""
+        msg = self._control_message(op, value)
+        self._send(msg)
+        while True:
+            reply = self._recv()
+            if isinstance(reply, wire.Outputs):
+                self._outputs.append(reply.outputs)
+            elif isinstance(reply, wire.ControlReply) and reply.call_id == msg.call_id:
+                return _reply_result(op, reply)
+
+    def _send(self, msg: msgspec.Struct) -> None:
+        while not self.host.send_nowait(msg):
+            self.host.in_sock.poll(POLL_MS, zmq.POLLOUT)
+
+    def _recv(self) -> wire.OutputMessage:
+        host, sock = self.host, self.host.out_sock
+        while True:
+            if host.dead is not None:
+                raise host.dead
+            if sock.poll(POLL_MS):
+                msg = wire.decode_output(sock.recv())
+                if isinstance(msg, wire.EngineFailed):
+                    raise host.failed(msg.error)
+                return msg
+            if not host.is_alive() and sock.poll(0):
+                continue  # read what it sent before dying first
+            host.check()
+
+
+class AsyncClient(EngineCoreClient):
+    """asyncio client (zmq.asyncio). `get_output()` must be awaited continuously by one task
+    (AsyncLLM's output handler): it also resolves control calls."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        host = self.host
+        self._out = zmq.asyncio.Socket.from_socket(host.out_sock)  # async view of the output socket
+        # Close the async view at shutdown (it clears its event-loop reader), not the sync one.
+        host.sockets[host.sockets.index(host.out_sock)] = self._out
+        self._calls: dict[int, asyncio.Future] = {}  # control calls awaiting their reply
+
+    async def add_request(self, request: EngineCoreRequest) -> None:
+        await self._send(wire.AddRequest(request=request))
+
+    async def abort_requests(self, request_ids: list[str]) -> None:
+        if request_ids:
+            await self._send(wire.AbortRequests(request_ids=list(request_ids)))
+
+    async def get_output(self) -> EngineCoreOutputs:
+        """The next outputs; resolves control replies on the way. Raises EngineDeadError."""
+        try:
+            while True:
+                msg = await self._recv()
+                if isinstance(msg, wire.Outputs):
+                    return msg.outputs
+                if isinstance(msg, wire.ControlReply):
+                    fut = self._calls.pop(msg.call_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+        except EngineDeadError as exc:
+            self._fail_calls(exc)
+            raise
+
+    async def call(self, op: str, value: Any = None) -> Any:
+        """One control call; its reply is delivered through get_output(), which must be running."""
+        msg = self._control_message(op, value)
+        fut = asyncio.get_running_loop().create_future()
+        self._calls[msg.call_id] = fut
+        try:
+            await self._send(msg)
+            return _reply_result(op, await fut)
+        finally:
+            self._calls.pop(msg.call_id, None)
+
+    async def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
+        """Live events; the first one is a snapshot sent because this subscriber joined.
+        Ends when the client is shut down; raises EngineDeadError if EngineCore dies."""
+        self.host.check()
+        ctx = zmq.asyncio.Context()  # its own: the client's context is destroyed at shutdown, not waited on
+        sock = ctx.socket(zmq.SUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        if conflate:
+            sock.setsockopt(zmq.CONFLATE, 1)  # keep only the newest event
+        else:
+            sock.setsockopt(zmq.RCVHWM, SUB_RCVHWM)
+        sock.connect(self.events_address)
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        missed = None if conflate else MissedEvents()  # conflating skips events on purpose
+        try:
+            while True:
+                if await sock.poll(POLL_MS):
+                    event = decode_event(await sock.recv())
+                    yield event if missed is None else missed.mark(event)
+                    continue
+                if self.host.closed:
+                    return  # shut down: the stream ends
+                self.host.check()
+        finally:
+            sock.close(linger=0)
+            ctx.term()
+
+    def shutdown(self) -> None:
+        self._fail_calls(EngineDeadError("EngineCore was shut down"))
+        super().shutdown()
+
+    async def _send(self, msg: msgspec.Struct) -> None:
+        while not self.host.send_nowait(msg):
+            await asyncio.sleep(0.005)
+
+    async def _recv(self) -> wire.OutputMessage:
+        host, sock = self.host, self._out
+        while True:
+            if host.dead is not None:
+                raise host.dead
+            if await sock.poll(POLL_MS):
+                msg = wire.decode_output(await sock.recv())
+                if isinstance(msg, wire.EngineFailed):
+                    raise host.failed(msg.error)
+                return msg
+            if not host.is_alive() and host.out_sock.poll(0):
+                continue
+            host.check()
+
+    def _fail_calls(self, exc: BaseException) -> None:
+        calls, self._calls = self._calls, {}
+        for fut in calls.values():
+            if not fut.done():
+                try:
+                    fut.set_exception(exc)
+                except RuntimeError:  # its loop is closed
+                    pass

@@ -1,13 +1,22 @@
-"""The step event: the dashboard's only view of the engine.
+"""The step event: a subscriber's only view of the engine, and a recording's unit.
 
-EngineCore publishes one `StepEvent` per engine step (and a full one on a snapshot request).
-It is a versioned msgspec schema: bump `SCHEMA_VERSION` on any incompatible change.
-Events carry ids and counts only; text is assembled on the client side.
+EngineCore publishes an event whenever its state changes: one per engine step (kind "step"),
+one as soon as something changes between steps (kind "update": requests added, aborted or
+rejected, pause / resume, a prefix-cache reset, a new pace), and a full one for each new
+subscriber or on request (kind "snapshot"). Each carries the whole state it left behind (queues,
+block tables, pool) and what happened since the previous event (requests added with their
+prompt token ids, admissions, prefill chunks, new token ids, preemptions, ends), so a viewer
+folds events and never infers by diffing. It is a versioned msgspec schema: bump
+`SCHEMA_VERSION` on any incompatible change. Events carry ids and counts; text is assembled
+by whoever holds the tokenizer.
 """
 
 import msgspec
 
-SCHEMA_VERSION = 1
+from core.sampling_params import SamplingParams
+
+SCHEMA_VERSION = 2
+EVENT_KINDS = ("step", "update", "snapshot")  # StepEvent.kind values
 
 
 class RequestProgress(msgspec.Struct, frozen=True):
@@ -28,6 +37,34 @@ class RequestProgress(msgspec.Struct, frozen=True):
     first_scheduled_time: float | None = None  # wall-clock time of its first admission (None while never run)
 
 
+class RequestAdded(msgspec.Struct, frozen=True):
+    """A request that entered the engine (queued, or rejected at once: see `rejected`)."""
+
+    req_id: str  # client-visible request id
+    prompt_token_ids: list[int]  # the tokenized prompt
+    sampling_params: SamplingParams  # how it samples and when it stops
+    max_tokens: int  # generation limit, resolved against max_model_len
+    priority: int  # scheduling priority (lower runs first under the priority policy)
+    arrival_time: float  # wall-clock time the engine received it (time.time())
+
+
+class Admission(msgspec.Struct, frozen=True):
+    """A waiting request the scheduler moved to running this step."""
+
+    req_id: str  # the request
+    num_new_tokens: int  # tokens scheduled for it this step
+    num_cached_tokens: int  # prompt tokens served from the prefix cache (not computed)
+    resumed: bool  # True when it was preempted before: its KV is being recomputed
+
+
+class PrefillChunk(msgspec.Struct, frozen=True):
+    """A request whose prompt (or recompute) work was split: part of it ran this step, some is left."""
+
+    req_id: str  # the request
+    num_tokens: int  # prefill tokens computed this step
+    num_remaining: int  # prefill tokens still to compute after this step
+
+
 class Preemption(msgspec.Struct, frozen=True):
     """A request preempted by recompute during this step."""
 
@@ -46,22 +83,27 @@ class RequestEnd(msgspec.Struct, frozen=True):
 
 
 class StepEvent(msgspec.Struct, frozen=True):
-    """Everything one engine step did, and the state it left behind."""
+    """What happened since the previous event, and the state it left behind."""
 
     version: int  # SCHEMA_VERSION of the publisher
-    step: int  # engine step counter (1 for the first step; snapshots repeat the last step's number)
-    time: float  # wall-clock time at the end of the step (time.time())
-    is_snapshot: bool  # True for a full-state reply to a snapshot request, not a step
+    seq: int  # publisher's event counter: +1 per published event (snapshot replies repeat the latest)
+    kind: str  # "step" | "update" (a change between steps) | "snapshot" (full state, nothing new)
+    step: int  # engine step counter (1 for the first step; updates and snapshots repeat the latest)
+    time: float  # wall-clock time the event was built (time.time())
     paused: bool  # engine is paused (only single-steps run)
-    sched_ms: float  # time in scheduler.schedule()
-    exec_ms: float  # time in model_runner.execute() (forward + sampling)
-    update_ms: float  # time in scheduler.update_from_output()
+    sched_ms: float  # latest step: time in scheduler.schedule()
+    exec_ms: float  # latest step: time in model_runner.execute() (prepare + forward + sampling)
+    update_ms: float  # latest step: time in scheduler.update_from_output()
     token_budget: int  # max_num_batched_tokens
     max_num_seqs: int  # limit on running requests
     num_scheduled_tokens: int  # tokens computed this step
     num_prefill_tokens: int  # of which prompt (or recompute) tokens
     num_decode_tokens: int  # of which one-token decode steps
     scheduled: dict[str, int]  # req_id -> tokens scheduled this step
+    added: list[RequestAdded]  # requests that entered the engine since the previous event
+    admitted: list[Admission]  # requests moved from waiting to running this step
+    chunks: list[PrefillChunk]  # split prefills: computed this step, still unfinished
+    new_token_ids: dict[str, list[int]]  # req_id -> tokens it generated this step
     running: list[RequestProgress]  # running queue in scheduler order
     waiting: list[RequestProgress]  # waiting queue in scheduler order (head first)
     num_blocks: int  # KV pool size in blocks
@@ -73,36 +115,46 @@ class StepEvent(msgspec.Struct, frozen=True):
     blocks_allocated: list[int]  # blocks newly handed to requests this step
     blocks_freed: list[int]  # blocks whose last reference was dropped this step
     preempted: list[Preemption]  # preemptions this step
-    finished: list[RequestEnd]  # requests that finished or were aborted this step
-    rejected: list[RequestEnd]  # requests refused at admission this step
+    finished: list[RequestEnd]  # requests that finished, were aborted or failed since the previous event
+    rejected: list[RequestEnd]  # requests refused at admission since the previous event
     prefix_cache_queries: int  # total prompt tokens looked up in the prefix cache so far
     prefix_cache_hits: int  # of which found in the cache
-    num_dropped_events: int  # step events this subscriber missed just before this one (MissedEvents sets it)
+    num_dropped_events: int  # events this subscriber missed just before this one (MissedEvents sets it)
     total_output_tokens: int  # tokens generated since the engine started
-    total_preemptions: int = 0  # preemptions since the engine started
-    step_interval_ms: float = 0.0  # slow motion: the least time between step starts (0 = full speed)
+    total_preemptions: int  # preemptions since the engine started
+    step_interval_ms: float  # slow motion: the least time between step starts (0 = full speed)
+    forward_ms: float = 0.0  # latest step: model forward + lm_head (part of exec_ms)
+    sample_ms: float = 0.0  # latest step: sampling (part of exec_ms)
+
+    @property
+    def is_snapshot(self) -> bool:
+        return self.kind == "snapshot"
+
+    @property
+    def is_step(self) -> bool:
+        return self.kind == "step"
 
 
 class MissedEvents:
-    """A subscriber's own count of the step events it did not get.
+    """A subscriber's own count of the events it did not get.
 
-    Every engine step publishes exactly one event with the next step number, and a subscriber
-    that falls behind loses events at its own full queue (the engine never waits, and other
-    subscribers are unaffected). So a jump in step numbers is what this subscriber missed;
-    `mark` writes it into the event's `num_dropped_events`. Snapshots repeat the latest step
-    number and only move the mark forward.
+    Every published event carries the next `seq`, and a subscriber that falls behind loses
+    events at its own full queue (the engine never waits, and other subscribers are
+    unaffected). So a jump in `seq` is what this subscriber missed; `mark` writes it into the
+    event's `num_dropped_events`. A snapshot fetched by a control call repeats the latest
+    `seq` and only moves the mark forward.
     """
 
     def __init__(self) -> None:
-        self.last_step: int | None = None  # step number of the latest event seen
+        self.last_seq: int | None = None  # seq of the latest event seen
         self.total = 0  # events missed since the first one seen
 
     def mark(self, event: StepEvent) -> StepEvent:
         missed = 0
-        if not event.is_snapshot and self.last_step is not None:
-            missed = max(0, event.step - self.last_step - 1)
-        if self.last_step is None or event.step > self.last_step:
-            self.last_step = event.step
+        if self.last_seq is not None:
+            missed = max(0, event.seq - self.last_seq - 1)
+        if self.last_seq is None or event.seq > self.last_seq:
+            self.last_seq = event.seq
         self.total += missed
         if missed == event.num_dropped_events:
             return event

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from core.config import EngineConfig
 from core.engine.llm_engine import LLMEngine
+from core.engine.processor import PromptType
 from core.outputs import RequestOutput
 from core.sampling_params import SamplingParams
 
@@ -19,14 +20,22 @@ class LLM:
     def get_tokenizer(self):
         return self.engine.tokenizer
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix; False (nothing done) while requests hold KV blocks."""
+        return self.engine.reset_prefix_cache()
+
     def generate(
         self,
-        prompts: str | list[int] | Sequence[str | list[int]],
+        prompts: PromptType | Sequence[PromptType],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = True,
         priority: Sequence[int] | None = None,
     ) -> list[RequestOutput]:
-        """Run every prompt to completion; outputs come back in prompt order."""
+        """Run every prompt to completion; outputs come back in prompt order.
+
+        A prompt is text, a list of token ids, {"prompt": text} or {"prompt_token_ids": [...]};
+        `prompts` is one prompt or a list of them.
+        """
         prompts = _as_prompt_list(prompts)
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             params_list = [sampling_params] * len(prompts)
@@ -80,9 +89,10 @@ class LLM:
 
 
 def _as_prompt_list(prompts) -> list:
-    """One prompt (text or token ids) or a sequence of them -> a list of prompts."""
-    if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+    """One prompt (text, token ids or a prompt dict) or a sequence of them -> a list of prompts."""
+    if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
         return [prompts]
     if not isinstance(prompts, (list, tuple)):
-        raise ValueError(f"prompts must be a string, a list of token ids, or a list of those; got {type(prompts).__name__}")
+        raise ValueError(f"prompts must be a prompt (a string, a list of token ids, a prompt dict) or a list of "
+                         f"prompts; got {type(prompts).__name__}")
     return list(prompts)

@@ -1,10 +1,14 @@
-"""Client-side output processing: detokenize, apply stop strings, assemble RequestOutputs."""
+"""Client-side output processing: detokenize, apply stop strings, assemble RequestOutputs
+(folding the samples of an n > 1 request back into one, core/engine/parallel_sampling.py)."""
 
 import time
 from dataclasses import dataclass
 
+import msgspec
+
 from core.engine.detokenizer import IncrementalDetokenizer, find_stop
-from core.outputs import CompletionOutput, EngineCoreOutput, RequestMetrics, RequestOutput
+from core.engine.parallel_sampling import ParentRequest
+from core.outputs import CompletionOutput, EngineCoreOutput, EngineCoreRequest, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
 
 
@@ -20,23 +24,58 @@ class RequestState:
     metrics: RequestMetrics  # timings
     logprobs: list[dict[int, float]] | None  # per generated token, when asked for
     num_cached_tokens: int = 0  # prefix-cache hits reported by the engine
+    cumulative_logprob: float = 0.0  # sum of the sampled tokens' logprobs (reported when logprobs are asked for)
+    parent: ParentRequest | None = None  # the n > 1 request this is one sample of
+    index: int = 0  # which sample (0 when n == 1)
 
 
 class OutputProcessor:
     """Folds EngineCoreOutputs into per-request RequestOutputs."""
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, stream: bool) -> None:
         self.tokenizer = tokenizer  # HF tokenizer or None
-        self.states: dict[str, RequestState] = {}  # live requests by id
+        self.stream = stream  # n > 1: pass on every sample's progress (True) or only the final aggregate
+        self.states: dict[str, RequestState] = {}  # live engine requests by id
+        self.parents: dict[str, ParentRequest] = {}  # live n > 1 requests by the caller's id
 
-    def add_request(self, request_id: str, prompt: str | None, prompt_token_ids: list[int],
-                    params: SamplingParams, arrival_time: float) -> None:
+    def register(self, request: EngineCoreRequest, prompt: str | None) -> list[EngineCoreRequest]:
+        """Track a preprocessed request; returns what to send to EngineCore (its n samples when n > 1)."""
+        params = request.sampling_params
+        if params.n == 1:
+            self._add_state(request.request_id, prompt, request, params, None, 0)
+            return [request]
+        parent = ParentRequest(request.request_id, params, self.stream)
+        self.parents[request.request_id] = parent
+        children = []
+        for index, (child_id, child_params) in enumerate(parent.children()):
+            child = msgspec.structs.replace(request, request_id=child_id, sampling_params=child_params)
+            self._add_state(child_id, prompt, child, child_params, parent, index)
+            children.append(child)
+        return children
+
+    def _add_state(self, request_id: str, prompt: str | None, request: EngineCoreRequest, params: SamplingParams,
+                   parent: ParentRequest | None, index: int) -> None:
         self.states[request_id] = RequestState(
-            request_id=request_id, prompt=prompt, prompt_token_ids=prompt_token_ids, params=params,
+            request_id=request_id, prompt=prompt, prompt_token_ids=request.prompt_token_ids, params=params,
             detok=IncrementalDetokenizer(self.tokenizer, params.skip_special_tokens),
-            metrics=RequestMetrics(arrival_time=arrival_time),
-            logprobs=[] if params.logprobs is not None else None,
+            metrics=RequestMetrics(arrival_time=request.arrival_time),
+            logprobs=[] if params.logprobs is not None else None, parent=parent, index=index,
         )
+
+    def is_live(self, request_id: str) -> bool:
+        """True while the caller's request (one engine request, or the n samples of one) is running."""
+        return request_id in self.states or request_id in self.parents
+
+    def engine_ids(self, request_id: str) -> list[str]:
+        """The engine requests behind a caller's request id (its samples when n > 1)."""
+        parent = self.parents.get(request_id)
+        return parent.child_ids() if parent is not None else [request_id]
+
+    def forget(self, request_id: str) -> None:
+        """Drop a caller's request (it was abandoned); its engine requests must be aborted by the caller."""
+        for engine_id in self.engine_ids(request_id):
+            self.states.pop(engine_id, None)
+        self.parents.pop(request_id, None)
 
     def has_unfinished(self) -> bool:
         return bool(self.states)
@@ -54,8 +93,20 @@ class OutputProcessor:
                 to_abort.append(out.request_id)
             if result.finished:
                 del self.states[out.request_id]
-            results.append(result)
+            result = self._fold(state, result)
+            if result is not None:
+                results.append(result)
         return results, to_abort
+
+    def _fold(self, state: RequestState, result: RequestOutput) -> RequestOutput | None:
+        """One sample's output as its parent's (n > 1), or as is."""
+        parent = state.parent
+        if parent is None:
+            return result
+        folded = parent.fold(state.request_id, state.index, result)
+        if folded is not None and folded.finished:
+            self.parents.pop(parent.request_id, None)
+        return folded
 
     def _process_one(self, state: RequestState, out: EngineCoreOutput, now: float) -> tuple[RequestOutput, bool]:
         m = state.metrics
@@ -75,6 +126,7 @@ class OutputProcessor:
             if out.new_logprobs and state.logprobs is not None:
                 for entries in out.new_logprobs:
                     state.logprobs.append({e.token_id: e.logprob for e in entries})
+                    state.cumulative_logprob += entries[0].logprob  # the sampled token comes first
             if state.params.stop and new_text:
                 hit = find_stop(state.detok.text, len(new_text), state.params.stop, state.params.include_stop_str_in_output)
                 if hit is not None:
@@ -88,9 +140,10 @@ class OutputProcessor:
         if finished:
             m.finished_time = now
         completion = CompletionOutput(
-            index=0, text=state.detok.text, token_ids=list(state.detok.token_ids), finish_reason=finish_reason,
-            stop_reason=stop_reason, logprobs=list(state.logprobs) if state.logprobs is not None else None,
-            error=error,
+            index=state.index, text=state.detok.text, token_ids=list(state.detok.token_ids),
+            finish_reason=finish_reason, stop_reason=stop_reason,
+            logprobs=list(state.logprobs) if state.logprobs is not None else None, error=error,
+            cumulative_logprob=state.cumulative_logprob if state.logprobs is not None else None,
         )
         result = RequestOutput(
             request_id=state.request_id, prompt=state.prompt, prompt_token_ids=state.prompt_token_ids,
@@ -103,13 +156,17 @@ class OutputProcessor:
         """Final error outputs for every live request (the engine died)."""
         now = time.time()
         results = []
-        for state in self.states.values():
+        for state in list(self.states.values()):
             state.metrics.finished_time = now
             completion = CompletionOutput(
-                index=0, text=state.detok.text, token_ids=list(state.detok.token_ids), finish_reason="error",
-                logprobs=state.logprobs, error=reason,
+                index=state.index, text=state.detok.text, token_ids=list(state.detok.token_ids),
+                finish_reason="error", logprobs=state.logprobs, error=reason,
+                cumulative_logprob=state.cumulative_logprob if state.logprobs is not None else None,
             )
-            results.append(RequestOutput(state.request_id, state.prompt, state.prompt_token_ids, [completion],
-                                         True, state.metrics, state.num_cached_tokens))
+            result = self._fold(state, RequestOutput(state.request_id, state.prompt, state.prompt_token_ids,
+                                                     [completion], True, state.metrics, state.num_cached_tokens))
+            if result is not None:
+                results.append(result)
         self.states.clear()
+        self.parents.clear()
         return results

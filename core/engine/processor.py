@@ -7,6 +7,8 @@ import msgspec
 from core.outputs import EngineCoreRequest
 from core.sampling_params import SamplingParams
 
+PromptType = str | list[int] | dict  # text, token ids, TextPrompt {"prompt": ...}, TokensPrompt {"prompt_token_ids": ...}
+
 
 class EngineInfo(msgspec.Struct, kw_only=True):
     """Facts about a started engine that the client needs to validate and display requests."""
@@ -34,9 +36,13 @@ class Processor:
         # Stop tokens of every request: the tokenizer's EOS, then the model's (as vLLM unions them).
         self.eos_token_ids = list(dict.fromkeys(([eos] if eos is not None else []) + info.eos_token_ids))
 
-    def process(self, request_id: str, prompt: str | list[int], params: SamplingParams | None,
+    def process(self, request_id: str, prompt: PromptType, params: SamplingParams | None,
                 priority: int = 0) -> tuple[EngineCoreRequest, str | None]:
-        """The engine request and the prompt text (None for token-id prompts)."""
+        """The engine request and the prompt text (None for token-id prompts).
+
+        `prompt` takes vLLM's forms: a string, a list of token ids, {"prompt": text} (TextPrompt)
+        or {"prompt_token_ids": [...]} (TokensPrompt).
+        """
         if not isinstance(request_id, str) or not request_id:
             raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
         if params is None:  # the model's generation config supplies the defaults (vLLM's "auto")
@@ -60,7 +66,9 @@ class Processor:
         )
         return request, text
 
-    def _tokenize(self, prompt: str | list[int]) -> tuple[list[int], str | None]:
+    def _tokenize(self, prompt: PromptType) -> tuple[list[int], str | None]:
+        if isinstance(prompt, dict):
+            prompt = _unwrap(prompt)
         if isinstance(prompt, str):
             if not prompt:
                 raise ValueError("prompt is empty")
@@ -81,4 +89,20 @@ class Processor:
                 if not 0 <= t < vocab:
                     raise ValueError(f"prompt token id {t} is outside the vocabulary [0, {vocab})")
             return list(prompt), None
-        raise ValueError(f"prompt must be a string or a list of token ids, got {type(prompt).__name__}")
+        raise ValueError(f"prompt must be a string, a list of token ids, {{'prompt': ...}} or "
+                         f"{{'prompt_token_ids': [...]}}, got {type(prompt).__name__}")
+
+
+def _unwrap(prompt: dict) -> str | list[int]:
+    """The text or token ids inside a TextPrompt / TokensPrompt dict."""
+    keys = set(prompt)
+    if keys == {"prompt"}:
+        if not isinstance(prompt["prompt"], str):
+            raise ValueError(f"'prompt' must be a string, got {type(prompt['prompt']).__name__}")
+        return prompt["prompt"]
+    if keys == {"prompt_token_ids"}:
+        if not isinstance(prompt["prompt_token_ids"], (list, tuple)):
+            raise ValueError(f"'prompt_token_ids' must be a list of token ids, got "
+                             f"{type(prompt['prompt_token_ids']).__name__}")
+        return list(prompt["prompt_token_ids"])
+    raise ValueError(f"a prompt dict must have exactly one key, 'prompt' (text) or 'prompt_token_ids'; got {sorted(keys)}")

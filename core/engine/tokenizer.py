@@ -24,8 +24,8 @@ def load_tokenizer(config: EngineConfig, model_dir: str | None):
         raise ModelLoadError(f"could not load a tokenizer from {source}: {exc}") from exc
 
 
-def open_text_stages(config: EngineConfig, client) -> tuple[object, Processor, OutputProcessor]:
-    """The tokenizer, preprocessor and output processor for a started client.
+def open_text_stages(config: EngineConfig, client, stream: bool) -> tuple[object, Processor, OutputProcessor]:
+    """The tokenizer, preprocessor and output processor for a started client (`stream`: see OutputProcessor).
 
     If the tokenizer cannot be loaded the client is shut down before the error propagates.
     """
@@ -34,4 +34,4 @@ def open_text_stages(config: EngineConfig, client) -> tuple[object, Processor, O
     except Exception:
         client.shutdown()
         raise
-    return tokenizer, Processor(tokenizer, client.info), OutputProcessor(tokenizer)
+    return tokenizer, Processor(tokenizer, client.info), OutputProcessor(tokenizer, stream)

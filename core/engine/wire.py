@@ -3,6 +3,7 @@
 Every message is a msgspec Struct encoded with msgpack; the two directions are tagged unions,
 so a receiver decodes any message of its direction with one typed decoder. No pickle on the wire.
 
+parent -> EngineCore child (stdin):    Launch
 client -> EngineCore (input socket):  AddRequest | AbortRequests | Control | Shutdown
 EngineCore -> client (output socket): Ready | StartupFailed | Outputs | ControlReply | EngineFailed
 EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged)
@@ -10,14 +11,25 @@ EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged
 
 import msgspec
 
+from core.config import EngineConfig
 from core.engine.events import StepEvent
 from core.engine.processor import EngineInfo
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
 
-# ---- client -> EngineCore -------------------------------------------------------------------
+# ---- parent -> child ------------------------------------------------------------------------
 
-MAX_STEP_INTERVAL_S = 10.0  # the slowest slow motion set_step_interval accepts
-CONTROL_OPS = ("pause", "resume", "step", "snapshot", "reset_prefix_cache", "set_step_interval")  # Control.op values
+
+class Launch(msgspec.Struct):
+    """Everything an EngineCore child needs, written to its stdin by the parent."""
+
+    config: EngineConfig  # the engine to build
+    addresses: tuple[str, str, str]  # input, output and event socket addresses (ipc://)
+    parent_pid: int  # exit as soon as this process is gone
+    set_pdeathsig: bool  # ask the kernel to SIGTERM us when the parent thread exits (main-thread parents only)
+    log_file: str | None  # append all output there (None: inherit the parent's stdout / stderr)
+
+
+# ---- client -> EngineCore -------------------------------------------------------------------
 
 
 class AddRequest(msgspec.Struct, tag="add"):
@@ -36,8 +48,8 @@ class Control(msgspec.Struct, tag="control"):
     """A control call; EngineCore answers every one with a ControlReply carrying the same call_id."""
 
     call_id: int  # matches the reply to the call
-    op: str  # one of CONTROL_OPS
-    value: float = 0.0  # the op's argument: seconds for set_step_interval, unused by the others
+    op: str  # a name in core.engine.control.OPS
+    value: float | None = None  # the op's argument: seconds for set_step_interval, None for the others
 
 
 class Shutdown(msgspec.Struct, tag="shutdown"):
@@ -73,7 +85,7 @@ class ControlReply(msgspec.Struct, tag="control_reply"):
     call_id: int  # the call answered
     step: int  # EngineCore's step counter after the call
     error: str | None = None  # "ExceptionType: message" if the call failed
-    snapshot: StepEvent | None = None  # the full state, for op "snapshot"
+    result: StepEvent | bool | None = None  # what the op returned (snapshot: the state; reset_prefix_cache: done?)
 
 
 class EngineFailed(msgspec.Struct, tag="engine_failed"):
@@ -95,6 +107,10 @@ def decode_input(data: bytes) -> InputMessage:
 
 def decode_output(data: bytes) -> OutputMessage:
     return _OUTPUT_DECODER.decode(data)
+
+
+def decode_launch(data: bytes) -> Launch:
+    return msgspec.msgpack.decode(data, type=Launch)
 
 
 def describe(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ import zmq
 import zmq.asyncio
 
 from core.engine.events import MissedEvents, StepEvent, decode_event
-from core.engine.mp_client import SUB_RCVHWM
+from core.engine.core_client import SUB_RCVHWM
 from enginetui.app import EngineTUI
 
 READ_ONLY = "this dashboard only watches the engine (benchmark load)"
@@ -34,7 +34,7 @@ class EventObserver:
         self.engine_pid = engine_pid  # the EngineCore process the process panel samples
         self.model_name = "benchmark"  # shown in the title bar
         self.device = "cpu"  # shown in the process panel
-        self.events_seen = 0  # step events received (snapshots excluded)
+        self.events_seen = 0  # step events received (updates and snapshots excluded)
         self.missed = MissedEvents()  # step events the publisher dropped for us
         self._ctx = zmq.asyncio.Context()
         self._sock = self._ctx.socket(zmq.SUB)
@@ -53,7 +53,7 @@ class EventObserver:
 
     async def _next(self) -> StepEvent:
         event = decode_event(await self._sock.recv())
-        self.events_seen += not event.is_snapshot
+        self.events_seen += event.is_step
         return self.missed.mark(event)
 
     def generate(self, prompt, params, request_id):

@@ -1,17 +1,13 @@
-"""A live step-event subscriber in a thread, as the dashboard would be: it receives and decodes
-every StepEvent EngineCore publishes and keeps each step's counts, so a benchmark can both
-measure what a subscriber costs and sum what the steps did (prefill tokens, preemptions).
+"""A live step-event subscriber, as the dashboard would be: it receives and decodes every event
+EngineCore publishes and keeps each step's counts, so a benchmark can both measure what a
+subscriber costs and sum what the steps did (prefill tokens, preemptions).
 """
 
 import threading
 from dataclasses import dataclass
 
-import zmq
-
-from core.engine.events import decode_event
-
-RCVHWM = 64  # events buffered before the publisher starts dropping (as the dashboard's subscriber)
-POLL_MS = 50  # how often the thread checks whether it should stop
+from core.engine.event_subscriber import EventSubscriber
+from core.engine.events import StepEvent
 
 
 @dataclass(slots=True)
@@ -26,20 +22,13 @@ class StepCounts:
 
 
 class EventCounter:
-    """SUB socket on EngineCore's event address, read by a daemon thread."""
+    """Counts every step event on EngineCore's event address (an EventSubscriber thread)."""
 
     def __init__(self, address: str, ready_timeout_s: float = 30.0) -> None:
-        self.address = address  # EngineCore's PUB address (ipc://...)
         self._steps: dict[int, tuple[int, int, int]] = {}  # step -> (prefill, decode, preempted)
-        self._latest = 0  # highest step seen, snapshots included
+        self._latest = 0  # highest step seen, snapshots and updates included
         self._cond = threading.Condition()  # guards the two above; notified on every event
-        self._stop = threading.Event()  # ends the thread
-        self._ready = threading.Event()  # set once the greeting snapshot arrived (we are subscribed)
-        self._thread = threading.Thread(target=self._run, name="bench-event-subscriber", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(ready_timeout_s):
-            self.close()
-            raise TimeoutError(f"no snapshot from EngineCore's event socket {address} within {ready_timeout_s:.0f} s")
+        self._subscriber = EventSubscriber(address, self._count, ready_timeout_s=ready_timeout_s)
 
     def wait_for_step(self, step: int, timeout_s: float = 10.0) -> None:
         """Block until the event of `step` (or a later one) arrived, or the timeout passed."""
@@ -57,27 +46,11 @@ class EventCounter:
         )
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
+        self._subscriber.close()
 
-    def _run(self) -> None:
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.SUB)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, RCVHWM)
-        sock.connect(self.address)
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-        try:
-            while not self._stop.is_set():
-                if not sock.poll(POLL_MS):
-                    continue
-                event = decode_event(sock.recv())
-                with self._cond:
-                    if not event.is_snapshot:
-                        self._steps[event.step] = (event.num_prefill_tokens, event.num_decode_tokens, len(event.preempted))
-                    self._latest = max(self._latest, event.step)
-                    self._cond.notify_all()
-                self._ready.set()
-        finally:
-            sock.close(linger=0)
-            ctx.term()
+    def _count(self, event: StepEvent) -> None:
+        with self._cond:
+            if event.is_step:
+                self._steps[event.step] = (event.num_prefill_tokens, event.num_decode_tokens, len(event.preempted))
+            self._latest = max(self._latest, event.step)
+            self._cond.notify_all()

@@ -1,23 +1,30 @@
 """`enginetui bench profile`: where a decode step's time goes, at several batch sizes.
 
-Runs EngineCore in this process (so `EngineCore.last_timings` is readable), fills it with N
-requests, waits until all N are decoding, warms up, then averages the per-stage timings of the
-next steps. Stages: schedule, prepare (apply the plan's deltas, pack inputs), forward (model +
-lm_head), sample, update (scheduler.update_from_output), event (build the StepEvent; in-process
-it is not serialized or sent). "Engine overhead" is everything but forward + sample, as a share
-of the step. "client" is the time outside EngineCore.step (output processing on the client side),
-shown apart and not part of the shares. On CUDA, forward launches kernels asynchronously; the
+Drives an EngineCore directly in this process (no busy loop, so every `step()` is timed alone and
+`EngineCore.last_timings` belongs to it), fills it with N requests, waits until all N are
+decoding, warms up, then averages the per-stage timings of the next steps. Stages: schedule,
+prepare (apply the plan's deltas, pack inputs), forward (model + lm_head), sample, update
+(scheduler.update_from_output), event (build the StepEvent; not serialized or sent here).
+"Engine overhead" is everything but forward + sample, as a share of the step. "client" is the
+client-side output processing of a step's outputs (detokenize, assemble RequestOutputs), shown
+apart and not part of the shares. On CUDA, forward launches kernels asynchronously; the
 sampler's copy to the host waits for them, so some forward time shows as sample time.
 """
 
 import argparse
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from core import LLM, SamplingParams
+from core import SamplingParams
+from core.config import EngineConfig
+from core.engine.core import EngineCore
+from core.engine.output_processor import OutputProcessor
+from core.engine.processor import Processor
+from core.engine.tokenizer import load_tokenizer
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs
 
@@ -44,7 +51,7 @@ class ProfileResult:
     """Everything `bench profile` measured (its --json)."""
 
     model: str  # the model asked for ("default": the embedded one)
-    engine_args: dict[str, Any]  # the engine arguments used (in-process; defaults otherwise)
+    engine_args: dict[str, Any]  # the engine arguments used (defaults otherwise)
     device: str  # where it ran
     dtype: str  # compute dtype
     input_len: int  # prompt tokens of each request
@@ -53,12 +60,10 @@ class ProfileResult:
     summary: str = ""  # the one-line summary printed last
 
 
-def profile_decode(llm: LLM, batch_size: int, input_len: int, warmup_steps: int, steps: int,
-                   seed: int = 0) -> ProfileRow:
+def profile_decode(core: EngineCore, processor: Processor, output_processor: OutputProcessor, batch_size: int,
+                   input_len: int, warmup_steps: int, steps: int, seed: int = 0) -> ProfileRow:
     """Average `steps` decode steps with `batch_size` requests running (after `warmup_steps`)."""
-    engine = llm.engine
-    core = engine.client.core
-    info = engine.info
+    info = processor.info
     # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
     max_len = input_len + warmup_steps + steps + 1 + info.block_size
     needed = batch_size * -(-max_len // info.block_size)
@@ -73,30 +78,30 @@ def profile_decode(llm: LLM, batch_size: int, input_len: int, warmup_steps: int,
     params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=info.max_model_len - input_len)
     req_ids = [f"profile-{batch_size}-{i}" for i in range(batch_size)]
     for req_id in req_ids:
-        engine.add_request(req_id, rng.integers(0, info.vocab_size, size=input_len).tolist(), params)
+        request, text = processor.process(req_id, rng.integers(0, info.vocab_size, size=input_len).tolist(), params)
+        output_processor.register(request, text)
+        core.add_request(request)
     sched = core.scheduler
     while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        engine.step()  # prefill, chunked over as many steps as the token budget needs
+        output_processor.process(core.step()[0].outputs)  # prefill, chunked over as many steps as the budget needs
         if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
             raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
     for _ in range(warmup_steps):
-        engine.step()
+        output_processor.process(core.step()[0].outputs)
     totals = dict.fromkeys(STAGES, 0.0)
     client_ms = 0.0
     for _ in range(steps):
         if len(sched.running) != batch_size:
             raise RuntimeError(f"{len(sched.running)} requests running, expected {batch_size} "
                                f"(KV pool or max_model_len too small for --input-len and --steps?)")
+        outputs, _ = core.step()
         start = time.perf_counter()
-        engine.step()
-        wall_ms = (time.perf_counter() - start) * 1e3
-        timings = core.last_timings
+        output_processor.process(outputs.outputs)
+        client_ms += (time.perf_counter() - start) * 1e3
         for stage in STAGES:
-            totals[stage] += timings[stage]
-        client_ms += wall_ms - sum(timings[s] for s in STAGES)
-    engine.abort_request(req_ids)
-    while engine.has_unfinished_requests():
-        engine.step()
+            totals[stage] += core.last_timings[stage]
+    core.abort_requests(req_ids)
+    output_processor.process(core.take_update()[0])
     stage_ms = {s: totals[s] / steps for s in STAGES}
     step_ms = sum(stage_ms.values())
     overhead = sum(v for s, v in stage_ms.items() if s not in COMPUTE_STAGES)
@@ -109,15 +114,16 @@ def profile_decode(llm: LLM, batch_size: int, input_len: int, warmup_steps: int,
 
 def run(args: argparse.Namespace) -> ProfileResult:
     kwargs = bench_engine_kwargs(args)
-    llm = LLM(**kwargs, multiprocess=False)
-    try:
-        info = llm.engine.info
-        result = ProfileResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
-                               dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps)
-        for n in args.batch_sizes:
-            result.rows.append(profile_decode(llm, n, args.input_len, args.warmup_steps, args.steps))
-    finally:
-        llm.shutdown()
+    config = EngineConfig(**kwargs)
+    core = EngineCore(config)
+    info = core.describe(os.getpid())
+    tokenizer = load_tokenizer(config, info.model_dir)
+    processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
+    result = ProfileResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
+                           dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps)
+    for n in args.batch_sizes:
+        result.rows.append(profile_decode(core, processor, output_processor, n, args.input_len, args.warmup_steps,
+                                          args.steps))
     result.summary = report.profile_summary(result)
     return result
 

@@ -115,10 +115,7 @@ def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest]
             llm = LLM(**engine_kwargs, enable_step_events=mode != "off")
             engines[mode] = (llm, None)
             if mode == "subscriber":
-                address = getattr(llm.engine.client, "events_address", None)
-                if address is None:
-                    raise ValueError("--events subscriber needs the multiprocess engine (unset ENGINETUI_MULTIPROC=0)")
-                engines[mode] = (llm, EventCounter(address))
+                engines[mode] = (llm, EventCounter(llm.engine.client.events_address))
             warmup = warmup_workload(llm.engine.info.vocab_size)
             llm.generate([r.prompt_token_ids for r in warmup], _params(warmup, temperature), use_tqdm=False)
         runs = []
@@ -149,9 +146,9 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
 
     `competitor` (the load running beside it) is stopped as soon as the pass ends.
     """
-    client = llm.engine.client
-    client.reset_prefix_cache()  # earlier passes must not serve this one's prompts
-    first_step = client.snapshot().step if counter is not None else 0
+    engine = llm.engine
+    engine.reset_prefix_cache()  # earlier passes must not serve this one's prompts
+    first_step = engine.snapshot().step if counter is not None else 0
     prompts = [r.prompt_token_ids for r in workload]
     params = _params(workload, temperature)
     start = time.perf_counter()
@@ -166,7 +163,7 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
         raise RuntimeError(f"the engine generated {output_tokens} tokens, the workload asks for {expected}")
     steps = None
     if counter is not None:
-        last_step = client.snapshot().step
+        last_step = engine.snapshot().step
         counter.wait_for_step(last_step)
         steps = counter.counts(first_step, last_step)
     prompt_tokens = sum(len(p) for p in prompts)

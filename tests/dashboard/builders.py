@@ -19,18 +19,24 @@ def progress(
 
 
 def event(
-    step: int, *, running=(), waiting=(), scheduled=None, snapshot=False, total_out=0, free=8, **deltas
+    step: int, *, running=(), waiting=(), scheduled=None, snapshot=False, total_out=0, free=8, kind=None, seq=None,
+    **deltas
 ) -> StepEvent:
+    """A step event (or a snapshot / update); `seq` defaults to the step number."""
+    kind = kind or ("snapshot" if snapshot else "step")
     return StepEvent(
-        version=SCHEMA_VERSION, step=step, time=T0 + 0.1 * step, is_snapshot=snapshot, paused=False,
+        version=SCHEMA_VERSION, seq=step if seq is None else seq, kind=kind, step=step, time=T0 + 0.1 * step,
+        paused=False,
         sched_ms=0.1, exec_ms=1.0, update_ms=0.1, token_budget=32, max_num_seqs=4,
         num_scheduled_tokens=sum((scheduled or {}).values()), num_prefill_tokens=0, num_decode_tokens=0,
-        scheduled=scheduled or {}, running=list(running), waiting=list(waiting), num_blocks=8, block_size=16,
+        scheduled=scheduled or {}, added=deltas.get("added", []), admitted=deltas.get("admitted", []),
+        chunks=deltas.get("chunks", []), new_token_ids=deltas.get("new_tokens", {}), running=list(running), waiting=list(waiting), num_blocks=8, block_size=16,
         num_free_blocks=free, num_cached_free_blocks=0, shared_blocks=[], cached_free_blocks=[],
         blocks_allocated=deltas.get("allocated", []), blocks_freed=deltas.get("freed", []),
         preempted=deltas.get("preempted", []), finished=deltas.get("finished", []),
         rejected=deltas.get("rejected", []), prefix_cache_queries=0, prefix_cache_hits=0,
-        num_dropped_events=deltas.get("dropped", 0), total_output_tokens=total_out,
+        num_dropped_events=deltas.get("dropped", 0), total_output_tokens=total_out, total_preemptions=0,
+        step_interval_ms=0.0,
     )  # fmt: skip
 
 

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 from core.engine.events import (
     SCHEMA_VERSION,
+    Admission,
+    PrefillChunk,
     Preemption,
+    RequestAdded,
     RequestEnd,
     RequestProgress,
     StepEvent,
@@ -95,6 +98,7 @@ class FakeEngine:
         self.step_interval = 0.0  # slow motion asked for with set_step_interval (seconds)
         self.shutdown_called = False
         self.step = 0
+        self.seq = 0  # events published
         self.clock = START_TIME
         self.total_output_tokens = 0
         self.total_preemptions = 0
@@ -102,8 +106,9 @@ class FakeEngine:
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
         self._requests: dict[str, _Request] = {}
-        self._ended: list[RequestEnd] = []  # aborts since the last step
-        self._freed: list[int] = []  # blocks freed by aborts since the last step
+        self._ended: list[RequestEnd] = []  # aborts since the last event
+        self._freed: list[int] = []  # blocks freed by aborts since the last event
+        self._added: list[RequestAdded] = []  # requests added since the last event
         self._subscribers: list[asyncio.Queue] = []
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task | None = None  # the stepping loop (autostep only)
@@ -126,6 +131,8 @@ class FakeEngine:
         self._requests[request_id] = req
         self._streams.append(req.outputs)
         self._waiting.append(req)
+        self._added.append(RequestAdded(request_id, ids, params, params.max_tokens or self.max_model_len, 0, self.clock))
+        self._publish_update()
         self._kick()
         try:
             while True:
@@ -147,9 +154,11 @@ class FakeEngine:
 
     async def pause(self) -> None:
         self.paused = True
+        self._publish_update()
 
     async def resume(self) -> None:
         self.paused = False
+        self._publish_update()
         self._kick()
 
     async def step_once(self) -> None:
@@ -157,9 +166,10 @@ class FakeEngine:
 
     async def set_step_interval(self, seconds: float) -> None:
         self.step_interval = seconds
+        self._publish_update()
 
     async def snapshot(self) -> StepEvent:
-        return self._event(snapshot=True)
+        return self._event(kind="snapshot")
 
     async def events(self):
         queue: asyncio.Queue = asyncio.Queue()
@@ -209,6 +219,16 @@ class FakeEngine:
             self._step()
             await asyncio.sleep(max(self.step_delay, self.step_interval))
 
+    def _publish(self, event: StepEvent) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(event)
+
+    def _publish_update(self) -> None:
+        """A change between steps reaches subscribers at once, as the real engine's update events do."""
+        freed, self._freed = self._freed, []
+        ended, self._ended = self._ended, []
+        self._publish(self._event(kind="update", freed=freed, finished=ended))
+
     def _step(self) -> None:
         self.step += 1
         self.clock += STEP_SECONDS
@@ -219,6 +239,8 @@ class FakeEngine:
         ended, self._ended = self._ended, []
         preempted: list[Preemption] = []
         rejected: list[RequestEnd] = []
+        admitted: list[Admission] = []
+        before = {r.req_id: r.num_computed for r in self._running}
         for req in list(self._running):
             if budget == 0 or req.status != "running":
                 continue
@@ -244,18 +266,25 @@ class FakeEngine:
             if not self._grow(req, req.num_computed + n, allocated):
                 break
             self._waiting.popleft()
+            admitted.append(Admission(req.req_id, n, 0, req.status == "preempted"))
+            before[req.req_id] = 0
             req.status = "running"
             req.first_scheduled_time = req.first_scheduled_time or self.clock
             self._running.append(req)
             scheduled[req.req_id] = n
             budget -= n
         num_prefill = 0
+        chunks: list[PrefillChunk] = []
+        new_tokens: dict[str, list[int]] = {}
         for req_id, n in scheduled.items():
             req = self._requests[req_id]
             num_prefill += n if req.num_tokens - req.num_computed > 1 else 0
             req.num_computed += n
+            if req.num_computed < req.num_tokens or (before[req_id] > 0 and n > 1):
+                chunks.append(PrefillChunk(req_id, n, req.num_tokens - req.num_computed))
             if req.num_computed == req.num_tokens:
                 end = self._sample(req)
+                new_tokens[req_id] = req.output_ids[-1:]
                 if end is not None:
                     ended.append(end)
                     self._running.remove(req)
@@ -263,7 +292,7 @@ class FakeEngine:
                 else:
                     req.outputs.put_nowait(self._output(req, None))
         total = sum(scheduled.values())
-        event = self._event(
+        self._publish(self._event(
             scheduled=scheduled,
             num_prefill=num_prefill,
             num_decode=total - num_prefill,
@@ -272,9 +301,10 @@ class FakeEngine:
             preempted=preempted,
             finished=ended,
             rejected=rejected,
-        )
-        for queue in self._subscribers:
-            queue.put_nowait(event)
+            admitted=admitted,
+            chunks=chunks,
+            new_tokens=new_tokens,
+        ))
 
     def _grow(self, req: _Request, num_tokens: int, allocated: list[int]) -> bool:
         need = math.ceil(num_tokens / self.block_size) - len(req.blocks)
@@ -327,6 +357,7 @@ class FakeEngine:
             self._waiting.remove(req)
         self._ended.append(RequestEnd(req.req_id, "abort", "aborted by the client", len(req.output_ids)))
         self._finish(req, "abort", "", self._freed)
+        self._publish_update()
 
     def _output(self, req: _Request, reason: str | None, error: str = "") -> RequestOutput:
         metrics = RequestMetrics(
@@ -358,7 +389,7 @@ class FakeEngine:
     def _event(
         self,
         *,
-        snapshot: bool = False,
+        kind: str = "step",
         scheduled: dict[str, int] | None = None,
         num_prefill: int = 0,
         num_decode: int = 0,
@@ -367,14 +398,21 @@ class FakeEngine:
         preempted: list[Preemption] | None = None,
         finished: list[RequestEnd] | None = None,
         rejected: list[RequestEnd] | None = None,
+        admitted: list[Admission] | None = None,
+        chunks: list[PrefillChunk] | None = None,
+        new_tokens: dict[str, list[int]] | None = None,
     ) -> StepEvent:
         scheduled = scheduled or {}
         total = sum(scheduled.values())
+        if kind != "snapshot":
+            self.seq += 1
+        added, self._added = (self._added, []) if kind != "snapshot" else ([], self._added)
         return StepEvent(
             version=SCHEMA_VERSION,
+            seq=self.seq,
+            kind=kind,
             step=self.step,
             time=self.clock,
-            is_snapshot=snapshot,
             paused=self.paused,
             sched_ms=0.1 + 0.02 * len(self._running),
             exec_ms=1.5 + 0.05 * total,
@@ -385,6 +423,10 @@ class FakeEngine:
             num_prefill_tokens=num_prefill,
             num_decode_tokens=num_decode,
             scheduled=scheduled,
+            added=added,
+            admitted=admitted or [],
+            chunks=chunks or [],
+            new_token_ids=new_tokens or {},
             running=[self._progress(r) for r in self._running],
             waiting=[self._progress(r) for r in self._waiting],
             num_blocks=self.num_blocks,

@@ -2,7 +2,8 @@
 
 import pytest
 
-from core.engine.events import Preemption, RequestEnd
+from core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
+from core.sampling_params import SamplingParams
 from enginetui.state import DashboardState
 from tests.dashboard.builders import T0, event, output, progress
 
@@ -18,22 +19,35 @@ def test_submitted_request_waits_until_the_engine_lists_it():
     assert (view.status, view.prompt, view.max_tokens, view.active) == ("waiting", "hello", 16, True)
 
 
-def test_admission_is_logged_once_when_a_request_first_runs():
+def test_an_added_request_shows_its_prompt_length_before_it_is_listed():
+    s = DashboardState()
+    added = RequestAdded("r7", [1, 2, 3, 4, 5], SamplingParams(max_tokens=9), 9, 0, T0)
+    s.apply_event(event(0, kind="update", added=[added]))  # someone else's request: known from the event alone
+    view = s.requests["r7"]
+    assert (view.status, view.num_prompt_tokens, view.num_tokens, view.max_tokens) == ("waiting", 5, 5, 9)
+
+
+def test_admission_is_logged_from_the_event_that_says_so():
     s = DashboardState()
     s.apply_event(event(1, waiting=[progress("r1", 0, 10, status="waiting")]))
-    s.apply_event(event(2, running=[progress("r1", 10, 11, prompt=10, blocks=[3])], scheduled={"r1": 10}))
+    s.apply_event(event(2, running=[progress("r1", 10, 11, prompt=10, blocks=[3])], scheduled={"r1": 10},
+                        admitted=[Admission("r1", 10, 0, False)], new_tokens={"r1": [7]}))
     s.apply_event(event(3, running=[progress("r1", 11, 12, prompt=10, blocks=[3])], scheduled={"r1": 1}))
     assert kinds(s) == ["2 admit r1 · prompt 10 tok"]
     assert s.requests["r1"].status == "running"
     assert s.requests["r1"].block_ids == [3]
 
 
-def test_chunked_prefill_is_logged_for_each_partial_chunk():
+def test_chunked_prefill_is_logged_for_each_chunk():
     s = DashboardState()
-    s.apply_event(event(1, running=[progress("r1", 16, 40, prompt=40)], scheduled={"r1": 16}))
-    s.apply_event(event(2, running=[progress("r1", 32, 40, prompt=40)], scheduled={"r1": 16}))
-    s.apply_event(event(3, running=[progress("r1", 40, 41, prompt=40)], scheduled={"r1": 8}))  # prefill done
-    assert kinds(s) == ["1 admit r1 · prompt 40 tok · chunk 16", "2 chunk r1 · +16 → 32/40 tok"]
+    s.apply_event(event(1, running=[progress("r1", 16, 40, prompt=40)], scheduled={"r1": 16},
+                        admitted=[Admission("r1", 16, 0, False)], chunks=[PrefillChunk("r1", 16, 24)]))
+    s.apply_event(event(2, running=[progress("r1", 32, 40, prompt=40)], scheduled={"r1": 16},
+                        chunks=[PrefillChunk("r1", 16, 8)]))
+    s.apply_event(event(3, running=[progress("r1", 40, 41, prompt=40)], scheduled={"r1": 8},
+                        chunks=[PrefillChunk("r1", 8, 0)], new_tokens={"r1": [5]}))
+    assert kinds(s) == ["1 admit r1 · prompt 40 tok · chunk 16", "2 chunk r1 · +16 tok · 8 tok left",
+                        "3 chunk r1 · +8 tok · prefill done"]
 
 
 def test_preemption_sets_status_lost_tokens_and_logs():
@@ -45,7 +59,8 @@ def test_preemption_sets_status_lost_tokens_and_logs():
     view = s.requests["r1"]
     assert (view.status, view.lost_tokens, view.num_preemptions, view.block_ids) == ("preempted", 20, 1, [])
     assert kinds(s)[-1] == "2 preempt r1 · lost 20 tok · freed 2 blocks"
-    s.apply_event(event(3, running=[progress("r1", 21, 22, prompt=16, preemptions=1)], scheduled={"r1": 21}))
+    s.apply_event(event(3, running=[progress("r1", 21, 22, prompt=16, preemptions=1)], scheduled={"r1": 21},
+                        admitted=[Admission("r1", 21, 0, True)], new_tokens={"r1": [9]}))
     assert kinds(s)[-1] == "3 admit r1 · recompute 21 tok"
 
 
@@ -128,9 +143,12 @@ def test_snapshots_update_state_but_derive_no_log_or_history():
     s.apply_event(event(1, snapshot=True, running=[progress("r1", 5, 6, prompt=5)], total_out=5))
     assert s.log == type(s.log)() and not s.history.tok_s
     assert s.step == 1 and s.requests["r1"].status == "running"
-    # the step the snapshot already reflected arrives late: its admission is still logged
-    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5)], scheduled={"r1": 5}))
-    assert kinds(s) == ["1 admit r1 · prompt 5 tok"]
+    # the step the snapshot already reflected arrives late: its admission is still logged,
+    # and the snapshot stays the latest word on the engine
+    snapshot = s.latest
+    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5)], scheduled={"r1": 5},
+                        admitted=[Admission("r1", 5, 0, False)]))
+    assert kinds(s) == ["1 admit r1 · prompt 5 tok"] and s.latest is snapshot
 
 
 def test_history_samples_rates_over_engine_time():

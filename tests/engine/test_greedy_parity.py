@@ -7,7 +7,7 @@ import torch
 from transformers import OPTForCausalLM
 
 from core import LLM, SamplingParams
-from tests.conftest import make_opt_dir
+from tests.conftest import make_opt_dir, recorded_events
 
 
 def mixed_prompts(n: int, vocab: int, lo: int, hi: int, seed: int = 0) -> list[list[int]]:
@@ -27,11 +27,11 @@ def hf_greedy(model_dir: str, prompts: list[list[int]], max_tokens: int) -> list
 
 def engine_greedy(model_dir: str, prompts, max_tokens: int, **engine_args):
     llm = LLM(model=model_dir, multiprocess=False, skip_tokenizer_init=True, dtype="float32", **engine_args)
-    events = []
-    llm.engine.client.on_event = events.append
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), use_tqdm=False)
+    with recorded_events(llm.engine) as events:
+        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True),
+                            use_tqdm=False)
     llm.shutdown()
-    return [o.outputs[0].token_ids for o in outs], events
+    return [o.outputs[0].token_ids for o in outs], [e for e in events if e.is_step]
 
 
 @pytest.fixture(scope="module")

@@ -94,3 +94,57 @@ def test_a_request_that_can_never_fit_the_pool_is_rejected_with_a_reason(text_op
     rejected = outs[1].outputs[0]
     assert rejected.finish_reason == "rejected" and "pool has 4" in rejected.error
     llm.shutdown()
+
+
+def test_vllm_prompt_forms(llm):
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    text = "The function returns"
+    ids = llm.get_tokenizer().encode(text)
+    outs = llm.generate([text, {"prompt": text}, {"prompt_token_ids": ids}, ids], params, use_tqdm=False)
+    assert len({tuple(o.outputs[0].token_ids) for o in outs}) == 1  # one prompt, four spellings
+    assert [o.prompt for o in outs] == [text, text, None, None]
+    single = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert single[0].outputs[0].token_ids == outs[0].outputs[0].token_ids
+    for bad, match in (({"text": text}, "exactly one key"), ({"prompt": 5}, "'prompt' must be a string"),
+                       ({"prompt": text, "prompt_token_ids": ids}, "exactly one key")):
+        with pytest.raises(ValueError, match=match):
+            llm.generate(bad, params, use_tqdm=False)
+
+
+def test_parallel_sampling_returns_n_completions(llm):
+    out = llm.generate("Once upon a time", SamplingParams(n=4, seed=11, temperature=1.0, max_tokens=12,
+                                                          ignore_eos=True), use_tqdm=False)[0]
+    assert out.finished and [c.index for c in out.outputs] == [0, 1, 2, 3]
+    assert all(len(c.token_ids) == 12 and c.finish_reason == "length" for c in out.outputs)
+    assert len({tuple(c.token_ids) for c in out.outputs}) > 1  # seeds seed+i: the samples differ
+    # Sample i is the request with seed + i, alone.
+    third = llm.generate("Once upon a time", SamplingParams(seed=13, temperature=1.0, max_tokens=12,
+                                                            ignore_eos=True), use_tqdm=False)[0]
+    assert third.outputs[0].token_ids == out.outputs[2].token_ids
+    greedy = llm.generate([[2, 40, 41]], SamplingParams(n=3, temperature=0, max_tokens=5, ignore_eos=True),
+                          use_tqdm=False)[0]
+    assert len({tuple(c.token_ids) for c in greedy.outputs}) == 1
+
+
+def test_parallel_samples_share_the_prompt_blocks(text_opt_dir):
+    with LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, enable_prefix_caching=True,
+             max_num_seqs=1) as llm:  # one at a time: each later sample finds the first one's blocks
+        prompt = [2] + list(range(100, 150))  # 51 tokens: 3 full blocks
+        out = llm.generate([prompt], SamplingParams(n=3, temperature=0, max_tokens=2, ignore_eos=True),
+                           use_tqdm=False)[0]
+        assert len(out.outputs) == 3 and out.num_cached_tokens in (0, 48)
+        snap = llm.engine.snapshot()
+        assert snap.prefix_cache_hits >= 2 * 48  # the second and third sample hit the cache
+
+
+def test_cumulative_logprob_is_the_sum_of_the_sampled_tokens_logprobs(llm):
+    out = llm.generate([[2, 70, 71]], SamplingParams(temperature=0.7, seed=3, max_tokens=6, logprobs=2,
+                                                     ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    assert len(out.logprobs) == 6
+    assert out.cumulative_logprob == pytest.approx(sum(lp[t] for lp, t in zip(out.logprobs, out.token_ids)))
+    plain = llm.generate([[2, 70, 71]], SamplingParams(max_tokens=2), use_tqdm=False)[0].outputs[0]
+    assert plain.cumulative_logprob is None  # not asked for
+
+
+def test_reset_prefix_cache_on_an_idle_engine(llm):
+    assert llm.reset_prefix_cache() is True

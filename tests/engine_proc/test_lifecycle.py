@@ -18,10 +18,11 @@ from core.config import EngineConfig
 from core.engine.async_llm import AsyncLLM
 from core.engine.errors import EngineDeadError, EngineStartupError
 from core.engine.llm import LLM
-from core.engine.mp_client import EngineProcess, SyncMPClient
+from core.engine.core_client import EngineCoreClient, SyncClient
+from core.engine.engine_host import EngineProcess
 from core.engine.processor import Processor
 from core.sampling_params import SamplingParams
-from tests.engine_proc import fake_targets
+from tests.conftest import checkout_env
 from tests.engine_proc.conftest import engine_args, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
@@ -54,10 +55,11 @@ def test_startup_error_bad_model_path():
 
 def test_startup_child_dies_before_handshake():
     with pytest.raises(EngineStartupError, match=r"exited with code 3 before it was ready"):
-        EngineProcess(EngineConfig(), zmq.Context(), target=fake_targets.exit_before_ready)  # takes over the context
+        EngineProcess(EngineConfig(), zmq.Context(), command=[sys.executable, "-c", "import os; os._exit(3)"])
     before = _live_children()
     with pytest.raises(EngineStartupError, match=r"did not become ready within 2 s"):
-        EngineProcess(EngineConfig(), zmq.Context(), startup_timeout=2.0, target=fake_targets.never_ready)
+        EngineProcess(EngineConfig(), zmq.Context(), startup_timeout=2.0,
+                      command=[sys.executable, "-c", "import time; time.sleep(120)"])
     assert _live_children() <= before
 
 
@@ -76,10 +78,11 @@ def _kill_later(pid: int, delay: float) -> list[float]:
 
 
 def test_sync_client_kill9_raises_engine_dead_quickly(engine_model_dir):
-    client = SyncMPClient(EngineConfig(**engine_args(engine_model_dir, False)))
+    client = EngineCoreClient.make(EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False,
+                                   multiprocess=True)
     try:
         pid = client.engine_pid
-        client.pause()  # get_output() now blocks: nothing will come
+        client.call("pause")  # get_output() now blocks: nothing will come
         killed_at = _kill_later(pid, 0.3)
         with pytest.raises(EngineDeadError, match=rf"EngineCore process \(pid {pid}\) died unexpectedly \(exit code -9\)"):
             client.get_output()
@@ -88,7 +91,7 @@ def test_sync_client_kill9_raises_engine_dead_quickly(engine_model_dir):
         with pytest.raises(EngineDeadError):
             client.add_request(req)
         with pytest.raises(EngineDeadError):
-            client.snapshot()
+            client.call("snapshot")
     finally:
         client.shutdown()
 
@@ -159,7 +162,7 @@ async def test_events_disabled_and_shutdown(engine_model_dir, has_tokenizer):
 def test_default_client_is_multiprocess_and_gc_ends_child(engine_model_dir, monkeypatch):
     monkeypatch.delenv("ENGINETUI_MULTIPROC", raising=False)
     llm = LLM(**engine_args(engine_model_dir, False))
-    assert isinstance(llm.engine.client, SyncMPClient)
+    assert isinstance(llm.engine.client, SyncClient) and llm.engine.client.engine_pid is not None
     pid = llm.engine.client.engine_pid
     assert psutil.Process(pid).is_running()
     del llm
@@ -180,7 +183,7 @@ PARENT_SCRIPT = textwrap.dedent("""
         t.start(); t.join()
         out = box[0].generate([[1, 2, 3]], SamplingParams(max_tokens=2), use_tqdm=False)
         print(box[0].engine.client.engine_pid, len(out[0].outputs[0].token_ids), flush=True)
-        print(box[0].engine.client.engine.tmpdir, flush=True)
+        print(box[0].engine.client.host.tmpdir, flush=True)
         time.sleep(120)
 """)
 
@@ -189,7 +192,7 @@ def test_parent_killed_takes_the_child(engine_model_dir, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(PARENT_SCRIPT)
     parent = subprocess.Popen([sys.executable, str(script), engine_model_dir], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+                              stderr=subprocess.DEVNULL, text=True, env=checkout_env())
     try:
         line = parent.stdout.readline()  # the pytest timeout guards a hang here
         pid_text, n_tokens = line.split()

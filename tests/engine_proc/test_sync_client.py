@@ -1,10 +1,10 @@
-"""LLM / SyncMPClient: same greedy results in-process and in a child; control calls; shutdown."""
+"""LLM / the sync client: same greedy results in-process and in a child; control calls; shutdown."""
 
 import pytest
 
 from core.config import EngineConfig
 from core.engine.llm import LLM
-from core.engine.mp_client import SyncMPClient
+from core.engine.core_client import EngineCoreClient
 from core.engine.processor import Processor
 from core.sampling_params import SamplingParams
 from tests.engine_proc.conftest import engine_args, wait_gone
@@ -32,25 +32,31 @@ def test_greedy_outputs_identical_inproc_and_multiproc(engine_model_dir, has_tok
 
 
 def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
-    client = SyncMPClient(EngineConfig(**engine_args(engine_model_dir, False)))
+    client = EngineCoreClient.make(EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False,
+                                   multiprocess=True)
     try:
         assert client.info.pid == client.engine_pid
         processor = Processor(None, client.info)
-        client.pause()
-        s0 = client.snapshot()
-        assert s0.paused and s0.step == 0
+        client.call("pause")
+        s0 = client.call("snapshot")
+        assert s0.paused and s0.step == 0 and s0.is_snapshot
         req, _ = processor.process("a", [1, 2, 3], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
         client.add_request(req)
-        out = client.step_once()
+        assert client.call("step") is None
+        out = client.get_output()  # what the step produced arrived before its reply
         assert out.step == 1 and [o.request_id for o in out.outputs] == ["a"]
         assert len(out.outputs[0].new_token_ids) == 1
-        assert client.snapshot().step == 1
+        assert client.call("snapshot").step == 1
         client.abort_requests(["a"])
         aborted = client.get_output()
         assert aborted.outputs[0].finish_reason == "abort"
-        client.reset_prefix_cache()
-        client.resume()
-        assert not client.snapshot().paused
+        assert client.call("reset_prefix_cache") is True  # nothing holds blocks any more
+        with pytest.raises(ValueError, match="unknown control op 'explode'"):
+            client.call("explode")
+        with pytest.raises(ValueError, match="takes no value"):
+            client.call("pause", 3)
+        client.call("resume")
+        assert not client.call("snapshot").paused
     finally:
         client.shutdown()
         client.shutdown()  # idempotent
@@ -71,3 +77,14 @@ def test_llm_engine_step_with_nothing_in_flight_returns_at_once(engine_model_dir
         assert engine.step() == []
     finally:
         engine.shutdown()
+
+
+def test_an_in_process_engine_leaves_the_host_process_state_alone(engine_model_dir):
+    """EngineCore on a thread of this process seeds no global RNG and changes no thread count
+    (allocator tuning happens only in its own child process)."""
+    import torch
+
+    rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    with LLM(multiprocess=False, **engine_args(engine_model_dir, False, seed=1234)) as llm:
+        llm.generate([[5, 6, 7]], SamplingParams(temperature=0.8, max_tokens=4), use_tqdm=False)
+    assert torch.equal(rng, torch.random.get_rng_state()) and torch.get_num_threads() == threads

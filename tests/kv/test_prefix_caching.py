@@ -5,6 +5,7 @@ import random
 from core import LLM, SamplingParams
 from core.request import Request, RequestStatus
 from core.sampling_params import SamplingParams as SP
+from tests.conftest import recorded_events
 from tests.sched.test_scheduler import make_scheduler, run_step
 
 
@@ -129,9 +130,8 @@ def test_outputs_identical_with_and_without_caching(tiny_opt_dir):
     for caching in (False, True):
         llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, enable_prefix_caching=caching,
                   num_gpu_blocks_override=20, block_size=16, max_num_batched_tokens=64, debug_invariants=True)
-        events = []
-        llm.engine.client.on_event = events.append
-        results.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
+        with recorded_events(llm.engine) as events:
+            results.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
         hit_rates.append(events[-1].prefix_cache_hits)
         if caching:
             assert sum(len(e.preempted) for e in events) > 0  # preemption with shared blocks too
@@ -145,16 +145,16 @@ def test_outputs_identical_with_and_without_caching(tiny_opt_dir):
 def test_reset_through_the_control_channel_of_a_running_engine(tiny_opt_dir):
     llm = LLM(model=tiny_opt_dir, multiprocess=True, skip_tokenizer_init=True, enable_prefix_caching=True,
               num_gpu_blocks_override=32, block_size=16)
-    client = llm.engine.client
+    engine = llm.engine
     prompt = [[2] + list(range(10, 60))]  # 51 tokens: 3 full blocks
     params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     try:
         llm.generate(prompt, params, use_tqdm=False)
-        assert len(client.snapshot().cached_free_blocks) >= 3
+        assert len(engine.snapshot().cached_free_blocks) >= 3
         again = llm.generate(prompt, params, use_tqdm=False)[0]
         assert again.num_cached_tokens == 48
-        client.reset_prefix_cache()
-        assert client.snapshot().cached_free_blocks == []
+        assert llm.reset_prefix_cache() is True
+        assert engine.snapshot().cached_free_blocks == []
         after_reset = llm.generate(prompt, params, use_tqdm=False)[0]
         assert after_reset.num_cached_tokens == 0
         assert after_reset.outputs[0].token_ids == again.outputs[0].token_ids

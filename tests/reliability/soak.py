@@ -96,7 +96,7 @@ def run_soak(model: str | None, num_requests: int, seconds: float, seed: int = 0
             for name, proc in procs.items():
                 rss = proc.memory_info().rss / 2**20
                 report.peak_rss_mb[name] = max(report.peak_rss_mb.get(name, 0.0), round(rss, 1))
-        snapshot = engine.client.snapshot()
+        snapshot = engine.snapshot()
         report.blocks_leaked = snapshot.num_blocks - snapshot.num_free_blocks
         report.preemptions = snapshot.total_preemptions
     finally:

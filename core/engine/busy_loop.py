@@ -1,0 +1,286 @@
+"""The busy loop around one EngineCore, and its IO threads: the same code in a child process
+(core/engine/core_proc.py) and on a thread of the caller (in-process mode).
+
+The client binds the input and output sockets; `serve` connects to them, binds the event PUB
+socket, builds EngineCore and answers the handshake (Ready, or StartupFailed), then three
+threads share the work:
+
+- input thread:  PULL socket -> decode -> `in_q`
+- loop thread:   drain `in_q` (add / abort / control), step(), put results on `out_q`; blocks
+                 on `in_q` while there is nothing to step, so an idle engine uses no CPU
+- output thread: `out_q` -> encode -> PUSH socket (outputs, control replies) or PUB (events)
+
+so socket work and (de)serialization overlap the model's forward pass. Every change of the
+engine's state reaches subscribers at once: a step publishes its event, and anything done
+between steps (adds, aborts, rejections, controls) publishes one "update" event as soon as the
+loop has nothing more to do at once.
+"""
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import msgspec
+import zmq
+
+from core.config import EngineConfig
+from core.engine import control, wire
+from core.engine.core import EngineCore
+from core.engine.event_publisher import EventPublisher
+from core.engine.events import StepEvent
+from core.outputs import EngineCoreOutput, EngineCoreOutputs
+
+log = logging.getLogger("enginetui.busy_loop")
+
+INPUT_POLL_MS = 200  # input thread wakes this often to notice a stop
+OUTPUT_POLL_S = 0.1  # output thread wakes this often to notice new subscribers
+
+
+class EngineAddresses(NamedTuple):
+    """The three sockets between a client and its EngineCore (ipc:// paths)."""
+
+    input: str  # client PUSH (bound) -> EngineCore PULL: AddRequest / AbortRequests / Control / Shutdown
+    output: str  # EngineCore PUSH -> client PULL (bound): Ready / Outputs / ControlReply / ...
+    events: str  # EngineCore XPUB (bound) -> any number of SUB: StepEvent
+
+
+class _SubscriberJoined:
+    """Internal in_q message: the output thread saw a new subscriber; greet it with a snapshot."""
+
+
+class _BadMessage(msgspec.Struct):
+    """Internal in_q message: an input that did not decode; fail its request if it names one."""
+
+    request_id: str | None  # the request it carried, if any
+    error: str  # why it did not decode
+
+
+_SUBSCRIBER_JOINED = _SubscriberJoined()
+_STOP = object()  # out_q sentinel: the output thread exits after sending everything before it
+
+
+def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
+          on_core: Callable[[EngineCore], None] | None = None,
+          on_startup_error: Callable[[BaseException], None] | None = None) -> int:
+    """Build EngineCore, answer the handshake and run the busy loop until Shutdown.
+
+    `on_core` receives the EngineCore once built, `on_startup_error` the exception if building it
+    failed (the in-process host keeps both, for debugging).
+    Returns the exit code: 0 after a Shutdown, 1 if start-up or a step failed (the client was told why).
+    """
+    ctx = zmq.Context()
+    out_sock = ctx.socket(zmq.PUSH)
+    out_sock.connect(addresses.output)
+    try:
+        core = EngineCore(config)
+        loop = EngineLoop(core, ctx, out_sock, addresses)
+        ready = wire.encode(wire.Ready(info=core.describe(pid)))
+        if on_core is not None:
+            on_core(core)
+    except BaseException as exc:  # every failure must reach the client
+        log.debug("EngineCore startup failed", exc_info=True)
+        if on_startup_error is not None:
+            on_startup_error(exc)
+        out_sock.send(wire.encode(wire.StartupFailed(error=wire.describe(exc))))
+        out_sock.close(linger=2000)
+        ctx.term()
+        return 1
+    out_sock.send(ready)
+    return loop.run()
+
+
+class EngineLoop:
+    """The busy loop around one EngineCore, with its IO threads."""
+
+    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: EngineAddresses) -> None:
+        self.core = core  # the engine
+        self.ctx = ctx  # this loop's zmq context
+        self.out_sock = out_sock  # PUSH to the client (owned by the output thread once running)
+        self.in_sock = ctx.socket(zmq.PULL)  # from the client (owned by the input thread)
+        self.in_sock.connect(addresses.input)
+        self.events_on = core.config.enable_step_events  # False: no events built or sent at all
+        self.publisher = EventPublisher(ctx, addresses.events) if self.events_on else None  # step events
+        self.in_q: queue.Queue = queue.Queue()  # decoded input messages, in arrival order
+        self.out_q: queue.Queue = queue.Queue()  # wire messages and StepEvents to send, in order
+        self._stop = threading.Event()  # tells the input thread to exit
+        self._threads = [
+            threading.Thread(target=self._input_loop, name="engine-input", daemon=True),
+            threading.Thread(target=self._output_loop, name="engine-output", daemon=True),
+        ]
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until a Shutdown message (exit code 0) or a failed step (exit code 1)."""
+        for t in self._threads:
+            t.start()
+        code = 0
+        try:
+            self._busy_loop()
+        except Exception as exc:  # a broken engine tells the client why, then exits
+            log.exception("EngineCore step failed")
+            self.out_q.put(wire.EngineFailed(error=wire.describe(exc)))
+            code = 1
+        self._stop.set()
+        self.out_q.put(_STOP)
+        for t in self._threads:
+            t.join(timeout=3.0)
+        if any(t.is_alive() for t in self._threads):
+            return code  # a thread is stuck in a socket call: leave the sockets to process exit
+        self.in_sock.close(linger=0)
+        self.out_sock.close(linger=1000)
+        if self.publisher is not None:
+            self.publisher.close()
+        self.ctx.term()
+        return code
+
+    # ---- the busy loop -----------------------------------------------------------------------
+
+    def _busy_loop(self) -> None:
+        core = self.core
+        last_step_at = float("-inf")  # time.monotonic() at the last step's start (for slow motion)
+        while True:
+            if core.paused or not core.has_work():
+                self._publish_update()  # e.g. aborts, adds or controls while paused
+                if self._handle(self.in_q.get()):  # idle: sleep until a message arrives
+                    return
+                last_step_at = float("-inf")  # slow motion spaces busy steps; new work starts at once
+            while True:
+                try:
+                    msg = self.in_q.get_nowait()
+                except queue.Empty:
+                    break
+                if self._handle(msg):
+                    return
+            if core.paused or not core.has_work():
+                continue
+            wait = last_step_at + core.step_interval_s - time.monotonic()
+            if wait > 0:  # slow motion: publish what changed, serve inputs until the step is due
+                self._publish_update()
+                try:
+                    msg = self.in_q.get(timeout=wait)
+                except queue.Empty:
+                    continue
+                if self._handle(msg):
+                    return
+                continue
+            last_step_at = time.monotonic()
+            self.step()
+
+    def _publish_update(self) -> None:
+        """Send outputs produced between steps and an event for whatever changed since the latest one."""
+        outputs, event = self.core.take_update()
+        self._send_outputs(outputs)
+        if event is not None:
+            self.out_q.put(event)
+
+    def _send_outputs(self, outputs: list[EngineCoreOutput]) -> None:
+        if outputs:
+            core = self.core
+            self.out_q.put(wire.Outputs(outputs=EngineCoreOutputs(outputs=outputs, step=core.step_count,
+                                                                  timestamp=time.time())))
+
+    def _handle(self, msg) -> bool:
+        """Apply one input message; True means shut down."""
+        core = self.core
+        if isinstance(msg, wire.AddRequest):
+            try:
+                core.add_request(msg.request)
+            except Exception as exc:  # noqa: BLE001 - a bad request fails alone, the engine lives on
+                core.report_error(msg.request.request_id, wire.describe(exc))
+        elif isinstance(msg, wire.AbortRequests):
+            core.abort_requests(msg.request_ids)
+        elif isinstance(msg, wire.Control):
+            self._control(msg)
+        elif isinstance(msg, wire.Shutdown):
+            return True
+        elif msg is _SUBSCRIBER_JOINED:
+            if self.events_on:
+                self.out_q.put(core.publishable_snapshot())
+        elif isinstance(msg, _BadMessage):
+            log.error("undecodable input message: %s", msg.error)
+            if msg.request_id is not None:
+                core.report_error(msg.request_id, f"request could not be decoded: {msg.error}")
+        return False
+
+    def _control(self, msg: wire.Control) -> None:
+        reply = wire.ControlReply(call_id=msg.call_id, step=0)
+        try:
+            reply.result = control.apply(self, msg.op, msg.value)
+        except ValueError as exc:  # a bad call: the caller gets the error, the engine lives on
+            reply.error = wire.describe(exc)
+        self._publish_update()  # what the call changed reaches subscribers before its reply returns
+        reply.step = self.core.step_count
+        self.out_q.put(reply)
+
+    # ---- control operations (core.engine.control dispatches to these) ------------------------
+
+    def pause(self) -> None:
+        self.core.set_paused(True)
+
+    def resume(self) -> None:
+        self.core.set_paused(False)
+
+    def step(self) -> None:
+        """One engine step; its outputs and event go out. A failing step is fatal (it propagates
+        out of the busy loop: EngineCore is broken)."""
+        outputs, event = self.core.step()
+        if outputs.outputs:
+            self.out_q.put(wire.Outputs(outputs=outputs))
+        if event is not None:
+            self.out_q.put(event)
+
+    def snapshot(self) -> StepEvent:
+        return self.core.snapshot()
+
+    def reset_prefix_cache(self) -> bool:
+        return self.core.reset_prefix_cache()
+
+    def set_step_interval(self, seconds: float) -> None:
+        self.core.set_step_interval(seconds)
+
+    # ---- IO threads --------------------------------------------------------------------------
+
+    def _input_loop(self) -> None:
+        sock = self.in_sock
+        while not self._stop.is_set():
+            if not sock.poll(INPUT_POLL_MS):
+                continue
+            data = sock.recv()
+            try:
+                msg = wire.decode_input(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                msg = _BadMessage(request_id=_request_id_of(data), error=str(exc))
+            self.in_q.put(msg)
+            if isinstance(msg, wire.Shutdown):
+                return
+
+    def _output_loop(self) -> None:
+        publisher = self.publisher
+        while True:
+            try:
+                item = self.out_q.get(timeout=OUTPUT_POLL_S)
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                return
+            if isinstance(item, StepEvent):
+                if publisher is not None:
+                    publisher.publish(item)
+            elif item is not None:
+                self.out_sock.send(wire.encode(item))
+            if publisher is not None and publisher.new_subscribers():
+                self.in_q.put(_SUBSCRIBER_JOINED)
+
+
+def _request_id_of(data: bytes) -> str | None:
+    """Best effort: the request id inside an AddRequest that failed to decode."""
+    try:
+        raw = msgspec.msgpack.decode(data)
+        rid = raw["request"]["request_id"] if raw.get("type") == "add" else None
+        return rid if isinstance(rid, str) else None
+    except Exception:  # noqa: BLE001
+        return None
