@@ -24,7 +24,6 @@ from pathlib import Path
 import msgspec
 import zmq
 
-import core
 from core.config import EngineConfig
 from core.engine import wire
 from core.engine.busy_loop import EngineAddresses, serve
@@ -38,7 +37,7 @@ STARTUP_TIMEOUT_ENV = "ENGINETUI_STARTUP_TIMEOUT"  # seconds to wait for READY (
 SHUTDOWN_TIMEOUT_S = 5.0  # how long a clean shutdown may take before terminate / kill
 STDERR_TAIL_LINES = 20  # lines of the child's stderr kept to explain a failed start-up
 CHILD_MODULE = "core.engine.core_proc"  # what the child interpreter runs
-PACKAGE_ROOT = str(Path(core.__file__).resolve().parent.parent)  # the child imports `core` from here too
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # holds the `core` package: the child imports it from here too
 
 
 class EngineHost:
