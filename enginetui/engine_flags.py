@@ -52,6 +52,13 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
                kwargs={"action": argparse.BooleanOptionalAction}),
     EngineFlag("--enable-prefix-caching", "reuse KV of shared prefixes",
                kwargs={"action": argparse.BooleanOptionalAction}),
+    EngineFlag("--scheduling-policy", "fcfs or priority (lower priority value runs first)",
+               kwargs={"choices": ("fcfs", "priority")}),
+    EngineFlag("--scheduler-reserve-full-isl", "admit a waiting request only if its whole prompt fits in free "
+               "blocks (vLLM >= 0.23; off: only its first chunk must, as vLLM 0.22)",
+               kwargs={"action": argparse.BooleanOptionalAction}),
+    EngineFlag("--long-prefill-token-threshold", "cap on one request's prefill tokens per step while others "
+               "run (0: no cap)", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--max-model-len", "longest prompt + output in tokens", unset="the model's max positions",
                kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--dtype", "weights / activations dtype: auto (float32 on CPU, the checkpoint's on CUDA), "

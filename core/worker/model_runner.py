@@ -60,7 +60,7 @@ class ModelRunner:
 
     def update_states(self, out: SchedulerOutput) -> None:
         """Apply the plan's deltas: drop finished / preempted requests, add new ones, extend cached ones."""
-        for req_id in out.finished_req_ids | out.preempted_req_ids:
+        for req_id in sorted(out.finished_req_ids | out.preempted_req_ids):  # sorted: rows never depend on hashing
             self.batch.remove(req_id)
         for new in out.scheduled_new_reqs:
             self.batch.remove(new.req_id)
