@@ -1,40 +1,59 @@
-"""Choose the kernel implementation for a tensor's device, or the one forced by env var."""
+"""Choose the kernel implementation for a tensor's device, or the one forced by env var.
+
+Backends: `triton` (CUDA; on CPU tensors only under TRITON_INTERPRET=1), `cpp` (the C++ CPU kernels
+of kernels/cpu_kernels.py, built at first use) and `torch` (the reference). Unforced, CUDA tensors
+use Triton and CPU tensors use `cpp` when it builds, else the reference.
+"""
 
 import os
 
 import torch
 
+from kernels import cpu_kernels
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
 
 BACKEND_ENV = "ENGINETUI_ATTENTION_BACKEND"
+BACKENDS = ("torch", "triton", "cpp")
 
 
 def select_backend(device: torch.device) -> str:
-    """`triton` or `torch`: the forced choice if the env var is set, else by device type."""
+    """The forced backend if the env var is set, else the device's (see the module docstring)."""
     forced = os.environ.get(BACKEND_ENV, "").strip().lower()
-    if forced in ("torch", "triton"):
+    if forced == "cpp" and not cpu_kernels.available():
+        raise RuntimeError(f"{BACKEND_ENV}=cpp, but the C++ kernels are unavailable: {cpu_kernels.unavailable_reason()}")
+    if forced in BACKENDS:
         return forced
     if forced:
-        raise ValueError(f"{BACKEND_ENV} must be 'torch' or 'triton', got {forced!r}")
-    return "triton" if device.type == "cuda" else "torch"
+        raise ValueError(f"{BACKEND_ENV} must be one of {', '.join(BACKENDS)}, got {forced!r}")
+    if device.type == "cuda":
+        return "triton"
+    return "cpp" if cpu_kernels.available() else "torch"
 
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping) -> None:
     """Write new K/V per token into `slot_mapping` slots (see kernels.reference)."""
-    if select_backend(key.device) == "triton":
+    backend = select_backend(key.device)
+    if backend == "triton":
         from kernels.triton_reshape_and_cache import reshape_and_cache_triton
 
         reshape_and_cache_triton(key, value, key_cache, value_cache, slot_mapping)
+    elif backend == "cpp":
+        cpu_kernels.reshape_and_cache_cpu(key, value, key_cache, value_cache, slot_mapping)
     else:
         reshape_and_cache_ref(key, value, key_cache, value_cache, slot_mapping)
 
 
 def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None):
     """Varlen paged attention for a mixed prefill/decode batch (see kernels.reference)."""
-    if select_backend(query.device) == "triton":
+    backend = select_backend(query.device)
+    if backend == "triton":
         from kernels.triton_paged_attention import paged_attention_triton
 
         return paged_attention_triton(
+            query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out
+        )
+    if backend == "cpp":
+        return cpu_kernels.paged_attention_cpu(
             query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out
         )
     return paged_attention_ref(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out)

@@ -1,0 +1,155 @@
+"""The C++ CPU attention kernels (kernels/csrc/cpu_attention.cpp): built at first use, cached, loaded.
+
+The source is compiled on the machine that runs it (-O3 -march=native, OpenMP) against this torch's
+headers and libraries (paths from `torch.utils.cpp_extension`), and linked to torch's own OpenMP
+runtime, so the kernels and torch's operators share one thread pool and one thread count. The
+shared library is cached in `$ENGINETUI_KERNEL_CACHE` (default `~/.cache/enginetui/kernels`), one
+file per source, torch version, compiler and CPU: the first use builds it (about 10-30 s), later
+processes load it in milliseconds. Where it cannot be built (no compiler, another platform),
+`available()` is False, one warning line says why, and the dispatch uses the torch reference.
+"""
+
+import fcntl
+import glob
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("csrc") / "cpu_attention.cpp"
+CACHE_ENV = "ENGINETUI_KERNEL_CACHE"  # where built kernels are kept
+COMPILER_ENV = "CXX"  # the C++ compiler (default: c++, else g++)
+COMPILE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-std=c++20", "-w"]
+BUILD_TIMEOUT_S = 600  # a build that takes longer has failed
+
+log = logging.getLogger("enginetui.kernels")
+
+_state: dict[str, object] = {}  # "ok": bool once tried; "error": why it is not available
+
+
+def available() -> bool:
+    """Whether the C++ kernels are loaded; builds (or loads the cached build) on the first call."""
+    if "ok" not in _state:
+        try:
+            torch.ops.load_library(str(_build()))
+            _state["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - any failure means: use the reference instead
+            _state["ok"] = False
+            _state["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("enginetui: C++ CPU attention kernels unavailable (%s); using the torch reference",
+                        _state["error"])
+    return bool(_state["ok"])
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernels could not be built or loaded (None if they are, or were not tried yet)."""
+    return _state.get("error")  # type: ignore[return-value]
+
+
+def _ops():
+    """The loaded operators (torch.ops.enginetui_cpu); an error if they cannot be built."""
+    if not available():
+        raise RuntimeError(f"the C++ CPU attention kernels are unavailable: {unavailable_reason()}")
+    return torch.ops.enginetui_cpu
+
+
+def reshape_and_cache_cpu(key, value, key_cache, value_cache, slot_mapping) -> None:
+    """Write each token's K/V into its slot (kernels.reference.reshape_and_cache_ref semantics)."""
+    _ops().reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
+
+
+def paged_attention_cpu(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None):
+    """Varlen paged attention read in place from the cache (kernels.reference.paged_attention_ref semantics)."""
+    if out is None:
+        out = torch.empty(query.shape, dtype=query.dtype, device=query.device)  # [num_tokens, num_heads, head_size]
+    if block_table.dtype != torch.int32:
+        block_table = block_table.to(torch.int32)
+    _ops().paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, float(scale), out)
+    return out
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "enginetui" / "kernels")
+
+
+def _build() -> Path:
+    """The shared library for this source, torch, compiler and CPU: cached, else compiled now."""
+    compiler = os.environ.get(COMPILER_ENV) or shutil.which("c++") or shutil.which("g++")
+    if not compiler:
+        raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
+    torch_lib = _torch_lib_dir()
+    openmp = _torch_openmp_runtime(torch_lib)
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([
+        source, torch.__version__.encode(), compiler.encode(), _compiler_version(compiler), _cpu_fingerprint(),
+        " ".join(COMPILE_FLAGS).encode(), str(openmp).encode(),
+    ])).hexdigest()[:16]
+    folder = cache_dir()
+    target = folder / f"enginetui_cpu_{key}.so"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its build
+        if not target.exists():
+            _compile(compiler, torch_lib, openmp, target)
+    return target
+
+
+def _compile(compiler: str, torch_lib: str, openmp: str | None, target: Path) -> None:
+    """Compile and link in two steps: OpenMP pragmas at compile time, torch's runtime at link time."""
+    from torch.utils.cpp_extension import include_paths
+
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
+        obj, lib = Path(tmp) / "cpu_attention.o", Path(tmp) / target.name
+        includes = [f"-I{p}" for p in include_paths()]
+        runtime = [openmp] if openmp else ["-fopenmp"]  # torch's own libgomp, else the compiler's
+        for command in (
+            [compiler, *COMPILE_FLAGS, abi, *includes, "-c", str(SOURCE), "-o", str(obj)],
+            [compiler, "-shared", str(obj), "-o", str(lib), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", *runtime,
+             f"-Wl,-rpath,{torch_lib}"],
+        ):
+            done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            if done.returncode != 0:
+                raise RuntimeError(f"building the kernels failed: {done.stderr.strip()[-2000:]}")
+        os.replace(lib, target)  # atomic: a reader never sees a half-written library
+
+
+def _torch_lib_dir() -> str:
+    from torch.utils.cpp_extension import library_paths
+
+    return library_paths()[0]
+
+
+def _torch_openmp_runtime(torch_lib: str) -> str | None:
+    """The OpenMP runtime torch itself loaded (a bundled libgomp), to link the kernels against."""
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    for pattern in (os.path.join(torch_lib, "libgomp*.so*"), os.path.join(site, "torch.libs", "libgomp*.so*")):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def _compiler_version(compiler: str) -> bytes:
+    try:
+        return subprocess.run([compiler, "--version"], capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"C++ compiler {compiler!r} does not run: {exc}") from None
+
+
+def _cpu_fingerprint() -> bytes:
+    """What -march=native depends on: the CPU model and its feature flags."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features", "CPU part"))]
+        return "".join(sorted(set(lines))).encode()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}".encode()

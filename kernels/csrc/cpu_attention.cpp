@@ -1,0 +1,634 @@
+// The CPU attention kernels: paged attention that reads the KV cache in place through the block
+// table (no gather, no padding; prefill chunks and decodes in one call), and reshape_and_cache.
+//
+// Semantics are those of kernels/reference.py (the specification). Cache layout:
+// [num_blocks, block_size, num_kv_heads, head_size]; slot = block * block_size + offset.
+//
+// Work is split into items (request, kv head, tile of query tokens), run by OpenMP threads with
+// dynamic scheduling, heaviest first. An item holds the rows of its query tokens times the query
+// heads of its kv head (grouped-query attention shares each key between them) and walks the
+// request's keys 16 at a time with an online softmax, all in fp32. Scores come from a dot product
+// per key when an item has few rows (decodes), else from a transposed key tile that every row
+// multiplies as a vector (prefill chunks). Loops are plain C++ written for the compiler's
+// vectorizer (built with -O3 -march=native on the machine that runs it).
+//
+// Built and loaded by kernels/cpu_kernels.py; the ops are torch.ops.enginetui_cpu.*.
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kKeyTile = 16;  // keys per inner step; a tile never crosses a cache block
+constexpr int64_t kLanes = 16;    // query rows per work item in the lanes path (one 512-bit fp32 vector)
+constexpr int64_t kDotRows = 3;   // items of at most this many rows (decodes) take a dot product per key
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <typename T>
+inline float to_float(T x) {
+  return static_cast<float>(x);
+}
+
+// 16 floats / int32s as one value (GCC / Clang vector extensions: one 512-bit register where the
+// CPU has them, two or four narrower ones elsewhere).
+using vf = float __attribute__((vector_size(64)));
+using vi = int32_t __attribute__((vector_size(64)));
+using vf_unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));  // to load / store rows
+
+inline vf load16(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
+inline void store16(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
+inline vf splat(float x) { return vf{} + x; }
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+
+// exp(x) for x <= 0 (scores minus their running max): Cephes' expf polynomial after x = n ln2 + r,
+// about 1 ulp. Below the smallest normal result it returns exactly 0 (so exp(-inf) is 0).
+inline vf vexp(vf x) {
+  const vf xc = vmax(x, splat(-87.0f));
+  const vf t = xc * 1.44269504088896341f + 0.5f;
+  vi n = __builtin_convertvector(t, vi);  // truncates toward zero; make it floor
+  n -= (__builtin_convertvector(n, vf) > t) ? 1 : 0;
+  const vf fn = __builtin_convertvector(n, vf);
+  vf r = xc - fn * 0.693359375f;
+  r = r + fn * 2.12194440e-4f;
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const vf scale = reinterpret_cast<vf>((n + 127) << 23);  // 2^n
+  return x < -87.0f ? splat(0.0f) : p * scale;
+}
+
+// Lane permutations of one or two vectors by constant indices (the second vector's lanes are 16-31).
+#if defined(__clang__)
+#define SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, vi{__VA_ARGS__})
+#endif
+
+// The sums of four vectors' lanes, in lanes 0, 4, 8 and 12: a pairwise tree shared by the four.
+inline vf hsum4(vf a0, vf a1, vf a2, vf a3) {
+  const vf x = SHUFFLE2(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               SHUFFLE2(a0, a1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const vf y = SHUFFLE2(a2, a3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               SHUFFLE2(a2, a3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const vf z = SHUFFLE2(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               SHUFFLE2(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const vf u = z + SHUFFLE2(z, z, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  return u + SHUFFLE2(u, u, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+}
+
+// The largest lane of a vector.
+inline float hmax(vf a) {
+  a = vmax(a, SHUFFLE2(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  a = vmax(a, SHUFFLE2(a, a, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  a = vmax(a, SHUFFLE2(a, a, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  a = vmax(a, SHUFFLE2(a, a, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return a[0];
+}
+
+// The lane numbers 0..15.
+inline vf iota16() { return vf{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; }
+
+struct Item {
+  int32_t req;        // request index
+  int32_t kv_head;    // kv head index
+  int32_t row_begin;  // first row of the request's (query token x grouped head) rows for this kv head
+  int32_t row_end;    // one past the last; row i is token i / group, query head kv_head * group + i % group
+  int64_t cost;       // rows x keys, to run heavy items first
+};
+
+template <typename T>
+struct Problem {
+  const T* query;              // [num_tokens, num_heads, head_size] with the strides below
+  int64_t q_tok_stride;        // elements between query tokens
+  int64_t q_head_stride;       // elements between query heads
+  const T* key_cache;          // [num_blocks, block_size, num_kv_heads, head_size], contiguous
+  const T* value_cache;        // same shape as key_cache
+  const int64_t* qsl;          // [num_reqs + 1] query start of each request
+  const int64_t* seq_lens;     // [num_reqs] context length including the new tokens
+  const int32_t* block_table;  // [num_reqs, bt_stride] physical block ids
+  int64_t bt_stride;           // block table row length
+  int64_t num_heads;           // query heads
+  int64_t num_kv_heads;        // key / value heads
+  int64_t head_size;           // channels per head
+  int64_t block_size;          // tokens per cache block
+  float scale;                 // softmax scale
+  T* out;                      // [num_tokens, num_heads, head_size] with the strides below
+  int64_t o_tok_stride;        // elements between output tokens
+  int64_t o_head_stride;       // elements between output heads
+};
+
+// Per-thread buffers, sized for the largest item.
+struct Scratch {
+  std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes; dot path: [rows, head_size]
+  std::vector<float> acc;  // [kLanes, head_size] unnormalized outputs
+  std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes
+  std::vector<float> kv;   // [kKeyTile, head_size] keys or values converted to fp32 (half precision only)
+  explicit Scratch(int64_t d) : q(d * kLanes), acc(kLanes * d), s(kKeyTile * kLanes), kv(kKeyTile * d) {}
+};
+
+// Prefetch the rows of a key tile and its value tile into the cache.
+template <typename T>
+inline void prefetch_tile(const T* k, const T* v, int64_t tok_stride, int64_t nv, int64_t d) {
+  constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  for (int64_t n = 0; n < nv; ++n) {
+    for (int64_t c = 0; c < d; c += kLine) {
+      __builtin_prefetch(k + n * tok_stride + c);
+      __builtin_prefetch(v + n * tok_stride + c);
+    }
+  }
+}
+
+// Where an item's rows and keys are.
+template <typename T>
+struct ItemView {
+  int64_t rows;       // rows in the item
+  int64_t group;      // query heads per kv head
+  int64_t q_start;    // the request's first query token (row of `query`)
+  int64_t first_pos;  // absolute position of the request's query 0 (its keys before it are history)
+  int64_t kv_end;     // keys [0, kv_end) are visible to some row of the item
+  int64_t tok_stride; // elements between tokens in the cache
+  int64_t block_elems;  // elements per cache block
+  const int32_t* blocks;  // the request's block table row
+
+  ItemView(const Problem<T>& p, const Item& it) {
+    rows = it.row_end - it.row_begin;
+    group = p.num_heads / p.num_kv_heads;
+    q_start = p.qsl[it.req];
+    first_pos = p.seq_lens[it.req] - (p.qsl[it.req + 1] - q_start);
+    kv_end = first_pos + (it.row_end - 1) / group + 1;
+    tok_stride = p.num_kv_heads * p.head_size;
+    block_elems = p.block_size * tok_stride;
+    blocks = p.block_table + static_cast<int64_t>(it.req) * p.bt_stride;
+  }
+  int64_t token(const Item& it, int64_t i) const { return (it.row_begin + i) / group; }  // of row i, in the request
+  int64_t head(const Item& it, int64_t i) const { return it.kv_head * group + (it.row_begin + i) % group; }
+  int64_t pos(const Item& it, int64_t i) const { return first_pos + token(it, i); }
+  // Offset of key/value `n` for this kv head in the cache.
+  int64_t key_offset(const Problem<T>& p, const Item& it, int64_t n) const {
+    return blocks[n / p.block_size] * block_elems + (n % p.block_size) * tok_stride + it.kv_head * p.head_size;
+  }
+  // Keys in the tile that starts at key n0: up to kKeyTile, never past its block or kv_end.
+  int64_t tile_len(const Problem<T>& p, int64_t n0) const {
+    return std::min({kKeyTile, p.block_size - n0 % p.block_size, kv_end - n0});
+  }
+  // Ask for the keys and values of the tile after the one at n0 (of nv keys) while this one is
+  // computed: cache rows are strided, and the hardware prefetcher alone falls behind (decodes run
+  // about 1.5x faster with this).
+  void prefetch_next(const Problem<T>& p, const Item& it, int64_t n0, int64_t nv) const {
+    const int64_t next = n0 + nv;
+    if (next < kv_end) {
+      const int64_t off = key_offset(p, it, next);
+      prefetch_tile(p.key_cache + off, p.value_cache + off, tok_stride, tile_len(p, next), p.head_size);
+    }
+  }
+};
+
+// Rows [0, nv) of a key/value tile as fp32 rows: the cache itself for fp32, else converted into `buf`.
+template <typename T>
+inline const float* tile_rows(const T* src, int64_t tok_stride, int64_t nv, int64_t d, float* buf, int64_t& stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    stride = tok_stride;
+    return src;
+  } else {
+    for (int64_t n = 0; n < nv; ++n) {
+      const T* row = src + n * tok_stride;
+      float* dst = buf + n * d;
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) dst[c] = to_float(row[c]);
+    }
+    stride = d;
+    return buf;
+  }
+}
+
+// acc[lane0 + j] += sum_n s[n][lane0 + j] * v_n for j < R: R rows' accumulators in registers per
+// 16-channel chunk, each value row loaded once for all R rows.
+template <int R>
+inline void accumulate_values(const float* s, int64_t lane0, const float* v, int64_t v_stride, int64_t nv, int64_t d,
+                              float* acc) {
+  int64_t c0 = 0;
+  for (; c0 + 16 <= d; c0 += 16) {
+    vf a[R];
+    for (int j = 0; j < R; ++j) a[j] = load16(acc + (lane0 + j) * d + c0);
+    for (int64_t n = 0; n < nv; ++n) {
+      const vf vn = load16(v + n * v_stride + c0);
+      for (int j = 0; j < R; ++j) a[j] += s[n * kLanes + lane0 + j] * vn;
+    }
+    for (int j = 0; j < R; ++j) store16(acc + (lane0 + j) * d + c0, a[j]);
+  }
+  if (c0 < d) {  // head sizes that are not a multiple of 16
+    for (int j = 0; j < R; ++j) {
+      float* aj = acc + (lane0 + j) * d;
+      for (int64_t n = 0; n < nv; ++n) {
+        const float pj = s[n * kLanes + lane0 + j];
+        const float* vn = v + n * v_stride;
+        for (int64_t c = c0; c < d; ++c) aj[c] += pj * vn[c];
+      }
+    }
+  }
+}
+
+inline void accumulate_values_rows(const float* s, int64_t rows, const float* v, int64_t v_stride, int64_t nv, int64_t d,
+                                   float* acc) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) accumulate_values<4>(s, r, v, v_stride, nv, d, acc);
+  switch (rows - r) {
+    case 3: accumulate_values<3>(s, r, v, v_stride, nv, d, acc); break;
+    case 2: accumulate_values<2>(s, r, v, v_stride, nv, d, acc); break;
+    case 1: accumulate_values<1>(s, r, v, v_stride, nv, d, acc); break;
+    default: break;
+  }
+}
+
+// Normalize and store the item's outputs.
+template <typename T>
+void store_rows(const Problem<T>& p, const Item& it, const ItemView<T>& view, const float* acc, const float* l) {
+  const int64_t d = p.head_size;
+  for (int64_t i = 0; i < view.rows; ++i) {
+    T* dst = p.out + (view.q_start + view.token(it, i)) * p.o_tok_stride + view.head(it, i) * p.o_head_stride;
+    const float inv = 1.0f / l[i];
+    const float* a = acc + i * d;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(a[c] * inv);
+  }
+}
+
+// Many rows (prefill chunks): up to kLanes rows side by side in vector lanes. Scores of a key for all
+// rows are one vector (key element broadcast times the transposed queries), and the online softmax
+// runs on the lanes; no key tile is ever transposed.
+template <typename T>
+void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
+  const ItemView<T> view(p, it);
+  const int64_t d = p.head_size, rows = view.rows;
+  float* qt = w.q.data();  // [d, kLanes]
+  std::fill_n(qt, d * kLanes, 0.0f);
+  vf pos;  // each lane's absolute position; padding lanes copy the last row's
+  for (int64_t i = 0; i < kLanes; ++i) {
+    pos[i] = static_cast<float>(view.pos(it, std::min(i, rows - 1)));
+    if (i >= rows) continue;
+    const T* src = p.query + (view.q_start + view.token(it, i)) * p.q_tok_stride + view.head(it, i) * p.q_head_stride;
+    for (int64_t c = 0; c < d; ++c) qt[c * kLanes + i] = to_float(src[c]) * p.scale;
+  }
+  vf m = splat(kNegInf), l{};  // each lane's running max and sum of exp
+  float* acc = w.acc.data();  // [rows, d]
+  std::fill_n(acc, rows * d, 0.0f);
+  float* s = w.s.data();  // [kKeyTile, kLanes]
+
+  int64_t nv = 0;
+  for (int64_t n0 = 0; n0 < view.kv_end; n0 += nv) {
+    nv = view.tile_len(p, n0);
+    const int64_t off = view.key_offset(p, it, n0);
+    view.prefetch_next(p, it, n0, nv);
+    int64_t ks;
+    const float* k = tile_rows(p.key_cache + off, view.tok_stride, nv, d, w.kv.data(), ks);
+    int64_t n = 0;
+    for (; n + 4 <= nv; n += 4) {  // four keys at a time: four vectors of scores (rows in lanes) in registers
+      vf a0{}, a1{}, a2{}, a3{};
+      const float *k0 = k + n * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+      for (int64_t c = 0; c < d; ++c) {
+        const vf qc = load16(qt + c * kLanes);
+        a0 += k0[c] * qc;
+        a1 += k1[c] * qc;
+        a2 += k2[c] * qc;
+        a3 += k3[c] * qc;
+      }
+      store16(s + (n + 0) * kLanes, a0);
+      store16(s + (n + 1) * kLanes, a1);
+      store16(s + (n + 2) * kLanes, a2);
+      store16(s + (n + 3) * kLanes, a3);
+    }
+    for (; n < nv; ++n) {
+      vf a0{};
+      const float* k0 = k + n * ks;
+      for (int64_t c = 0; c < d; ++c) a0 += k0[c] * load16(qt + c * kLanes);
+      store16(s + n * kLanes, a0);
+    }
+
+    // Causal mask and online softmax, lanes at once (every lane sees key 0, so maxima are finite).
+    vf mx = splat(kNegInf);
+    for (n = 0; n < nv; ++n) {
+      const vf sn = pos < static_cast<float>(n0 + n) ? splat(kNegInf) : load16(s + n * kLanes);
+      store16(s + n * kLanes, sn);
+      mx = vmax(mx, sn);
+    }
+    const vf m_new = vmax(m, mx);
+    const vf alpha_v = vexp(m - m_new);  // 0 on the first tile
+    m = m_new;
+    l *= alpha_v;
+    for (n = 0; n < nv; ++n) {
+      const vf pn = vexp(load16(s + n * kLanes) - m);
+      store16(s + n * kLanes, pn);
+      l += pn;
+    }
+    float alpha[kLanes];
+    store16(alpha, alpha_v);
+    for (int64_t i = 0; i < rows; ++i) {
+      if (alpha[i] == 1.0f) continue;
+      float* a = acc + i * d;
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) a[c] *= alpha[i];
+    }
+    int64_t vs;
+    const float* v = tile_rows(p.value_cache + off, view.tok_stride, nv, d, w.kv.data(), vs);
+    accumulate_values_rows(s, rows, v, vs, nv, d, acc);
+  }
+  float sums[kLanes];
+  store16(sums, l);
+  store_rows(p, it, view, acc, sums);
+}
+
+// Few rows (decodes): a dot product per key and row, four keys at a time.
+template <typename T>
+void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
+  const ItemView<T> view(p, it);
+  const int64_t d = p.head_size, rows = view.rows;
+  float* q = w.q.data();  // [rows, d]
+  int64_t pos[kLanes];
+  for (int64_t i = 0; i < rows; ++i) {
+    pos[i] = view.pos(it, i);
+    const T* src = p.query + (view.q_start + view.token(it, i)) * p.q_tok_stride + view.head(it, i) * p.q_head_stride;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) q[i * d + c] = to_float(src[c]) * p.scale;
+  }
+  float m[kLanes], l[kLanes];
+  std::fill_n(m, rows, kNegInf);
+  std::fill_n(l, rows, 0.0f);
+  float* acc = w.acc.data();
+  std::fill_n(acc, rows * d, 0.0f);
+  float* s = w.s.data();  // [kKeyTile, kLanes]
+
+  int64_t nv = 0;
+  for (int64_t n0 = 0; n0 < view.kv_end; n0 += nv) {
+    nv = view.tile_len(p, n0);
+    const int64_t off = view.key_offset(p, it, n0);
+    view.prefetch_next(p, it, n0, nv);
+    int64_t ks;
+    const float* k = tile_rows(p.key_cache + off, view.tok_stride, nv, d, w.kv.data(), ks);
+    const int64_t d16 = d - d % 16;  // channels in whole vectors; the rest (if any) one by one
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* qi = q + i * d;
+      const int64_t visible = std::clamp<int64_t>(pos[i] - n0 + 1, 0, nv);  // keys n < visible
+      alignas(64) float si[kKeyTile];
+      for (int64_t n = 0; n < visible; n += 4) {  // four keys at a time (past `visible`: repeats, unused)
+        const float* kn[4];
+        for (int j = 0; j < 4; ++j) kn[j] = k + std::min(n + j, visible - 1) * ks;
+        vf a0{}, a1{}, a2{}, a3{};
+        for (int64_t c = 0; c < d16; c += 16) {
+          const vf qc = load16(qi + c);
+          a0 += qc * load16(kn[0] + c);
+          a1 += qc * load16(kn[1] + c);
+          a2 += qc * load16(kn[2] + c);
+          a3 += qc * load16(kn[3] + c);
+        }
+        const vf sums = hsum4(a0, a1, a2, a3);
+        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) {
+          float tail = 0.0f;
+          for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
+          si[n + j] = sums[4 * j] + tail;
+        }
+      }
+      const vf lane = iota16();
+      vf sv = lane < static_cast<float>(visible) ? load16(si) : splat(kNegInf);  // masked keys: -inf
+      float sum = 0.0f;
+      if (visible > 0) {
+        const float m_new = std::max(m[i], hmax(sv));
+        const float alpha = vexp(splat(m[i] - m_new))[0];  // 0 on the first tile
+        if (alpha != 1.0f) {
+          float* a = acc + i * d;
+#pragma omp simd
+          for (int64_t c = 0; c < d; ++c) a[c] *= alpha;
+        }
+        m[i] = m_new;
+        l[i] *= alpha;
+        sv = vexp(sv - m_new);
+        for (int j = 0; j < kKeyTile; ++j) sum += sv[j];
+      } else {
+        sv = vf{};
+      }
+      l[i] += sum;
+      for (int64_t n = 0; n < nv; ++n) s[n * kLanes + i] = sv[n];  // rows side by side, as the lanes path
+    }
+    int64_t vs;
+    const float* v = tile_rows(p.value_cache + off, view.tok_stride, nv, d, w.kv.data(), vs);
+    accumulate_values_rows(s, rows, v, vs, nv, d, acc);
+  }
+  store_rows(p, it, view, acc, l);
+}
+
+template <typename T>
+void attention(const Problem<T>& p, int64_t num_reqs) {
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  std::vector<Item> items;
+  for (int64_t r = 0; r < num_reqs; ++r) {
+    const int64_t q_len = p.qsl[r + 1] - p.qsl[r];
+    const int64_t first_pos = p.seq_lens[r] - q_len;
+    const int64_t rows = q_len * group;
+    // Decodes of a small group keep their rows together (dot path); everything else in lane-wide items.
+    const int64_t width = rows <= kDotRows ? rows : kLanes;
+    for (int64_t r0 = 0; r0 < rows; r0 += width) {
+      const int64_t r1 = std::min(rows, r0 + width);
+      for (int64_t g = 0; g < p.num_kv_heads; ++g) {
+        items.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g), static_cast<int32_t>(r0),
+                         static_cast<int32_t>(r1), (r1 - r0) * (first_pos + (r1 - 1) / group + 1)});
+      }
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), num_items));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    Scratch scratch(p.head_size);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t k = 0; k < num_items; ++k) {
+      const Item& it = items[k];
+      if (it.row_end - it.row_begin <= kDotRows) {
+        run_item_dot(p, it, scratch);
+      } else {
+        run_item_lanes(p, it, scratch);
+      }
+    }
+  }
+}
+
+std::vector<int64_t> as_int64(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.dim() == 1 && (t.scalar_type() == at::kInt || t.scalar_type() == at::kLong),
+              name, " must be a 1-D int32 or int64 tensor");
+  at::Tensor c = t.contiguous();
+  std::vector<int64_t> v(c.numel());
+  if (c.scalar_type() == at::kInt) {
+    std::copy_n(c.data_ptr<int32_t>(), c.numel(), v.data());
+  } else {
+    std::copy_n(c.data_ptr<int64_t>(), c.numel(), v.data());
+  }
+  return v;
+}
+
+template <typename T>
+Problem<T> make_problem(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                        const at::Tensor& block_table, double scale, at::Tensor& out) {
+  Problem<T> p{};
+  p.query = reinterpret_cast<const T*>(query.const_data_ptr());
+  p.q_tok_stride = query.stride(0);
+  p.q_head_stride = query.stride(1);
+  p.key_cache = reinterpret_cast<const T*>(key_cache.const_data_ptr());
+  p.value_cache = reinterpret_cast<const T*>(value_cache.const_data_ptr());
+  p.block_table = block_table.const_data_ptr<int32_t>();
+  p.bt_stride = block_table.stride(0);
+  p.num_heads = query.size(1);
+  p.num_kv_heads = key_cache.size(2);
+  p.head_size = query.size(2);
+  p.block_size = key_cache.size(1);
+  p.scale = static_cast<float>(scale);
+  p.out = reinterpret_cast<T*>(out.data_ptr());
+  p.o_tok_stride = out.stride(0);
+  p.o_head_stride = out.stride(1);
+  return p;
+}
+
+void paged_attention(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                     const at::Tensor& query_start_loc, const at::Tensor& seq_lens, const at::Tensor& block_table,
+                     double scale, at::Tensor out) {
+  TORCH_CHECK(query.dim() == 3 && out.dim() == 3 && key_cache.dim() == 4, "query/out must be 3-D, caches 4-D");
+  TORCH_CHECK(query.stride(2) == 1 && out.stride(2) == 1, "query and out need contiguous head_size");
+  TORCH_CHECK(key_cache.is_contiguous() && value_cache.is_contiguous() && key_cache.sizes() == value_cache.sizes(),
+              "key and value caches must be contiguous and of the same shape");
+  TORCH_CHECK(query.scalar_type() == key_cache.scalar_type() && query.scalar_type() == value_cache.scalar_type() &&
+                  query.scalar_type() == out.scalar_type(),
+              "query, caches and out must share a dtype");
+  TORCH_CHECK(query.sizes() == out.sizes(), "out must have the query's shape");
+  TORCH_CHECK(query.size(2) == key_cache.size(3), "query and cache head sizes differ");
+  TORCH_CHECK(query.size(1) % key_cache.size(2) == 0, "num_heads must be a multiple of num_kv_heads");
+  TORCH_CHECK(block_table.dim() == 2 && block_table.scalar_type() == at::kInt && block_table.stride(1) == 1,
+              "block_table must be a 2-D int32 tensor with contiguous rows");
+  const std::vector<int64_t> qsl = as_int64(query_start_loc, "query_start_loc");
+  const std::vector<int64_t> lens = as_int64(seq_lens, "seq_lens");
+  const int64_t num_reqs = static_cast<int64_t>(lens.size());
+  TORCH_CHECK(static_cast<int64_t>(qsl.size()) == num_reqs + 1, "query_start_loc must have num_reqs + 1 entries");
+  TORCH_CHECK(qsl[num_reqs] <= query.size(0), "query_start_loc runs past the query");
+  TORCH_CHECK(block_table.size(0) >= num_reqs, "block_table has fewer rows than requests");
+  const int64_t block_size = key_cache.size(1), num_blocks = key_cache.size(0);
+  for (int64_t r = 0; r < num_reqs; ++r) {
+    const int64_t q_len = qsl[r + 1] - qsl[r];
+    TORCH_CHECK(q_len >= 0 && q_len <= lens[r], "request ", r, ": query length must be in [0, seq_len]");
+    const int64_t used = (lens[r] + block_size - 1) / block_size;
+    TORCH_CHECK(used <= block_table.size(1), "request ", r, ": seq_len needs more blocks than block_table has");
+    const int32_t* ids = block_table.const_data_ptr<int32_t>() + r * block_table.stride(0);
+    for (int64_t b = 0; b < used; ++b) {
+      TORCH_CHECK(ids[b] >= 0 && ids[b] < num_blocks, "request ", r, ": block id ", ids[b], " is not in the cache");
+    }
+  }
+  if (num_reqs == 0 || qsl[num_reqs] == 0) return;
+  switch (query.scalar_type()) {
+    case at::kFloat: {
+      auto p = make_problem<float>(query, key_cache, value_cache, block_table, scale, out);
+      p.qsl = qsl.data(), p.seq_lens = lens.data();
+      attention(p, num_reqs);
+      break;
+    }
+    case at::kBFloat16: {
+      auto p = make_problem<c10::BFloat16>(query, key_cache, value_cache, block_table, scale, out);
+      p.qsl = qsl.data(), p.seq_lens = lens.data();
+      attention(p, num_reqs);
+      break;
+    }
+    case at::kHalf: {
+      auto p = make_problem<c10::Half>(query, key_cache, value_cache, block_table, scale, out);
+      p.qsl = qsl.data(), p.seq_lens = lens.data();
+      attention(p, num_reqs);
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "paged_attention supports float32, bfloat16 and float16, got ", query.scalar_type());
+  }
+}
+
+template <typename S, typename D>
+void copy_rows(const at::Tensor& src, at::Tensor& cache, const int64_t* slots, int64_t num_tokens) {
+  const int64_t heads = src.size(1), d = src.size(2);
+  const int64_t tok_stride = src.stride(0), head_stride = src.stride(1);
+  const S* s = reinterpret_cast<const S*>(src.const_data_ptr());
+  D* c = reinterpret_cast<D*>(cache.data_ptr());
+  const int64_t row = heads * d;
+  const int threads = num_tokens * row >= (1 << 16) ? at::get_num_threads() : 1;
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t slot = slots[t];
+    if (slot < 0) continue;  // padding token: not written
+    for (int64_t h = 0; h < heads; ++h) {
+      const S* from = s + t * tok_stride + h * head_stride;
+      D* to = c + slot * row + h * d;
+      if constexpr (std::is_same_v<S, D>) {
+        std::memcpy(to, from, d * sizeof(D));
+      } else {
+#pragma omp simd
+        for (int64_t k = 0; k < d; ++k) to[k] = static_cast<D>(static_cast<float>(from[k]));
+      }
+    }
+  }
+}
+
+template <typename S>
+void copy_rows_to(const at::Tensor& src, at::Tensor& cache, const int64_t* slots, int64_t num_tokens) {
+  switch (cache.scalar_type()) {
+    case at::kFloat: return copy_rows<S, float>(src, cache, slots, num_tokens);
+    case at::kBFloat16: return copy_rows<S, c10::BFloat16>(src, cache, slots, num_tokens);
+    case at::kHalf: return copy_rows<S, c10::Half>(src, cache, slots, num_tokens);
+    default: TORCH_CHECK(false, "reshape_and_cache: cache dtype must be float32, bfloat16 or float16");
+  }
+}
+
+void reshape_and_cache(const at::Tensor& key, const at::Tensor& value, at::Tensor key_cache, at::Tensor value_cache,
+                       const at::Tensor& slot_mapping) {
+  TORCH_CHECK(key.dim() == 3 && value.sizes() == key.sizes(), "key and value must be [num_tokens, kv_heads, head]");
+  TORCH_CHECK(key.stride(2) == 1 && value.stride(2) == 1, "key and value need contiguous head_size");
+  TORCH_CHECK(key_cache.is_contiguous() && value_cache.is_contiguous() && key_cache.dim() == 4 &&
+                  key_cache.sizes() == value_cache.sizes() && key_cache.scalar_type() == value_cache.scalar_type(),
+              "caches must be contiguous, 4-D and alike");
+  TORCH_CHECK(key_cache.size(2) == key.size(1) && key_cache.size(3) == key.size(2), "cache and key shapes differ");
+  TORCH_CHECK(key.scalar_type() == value.scalar_type(), "key and value must share a dtype");
+  const std::vector<int64_t> slots = as_int64(slot_mapping, "slot_mapping");
+  const int64_t num_tokens = static_cast<int64_t>(slots.size());
+  TORCH_CHECK(num_tokens <= key.size(0), "slot_mapping is longer than key");
+  const int64_t num_slots = key_cache.size(0) * key_cache.size(1);
+  for (int64_t s : slots) TORCH_CHECK(s < num_slots, "slot ", s, " is past the cache's ", num_slots, " slots");
+  auto write = [&](const at::Tensor& src, at::Tensor& cache) {
+    switch (src.scalar_type()) {
+      case at::kFloat: return copy_rows_to<float>(src, cache, slots.data(), num_tokens);
+      case at::kBFloat16: return copy_rows_to<c10::BFloat16>(src, cache, slots.data(), num_tokens);
+      case at::kHalf: return copy_rows_to<c10::Half>(src, cache, slots.data(), num_tokens);
+      default: TORCH_CHECK(false, "reshape_and_cache: key dtype must be float32, bfloat16 or float16");
+    }
+  };
+  write(key, key_cache);
+  write(value, value_cache);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(enginetui_cpu, m) {
+  m.def("paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor query_start_loc, "
+        "Tensor seq_lens, Tensor block_table, float scale, Tensor(a!) out) -> ()");
+  m.def("reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, "
+        "Tensor slot_mapping) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(enginetui_cpu, CPU, m) {
+  m.impl("paged_attention", &paged_attention);
+  m.impl("reshape_and_cache", &reshape_and_cache);
+}

@@ -1,0 +1,175 @@
+"""The C++ CPU kernels (kernels/cpu_kernels.py) against the torch reference, like the Triton kernels.
+
+The first test that needs them builds them (cached for later runs). The caches are poisoned with
+NaN outside each request's slots, so a kernel that reads past a sequence fails the comparison.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import cpu_kernels
+from kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
+from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+
+REPO = Path(__file__).resolve().parents[2]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+# (q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size)
+CASES = {
+    "decode": ([1, 1, 1, 1, 1], [1, 16, 17, 40, 77], 4, 2, 16, 16),
+    "prefill": ([23, 16], [23, 16], 4, 4, 16, 16),
+    "chunk_with_history": ([9], [50], 4, 1, 16, 32),
+    "mixed_odd": ([1, 13, 1, 33, 2], [29, 13, 64, 70, 5], 4, 2, 16, 16),
+    "many_blocks": ([1, 20, 1], [300, 200, 150], 2, 2, 16, 16),
+    "gqa_group3": ([1, 7, 1], [33, 20, 9], 6, 2, 16, 32),
+    "gqa_group8": ([1, 2, 1], [70, 40, 3], 8, 1, 64, 16),
+    "gqa_group32": ([1, 3], [18, 40], 32, 1, 16, 16),
+    "head32": ([1, 19], [33, 19], 4, 4, 32, 16),
+    "head64_opt125m": ([1, 40, 1, 1], [45, 300, 16, 257], 12, 12, 64, 16),
+    "head80": ([1, 17, 1], [45, 30, 16], 4, 2, 80, 16),
+    "head96": ([2, 1], [50, 33], 4, 4, 96, 16),
+    "head128": ([1, 5], [40, 37], 2, 1, 128, 32),
+    "head256": ([1, 21], [70, 21], 2, 2, 256, 16),
+    "head72_not_a_multiple_of_16": ([1, 6], [20, 30], 2, 1, 72, 16),
+    "block8": ([1, 9, 1], [40, 30, 17], 4, 2, 16, 8),
+    "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
+    "block64": ([1, 70], [130, 70], 4, 2, 64, 64),
+}
+
+PARAMS = [pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
+          for name, case in CASES.items() for dtype in DTYPES]
+
+
+def _batch(case, dtype=torch.float32, **kwargs):
+    q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size = case
+    return make_paged_batch(q_lens, seq_lens, num_heads=num_heads, num_kv_heads=num_kv_heads, head_size=head_size,
+                            block_size=block_size, dtype=dtype, **kwargs)
+
+
+@pytest.mark.parametrize("case,dtype", PARAMS)
+def test_paged_attention_matches_reference(case, dtype):
+    batch = _batch(case, dtype)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    assert paged_attention_cpu(*batch.args(), out=out) is out  # on the poisoned caches
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
+    assert max_rel_error(out, expected) < REL_TOL[dtype]
+
+
+def test_thread_count_changes_nothing():
+    """Each (request, head, rows) item runs whole on one thread: results are bitwise the same."""
+    batch = _batch(([1, 40, 1, 17], [300, 90, 33, 17], 8, 2, 64, 16))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = paged_attention_cpu(*batch.args())
+        torch.set_num_threads(2)
+        two = paged_attention_cpu(*batch.args())
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+
+
+def test_int64_metadata_strided_query_and_out_none():
+    """int64 metadata (block table included), a query sliced out of a fused qkv tensor, no out."""
+    batch = _batch(([3, 1], [20, 35], 4, 2, 16, 16), index_dtype=torch.int64)
+    num_tokens, num_heads, head_size = batch.query.shape
+    qkv = torch.randn(num_tokens, 3 * num_heads * head_size)  # [num_tokens, 3 * num_heads * head_size]
+    qkv[:, : num_heads * head_size] = batch.query.reshape(num_tokens, -1)
+    batch.query = qkv[:, : num_heads * head_size].view(num_tokens, num_heads, head_size)  # strided view
+    out = paged_attention_cpu(*batch.args())  # [num_tokens, num_heads, head_size]
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
+    assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
+def test_bad_inputs_are_errors_not_crashes():
+    batch = _batch(([1, 2], [10, 20], 4, 2, 16, 16))
+    batch.block_table[1, 0] = 10_000  # no such block
+    with pytest.raises(RuntimeError, match="block id 10000 is not in the cache"):
+        paged_attention_cpu(*batch.args())
+    batch = _batch(([1], [5], 4, 2, 16, 16))
+    with pytest.raises(RuntimeError, match="share a dtype"):
+        paged_attention_cpu(batch.query.double(), batch.key_cache, batch.value_cache, *batch.args()[3:])
+    with pytest.raises(RuntimeError, match="multiple of num_kv_heads"):
+        paged_attention_cpu(torch.randn(1, 3, 16), *batch.args()[1:])
+    with pytest.raises(RuntimeError, match="past the cache"):
+        reshape_and_cache_cpu(torch.randn(1, 2, 16), torch.randn(1, 2, 16), batch.key_cache, batch.value_cache,
+                              torch.tensor([10_000]))
+
+
+@pytest.mark.parametrize(
+    "key_dtype,cache_dtype,block_size",
+    [
+        (torch.float32, torch.float32, 16),
+        (torch.float16, torch.float16, 32),
+        (torch.bfloat16, torch.bfloat16, 16),
+        (torch.float32, torch.bfloat16, 32),
+        (torch.float32, torch.float16, 8),
+    ],
+    ids=str,
+)
+def test_reshape_and_cache_matches_reference_exactly(key_dtype, cache_dtype, block_size):
+    num_tokens, num_kv_heads, head_size, num_blocks = 11, 3, 16, 5
+    gen = torch.Generator().manual_seed(1)
+    qkv = torch.randn(num_tokens, 3, num_kv_heads, head_size, generator=gen).to(key_dtype)
+    key, value = qkv[:, 1], qkv[:, 2]  # [num_tokens, num_kv_heads, head_size] strided views
+    slot_mapping = torch.randperm(num_blocks * block_size, generator=gen)[:num_tokens]  # [num_tokens]
+    slot_mapping[[0, 4, 10]] = -1  # padding tokens: never written
+    cache_shape = (num_blocks, block_size, num_kv_heads, head_size)
+    key_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)  # [num_blocks, block_size, kv_heads, head]
+    value_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)
+    key_ref, value_ref = key_cache.clone(), value_cache.clone()
+
+    reshape_and_cache_cpu(key, value, key_cache, value_cache, slot_mapping)
+    reshape_and_cache_ref(key, value, key_ref, value_ref, slot_mapping)
+    torch.testing.assert_close(key_cache, key_ref, rtol=0, atol=0, equal_nan=True)  # rounding as torch's .to()
+    torch.testing.assert_close(value_cache, value_ref, rtol=0, atol=0, equal_nan=True)
+
+
+def test_reshape_then_attend_matches_reference():
+    """The two kernels together, as one model step uses them: write this step's K/V, then attend."""
+    batch = _batch(([4, 1], [10, 21], 4, 2, 16, 16))
+    positions = torch.cat([torch.arange(6, 10), torch.tensor([20])])  # [num_tokens] the new tokens' positions
+    req = torch.tensor([0, 0, 0, 0, 1])  # [num_tokens]
+    block_size = batch.key_cache.shape[1]
+    slots = batch.block_table[req, positions // block_size].long() * block_size + positions % block_size
+    flat_k, flat_v = batch.key_cache.flatten(0, 1), batch.value_cache.flatten(0, 1)  # [num_slots, kv_heads, head]
+    key, value = flat_k[slots].clone(), flat_v[slots].clone()  # [num_tokens, num_kv_heads, head_size]
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
+    flat_k[slots] = float("nan")
+    flat_v[slots] = float("nan")
+
+    reshape_and_cache_cpu(key, value, batch.key_cache, batch.value_cache, slots)
+    out = paged_attention_cpu(*batch.args())
+    assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
+def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
+    assert cpu_kernels.available()
+    built = sorted(cpu_kernels.cache_dir().glob("enginetui_cpu_*.so"))
+    assert built, "the library should be in the cache directory"
+    newest = max(built, key=lambda p: p.stat().st_mtime)
+    stamp = newest.stat().st_mtime_ns
+    code = "from kernels import cpu_kernels; assert cpu_kernels.available()"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
+    assert newest.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+
+
+def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
+    env.pop("ENGINETUI_ATTENTION_BACKEND", None)
+    code = ("import torch; from kernels import select_backend; "
+            "print(select_backend(torch.device('cpu')), select_backend(torch.device('cpu')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["torch", "torch"]
+    warnings = [line for line in done.stderr.splitlines() if "C++ CPU attention kernels unavailable" in line]
+    assert len(warnings) == 1 and "using the torch reference" in warnings[0]
+    env["ENGINETUI_ATTENTION_BACKEND"] = "cpp"  # forcing it where it cannot build is an error
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "ENGINETUI_ATTENTION_BACKEND=cpp" in done.stderr
