@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
                         help="start in slow motion: at least MS milliseconds between engine steps "
                              "(the - and + keys change it; default: 0, full speed)")
+    parser.add_argument("--record", metavar="FILE",
+                        help="record every step event to FILE while the dashboard runs (replay it with "
+                             "`enginetui replay FILE`)")
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     if importlib.util.find_spec("enginetui.bench") is not None:
         from enginetui.bench import add_bench_subparsers
@@ -82,13 +85,26 @@ def run_dashboard(args: argparse.Namespace) -> int:
     except Exception as exc:  # bad model path or config, EngineCore failing to start: one line, no traceback
         print(f"enginetui: could not start the engine: {startup_error(exc, kwargs)}", file=sys.stderr)
         return 2
+    recorder = None
+    if args.record:
+        try:
+            recorder = engine.start_recording(args.record, source=" ".join(["enginetui", *sys.argv[1:]]))
+        except (OSError, ValueError) as exc:
+            engine.shutdown()
+            print(f"enginetui: cannot record to {args.record}: {exc}", file=sys.stderr)
+            return 2
+        print(f"enginetui: recording every step event to {args.record}", file=sys.stderr)
     try:
         app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
                         step_interval_ms=args.step_interval_ms)
         with route_python_output(log_file):
             app.run()
     finally:
-        engine.shutdown()
+        engine.shutdown()  # closes the recording too
+    if recorder is not None:
+        summary = recorder.close()
+        print(f"enginetui: recorded {summary.num_events} events to {summary.path} "
+              f"({summary.num_bytes / 2**20:.1f} MiB); replay it with: enginetui replay {summary.path}", file=sys.stderr)
     return app.return_code or 0
 
 

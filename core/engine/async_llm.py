@@ -4,6 +4,8 @@
     async for out in llm.generate("Once upon a time", SamplingParams(max_tokens=32), "r1"):
         print(out.new_text, end="")
     async for event in llm.events(): ...     # live StepEvents (first one is a snapshot)
+    llm.start_recording("run.etrec")         # every event from now on, to a file (or record= above)
+    await llm.stop_recording()
     llm.shutdown()
 
 Requests are preprocessed here (Processor), sent to EngineCore (a child process by default, or
@@ -13,6 +15,7 @@ EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Any, Self
 
@@ -24,6 +27,7 @@ from core.engine.events import StepEvent
 from core.engine.processor import EngineInfo, PromptType
 from core.engine.tokenizer import open_text_stages
 from core.outputs import RequestOutput
+from core.record.recorder import Recorder, RecordingSummary, start_recording
 from core.sampling_params import SamplingParams
 
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError"]
@@ -33,7 +37,8 @@ log = logging.getLogger("enginetui.async_llm")
 class AsyncLLM:
     """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
 
-    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None) -> None:
+    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None,
+                 record: str | os.PathLike | None = None) -> None:
         self.config = config  # engine configuration
         self.log_file = log_file  # EngineCore child's stdout / stderr / logging (None: this process's terminal)
         self.client = EngineCoreClient.make(config, asyncio_mode=True, multiprocess=multiprocess, log_file=log_file)
@@ -46,16 +51,24 @@ class AsyncLLM:
         self._background: set[asyncio.Task] = set()  # fire-and-forget aborts
         self._dead: EngineDeadError | None = None  # set when EngineCore died
         self._closed = False  # shutdown() was called
+        self.recorder: Recorder | None = None  # writes the recording, while recording
+        if record is not None:
+            try:
+                self.start_recording(record)
+            except BaseException:
+                self.client.shutdown()
+                raise
 
     @classmethod
     def from_engine_args(cls, multiprocess: bool | None = None, log_file: str | None = None,
-                         **engine_args) -> "AsyncLLM":
+                         record: str | os.PathLike | None = None, **engine_args) -> "AsyncLLM":
         """Build the config from vLLM-named arguments and start the engine (raises EngineStartupError).
 
         log_file: the EngineCore child process appends its stdout, stderr, logging and warnings
         there instead of writing to this process's terminal (ignored in-process).
+        record: record every step event to that file from the start (see start_recording).
         """
-        return cls(EngineConfig(**engine_args), multiprocess=multiprocess, log_file=log_file)
+        return cls(EngineConfig(**engine_args), multiprocess=multiprocess, log_file=log_file, record=record)
 
     # ---- identity --------------------------------------------------------------------------
 
@@ -163,6 +176,31 @@ class AsyncLLM:
         self._check_usable()
         return self.client.events(conflate=conflate)
 
+    # ---- recording -------------------------------------------------------------------------
+
+    def start_recording(self, path: str | os.PathLike, source: str = "AsyncLLM") -> Recorder:
+        """Write every step event from now on to `path` (a recording: `enginetui replay PATH`).
+
+        Returns once the recorder is subscribed (a moment). `source` names the recording program
+        in the file. Raises RuntimeError while already recording.
+        """
+        self._check_usable()
+        if self.recorder is not None:
+            raise RuntimeError(f"already recording to {self.recorder.path}")
+        self.recorder = start_recording(path, self.client, self.tokenizer, source)
+        return self.recorder
+
+    async def stop_recording(self) -> RecordingSummary | None:
+        """Close the recording once every event published so far is in it; None when not recording."""
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return None
+        try:
+            latest = (await self.snapshot()).seq
+        except Exception:  # the engine is gone: keep what arrived
+            latest = None
+        return await asyncio.to_thread(recorder.close, latest)
+
     # ---- lifecycle -------------------------------------------------------------------------
 
     def shutdown(self) -> None:
@@ -170,6 +208,9 @@ class AsyncLLM:
         if self._closed:
             return
         self._closed = True
+        if self.recorder is not None:  # the events that have arrived, and the trailer
+            self.recorder.close()
+            self.recorder = None
         if self._handler is not None and not self._handler.done():
             try:
                 self._handler.cancel()

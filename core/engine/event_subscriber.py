@@ -46,6 +46,7 @@ class EventSubscriber:
             return self._cond.wait_for(lambda: self._latest_seq >= seq, timeout_s)
 
     def close(self) -> None:
+        """Stop after handling the events that have already arrived."""
         self._stop.set()
         self._thread.join(timeout=5.0)
 
@@ -57,14 +58,22 @@ class EventSubscriber:
         sock.connect(self.address)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
         try:
-            while not self._stop.is_set():
-                if not sock.poll(POLL_MS):
+            while True:
+                stopping = self._stop.is_set()  # then take what has already arrived, and end
+                if not sock.poll(0 if stopping else POLL_MS):
+                    if stopping:
+                        return
                     continue
-                event = self.missed.mark(decode_event(sock.recv()))
-                self.on_event(event)
+                seq = self._handle(sock.recv())
                 with self._cond:
-                    self._latest_seq = max(self._latest_seq, event.seq)
+                    self._latest_seq = max(self._latest_seq, seq)
                     self._cond.notify_all()
         finally:
             sock.close(linger=0)
             ctx.term()
+
+    def _handle(self, data: bytes) -> int:
+        """Take one published event (its encoded bytes); returns its seq."""
+        event = self.missed.mark(decode_event(data))
+        self.on_event(event)
+        return event.seq

@@ -1,21 +1,33 @@
 """LLM: the offline facade, `LLM(model=...).generate(prompts, params)`."""
 
+import os
 from collections.abc import Sequence
 
 from core.config import EngineConfig
 from core.engine.llm_engine import LLMEngine
 from core.engine.processor import PromptType
 from core.outputs import RequestOutput
+from core.record.recorder import Recorder, RecordingSummary, start_recording
 from core.sampling_params import SamplingParams
 
 
 class LLM:
     """Builds an engine from keyword arguments named like vLLM's and runs batches to completion."""
 
-    def __init__(self, model: str | None = None, *, multiprocess: bool | None = None, **engine_args) -> None:
+    def __init__(self, model: str | None = None, *, multiprocess: bool | None = None,
+                 record: str | os.PathLike | None = None, **engine_args) -> None:
+        """`record`: write every step event of this engine to that file (a recording: see
+        `enginetui replay`); it is complete after each generate() and closed by shutdown()."""
         self.config = EngineConfig(model=model, **engine_args)  # validated configuration
         self.engine = LLMEngine(self.config, multiprocess=multiprocess)  # the client-side engine
         self._counter = 0  # next request id
+        self.recorder: Recorder | None = None  # writes the recording, when asked for
+        if record is not None:
+            try:
+                self.recorder = start_recording(record, self.engine.client, self.engine.tokenizer, source="LLM")
+            except BaseException:
+                self.engine.shutdown()
+                raise
 
     def get_tokenizer(self):
         return self.engine.tokenizer
@@ -57,6 +69,8 @@ class LLM:
             self._drain(set(ids), use_tqdm=False)
             raise
         finished = self._drain(set(ids), use_tqdm)
+        if self.recorder is not None:  # the recording holds this batch before we return
+            self.recorder.sync(self.engine.snapshot().seq)
         return [finished[i] for i in ids]
 
     def _drain(self, ids: set[str], use_tqdm: bool) -> dict[str, RequestOutput]:
@@ -78,7 +92,19 @@ class LLM:
                 bar.close()
         return finished
 
+    def stop_recording(self) -> RecordingSummary | None:
+        """Close the recording (every event so far is in it); None when not recording."""
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return None
+        try:
+            latest = self.engine.snapshot().seq
+        except Exception:  # the engine is gone: keep what arrived
+            latest = None
+        return recorder.close(latest)
+
     def shutdown(self) -> None:
+        self.stop_recording()
         self.engine.shutdown()
 
     def __enter__(self) -> "LLM":

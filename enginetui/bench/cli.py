@@ -5,11 +5,12 @@ import importlib
 import sys
 
 from enginetui.bench.competing import COMPETING_MODES
+from enginetui.bench.recording import add_record_arg
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.engine_flags import add_engine_args
 
-EVENT_MODES = ("off", "on", "subscriber")  # step events not built / built and published / with a live subscriber
+EVENT_MODES = ("off", "on", "subscriber", "record")  # step events not built / published / with a live subscriber / recorded to a file
 
 
 def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
@@ -26,12 +27,14 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                          "(vLLM's LLM, through --vllm-python); both in one run: --compare vllm hf")
     tp.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[8, 16, 32], metavar="N",
                     help="static batch sizes tried for the HF baseline; the best is kept (default 8 16 32)")
-    tp.add_argument("--events", choices=EVENT_MODES, nargs="+", default=["on"], metavar="MODE",
+    tp.add_argument("--events", choices=EVENT_MODES, nargs="+", default=None, metavar="MODE",
                     help="step events: off (not built), on (built and published; the default), subscriber "
-                         "(with a live SUB subscriber thread). Several modes: runs interleaved, ratios to off")
+                         "(with a live SUB subscriber thread), record (recorded to a file: --record FILE, else a "
+                         "temporary one). Several modes: runs interleaved, ratios to off (and record to on)")
     tp.add_argument("--repeats", type=_positive, default=1,
                     help="timed passes per mode (events, competing load, vLLM cores); the best is kept")
     _add_peer_args(tp)
+    add_record_arg(tp)
     _add_common(tp, "throughput")
 
     lat = kinds.add_parser("latency", help="online latency under Poisson arrivals (like `vllm bench serve`)",
@@ -42,6 +45,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     lat.add_argument("--compare", choices=("vllm",), nargs="+", default=[], metavar="PEER",
                      help="also run vLLM's AsyncLLM on the same requests, arrivals and weights (through --vllm-python)")
     _add_peer_args(lat)
+    add_record_arg(lat)
     _add_common(lat, "latency")
 
     prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",

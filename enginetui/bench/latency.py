@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from core import SamplingParams
+from core.record.recorder import RecordingSummary
 from enginetui.bench import report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
@@ -85,6 +86,7 @@ class LatencyResult:
     engine_args: dict[str, Any]  # the engine arguments used; our engine keeps its defaults otherwise
     runs: list[LatencyRun]  # ours under each competing load, then vLLM's (first: ours alone)
     vllm_version: str | None = None  # the peer's version, when compared
+    recording: RecordingSummary | None = None  # what --record wrote
     summary: str = ""  # the one-line summary printed last
 
 
@@ -141,13 +143,14 @@ def summarize(engine: str, competing_load: str, workload: list[BenchRequest], ti
 
 
 def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offsets: list[float], loads: list[str],
-                     temperature: float) -> tuple[list[LatencyRun], str]:
-    """Our engine (AsyncLLM, streaming): warm up, then one pass per competing load. Returns the runs
-    and the dtype the engine computed in."""
+                     temperature: float,
+                     record: str | None = None) -> tuple[list[LatencyRun], str, RecordingSummary | None]:
+    """Our engine (AsyncLLM, streaming): warm up, then one pass per competing load. Returns the runs,
+    the dtype the engine computed in and what the recording holds (`record`: its file, or None)."""
     from core.engine.async_llm import AsyncLLM
 
-    async def go() -> tuple[list[LatencyRun], str]:
-        engine = AsyncLLM.from_engine_args(**kwargs)
+    async def go() -> tuple[list[LatencyRun], str, RecordingSummary | None]:
+        engine = AsyncLLM.from_engine_args(**kwargs, record=record)
         try:
             await measure(engine, warmup_workload(engine.info.vocab_size), [0.0] * 4, temperature, "warmup")
             runs = []
@@ -158,7 +161,7 @@ def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offse
                     competitor.stop()
                 runs.append(summarize("enginetui", load, workload, timings, duration))
                 runs[-1].dashboard = competitor.cost
-            return runs, engine.info.dtype
+            return runs, engine.info.dtype, await engine.stop_recording()
         finally:
             engine.shutdown()
 
@@ -195,10 +198,11 @@ def run(args: argparse.Namespace) -> LatencyResult:
     python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs
     version = None
     if python is None:
-        runs, _ = benchmark_engine(kwargs, workload, offsets, loads, args.temperature)
+        runs, _, recording = benchmark_engine(kwargs, workload, offsets, loads, args.temperature, args.record)
     else:
         with shared_weights(kwargs) as (shared_kwargs, weights_dir):
-            runs, dtype = benchmark_engine(shared_kwargs, workload, offsets, loads, args.temperature)
+            runs, dtype, recording = benchmark_engine(shared_kwargs, workload, offsets, loads, args.temperature,
+                                                      args.record)
             peer_runs, version = benchmark_vllm(
                 python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, dtype), workload, offsets,
                 list(dict.fromkeys(args.vllm_cores)), [x for x in loads if x in VLLM_COMPETING], args.temperature)
@@ -207,7 +211,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=sum(r.output_len for r in workload),
         request_rate=None if math.isinf(args.request_rate) else args.request_rate, temperature=args.temperature,
-        model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, vllm_version=version,
+        model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, vllm_version=version, recording=recording,
     )
     result.summary = report.latency_summary(result)
     return result

@@ -1,6 +1,7 @@
 """How benchmark results are shown: plain-text tables, the --json file, and the one-line summary
 that every benchmark prints last."""
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,6 +70,11 @@ def print_throughput(result) -> None:
     if result.events_ratio:
         ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items())
         print(f"step events (best pass each, output tok/s relative to events off): {ratios}")
+    if result.record_ratio is not None:
+        print(f"recording (best pass each, output tok/s relative to events on, not recorded): "
+              f"{result.record_ratio:.3f}x")
+    if result.recording is not None:
+        print(recording_line(result.recording))
     if result.competing_ratio:
         ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.competing_ratio.items())
         print(f"beside a competing load (best pass each, output tok/s relative to alone): {ratios}")
@@ -107,6 +113,8 @@ def throughput_summary(result) -> str:
               f"{base.total_tokens_per_s:.1f} total tok/s, {base.output_tokens_per_s:.1f} output tok/s")]
     if result.events_ratio:
         parts.append("events " + " ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items()))
+    if result.record_ratio is not None:
+        parts.append(f"recording {result.record_ratio:.3f}x on")
     if result.competing_ratio:
         parts.append("beside " + " ".join(f"{m} {v:.3f}x" for m, v in result.competing_ratio.items()))
     if result.hf_best is not None:
@@ -117,6 +125,13 @@ def throughput_summary(result) -> str:
         parts.append(f"{label} {peer.output_tokens_per_s:.1f} output tok/s" +
                      (f" -> {ratio:.2f}x" if ratio is not None else ""))
     return " | ".join(parts)
+
+
+def recording_line(summary) -> str:
+    """What a benchmark's recording holds and where it went (a temporary one is gone by now)."""
+    where = f"written to {summary.path}" if os.path.exists(summary.path) else "written to a temporary file, removed"
+    return (f"recording: {summary.num_events} events, {summary.missed_events} missed, "
+            f"{summary.num_bytes / 2**20:.1f} MiB, {where}")
 
 
 # ---- profile -------------------------------------------------------------------------------
@@ -152,6 +167,8 @@ def print_latency(result) -> None:
         rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
                 (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))]
         print(table(["ms", "mean", "median", "p99", "samples"], rows))
+    if result.recording is not None:
+        print(recording_line(result.recording))
 
 
 def latency_summary(result) -> str:

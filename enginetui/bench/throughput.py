@@ -3,7 +3,8 @@
 The whole workload goes to `LLM.generate` at once (random token-id prompts, ignore_eos, a fixed
 output length per request) and is timed end to end. Options measure the step-event cost (the
 engine with events off, on, or on with a live subscriber), the engine beside a competing load
-(one busy process, or the live dashboard attached), and compare against Hugging Face `generate`
+(one busy process, or the live dashboard attached), what recording the events to a file costs,
+and compare against Hugging Face `generate`
 and vLLM's `LLM` on the same prompts and the same weights. Passes of every mode are interleaved;
 the best of --repeats is kept, and every pass is listed so the spread shows.
 """
@@ -14,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import LLM, SamplingParams
+from core.record.recorder import RecordingSummary
 from enginetui.bench import report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
 from enginetui.bench.event_counter import EventCounter, StepCounts
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
+from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
 
@@ -26,7 +29,7 @@ from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, 
 class EngineRun:
     """One timed pass of our engine over the whole workload."""
 
-    events: str  # off | on | subscriber
+    events: str  # off | on | subscriber | record
     competing: str  # none | busy | dashboard: what else ran during the pass
     repeat: int  # which pass (0-based)
     elapsed_s: float  # wall time of LLM.generate
@@ -89,6 +92,8 @@ class ThroughputResult:
     best: dict[str, EngineRun]  # mode label -> its fastest pass
     reference: str  # the mode the ratios to peers and loads start from: events on (or the first asked), alone
     events_ratio: dict[str, float] = field(default_factory=dict)  # events mode -> output tok/s / events off
+    record_ratio: float | None = None  # output tok/s recording / events on without recording (both run)
+    recording: RecordingSummary | None = None  # what the record mode wrote
     competing_ratio: dict[str, float] = field(default_factory=dict)  # load -> output tok/s / alone (same events)
     hf_runs: list[HFRun] = field(default_factory=list)  # the baseline at each batch size tried
     hf_best: HFRun | None = None  # the baseline's fastest batch size
@@ -102,17 +107,21 @@ class ThroughputResult:
 
 
 def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest], modes: list[str],
-                     loads: list[str], repeats: int,
-                     temperature: float) -> tuple[list[EngineRun], dict[str, str], list[list[int]]]:
+                     loads: list[str], repeats: int, temperature: float,
+                     record: str | None = None) -> tuple[list[EngineRun], dict[str, str], list[list[int]],
+                                                         RecordingSummary | None]:
     """Time our engine on the workload once per events mode, competing load and repeat (interleaved).
+    The `record` mode's engine records to the file `record` (warm-up and every pass).
 
-    Returns the runs, where the engine ran (device, dtype), and the first pass's output tokens.
+    Returns the runs, where the engine ran (device, dtype), the first pass's output tokens and
+    what the recording holds (None without the record mode).
     """
     engines: dict[str, tuple[LLM, EventCounter | None]] = {}
     tokens: list[list[int]] = []
+    recording = None
     try:
         for mode in modes:
-            llm = LLM(**engine_kwargs, enable_step_events=mode != "off")
+            llm = LLM(**engine_kwargs, enable_step_events=mode != "off", record=record if mode == "record" else None)
             engines[mode] = (llm, None)
             if mode == "subscriber":
                 engines[mode] = (llm, EventCounter(llm.engine.client.events_address))
@@ -131,7 +140,9 @@ def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest]
                     runs.append(run)
                     tokens = tokens or out
         info = engines[modes[0]][0].engine.info
-        return runs, {"device": info.device, "dtype": info.dtype}, tokens
+        if "record" in engines:
+            recording = engines["record"][0].stop_recording()
+        return runs, {"device": info.device, "dtype": info.dtype}, tokens, recording
     finally:
         for llm, counter in engines.values():
             if counter is not None:
@@ -243,39 +254,45 @@ def run(args: argparse.Namespace) -> ThroughputResult:
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     workload = make_workload(spec, model_vocab_size(kwargs))
-    modes = list(dict.fromkeys(args.events))
+    modes = event_modes(args)
     loads = list(dict.fromkeys(args.competing))
     compare = set(args.compare or ())
     python = vllm_python(args.vllm_python) if "vllm" in compare else None  # fail before any engine runs
     hf_runs: list[HFRun] = []
     vllm_runs: list[VLLMRun] = []
     vllm_version, vllm_tokens = None, []
-    if compare:
-        report.quiet_transformers()
-        with shared_weights(kwargs) as (shared_kwargs, weights_dir):
-            runs, info, tokens = benchmark_engine(shared_kwargs, workload, modes, loads, args.repeats, args.temperature)
-            if "hf" in compare:
-                model = load_hf_model(weights_dir, info["dtype"], info["device"])
-                sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
-                hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
-                del model
-            if python is not None:
-                vllm_loads = [x for x in loads if x in VLLM_COMPETING]
-                vllm_runs, vllm_version, vllm_tokens = benchmark_vllm(
-                    python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, info["dtype"]), workload,
-                    list(dict.fromkeys(args.vllm_cores)), vllm_loads, args.repeats, args.temperature)
-    else:
-        runs, info, tokens = benchmark_engine(kwargs, workload, modes, loads, args.repeats, args.temperature)
+    with record_path(args, modes) as record:
+        if compare:
+            report.quiet_transformers()
+            with shared_weights(kwargs) as (shared_kwargs, weights_dir):
+                runs, info, tokens, recording = benchmark_engine(shared_kwargs, workload, modes, loads, args.repeats,
+                                                                 args.temperature, record)
+                if "hf" in compare:
+                    model = load_hf_model(weights_dir, info["dtype"], info["device"])
+                    sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
+                    hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
+                    del model
+                if python is not None:
+                    vllm_loads = [x for x in loads if x in VLLM_COMPETING]
+                    vllm_runs, vllm_version, vllm_tokens = benchmark_vllm(
+                        python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, info["dtype"]), workload,
+                        list(dict.fromkeys(args.vllm_cores)), vllm_loads, args.repeats, args.temperature)
+        else:
+            runs, info, tokens, recording = benchmark_engine(kwargs, workload, modes, loads, args.repeats,
+                                                             args.temperature, record)
     best = _best(runs)
     base_mode = next((m for m in modes if m != "off"), modes[0])  # the dashboard needs events
     result = ThroughputResult(
         workload=spec, prompt_tokens=runs[0].prompt_tokens, output_tokens=runs[0].output_tokens,
         temperature=args.temperature, model=kwargs["model"] or "default", engine_args=kwargs, runs=runs,
-        best=best, reference=mode_label(base_mode, loads[0] if "none" not in loads else "none"), **info,
+        best=best, reference=mode_label(base_mode, loads[0] if "none" not in loads else "none"),
+        recording=recording, **info,
     )
     if "off" in best and len(modes) > 1:
         off = best["off"].output_tokens_per_s
         result.events_ratio = {m: best[m].output_tokens_per_s / off for m in modes if m != "off"}
+    if "record" in best and "on" in best:
+        result.record_ratio = best["record"].output_tokens_per_s / best["on"].output_tokens_per_s
     for load in loads if "none" in loads else []:
         loaded = best.get(mode_label(base_mode, load))
         if load != "none" and loaded is not None:

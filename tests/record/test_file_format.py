@@ -1,0 +1,107 @@
+"""The recording file on its own: events come back as written, a file cut short or damaged reads
+up to its last good event and says so, newer versions are refused with what to do."""
+
+import struct
+
+import pytest
+
+from core.engine.events import SCHEMA_VERSION, encode_event
+from core.record import format as fmt
+from core.record.reader import read_recording
+from tests.dashboard.builders import event, progress
+from tests.record.recordings import write
+
+EVENTS = [event(step, running=[progress("r1", step * 4, 40, blocks=[1, 2, 3])], seq=step) for step in range(1, 8)]
+
+
+def frame_offsets(data: bytes) -> list[int]:
+    """Where each frame starts."""
+    offsets, offset = [], fmt.PREAMBLE.size
+    while offset < len(data):
+        offsets.append(offset)
+        length = struct.unpack_from("<I", data, offset)[0]
+        offset += fmt.FRAME_HEAD.size + length
+    return offsets
+
+
+def test_events_come_back_exactly_as_written(tmp_path):
+    rec = read_recording(write(tmp_path / "a.etrec", EVENTS))
+    assert list(rec.events()) == EVENTS
+    assert [rec.encoded(i) for i in range(len(rec))] == [encode_event(e) for e in EVENTS]
+    assert [(h.seq, h.kind, h.step, h.time) for h in rec.heads] == [(e.seq, e.kind, e.step, e.time) for e in EVENTS]
+    assert rec.header.engine.model_name == "fake-opt"
+    assert rec.trailer is not None and rec.trailer.num_events == len(EVENTS)
+    assert rec.problem is None and rec.describe_problems() == []
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9, -1])
+def test_a_file_cut_short_loads_up_to_its_last_whole_event(tmp_path, cut):
+    path = write(tmp_path / "a.etrec", EVENTS)
+    data = open(path, "rb").read()
+    sixth_event = frame_offsets(data)[6]  # the header and events 0..4 come before it
+    (tmp_path / "cut.etrec").write_bytes(data[: sixth_event + cut] if cut > 0 else data[:cut])
+    rec = read_recording(tmp_path / "cut.etrec")
+    whole = 5 if cut > 0 else len(EVENTS)  # -1 cuts the trailer: every event is whole
+    assert list(rec.events()) == EVENTS[:whole]
+    assert rec.trailer is None
+    assert "cut short" in rec.problem
+    assert f"loaded the {whole} events before it" in rec.describe_problems()[0]
+
+
+def test_a_damaged_frame_ends_the_recording_there(tmp_path):
+    path = write(tmp_path / "a.etrec", EVENTS)
+    data = bytearray(open(path, "rb").read())
+    third = frame_offsets(bytes(data))[3]  # the header, events 0 and 1, then event 2
+    data[third + fmt.FRAME_HEAD.size + 10] ^= 0xFF  # a flipped byte inside event 2
+    (tmp_path / "bad.etrec").write_bytes(bytes(data))
+    rec = read_recording(tmp_path / "bad.etrec")
+    assert list(rec.events()) == EVENTS[:2]
+    assert f"damaged at byte {third}" in rec.problem and "checksum" in rec.problem
+
+
+def test_a_file_without_a_trailer_says_it_was_not_closed(tmp_path):
+    path = write(tmp_path / "a.etrec", EVENTS)
+    data = open(path, "rb").read()
+    (tmp_path / "open.etrec").write_bytes(data[: frame_offsets(data)[-1]])  # everything but the trailer
+    rec = read_recording(tmp_path / "open.etrec")
+    assert len(rec) == len(EVENTS) and rec.problem is None
+    assert "was not closed" in rec.describe_problems()[0]
+
+
+def test_seq_gaps_are_counted_and_marked_on_the_event_after_them(tmp_path):
+    events = [EVENTS[0], EVENTS[1], EVENTS[4], EVENTS[5]]  # seq 1, 2, 5, 6: events 3 and 4 never arrived
+    rec = read_recording(write(tmp_path / "gaps.etrec", events))
+    assert rec.missed == [0, 0, 2, 0] and rec.total_missed == 2
+    assert rec.event(2).num_dropped_events == 2
+    assert "2 events published while recording never reached the recorder" in rec.describe_problems()[0]
+
+
+def test_a_newer_format_version_is_refused_with_what_to_do(tmp_path):
+    path = write(tmp_path / "a.etrec", EVENTS)
+    data = open(path, "rb").read()
+    newer = fmt.PREAMBLE.pack(fmt.MAGIC, fmt.FORMAT_VERSION + 1) + data[fmt.PREAMBLE.size :]
+    (tmp_path / "newer.etrec").write_bytes(newer)
+    with pytest.raises(fmt.RecordingError, match=f"format version {fmt.FORMAT_VERSION + 1}.*upgrade enginetui"):
+        read_recording(tmp_path / "newer.etrec")
+
+
+def test_a_newer_event_schema_is_refused_with_what_to_do(tmp_path):
+    path = write(tmp_path / "a.etrec", EVENTS, event_schema_version=SCHEMA_VERSION + 1)
+    with pytest.raises(fmt.RecordingError, match=f"schema version {SCHEMA_VERSION + 1}.*upgrade enginetui"):
+        read_recording(path)
+
+
+def test_an_older_event_schema_is_refused_with_what_to_do(tmp_path):
+    path = write(tmp_path / "a.etrec", EVENTS, event_schema_version=SCHEMA_VERSION - 1)
+    with pytest.raises(fmt.RecordingError, match="older than this enginetui's.*version that recorded it"):
+        read_recording(path)
+
+
+def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n" * 10)
+    with pytest.raises(fmt.RecordingError, match="is not an enginetui recording"):
+        read_recording(tmp_path / "notes.txt")
+    path = write(tmp_path / "a.etrec", EVENTS)
+    (tmp_path / "headless.etrec").write_bytes(open(path, "rb").read()[: fmt.PREAMBLE.size + 3])
+    with pytest.raises(fmt.RecordingError, match="no readable header"):
+        read_recording(tmp_path / "headless.etrec")
