@@ -3,13 +3,15 @@
 from transformers import PretrainedConfig
 
 from core.models.contract import CausalLM
+from core.models.llama import LlamaForCausalLM
 from core.models.opt import OPTForCausalLM
 
 ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entry -> our class
+    "LlamaForCausalLM": LlamaForCausalLM,
     "OPTForCausalLM": OPTForCausalLM,
     "OPTModel": OPTForCausalLM,  # some facebook/opt-* configs name the base model
 }
-_MODEL_TYPES = {"opt": OPTForCausalLM}  # configs that name no architecture: by model_type
+_MODEL_TYPES = {"llama": LlamaForCausalLM, "opt": OPTForCausalLM}  # configs that name no architecture: by model_type
 
 
 class UnsupportedArchitecture(ValueError):

@@ -1,37 +1,9 @@
 """Greedy tokens equal transformers.generate on the same random weights."""
 
-import random
-
 import pytest
-import torch
-from transformers import OPTForCausalLM
 
-from core import LLM, SamplingParams
-from tests.conftest import make_opt_dir, recorded_events
-
-
-def mixed_prompts(n: int, vocab: int, lo: int, hi: int, seed: int = 0) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [[2] + [rng.randrange(4, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
-
-
-def hf_greedy(model_dir: str, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
-    model = OPTForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.generation_config.eos_token_id = None  # like ignore_eos: EOS is an ordinary token
-    outs = []
-    for p in prompts:
-        ids = model.generate(torch.tensor([p]), max_new_tokens=max_tokens, do_sample=False, pad_token_id=1)
-        outs.append(ids[0, len(p):].tolist())
-    return outs
-
-
-def engine_greedy(model_dir: str, prompts, max_tokens: int, **engine_args):
-    llm = LLM(model=model_dir, multiprocess=False, skip_tokenizer_init=True, dtype="float32", **engine_args)
-    with recorded_events(llm.engine) as events:
-        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True),
-                            use_tqdm=False)
-    llm.shutdown()
-    return [o.outputs[0].token_ids for o in outs], [e for e in events if e.is_step]
+from tests.conftest import make_opt_dir
+from tests.parity import engine_greedy, hf_greedy, mixed_prompts
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,17 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import OPTForCausalLM
+from transformers import AutoModelForCausalLM, OPTForCausalLM
 
 import core.models.loader as loader
 from core import LLM, SamplingParams
 from core.config import EngineConfig
 from core.models.loader import ModelLoadError, load_hf_config, load_model
+from core.models.registry import ARCHITECTURES
 from tests.conftest import make_opt_dir
+from tests.models.families import make_family_dir
+from tests.models.test_loader import build_hub_cache, run_python
+from tests.parity import hf_greedy
 
 PROMPTS = [[2, 10, 20, 30], [2, 400, 5]]
 
@@ -106,6 +110,25 @@ def test_unsupported_architecture_is_refused_with_the_supported_list(tmp_path):
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg["architectures"] = ["FalconForCausalLM"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match="architecture FalconForCausalLM is not supported; supported architectures: "
-                                         "OPTForCausalLM"):
+    supported = ", ".join(ARCHITECTURES)
+    with pytest.raises(ValueError, match=f"architecture FalconForCausalLM is not supported; supported architectures: "
+                                         f"{supported}$"):
         engine_tokens(d)
+
+
+def test_sharded_llama_from_the_hf_cache_layout_matches_transformers(tmp_path):
+    """A hub id resolved offline to a cache snapshot holding safetensors shards and their index."""
+    model_dir = make_family_dir(tmp_path / "llama", "llama", seed=7)
+    sharded = tmp_path / "sharded"
+    AutoModelForCausalLM.from_pretrained(model_dir).save_pretrained(sharded, max_shard_size="60KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    build_hub_cache(str(tmp_path / "hub"), "someorg/tiny-llama", str(sharded))
+    code = f"""
+        from core import LLM, SamplingParams
+        llm = LLM(model="someorg/tiny-llama", multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=32)
+        outs = llm.generate({PROMPTS}, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True), use_tqdm=False)
+        print([o.outputs[0].token_ids for o in outs])
+    """
+    result = run_python(code, {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(hf_greedy(model_dir, PROMPTS, 6))
