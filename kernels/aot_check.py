@@ -34,6 +34,7 @@ ATTENTION_SHAPES = {
     "32 heads h128 b16": (32, 32, 128, 16),
     "GQA 32/8 heads h128 b16": (32, 8, 128, 16),
     "32 heads h128 b32": (32, 32, 128, 32),
+    "GQA 16/4 heads h80 b16 (padded to 128)": (16, 4, 80, 16),
 }
 
 

@@ -2,7 +2,8 @@
 
 Backends: `triton` (CUDA; on CPU tensors only under TRITON_INTERPRET=1), `cpp` (the C++ CPU kernels
 of kernels/cpu_kernels.py, built at first use) and `torch` (the reference). Unforced, CUDA tensors
-use Triton and CPU tensors use `cpp` when it builds, else the reference.
+use Triton and CPU tensors use `cpp` when it builds, else the reference. The C++ kernel has no
+sliding window: a windowed layer's attention on the `cpp` backend runs the reference.
 """
 
 import os
@@ -43,17 +44,20 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping) -> None:
         reshape_and_cache_ref(key, value, key_cache, value_cache, slot_mapping)
 
 
-def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None):
-    """Varlen paged attention for a mixed prefill/decode batch (see kernels.reference)."""
+def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None,
+                    sliding_window=None):
+    """Varlen paged attention for a mixed prefill/decode batch, optionally windowed (see kernels.reference)."""
     backend = select_backend(query.device)
     if backend == "triton":
         from kernels.triton_paged_attention import paged_attention_triton
 
         return paged_attention_triton(
-            query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out
+            query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,
+            sliding_window=sliding_window,
         )
-    if backend == "cpp":
+    if backend == "cpp" and sliding_window is None:
         return cpu_kernels.paged_attention_cpu(
             query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out
         )
-    return paged_attention_ref(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out)
+    return paged_attention_ref(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,
+                               sliding_window=sliding_window)

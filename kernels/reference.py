@@ -34,11 +34,13 @@ def paged_attention_ref(
     block_table: torch.Tensor,  # [num_reqs, max_blocks_per_req] physical block ids
     scale: float,
     out: torch.Tensor | None = None,  # [num_tokens, num_heads, head_size]
+    sliding_window: int | None = None,  # keys a query sees, itself included (None: every earlier key)
 ) -> torch.Tensor:
     """Varlen causal attention over the paged cache, for any mix of prefill chunks and decodes.
 
     Request r owns query rows `query_start_loc[r]:query_start_loc[r+1]`; those are its last
-    `query_len` positions of `seq_lens[r]`, and each attends to every cached position up to its own.
+    `query_len` positions of `seq_lens[r]`, and each attends to every cached position up to its own
+    (with a sliding window W: the last W of them, itself included). Any head size works.
     Decodes (one query each) and longer queries are computed as two separate padded batches, so a
     decode never pays for padding up to a prefill's length.
     """
@@ -58,7 +60,8 @@ def paged_attention_ref(
             continue
         rows = group[tok_req]  # [num_tokens] bool: the tokens of this group's requests
         out[rows] = _padded_attention(
-            query[rows], key_cache, value_cache, q_lens[group], seq_lens[group], block_table[group], scale
+            query[rows], key_cache, value_cache, q_lens[group], seq_lens[group], block_table[group], scale,
+            sliding_window,
         )  # [num_group_tokens, num_heads, head_size]
     return out
 
@@ -71,6 +74,7 @@ def _padded_attention(
     seq_lens: torch.Tensor,  # [num_reqs] full context length
     block_table: torch.Tensor,  # [num_reqs, max_blocks_per_req]
     scale: float,
+    sliding_window: int | None,
 ) -> torch.Tensor:  # [num_tokens, num_heads, head_size]
     """Attention for requests padded into one `[num_reqs, max_q] x [num_reqs, max_s]` SDPA call."""
     num_tokens, num_heads, head_size = query.shape
@@ -101,8 +105,11 @@ def _padded_attention(
     k_pos = torch.arange(max_s, device=device)  # [max_s]
     mask = k_pos[None, None, :] <= q_pos[:, :, None]  # [num_reqs, max_q, max_s]
     mask &= k_pos[None, None, :] < s_lens[:, None, None]
+    if sliding_window is not None:
+        mask &= k_pos[None, None, :] > q_pos[:, :, None] - sliding_window
     # Padded query rows would see no key; give them key 0 so softmax stays finite (they are dropped).
-    mask[:, :, 0] = True
+    padded = torch.arange(max_q, device=device)[None, :] >= q_lens[:, None]  # [num_reqs, max_q]
+    mask[:, :, 0] |= padded
 
     o = torch.nn.functional.scaled_dot_product_attention(
         q.permute(0, 2, 1, 3),  # [num_reqs, num_heads, max_q, head_size]

@@ -9,7 +9,9 @@ query lengths: the grid is the upper bound `num_tokens // BLOCK_Q + num_reqs`, a
 programs exit at once. Each program walks the request's keys up to its last query's position in
 tiles of TILE_N keys (one cache block for block sizes of 16 and more; several smaller blocks
 otherwise, each key looked up through the block table), with an online (flash-attention)
-softmax accumulated in fp32.
+softmax accumulated in fp32. Head sizes that are not powers of two (80, 96...) run padded to the
+next power of two, the padding channels masked. With a sliding window, a tile starts at the first
+key its first query sees and each row masks the keys outside its own window.
 
 With num_splits > 1 (flash-decoding) a third grid axis shares each tile's key range among
 programs: each writes its unnormalized output, running max and denominator, and
@@ -81,7 +83,9 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile: BLOCK_Q * GROUP, rounded up to a power of two >= 16
     BLOCK_SIZE: tl.constexpr,  # tokens per cache block
     TILE_N: tl.constexpr,  # keys per inner step, a power of two >= 16 (by default one block)
-    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,  # channels per head
+    HEAD_PAD: tl.constexpr,  # HEAD_SIZE rounded up to a power of two (tl.arange needs one); the rest is masked
+    SLIDING_WINDOW: tl.constexpr,  # keys a query sees, itself included; 0: every earlier key
     DOT_DTYPE: tl.constexpr,  # operand dtype of both tl.dot calls
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 operands (no tf32), else the default
     NUM_SPLITS: tl.constexpr,  # 1: write the output; > 1: each split writes partial results
@@ -105,24 +109,29 @@ def _paged_attention_kernel(
     row_valid = (rows // GROUP < BLOCK_Q) & (q_idx < q_len)  # [BLOCK_M]
     q_pos = context_len + q_idx  # [BLOCK_M] absolute position of each row's query
     tok = (q_start + q_idx).to(tl.int64)  # [BLOCK_M] row in the packed query
-    dims = tl.arange(0, HEAD_SIZE)  # [HEAD_SIZE]
+    dims = tl.arange(0, HEAD_PAD)  # [HEAD_PAD]
+    dim_valid = dims < HEAD_SIZE  # [HEAD_PAD] padding channels load as 0 and are never stored
     q = tl.load(
         query_ptr + tok[:, None] * stride_q_tok + head[:, None] * stride_q_head + dims[None, :] * stride_q_dim,
-        mask=row_valid[:, None],
+        mask=row_valid[:, None] & dim_valid[None, :],
         other=0.0,
-    ).to(DOT_DTYPE)  # [BLOCK_M, HEAD_SIZE]
+    ).to(DOT_DTYPE)  # [BLOCK_M, HEAD_PAD]
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # [BLOCK_M] running max of scores (base 2)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # [BLOCK_M] running softmax denominator
-    acc = tl.zeros([BLOCK_M, HEAD_SIZE], tl.float32)  # [BLOCK_M, HEAD_SIZE] running numerator
+    acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)  # [BLOCK_M, HEAD_PAD] running numerator
 
-    # Keys after the tile's last query are never visible. Key 0 is visible to every row, so the
-    # first split's running maxima are finite; a later split may hold no key visible to a row.
+    # Keys after the tile's last query are never visible, nor (with a sliding window) keys before
+    # its first query's window. Without a window key 0 is visible to every row, so the first
+    # split's running maxima are finite; a later split, or a window, may hold no key visible to a row.
     last_pos = context_len + tl.minimum((q_tile + 1) * BLOCK_Q, q_len) - 1
     num_kv_tiles = last_pos // TILE_N + 1
+    kv_tile_start = 0
+    if SLIDING_WINDOW > 0:
+        kv_tile_start = tl.maximum(context_len + q_tile * BLOCK_Q - SLIDING_WINDOW + 1, 0) // TILE_N
     split = tl.program_id(2)
-    tiles_per_split = tl.cdiv(num_kv_tiles, NUM_SPLITS)
-    first_tile = split * tiles_per_split
+    tiles_per_split = tl.cdiv(num_kv_tiles - kv_tile_start, NUM_SPLITS)
+    first_tile = kv_tile_start + split * tiles_per_split
     end_tile = tl.minimum(num_kv_tiles, first_tile + tiles_per_split)
     offs_n = tl.arange(0, TILE_N)  # [TILE_N]
     bt_row = block_table_ptr + req.to(tl.int64) * stride_bt_req
@@ -134,19 +143,22 @@ def _paged_attention_kernel(
         slot = block * stride_c_block + (k_pos % BLOCK_SIZE) * stride_c_off + head_off  # [TILE_N]
         k = tl.load(
             key_cache_ptr + slot[None, :] + dims[:, None] * stride_c_dim,
-            mask=in_seq[None, :],
+            mask=in_seq[None, :] & dim_valid[:, None],
             other=0.0,
-        ).to(DOT_DTYPE)  # [HEAD_SIZE, TILE_N]
+        ).to(DOT_DTYPE)  # [HEAD_PAD, TILE_N]
         v = tl.load(
             value_cache_ptr + slot[:, None] + dims[None, :] * stride_c_dim,
-            mask=in_seq[:, None],
+            mask=in_seq[:, None] & dim_valid[None, :],
             other=0.0,
-        ).to(DOT_DTYPE)  # [TILE_N, HEAD_SIZE]
+        ).to(DOT_DTYPE)  # [TILE_N, HEAD_PAD]
 
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, TILE_N]
-        s = tl.where(k_pos[None, :] <= q_pos[:, None], s, float("-inf"))  # [BLOCK_M, TILE_N] causal
+        visible = k_pos[None, :] <= q_pos[:, None]  # [BLOCK_M, TILE_N] causal
+        if SLIDING_WINDOW > 0:
+            visible = visible & (k_pos[None, :] > q_pos[:, None] - SLIDING_WINDOW)
+        s = tl.where(visible, s, float("-inf"))  # [BLOCK_M, TILE_N]
         m_new = tl.maximum(m_i, tl.max(s, 1))  # [BLOCK_M]
-        if NUM_SPLITS > 1:  # a split may hold no key visible to a row: keep its p at 0, not NaN
+        if NUM_SPLITS > 1 or SLIDING_WINDOW > 0:  # a step may hold no key visible to a row: p 0, not NaN
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # [BLOCK_M]
         else:  # key 0, in the first step, is visible to every row
             m_use = m_new
@@ -157,15 +169,18 @@ def _paged_attention_kernel(
         m_i = m_new
 
     if NUM_SPLITS == 1:
-        o = acc / l_i[:, None]  # [BLOCK_M, HEAD_SIZE]
+        if SLIDING_WINDOW > 0:  # rows past the request's last query may see no key: 0 / 1, not 0 / 0
+            l_i = tl.where(l_i > 0, l_i, 1.0)
+        o = acc / l_i[:, None]  # [BLOCK_M, HEAD_PAD]
         tl.store(
             out_ptr + tok[:, None] * stride_o_tok + head[:, None] * stride_o_head + dims[None, :] * stride_o_dim,
             o.to(out_ptr.dtype.element_ty),
-            mask=row_valid[:, None],
+            mask=row_valid[:, None] & dim_valid[None, :],
         )
     else:  # unnormalized partials; combine_splits() merges the splits
         part = split * stride_part_split + tok * num_heads + head  # [BLOCK_M] (split, token, head) row
-        tl.store(part_acc_ptr + part[:, None] * HEAD_SIZE + dims[None, :], acc, mask=row_valid[:, None])
+        tl.store(part_acc_ptr + part[:, None] * HEAD_SIZE + dims[None, :], acc,
+                 mask=row_valid[:, None] & dim_valid[None, :])
         tl.store(part_ml_ptr + part * 2, m_i, mask=row_valid)
         tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=row_valid)
 
@@ -209,6 +224,7 @@ def paged_attention_triton(
     tile_n: int | None = None,  # keys per inner step, a power of two >= 16; default one block (>= 16)
     num_warps: int = 4,  # warps per program
     num_splits: int = 1,  # > 1: each query tile's keys are shared among this many programs
+    sliding_window: int | None = None,  # keys a query sees, itself included (None: every earlier key)
 ) -> torch.Tensor:
     """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch
     (plus one combine when num_splits > 1).
@@ -217,7 +233,7 @@ def paged_attention_triton(
     if out is None:
         out = torch.empty_like(query)
     launch, partials = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table,
-                                              scale, out, tile_n, num_warps, num_splits)
+                                              scale, out, tile_n, num_warps, num_splits, sliding_window)
     if launch is not None:
         launch.run()
     if partials is not None:
@@ -227,7 +243,8 @@ def paged_attention_triton(
 
 def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale: float,
                            out: torch.Tensor, tile_n: int | None, num_warps: int,
-                           num_splits: int = 1) -> tuple[Launch | None, SplitPartials | None]:
+                           num_splits: int = 1,
+                           sliding_window: int | None = None) -> tuple[Launch | None, SplitPartials | None]:
     """The launch `paged_attention_triton` makes (same arguments) and the partials its splits
     write (None for one split); (None, None) when there is nothing to do."""
     num_tokens, num_heads, head_size = query.shape
@@ -235,8 +252,10 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
     num_reqs = seq_lens.shape[0]
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    if head_size < 16 or head_size & (head_size - 1):
-        raise ValueError(f"head_size must be a power of two >= 16, got {head_size}")
+    if head_size < 16:
+        raise ValueError(f"head_size must be at least 16 (tl.dot's smallest K), got {head_size}")
+    if sliding_window is not None and sliding_window < 1:
+        raise ValueError(f"sliding_window must be at least 1, got {sliding_window}")
     if key_cache.stride() != value_cache.stride():
         raise ValueError("key_cache and value_cache must have the same strides")
     if tile_n is None:
@@ -265,7 +284,7 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
     )
     meta = dict(
         GROUP=group, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_SIZE=block_size, TILE_N=tile_n, HEAD_SIZE=head_size,
-        DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, NUM_SPLITS=num_splits, num_warps=num_warps,
+        HEAD_PAD=triton.next_power_of_2(head_size), SLIDING_WINDOW=sliding_window or 0, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, NUM_SPLITS=num_splits, num_warps=num_warps,
     )
     grid = (num_tokens // block_q + num_reqs, num_kv_heads, num_splits)
     return Launch(_paged_attention_kernel, grid, args, meta), partials

@@ -42,7 +42,8 @@ class LlamaAttention(nn.Module):
         self.o_proj = Linear(self.num_heads * self.head_size, cfg.hidden_size, options.o_bias)
         self.q_norm = RMSNorm(self.head_size, cfg.rms_norm_eps) if options.qk_norm else None
         self.k_norm = RMSNorm(self.head_size, cfg.rms_norm_eps) if options.qk_norm else None
-        self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_size, self.head_size**-0.5)
+        self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_size, self.head_size**-0.5,
+                                   options.sliding_window)
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden]; cos, sin: [num_tokens, head_size] -> [num_tokens, hidden]."""

@@ -29,9 +29,11 @@ def test_bad_env_value_raises(monkeypatch):
         select_backend(torch.device("cpu"))
 
 
+@pytest.mark.parametrize("window", [None, 6])
 @pytest.mark.parametrize("backend", ["torch", "triton", "cpp"])
-def test_dispatched_step_matches_reference(monkeypatch, backend):
-    """One model step through the dispatch point, on CPU tensors, with either backend forced."""
+def test_dispatched_step_matches_reference(monkeypatch, backend, window):
+    """One model step through the dispatch point, on CPU tensors, with each backend forced, with and
+    without a sliding window (the C++ kernel has none: windowed attention runs the reference there)."""
     monkeypatch.setenv(BACKEND_ENV, backend)
     batch = make_paged_batch([3, 1], [12, 20], poison=0.0)
     key = torch.randn(4, 2, 16)  # [num_tokens, num_kv_heads, head_size]
@@ -43,9 +45,9 @@ def test_dispatched_step_matches_reference(monkeypatch, backend):
     ref_k, ref_v = batch.key_cache.clone(), batch.value_cache.clone()
     ref_k.flatten(0, 1)[slots] = key
     ref_v.flatten(0, 1)[slots] = value
-    expected = paged_attention_ref(*batch.args(ref_k, ref_v))  # [num_tokens, num_heads, head_size]
+    expected = paged_attention_ref(*batch.args(ref_k, ref_v), sliding_window=window)  # [num_tokens, heads, head]
 
     reshape_and_cache(key, value, batch.key_cache, batch.value_cache, slots)
-    out = paged_attention(*batch.args())
+    out = paged_attention(*batch.args(), sliding_window=window)
     assert torch.equal(batch.key_cache, ref_k) and torch.equal(batch.value_cache, ref_v)
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]

@@ -21,6 +21,8 @@ ATTENTION_CASES = {
     "gqa_group32": ([1, 3], [18, 40], 32, 1, 16, 16),
     "head64": ([1, 17, 1], [45, 30, 16], 4, 2, 64, 16),
     "head128": ([1, 5], [40, 37], 2, 1, 128, 32),
+    "head80": ([1, 6, 1], [37, 22, 5], 4, 2, 80, 16),  # not powers of two: padded and masked
+    "head96": ([2, 1], [19, 33], 2, 1, 96, 16),
     "block8": ([1, 9, 1], [40, 30, 17], 4, 2, 16, 8),
     "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
 }
@@ -83,13 +85,49 @@ def test_paged_attention_int64_metadata_and_strided_query():
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
 
 
+# Head sizes of the supported families: 32 and 80 (small Llamas), 64 (TinyLlama, GPT-2), 96, 128, 256.
+@pytest.mark.parametrize("head_size", [32, 64, 80, 96, 128, 256])
+def test_paged_attention_head_sizes_match_reference(head_size):
+    batch = make_paged_batch([1, 5, 1], [21, 12, 3], num_heads=2, num_kv_heads=1, head_size=head_size,
+                             dtype=torch.bfloat16)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, num_splits=2 if head_size == 80 else 1)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
+    assert max_rel_error(out, expected) < REL_TOL[torch.bfloat16]
+
+
+# (q_lens, seq_lens, window, block_size, tile_n, num_splits): windows shorter than a block, spanning
+# several, reaching back past a chunk's start, longer than every sequence; split launches too.
+WINDOW_CASES = {
+    "decode-w5": ([1, 1, 1], [3, 20, 41], 5, 16, None, 1),
+    "prefill-w7": ([30], [30], 7, 16, None, 1),
+    "chunk-w20-block8": ([9, 1, 17], [50, 33, 17], 20, 8, None, 1),
+    "tile64-w33": ([12, 1], [90, 70], 33, 16, 64, 1),
+    "splits-w24": ([1, 40, 1], [120, 60, 9], 24, 16, None, 3),
+    "w-longer-than-seqs": ([4, 1], [10, 30], 100, 16, None, 1),
+}
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES.values(), ids=WINDOW_CASES.keys())
+def test_sliding_window_matches_reference(case):
+    q_lens, seq_lens, window, block_size, tile_n, num_splits = case
+    batch = make_paged_batch(q_lens, seq_lens, num_heads=4, num_kv_heads=2, block_size=block_size)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_splits=num_splits, sliding_window=window)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()), sliding_window=window)
+    assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
 def test_paged_attention_rejects_unsupported_shapes():
     batch = make_paged_batch([1], [5], num_heads=3, num_kv_heads=2)
     with pytest.raises(ValueError, match="multiple"):
         paged_attention_triton(*batch.args())
-    batch = make_paged_batch([1], [5], head_size=24)
-    with pytest.raises(ValueError, match="head_size"):
+    batch = make_paged_batch([1], [5], head_size=8)
+    with pytest.raises(ValueError, match="head_size must be at least 16"):
         paged_attention_triton(*batch.args())
+    batch = make_paged_batch([1], [5])
+    with pytest.raises(ValueError, match="sliding_window must be at least 1"):
+        paged_attention_triton(*batch.args(), sliding_window=0)
     batch = make_paged_batch([1], [5])
     with pytest.raises(ValueError, match="tile_n"):
         paged_attention_triton(*batch.args(), tile_n=48)
@@ -107,8 +145,9 @@ def test_paged_attention_rejects_unsupported_shapes():
     ],
     ids=str,
 )
-def test_reshape_and_cache_matches_reference(key_dtype, cache_dtype, block_size):
-    num_tokens, num_kv_heads, head_size, num_blocks = 11, 3, 16, 5
+@pytest.mark.parametrize("head_size", [16, 80, 96])
+def test_reshape_and_cache_matches_reference(key_dtype, cache_dtype, block_size, head_size):
+    num_tokens, num_kv_heads, num_blocks = 11, 3, 5
     gen = torch.Generator().manual_seed(1)
     qkv = torch.randn(num_tokens, 3, num_kv_heads, head_size, generator=gen).to(key_dtype)
     key, value = qkv[:, 1], qkv[:, 2]  # [num_tokens, num_kv_heads, head_size] strided views

@@ -10,12 +10,14 @@ from kernels import paged_attention, reshape_and_cache
 class PagedAttention(nn.Module):
     """Attention over this layer's slice of the paged KV cache (bound by the model runner)."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_size: int, scale: float) -> None:
+    def __init__(self, num_heads: int, num_kv_heads: int, head_size: int, scale: float,
+                 sliding_window: int | None = None) -> None:
         super().__init__()
         self.num_heads = num_heads  # query heads
         self.num_kv_heads = num_kv_heads  # key/value heads (divides num_heads)
         self.head_size = head_size  # channels per head
         self.scale = scale  # softmax scale applied to q·k
+        self.sliding_window = sliding_window  # keys a query sees, itself included (None: every earlier key)
         self.key_cache: torch.Tensor | None = None  # [num_blocks, block_size, num_kv_heads, head_size]
         self.value_cache: torch.Tensor | None = None  # [num_blocks, block_size, num_kv_heads, head_size]
 
@@ -31,6 +33,7 @@ class PagedAttention(nn.Module):
         v = v.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
         reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping)
         out = paged_attention(
-            q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale
+            q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale,
+            sliding_window=self.sliding_window,
         )  # [num_tokens, num_heads, head_size]
         return out.view(n, self.num_heads * self.head_size)
