@@ -4,14 +4,22 @@ from transformers import PretrainedConfig
 
 from core.models.contract import CausalLM
 from core.models.llama import LlamaForCausalLM
+from core.models.mistral import MistralForCausalLM
 from core.models.opt import OPTForCausalLM
+from core.models.qwen2 import Qwen2ForCausalLM
+from core.models.qwen3 import Qwen3ForCausalLM
 
 ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entry -> our class
     "LlamaForCausalLM": LlamaForCausalLM,
+    "MistralForCausalLM": MistralForCausalLM,
+    "Qwen2ForCausalLM": Qwen2ForCausalLM,
+    "Qwen3ForCausalLM": Qwen3ForCausalLM,
     "OPTForCausalLM": OPTForCausalLM,
     "OPTModel": OPTForCausalLM,  # some facebook/opt-* configs name the base model
 }
-_MODEL_TYPES = {"llama": LlamaForCausalLM, "opt": OPTForCausalLM}  # configs that name no architecture: by model_type
+# Configs that name no architecture, by model_type.
+_MODEL_TYPES = {"llama": LlamaForCausalLM, "mistral": MistralForCausalLM, "opt": OPTForCausalLM,
+                "qwen2": Qwen2ForCausalLM, "qwen3": Qwen3ForCausalLM}
 
 
 class UnsupportedArchitecture(ValueError):

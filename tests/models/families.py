@@ -3,12 +3,15 @@ Hugging Face format; weights are drawn wider than transformers' default (initial
 so that greedy continuations vary instead of repeating one token."""
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
+_GQA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 # family -> (config class, tiny config); GQA wherever the family has it.
 FAMILIES = {
-    "llama": (LlamaConfig, dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                num_key_value_heads=2, tie_word_embeddings=False)),
+    "llama": (LlamaConfig, dict(_GQA, tie_word_embeddings=False)),
+    "mistral": (MistralConfig, dict(_GQA, sliding_window=16)),
+    "qwen2": (Qwen2Config, dict(_GQA, tie_word_embeddings=True)),  # Qwen2.5's small sizes tie
+    "qwen3": (Qwen3Config, dict(_GQA, head_dim=32, tie_word_embeddings=False)),  # heads wider than hidden / heads
 }
 COMMON = dict(vocab_size=512, max_position_embeddings=256, bos_token_id=2, eos_token_id=3, initializer_range=0.2)
 

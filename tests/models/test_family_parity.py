@@ -23,9 +23,17 @@ VARIANTS = {
         "original_max_position_embeddings": 32, "rope_theta": 500000.0})),
     "llama-rope-yarn": ("llama", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0,
                                                        "original_max_position_embeddings": 64, "rope_theta": 10000.0})),
+    "mistral-window16": ("mistral", {}),
+    "mistral-window5-head32": ("mistral", dict(sliding_window=5, hidden_size=128)),
+    "qwen2": ("qwen2", {}),
+    "qwen2-window-layer1": ("qwen2", dict(use_sliding_window=True, sliding_window=12, max_window_layers=1)),
+    "qwen3": ("qwen3", {}),
+    "qwen3-yarn-tied": ("qwen3", dict(tie_word_embeddings=True, rope_parameters={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 1e6})),
+    "qwen3-attention-bias": ("qwen3", dict(attention_bias=True)),
 }
 # The first variant of each family also runs chunked and preempted on their own.
-MAIN = ["llama"]
+MAIN = ["llama", "mistral-window16", "qwen2", "qwen3"]
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -66,3 +74,17 @@ def test_preemption_alone_matches_transformers(variant):
     _, model_dir, expected = variant
     got, events = engine_greedy(model_dir, PROMPTS, MAX_TOKENS, num_gpu_blocks_override=10, block_size=8)
     assert got == expected and preempted(events)
+
+
+def test_triton_kernels_in_the_engine_match_transformers(tmp_path, monkeypatch):
+    """The Triton kernels (interpreted on CPU) inside a real model: a head size that is not a
+    power of two (80, padded to 128) and a sliding window, chunked and preempted."""
+    model_dir = make_family_dir(tmp_path, "mistral", seed=11, hidden_size=160, num_attention_heads=2,
+                                num_key_value_heads=1, sliding_window=6)
+    prompts = PROMPTS[:3]
+    expected = hf_greedy(model_dir, prompts, 6)
+    monkeypatch.setenv("ENGINETUI_ATTENTION_BACKEND", "triton")
+    got, events = engine_greedy(model_dir, prompts, 6, max_num_batched_tokens=24, num_gpu_blocks_override=7,
+                                block_size=16)
+    assert got == expected
+    assert chunked(events) and preempted(events)

@@ -132,3 +132,4 @@ def test_sharded_llama_from_the_hf_cache_layout_matches_transformers(tmp_path):
     result = run_python(code, {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == str(hf_greedy(model_dir, PROMPTS, 6))
+
