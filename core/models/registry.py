@@ -3,6 +3,7 @@
 from transformers import PretrainedConfig
 
 from core.models.contract import CausalLM
+from core.models.gpt2 import GPT2LMHeadModel
 from core.models.llama import LlamaForCausalLM
 from core.models.mistral import MistralForCausalLM
 from core.models.opt import OPTForCausalLM
@@ -14,11 +15,12 @@ ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entr
     "MistralForCausalLM": MistralForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,
+    "GPT2LMHeadModel": GPT2LMHeadModel,
     "OPTForCausalLM": OPTForCausalLM,
     "OPTModel": OPTForCausalLM,  # some facebook/opt-* configs name the base model
 }
 # Configs that name no architecture, by model_type.
-_MODEL_TYPES = {"llama": LlamaForCausalLM, "mistral": MistralForCausalLM, "opt": OPTForCausalLM,
+_MODEL_TYPES = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM, "mistral": MistralForCausalLM, "opt": OPTForCausalLM,
                 "qwen2": Qwen2ForCausalLM, "qwen3": Qwen3ForCausalLM}
 
 

@@ -31,9 +31,12 @@ VARIANTS = {
     "qwen3-yarn-tied": ("qwen3", dict(tie_word_embeddings=True, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 1e6})),
     "qwen3-attention-bias": ("qwen3", dict(attention_bias=True)),
+    "gpt2": ("gpt2", {}),
+    "gpt2-inverse-layer-scale-relu": ("gpt2", dict(scale_attn_by_inverse_layer_idx=True, activation_function="relu",
+                                                   n_inner=96)),
 }
 # The first variant of each family also runs chunked and preempted on their own.
-MAIN = ["llama", "mistral-window16", "qwen2", "qwen3"]
+MAIN = ["llama", "mistral-window16", "qwen2", "qwen3", "gpt2"]
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))

@@ -133,3 +133,20 @@ def test_sharded_llama_from_the_hf_cache_layout_matches_transformers(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == str(hf_greedy(model_dir, PROMPTS, 6))
 
+
+def test_gpt2_hub_format_without_prefix_and_with_mask_buffers_loads(tmp_path):
+    """The `gpt2` checkpoint's own format: names without "transformer.", Conv1D weights `[in, out]`,
+    and the causal-mask buffers `h.N.attn.bias` / `h.N.attn.masked_bias` saved beside them."""
+    d = make_family_dir(tmp_path / "gpt2", "gpt2", seed=3)
+    expected = hf_greedy(d, PROMPTS, 6)
+
+    def to_hub_format(state):
+        for name in list(state):
+            state[name.removeprefix("transformer.")] = state.pop(name)
+        for i in range(2):
+            state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 256, 256))
+            state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+
+    rewrite_checkpoint(d, to_hub_format)
+    assert "h.0.attn.c_attn.weight" in load_file(os.path.join(d, "model.safetensors"))
+    assert engine_tokens(d) == expected
