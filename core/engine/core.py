@@ -21,7 +21,7 @@ from core.engine.events import (
     RequestProgress,
     StepEvent,
 )
-from core.engine.kv_sizing import num_kv_blocks
+from core.engine.kv_sizing import kv_bytes_per_token, num_kv_blocks
 from core.engine.processor import EngineInfo
 from core.models.generation_config import generation_defaults
 from core.models.loader import load_hf_config, load_model
@@ -70,15 +70,20 @@ class EngineCore:
     def describe(self, pid: int) -> EngineInfo:
         """What a client needs to know about this engine (`pid`: the process it runs in)."""
         generation = generation_defaults(self.model_dir, self.hf_config)
+        model = self.runner.model
+        dtype = next(model.parameters()).dtype
         return EngineInfo(
             model_name=self.config.model or "default",
             model_dir=str(self.model_dir) if self.model_dir is not None else None,
+            architecture=type(model).__name__,
+            num_parameters=sum(p.numel() for p in model.parameters()),
+            kv_bytes_per_token=kv_bytes_per_token(model, dtype),
             vocab_size=self.hf_config.vocab_size,
             max_model_len=self.max_model_len,
             num_blocks=self.num_blocks,
             block_size=self.config.block_size,
             device=str(self.config.torch_device),
-            dtype=str(next(self.runner.model.parameters()).dtype).removeprefix("torch."),
+            dtype=str(dtype).removeprefix("torch."),
             eos_token_ids=generation.eos_token_ids,
             default_sampling=generation.sampling,
             pid=pid,

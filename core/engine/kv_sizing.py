@@ -8,10 +8,10 @@ CPU_DEFAULT_KV_BYTES = 2 * 1024**3  # 2 GiB of KV cache on CPU unless told other
 GPU_MEMORY_FRACTION = 0.9  # share of free CUDA memory given to the KV cache by default
 
 
-def bytes_per_block(model: torch.nn.Module, block_size: int, dtype: torch.dtype) -> int:
-    layers = model.attention_layers()
-    per_token = sum(2 * layer.num_kv_heads * layer.head_size for layer in layers)
-    return per_token * block_size * torch.empty((), dtype=dtype).element_size()
+def kv_bytes_per_token(model: torch.nn.Module, dtype: torch.dtype) -> int:
+    """K and V of one token in every attention layer."""
+    per_token = sum(2 * layer.num_kv_heads * layer.head_size for layer in model.attention_layers())
+    return per_token * torch.empty((), dtype=dtype).element_size()
 
 
 def num_kv_blocks(config: EngineConfig, model: torch.nn.Module, dtype: torch.dtype) -> int:
@@ -24,7 +24,7 @@ def num_kv_blocks(config: EngineConfig, model: torch.nn.Module, dtype: torch.dty
             budget = int(free * GPU_MEMORY_FRACTION)
         else:
             budget = CPU_DEFAULT_KV_BYTES
-    blocks = budget // bytes_per_block(model, config.block_size, dtype)
+    blocks = budget // (kv_bytes_per_token(model, dtype) * config.block_size)
     if blocks < 1:
         raise ValueError(f"KV cache budget of {budget} bytes holds no block; raise kv_cache_memory_bytes")
     return int(blocks)

@@ -15,6 +15,9 @@ class EngineInfo(msgspec.Struct, kw_only=True):
 
     model_name: str  # what the user asked for ("default" for the embedded model)
     model_dir: str | None  # resolved local directory (None for a name-only dummy model)
+    architecture: str  # the model class that runs it, e.g. "LlamaForCausalLM"
+    num_parameters: int  # parameters, a tied lm_head counted once
+    kv_bytes_per_token: int  # KV cache bytes one token takes, all layers
     vocab_size: int  # valid token ids are [0, vocab_size)
     max_model_len: int  # prompt + output limit
     num_blocks: int  # KV pool size
@@ -24,6 +27,11 @@ class EngineInfo(msgspec.Struct, kw_only=True):
     eos_token_ids: list[int]  # the model's EOS ids (generation_config.json, else config.json)
     default_sampling: dict[str, int | float]  # SamplingParams defaults from the generation config
     pid: int  # EngineCore's process id
+
+    @property
+    def kv_pool_tokens(self) -> int:
+        """Tokens the whole KV pool holds."""
+        return self.num_blocks * self.block_size
 
 
 class Processor:

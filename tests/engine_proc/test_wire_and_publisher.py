@@ -37,7 +37,8 @@ def test_input_and_output_messages_round_trip():
                 wire.Control(call_id=4, op="step"), wire.Control(call_id=5, op="set_step_interval", value=0.25),
                 wire.Shutdown()):
         assert wire.decode_input(wire.encode(msg)) == msg
-    info = EngineInfo(model_name="m", model_dir=None, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
+    info = EngineInfo(model_name="m", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000,
+                      kv_bytes_per_token=96, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
                       device="cpu", dtype="float32", eos_token_ids=[2], default_sampling={"temperature": 0.6}, pid=123)
     outs = EngineCoreOutputs(outputs=[EngineCoreOutput(request_id="r1", new_token_ids=[5], finish_reason="length")],
                              step=9, timestamp=2.0)

@@ -93,7 +93,8 @@ def test_processor_puts_the_tokenizer_eos_first(eos):
     class Tok:
         eos_token_id = 5
 
-    info = EngineInfo(model_name="m", model_dir=None, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
+    info = EngineInfo(model_name="m", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000,
+                      kv_bytes_per_token=96, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
                       device="cpu", dtype="float32", eos_token_ids=eos, default_sampling={}, pid=1)
     assert Processor(Tok(), info).eos_token_ids == [5, 3][: 1 + bool(eos)]
     assert Processor(None, info).eos_token_ids == list(dict.fromkeys(eos))
