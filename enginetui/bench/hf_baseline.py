@@ -85,4 +85,6 @@ def _pad_token_id(model: torch.nn.Module) -> int:
     pad = model.config.pad_token_id
     if pad is None:
         pad = model.config.eos_token_id
+    if isinstance(pad, list):  # several EOS ids (Llama 3): any one pads
+        pad = pad[0] if pad else None
     return pad if pad is not None else 0

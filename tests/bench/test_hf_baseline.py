@@ -43,3 +43,13 @@ def test_real_weights_are_the_model_directory_itself(tiny_opt_dir):
     kwargs = {"model": tiny_opt_dir}
     with shared_weights(kwargs) as (engine_kwargs, hf_dir):
         assert engine_kwargs is kwargs and str(hf_dir) == tiny_opt_dir
+
+
+def test_a_model_with_several_eos_ids_and_no_pad_runs(tmp_path):
+    """Llama 3's config: no pad id and a list of EOS ids; the baseline pads with the first EOS."""
+    from tests.models.families import make_family_dir
+
+    d = make_family_dir(tmp_path, "llama", seed=2, pad_token_id=None, eos_token_id=[3, 7])
+    model = load_hf_model(d, "float32", "cpu")
+    run = run_hf(model, [BenchRequest([5, 6, 7], 2), BenchRequest([8] * 4, 3)], batch_size=2)
+    assert run.output_tokens == 5
