@@ -59,4 +59,4 @@ def iter_weights(model_dir: Path, load_format: str) -> Iterator[tuple[str, torch
                     yield name, f.get_tensor(name)
     else:
         for path in files:
-            yield from torch.load(path, map_location="cpu", weights_only=True, mmap=True).items()
+            yield from torch.load(path, map_location="cpu", weights_only=True).items()
