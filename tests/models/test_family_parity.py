@@ -84,10 +84,10 @@ def test_triton_kernels_in_the_engine_match_transformers(tmp_path, monkeypatch):
     power of two (80, padded to 128) and a sliding window, chunked and preempted."""
     model_dir = make_family_dir(tmp_path, "mistral", seed=11, hidden_size=160, num_attention_heads=2,
                                 num_key_value_heads=1, sliding_window=6)
-    prompts = PROMPTS[:3]
-    expected = hf_greedy(model_dir, prompts, 6)
+    prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[3]]  # 32, 21 and 15 tokens: 3 blocks each at most
+    expected = hf_greedy(model_dir, prompts, MAX_TOKENS)
     monkeypatch.setenv("ENGINETUI_ATTENTION_BACKEND", "triton")
-    got, events = engine_greedy(model_dir, prompts, 6, max_num_batched_tokens=24, num_gpu_blocks_override=7,
+    got, events = engine_greedy(model_dir, prompts, MAX_TOKENS, max_num_batched_tokens=24, num_gpu_blocks_override=4,
                                 block_size=16)
     assert got == expected
     assert chunked(events) and preempted(events)
