@@ -5,6 +5,7 @@ and a timer pushes the state into the panels at `redraw_hz` at most, so a fast e
 bounded amount of drawing and the engine never waits for the screen.
 """
 
+import asyncio
 import itertools
 import os
 import random
@@ -13,19 +14,20 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from core.sampling_params import SamplingParams
 from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, sampling_params
 from enginetui.logs import display_path
+from enginetui.plural import count
 from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
@@ -53,6 +55,7 @@ def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer
 # Slow-motion paces the - and + keys step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
@@ -65,23 +68,32 @@ class EngineTUI(App[None]):
     AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i / Enter)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("space", "toggle_pause", "Pause/resume", tooltip="pause or resume the engine"),
+        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box (so does / or any key "
+                "that is not one of these: it is the prompt's first character)"),
+        Binding("space", "pause", "Pause", tooltip="pause the engine (requests still arrive, and wait)"),
+        Binding("space", "resume", "Resume", tooltip="resume a paused engine"),
         Binding("s", "step", "Step", tooltip="run exactly one engine step (while paused)"),
-        Binding("x", "abort", "Abort", tooltip="abort the selected request"),
         Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N): "
                 f"they ignore EOS and generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
-        Binding("c", "clear", "Clear", tooltip="clear ended requests from the list"),
+        Binding("x", "abort", "Abort", show=False, tooltip="abort the selected request"),  # shown on the requests panel
+        Binding("c", "clear", "Clear", show=False, tooltip="clear ended requests from the list"),  # ditto
         Binding("minus", "pace(1)", "Slower", tooltip="slow motion: more time between engine steps "
                 f"({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})"),
         Binding("plus,equals_sign", "pace(-1)", "Faster", key_display="+",
                 tooltip="less time between engine steps, down to full speed"),
         Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
         Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
-        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box"),
+        Binding("r", "restart", "Restart", tooltip="after the engine died: start it again with the same settings "
+                "(the request list stays)"),
         Binding("question_mark", "help", "Help", tooltip="this screen"),
-        Binding("q", "quit", "Quit", tooltip="shut the engine down and quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="shut the engine down and quit"),
+        Binding("q", "close", "Quit", tooltip="shut the engine down and quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, tooltip="shut the engine down and quit (also in the prompt box)"),
     ]
+    # Screen classes by terminal size (app.tcss lays each out): 80x24 is -narrow -short, 100x30 -medium -tall
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    # App actions that still apply while the prompt box has the focus (the rest are letters typed there)
+    TYPING_ACTIONS = frozenset({"quit", "select"})
 
     selected: var[str | None] = var(None)  # id of the request shown in full
     phase: var[str] = var("starting")  # starting | ready | stopped
@@ -91,6 +103,7 @@ class EngineTUI(App[None]):
     class EngineLost(Message):
         """The engine's event stream broke or ended."""
 
+        engine: Engine  # the engine that was lost (a restarted one is not)
         reason: str  # why, in words
 
     def __init__(
@@ -104,18 +117,25 @@ class EngineTUI(App[None]):
         seed: int | None = None,
         log_file: str | None = None,
         step_interval_ms: int = 0,
+        reopen: Callable[[], Engine] | None = None,
+        random_weights: bool = False,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
         self._rng = random.Random(seed)  # picks burst prompts and lengths
-        self.log_file = log_file  # where the engine's output goes (shown in help and at start-up)
+        self.log_file = log_file  # where the engine's output goes (shown in help and before the first request)
         self._initial_interval_ms = step_interval_ms  # slow motion asked for at start-up (--step-interval-ms)
+        self._reopen = reopen  # starts a new engine with the same settings (r after the engine died); blocking
+        self.random_weights = random_weights  # the engine runs on random weights (--load-format dummy)
         self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
-        self.engine = engine  # the engine shown (started by the caller; shut down on quit)
+        self._control_lock = asyncio.Lock()  # control calls reach the engine one at a time, in order
+        self._paces_pending = 0  # slow-motion changes sent but not yet reflected in the state
+        self._requested_pace_ms = 0.0  # the last slow-motion pace asked for (the base of the next - / +)
+        self.engine = engine  # the engine shown (started by the caller or by a restart; shut down on quit)
         self.state = DashboardState(history_interval=history_interval)
 
     def compose(self) -> ComposeResult:
@@ -143,6 +163,9 @@ class EngineTUI(App[None]):
 
     # ---- drawing -------------------------------------------------------------------------
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(Footer).compact = event.size.width < NARROW  # every key in 80 columns
+
     def redraw(self) -> None:
         """Push the state into the panels if anything changed since the last redraw."""
         s = self.state
@@ -157,8 +180,8 @@ class EngineTUI(App[None]):
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
         running = "paused" if s.paused else "running"
         title.show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
-                                      s.step_interval_ms)
-        self.query_one(RequestsTable).show(s.ordered(), self.selected)
+                   s.step_interval_ms, self.random_weights)
+        self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
         self.query_one(PoolGrid).show(s.latest, colors)
@@ -188,26 +211,24 @@ class EngineTUI(App[None]):
                 await self.engine.set_step_interval(self._initial_interval_ms / 1e3)
             first = await self.engine.snapshot()
         except Exception as exc:
-            self.post_message(self.EngineLost(describe(exc)))
+            self.post_message(self.EngineLost(self.engine, describe(exc)))
             return
         self.state.apply_event(first)
         self.paused = first.paused
         self.phase = "ready"
-        if self.log_file:
-            self.notify(f"engine output goes to {display_path(self.log_file)} (? shows it again)",
-                        title="engine log", timeout=8)
         self._follow_events()
         self._sample_process()
 
     @work(group="events", exit_on_error=False)
     async def _follow_events(self) -> None:
+        engine = self.engine
         try:
-            async for event in self.engine.events():
+            async for event in engine.events():
                 self.state.apply_event(event)
             reason = "the engine closed its event stream"
         except Exception as exc:
             reason = describe(exc)
-        self.post_message(self.EngineLost(reason))
+        self.post_message(self.EngineLost(engine, reason))
 
     @work(group="requests", exit_on_error=False)
     async def _stream(self, req_id: str, prompt: str, params: SamplingParams) -> None:
@@ -220,14 +241,18 @@ class EngineTUI(App[None]):
             self.state.fail(req_id, describe(exc))
 
     @work(group="control", exit_on_error=False)
-    async def _control(self, call: Callable[[], Awaitable[None]], refresh: bool = True) -> None:
-        """One control call; then a snapshot so the screen is current even while paused."""
+    async def _control(self, call: Callable[[], Awaitable[None]], refresh: bool = True, pace: bool = False) -> None:
+        """One control call, after those sent before it; then a snapshot so the screen is current
+        even while paused. `pace`: a slow-motion change, counted in _paces_pending until it is done."""
         try:
-            await call()
-            if refresh:
-                self.state.apply_event(await self.engine.snapshot())
+            async with self._control_lock:
+                await call()
+                if refresh:
+                    self.state.apply_event(await self.engine.snapshot())
         except Exception as exc:
             self.notify(f"engine call failed: {describe(exc)}", severity="error")
+        finally:
+            self._paces_pending -= pace
 
     # ---- submitting ----------------------------------------------------------------------
 
@@ -255,7 +280,8 @@ class EngineTUI(App[None]):
         if self.phase == "starting":
             self.notify("the engine is still starting", severity="warning")
         elif self.phase == "stopped":
-            self.notify("the engine is not running", severity="error")
+            again = ": press r to start it again" if self._reopen else ""
+            self.notify(f"the engine is not running{again}", severity="error")
         return self.phase == "ready"
 
     @on(PromptBar.Submitted)
@@ -276,12 +302,13 @@ class EngineTUI(App[None]):
 
     @on(EngineLost)
     def _on_engine_lost(self, message: EngineLost) -> None:
-        if self._engine_closed:
-            return
+        if self._engine_closed or message.engine is not self.engine or self.phase == "stopped":
+            return  # we shut it down, or it is an engine replaced by a restart, or already said
         self.phase = "stopped"
         for view in self.state.ordered():
             self.state.fail(view.req_id, f"engine stopped: {message.reason}")
-        self.notify(f"engine stopped: {message.reason}", title="EngineCore", severity="error", timeout=30)
+        again = " · press r to start it again (same settings; the request list stays)" if self._reopen else ""
+        self.notify(f"{message.reason}{again}", title="The engine stopped", severity="error", timeout=20)
 
     def burst(self, count: int) -> None:
         """Submit `count` synthetic requests: random prompts, the current sampling settings, but
@@ -295,10 +322,15 @@ class EngineTUI(App[None]):
 
     # ---- actions -------------------------------------------------------------------------
 
-    def action_toggle_pause(self) -> None:
+    def action_pause(self) -> None:
         if self._engine_ready():
-            self.paused = not self.paused
-            self._control(self.engine.pause if self.paused else self.engine.resume)
+            self.paused = True
+            self._control(self.engine.pause)
+
+    def action_resume(self) -> None:
+        if self._engine_ready():
+            self.paused = False
+            self._control(self.engine.resume)
 
     def action_step(self) -> None:
         if not self._engine_ready():
@@ -309,10 +341,11 @@ class EngineTUI(App[None]):
         self._control(self.engine.step_once, refresh=False)  # the step's own event follows
 
     def action_pace(self, direction: int) -> None:
-        """Step slow motion one level slower (+1) or faster (-1) through STEP_INTERVALS_MS."""
+        """Step slow motion one level slower (+1) or faster (-1) through STEP_INTERVALS_MS, from the
+        last pace asked for while a change is still on its way, else from the engine's."""
         if not self._engine_ready():
             return
-        current = self.state.step_interval_ms
+        current = self._requested_pace_ms if self._paces_pending else self.state.step_interval_ms
         if direction > 0:
             levels = [ms for ms in STEP_INTERVALS_MS if ms > current]
             if not levels:
@@ -325,7 +358,9 @@ class EngineTUI(App[None]):
                 self.notify("already at full speed", severity="warning")
                 return
             target = levels[-1]
-        self._control(partial(self.engine.set_step_interval, target / 1e3))
+        self._requested_pace_ms = target
+        self._paces_pending += 1  # now, not when the worker starts: the next key may come first
+        self._control(partial(self.engine.set_step_interval, target / 1e3), pace=True)
 
     def action_abort(self) -> None:
         view = self.state.requests.get(self.selected or "")
@@ -352,19 +387,89 @@ class EngineTUI(App[None]):
     def action_focus_prompt(self) -> None:
         self.query_one(PromptBar).focus_prompt()
 
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that is not a dashboard key starts typing: `/` a command, a letter a prompt."""
+        if (self.focused is None and len(self.screen_stack) == 1 and event.is_printable
+                and event.key not in self.active_bindings):
+            event.prevent_default()
+            self.query_one(PromptBar).focus_prompt(event.character or "")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Which keys apply (the footer shows only those): in the prompt box only TYPING_ACTIONS (the
+        other keys type text); `r` only once the engine has stopped and can be started again; space
+        pauses a running engine and resumes a paused one."""
+        if isinstance(self.focused, Input) and action not in self.TYPING_ACTIONS:
+            return False
+        if action == "restart":
+            return self.phase == "stopped" and self._reopen is not None
+        if action in ("pause", "resume"):  # space is one or the other
+            return self.paused == (action == "resume")
+        return True
+
+    def watch_phase(self, phase: str) -> None:
+        self.refresh_bindings()  # r comes and goes with the engine
+        self.query_one("#main").set_class(phase == "stopped", "-stopped")  # the engine's panels fade
+
+    def watch_paused(self) -> None:
+        self.refresh_bindings()  # space: Pause or Resume
+
     def action_help(self) -> None:
         keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(keys, self.about()))
 
+    def _empty_hint(self) -> str:
+        """What the requests panel says before the first request: how to start, where the engine log is."""
+        hint = "no requests yet: type a prompt (i, / or just start typing), b for a burst"
+        if self.log_file:
+            hint += f"\nengine output goes to {display_path(self.log_file)} (? shows it again)"
+        return hint
+
     def about(self) -> list[tuple[str, str]]:
         """The help screen's engine rows: its KV pool and where its output goes."""
         event = self.state.latest
-        pool = f"{event.num_blocks} blocks × {event.block_size} tok · " if event else ""
+        pool = f"{count(event.num_blocks, 'block')} × {event.block_size} tok · " if event else ""
         if self.log_file:
             log = f"{display_path(self.log_file)} · EngineCore's stdout, stderr, logging and warnings"
         else:
             log = "none: the engine writes wherever it was started"
         return [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]
+
+    def action_restart(self) -> None:
+        """Start a new engine with the same settings after the last one died; the requests stay listed."""
+        if self.phase != "stopped" or self._reopen is None:
+            return
+        self.phase = "starting"
+        self._initial_interval_ms = round(self.state.step_interval_ms)  # keep the slow motion it had
+        self.engine.shutdown()  # reaps what is left of the dead one
+        self._restart(self._reopen)
+
+    @work(thread=True, group="restart", exclusive=True, exit_on_error=False)
+    def _restart(self, reopen: Callable[[], Engine]) -> None:
+        try:
+            engine = reopen()
+        except Exception as exc:
+            self.call_from_thread(self._restart_failed, describe(exc))
+            return
+        try:
+            self.call_from_thread(self._restarted, engine)
+        except Exception:  # the app closed while the engine started: it is nobody's
+            engine.shutdown()
+            raise
+
+    def _restarted(self, engine: Engine) -> None:
+        if self._engine_closed:  # quit while it started
+            engine.shutdown()
+            return
+        self.engine = engine
+        self._connect()
+
+    def _restart_failed(self, reason: str) -> None:
+        self.phase = "stopped"
+        self.notify(f"the engine did not start again: {reason}", severity="error", timeout=20)
+
+    async def action_close(self) -> None:
+        """q: the same as ctrl+c, but a letter (so it types text in the prompt box instead)."""
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         self._close_engine()

@@ -7,6 +7,7 @@ defaults) come from enginetui.engine_flags, which the bench subcommands use too.
 import argparse
 import importlib.util
 import sys
+from functools import partial
 from importlib import metadata
 from typing import Any
 
@@ -94,13 +95,15 @@ def run_dashboard(args: argparse.Namespace) -> int:
             print(f"enginetui: cannot record to {args.record}: {exc}", file=sys.stderr)
             return 2
         print(f"enginetui: recording every step event to {args.record}", file=sys.stderr)
+    app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
+                    step_interval_ms=args.step_interval_ms, reopen=partial(open_engine, kwargs, log_file=log_file),
+                    random_weights=kwargs.get("load_format") == "dummy")
     try:
-        app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
-                        step_interval_ms=args.step_interval_ms)
         with route_python_output(log_file):
             app.run()
     finally:
         engine.shutdown()  # closes the recording too
+        app.engine.shutdown()  # the engine of a restart (r), if there was one (not recorded)
     if recorder is not None:
         summary = recorder.close()
         print(f"enginetui: recorded {summary.num_events} events to {summary.path} "

@@ -21,6 +21,7 @@ from enginetui.app import EngineTUI
 from enginetui.engine_link import open_engine
 from enginetui.logs import default_log_file, route_python_output
 from enginetui.settings import SamplingSettings
+from enginetui.widgets.process_panel import ProcessPanel
 from enginetui.widgets.prompt_bar import PromptBar
 
 SIZE = (120, 36)  # terminal columns, rows
@@ -65,7 +66,7 @@ async def ready(pilot: Pilot) -> EngineTUI:
     """Wait for the engine to connect and the process panel's first reading; use SETTINGS."""
     app = app_of(pilot)
     await wait_for(pilot, lambda: app.phase == "ready", "ready")
-    await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").content), "a process reading")
+    await wait_for(pilot, lambda: app.query_one(ProcessPanel).has_sample, "a process reading")
     app.query_one(PromptBar).settings = SETTINGS
     return app
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 from core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from core.outputs import RequestOutput
+from enginetui.plural import count
 
 LOG_LINES = 500  # event-log lines kept
 HISTORY_POINTS = 240  # sparkline samples kept
-ACTIVE = frozenset({"waiting", "running", "preempted"})  # status words of live requests
+ACTIVE = frozenset({"sent", "waiting", "running", "preempted"})  # status words of live requests
 # RequestEnd.reason / finish_reason -> status word
 _END_STATUS = {"stop": "finished", "length": "finished", "abort": "aborted", "error": "error", "rejected": "rejected"}
 # status word of an ended request -> log kind
@@ -26,7 +27,7 @@ class RequestView:
     req_id: str  # client-visible request id
     index: int  # order of first sight (stable colour in the pool grid)
     prompt: str = ""  # prompt text as submitted
-    status: str = "waiting"  # waiting | running | preempted | finished | rejected | aborted | error
+    status: str = "waiting"  # sent (by us, not yet listed by the engine) | waiting | running | preempted | finished | rejected | aborted | error
     num_prompt_tokens: int = 0  # prompt length in tokens
     num_computed_tokens: int = 0  # tokens whose KV is in the cache
     num_tokens: int = 0  # prompt + generated tokens
@@ -145,8 +146,9 @@ class DashboardState:
     # ---- client side ---------------------------------------------------------------------
 
     def add_request(self, req_id: str, prompt: str, max_tokens: int) -> None:
-        """A request the user just submitted (waiting until the engine reports it)."""
+        """A request the user just submitted ("sent" until the engine lists it)."""
         view = self._view(req_id)
+        view.status = "sent"
         view.prompt = prompt
         view.max_tokens = max_tokens
         self.version += 1
@@ -288,7 +290,7 @@ class DashboardState:
                 left = f"{c.num_remaining} tok left" if c.num_remaining else "prefill done"
                 add(LogLine(step, "chunk", f"{c.req_id} · +{c.num_tokens} tok · {left}"))
         for pre in event.preempted:
-            what = f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {pre.freed_blocks} blocks"
+            what = f"{pre.req_id} · lost {pre.lost_tokens} tok · freed {count(pre.freed_blocks, 'block')}"
             add(LogLine(step, "preempt", what))
         for end in event.finished:
             kind = _END_KIND[_END_STATUS.get(end.reason, "finished")]

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.plural import count
 from enginetui.state import LogLine
 from enginetui.widgets.palette import DIM, LOG_STYLES
 
@@ -29,8 +30,7 @@ class EventLog(Widget):
     def show(self, lines: Sequence[LogLine], preemptions: int = 0) -> None:
         """The log, and the engine's preemption count so far (in the title: they scroll by fast)."""
         self._lines = lines
-        plural = "" if preemptions == 1 else "s"
-        self.border_title = f"Event log · {preemptions} preemption{plural} so far" if preemptions else "Event log"
+        self.border_title = f"Event log · {count(preemptions, 'preemption')} so far" if preemptions else "Event log"
         self.refresh()
 
     def render(self) -> Text:

@@ -10,6 +10,7 @@ REQUEST_COLORS = (
 )  # fmt: skip
 
 STATUS_STYLES = {
+    "sent": "#56b6c2",
     "waiting": "#e5c07b",
     "running": "bold #98c379",
     "preempted": "bold #e06c75",

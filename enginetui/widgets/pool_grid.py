@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from core.engine.events import StepEvent
+from enginetui.plural import count
 from enginetui.widgets.palette import DIM
 
 LEGEND = "█ used ▣ new ▫ freed ▦ shared ░ cached · free"
@@ -88,7 +89,7 @@ class PoolGrid(Widget):
         pct = 100 * used / event.num_blocks if event.num_blocks else 0
         size = self.content_size
         k = blocks_per_cell(event.num_blocks, size.width, size.height)
-        cell = "1 cell = 1 block" if k == 1 else f"1 cell = {k} blocks"
+        cell = f"1 cell = {count(k, 'block')}"
         self.border_title = f"KV pool · {used}/{event.num_blocks} used ({pct:.0f}%) · {cell}"
 
     def render(self) -> Text:

@@ -5,9 +5,12 @@ from dataclasses import dataclass
 
 import psutil
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from enginetui.widgets.palette import DIM
+
+FULL_WIDTH = 120  # terminal columns from which the panel names EngineCore in full
+PID_WIDTH = 100  # terminal columns from which it shows the pid and device (below: CPU and memory only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +43,34 @@ class PsutilProbe:
         return ProcessSample(pid=pid, cpu_percent=cpu, rss_mb=rss / 2**20)
 
 
-class ProcessPanel(Static):
+def process_text(sample: ProcessSample | None, in_process: bool, device: str, columns: int) -> Text:
+    """The panel's line for a terminal `columns` wide: shorter forms leave the title bar room."""
+    where = "EngineCore (in-process)" if in_process else "EngineCore"
+    if sample is None:
+        return Text(f"{where} · not running · {device}" if columns >= PID_WIDTH else "not running", style=DIM)
+    cost = f"{sample.cpu_percent:.0f}% CPU · {sample.rss_mb:.0f} MB"
+    if columns >= FULL_WIDTH:
+        return Text(f"{where} pid {sample.pid} · {cost} · {device}")
+    return Text(f"pid {sample.pid} · {cost} · {device}" if columns >= PID_WIDTH else cost)
+
+
+class ProcessPanel(Widget):
     """One line: where the engine runs and what it costs."""
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._reading: tuple[ProcessSample | None, bool, str] | None = None  # (sample, in-process, device)
+
+    @property
+    def has_sample(self) -> bool:
+        """A reading of the live process is on show."""
+        return self._reading is not None and self._reading[0] is not None
+
     def show(self, sample: ProcessSample | None, in_process: bool, device: str) -> None:
-        where = "EngineCore (in-process)" if in_process else "EngineCore"
-        if sample is None:
-            self.update(Text(f"{where} · not running · {device}", style=DIM))
-            return
-        self.update(f"{where} pid {sample.pid} · {sample.cpu_percent:.0f}% CPU · {sample.rss_mb:.0f} MB · {device}")
+        self._reading = (sample, in_process, device)
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        if self._reading is None:
+            return Text("")
+        return process_text(*self._reading, self.app.size.width)

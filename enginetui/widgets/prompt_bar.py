@@ -17,11 +17,22 @@ from enginetui.widgets.palette import DIM
 PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help · Esc leaves"
 
 
+class PromptInput(Input):
+    """The prompt box. Its keys are all the footer shows while it has the focus (the dashboard's
+    one-letter keys type text then)."""
+
+    BINDINGS = [
+        Binding("enter", "submit", "Send", tooltip="send the prompt (or run the /command)"),
+        Binding("escape", "leave", "Leave the prompt box", tooltip="back to the dashboard's keys"),
+        Binding("ctrl+c", "app.quit", "Quit", tooltip="shut the engine down and quit"),
+    ]
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(None)
+
+
 class PromptBar(Vertical):
     """Where prompts are typed and sampling settings changed."""
-
-    # shown in the footer while typing (the dashboard's one-letter keys type text here then)
-    BINDINGS = [Binding("escape", "leave", "Leave the prompt box (Enter sends)")]
 
     settings: reactive[SamplingSettings] = reactive(SamplingSettings)
 
@@ -45,19 +56,21 @@ class PromptBar(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="prompt-row"):
             yield Label("›", id="prompt-mark")
-            yield Input(placeholder=PLACEHOLDER, id="prompt")
+            yield PromptInput(placeholder=PLACEHOLDER, id="prompt", select_on_focus=False)
         yield Static(id="settings")
 
-    def focus_prompt(self) -> None:
-        self.query_one("#prompt", Input).focus()
+    def focus_prompt(self, typed: str = "") -> None:
+        """Move the focus into the prompt box at once (the next key typed lands there), with `typed`
+        already typed."""
+        box = self.query_one("#prompt", Input)
+        self.screen.set_focus(box)
+        if typed:
+            box.insert_text_at_cursor(typed)
 
     def watch_settings(self, settings: SamplingSettings) -> None:
         line = Text(settings.summary())
         line.append("   /set NAME VALUE changes one", style=DIM)
         self.query_one("#settings", Static).update(line)
-
-    def action_leave(self) -> None:
-        self.screen.set_focus(None)
 
     @on(Input.Submitted, "#prompt")
     def _on_enter(self, event: Input.Submitted) -> None:

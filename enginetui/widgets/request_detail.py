@@ -5,6 +5,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from enginetui.plural import count
 from enginetui.state import RequestView
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 
@@ -19,6 +20,10 @@ def seconds(value: float | None) -> str:
 def detail_text(view: RequestView, now: float | None, block_size: int) -> Text:
     text = Text()
     text.append(view.status.upper(), style=STATUS_STYLES[view.status])
+    if view.status == "sent":  # the engine has not listed it yet: no tokens, no timings
+        text.append(f" · not yet listed by the engine · up to {view.max_tokens} tokens to generate")
+        text.append(f"\nprompt · {count(len(view.prompt), 'character')}\n", style="bold")
+        return text.append(view.prompt, style=DIM)
     text.append(f" · {view.num_computed_tokens}/{view.num_tokens} tok computed")
     text.append(f" · {view.num_output_tokens}/{view.max_tokens} generated")
     if view.num_cached_tokens:
@@ -45,7 +50,10 @@ def detail_text(view: RequestView, now: float | None, block_size: int) -> Text:
 
 
 class RequestDetail(VerticalScroll):
-    """Shows one request; scrolls when its text is long."""
+    """Shows one request; scrolls (mouse wheel) when its text is long. Never takes the focus, so the
+    dashboard's keys (↑↓ select) keep working after a click on it."""
+
+    can_focus = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("select a request with ↑↓", style=DIM), id="detail-body")

@@ -26,6 +26,10 @@ def tail(text: str, width: int) -> str:
 
 
 def progress(view: RequestView) -> str:
+    """Computed / total tokens while live; the prompt's length in characters before the engine
+    has listed (and tokenized) it; the tokens generated once it ended."""
+    if view.status == "sent":
+        return f"{len(view.prompt)} ch"
     if view.active:
         return f"{view.num_computed_tokens}/{view.num_tokens}"
     return f"{view.num_output_tokens} tok"
@@ -67,12 +71,13 @@ class RequestsTable(Widget):
         super().__init__(**kwargs)
         self._views: list[RequestView] = []  # rows
         self._selected: str | None = None  # id of the selected row
+        self._empty = ""  # what the panel says while there are no requests
         self._start = 0  # index of the first row drawn (the list scrolls to keep the selection in view)
         self.border_title = "Requests"
         self.border_subtitle = "↑↓ select · x abort · c clear ended"
 
-    def show(self, views: list[RequestView], selected: str | None) -> None:
-        self._views, self._selected = views, selected
+    def show(self, views: list[RequestView], selected: str | None, empty: str = "") -> None:
+        self._views, self._selected, self._empty = views, selected, empty
         live = sum(v.active for v in views)
         self.border_title = f"Requests · {live} live · {len(views) - live} ended"
         self.refresh()
@@ -80,7 +85,7 @@ class RequestsTable(Widget):
     def render(self) -> Text:
         width, height = self.content_size
         if not self._views:
-            return Text("no requests yet: press i (or Enter) to type a prompt, b for a burst", style=DIM)
+            return Text(self._empty, style=DIM)
         ids = [v.req_id for v in self._views]
         at = ids.index(self._selected) if self._selected in ids else len(ids) - 1
         start = self._start = first_row(at, len(ids), height)

@@ -4,6 +4,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from core.engine.events import StepEvent
+from enginetui.plural import count
 from enginetui.widgets.palette import DIM
 
 PREFILL_STYLE = "#61afef"
@@ -50,11 +51,11 @@ class StepPanel(Widget):
         text = Text(head).append_text(bar)
         text.append("\nprefill ").append(str(e.num_prefill_tokens), style=PREFILL_STYLE)
         text.append(" · decode ").append(str(e.num_decode_tokens), style=DECODE_STYLE)
-        text.append(f" · {len(e.scheduled)} reqs")
+        text.append(f" · {count(len(e.scheduled), 'req')}")
         if e.prefix_cache_queries:
             text.append(f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%")
         total = e.sched_ms + e.exec_ms + e.update_ms
         text.append(f"\n{total:.1f} ms = sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f}")
         if self._dropped:
-            text.append(f"\n{self._dropped} events dropped (dashboard slower than engine)", style=DIM)
+            text.append(f"\n{count(self._dropped, 'event')} dropped (dashboard slower than engine)", style=DIM)
         return text

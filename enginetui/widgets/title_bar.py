@@ -1,4 +1,4 @@
-"""Title bar: model, device, step counter and the engine's state in words."""
+"""Title bar: the engine's state in words, its step counter and pace, then the model."""
 
 from rich.text import Text
 from textual.widgets import Static
@@ -12,13 +12,18 @@ PHASES = {
 
 
 class TitleBar(Static):
-    """`enginetui · model · step N · ▶ running`, and the slow-motion pace when there is one."""
+    """`enginetui ▶ running · step N · 250 ms/step · model`: what matters most first, so a narrow
+    terminal cuts only the model name."""
 
-    def show(self, model: str, step: int, phase: str, step_interval_ms: float = 0.0) -> None:
+    def show(self, model: str, step: int, phase: str, step_interval_ms: float = 0.0,
+             random_weights: bool = False) -> None:
         label, style = PHASES[phase]
-        text = Text("enginetui", style="bold")
-        text.append(f" · {model} · step {step} · ")
+        text = Text("enginetui ", style="bold")
         text.append(label, style=style)
+        text.append(f" · step {step}")
         if step_interval_ms > 0:
             text.append(f" · {step_interval_ms:.0f} ms/step", style="bold #61afef")  # slow motion
+        text.append(f" · {model}")
+        if random_weights:
+            text.append(" · random weights", style="bold #d19a66")
         self.update(text)

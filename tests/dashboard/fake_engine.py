@@ -83,6 +83,7 @@ class FakeEngine:
         autostep: bool = True,
         paused: bool = False,
         engine_pid: int | None = 4242,
+        control_delay: float = 0.0,
     ) -> None:
         self.model_name = "fake-opt"
         self.device = "cpu"
@@ -96,6 +97,7 @@ class FakeEngine:
         self.autostep = autostep  # False: steps only happen through step_once() (deterministic tests)
         self.paused = paused
         self.step_interval = 0.0  # slow motion asked for with set_step_interval (seconds)
+        self.control_delay = control_delay  # real seconds a set_step_interval call takes (a busy engine)
         self.shutdown_called = False
         self.step = 0
         self.seq = 0  # events published
@@ -165,6 +167,7 @@ class FakeEngine:
         self._step()
 
     async def set_step_interval(self, seconds: float) -> None:
+        await asyncio.sleep(self.control_delay)
         self.step_interval = seconds
         self._publish_update()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from textual.pilot import Pilot
 
 from enginetui.app import EngineTUI
-from enginetui.widgets.process_panel import ProcessSample
+from enginetui.widgets.process_panel import ProcessPanel, ProcessSample
 from tests.dashboard.fake_engine import FakeEngine
 
 SIZE = (120, 40)  # terminal columns, rows
@@ -37,7 +37,9 @@ class Scene:
 
 
 def make_app(engine: FakeEngine) -> EngineTUI:
-    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1)
+    """The app over `engine`, with a restart that gets a new FakeEngine like it (`r`)."""
+    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1,
+                     reopen=lambda: FakeEngine(autostep=False))
 
 
 async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
@@ -59,7 +61,7 @@ async def start(pilot: Pilot) -> EngineTUI:
     app = pilot.app
     assert isinstance(app, EngineTUI)
     await settle(pilot, lambda: app.phase == "ready")
-    await settle(pilot, lambda: "pid" in str(app.query_one("#process").content))
+    await settle(pilot, lambda: app.query_one(ProcessPanel).has_sample)
     return app
 
 
@@ -115,9 +117,32 @@ async def help_screen(pilot: Pilot) -> None:
     await settle(pilot)
 
 
+async def typing(pilot: Pilot) -> None:
+    """A command half typed into the prompt box (opened by `/`): the footer offers only its keys."""
+    app = await start(pilot)
+    app.submit(PROMPTS[0], app.query_one("PromptBar").settings)
+    await advance(pilot, 3)
+    await pilot.press(*"/burst", "space", "1", "6")
+    await settle(pilot)
+
+
+async def stopped(pilot: Pilot) -> None:
+    """The engine died under two requests: said in the title, the requests failed, r offered."""
+    app = await start(pilot)
+    for prompt in PROMPTS[:2]:
+        app.submit(prompt, app.query_one("PromptBar").settings)
+    await advance(pilot, 4)
+    app.engine.die("EngineCore (pid 4242) exited with code -9")
+    await settle(pilot, lambda: app.phase == "stopped")
+    app.clear_notifications()  # the toast times out; the picture shows what stays
+    await settle(pilot)
+
+
 SCENES = (
     Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
     Scene("pool-pressure", lambda: FakeEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
     Scene("paused-block-table", lambda: FakeEngine(num_blocks=64, token_budget=48, autostep=False), paused),
     Scene("help", lambda: FakeEngine(autostep=False), help_screen),
+    Scene("typing", lambda: FakeEngine(autostep=False), typing),
+    Scene("stopped", lambda: FakeEngine(autostep=False), stopped),
 )

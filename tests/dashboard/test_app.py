@@ -4,6 +4,7 @@ import asyncio
 import re
 
 import msgspec
+import pytest
 
 from enginetui.app import EngineTUI
 from enginetui.settings import SamplingSettings
@@ -96,7 +97,7 @@ async def test_minus_and_plus_step_slow_motion_through_its_levels(make_app):
         await settle(pilot, lambda: app.state.step_interval_ms == 100)
         assert app.engine.step_interval == 0.1
         await asyncio.sleep(0.1)
-        assert "▶ running · 100 ms/step" in shown(app, TitleBar)
+        assert "▶ running · step 0 · 100 ms/step" in shown(app, TitleBar)
         app.submit("slowly now", app.query_one(PromptBar).settings)
         await settle(pilot, lambda: app.state.step >= 2)
         first = app.state.step
@@ -116,7 +117,7 @@ async def test_step_interval_given_at_start_up_is_applied_before_the_first_snaps
         await start(pilot)
         assert app.engine.step_interval == 0.25
         await asyncio.sleep(0.1)
-        assert "· 250 ms/step" in shown(app, TitleBar)
+        assert "· 250 ms/step ·" in shown(app, TitleBar)
 
 
 async def test_s_while_running_only_explains(make_app):
@@ -264,9 +265,45 @@ async def test_engine_death_is_a_message_not_a_traceback(make_app):
         await settle(pilot, lambda: app.phase == "stopped")
         assert "✖ engine stopped" in shown(app, TitleBar)
         assert app.state.requests["r1"].status == "error"
-        assert ("error", "engine stopped: EngineCore exited with code -9") in app.notes
+        assert ("error", "EngineCore exited with code -9") in app.notes  # no reopen given: no restart offered
+        assert "restart" not in footer_actions(app)
         await pilot.press("b")
         assert ("error", "the engine is not running") in app.notes
+
+
+async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
+    engines = [FakeEngine(step_delay=0.01), FakeEngine(step_delay=0.01)]
+    reopened = iter(engines[1:])
+    app = RecordingApp(engines[0], reopen=lambda: next(reopened), step_interval_ms=50)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert "restart" not in footer_actions(app)  # nothing to restart while it runs
+        await pilot.press("r")  # not a key now: it starts a prompt
+        assert app.query_one("#prompt").value == "r"
+        await pilot.press("escape")
+        app.query_one("#prompt").value = ""
+        app.submit("first words", SamplingSettings(max_tokens=500))
+        await settle(pilot, lambda: len(app.state.requests["r1"].text.split()) >= 3)
+        engines[0].die("EngineCore exited with code -9")
+        await settle(pilot, lambda: app.phase == "stopped")
+        await pilot.pause(0.1)
+        assert "✖ engine stopped" in shown(app, TitleBar)
+        assert ("error", "EngineCore exited with code -9 · press r to start it again (same settings; the request "
+                "list stays)") in app.notes
+        assert "restart" in footer_actions(app)
+        assert app.state.requests["r1"].status == "error"
+        await pilot.press("r")
+        await settle(pilot, lambda: app.phase == "ready")
+        assert app.engine is engines[1] and engines[0].shutdown_called
+        assert engines[1].step_interval == 0.05  # the same slow motion as before
+        assert "restart" not in footer_actions(app)
+        await pilot.press(*"tell", "enter", "escape")
+        await settle(pilot, lambda: len(app.state.requests.get("r2", app.state.requests["r1"]).text.split()) >= 3)
+        assert list(app.state.requests) == ["r1", "r2"]  # the history stays; new ids go on from it
+        assert app.state.requests["r1"].status == "error" and app.state.requests["r2"].active
+        assert "▶ running" in shown(app, TitleBar)
+        await pilot.press("q")
+    assert engines[1].shutdown_called
 
 
 async def test_help_lists_every_key(make_app):
@@ -282,11 +319,12 @@ async def test_help_lists_every_key(make_app):
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_help_and_a_start_up_note_tell_where_the_engine_log_is():
+async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
     app = RecordingApp(FakeEngine(autostep=False, num_blocks=48), log_file="/var/tmp/enginetui/engine-7.log")
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        assert ("information", "engine output goes to /var/tmp/enginetui/engine-7.log (? shows it again)") in app.notes
+        assert not app.notes  # no start-up toast over the prompt and settings bars
+        assert "engine output goes to /var/tmp/enginetui/engine-7.log (? shows it again)" in shown(app, RequestsTable)
         await pilot.press("question_mark")
         await settle(pilot)
         about = dict(app.screen.about)
@@ -350,3 +388,127 @@ async def test_step_panel_shows_the_prefix_cache_hit_rate(make_app):
         app.state.apply_event(msgspec.structs.replace(event(1), prefix_cache_queries=200, prefix_cache_hits=90))
         await settle(pilot)
         assert "prefix hits 45%" in shown(app, StepPanel)
+
+
+def footer_actions(app: EngineTUI) -> list[str]:
+    """The actions the footer offers right now, in its order."""
+    return [b.action.removeprefix("app.").split("(")[0] for _, b, enabled, _ in app.screen.active_bindings.values()
+            if b.show and enabled]  # x and c are on the requests panel's frame instead
+
+
+async def test_slash_opens_the_prompt_box_with_the_slash_typed(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press(*"/burst", "space", "1", "6")  # b, s and space are keys: here they are text
+        assert app.query_one("#prompt").value == "/burst 16"
+        assert not app.state.requests and not app.engine.paused
+        await pilot.press("enter")
+        await settle(pilot, lambda: len(app.state.requests) == 16)
+
+
+async def test_any_printable_key_that_is_not_a_binding_starts_a_prompt(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press(*"How", "space", *"big", "enter")  # H is no key; the rest follows into the box
+        await settle(pilot, lambda: "r1" in app.state.requests)
+        assert app.state.requests["r1"].prompt == "How big"
+        assert not app.engine.paused and app.state.step == 0 and len(app.state.requests) == 1
+        await pilot.press("escape", "b")  # out of the box, b is a burst again
+        await settle(pilot, lambda: len(app.state.requests) == 9)
+
+
+async def test_the_footer_shows_only_the_keys_that_apply(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        dashboard = footer_actions(app)
+        assert {"pause", "step", "burst", "pace", "focus_prompt", "help", "close"} <= set(dashboard)
+        assert "resume" not in dashboard and "restart" not in dashboard
+        await pilot.press("i")
+        await settle(pilot)
+        assert footer_actions(app) == ["submit", "quit", "leave"]  # Enter Send, ctrl+c Quit, Esc Leave
+        await pilot.press("minus", "plus")  # text now, no slow motion
+        await settle(pilot)
+        assert app.query_one("#prompt").value == "-+" and app.engine.step_interval == 0
+        await pilot.press("escape")
+        await settle(pilot)
+        assert footer_actions(app) == dashboard
+        await pilot.press("space")
+        await settle(pilot, lambda: app.state.paused)
+        assert "resume" in footer_actions(app) and "pause" not in footer_actions(app)
+
+
+async def test_ctrl_c_quits_from_the_help_screen(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+c")
+    assert app.fake.shutdown_called
+
+
+async def test_each_pace_key_counts_from_the_last_pace_asked_for_while_the_engine_is_busy(make_app):
+    app = make_app(step_delay=0.01, control_delay=0.2)  # each change takes the engine 0.2 s
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("minus", "minus", "minus", "minus")  # 50, 100, 250, 500
+        await settle(pilot, lambda: app.state.step_interval_ms == 500 and not app._paces_pending)
+        await pilot.press("plus", "plus", "plus")  # 250, 100, 50
+        await settle(pilot, lambda: app.state.step_interval_ms == 50 and not app._paces_pending)
+        await pilot.press("minus")
+        await settle(pilot, lambda: app.state.step_interval_ms == 100 and not app._paces_pending)
+        assert app.engine.step_interval == 0.1
+
+
+def screen_lines(app: EngineTUI) -> list[str]:
+    """The whole screen as plain text lines, as the terminal would show it."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)], ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_the_essentials_show_at_every_designed_size(size):
+    engine = FakeEngine(autostep=False, num_blocks=24, token_budget=48)
+    engine.model_name = "facebook/opt-125m"  # a long name: the title cuts it, never the state
+    app = RecordingApp(engine, random_weights=True)
+    async with app.run_test(size=size) as pilot:
+        await start(pilot)
+        await pilot.press("b")
+        await settle(pilot, lambda: len(app.state.requests) == 8)
+        await advance(pilot, 12)
+        await pilot.press("space")
+        await settle(pilot, lambda: app.state.paused)
+        for _ in range(6):
+            await pilot.press("minus")
+        await settle(pilot, lambda: app.state.step_interval_ms == 2000)
+        app.selected = "r3"
+        await settle(pilot)
+        lines = screen_lines(app)
+        screen = "\n".join(lines)
+        assert lines[0].startswith(" enginetui ⏸ paused · step 12 · 2000 ms/step · facebook/opt")
+        view = app.state.requests["r3"]
+        queues = app.state.latest
+        for essential in (
+            "budget ", "KV pool · ", f"running {len(queues.running)}/8", f"waiting {len(queues.waiting)}",
+            f"r3 · {view.status}", f"{view.status.upper()} · {view.num_computed_tokens}/{view.num_tokens} tok",
+            "space Resume", "? Help", "q Quit",
+        ):
+            assert essential in screen, f"{essential!r} is not on the {size[0]}x{size[1]} screen"
+        wide = size[0] >= 120
+        assert ("random weights" in lines[0]) == wide  # room for the whole title only when wide
+        assert ("Event log" in screen) == (size[1] >= 30)  # short terminals drop the log and sparklines
+
+
+async def test_a_sent_request_shows_its_prompt_length_until_the_engine_lists_it(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.submit("Once upon a time", app.query_one(PromptBar).settings)
+        await settle(pilot)
+        row = next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
+        assert re.search(r"r1 SENT +16 ch  Once upon a time", row)
+        await advance(pilot, 1)
+        assert "RUNNING" in next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)

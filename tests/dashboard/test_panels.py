@@ -1,9 +1,11 @@
 """Pure rendering helpers of the panels (no running app)."""
 
 from core.engine.events import RequestProgress
+from enginetui.plural import count
 from enginetui.state import RequestView
 from enginetui.widgets.pool_grid import blocks_per_cell, pool_text
 from enginetui.widgets.queues import queue_line
+from enginetui.widgets.request_detail import detail_text
 from enginetui.widgets.requests_table import first_row, progress, row_note, tail
 from enginetui.widgets.sparklines import sparkline
 from enginetui.widgets.step_panel import budget_bar
@@ -79,3 +81,15 @@ def test_the_requests_list_keeps_the_newest_rows_and_the_selection_in_view():
     assert first_row(selected=17, rows=18, height=10) == 8  # newest at the bottom
     assert first_row(selected=10, rows=18, height=10) == 8  # the selection is among the newest: no jump
     assert first_row(selected=3, rows=18, height=10) == 3  # an older selection: it is the top row
+
+
+def test_counts_are_singular_or_plural():
+    assert count(1, "block") == "1 block" and count(0, "block") == "0 blocks" and count(2, "req") == "2 reqs"
+    assert count(3, "entry", "entries") == "3 entries"
+
+
+def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_length():
+    view = RequestView("r1", 0, prompt="Once upon a time", status="sent", max_tokens=64)
+    assert progress(view) == "16 ch"
+    text = detail_text(view, None, 16).plain
+    assert text == "SENT · not yet listed by the engine · up to 64 tokens to generate\nprompt · 16 characters\nOnce upon a time"

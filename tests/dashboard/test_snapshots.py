@@ -1,4 +1,5 @@
-"""SVG snapshots of the dashboard's main states (the FakeEngine scenes of tests/dashboard/scenes.py).
+"""SVG snapshots of the dashboard's main states (the FakeEngine scenes of tests/dashboard/scenes.py),
+at 120x40 and at each size the layout is designed for: 80x24, 100x30 and a large 160x48.
 
 Deterministic: the FakeEngine is stepped by hand on a fake clock, the process panel shows a
 fixed reading. After an intended change of the screen: `pytest tests/dashboard --snapshot-update`.
@@ -8,12 +9,16 @@ import pytest
 
 from tests.dashboard.scenes import SCENES, SIZE, make_app
 
+DESIGNED_SIZES = ((80, 24), (100, 30), (160, 48))  # terminal columns, rows
+
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda scene: scene.name)
 def test_scene(snap_compare, scene):
     assert snap_compare(make_app(scene.engine()), terminal_size=SIZE, run_before=scene.play)
 
 
-def test_pool_pressure_at_the_smallest_supported_size(snap_compare):
-    scene = next(s for s in SCENES if s.name == "pool-pressure")
-    assert snap_compare(make_app(scene.engine()), terminal_size=(100, 30), run_before=scene.play)
+@pytest.mark.parametrize("size", DESIGNED_SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+@pytest.mark.parametrize("name", ["pool-pressure", "paused-block-table"])
+def test_scene_at_each_designed_size(snap_compare, name, size):
+    scene = next(s for s in SCENES if s.name == name)
+    assert snap_compare(make_app(scene.engine()), terminal_size=size, run_before=scene.play)

@@ -12,11 +12,13 @@ def kinds(state: DashboardState) -> list[str]:
     return [f"{line.step} {line.kind} {line.text}" for line in state.log]
 
 
-def test_submitted_request_waits_until_the_engine_lists_it():
+def test_submitted_request_is_sent_until_the_engine_lists_it():
     s = DashboardState()
     s.add_request("r1", "hello", 16)
     view = s.requests["r1"]
-    assert (view.status, view.prompt, view.max_tokens, view.active) == ("waiting", "hello", 16, True)
+    assert (view.status, view.prompt, view.max_tokens, view.active) == ("sent", "hello", 16, True)
+    s.apply_event(event(1, waiting=[progress("r1", 0, 3, status="waiting")]))
+    assert (view.status, view.num_prompt_tokens) == ("waiting", 3)
 
 
 def test_an_added_request_shows_its_prompt_length_before_it_is_listed():
@@ -62,6 +64,14 @@ def test_preemption_sets_status_lost_tokens_and_logs():
     s.apply_event(event(3, running=[progress("r1", 21, 22, prompt=16, preemptions=1)], scheduled={"r1": 21},
                         admitted=[Admission("r1", 21, 0, True)], new_tokens={"r1": [9]}))
     assert kinds(s)[-1] == "3 admit r1 · recompute 21 tok"
+
+
+def test_one_freed_block_is_singular():
+    s = DashboardState()
+    s.apply_event(event(1, running=[progress("r2", 8, 9, prompt=8, blocks=[0])], scheduled={"r2": 8}))
+    s.apply_event(event(2, waiting=[progress("r2", 0, 9, prompt=8, status="preempted", preemptions=1)],
+                        preempted=[Preemption("r2", lost_tokens=8, freed_blocks=1)], freed=[0]))
+    assert kinds(s)[-1] == "2 preempt r2 · lost 8 tok · freed 1 block"
 
 
 @pytest.mark.parametrize(
