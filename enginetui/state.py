@@ -171,6 +171,8 @@ class DashboardState:
         """Fold one cumulative streamed output."""
         view = self._view(out.request_id)
         completion = out.outputs[0]
+        if view.status == "sent":  # its output outran the step event that lists it: it ran
+            view.status = "running"
         view.text = completion.text
         view.num_output_tokens = max(view.num_output_tokens, len(completion.token_ids))
         view.num_prompt_tokens = len(out.prompt_token_ids)

@@ -19,6 +19,9 @@ def test_submitted_request_is_sent_until_the_engine_lists_it():
     assert (view.status, view.prompt, view.max_tokens, view.active) == ("sent", "hello", 16, True)
     s.apply_event(event(1, waiting=[progress("r1", 0, 3, status="waiting")]))
     assert (view.status, view.num_prompt_tokens) == ("waiting", 3)
+    s.add_request("r2", "hi", 16)
+    s.apply_output(output("r2", "out", 1))  # the output came before the event that lists r2
+    assert s.requests["r2"].status == "running"
 
 
 def test_an_added_request_shows_its_prompt_length_before_it_is_listed():
