@@ -1,18 +1,28 @@
 """Load the tokenizer on the client side, from the same directory as the weights."""
 
+import logging
+
 from core.config import EngineConfig
 from core.engine.output_processor import OutputProcessor
 from core.engine.processor import Processor
-from core.models.loader import ModelLoadError, resolve_model_dir
+from core.models.loader import ModelLoadError, default_model_dir, resolve_model_dir
+
+log = logging.getLogger("enginetui.tokenizer")
 
 
-def load_tokenizer(config: EngineConfig, model_dir: str | None):
-    """The HF tokenizer for this engine, or None when it runs on token ids only."""
+def load_tokenizer(config: EngineConfig, model_dir: str | None, vocab_size: int | None = None):
+    """The HF tokenizer for this engine, or None when it runs on token ids only.
+
+    Dummy (random) weights known only by name have no tokenizer of their own: they get a stand-in
+    whose ids fit `vocab_size` (random weights make gibberish from any tokenizer).
+    """
     if config.skip_tokenizer_init:
         return None
     from transformers import AutoTokenizer
 
     source = resolve_model_dir(config.tokenizer) if config.tokenizer else model_dir
+    if source is None and config.load_format == "dummy" and vocab_size:
+        return stand_in_tokenizer(config.model, vocab_size)
     if source is None:
         raise ModelLoadError(
             f"no tokenizer for {config.model!r}: it is not available locally; pass skip_tokenizer_init=True "
@@ -24,13 +34,29 @@ def load_tokenizer(config: EngineConfig, model_dir: str | None):
         raise ModelLoadError(f"could not load a tokenizer from {source}: {exc}") from exc
 
 
+def stand_in_tokenizer(model: str | None, vocab_size: int):
+    """The embedded default model's tokenizer when its ids fit `vocab_size`, else a byte-level one."""
+    from transformers import AutoTokenizer, ByT5Tokenizer
+
+    embedded = AutoTokenizer.from_pretrained(default_model_dir())
+    if len(embedded) <= vocab_size:
+        log.warning("no tokenizer for %r (random weights): using the embedded default model's", model)
+        return embedded
+    byte_level = ByT5Tokenizer(extra_ids=0)  # 256 bytes and 3 special tokens
+    if len(byte_level) <= vocab_size:
+        log.warning("no tokenizer for %r (random weights): using a byte-level one", model)
+        return byte_level
+    raise ModelLoadError(f"no tokenizer for {model!r}, and its vocabulary ({vocab_size}) is too small for a "
+                         f"byte-level one: pass --tokenizer with a local directory")
+
+
 def open_text_stages(config: EngineConfig, client, stream: bool) -> tuple[object, Processor, OutputProcessor]:
     """The tokenizer, preprocessor and output processor for a started client (`stream`: see OutputProcessor).
 
     If the tokenizer cannot be loaded the client is shut down before the error propagates.
     """
     try:
-        tokenizer = load_tokenizer(config, client.info.model_dir)
+        tokenizer = load_tokenizer(config, client.info.model_dir, client.info.vocab_size)
     except Exception:
         client.shutdown()
         raise

@@ -165,7 +165,7 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
         raise ModelLoadError(f"no tokenizer for {kwargs['model']!r}: it is not available locally; pass ...")
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", no_tokenizer)
-    assert cli.main(["--model", "facebook/opt-125m", "--load-format", "dummy"]) == 2
+    assert cli.main(["--model", "facebook/opt-125m"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
         "enginetui: could not start the engine: no tokenizer found for 'facebook/opt-125m' (not available "
@@ -190,20 +190,26 @@ def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
     from enginetui.app import EngineTUI
     from tests.dashboard.fake_engine import FakeEngine
 
-    engine, seen = FakeEngine(), {}
+    engines, opened, seen = [], [], {}
 
     def open_engine(kwargs, log_file=None):
-        seen.update(kwargs=kwargs, log_file=log_file)
-        return engine
+        opened.append(kwargs)
+        seen.update(log_file=log_file)
+        engines.append(FakeEngine())
+        return engines[-1]
 
     def run(app):
         seen["app_log_file"] = app.log_file
         seen["interval"] = app._initial_interval_ms
+        seen["random_weights"] = app.random_weights
+        app.engine = app._reopen()  # as `r` does after the engine died
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
     monkeypatch.setattr(EngineTUI, "run", run)
     assert cli.main(["--step-interval-ms", "300"]) == 0
-    assert seen["interval"] == 300
-    assert engine.shutdown_called
-    assert seen["kwargs"] == {"model": None, "num_gpu_blocks_override": 512}
+    assert seen["interval"] == 300 and not seen["random_weights"]
+    assert opened == [{"model": None, "num_gpu_blocks_override": 512}] * 2  # the restart's settings are the same
+    assert len(engines) == 2 and all(e.shutdown_called for e in engines)  # the restarted one too
+    assert cli.main(["--load-format", "dummy", "--model", "facebook/opt-125m"]) == 0
+    assert seen["random_weights"]
     assert seen["log_file"] == seen["app_log_file"] == str(cache_home / "enginetui" / f"engine-{os.getpid()}.log")
