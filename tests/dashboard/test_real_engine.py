@@ -4,6 +4,7 @@ so there are only two, each bounded in time."""
 
 import asyncio
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,3 +110,35 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
     finally:
         engine.shutdown()
     assert "EngineCore ready" in Path(log_file).read_text()
+
+
+@pytest.mark.timeout(180)
+async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_history_kept(tmp_path):
+    log_file = str(tmp_path / "engine.log")
+    engine = open_engine(ENGINE_ARGS, log_file=log_file)
+    first_pid = engine.engine_pid
+    app = EngineTUI(engine, seed=0, log_file=log_file, reopen=lambda: open_engine(ENGINE_ARGS, log_file=log_file))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
+            await pilot.press(*"Once upon a time", "enter", "escape")  # O is no key: it starts the prompt
+            await wait_for(pilot, lambda: app.state.requests["r1"].num_output_tokens >= 4, "r1 to stream")
+            os.kill(first_pid, signal.SIGKILL)
+            await wait_for(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
+            await wait_for(pilot, lambda: "✖ engine stopped" in str(app.query_one(TitleBar).content), "the title")
+            assert app.state.requests["r1"].status == "error"
+            await pilot.press("r")
+            await wait_for(pilot, lambda: app.phase == "ready", "the restarted engine", timeout=60)
+            second_pid = app.engine.engine_pid
+            assert second_pid not in (None, first_pid) and gone(first_pid)
+            await pilot.press(*"Return the number of", "enter", "escape")
+            await wait_for(pilot, lambda: "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4,
+                           "r2 to stream on the new engine")
+            assert list(app.state.requests) == ["r1", "r2"] and app.state.requests["r1"].status == "error"
+            assert "▶ running" in str(app.query_one(TitleBar).content)
+            await pilot.press("q")
+        assert gone(second_pid), "the restarted EngineCore outlived the app"
+    finally:
+        engine.shutdown()
+        app.engine.shutdown()
