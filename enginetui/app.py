@@ -41,7 +41,7 @@ from enginetui.widgets.process_panel import (
     ProcessSample,
     PsutilProbe,
 )
-from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.prompt_bar import PromptBar, PromptInput
 from enginetui.widgets.queues import QueuesPanel
 from enginetui.widgets.request_detail import RequestDetail
 from enginetui.widgets.requests_table import RequestsTable
@@ -65,7 +65,7 @@ class EngineTUI(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
     TITLE = "enginetui"
-    AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i / Enter)
+    AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i, Enter, / or a letter)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box (so does / or any key "
@@ -179,8 +179,9 @@ class EngineTUI(App[None]):
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
         running = "paused" if s.paused else "running"
+        restartable = self.phase == "stopped" and self._reopen is not None
         title.show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
-                   s.step_interval_ms, self.random_weights)
+                   s.step_interval_ms, self.random_weights, "r restarts" if restartable else "")
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
@@ -307,8 +308,9 @@ class EngineTUI(App[None]):
         self.phase = "stopped"
         for view in self.state.ordered():
             self.state.fail(view.req_id, f"engine stopped: {message.reason}")
-        again = " · press r to start it again (same settings; the request list stays)" if self._reopen else ""
-        self.notify(f"{message.reason}{again}", title="The engine stopped", severity="error", timeout=20)
+        self.screen.set_focus(None)  # out of the prompt box: nothing can be sent, and r must be a key
+        again = " · r starts it again" if self._reopen else ""
+        self.notify(f"{message.reason}{again}", title="The engine stopped", severity="error", timeout=10)
 
     def burst(self, count: int) -> None:
         """Submit `count` synthetic requests: random prompts, the current sampling settings, but
@@ -388,9 +390,11 @@ class EngineTUI(App[None]):
         self.query_one(PromptBar).focus_prompt()
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key that is not a dashboard key starts typing: `/` a command, a letter a prompt."""
-        if (self.focused is None and len(self.screen_stack) == 1 and event.is_printable
-                and event.key not in self.active_bindings):
+        """A printable key that is not a dashboard key types into the prompt box, opening it if needed:
+        `/` starts a command, a letter a prompt. Keys typed faster than the box took the focus (sent
+        to the dashboard before it moved) arrive here too, after that one: they go into the box, in order."""
+        typing = self.focused is None or isinstance(self.focused, PromptInput)
+        if typing and len(self.screen_stack) == 1 and event.is_printable and event.key not in self.active_bindings:
             event.prevent_default()
             self.query_one(PromptBar).focus_prompt(event.character or "")
 
@@ -419,9 +423,9 @@ class EngineTUI(App[None]):
 
     def _empty_hint(self) -> str:
         """What the requests panel says before the first request: how to start, where the engine log is."""
-        hint = "no requests yet: type a prompt (i, / or just start typing), b for a burst"
+        hint = "no requests yet: type a prompt\n(i, / or just start typing), b bursts"  # short lines: 80 columns
         if self.log_file:
-            hint += f"\nengine output goes to {display_path(self.log_file)} (? shows it again)"
+            hint += f"\n\nengine output goes to (? shows it again)\n{display_path(self.log_file)}"
         return hint
 
     def about(self) -> list[tuple[str, str]]:

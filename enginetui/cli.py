@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_args(parser, DASHBOARD_HELP)
     parser.add_argument("--burst-size", type=int, default=8, metavar="N",
                         help="requests submitted by the b key (default: 8)")
-    parser.add_argument("--log-file", metavar="PATH", help="where engine output goes (default: see the end of this help)")
+    parser.add_argument("--log-file", metavar="PATH",
+                        help="where engine output goes (default: see the end of this help)")
     parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
                         help="start in slow motion: at least MS milliseconds between engine steps "
                              "(the - and + keys change it; default: 0, full speed)")

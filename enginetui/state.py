@@ -27,7 +27,8 @@ class RequestView:
     req_id: str  # client-visible request id
     index: int  # order of first sight (stable colour in the pool grid)
     prompt: str = ""  # prompt text as submitted
-    status: str = "waiting"  # sent (by us, not yet listed by the engine) | waiting | running | preempted | finished | rejected | aborted | error
+    # sent (by us; not listed by the engine yet) | waiting | running | preempted | finished | rejected | aborted | error
+    status: str = "waiting"
     num_prompt_tokens: int = 0  # prompt length in tokens
     num_computed_tokens: int = 0  # tokens whose KV is in the cache
     num_tokens: int = 0  # prompt + generated tokens

@@ -16,10 +16,13 @@ class TitleBar(Static):
     terminal cuts only the model name."""
 
     def show(self, model: str, step: int, phase: str, step_interval_ms: float = 0.0,
-             random_weights: bool = False) -> None:
+             random_weights: bool = False, hint: str = "") -> None:
+        """`hint`: what to do about the phase (`r restarts`), said right after it."""
         label, style = PHASES[phase]
         text = Text("enginetui ", style="bold")
         text.append(label, style=style)
+        if hint:
+            text.append(f" · {hint}", style=style)
         text.append(f" · step {step}")
         if step_interval_ms > 0:
             text.append(f" · {step_interval_ms:.0f} ms/step", style="bold #61afef")  # slow motion

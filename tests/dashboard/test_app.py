@@ -5,6 +5,7 @@ import re
 
 import msgspec
 import pytest
+from textual import events
 
 from enginetui.app import EngineTUI
 from enginetui.settings import SamplingSettings
@@ -52,7 +53,9 @@ async def test_typed_prompt_streams_text_into_the_requests_panel(make_app):
             await settle(pilot, lambda words=words: len(app.state.requests["r1"].text.split()) >= words)
             await asyncio.sleep(0.15)
             row = next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
-            note = re.search(r" r1 +RUNNING +\d+/\d+  (.*)$", row).group(1)  # the text column
+            match = re.search(r" r1 +RUNNING +\d+/\d+  (.*)$", row)
+            assert match, f"not a running row: {row!r}"
+            note = match.group(1)  # the text column
             seen.append(note.removeprefix("…").strip())
         assert seen[0] != seen[1]
         assert all(len(part) > 5 and part in app.state.requests["r1"].text for part in seen)
@@ -280,16 +283,15 @@ async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
         assert "restart" not in footer_actions(app)  # nothing to restart while it runs
         await pilot.press("r")  # not a key now: it starts a prompt
         assert app.query_one("#prompt").value == "r"
-        await pilot.press("escape")
         app.query_one("#prompt").value = ""
         app.submit("first words", SamplingSettings(max_tokens=500))
         await settle(pilot, lambda: len(app.state.requests["r1"].text.split()) >= 3)
-        engines[0].die("EngineCore exited with code -9")
+        engines[0].die("EngineCore exited with code -9")  # while the prompt box has the focus
         await settle(pilot, lambda: app.phase == "stopped")
         await pilot.pause(0.1)
-        assert "✖ engine stopped" in shown(app, TitleBar)
-        assert ("error", "EngineCore exited with code -9 · press r to start it again (same settings; the request "
-                "list stays)") in app.notes
+        assert "✖ engine stopped · r restarts · step" in shown(app, TitleBar)
+        assert ("error", "EngineCore exited with code -9 · r starts it again") in app.notes
+        assert app.focused is None  # r is a key again
         assert "restart" in footer_actions(app)
         assert app.state.requests["r1"].status == "error"
         await pilot.press("r")
@@ -324,7 +326,7 @@ async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
         assert not app.notes  # no start-up toast over the prompt and settings bars
-        assert "engine output goes to /var/tmp/enginetui/engine-7.log (? shows it again)" in shown(app, RequestsTable)
+        assert "engine output goes to (? shows it again)\n/var/tmp/enginetui/engine-7.log" in shown(app, RequestsTable)
         await pilot.press("question_mark")
         await settle(pilot)
         about = dict(app.screen.about)
@@ -512,3 +514,17 @@ async def test_a_sent_request_shows_its_prompt_length_until_the_engine_lists_it(
         assert re.search(r"r1 SENT +16 ch  Once upon a time", row)
         await advance(pilot, 1)
         assert "RUNNING" in next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
+
+
+async def test_keys_typed_faster_than_the_prompt_box_takes_the_focus_all_land_in_it(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        for typed in ("Return the number of bytes", "/burst 2"):  # as a terminal delivers a fast typist
+            for char in typed:  # all queued before the first is handled (b, s and space are keys too)
+                app.post_message(events.Key("space" if char == " " else char, char))
+            await settle(pilot)
+            assert app.query_one("#prompt").value == typed
+            await pilot.press("enter", "escape")
+        await settle(pilot, lambda: len(app.state.requests) == 3)
+        assert app.state.requests["r1"].prompt == "Return the number of bytes" and not app.engine.paused

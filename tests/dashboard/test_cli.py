@@ -101,7 +101,8 @@ def help_text(capsys, argv=("--help",)) -> str:
 
 def test_help_documents_the_pool_default_the_tokenizer_and_the_log_file(capsys):
     out = help_text(capsys)
-    assert "--num-gpu-blocks-override N KV pool size in blocks (default: 512 in the dashboard, so pages are visible" in out
+    assert ("--num-gpu-blocks-override N KV pool size in blocks (default: 512 in the dashboard, so pages are "
+            "visible") in out
     assert "--tokenizer DIR" in out
     assert "$XDG_CACHE_HOME/enginetui/engine-PID.log" in out and "--log-file PATH" in out
     assert "the last 20 of these logs are kept, older ones are deleted" in out

@@ -92,4 +92,5 @@ def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_lengt
     view = RequestView("r1", 0, prompt="Once upon a time", status="sent", max_tokens=64)
     assert progress(view) == "16 ch"
     text = detail_text(view, None, 16).plain
-    assert text == "SENT · not yet listed by the engine · up to 64 tokens to generate\nprompt · 16 characters\nOnce upon a time"
+    assert text == ("SENT · not yet listed by the engine · up to 64 tokens to generate\n"
+                    "prompt · 16 characters\nOnce upon a time")

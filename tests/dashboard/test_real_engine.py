@@ -133,8 +133,10 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
             second_pid = app.engine.engine_pid
             assert second_pid not in (None, first_pid) and gone(first_pid)
             await pilot.press(*"Return the number of", "enter", "escape")
-            await wait_for(pilot, lambda: "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4,
-                           "r2 to stream on the new engine")
+            def streamed() -> bool:
+                return "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4
+
+            await wait_for(pilot, streamed, "r2 to stream on the new engine")
             assert list(app.state.requests) == ["r1", "r2"] and app.state.requests["r1"].status == "error"
             assert "▶ running" in str(app.query_one(TitleBar).content)
             await pilot.press("q")
