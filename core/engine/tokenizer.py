@@ -14,7 +14,8 @@ def load_tokenizer(config: EngineConfig, model_dir: str | None, vocab_size: int 
     """The HF tokenizer for this engine, or None when it runs on token ids only.
 
     Dummy (random) weights known only by name have no tokenizer of their own: they get a stand-in
-    whose ids fit `vocab_size` (random weights make gibberish from any tokenizer).
+    whose ids fit `vocab_size` and that decodes every id of it (random weights make gibberish from
+    any tokenizer).
     """
     if config.skip_tokenizer_init:
         return None
@@ -34,18 +35,37 @@ def load_tokenizer(config: EngineConfig, model_dir: str | None, vocab_size: int 
         raise ModelLoadError(f"could not load a tokenizer from {source}: {exc}") from exc
 
 
-def stand_in_tokenizer(model: str | None, vocab_size: int):
+class StandInTokenizer:
+    """The tokenizer of random weights that come without one: `inner` encodes, and decoding folds
+    the model's ids beyond `inner`'s vocabulary into it, so every generated token shows some text
+    (random weights write gibberish either way). Everything else is `inner`'s."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner  # the HF tokenizer standing in
+
+    def decode(self, token_ids, **kwargs) -> str:
+        size = len(self.inner)
+        return self.inner.decode([token % size for token in token_ids], **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def stand_in_tokenizer(model: str | None, vocab_size: int) -> StandInTokenizer:
     """The embedded default model's tokenizer when its ids fit `vocab_size`, else a byte-level one."""
     from transformers import AutoTokenizer, ByT5Tokenizer
 
     embedded = AutoTokenizer.from_pretrained(default_model_dir())
     if len(embedded) <= vocab_size:
         log.warning("no tokenizer for %r (random weights): using the embedded default model's", model)
-        return embedded
+        return StandInTokenizer(embedded)
     byte_level = ByT5Tokenizer(extra_ids=0)  # 256 bytes and 3 special tokens
     if len(byte_level) <= vocab_size:
         log.warning("no tokenizer for %r (random weights): using a byte-level one", model)
-        return byte_level
+        return StandInTokenizer(byte_level)
     raise ModelLoadError(f"no tokenizer for {model!r}, and its vocabulary ({vocab_size}) is too small for a "
                          f"byte-level one: pass --tokenizer with a local directory")
 
