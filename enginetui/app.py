@@ -26,7 +26,7 @@ from textual.widgets import Footer, Input
 from core.sampling_params import SamplingParams
 from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, sampling_params
-from enginetui.logs import display_path
+from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
 from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
 from enginetui.settings import SamplingSettings
@@ -434,6 +434,8 @@ class EngineTUI(App[None]):
         pool = f"{count(event.num_blocks, 'block')} × {event.block_size} tok · " if event else ""
         if self.log_file:
             log = f"{display_path(self.log_file)} · EngineCore's stdout, stderr, logging and warnings"
+            if Path(self.log_file).parent == log_dir():
+                log += f" (the last {KEEP_LOGS} logs there are kept)"
         else:
             log = "none: the engine writes wherever it was started"
         return [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]

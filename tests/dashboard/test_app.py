@@ -334,7 +334,15 @@ async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
             "48 blocks × 16 tok · dashboard default 512 blocks so pages are visible; "
             "pass --num-gpu-blocks-override N to change it"
         )
-        assert about["engine log"].startswith("/var/tmp/enginetui/engine-7.log ")
+        assert about["engine log"] == "/var/tmp/enginetui/engine-7.log · EngineCore's stdout, stderr, logging and warnings"
+
+
+async def test_help_says_how_many_engine_logs_are_kept_in_the_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    app = RecordingApp(FakeEngine(autostep=False), log_file=str(tmp_path / "enginetui" / "engine-7.log"))
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert dict(app.about())["engine log"].endswith("logging and warnings (the last 20 logs there are kept)")
 
 
 async def test_c_clears_ended_requests_and_a_click_selects_a_row(make_app):

@@ -121,6 +121,10 @@ def test_help_shows_each_engine_flags_default_from_the_engine_config(capsys):
         ("--enable-prefix-caching, --no-enable-prefix-caching", "reuse KV of shared prefixes (default: off)"),
         ("--max-model-len N", "longest prompt + output in tokens (default: the model's max positions)"),
         ("--load-format {auto,dummy}", "dummy: random weights, no download (default: auto)"),
+        ("--scheduling-policy {fcfs,priority}", "fcfs or priority (lower priority value runs first) (default: fcfs)"),
+        ("--long-prefill-token-threshold N", "cap on one request's prefill tokens per step while others run "
+         f"(0: no cap) (default: {config.long_prefill_token_threshold})"),
+        ("--scheduler-reserve-full-isl, --no-scheduler-reserve-full-isl", "admit a waiting request only if"),
         ("--model MODEL", "HF model directory or hub id (default: the embedded default model)"),
         ("--device DEVICE", "cpu, cuda, or auto (cuda when available) (default: auto)"),
     ):
