@@ -2,13 +2,16 @@
 
 Each scene starts the REAL engine (the embedded default model, EngineCore in its child
 process, a 48-block KV pool) and drives the app through App.run_test until the state it
-pictures is on screen: two prompts streaming, a burst preempting, a paused engine with one
-request's block table, the help screen. The engine runs in real time, so two runs never draw
+pictures is on screen: two prompts streaming, a burst preempting (also in an 80x24 terminal), a
+paused engine with one request's block table, the help screen, the engine killed under two
+streaming prompts. The engine runs in real time, so two runs never draw
 quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
 deterministic versions of these scenes against a FakeEngine instead.
 """
 
 import asyncio
+import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -43,6 +46,7 @@ class Scene:
 
     name: str  # file name (without .svg)
     play: Callable[[Pilot], Awaitable[str]]  # drives the app into the state to picture; returns the SVG
+    size: tuple[int, int] = SIZE  # terminal columns, rows
 
 
 def app_of(pilot: Pilot) -> EngineTUI:
@@ -177,11 +181,24 @@ async def help_screen(pilot: Pilot) -> str:
     return await frame(pilot, "help")
 
 
+async def stopped(pilot: Pilot) -> str:
+    """The EngineCore process killed (SIGKILL) while two prompts stream: what the dashboard says then."""
+    app = await ready(pilot)
+    for prompt in PROMPTS[:2]:
+        app.submit(prompt, SETTINGS)
+    await wait_for(pilot, lambda: len(streaming_requests(app, 8)) == 2, "two prompts streaming")
+    os.kill(app.engine.engine_pid, signal.SIGKILL)
+    await wait_for(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
+    return await frame(pilot, "engine-stopped")
+
+
 SCENES = (
     Scene("streaming", streaming),
     Scene("pool-pressure", pressure),
     Scene("paused-block-table", paused),
     Scene("help", help_screen),
+    Scene("pool-pressure-80x24", pressure, size=(80, 24)),
+    Scene("engine-stopped", stopped),
 )
 
 
@@ -190,7 +207,7 @@ async def capture(scene: Scene, log_file: str) -> str:
     engine = open_engine(ENGINE_ARGS, log_file=log_file)
     app = EngineTUI(engine, seed=0, history_interval=0.25, log_file=log_file)
     try:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=scene.size) as pilot:
             return await scene.play(pilot)
     finally:
         engine.shutdown()

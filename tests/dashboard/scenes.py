@@ -65,6 +65,12 @@ async def start(pilot: Pilot) -> EngineTUI:
     return app
 
 
+def submit(app: EngineTUI, prompts: tuple[str, ...]) -> None:
+    """Send each prompt with the settings bar's values."""
+    for prompt in prompts:
+        app.submit(prompt, app.query_one("PromptBar").settings)
+
+
 async def advance(pilot: Pilot, steps: int) -> None:
     """Run `steps` engine steps one at a time, letting the app take in each."""
     app = pilot.app
@@ -78,8 +84,7 @@ async def advance(pilot: Pilot, steps: int) -> None:
 async def streaming(pilot: Pilot) -> None:
     """Four prompts mid-generation (the long one was split by chunked prefill); the second selected."""
     app = await start(pilot)
-    for prompt in PROMPTS:
-        app.submit(prompt, app.query_one("PromptBar").settings)
+    submit(app, PROMPTS)
     await advance(pilot, 14)
     await pilot.press("down")
     await settle(pilot)
@@ -98,8 +103,7 @@ async def pressure(pilot: Pilot) -> None:
 async def paused(pilot: Pilot) -> None:
     """Paused after a few steps, one single step taken, the second request's block table selected."""
     app = await start(pilot)
-    for prompt in PROMPTS[:3]:
-        app.submit(prompt, app.query_one("PromptBar").settings)
+    submit(app, PROMPTS[:3])
     await advance(pilot, 9)
     await pilot.press("space")
     await settle(pilot, lambda: app.state.paused)
@@ -120,7 +124,7 @@ async def help_screen(pilot: Pilot) -> None:
 async def typing(pilot: Pilot) -> None:
     """A command half typed into the prompt box (opened by `/`): the footer offers only its keys."""
     app = await start(pilot)
-    app.submit(PROMPTS[0], app.query_one("PromptBar").settings)
+    submit(app, PROMPTS[:1])
     await advance(pilot, 3)
     await pilot.press(*"/burst", "space", "1", "6")
     await settle(pilot)
@@ -129,8 +133,7 @@ async def typing(pilot: Pilot) -> None:
 async def stopped(pilot: Pilot) -> None:
     """The engine died under two requests: said in the title, the requests failed, r offered."""
     app = await start(pilot)
-    for prompt in PROMPTS[:2]:
-        app.submit(prompt, app.query_one("PromptBar").settings)
+    submit(app, PROMPTS[:2])
     await advance(pilot, 4)
     app.engine.die("EngineCore (pid 4242) exited with code -9")
     await settle(pilot, lambda: app.phase == "stopped")

@@ -319,6 +319,8 @@ async def test_help_lists_every_key(make_app):
         assert {"space", "s", "x", "b", "c", "-", "+", "↑", "↓", "?", "q"} <= listed
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark", "ctrl+c")  # ctrl+c quits from the help screen too
+    assert app.fake.shutdown_called
 
 
 async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
@@ -448,17 +450,6 @@ async def test_the_footer_shows_only_the_keys_that_apply(make_app):
         await pilot.press("space")
         await settle(pilot, lambda: app.state.paused)
         assert "resume" in footer_actions(app) and "pause" not in footer_actions(app)
-
-
-async def test_ctrl_c_quits_from_the_help_screen(make_app):
-    app = make_app(autostep=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await start(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
-        assert isinstance(app.screen, HelpScreen)
-        await pilot.press("ctrl+c")
-    assert app.fake.shutdown_called
 
 
 async def test_each_pace_key_counts_from_the_last_pace_asked_for_while_the_engine_is_busy(make_app):
