@@ -158,13 +158,18 @@ class EngineTUI(App[None]):
     def on_mount(self) -> None:
         self.set_interval(1 / self._redraw_hz, self.redraw)
         self.set_interval(1.0, self._sample_process)
+        self._fit_footer(self.size.width)
         self.redraw()
         self._connect()
 
     # ---- drawing -------------------------------------------------------------------------
 
     def on_resize(self, event: events.Resize) -> None:
-        self.query_one(Footer).compact = event.size.width < NARROW  # every key in 80 columns
+        self._fit_footer(event.size.width)
+
+    def _fit_footer(self, columns: int) -> None:
+        for footer in self.query(Footer):  # none yet if the terminal reports its size before the screen is up
+            footer.compact = columns < NARROW  # every key in 80 columns
 
     def redraw(self) -> None:
         """Push the state into the panels if anything changed since the last redraw."""
