@@ -230,6 +230,8 @@ class DashboardState:
     def _apply_added(self, added: RequestAdded) -> None:
         """A request reached the engine (sent by this dashboard or by anyone else)."""
         view = self._view(added.req_id)
+        if view.status == "sent":  # ours: the engine has it now
+            view.status = "waiting"
         if view.active:
             view.num_prompt_tokens = len(added.prompt_token_ids)
             view.num_tokens = max(view.num_tokens, view.num_prompt_tokens)

@@ -503,18 +503,21 @@ async def test_the_essentials_show_at_every_designed_size(size):
         assert ("Event log" in screen) == (size[1] >= 30)  # short terminals drop the log and sparklines
 
 
-async def test_a_sent_request_shows_its_prompt_length_until_the_engine_lists_it(make_app):
+async def test_a_request_shows_as_sent_then_queued_with_its_prompt_length(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
+
+        def row() -> str:
+            app.redraw()
+            return next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
+
         app.submit("Once upon a time", app.query_one(PromptBar).settings)
-        await settle(pilot)
-        row = next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
-        assert re.search(r"r1 SENT +16 ch  Once upon a time", row)
+        assert re.search(r"r1 SENT +16 ch  Once upon a time", row())  # not in the engine yet: characters
+        await settle(pilot, lambda: app.state.requests["r1"].status == "waiting")
+        assert re.search(r"r1 WAITING +0/4  Once upon a time", row())  # the engine has it: queued, in tokens
         await advance(pilot, 1)
-        assert "RUNNING" in next(line for line in shown(app, RequestsTable).splitlines() if " r1 " in line)
-
-
+        assert "RUNNING" in row()
 async def test_keys_typed_faster_than_the_prompt_box_takes_the_focus_all_land_in_it(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:

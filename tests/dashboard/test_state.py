@@ -22,6 +22,9 @@ def test_submitted_request_is_sent_until_the_engine_lists_it():
     s.add_request("r2", "hi", 16)
     s.apply_output(output("r2", "out", 1))  # the output came before the event that lists r2
     assert s.requests["r2"].status == "running"
+    s.add_request("r3", "one two", 16)
+    s.apply_event(event(2, kind="update", added=[RequestAdded("r3", [5, 6], SamplingParams(max_tokens=16), 16, 0, T0)]))
+    assert (s.requests["r3"].status, s.requests["r3"].num_prompt_tokens) == ("waiting", 2)  # acknowledged: queued
 
 
 def test_an_added_request_shows_its_prompt_length_before_it_is_listed():
