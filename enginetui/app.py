@@ -428,7 +428,7 @@ class EngineTUI(App[None]):
 
     def _empty_hint(self) -> str:
         """What the requests panel says before the first request: how to start, where the engine log is."""
-        hint = "no requests yet: type a prompt\n(i, / or just start typing), b bursts"  # short lines: 80 columns
+        hint = "no requests yet: type a prompt\n(i, / or any letter); b: a burst"  # short lines: 80 columns
         if self.log_file:
             hint += f"\n\nengine output goes to (? shows it again)\n{display_path(self.log_file)}"
         return hint
@@ -472,6 +472,7 @@ class EngineTUI(App[None]):
             engine.shutdown()
             return
         self.engine = engine
+        self.state.new_engine()
         self._connect()
 
     def _restart_failed(self, reason: str) -> None:

@@ -144,6 +144,14 @@ class DashboardState:
         self.version += 1
         return len(ended)
 
+    def new_engine(self) -> None:
+        """A new engine replaced one that died (the `r` key): its events count from the start again
+        (seq, step), and nothing the old one left is any engine's state. The requests, log and
+        sparklines stay."""
+        self.latest = None
+        self.listed = frozenset()
+        self.version += 1
+
     # ---- client side ---------------------------------------------------------------------
 
     def add_request(self, req_id: str, prompt: str, max_tokens: int) -> None:

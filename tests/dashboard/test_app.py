@@ -275,7 +275,7 @@ async def test_engine_death_is_a_message_not_a_traceback(make_app):
 
 
 async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
-    engines = [FakeEngine(step_delay=0.01), FakeEngine(step_delay=0.01)]
+    engines = [FakeEngine(step_delay=0.01), FakeEngine(step_delay=0.05)]
     reopened = iter(engines[1:])
     app = RecordingApp(engines[0], reopen=lambda: next(reopened), step_interval_ms=50)
     async with app.run_test(size=SIZE) as pilot:
@@ -285,7 +285,7 @@ async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
         assert app.query_one("#prompt").value == "r"
         app.query_one("#prompt").value = ""
         app.submit("first words", SamplingSettings(max_tokens=500))
-        await settle(pilot, lambda: len(app.state.requests["r1"].text.split()) >= 3)
+        await settle(pilot, lambda: app.state.step >= 40)  # the new engine's event counter starts far behind
         engines[0].die("EngineCore exited with code -9")  # while the prompt box has the focus
         await settle(pilot, lambda: app.phase == "stopped")
         await pilot.pause(0.1)
@@ -302,6 +302,7 @@ async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
         await pilot.press(*"tell", "enter", "escape")
         await settle(pilot, lambda: len(app.state.requests.get("r2", app.state.requests["r1"]).text.split()) >= 3)
         assert list(app.state.requests) == ["r1", "r2"]  # the history stays; new ids go on from it
+        assert [r.req_id for r in app.state.latest.running] == ["r2"]  # the new engine's state, not the dead one's
         assert app.state.requests["r1"].status == "error" and app.state.requests["r2"].active
         assert "▶ running" in shown(app, TitleBar)
         await pilot.press("q")

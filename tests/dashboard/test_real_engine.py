@@ -138,6 +138,7 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
 
             await wait_for(pilot, streamed, "r2 to stream on the new engine")
             assert list(app.state.requests) == ["r1", "r2"] and app.state.requests["r1"].status == "error"
+            assert [r.req_id for r in app.state.latest.running] == ["r2"]  # the new engine's state
             assert "▶ running" in str(app.query_one(TitleBar).content)
             await pilot.press("q")
         assert gone(second_pid), "the restarted EngineCore outlived the app"
