@@ -25,7 +25,7 @@ from textual.widgets import Footer, Input
 
 from core.sampling_params import SamplingParams
 from enginetui.engine_flags import POOL_HINT
-from enginetui.engine_link import Engine, sampling_params
+from enginetui.engine_link import Engine, describe, sampling_params
 from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
 from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
@@ -48,11 +48,6 @@ from enginetui.widgets.requests_table import RequestsTable
 from enginetui.widgets.sparklines import Sparklines
 from enginetui.widgets.step_panel import StepPanel
 from enginetui.widgets.title_bar import TitleBar
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as one readable line (no traceback)."""
-    return str(exc) or type(exc).__name__
 
 
 NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer

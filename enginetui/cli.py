@@ -9,7 +9,6 @@ import importlib.util
 import sys
 from functools import partial
 from importlib import metadata
-from typing import Any
 
 from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args
 from enginetui.logs import KEEP_LOGS
@@ -72,7 +71,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     warnings follow it there while the screen is up.
     """
     from enginetui.app import EngineTUI
-    from enginetui.engine_link import open_engine
+    from enginetui.engine_link import open_engine, startup_error
     from enginetui.logs import default_log_file, display_path, route_python_output
 
     kwargs = dashboard_engine_args(args)
@@ -110,22 +109,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"enginetui: recorded {summary.num_events} events to {summary.path} "
               f"({summary.num_bytes / 2**20:.1f} MiB); replay it with: enginetui replay {summary.path}", file=sys.stderr)
     return app.return_code or 0
-
-
-def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
-    """One line for an engine that did not start; points at --tokenizer when the tokenizer is what is missing."""
-    from core.models.loader import ModelLoadError
-    from enginetui.app import describe
-
-    tokenizer = kwargs.get("tokenizer")
-    if isinstance(exc, ModelLoadError) and "tokenizer" in str(exc) and not tokenizer:
-        return (
-            f"no tokenizer found for {kwargs.get('model')!r} (not available locally, or the model has none): "
-            "pass --tokenizer DIR with a tokenizer directory"
-        )
-    if isinstance(exc, ModelLoadError) and tokenizer and repr(tokenizer) in str(exc):  # the --tokenizer path
-        return f"--tokenizer {tokenizer}: {describe(exc)}"
-    return describe(exc)
 
 
 def _step_interval_ms(text: str) -> int:

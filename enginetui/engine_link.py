@@ -44,6 +44,26 @@ class Engine(Protocol):
     def shutdown(self) -> None: ...
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as one readable line (no traceback)."""
+    return str(exc) or type(exc).__name__
+
+
+def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
+    """One line for an engine that did not start; points at --tokenizer when the tokenizer is what is missing."""
+    from core.models.loader import ModelLoadError
+
+    tokenizer = kwargs.get("tokenizer")
+    if isinstance(exc, ModelLoadError) and "tokenizer" in str(exc) and not tokenizer:
+        return (
+            f"no tokenizer found for {kwargs.get('model')!r} (not available locally, or the model has none): "
+            "pass --tokenizer DIR with a tokenizer directory"
+        )
+    if isinstance(exc, ModelLoadError) and tokenizer and repr(tokenizer) in str(exc):  # the --tokenizer path
+        return f"--tokenizer {tokenizer}: {describe(exc)}"
+    return describe(exc)
+
+
 def open_engine(engine_args: dict[str, Any], log_file: str | None = None) -> Engine:
     """Start the real engine (EngineCore child process) with vLLM-named arguments; the child's
     output (stdout, stderr, logging, warnings) goes to `log_file`."""
