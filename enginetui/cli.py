@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         from enginetui.bench import add_bench_subparsers
 
         add_bench_subparsers(subcommands)  # each subcommand sets `func(args) -> exit code`
+    from enginetui.server_cli import add_server_subparsers
+
+    add_server_subparsers(subcommands)  # serve, attach
     return parser
 
 

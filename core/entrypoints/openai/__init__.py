@@ -1,0 +1,7 @@
+"""The OpenAI-compatible HTTP server (`enginetui serve`), shaped like vLLM's `vllm serve`.
+
+api_server.py builds the FastAPI app around one AsyncLLM; the protocol modules hold the request
+and response bodies, the serving modules turn requests into engine calls and engine outputs
+into responses (streamed as server-sent events or whole), live.py is the dashboards' side door
+(step events over a WebSocket, pause / step / resume / slow motion / abort / reset).
+"""

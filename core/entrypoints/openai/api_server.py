@@ -1,0 +1,166 @@
+"""The FastAPI app around one engine, and running it with uvicorn.
+
+    app = build_app(engine, served_model_name="default", api_key=None)
+    await serve_app(app, listen_socket("127.0.0.1", 8000))   # until SIGINT / SIGTERM
+
+Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
+POST /tokenize, POST /detokenize, and the dashboards' /v1/enginetui/* (live.py).
+The caller owns the engine: it is started before the app and shut down after it.
+"""
+
+import asyncio
+import contextlib
+import json
+import socket
+from http import HTTPStatus
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+
+from core.entrypoints.openai import live
+from core.entrypoints.openai.auth import APIKeyMiddleware
+from core.entrypoints.openai.chat_protocol import ChatCompletionRequest
+from core.entrypoints.openai.chat_template import render_chat
+from core.entrypoints.openai.completion_protocol import CompletionRequest
+from core.entrypoints.openai.errors import APIError, install_error_handlers
+from core.entrypoints.openai.protocol import (
+    DetokenizeRequest,
+    DetokenizeResponse,
+    ModelCard,
+    ModelList,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
+    TokenizeResponse,
+)
+from core.entrypoints.openai.served_model import ServedModel
+from core.entrypoints.openai.serving_chat import create_chat_completion
+from core.entrypoints.openai.serving_completion import create_completion
+
+GRACEFUL_SHUTDOWN_S = 3.0  # how long open streams may finish after SIGINT / SIGTERM before they are cut
+
+
+def build_app(engine, served_model_name: str | None = None, api_key: str | None = None) -> FastAPI:
+    """The server's app over `engine` (an AsyncLLM)."""
+    served = ServedModel(
+        engine=engine, name=served_model_name or engine.model_name, tokenizer=engine.tokenizer,
+        max_model_len=engine.info.max_model_len, root=engine.info.model_dir,
+        eos_token_ids=engine.processor.eos_token_ids, default_sampling=engine.info.default_sampling,
+    )
+    app = FastAPI(title="enginetui", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.served = served  # the engine and its rules, for the routes
+    install_error_handlers(app)
+    if api_key:
+        app.add_middleware(APIKeyMiddleware, api_key=api_key)
+    _add_openai_routes(app, served)
+    _add_utility_routes(app, served)
+    live.add_routes(app, served)
+    return app
+
+
+def _add_openai_routes(app: FastAPI, served: ServedModel) -> None:
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, raw: Request):
+        return await create_completion(served, body, raw)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, raw: Request):
+        return await create_chat_completion(served, body, raw)
+
+    @app.get("/v1/models")
+    async def models() -> JSONResponse:
+        card = ModelCard(id=served.name, root=served.root or served.name, max_model_len=served.max_model_len)
+        return JSONResponse(ModelList(data=[card]).model_dump())
+
+
+def _add_utility_routes(app: FastAPI, served: ServedModel) -> None:
+    @app.get("/health")
+    async def health() -> Response:
+        """200 while the engine runs, 503 once it has died (as vLLM)."""
+        return Response(status_code=200 if served.engine.is_running else int(HTTPStatus.SERVICE_UNAVAILABLE))
+
+    @app.post("/tokenize")
+    async def tokenize(raw: Request) -> JSONResponse:
+        body = await _json_body(raw)
+        chat = isinstance(body, dict) and "messages" in body
+        try:
+            req = (TokenizeChatRequest if chat else TokenizeCompletionRequest).model_validate(body)
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors()) from exc
+        served.check_request(req, req.model)
+        if chat:
+            text = render_chat(served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message,
+                               None)
+        else:
+            text = req.prompt
+        ids = served.tokenize(text, req.add_special_tokens)
+        strs = served.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
+        return JSONResponse(TokenizeResponse(count=len(ids), max_model_len=served.max_model_len, tokens=ids,
+                                             token_strs=strs).model_dump())
+
+    @app.post("/detokenize")
+    async def detokenize(body: DetokenizeRequest) -> JSONResponse:
+        served.check_request(body, body.model)
+        return JSONResponse(DetokenizeResponse(prompt=served.decode(body.tokens)).model_dump())
+
+
+async def _json_body(raw: Request):
+    """The body as JSON (for routes whose body model depends on its content); 422 when it is not JSON."""
+    try:
+        return json.loads(await raw.body())
+    except ValueError as exc:
+        raise APIError(f"The request body is not valid JSON: {exc}", HTTPStatus.UNPROCESSABLE_ENTITY,
+                       "UnprocessableEntityError") from exc
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server; `handle_signals=False` leaves SIGINT / SIGTERM to the host (e.g. the dashboard)."""
+
+    def __init__(self, config: uvicorn.Config, handle_signals: bool) -> None:
+        super().__init__(config)
+        self.handle_signals = handle_signals  # install uvicorn's SIGINT / SIGTERM handlers
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if self.handle_signals:
+            with super().capture_signals():
+                yield
+        else:
+            yield
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (port 0: a free one), so a taken port fails before anything starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None,
+                    log_level: str = "info") -> None:
+    """Serve on `sock` until SIGINT / SIGTERM, or until `stop` is set (then signals are left to the
+    caller); open streams get GRACEFUL_SHUTDOWN_S to finish. The socket is closed at the end."""
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, ws="websockets-sansio")
+    server = _Server(config, handle_signals=stop is None)
+
+    async def stop_when_asked() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.ensure_future(stop_when_asked()) if stop is not None else None
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        sock.close()
+

@@ -1,0 +1,152 @@
+"""/v1/enginetui/*: what an attached dashboard needs beyond the OpenAI API.
+
+    GET  /v1/enginetui/info           model, served name, limits, EngineCore pid and device (JSON)
+    WS   /v1/enginetui/events         step events, one msgpack StepEvent per binary frame; the first
+                                      is a snapshot, so a late attach draws the whole state at once
+    GET  /v1/enginetui/snapshot       the current state (a StepEvent, JSON)
+    GET  /v1/enginetui/process        EngineCore's pid, CPU % and memory (JSON)
+    GET  /v1/enginetui/tokenizer      the tokenizer's files (JSON: name -> text), to decode events
+    POST /v1/enginetui/pause | resume | step | reset_prefix_cache
+    POST /v1/enginetui/step_interval  {"seconds": s}: slow motion (0 = full speed)
+    POST /v1/enginetui/abort          {"request_id": id}: end any request, whoever sent it
+
+Every dashboard controls the one engine, so all of them see the same paused state. The API key
+guards these routes like every other (auth.py).
+"""
+
+import asyncio
+import os
+from pathlib import Path
+
+import msgspec
+import psutil
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from core.engine.events import encode_event
+from core.entrypoints.openai.errors import bad_request
+from core.entrypoints.openai.served_model import ServedModel
+
+PREFIX = "/v1/enginetui"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "chat_template.jinja")  # text files a fast tokenizer is rebuilt from
+
+
+class StepInterval(BaseModel):
+    seconds: float  # least time between engine steps (0 = full speed)
+
+
+class AbortRequest(BaseModel):
+    request_id: str  # the engine request id (as shown in step events)
+
+
+def add_routes(app: FastAPI, served: ServedModel) -> None:
+    engine = served.engine
+    process = _EngineProcess(engine.engine_pid or os.getpid())
+
+    @app.get(f"{PREFIX}/info")
+    async def info() -> JSONResponse:
+        return JSONResponse({
+            "served_model_name": served.name, "model": engine.model_name, "device": engine.device,
+            "engine_pid": engine.engine_pid, "max_model_len": served.max_model_len,
+            "has_tokenizer": served.tokenizer is not None,
+        })
+
+    @app.websocket(f"{PREFIX}/events")
+    async def events(ws: WebSocket) -> None:
+        await ws.accept()
+        forward = asyncio.ensure_future(_forward_events(engine, ws))
+        closed = asyncio.ensure_future(_until_closed(ws))
+        try:
+            await asyncio.wait({forward, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (forward, closed):
+                task.cancel()
+            await asyncio.gather(forward, closed, return_exceptions=True)
+        if forward.done() and not forward.cancelled() and forward.exception() is not None:
+            await _close(ws, 1011, f"engine event stream failed: {forward.exception()}")
+        elif not closed.done():
+            await _close(ws, 1000, "the engine closed its event stream")
+
+    @app.get(f"{PREFIX}/snapshot")
+    async def snapshot() -> Response:
+        return Response(msgspec.json.encode(await engine.snapshot()), media_type="application/json")
+
+    @app.get(f"{PREFIX}/process")
+    async def process_stats() -> JSONResponse:
+        return JSONResponse(await asyncio.to_thread(process.sample))
+
+    @app.get(f"{PREFIX}/tokenizer")
+    async def tokenizer_files() -> JSONResponse:
+        folder = getattr(served.tokenizer, "name_or_path", None)
+        if served.tokenizer is None or not folder or not Path(folder).is_dir():
+            raise bad_request("this server has no tokenizer directory to share")
+        files = {name: (Path(folder) / name).read_text() for name in TOKENIZER_FILES if (Path(folder) / name).is_file()}
+        return JSONResponse(files)
+
+    for op in ("pause", "resume", "step", "reset_prefix_cache"):
+        app.add_api_route(f"{PREFIX}/{op}", _control(engine, op), methods=["POST"], name=f"enginetui_{op}")
+
+    @app.post(f"{PREFIX}/step_interval")
+    async def step_interval(body: StepInterval) -> JSONResponse:
+        try:
+            await engine.set_step_interval(body.seconds)
+        except ValueError as exc:
+            raise bad_request(str(exc), "seconds") from exc
+        return JSONResponse({"ok": True})
+
+    @app.post(f"{PREFIX}/abort")
+    async def abort(body: AbortRequest) -> JSONResponse:
+        await engine.abort(body.request_id)
+        return JSONResponse({"ok": True})
+
+
+def _control(engine, op: str):
+    call = {"pause": engine.pause, "resume": engine.resume, "step": engine.step_once,
+            "reset_prefix_cache": engine.reset_prefix_cache}[op]
+
+    async def control() -> JSONResponse:
+        result = await call()
+        return JSONResponse({"ok": True} if result is None else {"ok": True, "result": result})
+
+    return control
+
+
+async def _forward_events(engine, ws: WebSocket) -> None:
+    async for event in engine.events():
+        await ws.send_bytes(encode_event(event))
+
+
+async def _until_closed(ws: WebSocket) -> None:
+    """Returns when the dashboard closes the connection (it sends nothing else)."""
+    try:
+        while True:
+            await ws.receive_bytes()
+    except (WebSocketDisconnect, RuntimeError, KeyError):
+        return
+
+
+async def _close(ws: WebSocket, code: int, reason: str) -> None:
+    try:
+        await ws.close(code, reason[:120])
+    except RuntimeError:  # already closed
+        pass
+
+
+class _EngineProcess:
+    """Reads the EngineCore process with psutil, keeping the handle so CPU % covers the time between calls."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid  # EngineCore's process id (this process's when EngineCore runs in it)
+        self._proc: psutil.Process | None = None  # the handle, once opened
+
+    def sample(self) -> dict:
+        try:
+            if self._proc is None:
+                self._proc = psutil.Process(self.pid)
+            with self._proc.oneshot():
+                return {"pid": self.pid, "cpu_percent": self._proc.cpu_percent(interval=None),
+                        "rss_mb": self._proc.memory_info().rss / 2**20, "running": True}
+        except psutil.Error:
+            return {"pid": self.pid, "running": False}

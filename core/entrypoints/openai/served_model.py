@@ -1,0 +1,75 @@
+"""The model a server serves: the engine, its name and tokenizer, and the request rules every
+route shares (which model name is valid, prompt length and output limits, request ids)."""
+
+import uuid
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from core.entrypoints.openai.errors import bad_request, model_not_found
+from core.entrypoints.openai.protocol import OpenAIBaseModel
+from core.outputs import CompletionOutput
+from core.sampling_params import SamplingParams
+
+
+@dataclass(slots=True)
+class ServedModel:
+    """One engine behind the OpenAI routes."""
+
+    engine: object  # AsyncLLM: generate / abort / snapshot / events / ...
+    name: str  # the model name clients use (--served-model-name, default the --model value)
+    tokenizer: object  # the engine's HF tokenizer (None: token-id prompts only)
+    max_model_len: int  # prompt + output limit of the engine
+    root: str | None  # where the weights came from (shown by /v1/models)
+    eos_token_ids: list[int]  # the engine's EOS tokens (a stop on one reports no stop_reason, as vLLM)
+    default_sampling: dict[str, int | float]  # the model's generation-config defaults (SamplingParams names)
+
+    def check_request(self, request: OpenAIBaseModel, model: str | None) -> None:
+        """Raise APIError for an unknown model (404) or fields this server does not implement (400)."""
+        if model and model != self.name:
+            raise model_not_found(model, self.name)
+        unsupported = request.unsupported_fields()
+        if unsupported:
+            raise bad_request(f"{', '.join(unsupported)}: not supported by this server", unsupported[0])
+
+    def tokenize(self, prompt: str | list[int], add_special_tokens: bool = True) -> list[int]:
+        """Token ids of a text prompt (ids pass through; the engine checks their range)."""
+        if isinstance(prompt, list):
+            return prompt
+        if self.tokenizer is None:
+            raise bad_request("this server runs without a tokenizer: send prompts as token ids", "prompt")
+        return list(self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
+
+    def decode(self, token_ids: list[int]) -> str:
+        if self.tokenizer is None:
+            raise bad_request("this server runs without a tokenizer: it cannot detokenize", "tokens")
+        return self.tokenizer.decode(token_ids)
+
+    def output_limit(self, prompt_len: int, asked: int | None, param: str = "max_tokens") -> int:
+        """vLLM's max_tokens: what was asked (else the generation config's), capped by the room
+        max_model_len leaves after the prompt (no limit at all: all of that room). A prompt that
+        leaves no room is a 400."""
+        if prompt_len >= self.max_model_len:
+            raise bad_request(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, your prompt "
+                f"contains {prompt_len} input tokens, which leaves no room for any output tokens. "
+                f"Please reduce the length of the input prompt.", "input_tokens")
+        room = self.max_model_len - prompt_len
+        asked = asked if asked is not None else self.default_sampling.get("max_tokens")
+        if asked is None:
+            return room
+        if isinstance(asked, bool) or asked < 1:
+            raise bad_request(f"{param} must be at least 1, got {asked}", param)
+        return min(asked, room)
+
+    def stop_reason(self, c: CompletionOutput, params: SamplingParams) -> str | int | None:
+        """The stop string or stop token that ended `c`; None for EOS and other endings (vLLM)."""
+        reason = c.stop_reason
+        if reason in self.eos_token_ids and reason not in (params.stop_token_ids or ()):
+            return None
+        return reason
+
+
+def request_id_base(raw: Request, given: str | None) -> str:
+    """The request id's base: the X-Request-Id header, else the body's request_id, else random (vLLM)."""
+    return raw.headers.get("X-Request-Id") or given or uuid.uuid4().hex

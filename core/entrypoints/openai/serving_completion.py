@@ -1,0 +1,120 @@
+"""POST /v1/completions: prompts -> engine requests -> one JSON answer or a stream of chunks.
+
+One engine request per prompt (id `cmpl-<base>-<i>`, as vLLM names them); choice `i * n + j` is
+completion j of prompt i. Chunks and bodies follow vLLM 0.32's serving_completion.
+"""
+
+import time
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from core.entrypoints.openai.completion_protocol import (
+    CompletionRequest,
+    CompletionResponse,
+    CompletionResponseChoice,
+    CompletionResponseStreamChoice,
+    CompletionStreamResponse,
+)
+from core.entrypoints.openai.errors import APIError, bad_request
+from core.entrypoints.openai.logprobs import completion_logprobs
+from core.entrypoints.openai.protocol import UsageInfo
+from core.entrypoints.openai.served_model import ServedModel, request_id_base
+from core.entrypoints.openai.streaming import SSE_DONE, ChoiceDelta, EngineStreams, sse, until_disconnected
+from core.sampling_params import SamplingParams
+
+
+async def create_completion(served: ServedModel, req: CompletionRequest, raw: Request):
+    served.check_request(req, req.model)
+    if req.echo and req.logprobs is not None:
+        raise bad_request("echo with logprobs is not supported (it needs prompt logprobs)", "echo")
+    prompts = req.prompts()
+    token_ids = [served.tokenize(p, req.add_special_tokens) for p in prompts]
+    params = [req.sampling_params(served.output_limit(len(ids), req.max_tokens), req.logprobs, served.default_sampling)
+              for ids in token_ids]
+    request_id = f"cmpl-{request_id_base(raw, req.request_id)}"
+    echoed = [p if isinstance(p, str) else served.decode(p) for p in prompts] if req.echo else None
+    streams = EngineStreams(
+        lambda i: served.engine.generate(token_ids[i], params[i], f"{request_id}-{i}", req.priority), len(prompts))
+    answer = _Answer(served, req, params, request_id, echoed)
+    try:
+        await until_disconnected(raw, streams.start())
+        if req.stream:
+            return StreamingResponse(answer.chunks(streams), media_type="text/event-stream")
+        return JSONResponse(answer.whole(await until_disconnected(raw, streams.final())).model_dump())
+    except BaseException:
+        await streams.close()
+        raise
+
+
+class _Answer:
+    """Builds the answer of one completion request from its engine outputs."""
+
+    def __init__(self, served: ServedModel, req: CompletionRequest, params: list[SamplingParams], request_id: str,
+                 echoed: list[str] | None) -> None:
+        self.served = served  # the model and its tokenizer
+        self.req = req  # the request
+        self.params = params  # sampling parameters per prompt
+        self.id = request_id  # cmpl-<base>
+        self.created = int(time.time())  # the answer's timestamp
+        self.echoed = echoed  # per prompt, text to put before the completion (echo=True)
+
+    def whole(self, finals) -> CompletionResponse:
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        for i, out in enumerate(finals):
+            prompt_tokens += len(out.prompt_token_ids)
+            for c in out.outputs:
+                completion_tokens += len(c.token_ids)
+                logprobs = None
+                if self.req.logprobs is not None:
+                    logprobs = completion_logprobs(c.token_ids, c.logprobs, self.req.logprobs, self.served.tokenizer)
+                text = (self.echoed[i] if self.echoed else "") + c.text
+                choices.append(CompletionResponseChoice(
+                    index=len(choices), text=text, logprobs=logprobs, finish_reason=c.finish_reason,
+                    stop_reason=self.served.stop_reason(c, self.params[i])))
+        return CompletionResponse(id=self.id, created=self.created, model=self.served.name, choices=choices,
+                                  usage=UsageInfo.of(prompt_tokens, completion_tokens))
+
+    async def chunks(self, streams: EngineStreams):
+        n = self.req.n
+        final_usage, continuous_usage = self.req.usage_in_stream()
+        deltas: dict[int, ChoiceDelta] = {}
+        prompt_tokens: dict[int, int] = {}
+        try:
+            try:
+                async for i, out in streams.outputs():
+                    prompt_tokens[i] = len(out.prompt_token_ids)
+                    for c in out.outputs:
+                        index = i * n + c.index
+                        choice = deltas.setdefault(index, ChoiceDelta.for_params(self.params[i]))
+                        first = choice.sent_tokens == 0 and choice.sent_text == 0
+                        delta = choice.advance(c)
+                        if delta is None:
+                            continue
+                        text = (self.echoed[i] if self.echoed and first else "") + delta.text
+                        logprobs = None
+                        if self.req.logprobs is not None:
+                            logprobs = completion_logprobs(delta.token_ids, delta.logprobs, self.req.logprobs,
+                                                           self.served.tokenizer, delta.text_offset)
+                        chunk = self._chunk([CompletionResponseStreamChoice(
+                            index=index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason,
+                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None)])
+                        if continuous_usage:
+                            chunk.usage = UsageInfo.of(prompt_tokens[i], choice.sent_tokens)
+                        yield sse(chunk.model_dump_json(exclude_unset=True))
+                if final_usage:
+                    usage = UsageInfo.of(sum(prompt_tokens.values()), sum(d.sent_tokens for d in deltas.values()))
+                    chunk = self._chunk([], usage)
+                    yield sse(chunk.model_dump_json(exclude_none=True))
+            except APIError as exc:
+                yield sse(exc.body().model_dump_json())
+            yield SSE_DONE
+        finally:
+            await streams.close()
+
+    def _chunk(self, choices, usage: UsageInfo | None = None) -> CompletionStreamResponse:
+        chunk = CompletionStreamResponse(id=self.id, object="text_completion", created=self.created,
+                                         model=self.served.name, choices=choices)
+        if usage is not None:
+            chunk.usage = usage
+        return chunk

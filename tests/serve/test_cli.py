@@ -1,0 +1,45 @@
+"""`enginetui serve` as a user runs it: flags, a model without a chat template, a taken port,
+a bad model, and Ctrl-C (SIGINT) / SIGTERM ending the server and its EngineCore."""
+
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+
+from core.entrypoints.openai.chat_template import NO_TEMPLATE
+from tests.serve.conftest import REPO, ServerProcess
+
+
+def test_model_without_chat_template_a_served_name_and_the_key_from_the_environment(text_opt_dir):
+    srv = ServerProcess("--model", text_opt_dir, "--served-model-name", "tiny", "--num-gpu-blocks-override", "32",
+                        env={"ENGINETUI_API_KEY": "from-env"})
+    try:
+        assert httpx.get(f"{srv.url}/v1/models", timeout=60).status_code == 401
+        with httpx.Client(base_url=srv.url, headers={"Authorization": "Bearer from-env"}, timeout=60) as http:
+            assert [m["id"] for m in http.get("/v1/models").json()["data"]] == ["tiny"]
+            r = http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+            assert r.status_code == 400 and r.json()["error"]["message"] == NO_TEMPLATE
+            r = http.post("/v1/completions", json={"model": "tiny", "prompt": "hello", "max_tokens": 3})
+            assert r.status_code == 200 and r.json()["model"] == "tiny"
+            assert http.post("/v1/completions", json={"model": "default", "prompt": "x"}).status_code == 404
+    finally:
+        assert srv.stop(signal.SIGINT) == 0  # Ctrl-C: a clean exit, EngineCore gone (stop() checks)
+
+
+def test_a_taken_port_fails_at_once():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", str(port)], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "starting the engine" not in r.stderr
+
+
+def test_a_bad_model_is_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "could not start the engine" in r.stderr and "Traceback" not in r.stderr
