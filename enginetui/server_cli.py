@@ -19,7 +19,8 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser(
         "serve", help="serve the engine over an OpenAI-compatible HTTP API (like `vllm serve`)",
         description="An OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-                    "/tokenize, /detokenize) on one engine. Engine flags use vLLM's names. Ctrl-C or SIGTERM stops it.")
+                    "/metrics, /tokenize, /detokenize) on one engine. Engine flags use vLLM's names. Ctrl-C or "
+                    "SIGTERM stops it.")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")

@@ -93,7 +93,7 @@ def test_unknown_route_is_an_openai_shaped_404(http):
 
 
 @pytest.mark.parametrize("route, method", [
-    ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"), ("/v1/models", "GET"),
+    ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"), ("/v1/models", "GET"), ("/metrics", "GET"),
     ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/enginetui/snapshot", "GET"), ("/v1/enginetui/pause", "POST"),
 ])
 @pytest.mark.parametrize("auth", [None, "Bearer wrong-key", f"Basic {API_KEY}", API_KEY])

@@ -4,7 +4,7 @@
     await serve_app(app, listen_socket("127.0.0.1", 8000))   # until SIGINT / SIGTERM
 
 Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
-POST /tokenize, POST /detokenize, and the dashboards' /v1/enginetui/* (live.py).
+GET /metrics, POST /tokenize, POST /detokenize, and the dashboards' /v1/enginetui/* (live.py).
 The caller owns the engine: it is started before the app and shut down after it.
 """
 
@@ -26,6 +26,7 @@ from core.entrypoints.openai.chat_protocol import ChatCompletionRequest
 from core.entrypoints.openai.chat_template import render_chat
 from core.entrypoints.openai.completion_protocol import CompletionRequest
 from core.entrypoints.openai.errors import APIError, install_error_handlers
+from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
 from core.entrypoints.openai.protocol import (
     DetokenizeRequest,
     DetokenizeResponse,
@@ -43,7 +44,9 @@ GRACEFUL_SHUTDOWN_S = 3.0  # how long open streams may finish after SIGINT / SIG
 
 
 def build_app(engine, served_model_name: str | None = None, api_key: str | None = None) -> FastAPI:
-    """The server's app over `engine` (an AsyncLLM)."""
+    """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one)."""
+    if not isinstance(engine, MeteredEngine):
+        engine = MeteredEngine(engine, ServerMetrics(served_model_name or engine.model_name))
     served = ServedModel(
         engine=engine, name=served_model_name or engine.model_name, tokenizer=engine.tokenizer,
         max_model_len=engine.info.max_model_len, root=engine.info.model_dir,
@@ -80,6 +83,12 @@ def _add_utility_routes(app: FastAPI, served: ServedModel) -> None:
     async def health() -> Response:
         """200 while the engine runs, 503 once it has died (as vLLM)."""
         return Response(status_code=200 if served.engine.is_running else int(HTTPStatus.SERVICE_UNAVAILABLE))
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        if served.engine.is_running:
+            served.engine.metrics.observe_state(await served.engine.snapshot())
+        return Response(served.engine.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/tokenize")
     async def tokenize(raw: Request) -> JSONResponse:

@@ -16,7 +16,7 @@ from core.sampling_params import SamplingParams
 class ServedModel:
     """One engine behind the OpenAI routes."""
 
-    engine: object  # AsyncLLM: generate / abort / snapshot / events / ...
+    engine: object  # AsyncLLM, or a MeteredEngine around one: generate / abort / snapshot / events / ...
     name: str  # the model name clients use (--served-model-name, default the --model value)
     tokenizer: object  # the engine's HF tokenizer (None: token-id prompts only)
     max_model_len: int  # prompt + output limit of the engine
