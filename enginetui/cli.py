@@ -49,13 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="FILE",
                         help="record every step event to FILE while the dashboard runs (replay it with "
                              "`enginetui replay FILE`)")
+    from enginetui.server_cli import add_serve_beside_args, add_server_subparsers
+
+    add_serve_beside_args(parser)  # --serve PORT, --api-key
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     if importlib.util.find_spec("enginetui.bench") is not None:
         from enginetui.bench import add_bench_subparsers
 
         add_bench_subparsers(subcommands)  # each subcommand sets `func(args) -> exit code`
-    from enginetui.server_cli import add_server_subparsers
-
     add_server_subparsers(subcommands)  # serve, attach
     return parser
 
@@ -79,6 +80,15 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     kwargs = dashboard_engine_args(args)
     log_file = str(args.log_file or default_log_file())
+    server = None
+    if args.serve is not None:
+        from enginetui.server_cli import ServerBeside, api_key
+
+        try:  # binds the port now: a taken one fails before the engine starts
+            server = ServerBeside(args.serve, api_key(args))
+        except OSError as exc:
+            print(f"enginetui: --serve: {exc}", file=sys.stderr)
+            return 2
     print(
         f"enginetui: starting the engine ({kwargs['model'] or 'embedded default model'}); "
         f"its output goes to {display_path(log_file)}…",
@@ -98,12 +108,19 @@ def run_dashboard(args: argparse.Namespace) -> int:
             print(f"enginetui: cannot record to {args.record}: {exc}", file=sys.stderr)
             return 2
         print(f"enginetui: recording every step event to {args.record}", file=sys.stderr)
+    if server is not None:
+        engine = server.wrap(engine)
+    # r restarts a dead engine with the same settings; not behind --serve (the server keeps its engine)
+    reopen = partial(open_engine, kwargs, log_file=log_file) if server is None else None
     app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
-                    step_interval_ms=args.step_interval_ms, reopen=partial(open_engine, kwargs, log_file=log_file),
+                    step_interval_ms=args.step_interval_ms, reopen=reopen,
                     random_weights=kwargs.get("load_format") == "dummy")
     try:
         with route_python_output(log_file):
-            app.run()
+            if server is None:
+                app.run()
+            else:
+                server.run(app)  # the app and the server in one event loop, until the app quits
     finally:
         engine.shutdown()  # closes the recording too
         app.engine.shutdown()  # the engine of a restart (r), if there was one (not recorded)

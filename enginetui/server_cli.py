@@ -1,10 +1,12 @@
-"""`enginetui serve`: the OpenAI-compatible server.
+"""`enginetui serve` (the OpenAI-compatible server), `enginetui attach URL` (the dashboard on a
+running server) and `enginetui --serve PORT` (dashboard and server on one engine, one process).
 
 `enginetui/cli.py` calls `add_server_subparsers`; the heavy modules are imported when a command runs.
 """
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -19,8 +21,8 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser(
         "serve", help="serve the engine over an OpenAI-compatible HTTP API (like `vllm serve`)",
         description="An OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-                    "/metrics, /tokenize, /detokenize) on one engine. Engine flags use vLLM's names. Ctrl-C or "
-                    "SIGTERM stops it.")
+                    "/metrics, /tokenize, /detokenize) on one engine; dashboards attach to it with "
+                    "`enginetui attach URL`. Engine flags use vLLM's names. Ctrl-C or SIGTERM stops it.")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")
@@ -29,8 +31,20 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--uvicorn-log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug", "trace"),
                        help="uvicorn's log level (default info)")
+    serve.add_argument("--skip-tokenizer-init", action="store_true",
+                       help="no tokenizer: prompts are token ids, outputs carry no text (for models without one)")
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
+
+    attach = subparsers.add_parser(
+        "attach", help="open the dashboard on a running `enginetui serve`",
+        description="The dashboard on a server's engine: every request, whoever sent it, with its prompt and "
+                    "streaming text; your prompts go through the server's OpenAI API; pause, step, slow motion "
+                    "and abort act on the one engine (every attached dashboard sees the same state).")
+    attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
+    add_key_arg(attach, "the server's API key")
+    attach.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
+    attach.set_defaults(func=run_attach)
 
 
 def add_key_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -49,6 +63,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from enginetui.engine_link import startup_error
 
     kwargs = engine_args(args)
+    if args.skip_tokenizer_init:
+        kwargs["skip_tokenizer_init"] = True
     try:
         sock = listen_socket(args.host, args.port)
     except OSError as exc:
@@ -76,6 +92,77 @@ def run_serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print("enginetui serve: stopped", file=sys.stderr)
     return 0
+
+
+def add_serve_beside_args(parser: argparse.ArgumentParser) -> None:
+    """The dashboard's own flags for serving its engine too."""
+    parser.add_argument("--serve", type=_port, metavar="PORT",
+                        help="also serve the dashboard's engine over the OpenAI-compatible API on 127.0.0.1:PORT "
+                             "(as `enginetui serve` does; others can `enginetui attach` to it)")
+    add_key_arg(parser, "with --serve: require this key on every route but /health")
+
+
+class ServerBeside:
+    """`enginetui --serve PORT`: the server on the dashboard's engine, in the dashboard's event loop.
+
+    Made before the engine starts (it binds the port: a taken one fails first); wrap() the engine
+    so the dashboard's own requests count in /metrics too; run() the app with the server beside it.
+    """
+
+    def __init__(self, port: int, api_key: str | None) -> None:
+        from core.entrypoints.openai.api_server import listen_socket
+
+        self.sock = listen_socket("127.0.0.1", port)  # raises OSError when the port is taken
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"  # where it serves
+        self.api_key = api_key  # guards the server's routes
+        self.http_app = None  # the FastAPI app, once wrap() has the engine
+
+    def wrap(self, engine):
+        """The engine the dashboard and the server share (its generate() feeds /metrics)."""
+        from core.entrypoints.openai.api_server import build_app
+        from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
+
+        engine = MeteredEngine(engine, ServerMetrics(engine.model_name))
+        self.http_app = build_app(engine, api_key=self.api_key)
+        return engine
+
+    def run(self, app) -> None:
+        """Run the dashboard `app` until it quits, serving meanwhile."""
+        async def both() -> None:
+            async with self.serving():
+                announce = asyncio.ensure_future(self._announce(app))
+                try:
+                    await app.run_async()
+                finally:
+                    announce.cancel()
+
+        asyncio.run(both())
+
+    @contextlib.asynccontextmanager
+    async def serving(self):
+        """The server runs in this event loop while inside; it stops (open streams get a moment) on the way out."""
+        from core.entrypoints.openai.api_server import serve_app
+
+        stop = asyncio.Event()
+        server = asyncio.ensure_future(serve_app(self.http_app, self.sock, stop, log_level="warning"))
+        try:
+            yield self
+        finally:
+            stop.set()
+            await asyncio.gather(server, return_exceptions=True)
+
+    async def _announce(self, app) -> None:
+        while not app.is_running:
+            await asyncio.sleep(0.05)
+        key = " (API key required)" if self.api_key else ""
+        app.notify(f"serving this engine on {self.url}{key}: `enginetui attach {self.url}`", title="server",
+                   timeout=10)
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    from enginetui.remote_engine import attach_dashboard
+
+    return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size)
 
 
 def _interrupt(signum, frame) -> None:

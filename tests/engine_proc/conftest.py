@@ -1,10 +1,10 @@
 """Fixtures and helpers for the EngineCore-process tests."""
 
 import os
-import time
 
-import psutil
 import pytest
+
+from enginetui.serve_process import wait_gone  # noqa: F401 - the tests here import it from this module
 
 
 @pytest.fixture(scope="session")
@@ -24,17 +24,3 @@ def engine_args(model_dir: str, has_tokenizer: bool, **overrides) -> dict:
             "block_size": 16, "max_num_batched_tokens": 256, "max_num_seqs": 8, "device": "cpu", "seed": 0}
     args.update(overrides)
     return args
-
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    """True once no live (non-zombie) process has this pid, within `timeout` seconds. Never reaps."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)

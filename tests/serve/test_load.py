@@ -42,7 +42,7 @@ BAD = {
 class Outcome:
     """What one request's client saw."""
 
-    req_id: str  # the engine request id (cmpl-<X-Request-Id>-0)
+    req_id: str  # the engine request id (cmpl-<X-Request-Id>)
     kind: str  # "complete", "hangup" or the bad-request kind
     status: int = 0  # HTTP status
     finish_reason: str | None = None  # of a completed stream
@@ -50,7 +50,7 @@ class Outcome:
 
 
 async def one_request(client: httpx.AsyncClient, rng: random.Random, name: str) -> Outcome:
-    req_id = f"cmpl-{name}-0"
+    req_id = f"cmpl-{name}"
     headers = {"X-Request-Id": name}
     if rng.random() < BAD_SHARE:
         kind = rng.choice(sorted(BAD))

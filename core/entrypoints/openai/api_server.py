@@ -155,10 +155,15 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None,
                     log_level: str = "info") -> None:
-    """Serve on `sock` until SIGINT / SIGTERM, or until `stop` is set (then signals are left to the
-    caller); open streams get GRACEFUL_SHUTDOWN_S to finish. The socket is closed at the end."""
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, ws="websockets-sansio")
+    """Serve on `sock` until SIGINT / SIGTERM; open streams then get GRACEFUL_SHUTDOWN_S to finish.
+    The socket is closed at the end.
+
+    With `stop`, the server is a guest in a host (the dashboard of `enginetui --serve`): it ends
+    when `stop` is set, and leaves signals and logging configuration to the host.
+    """
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", ws="websockets-sansio",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            **({"log_config": None} if stop is not None else {}))
     server = _Server(config, handle_signals=stop is None)
 
     async def stop_when_asked() -> None:
@@ -172,4 +177,3 @@ async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | Non
         if watcher is not None:
             watcher.cancel()
         sock.close()
-

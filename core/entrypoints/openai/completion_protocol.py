@@ -16,6 +16,7 @@ class CompletionRequest(SamplingRequest):
     logprobs: int | None = None  # top logprobs per token (plus the sampled one)
     echo: bool | None = False  # prepend the prompt to the text
     add_special_tokens: bool = True  # add BOS etc. when tokenizing a text prompt
+    return_token_ids: bool | None = None  # also the prompt's and the completion's token ids
 
     @field_validator("max_tokens", mode="before")
     @classmethod
@@ -48,6 +49,8 @@ class CompletionResponseChoice(OpenAIBaseModel):
     logprobs: CompletionLogProbs | None = None  # when asked for
     finish_reason: str | None = None  # stop | length | abort
     stop_reason: int | str | None = None  # the stop string or token that ended it
+    prompt_token_ids: list[int] | None = None  # with return_token_ids
+    token_ids: list[int] | None = None  # with return_token_ids
 
 
 class CompletionResponse(OpenAIBaseModel):
@@ -66,6 +69,8 @@ class CompletionResponseStreamChoice(OpenAIBaseModel):
     logprobs: CompletionLogProbs | None = None  # of the tokens in this chunk
     finish_reason: str | None = None  # set on the choice's last chunk
     stop_reason: int | str | None = None  # the stop string or token that ended it
+    prompt_token_ids: list[int] | None = None  # with return_token_ids: on the choice's first chunk
+    token_ids: list[int] | None = None  # with return_token_ids: the tokens of this chunk
 
 
 class CompletionStreamResponse(OpenAIBaseModel):

@@ -1,7 +1,7 @@
 """The model a server serves: the engine, its name and tokenizer, and the request rules every
 route shares (which model name is valid, prompt length and output limits, request ids)."""
 
-import uuid
+import secrets
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -70,6 +70,10 @@ class ServedModel:
         return reason
 
 
+RANDOM_ID_BYTES = 5  # a random request id's size: 10 hex digits, short enough to read on a dashboard
+
+
 def request_id_base(raw: Request, given: str | None) -> str:
-    """The request id's base: the X-Request-Id header, else the body's request_id, else random (vLLM)."""
-    return raw.headers.get("X-Request-Id") or given or uuid.uuid4().hex
+    """The request id's base: the X-Request-Id header, else the body's request_id, else random (as
+    vLLM, which takes 32 hex digits; ids need only be unique among live requests)."""
+    return raw.headers.get("X-Request-Id") or given or secrets.token_hex(RANDOM_ID_BYTES)

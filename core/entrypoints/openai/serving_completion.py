@@ -1,7 +1,9 @@
 """POST /v1/completions: prompts -> engine requests -> one JSON answer or a stream of chunks.
 
-One engine request per prompt (id `cmpl-<base>-<i>`, as vLLM names them); choice `i * n + j` is
-completion j of prompt i. Chunks and bodies follow vLLM 0.32's serving_completion.
+One engine request per prompt: `cmpl-<base>` for a single prompt (the answer's id, so a
+dashboard row and a client's answer carry the same id), `cmpl-<base>-<i>` for prompt i of a
+batch (vLLM's names). Choice `i * n + j` is completion j of prompt i. Chunks and bodies follow
+vLLM 0.32's serving_completion.
 """
 
 import time
@@ -35,7 +37,8 @@ async def create_completion(served: ServedModel, req: CompletionRequest, raw: Re
     request_id = f"cmpl-{request_id_base(raw, req.request_id)}"
     echoed = [p if isinstance(p, str) else served.decode(p) for p in prompts] if req.echo else None
     streams = EngineStreams(
-        lambda i: served.engine.generate(token_ids[i], params[i], f"{request_id}-{i}", req.priority), len(prompts))
+        lambda i: served.engine.generate(token_ids[i], params[i], engine_request_id(request_id, i, len(prompts)),
+                                         req.priority), len(prompts))
     answer = _Answer(served, req, params, request_id, echoed)
     try:
         await until_disconnected(raw, streams.start())
@@ -45,6 +48,11 @@ async def create_completion(served: ServedModel, req: CompletionRequest, raw: Re
     except BaseException:
         await streams.close()
         raise
+
+
+def engine_request_id(request_id: str, index: int, count: int) -> str:
+    """The engine's id for prompt `index` of `count`: the answer's id itself for a single prompt."""
+    return request_id if count == 1 else f"{request_id}-{index}"
 
 
 class _Answer:
@@ -71,7 +79,9 @@ class _Answer:
                 text = (self.echoed[i] if self.echoed else "") + c.text
                 choices.append(CompletionResponseChoice(
                     index=len(choices), text=text, logprobs=logprobs, finish_reason=c.finish_reason,
-                    stop_reason=self.served.stop_reason(c, self.params[i])))
+                    stop_reason=self.served.stop_reason(c, self.params[i]),
+                    prompt_token_ids=out.prompt_token_ids if self.req.return_token_ids else None,
+                    token_ids=c.token_ids if self.req.return_token_ids else None))
         return CompletionResponse(id=self.id, created=self.created, model=self.served.name, choices=choices,
                                   usage=UsageInfo.of(prompt_tokens, completion_tokens))
 
@@ -96,9 +106,14 @@ class _Answer:
                         if self.req.logprobs is not None:
                             logprobs = completion_logprobs(delta.token_ids, delta.logprobs, self.req.logprobs,
                                                            self.served.tokenizer, delta.text_offset)
-                        chunk = self._chunk([CompletionResponseStreamChoice(
+                        choice = CompletionResponseStreamChoice(
                             index=index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason,
-                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None)])
+                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None)
+                        if self.req.return_token_ids:
+                            choice.token_ids = delta.token_ids
+                            if first:
+                                choice.prompt_token_ids = out.prompt_token_ids
+                        chunk = self._chunk([choice])
                         if continuous_usage:
                             chunk.usage = UsageInfo.of(prompt_tokens[i], choice.sent_tokens)
                         yield sse(chunk.model_dump_json(exclude_unset=True))

@@ -11,7 +11,7 @@
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from fastapi import Request
@@ -85,11 +85,15 @@ class EngineStreams:
                 yield index, item
 
     async def final(self) -> list[RequestOutput]:
-        """The last output of each prompt, in prompt order."""
+        """Each prompt's last output, carrying the last state of every one of its completions, in
+        prompt order (with n > 1 an output may carry only the completion that advanced)."""
         last: dict[int, RequestOutput] = {}
+        completions: dict[int, dict[int, CompletionOutput]] = {}
         async for index, out in self.outputs():
             last[index] = out
-        return [last[i] for i in sorted(last)]
+            for c in out.outputs:
+                completions.setdefault(index, {})[c.index] = c
+        return [replace(last[i], outputs=[completions[i][j] for j in sorted(completions[i])]) for i in sorted(last)]
 
     async def close(self) -> None:
         """Cancel the streams still running: their requests are aborted in the engine."""

@@ -1,0 +1,284 @@
+"""RemoteEngine: the dashboard's `Engine` on a running `enginetui serve`, and `enginetui attach`.
+
+The attached dashboard is the same app as the local one; only the engine differs:
+
+- step events come over the server's WebSocket (/v1/enginetui/events; the first is a snapshot);
+- its prompts go through the server's OpenAI API (/v1/completions, streamed), like any client's;
+- pause / resume / step / slow motion / abort are the server's control routes, so every
+  attached dashboard acts on, and sees, the one engine;
+- the tokenizer is the server's own (its files, fetched once), so prompts and text of requests
+  sent by anyone can be decoded from the events' token ids;
+- EngineCore's CPU and memory are read by the server (/v1/enginetui/process).
+
+Engine request ids are shared by everyone, so this dashboard's requests are sent as
+`cmpl-<tag>-r1`, `cmpl-<tag>-r2`, ... (tag: random per dashboard); the events it shows call
+them r1, r2, ... as the local dashboard does (`_Names`).
+"""
+
+import json
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import msgspec
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from core.engine.events import StepEvent, decode_event
+from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from core.sampling_params import SamplingParams
+from enginetui.widgets.process_panel import ProcessSample
+
+CONNECT_TIMEOUT_S = 10.0  # to reach the server at all
+MAX_EVENT_BYTES = 64 * 2**20  # largest step event accepted (a huge pool's block lists)
+
+
+class AttachError(RuntimeError):
+    """The server could not be attached to (unreachable, wrong key, not an enginetui server)."""
+
+
+class RemoteEngine:
+    """Implements enginetui.engine_link.Engine over HTTP and a WebSocket."""
+
+    def __init__(self, url: str, api_key: str | None, info: dict, tokenizer) -> None:
+        self.url = url.rstrip("/")  # http://HOST:PORT
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}  # sent on every call
+        self.info = info  # the server's /v1/enginetui/info
+        self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
+        self.names = _Names(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
+        self._http: httpx.AsyncClient | None = None  # opened in the app's event loop
+        self._probe_http = httpx.Client(base_url=self.url, headers=self.headers, timeout=CONNECT_TIMEOUT_S)
+
+    @classmethod
+    def connect(cls, url: str, api_key: str | None) -> "RemoteEngine":
+        """Check the server and fetch what the dashboard needs (raises AttachError)."""
+        with httpx.Client(base_url=url.rstrip("/"), timeout=CONNECT_TIMEOUT_S,
+                          headers={"Authorization": f"Bearer {api_key}"} if api_key else {}) as http:
+            info = _json(http, "/v1/enginetui/info", url)
+            files = _json(http, "/v1/enginetui/tokenizer", url) if info.get("has_tokenizer") else None
+        return cls(url, api_key, info, _load_tokenizer(files) if files else None)
+
+    # ---- identity (the Engine protocol) -------------------------------------------------------
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self.info.get("engine_pid")
+
+    @property
+    def model_name(self) -> str:
+        return self.info["served_model_name"]
+
+    @property
+    def device(self) -> str:
+        return f"{self.info['device']} · {self.url}"
+
+    # ---- requests -------------------------------------------------------------------------------
+
+    async def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
+        """Stream one prompt through the server's /v1/completions; yields cumulative RequestOutputs.
+        An invalid request raises ValueError with the server's message (as the local engine does)."""
+        body = {**msgspec.structs.asdict(params), "prompt": prompt, "stream": True, "return_token_ids": True,
+                "model": self.model_name}
+        if body["max_tokens"] is None:
+            body["max_tokens"] = self.info["max_model_len"]  # up to max_model_len (the server caps it)
+        if body["stop"] is None:
+            body["stop"] = []
+        out = _Assembly(request_id, prompt)
+        headers = {**self.headers, "X-Request-Id": self.names.header(request_id)}
+        async with self._client().stream("POST", "/v1/completions", json=body, headers=headers) as r:
+            if r.status_code != 200:
+                await r.aread()
+                raise _request_error(r)
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    raise RuntimeError(chunk["error"]["message"])
+                for choice in chunk["choices"]:
+                    yield out.add(choice)
+
+    async def abort(self, request_id: str) -> None:
+        await self._post("/v1/enginetui/abort", {"request_id": self.names.engine(request_id)})
+
+    # ---- control --------------------------------------------------------------------------------
+
+    async def pause(self) -> None:
+        await self._post("/v1/enginetui/pause")
+
+    async def resume(self) -> None:
+        await self._post("/v1/enginetui/resume")
+
+    async def step_once(self) -> None:
+        await self._post("/v1/enginetui/step")
+
+    async def set_step_interval(self, seconds: float) -> None:
+        await self._post("/v1/enginetui/step_interval", {"seconds": seconds})
+
+    async def snapshot(self) -> StepEvent:
+        r = await self._client().get("/v1/enginetui/snapshot")
+        _check(r)
+        return self.names.local(msgspec.json.decode(r.content, type=StepEvent))
+
+    async def events(self) -> AsyncIterator[StepEvent]:
+        """The server's step events (the first is a snapshot); ends when the server closes the stream."""
+        url = self.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/enginetui/events"
+        try:
+            async with ws_connect(url, additional_headers=self.headers, max_size=MAX_EVENT_BYTES,
+                                  open_timeout=CONNECT_TIMEOUT_S) as ws:
+                async for frame in ws:
+                    yield self.names.local(decode_event(frame))
+        except InvalidStatus as exc:
+            raise AttachError(f"the server refused the event stream (HTTP {exc.response.status_code}): "
+                              "is the API key right?") from exc
+        except (ConnectionClosed, OSError) as exc:
+            raise AttachError(f"the server at {self.url} went away ({exc})") from exc
+
+    # ---- process panel --------------------------------------------------------------------------
+
+    def probe(self, pid: int) -> ProcessSample | None:
+        """EngineCore's CPU and memory, as the server reads them (a ProcessProbe; runs in a thread)."""
+        try:
+            stats = self._probe_http.get("/v1/enginetui/process").json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not stats.get("running"):
+            return None
+        return ProcessSample(pid=stats["pid"], cpu_percent=stats["cpu_percent"], rss_mb=stats["rss_mb"])
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Leaves the server and its engine running; this dashboard's open requests end with their streams."""
+        self._probe_http.close()
+
+    # ---- plumbing -------------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers,
+                                           timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=None))
+        return self._http
+
+    async def _post(self, path: str, body: dict | None = None) -> None:
+        _check(await self._client().post(path, json=body or {}))
+
+
+class _Assembly:
+    """One request's RequestOutput, cumulated from its completion chunks."""
+
+    def __init__(self, request_id: str, prompt: str) -> None:
+        now = time.time()
+        self.output = RequestOutput(request_id=request_id, prompt=prompt, prompt_token_ids=[],
+                                    outputs=[CompletionOutput(index=0, text="", token_ids=[])], finished=False,
+                                    metrics=RequestMetrics(arrival_time=now))
+
+    def add(self, choice: dict) -> RequestOutput:
+        out, completion, m = self.output, self.output.outputs[0], self.output.metrics
+        now = time.time()
+        if choice.get("prompt_token_ids"):
+            out.prompt_token_ids = choice["prompt_token_ids"]
+        if choice.get("token_ids"):
+            completion.token_ids = completion.token_ids + choice["token_ids"]
+            m.first_token_time = m.first_token_time or now
+            m.last_token_time = now
+        completion.text += choice["text"]
+        out.new_text = choice["text"]
+        if choice.get("finish_reason"):
+            completion.finish_reason = choice["finish_reason"]
+            completion.stop_reason = choice.get("stop_reason")
+            out.finished = True
+            m.finished_time = now
+        return out
+
+
+class _Names:
+    """This dashboard's request ids (r1, r2, ...) and the engine's (cmpl-<tag>-r1, ...)."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag  # random per dashboard: keeps ids unique among everyone's
+        self._prefix = f"cmpl-{tag}-"  # engine ids of this dashboard's requests start so
+
+    def header(self, local_id: str) -> str:
+        """The X-Request-Id the server makes the engine id `cmpl-<tag>-<local id>` from."""
+        return f"{self.tag}-{local_id}"
+
+    def engine(self, local_id: str) -> str:
+        """The engine's id of a request shown as `local_id` (other clients' ids are the engine's already)."""
+        return local_id if local_id.startswith("cmpl-") else self._prefix + local_id
+
+    def local(self, event: StepEvent) -> StepEvent:
+        """The event with this dashboard's requests under their local names."""
+        prefix = self._prefix
+        raw = msgspec.to_builtins(event)
+        return msgspec.convert(_rename(raw, lambda s: s[len(prefix):] if s.startswith(prefix) else s), StepEvent)
+
+
+def _rename(value, rename):
+    """`value` (builtins) with every string and dict key passed through `rename`."""
+    if isinstance(value, str):
+        return rename(value)
+    if isinstance(value, list):
+        return [_rename(v, rename) for v in value]
+    if isinstance(value, dict):
+        return {rename(k) if isinstance(k, str) else k: _rename(v, rename) for k, v in value.items()}
+    return value
+
+
+def _json(http: httpx.Client, path: str, url: str):
+    try:
+        r = http.get(path)
+    except httpx.HTTPError as exc:
+        raise AttachError(f"cannot reach {url}: {exc}") from exc
+    if r.status_code == 401:
+        raise AttachError(f"{url} wants an API key: pass --api-key KEY (or set ENGINETUI_API_KEY)")
+    if r.status_code == 404:
+        raise AttachError(f"{url} is not an enginetui server (no {path})")
+    _check(r)
+    return r.json()
+
+
+def _check(r: httpx.Response) -> None:
+    if r.status_code >= 400:
+        raise _request_error(r)
+
+
+def _request_error(r: httpx.Response) -> Exception:
+    """ValueError for a refused request (the dashboard shows it as rejected), RuntimeError otherwise."""
+    try:
+        message = r.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = r.text or r.reason_phrase
+    return (ValueError if r.status_code in (400, 404, 422) else RuntimeError)(f"HTTP {r.status_code}: {message}")
+
+
+def _load_tokenizer(files: dict[str, str]):
+    """The server's tokenizer, rebuilt from its files."""
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="enginetui-tokenizer-") as folder:
+        for name, text in files.items():
+            (Path(folder) / Path(name).name).write_text(text)
+        return AutoTokenizer.from_pretrained(folder)
+
+
+def attach_dashboard(url: str, api_key: str | None, burst_size: int = 8) -> int:
+    """`enginetui attach URL`: the dashboard on a running server, until q."""
+    from enginetui.app import EngineTUI
+
+    print(f"enginetui attach: connecting to {url}…", file=sys.stderr)
+    try:
+        engine = RemoteEngine.connect(url, api_key)
+    except AttachError as exc:
+        print(f"enginetui attach: {exc}", file=sys.stderr)
+        return 2
+    app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size)
+    try:
+        app.run()
+    finally:
+        engine.shutdown()
+    return app.return_code or 0

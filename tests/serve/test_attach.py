@@ -1,0 +1,101 @@
+"""`enginetui attach`: the dashboard app on a RemoteEngine, driven with Pilot against the real
+server. It sees a request sent by the `openai` client, streams its own typed prompt through the
+server, and pauses / steps / resumes the one engine that every attached dashboard sees."""
+
+import asyncio
+from collections.abc import Callable
+
+import openai
+import pytest
+from textual.pilot import Pilot
+
+from enginetui.app import EngineTUI
+from enginetui.remote_engine import AttachError, RemoteEngine
+from enginetui.settings import SamplingSettings
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.requests_table import RequestsTable
+from tests.serve.conftest import API_KEY
+
+SIZE = (120, 40)
+WAIT_S = 60.0  # every wait below is bounded by this
+
+
+async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while not done():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def row_of(app: EngineTUI, req_id: str) -> str:
+    lines = app.query_one(RequestsTable).render().plain.splitlines()
+    return next((line for line in lines if f" {req_id} " in line), "")
+
+
+@pytest.fixture
+def remote(server):
+    engine = RemoteEngine.connect(server.url, API_KEY)
+    yield engine
+    engine.shutdown()
+
+
+def test_attach_refuses_a_missing_key_and_a_wrong_url(server):
+    with pytest.raises(AttachError, match="wants an API key"):
+        RemoteEngine.connect(server.url, None)
+    with pytest.raises(AttachError, match="cannot reach"):
+        RemoteEngine.connect("http://127.0.0.1:9", API_KEY)
+
+
+@pytest.mark.timeout(180)
+async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
+    app = EngineTUI(remote, probe=remote.probe, seed=0)
+    client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=WAIT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
+        await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").content), "EngineCore's reading")
+        out = await client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0,
+                                              extra_body={"ignore_eos": True})
+        await wait_for(pilot, lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,
+                       "the openai request to show and end")
+        view = app.state.requests[out.id]
+        assert view.status == "finished" and view.finish_reason == "length"
+        assert view.num_output_tokens == 24 and view.num_prompt_tokens == out.usage.prompt_tokens
+        await wait_for(pilot, lambda: row_of(app, out.id), "its row in the requests panel")
+        assert "FINISHED" in row_of(app, out.id)
+        await pilot.press("q")
+    await client.close()
+
+
+@pytest.mark.timeout(180)
+async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine(server, remote):
+    other = RemoteEngine.connect(server.url, API_KEY)  # a second attached dashboard's view
+    app = EngineTUI(remote, probe=remote.probe, seed=0)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
+            await pilot.press("space")
+            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
+            assert (await other.snapshot()).paused  # everyone sees the one engine paused
+            app.query_one(PromptBar).settings = SamplingSettings(max_tokens=40, seed=1, ignore_eos=True)
+            await pilot.press("i", *"Once upon a time", "enter", "escape")
+            engine_id = remote.names.engine("r1")  # the engine's name for it, which everyone else sees
+            assert engine_id.startswith("cmpl-") and engine_id.endswith("-r1")
+            deadline = asyncio.get_running_loop().time() + WAIT_S
+            while engine_id not in [p.req_id for p in (await other.snapshot()).waiting]:  # it reaches the paused engine
+                assert asyncio.get_running_loop().time() < deadline, "r1 did not reach the engine"
+                await pilot.pause(0.05)
+            step = app.state.step
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.state.step == step + 1, "one step")
+            await wait_for(pilot, lambda: app.state.requests["r1"].num_computed_tokens, "r1 to run, under its own name")
+            await pilot.press("space")
+            await wait_for(pilot, lambda: not app.state.paused, "the engine to resume")
+            await wait_for(pilot, lambda: app.state.requests["r1"].status == "finished", "r1 to finish")
+            view = app.state.requests["r1"]
+            assert view.num_output_tokens == 40 and view.text.strip() and view.prompt == "Once upon a time"
+            assert not any(v.req_id.endswith("-r1") for v in app.state.ordered())  # one row for r1, not two
+            await pilot.press("q")
+    finally:
+        other.shutdown()
+        if (await other.snapshot()).paused:
+            await other.resume()
