@@ -48,6 +48,21 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_record_arg(lat)
     _add_common(lat, "latency")
 
+    srv = kinds.add_parser("serve", help="online serving over HTTP (like `vllm bench serve`), and its overhead",
+                           description="Requests arrive by a seeded Poisson process and stream from `enginetui serve` "
+                                       "(started with the engine flags given, or --base-url); --compare generate adds "
+                                       "the server's overhead against LLM.generate on the same workload.")
+    add_workload_args(srv)
+    srv.add_argument("--request-rate", type=float, default=float("inf"),
+                     help="mean requests per second of the Poisson arrivals (default inf: all at once)")
+    srv.add_argument("--base-url", metavar="URL", help="benchmark this running server (its engine flags are its "
+                     "own); default: start `enginetui serve` with the engine flags given")
+    srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url)")
+    srv.add_argument("--compare", choices=("generate",),
+                     help="also run the workload all at once through the server and through LLM.generate")
+    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare (default 3)")
+    _add_common(srv, "serve")
+
     prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",
                             description="Where a decode step's time goes (in-process engine, per-stage timings).")
     prof.add_argument("--batch-sizes", type=_positive, nargs="+", default=[1, 16, 64], metavar="N",

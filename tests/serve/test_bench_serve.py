@@ -1,0 +1,28 @@
+"""`enginetui bench serve`: the workload over HTTP from a server it starts, and the comparison
+with LLM.generate on the same workload, on the tiny model (the numbers are not the point here)."""
+
+import json
+
+from enginetui.bench.serve import serve_flags
+from tests.bench.conftest import SMALL_WORKLOAD, bench_args
+
+
+def test_engine_arguments_become_serve_flags():
+    kwargs = {"model": None, "max_num_seqs": 8, "enable_prefix_caching": True, "enable_chunked_prefill": False,
+              "skip_tokenizer_init": True}
+    assert serve_flags(kwargs) == ["--max-num-seqs", "8", "--no-enable-chunked-prefill", "--enable-prefix-caching",
+                                   "--skip-tokenizer-init"]
+
+
+def test_bench_serve_runs_the_workload_over_http_and_against_generate(tiny_opt_dir, tmp_path):
+    path = tmp_path / "serve.json"
+    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--compare", "generate",
+                      "--repeats", "1", "--json", str(path))
+    assert args.func(args) == 0
+    data = json.loads(path.read_text())
+    run = data["run"]
+    assert data["request_rate"] == 50.0 and run["ttft_ms"]["count"] == 5 and run["e2e_ms"]["count"] == 5
+    assert run["ttft_ms"]["median"] <= run["e2e_ms"]["median"]
+    o = data["overhead"]
+    assert len(o["http_s"]) == len(o["generate_s"]) == 1 and o["output_tokens"] == data["output_tokens"]
+    assert o["ratio"] > 0
