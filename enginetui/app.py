@@ -92,7 +92,7 @@ class EngineTUI(App[None]):
 
     selected: var[str | None] = var(None)  # id of the request shown in full
     phase: var[str] = var("starting")  # starting | ready | stopped
-    paused: var[bool] = var(False)  # what the user last asked the engine to be
+    paused: var[bool] = var(False)  # what the user last asked the engine to be, or what it became since
 
     @dataclass
     class EngineLost(Message):
@@ -131,7 +131,7 @@ class EngineTUI(App[None]):
         self._paces_pending = 0  # slow-motion changes sent but not yet reflected in the state
         self._requested_pace_ms = 0.0  # the last slow-motion pace asked for (the base of the next - / +)
         self.engine = engine  # the engine shown (started by the caller or by a restart; shut down on quit)
-        self.state = DashboardState(history_interval=history_interval)
+        self.state = DashboardState(history_interval=history_interval, tokenizer=engine.tokenizer)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -225,7 +225,10 @@ class EngineTUI(App[None]):
         engine = self.engine
         try:
             async for event in engine.events():
+                was_paused = self.state.paused
                 self.state.apply_event(event)
+                if self.state.paused != was_paused:  # paused or resumed, by this dashboard or another
+                    self.paused = self.state.paused
             reason = "the engine closed its event stream"
         except Exception as exc:
             reason = describe(exc)

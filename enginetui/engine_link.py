@@ -25,6 +25,9 @@ class Engine(Protocol):
     @property
     def device(self) -> str: ...
 
+    @property
+    def tokenizer(self): ...  # the engine's HF tokenizer: decodes others' requests (None: no text for them)
+
     def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]: ...
 
     async def abort(self, request_id: str) -> None: ...

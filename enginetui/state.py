@@ -2,11 +2,16 @@
 
 Pure Python (no Textual), so the folding rules are unit-tested directly. The app folds every
 event it receives and redraws from this state at a bounded rate.
+
+Requests this dashboard sent get their text from their own output streams. Any other request
+(sent by an HTTP client of a server, or another dashboard) gets its prompt and text from the
+events' token ids, decoded with the engine's tokenizer when the state has it.
 """
 
 from collections import deque
 from dataclasses import dataclass, field
 
+from core.engine.detokenizer import IncrementalDetokenizer
 from core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from core.outputs import RequestOutput
 from enginetui.plural import count
@@ -38,7 +43,8 @@ class RequestView:
     num_preemptions: int = 0  # times preempted so far
     lost_tokens: int = 0  # computed tokens dropped by the latest preemption
     block_ids: list[int] = field(default_factory=list)  # block table: logical i -> physical block_ids[i]
-    text: str = ""  # generated text so far
+    text: str = ""  # generated text so far ("…" first when the start was never seen)
+    own: bool = False  # sent by this dashboard: its text comes from its output stream, not from events
     finish_reason: str | None = None  # stop | length | abort | error | rejected, once ended
     detail: str = ""  # why it ended or was refused, in words
     arrival_time: float | None = None  # engine received it (time.time())
@@ -102,6 +108,8 @@ class DashboardState:
     sample_tokens: int = 0  # total_output_tokens at the last history sample
     num_seen: int = 0  # requests ever seen (the next one's colour index)
     cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
+    tokenizer: object | None = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
+    decoders: dict[str, IncrementalDetokenizer] = field(default_factory=dict)  # others' live requests' text
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -160,6 +168,7 @@ class DashboardState:
         view.status = "sent"
         view.prompt = prompt
         view.max_tokens = max_tokens
+        view.own = True
         self.version += 1
 
     def refuse(self, req_id: str, message: str) -> None:
@@ -186,7 +195,7 @@ class DashboardState:
         view.num_output_tokens = max(view.num_output_tokens, len(completion.token_ids))
         view.num_prompt_tokens = len(out.prompt_token_ids)
         view.arrival_time = out.metrics.arrival_time
-        view.first_scheduled_time = out.metrics.first_scheduled_time
+        view.first_scheduled_time = out.metrics.first_scheduled_time or view.first_scheduled_time
         view.first_token_time = out.metrics.first_token_time
         view.finished_time = out.metrics.finished_time
         if out.finished and view.active:
@@ -203,6 +212,8 @@ class DashboardState:
                 self._apply_added(added)
         for progress in (*event.running, *event.waiting):
             self._apply_progress(progress)
+        for req_id, token_ids in event.new_token_ids.items():
+            self._apply_tokens(req_id, token_ids, event.time)
         listed = frozenset(p.req_id for p in (*event.running, *event.waiting))
         for req_id in self.listed - listed:
             if req_id in self.requests:
@@ -213,7 +224,7 @@ class DashboardState:
                 self._view(pre.req_id).lost_tokens = pre.lost_tokens
         for end in (*event.finished, *event.rejected):
             if end.req_id not in self.cleared:
-                self._apply_end(end)
+                self._apply_end(end, event.time)
         self._log_event(event)
         self.dropped_events += event.num_dropped_events
         if event.is_step:
@@ -245,7 +256,22 @@ class DashboardState:
             view.num_tokens = max(view.num_tokens, view.num_prompt_tokens)
             view.max_tokens = added.max_tokens
             view.arrival_time = view.arrival_time or added.arrival_time
+            if not view.own and self.tokenizer is not None:
+                skip = added.sampling_params.skip_special_tokens
+                view.prompt = self.tokenizer.decode(added.prompt_token_ids, skip_special_tokens=skip)
+                self.decoders[added.req_id] = IncrementalDetokenizer(self.tokenizer, skip)
 
+    def _apply_tokens(self, req_id: str, token_ids: list[int], now: float) -> None:
+        """New tokens of a request another client sent: its text grows (decoded here)."""
+        view = self.requests.get(req_id)
+        if view is None or view.own or self.tokenizer is None or req_id in self.cleared:
+            return
+        decoder = self.decoders.get(req_id)
+        if decoder is None:  # running since before this dashboard looked: the start of its text is unknown
+            decoder = self.decoders[req_id] = IncrementalDetokenizer(self.tokenizer, skip_special_tokens=True)
+            view.text = "…"
+        view.text += decoder.add(token_ids)
+        view.first_token_time = view.first_token_time or now
     def _apply_progress(self, p: RequestProgress) -> None:
         if p.req_id in self.cleared:
             return  # a stale listing of a request the user cleared
@@ -263,10 +289,15 @@ class DashboardState:
         view.block_ids = list(p.block_ids)
         if view.arrival_time is None:
             view.arrival_time = p.arrival_time
+        if view.first_scheduled_time is None:
+            view.first_scheduled_time = p.first_scheduled_time
 
-    def _apply_end(self, end: RequestEnd) -> None:
+    def _apply_end(self, end: RequestEnd, now: float) -> None:
         """The engine's word on how a request ended overrides what the stream said."""
         view = self._view(end.req_id)
+        self.decoders.pop(end.req_id, None)
+        if not view.own:
+            view.finished_time = view.finished_time or now  # no stream of ours says when
         view.num_output_tokens = max(view.num_output_tokens, end.num_output_tokens)
         self._end(view, _END_STATUS.get(end.reason, "finished"), end.reason, end.detail)
 

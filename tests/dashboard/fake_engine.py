@@ -87,6 +87,7 @@ class FakeEngine:
     ) -> None:
         self.model_name = "fake-opt"
         self.device = "cpu"
+        self.tokenizer = None  # its requests all come from the app: no one else's to decode
         self.engine_pid = engine_pid
         self.num_blocks = num_blocks
         self.block_size = block_size

@@ -241,3 +241,49 @@ def test_clearing_ended_requests_keeps_live_ones_and_their_colours():
     assert list(s.requests) == ["r2"]
     s.add_request("r4", "p", 16)
     assert [v.index for v in s.ordered()] == [1, 3]  # colours stay distinct
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from core.models.default_model import DEFAULT_MODEL_DIR
+
+    return AutoTokenizer.from_pretrained(DEFAULT_MODEL_DIR)
+
+
+def test_someone_elses_request_shows_its_prompt_and_text_decoded_from_the_events(tokenizer):
+    s = DashboardState(tokenizer=tokenizer)
+    prompt = tokenizer.encode("The function")  # BOS first, as the engine got it
+    said = tokenizer.encode(" returns a tuple of the function.", add_special_tokens=False)
+    s.apply_event(event(1, kind="update", added=[RequestAdded("cmpl-x", prompt, SamplingParams(), 16, 0, T0)]))
+    assert s.requests["cmpl-x"].prompt == "The function" and s.requests["cmpl-x"].text == ""
+    for i, token in enumerate(said):
+        s.apply_event(event(2 + i, new_tokens={"cmpl-x": [token]}))
+    view = s.requests["cmpl-x"]
+    assert view.text == " returns a tuple of the function." and view.first_token_time == T0 + 0.2
+    s.apply_event(event(20, finished=[RequestEnd("cmpl-x", "stop", "EOS", len(said))]))
+    assert view.status == "finished" and view.finished_time == T0 + 2.0 and "cmpl-x" not in s.decoders
+
+
+def test_text_of_a_request_seen_only_from_the_middle_is_marked_partial(tokenizer):
+    s = DashboardState(tokenizer=tokenizer)
+    s.apply_event(event(5, snapshot=True, running=[progress("cmpl-y", 12, 13, prompt=8)]))  # a late attach
+    s.apply_event(event(6, new_tokens={"cmpl-y": tokenizer.encode(" a tuple", add_special_tokens=False)}))
+    assert s.requests["cmpl-y"].text == "… a tuple" and s.requests["cmpl-y"].prompt == ""
+
+
+def test_own_requests_keep_the_text_of_their_stream(tokenizer):
+    s = DashboardState(tokenizer=tokenizer)
+    s.add_request("r1", "hello", 16)
+    s.apply_event(event(1, kind="update", added=[RequestAdded("r1", [2, 5], SamplingParams(), 16, 0, T0)]))
+    s.apply_output(output("r1", "from the stream", 2))
+    s.apply_event(event(2, new_tokens={"r1": [9, 9]}))
+    assert s.requests["r1"].prompt == "hello" and s.requests["r1"].text == "from the stream"
+
+
+def test_without_a_tokenizer_others_requests_have_no_text():
+    s = DashboardState()
+    s.apply_event(event(1, kind="update", added=[RequestAdded("cmpl-z", [2, 5], SamplingParams(), 16, 0, T0)]))
+    s.apply_event(event(2, new_tokens={"cmpl-z": [9]}))
+    assert s.requests["cmpl-z"].prompt == "" and s.requests["cmpl-z"].text == ""

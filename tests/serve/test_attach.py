@@ -60,6 +60,7 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
         view = app.state.requests[out.id]
         assert view.status == "finished" and view.finish_reason == "length"
         assert view.num_output_tokens == 24 and view.num_prompt_tokens == out.usage.prompt_tokens
+        assert view.prompt == "The function" and view.text == out.choices[0].text  # decoded from the events
         await wait_for(pilot, lambda: row_of(app, out.id), "its row in the requests panel")
         assert "FINISHED" in row_of(app, out.id)
         await pilot.press("q")
@@ -73,9 +74,8 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
-            await pilot.press("space")
-            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
-            assert (await other.snapshot()).paused  # everyone sees the one engine paused
+            await other.pause()  # another dashboard pauses the one engine: this one sees it, and acts on it
+            await wait_for(pilot, lambda: app.state.paused and app.paused, "the pause to show here")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=40, seed=1, ignore_eos=True)
             await pilot.press("i", *"Once upon a time", "enter", "escape")
             engine_id = remote.names.engine("r1")  # the engine's name for it, which everyone else sees
@@ -88,8 +88,9 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
             await pilot.press("s")
             await wait_for(pilot, lambda: app.state.step == step + 1, "one step")
             await wait_for(pilot, lambda: app.state.requests["r1"].num_computed_tokens, "r1 to run, under its own name")
-            await pilot.press("space")
+            await pilot.press("space")  # resumes: the engine was paused (by the other dashboard)
             await wait_for(pilot, lambda: not app.state.paused, "the engine to resume")
+            assert not (await other.snapshot()).paused
             await wait_for(pilot, lambda: app.state.requests["r1"].status == "finished", "r1 to finish")
             view = app.state.requests["r1"]
             assert view.num_output_tokens == 40 and view.text.strip() and view.prompt == "Once upon a time"
