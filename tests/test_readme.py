@@ -1,16 +1,23 @@
-"""The README is the front door: every Python example in it runs verbatim as a plain script."""
+"""The README is the front door: every Python example in it runs verbatim as a plain script.
 
+An example that talks to the server the README starts (`enginetui serve`, port 8000) runs with
+that server up."""
+
+import contextlib
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from enginetui.serve_process import ServeProcess
 from tests.conftest import REPO_ROOT, checkout_env
 
 README = Path(REPO_ROOT) / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+SERVER_PORT = 8000  # where the README's `enginetui serve` listens
 
 
 def test_the_readme_has_python_examples():
@@ -22,7 +29,24 @@ def test_the_readme_has_python_examples():
 def test_readme_example_runs_as_a_script(index, tmp_path):
     script = tmp_path / "example.py"
     script.write_text(EXAMPLES[index])
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=200,
-                          env=checkout_env())
+    with served(EXAMPLES[index]):
+        proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=200, env=checkout_env())
     assert proc.returncode == 0, f"example {index} failed:\n{EXAMPLES[index]}\n{proc.stderr[-3000:]}"
     assert proc.stdout.strip(), f"example {index} printed nothing"
+
+
+@contextlib.contextmanager
+def served(example: str):
+    """`enginetui serve` on port 8000 while inside, if the example is a client of it."""
+    if f"127.0.0.1:{SERVER_PORT}" not in example:
+        yield
+        return
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", SERVER_PORT)) == 0:
+            pytest.skip(f"port {SERVER_PORT}, which the README's server examples use, is taken on this machine")
+    server = ServeProcess("--port", str(SERVER_PORT), "--num-gpu-blocks-override", "64", port_arg=False, cwd=REPO_ROOT)
+    try:
+        yield
+    finally:
+        assert server.stop() == 0

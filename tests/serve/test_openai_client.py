@@ -134,3 +134,40 @@ def test_echo_puts_the_prompt_first(client):
 def test_requests_leave_nothing_behind(client, http):
     client.completions.create(model="default", prompt="x", max_tokens=5)
     engine_idle(http)
+
+
+def test_n_completions_per_prompt(client):
+    out = client.completions.create(model="default", prompt="The function", max_tokens=10, temperature=1.0, n=3,
+                                    seed=3, extra_body={"ignore_eos": True})
+    assert [c.index for c in out.choices] == [0, 1, 2]
+    assert len({c.text for c in out.choices}) > 1  # independent samples
+    assert out.usage.completion_tokens == 30 and out.usage.prompt_tokens == 3
+    batch = client.completions.create(model="default", prompt=["The function", "A class is"], max_tokens=4, n=2,
+                                      extra_body={"ignore_eos": True})
+    assert [c.index for c in batch.choices] == [0, 1, 2, 3]  # prompt i, completion j: choice i * n + j
+
+
+def test_streamed_n_equals_the_whole_one(client):
+    args = dict(model="default", prompt="A class is", max_tokens=8, temperature=1.0, n=2, seed=5,
+                extra_body={"ignore_eos": True})
+    whole = client.completions.create(**args)
+    texts, finishes = {0: "", 1: ""}, {}
+    for chunk in client.completions.create(**args, stream=True):
+        for c in chunk.choices:
+            texts[c.index] += c.text
+            if c.finish_reason:
+                finishes[c.index] = c.finish_reason
+    assert texts == {c.index: c.text for c in whole.choices} and finishes == {0: "length", 1: "length"}
+
+
+def test_chat_n_and_streamed_chat_n(client):
+    args = dict(model="default", messages=[{"role": "user", "content": "What is a class?"}], max_tokens=6, n=2,
+                temperature=1.0, seed=1, extra_body={"ignore_eos": True})
+    whole = client.chat.completions.create(**args)
+    assert [c.index for c in whole.choices] == [0, 1] and whole.usage.completion_tokens == 12
+    chunks = list(client.chat.completions.create(**args, stream=True))
+    assert {c.choices[0].index for c in chunks if c.choices[0].delta.role == "assistant"} == {0, 1}
+    texts = {0: "", 1: ""}
+    for chunk in chunks:
+        texts[chunk.choices[0].index] += chunk.choices[0].delta.content or ""
+    assert texts == {c.index: c.message.content for c in whole.choices}
