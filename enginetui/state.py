@@ -158,6 +158,7 @@ class DashboardState:
         sparklines stay."""
         self.latest = None
         self.listed = frozenset()
+        self.decoders.clear()  # the dead engine's live requests will never stream again
         self.version += 1
 
     # ---- client side ---------------------------------------------------------------------
