@@ -6,7 +6,8 @@ from core.record import format as fmt
 from core.record.writer import write_recording
 
 INFO = EngineInfo(
-    model_name="fake-opt", model_dir=None, vocab_size=512, max_model_len=512, num_blocks=8, block_size=16,
+    model_name="fake-opt", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000, kv_bytes_per_token=64,
+    vocab_size=512, max_model_len=512, num_blocks=8, block_size=16,
     device="cpu", dtype="float32", eos_token_ids=[2], default_sampling={}, pid=4242,
 )  # fmt: skip
 
