@@ -117,7 +117,9 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
     log_file = str(tmp_path / "engine.log")
     engine = open_engine(ENGINE_ARGS, log_file=log_file)
     first_pid = engine.engine_pid
-    app = EngineTUI(engine, seed=0, log_file=log_file, reopen=lambda: open_engine(ENGINE_ARGS, log_file=log_file))
+    # Slow motion (50 ms a step, kept by the restart) so that r1 is still running when it is killed.
+    app = EngineTUI(engine, seed=0, log_file=log_file, step_interval_ms=50,
+                    reopen=lambda: open_engine(ENGINE_ARGS, log_file=log_file))
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
