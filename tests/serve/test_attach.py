@@ -52,7 +52,7 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
     client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=WAIT_S)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
-        await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").content), "EngineCore's reading")
+        await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").render()), "EngineCore's reading")
         out = await client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0,
                                               extra_body={"ignore_eos": True})
         await wait_for(pilot, lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,

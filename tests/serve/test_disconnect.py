@@ -54,11 +54,16 @@ def test_closing_a_stream_aborts_the_request(server, http):
 
 def test_a_client_that_times_out_aborts_its_whole_request(server, http):
     headers = {"Authorization": f"Bearer {API_KEY}", "X-Request-Id": "gone-2"}
-    with events(server) as ws, httpx.Client(base_url=server.url, headers=headers) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            client.post("/v1/completions", json=LONG, timeout=httpx.Timeout(WAIT_S, read=1.0))
-        client.close()
-        assert ended(ws, "cmpl-gone-2").reason == "abort"
+    # Slow motion (20 ms a step: 300 tokens take 6 s), so the request is still running at the timeout.
+    assert http.post("/v1/enginetui/step_interval", json={"seconds": 0.02}).status_code == 200
+    try:
+        with events(server) as ws, httpx.Client(base_url=server.url, headers=headers) as client:
+            with pytest.raises(httpx.ReadTimeout):
+                client.post("/v1/completions", json=LONG, timeout=httpx.Timeout(WAIT_S, read=1.0))
+            client.close()
+            assert ended(ws, "cmpl-gone-2").reason == "abort"
+    finally:
+        assert http.post("/v1/enginetui/step_interval", json={"seconds": 0}).status_code == 200
     engine_idle(http)
 
 
