@@ -16,29 +16,19 @@ from kernels import cpu_kernels
 from kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
 from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from tests.kernels.cases import ATTENTION_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 REPO = Path(__file__).resolve().parents[2]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
-# (q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size)
+# The shared cases, and more that only the fast C++ kernel can afford to run in every dtype.
 CASES = {
-    "decode": ([1, 1, 1, 1, 1], [1, 16, 17, 40, 77], 4, 2, 16, 16),
-    "prefill": ([23, 16], [23, 16], 4, 4, 16, 16),
-    "chunk_with_history": ([9], [50], 4, 1, 16, 32),
-    "mixed_odd": ([1, 13, 1, 33, 2], [29, 13, 64, 70, 5], 4, 2, 16, 16),
-    "many_blocks": ([1, 20, 1], [300, 200, 150], 2, 2, 16, 16),
-    "gqa_group3": ([1, 7, 1], [33, 20, 9], 6, 2, 16, 32),
+    **ATTENTION_CASES,
     "gqa_group8": ([1, 2, 1], [70, 40, 3], 8, 1, 64, 16),
-    "gqa_group32": ([1, 3], [18, 40], 32, 1, 16, 16),
     "head32": ([1, 19], [33, 19], 4, 4, 32, 16),
     "head64_opt125m": ([1, 40, 1, 1], [45, 300, 16, 257], 12, 12, 64, 16),
-    "head80": ([1, 17, 1], [45, 30, 16], 4, 2, 80, 16),
-    "head96": ([2, 1], [50, 33], 4, 4, 96, 16),
-    "head128": ([1, 5], [40, 37], 2, 1, 128, 32),
     "head256": ([1, 21], [70, 21], 2, 2, 256, 16),
     "head72_not_a_multiple_of_16": ([1, 6], [20, 30], 2, 1, 72, 16),
-    "block8": ([1, 9, 1], [40, 30, 17], 4, 2, 16, 8),
-    "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
     "block64": ([1, 70], [130, 70], 4, 2, 64, 64),
 }
 
@@ -78,10 +68,7 @@ def test_thread_count_changes_nothing():
 def test_int64_metadata_strided_query_and_out_none():
     """int64 metadata (block table included), a query sliced out of a fused qkv tensor, no out."""
     batch = _batch(([3, 1], [20, 35], 4, 2, 16, 16), index_dtype=torch.int64)
-    num_tokens, num_heads, head_size = batch.query.shape
-    qkv = torch.randn(num_tokens, 3 * num_heads * head_size)  # [num_tokens, 3 * num_heads * head_size]
-    qkv[:, : num_heads * head_size] = batch.query.reshape(num_tokens, -1)
-    batch.query = qkv[:, : num_heads * head_size].view(num_tokens, num_heads, head_size)  # strided view
+    slice_query_out_of_qkv(batch)
     out = paged_attention_cpu(*batch.args())  # [num_tokens, num_heads, head_size]
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
@@ -114,36 +101,18 @@ def test_bad_inputs_are_errors_not_crashes():
     ids=str,
 )
 def test_reshape_and_cache_matches_reference_exactly(key_dtype, cache_dtype, block_size):
-    num_tokens, num_kv_heads, head_size, num_blocks = 11, 3, 16, 5
-    gen = torch.Generator().manual_seed(1)
-    qkv = torch.randn(num_tokens, 3, num_kv_heads, head_size, generator=gen).to(key_dtype)
-    key, value = qkv[:, 1], qkv[:, 2]  # [num_tokens, num_kv_heads, head_size] strided views
-    slot_mapping = torch.randperm(num_blocks * block_size, generator=gen)[:num_tokens]  # [num_tokens]
-    slot_mapping[[0, 4, 10]] = -1  # padding tokens: never written
-    cache_shape = (num_blocks, block_size, num_kv_heads, head_size)
-    key_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)  # [num_blocks, block_size, kv_heads, head]
-    value_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)
-    key_ref, value_ref = key_cache.clone(), value_cache.clone()
-
-    reshape_and_cache_cpu(key, value, key_cache, value_cache, slot_mapping)
-    reshape_and_cache_ref(key, value, key_ref, value_ref, slot_mapping)
-    torch.testing.assert_close(key_cache, key_ref, rtol=0, atol=0, equal_nan=True)  # rounding as torch's .to()
-    torch.testing.assert_close(value_cache, value_ref, rtol=0, atol=0, equal_nan=True)
+    w = kv_write(key_dtype, cache_dtype, block_size, head_size=16)
+    reshape_and_cache_cpu(w.key, w.value, w.key_cache, w.value_cache, w.slot_mapping)
+    reshape_and_cache_ref(w.key, w.value, w.key_ref, w.value_ref, w.slot_mapping)
+    torch.testing.assert_close(w.key_cache, w.key_ref, rtol=0, atol=0, equal_nan=True)  # rounding as torch's .to()
+    torch.testing.assert_close(w.value_cache, w.value_ref, rtol=0, atol=0, equal_nan=True)
+    assert w.written_slots() == w.expected_slots()
 
 
 def test_reshape_then_attend_matches_reference():
     """The two kernels together, as one model step uses them: write this step's K/V, then attend."""
     batch = _batch(([4, 1], [10, 21], 4, 2, 16, 16))
-    positions = torch.cat([torch.arange(6, 10), torch.tensor([20])])  # [num_tokens] the new tokens' positions
-    req = torch.tensor([0, 0, 0, 0, 1])  # [num_tokens]
-    block_size = batch.key_cache.shape[1]
-    slots = batch.block_table[req, positions // block_size].long() * block_size + positions % block_size
-    flat_k, flat_v = batch.key_cache.flatten(0, 1), batch.value_cache.flatten(0, 1)  # [num_slots, kv_heads, head]
-    key, value = flat_k[slots].clone(), flat_v[slots].clone()  # [num_tokens, num_kv_heads, head_size]
-    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
-    flat_k[slots] = float("nan")
-    flat_v[slots] = float("nan")
-
+    key, value, slots, expected = take_step_kv_out(batch)
     reshape_and_cache_cpu(key, value, batch.key_cache, batch.value_cache, slots)
     out = paged_attention_cpu(*batch.args())
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]

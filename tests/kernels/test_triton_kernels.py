@@ -7,26 +7,9 @@ from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
 from kernels.triton_paged_attention import paged_attention_triton
 from kernels.triton_reshape_and_cache import reshape_and_cache_triton
+from tests.kernels.cases import ATTENTION_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-
-# (q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size)
-ATTENTION_CASES = {
-    "decode": ([1, 1, 1, 1, 1], [1, 16, 17, 40, 77], 4, 2, 16, 16),
-    "prefill": ([23, 16], [23, 16], 4, 4, 16, 16),
-    "chunk_with_history": ([9], [50], 4, 1, 16, 32),
-    "mixed_odd": ([1, 13, 1, 33, 2], [29, 13, 64, 70, 5], 4, 2, 16, 16),
-    "many_blocks": ([1, 20, 1], [300, 200, 150], 2, 2, 16, 16),
-    "gqa_group3": ([1, 7, 1], [33, 20, 9], 6, 2, 16, 32),
-    "gqa_group32": ([1, 3], [18, 40], 32, 1, 16, 16),
-    "head64": ([1, 17, 1], [45, 30, 16], 4, 2, 64, 16),
-    "head128": ([1, 5], [40, 37], 2, 1, 128, 32),
-    "head80": ([1, 6, 1], [37, 22, 5], 4, 2, 80, 16),  # not powers of two: padded and masked
-    "head96": ([2, 1], [19, 33], 2, 1, 96, 16),
-    "block8": ([1, 9, 1], [40, 30, 17], 4, 2, 16, 8),
-    "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
-}
-
 
 # Every case in every dtype, except the long one in fp32 only (the interpreter is slow).
 ATTENTION_PARAMS = [
@@ -76,10 +59,7 @@ def test_split_kv_matches_reference(num_splits, dtype):
 def test_paged_attention_int64_metadata_and_strided_query():
     """int64 metadata, a query sliced out of a fused qkv tensor, and out=None."""
     batch = make_paged_batch([3, 1], [20, 35], index_dtype=torch.int64)
-    num_tokens, num_heads, head_size = batch.query.shape
-    qkv = torch.randn(num_tokens, 3 * num_heads * head_size)  # [num_tokens, 3 * num_heads * head_size]
-    qkv[:, : num_heads * head_size] = batch.query.reshape(num_tokens, -1)
-    batch.query = qkv[:, : num_heads * head_size].view(num_tokens, num_heads, head_size)  # strided view
+    slice_query_out_of_qkv(batch)
     out = paged_attention_triton(*batch.args())  # [num_tokens, num_heads, head_size]
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
@@ -147,45 +127,22 @@ def test_paged_attention_rejects_unsupported_shapes():
 )
 @pytest.mark.parametrize("head_size", [16, 80, 96])
 def test_reshape_and_cache_matches_reference(key_dtype, cache_dtype, block_size, head_size):
-    num_tokens, num_kv_heads, num_blocks = 11, 3, 5
-    gen = torch.Generator().manual_seed(1)
-    qkv = torch.randn(num_tokens, 3, num_kv_heads, head_size, generator=gen).to(key_dtype)
-    key, value = qkv[:, 1], qkv[:, 2]  # [num_tokens, num_kv_heads, head_size] strided views
-    slot_mapping = torch.randperm(num_blocks * block_size, generator=gen)[:num_tokens]  # [num_tokens]
-    slot_mapping[[0, 4, 10]] = -1  # padding tokens: never written
-    cache_shape = (num_blocks, block_size, num_kv_heads, head_size)
-    key_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)  # [num_blocks, block_size, kv_heads, head]
-    value_cache = torch.full(cache_shape, float("nan"), dtype=cache_dtype)
-    key_ref, value_ref = key_cache.clone(), value_cache.clone()
-
-    reshape_and_cache_triton(key, value, key_cache, value_cache, slot_mapping)
-    reshape_and_cache_ref(key, value, key_ref, value_ref, slot_mapping)
+    w = kv_write(key_dtype, cache_dtype, block_size, head_size)
+    reshape_and_cache_triton(w.key, w.value, w.key_cache, w.value_cache, w.slot_mapping)
+    reshape_and_cache_ref(w.key, w.value, w.key_ref, w.value_ref, w.slot_mapping)
 
     # A copy is exact; a downcast may differ by one bf16 ulp, because the interpreter truncates
     # fp32 -> bf16 where torch (and the GPU) round to nearest even.
     rtol = 0.0 if key_dtype == cache_dtype else 2**-7
-    torch.testing.assert_close(key_cache, key_ref, rtol=rtol, atol=0, equal_nan=True)
-    torch.testing.assert_close(value_cache, value_ref, rtol=rtol, atol=0, equal_nan=True)
-    written = (~key_cache.isnan()).all(dim=(2, 3)).flatten().nonzero().flatten()  # [num_written] slots
-    assert sorted(written.tolist()) == sorted(slot_mapping[slot_mapping >= 0].tolist())
-    assert key_cache.isnan().sum() == (num_blocks * block_size - 8) * num_kv_heads * head_size
+    torch.testing.assert_close(w.key_cache, w.key_ref, rtol=rtol, atol=0, equal_nan=True)
+    torch.testing.assert_close(w.value_cache, w.value_ref, rtol=rtol, atol=0, equal_nan=True)
+    assert w.written_slots() == w.expected_slots()
 
 
 def test_reshape_then_attend_matches_reference():
     """The two kernels together, as one model step uses them: write this step's K/V, then attend."""
     batch = make_paged_batch([4, 1], [10, 21], num_heads=4, num_kv_heads=2)
-    # Take this step's K/V back out of the cache and poison their slots, so the step must write them.
-    slots = torch.cat([torch.arange(6, 10), torch.tensor([20])])  # [num_tokens] positions of the new tokens
-    req = torch.tensor([0, 0, 0, 0, 1])  # [num_tokens]
-    block_size = batch.key_cache.shape[1]
-    phys = batch.block_table[req, slots // block_size].long() * block_size + slots % block_size  # [num_tokens]
-    flat_k = batch.key_cache.flatten(0, 1)  # [num_slots, num_kv_heads, head_size] view
-    flat_v = batch.value_cache.flatten(0, 1)
-    key, value = flat_k[phys].clone(), flat_v[phys].clone()  # [num_tokens, num_kv_heads, head_size]
-    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
-    flat_k[phys] = float("nan")
-    flat_v[phys] = float("nan")
-
-    reshape_and_cache_triton(key, value, batch.key_cache, batch.value_cache, phys)
+    key, value, slots, expected = take_step_kv_out(batch)
+    reshape_and_cache_triton(key, value, batch.key_cache, batch.value_cache, slots)
     out = paged_attention_triton(*batch.args())
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
