@@ -24,6 +24,15 @@ ATTENTION_CASES = {
     "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
 }
 
+# K/V write cases: (dtype of the step's keys and values, dtype of the cache, block_size)
+KV_WRITE_CASES = [
+    (torch.float32, torch.float32, 16),
+    (torch.float16, torch.float16, 32),
+    (torch.bfloat16, torch.bfloat16, 16),
+    (torch.float32, torch.bfloat16, 32),
+    (torch.float32, torch.float16, 8),
+]
+
 NUM_TOKENS, NUM_KV_HEADS, NUM_BLOCKS = 11, 3, 5  # the write case's shape
 PADDING_TOKENS = [0, 4, 10]  # rows of the write case whose slot is -1: never written
 

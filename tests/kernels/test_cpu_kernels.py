@@ -16,7 +16,7 @@ from kernels import cpu_kernels
 from kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
 from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
-from tests.kernels.cases import ATTENTION_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
+from tests.kernels.cases import ATTENTION_CASES, KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 REPO = Path(__file__).resolve().parents[2]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -89,17 +89,7 @@ def test_bad_inputs_are_errors_not_crashes():
                               torch.tensor([10_000]))
 
 
-@pytest.mark.parametrize(
-    "key_dtype,cache_dtype,block_size",
-    [
-        (torch.float32, torch.float32, 16),
-        (torch.float16, torch.float16, 32),
-        (torch.bfloat16, torch.bfloat16, 16),
-        (torch.float32, torch.bfloat16, 32),
-        (torch.float32, torch.float16, 8),
-    ],
-    ids=str,
-)
+@pytest.mark.parametrize("key_dtype,cache_dtype,block_size", KV_WRITE_CASES, ids=str)
 def test_reshape_and_cache_matches_reference_exactly(key_dtype, cache_dtype, block_size):
     w = kv_write(key_dtype, cache_dtype, block_size, head_size=16)
     reshape_and_cache_cpu(w.key, w.value, w.key_cache, w.value_cache, w.slot_mapping)

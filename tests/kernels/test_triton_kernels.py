@@ -7,7 +7,7 @@ from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
 from kernels.reference import paged_attention_ref, reshape_and_cache_ref
 from kernels.triton_paged_attention import paged_attention_triton
 from kernels.triton_reshape_and_cache import reshape_and_cache_triton
-from tests.kernels.cases import ATTENTION_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
+from tests.kernels.cases import ATTENTION_CASES, KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -115,16 +115,7 @@ def test_paged_attention_rejects_unsupported_shapes():
         paged_attention_triton(*batch.args(), num_splits=0)
 
 
-@pytest.mark.parametrize(
-    "key_dtype,cache_dtype,block_size",
-    [
-        (torch.float32, torch.float32, 16),
-        (torch.float16, torch.float16, 32),
-        (torch.bfloat16, torch.bfloat16, 16),
-        (torch.float32, torch.bfloat16, 32),
-    ],
-    ids=str,
-)
+@pytest.mark.parametrize("key_dtype,cache_dtype,block_size", KV_WRITE_CASES, ids=str)
 @pytest.mark.parametrize("head_size", [16, 80, 96])
 def test_reshape_and_cache_matches_reference(key_dtype, cache_dtype, block_size, head_size):
     w = kv_write(key_dtype, cache_dtype, block_size, head_size)
