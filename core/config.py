@@ -32,6 +32,10 @@ class EngineConfig:
     # vLLM scheduler rules that can be switched back to older vLLM behaviour (README "Scheduling rules"):
     scheduler_reserve_full_isl: bool = True  # admit a waiting request only if its whole sequence fits free blocks
     long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
+    # CPU engines (core/worker/cpu_threads.py; None: the environment's OMP_NUM_THREADS / GOMP_SPINCOUNT, else measured defaults):
+    cpu_threads: int | None = None  # threads EngineCore computes with; default every usable core less the reserved
+    cpu_reserved_cores: int = 0  # usable cores left to the front-end (client, dashboard) when cpu_threads is not given
+    cpu_spin_count: int | None = None  # OpenMP spin loops before a waiting thread sleeps (GOMP_SPINCOUNT); default 10000
     enable_step_events: bool = True  # build and publish a StepEvent per step
     debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
 
@@ -56,6 +60,9 @@ class EngineConfig:
         _check_positive("max_model_len", self.max_model_len)
         _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _check_positive("max_num_seqs", self.max_num_seqs)
+        _check_positive("cpu_threads", self.cpu_threads)
+        _check_non_negative("cpu_reserved_cores", self.cpu_reserved_cores)
+        _check_non_negative("cpu_spin_count", self.cpu_spin_count)
         if not isinstance(self.scheduler_reserve_full_isl, bool):
             raise ValueError(f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
         threshold = self.long_prefill_token_threshold
@@ -93,3 +100,8 @@ class EngineConfig:
 def _check_positive(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_non_negative(name: str, value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")

@@ -66,6 +66,13 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--load-format", "dummy: random weights, no download", kwargs={"choices": ("auto", "dummy")}),
     EngineFlag("--seed", "engine random seed (dummy weights, requests without a seed)", kwargs={"type": int}),
     EngineFlag("--device", "cpu, cuda, or auto (cuda when available)"),
+    EngineFlag("--cpu-threads", "threads EngineCore computes with on CPU",
+               unset="$OMP_NUM_THREADS, else every usable core less --cpu-reserved-cores",
+               kwargs={"type": int, "metavar": "N"}),
+    EngineFlag("--cpu-reserved-cores", "usable cores left to the front-end (client, dashboard) when --cpu-threads "
+               "is not given", kwargs={"type": int, "metavar": "N"}),
+    EngineFlag("--cpu-spin-count", "OpenMP spin loops before a waiting EngineCore thread sleeps (GOMP_SPINCOUNT)",
+               unset="$GOMP_SPINCOUNT (or $OMP_WAIT_POLICY), else 10000", kwargs={"type": int, "metavar": "N"}),
 )
 
 DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when --num-gpu-blocks-override is not given

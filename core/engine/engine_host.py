@@ -29,6 +29,7 @@ from core.engine import wire
 from core.engine.busy_loop import EngineAddresses, serve
 from core.engine.errors import EngineDeadError, EngineStartupError
 from core.engine.processor import EngineInfo
+from core.worker.cpu_threads import engine_process_env
 
 log = logging.getLogger("enginetui.engine_host")
 
@@ -173,7 +174,8 @@ class EngineProcess(EngineHost):
         self.proc: subprocess.Popen | None = None  # EngineCore's process
         try:
             self.proc = subprocess.Popen(command or [sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=_child_env(), close_fds=True)
+                                         stderr=subprocess.PIPE, env=_child_env() | engine_process_env(config),
+                                         close_fds=True)
             self.pid = self.proc.pid
             self.name = f"EngineCore process (pid {self.pid})"
             threading.Thread(target=self._forward_stderr, name="engine-stderr", daemon=True).start()
