@@ -30,6 +30,7 @@ from core.request import Request, RequestStatus
 from core.sched.output import SchedulerOutput
 from core.sched.scheduler import Scheduler
 from core.sched.step_record import StepRecord
+from core.worker.cpu_linear import prepare_cpu_model
 from core.worker.model_runner import ModelRunner, ModelRunnerOutput
 
 log = logging.getLogger("enginetui.core")
@@ -44,6 +45,7 @@ class EngineCore:
         self.hf_config = hf_config  # the model's Hugging Face config
         self.model_dir = model_dir  # where weights / tokenizer live (None for name-only dummy models)
         model = load_model(config, hf_config, model_dir)
+        prepare_cpu_model(model, config.torch_device)
         dtype = next(model.parameters()).dtype
         self.max_model_len = config.max_model_len or hf_config.max_position_embeddings  # longest request
         if self.max_model_len > hf_config.max_position_embeddings:

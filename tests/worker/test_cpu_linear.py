@@ -1,0 +1,81 @@
+"""Linear weights prepacked for oneDNN after loading: same layers, same results, dense weight kept."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import OPTConfig
+
+from core.models.opt import OPTForCausalLM
+from core.worker.cpu_linear import (
+    LINEAR_BACKEND_ENV,
+    PACKED_MIN_ROWS,
+    PackedWeight,
+    linear_backend,
+    packable,
+    prepack_linear_weights,
+)
+
+
+def small_opt(**overrides) -> OPTForCausalLM:
+    cfg = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, ffn_dim=64,
+               max_position_embeddings=64, word_embed_proj_dim=32)
+    torch.manual_seed(0)
+    model = OPTForCausalLM(OPTConfig(**{**cfg, **overrides}))
+    for p in model.parameters():
+        p.data.normal_(0, 0.1)
+    return model
+
+
+def test_every_linear_weight_and_the_tied_head_are_packed_under_their_names():
+    model = small_opt()
+    names = [n for n, _ in model.named_parameters()]
+    dense = {n: p.detach().clone() for n, p in model.named_parameters()}
+    assert prepack_linear_weights(model) == 2 * 4 + 1  # qkv, out, fc1, fc2 per layer + the tied embedding
+    params = dict(model.named_parameters())
+    assert list(params) == names
+    packed = {n for n, p in params.items() if isinstance(p, PackedWeight)}
+    assert all(n.endswith("weight") for n in packed) and any("embed_tokens" in n for n in packed)
+    assert all(torch.equal(params[n], dense[n]) for n in names)  # the dense data is untouched
+    assert all(isinstance(params[n], torch.nn.Parameter) for n in packed)
+
+
+@pytest.mark.parametrize("rows", [1, PACKED_MIN_ROWS - 1, PACKED_MIN_ROWS, 64])
+def test_packed_linear_equals_dense_linear(rows):
+    weight = torch.randn(48, 32)
+    bias = torch.randn(48)
+    model = torch.nn.Linear(32, 48)
+    model.weight.data, model.bias.data = weight.clone(), bias.clone()
+    prepack_linear_weights(model)
+    x = torch.randn(rows, 32)
+    out = F.linear(x, model.weight, model.bias)  # [rows, 48]
+    assert type(out) is torch.Tensor
+    torch.testing.assert_close(out, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)  # summation order only
+
+
+def test_the_model_computes_the_same_logits_and_embeddings():
+    """The lm_head and the embedding lookup on the tied weight (the full forward: the greedy parity tests)."""
+    model = small_opt()
+    ids = torch.tensor([3, 7, 11, 5])
+    emb_before = F.embedding(ids, model.get_input_embeddings().weight.detach().clone())
+    hidden = torch.randn(4, 32)
+    logits_before = model.compute_logits(hidden)
+    prepack_linear_weights(model)
+    assert torch.equal(model.get_input_embeddings()(ids), emb_before)  # the lookup reads the dense weight
+    torch.testing.assert_close(model.compute_logits(hidden), logits_before, rtol=1e-5, atol=1e-5)
+
+
+def test_backend_choice(monkeypatch):
+    monkeypatch.delenv(LINEAR_BACKEND_ENV, raising=False)
+    expected = "onednn" if torch.backends.mkldnn.is_available() else "torch"
+    assert linear_backend(torch.device("cpu")) == expected
+    assert linear_backend(torch.device("cuda")) == "torch"
+    monkeypatch.setenv(LINEAR_BACKEND_ENV, "torch")
+    assert linear_backend(torch.device("cpu")) == "torch"
+    monkeypatch.setenv(LINEAR_BACKEND_ENV, "mkl")
+    with pytest.raises(ValueError, match=LINEAR_BACKEND_ENV):
+        linear_backend(torch.device("cpu"))
+
+
+def test_only_natively_computed_dtypes_are_packed():
+    assert packable(torch.float32) and not packable(torch.float64)
+    assert packable(torch.bfloat16) == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
