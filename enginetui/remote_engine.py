@@ -12,7 +12,7 @@ The attached dashboard is the same app as the local one; only the engine differs
 
 Engine request ids are shared by everyone, so this dashboard's requests are sent as
 `cmpl-<tag>-r1`, `cmpl-<tag>-r2`, ... (tag: random per dashboard); the events it shows call
-them r1, r2, ... as the local dashboard does (`_Names`).
+them r1, r2, ... as the local dashboard does (request_names.py).
 """
 
 import json
@@ -31,6 +31,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from core.engine.events import StepEvent, decode_event
 from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
+from enginetui.request_names import RequestNames
 from enginetui.widgets.process_panel import ProcessSample
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the server at all
@@ -49,7 +50,7 @@ class RemoteEngine:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}  # sent on every call
         self.info = info  # the server's /v1/enginetui/info
         self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
-        self.names = _Names(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
+        self.names = RequestNames(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
         self._http: httpx.AsyncClient | None = None  # opened in the app's event loop
         self._probe_http = httpx.Client(base_url=self.url, headers=self.headers, timeout=CONNECT_TIMEOUT_S)
 
@@ -122,7 +123,7 @@ class RemoteEngine:
     async def snapshot(self) -> StepEvent:
         r = await self._client().get("/v1/enginetui/snapshot")
         _check(r)
-        return self.names.local(msgspec.json.decode(r.content, type=StepEvent))
+        return self.names.local_event(msgspec.json.decode(r.content, type=StepEvent))
 
     async def events(self) -> AsyncIterator[StepEvent]:
         """The server's step events (the first is a snapshot); ends when the server closes the stream."""
@@ -131,7 +132,7 @@ class RemoteEngine:
             async with ws_connect(url, additional_headers=self.headers, max_size=MAX_EVENT_BYTES,
                                   open_timeout=CONNECT_TIMEOUT_S) as ws:
                 async for frame in ws:
-                    yield self.names.local(decode_event(frame))
+                    yield self.names.local_event(decode_event(frame))
         except InvalidStatus as exc:
             raise AttachError(f"the server refused the event stream (HTTP {exc.response.status_code}): "
                               "is the API key right?") from exc
@@ -194,39 +195,6 @@ class _Assembly:
             out.finished = True
             m.finished_time = now
         return out
-
-
-class _Names:
-    """This dashboard's request ids (r1, r2, ...) and the engine's (cmpl-<tag>-r1, ...)."""
-
-    def __init__(self, tag: str) -> None:
-        self.tag = tag  # random per dashboard: keeps ids unique among everyone's
-        self._prefix = f"cmpl-{tag}-"  # engine ids of this dashboard's requests start so
-
-    def header(self, local_id: str) -> str:
-        """The X-Request-Id the server makes the engine id `cmpl-<tag>-<local id>` from."""
-        return f"{self.tag}-{local_id}"
-
-    def engine(self, local_id: str) -> str:
-        """The engine's id of a request shown as `local_id` (other clients' ids are the engine's already)."""
-        return local_id if local_id.startswith("cmpl-") else self._prefix + local_id
-
-    def local(self, event: StepEvent) -> StepEvent:
-        """The event with this dashboard's requests under their local names."""
-        prefix = self._prefix
-        raw = msgspec.to_builtins(event)
-        return msgspec.convert(_rename(raw, lambda s: s[len(prefix):] if s.startswith(prefix) else s), StepEvent)
-
-
-def _rename(value, rename):
-    """`value` (builtins) with every string and dict key passed through `rename`."""
-    if isinstance(value, str):
-        return rename(value)
-    if isinstance(value, list):
-        return [_rename(v, rename) for v in value]
-    if isinstance(value, dict):
-        return {rename(k) if isinstance(k, str) else k: _rename(v, rename) for k, v in value.items()}
-    return value
 
 
 def _json(http: httpx.Client, path: str, url: str):

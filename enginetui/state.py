@@ -214,7 +214,7 @@ class DashboardState:
         for progress in (*event.running, *event.waiting):
             self._apply_progress(progress)
         for req_id, token_ids in event.new_token_ids.items():
-            self._apply_tokens(req_id, token_ids, event.time)
+            self._apply_tokens(req_id, token_ids, event.time, event.is_snapshot)
         listed = frozenset(p.req_id for p in (*event.running, *event.waiting))
         for req_id in self.listed - listed:
             if req_id in self.requests:
@@ -262,17 +262,21 @@ class DashboardState:
                 view.prompt = self.tokenizer.decode(added.prompt_token_ids, skip_special_tokens=skip)
                 self.decoders[added.req_id] = IncrementalDetokenizer(self.tokenizer, skip)
 
-    def _apply_tokens(self, req_id: str, token_ids: list[int], now: float) -> None:
-        """New tokens of a request another client sent: its text grows (decoded here)."""
+    def _apply_tokens(self, req_id: str, token_ids: list[int], now: float, snapshot: bool) -> None:
+        """New tokens of a request another client sent: its text grows (decoded here). `snapshot`:
+        they are its output so far, from a late attach's snapshot (so `now` is not when they came)."""
         view = self.requests.get(req_id)
         if view is None or view.own or self.tokenizer is None or req_id in self.cleared:
             return
         decoder = self.decoders.get(req_id)
+        # Only a step seen live that brings its first tokens says when its first token came.
+        first = decoder is not None and not decoder.token_ids and not snapshot
         if decoder is None:  # running since before this dashboard looked: the start of its text is unknown
             decoder = self.decoders[req_id] = IncrementalDetokenizer(self.tokenizer, skip_special_tokens=True)
             view.text = "…"
         view.text += decoder.add(token_ids)
-        view.first_token_time = view.first_token_time or now
+        if first:
+            view.first_token_time = view.first_token_time or now
     def _apply_progress(self, p: RequestProgress) -> None:
         if p.req_id in self.cleared:
             return  # a stale listing of a request the user cleared

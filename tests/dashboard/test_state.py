@@ -271,6 +271,22 @@ def test_text_of_a_request_seen_only_from_the_middle_is_marked_partial(tokenizer
     s.apply_event(event(5, snapshot=True, running=[progress("cmpl-y", 12, 13, prompt=8)]))  # a late attach
     s.apply_event(event(6, new_tokens={"cmpl-y": tokenizer.encode(" a tuple", add_special_tokens=False)}))
     assert s.requests["cmpl-y"].text == "… a tuple" and s.requests["cmpl-y"].prompt == ""
+    assert s.requests["cmpl-y"].first_token_time is None  # its first token came before this dashboard looked
+
+
+def test_a_late_attach_snapshot_with_prompts_and_output_so_far_shows_the_whole_text(tokenizer):
+    prompt = tokenizer.encode("The function")
+    said = tokenizer.encode(" returns a tuple of the function.", add_special_tokens=False)
+    s = DashboardState(tokenizer=tokenizer)
+    running = progress("cmpl-z", len(prompt) + 3, len(prompt) + 4, prompt=len(prompt))
+    s.apply_event(event(5, snapshot=True, running=[running], new_tokens={"cmpl-z": said[:4]},
+                        added=[RequestAdded("cmpl-z", prompt, SamplingParams(), 16, 0, T0)]))
+    view = s.requests["cmpl-z"]
+    assert view.prompt == "The function" and view.text == tokenizer.decode(said[:4])
+    for i, token in enumerate(said[4:]):
+        s.apply_event(event(6 + i, new_tokens={"cmpl-z": [token]}))
+    assert view.text == " returns a tuple of the function."
+    assert view.first_token_time is None and view.ttft() is None  # when its first token came is not known here
 
 
 def test_own_requests_keep_the_text_of_their_stream(tokenizer):

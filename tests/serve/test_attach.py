@@ -100,3 +100,57 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
         other.shutdown()
         if (await other.snapshot()).paused:
             await other.resume()
+
+
+@pytest.mark.timeout(180)
+async def test_a_late_attach_draws_a_running_request_whole_and_the_state_another_dashboard_set(server, remote):
+    """Dashboard A slows the engine down and pauses it while an openai-client request streams;
+    dashboard B, attached afterwards, shows that request's prompt and its whole text so far (from
+    the greeting snapshot), the slow motion and the pause; B resumes and the text ends as the
+    client's does."""
+    client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=WAIT_S)
+    received: list[str] = []  # the client's text chunks
+
+    async def stream() -> None:
+        chunks = await client.completions.create(model="default", prompt="The function", max_tokens=40,
+                                                 temperature=0, stream=True, extra_body={"ignore_eos": True},
+                                                 extra_headers={"X-Request-Id": "late-1"})
+        async for chunk in chunks:
+            received.append(chunk.choices[0].text)
+
+    first = EngineTUI(remote, probe=remote.probe, seed=0)
+    reading = None
+    try:
+        async with first.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: first.phase == "ready", "dashboard A to attach")
+            await pilot.press("minus", "minus")  # slow motion: 100 ms a step
+            await wait_for(pilot, lambda: first.state.step_interval_ms == 100, "A's slow motion")
+            reading = asyncio.create_task(stream())
+            await wait_for(pilot, lambda: len(received) >= 5, "the client's first tokens")
+            await pilot.press("space")
+            await wait_for(pilot, lambda: first.state.paused, "A's pause")
+            await pilot.press("q")
+
+        late_engine = RemoteEngine.connect(server.url, API_KEY)
+        late = EngineTUI(late_engine, probe=late_engine.probe, seed=0)
+        async with late.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: "cmpl-late-1" in late.state.requests and late.state.requests["cmpl-late-1"].prompt,
+                           "B to draw the request from the event stream's greeting")
+            view = late.state.requests["cmpl-late-1"]
+            assert late.state.paused and late.state.step_interval_ms == 100  # what A set, B sees
+            assert view.active and 5 <= view.num_output_tokens < 40
+            assert view.prompt == "The function" and not view.text.startswith("…")
+            so_far = view.text
+            await pilot.press("space")  # B resumes the engine A paused
+            await wait_for(pilot, lambda: view.status == "finished", "the request to finish on B")
+            await asyncio.wait_for(reading, WAIT_S)
+            assert so_far and view.text.startswith(so_far) and view.text == "".join(received)
+            assert view.num_output_tokens == 40 and view.ttft() is None  # its first token came before B looked
+            await pilot.press("q")
+        late_engine.shutdown()
+    finally:
+        if reading is not None:
+            reading.cancel()
+        await remote.resume()
+        await remote.set_step_interval(0)
+        await client.close()

@@ -2,7 +2,8 @@
 
     GET  /v1/enginetui/info           model, served name, limits, EngineCore pid and device (JSON)
     WS   /v1/enginetui/events         step events, one msgpack StepEvent per binary frame; the first
-                                      is a snapshot, so a late attach draws the whole state at once
+                                      is a snapshot with every live request's prompt and output so far
+                                      (greeting.py), so a late attach draws the whole state at once
     GET  /v1/enginetui/snapshot       the current state (a StepEvent, JSON)
     GET  /v1/enginetui/process        EngineCore's pid, CPU % and memory (JSON)
     GET  /v1/enginetui/tokenizer      the tokenizer's files (JSON: name -> text), to decode events
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 
 from core.engine.events import encode_event
 from core.entrypoints.openai.errors import bad_request
+from core.entrypoints.openai.greeting import full_greeting
 from core.entrypoints.openai.served_model import ServedModel
 
 PREFIX = "/v1/enginetui"
@@ -114,7 +116,10 @@ def _control(engine, op: str):
 
 
 async def _forward_events(engine, ws: WebSocket) -> None:
+    greeted = False
     async for event in engine.events():
+        if not greeted:  # the subscription's snapshot
+            event, greeted = await full_greeting(engine, event), True
         await ws.send_bytes(encode_event(event))
 
 
