@@ -87,8 +87,8 @@ class AsyncLLM:
 
     @property
     def is_running(self) -> bool:
-        """False once EngineCore died or was shut down."""
-        return self._dead is None and not self._closed
+        """False once EngineCore died (noticed here even while no request runs) or was shut down."""
+        return self._dead is None and not self._closed and self.client.is_alive
 
     # ---- requests --------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """`enginetui serve` as a user runs it: flags, a model without a chat template, a taken port,
 a bad model, and Ctrl-C (SIGINT) / SIGTERM ending the server and its EngineCore."""
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 
 import httpx
 
@@ -43,3 +45,21 @@ def test_a_bad_model_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "could not start the engine" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_health_is_503_once_the_engine_died_and_requests_get_an_error():
+    srv = ServerProcess("--num-gpu-blocks-override", "32")
+    try:
+        with httpx.Client(base_url=srv.url, timeout=60) as http:
+            assert http.get("/health").status_code == 200
+            engine_core = http.get("/v1/enginetui/info").json()["engine_pid"]
+            assert engine_core in srv.children
+            os.kill(engine_core, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while http.get("/health").status_code != 503:
+                assert time.monotonic() < deadline, "/health still says 200 after EngineCore died"
+                time.sleep(0.1)
+            r = http.post("/v1/completions", json={"prompt": "The function", "max_tokens": 4})
+            assert r.status_code == 500 and "not running" in r.json()["error"]["message"]
+    finally:
+        assert srv.stop() == 0
