@@ -6,10 +6,10 @@ the workload to /v1/completions as streamed requests (token-id prompts, ignore_e
 the request's output length) arriving by a seeded Poisson process at --request-rate, and
 measures on the client, per request: TTFT (sent to first token), TPOT (mean time per output
 token after the first), ITL (every gap between chunks carrying tokens), end-to-end latency; and
-throughput over the run. With --compare generate it also runs the workload all at once through
-the server and through LLM.generate (offline, EngineCore in its own process as well),
-alternating --repeats times: the throughput ratio is what HTTP, the asyncio front end and
-streaming cost.
+throughput over the run. With --compare generate it also runs the workload all at once
+--repeats times through the server, then (the server stopped) --repeats times through
+LLM.generate (offline, EngineCore in its own process as well); the best passes' throughput ratio
+is what HTTP, the asyncio front end and streaming cost, and each side's spread is printed.
 """
 
 import argparse
