@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every figure of the README's CPU results rows (#19), in one go: about 20 minutes on an idle
+# 2-core machine. Run it from the repository root with vLLM's interpreter given:
+#   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
+#   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 2 passes of each: ours
+#      headless, beside one busy process and with the dashboard attached; vLLM with its defaults
+#      (model on one core) and on both cores, headless and beside the busy process; greedy tokens
+#      compared with vLLM's;
+#   2. the same workload through transformers.generate (static batches of 8; one pass of ours with it);
+#   3. the step profile at 1 / 16 / 64 running decode requests (engine overhead share).
+# Logs and JSON land in OUTDIR (every pass is listed, so the spread shows); the summaries print last.
+set -uo pipefail
+out=${1:?usage: enginetui/bench/cpu_results.sh OUTDIR}
+: "${ENGINETUI_VLLM_PYTHON:?set ENGINETUI_VLLM_PYTHON to the python of the vLLM environment}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+model=(--model facebook/opt-125m --load-format dummy)
+mixed=("${model[@]}" --preset mixed --temperature 0)
+status=0
+
+{
+    date -u
+    nproc && grep -m1 'model name' /proc/cpuinfo && uptime
+    $py -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
+    "$ENGINETUI_VLLM_PYTHON" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null
+} 2>&1 | tee "$out/machine.txt"
+
+$py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores default all \
+    --competing none busy dashboard --repeats 2 --json "$out/vllm.json" 2>&1 | tee "$out/vllm.log" || status=1
+$py -m enginetui bench throughput "${mixed[@]}" --compare hf --hf-batch-sizes 8 \
+    --json "$out/hf.json" 2>&1 | tee "$out/hf.log" || status=1
+$py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
+
+echo
+uptime
+tail -n 1 "$out/vllm.log" "$out/hf.log" "$out/profile.log"
+echo "cpu_results: exit $status"
+exit $status
