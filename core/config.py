@@ -1,5 +1,6 @@
 """The one engine configuration object, validated once."""
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -7,6 +8,9 @@ import torch
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+# LLM's step budget on CPU when none is given: vLLM's for its offline LLM class on CPU (its server keeps
+# 2048, as ours); fewer, larger prefill steps (README "Speed on CPU").
+OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS = 4096
 
 
 @dataclass(slots=True)
@@ -105,3 +109,12 @@ def _check_positive(name: str, value: int | None) -> None:
 def _check_non_negative(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def offline_config(**engine_args) -> EngineConfig:
+    """The configuration of an offline engine (`LLM`): as given, with vLLM's offline step budget on CPU
+    when none is given."""
+    config = EngineConfig(**engine_args)
+    if engine_args.get("max_num_batched_tokens") is None and config.torch_device.type == "cpu":
+        config = dataclasses.replace(config, max_num_batched_tokens=OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS)
+    return config

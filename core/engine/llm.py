@@ -3,7 +3,7 @@
 import os
 from collections.abc import Sequence
 
-from core.config import EngineConfig
+from core.config import offline_config
 from core.engine.llm_engine import LLMEngine
 from core.engine.processor import PromptType
 from core.outputs import RequestOutput
@@ -18,7 +18,7 @@ class LLM:
                  record: str | os.PathLike | None = None, **engine_args) -> None:
         """`record`: write every step event of this engine to that file (a recording: see
         `enginetui replay`); it is complete after each generate() and closed by shutdown()."""
-        self.config = EngineConfig(model=model, **engine_args)  # validated configuration
+        self.config = offline_config(model=model, **engine_args)  # validated configuration
         self.engine = LLMEngine(self.config, multiprocess=multiprocess)  # the client-side engine
         self._counter = 0  # next request id
         self.recorder: Recorder | None = None  # writes the recording, when asked for

@@ -4,12 +4,17 @@ import argparse
 import importlib
 import sys
 
+from core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
-from enginetui.engine_flags import add_engine_args
+from enginetui.engine_flags import ENGINE_DEFAULTS, add_engine_args
 
+OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM's offline one
+    "--max-num-batched-tokens": f"token budget of one step (default: {OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS} on CPU, "
+    f"as vLLM's LLM; {ENGINE_DEFAULTS['max_num_batched_tokens']} on CUDA)",
+}
 EVENT_MODES = ("off", "on", "subscriber", "record")  # step events not built / published / with a live subscriber / recorded to a file
 
 
@@ -90,7 +95,7 @@ def _add_peer_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
-    add_engine_args(parser, subcommand=True)
+    add_engine_args(parser, OFFLINE_HELP if module == "throughput" else None, subcommand=True)
     parser.add_argument("--disable-detokenize", action="store_true",
                         help="run without a tokenizer (outputs are not detokenized); automatic if the model has none")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")

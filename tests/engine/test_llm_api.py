@@ -3,6 +3,7 @@
 import pytest
 
 from core import LLM, SamplingParams
+from core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS, EngineConfig, offline_config
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +149,11 @@ def test_cumulative_logprob_is_the_sum_of_the_sampled_tokens_logprobs(llm):
 
 def test_reset_prefix_cache_on_an_idle_engine(llm):
     assert llm.reset_prefix_cache() is True
+
+
+
+def test_llm_on_cpu_takes_vllms_offline_step_budget_unless_one_is_given(llm):
+    assert llm.config.torch_device.type != "cpu" or llm.config.max_num_batched_tokens == 4096
+    assert offline_config(device="cpu").max_num_batched_tokens == OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS == 4096
+    assert offline_config(device="cpu", max_num_batched_tokens=512).max_num_batched_tokens == 512
+    assert EngineConfig(device="cpu").max_num_batched_tokens == 2048  # AsyncLLM, the server, the dashboard
