@@ -261,6 +261,7 @@ class DashboardState:
                 skip = added.sampling_params.skip_special_tokens
                 view.prompt = self.tokenizer.decode(added.prompt_token_ids, skip_special_tokens=skip)
                 self.decoders[added.req_id] = IncrementalDetokenizer(self.tokenizer, skip)
+                view.text = ""  # its text starts over from its first token (a late attach's greeting has them all)
 
     def _apply_tokens(self, req_id: str, token_ids: list[int], now: float, snapshot: bool) -> None:
         """New tokens of a request another client sent: its text grows (decoded here). `snapshot`:

@@ -279,6 +279,8 @@ def test_a_late_attach_snapshot_with_prompts_and_output_so_far_shows_the_whole_t
     said = tokenizer.encode(" returns a tuple of the function.", add_special_tokens=False)
     s = DashboardState(tokenizer=tokenizer)
     running = progress("cmpl-z", len(prompt) + 3, len(prompt) + 4, prompt=len(prompt))
+    s.apply_event(event(4, running=[running], new_tokens={"cmpl-z": said[3:4]}))  # published just before the greeting
+    assert s.requests["cmpl-z"].text.startswith("…")
     s.apply_event(event(5, snapshot=True, running=[running], new_tokens={"cmpl-z": said[:4]},
                         added=[RequestAdded("cmpl-z", prompt, SamplingParams(), 16, 0, T0)]))
     view = s.requests["cmpl-z"]

@@ -118,7 +118,7 @@ def _control(engine, op: str):
 async def _forward_events(engine, ws: WebSocket) -> None:
     greeted = False
     async for event in engine.events():
-        if not greeted:  # the subscription's snapshot
+        if event.is_snapshot and not greeted:  # the greeting (step events published just before it may come first)
             event, greeted = await full_greeting(engine, event), True
         await ws.send_bytes(encode_event(event))
 
