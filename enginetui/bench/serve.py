@@ -27,7 +27,7 @@ from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
 from enginetui.bench.latency import LatencyRun, RequestTiming, arrival_offsets, summarize
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
-from enginetui.engine_flags import ENGINE_FLAGS
+from enginetui.engine_flags import ENGINE_DEFAULTS, ENGINE_FLAGS
 
 
 @dataclass(slots=True)
@@ -157,12 +157,19 @@ def run(args: argparse.Namespace) -> ServeResult:
     return result
 
 
+def generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """LLM's arguments for the engine the server ran: its step budget too (LLM alone would take
+    vLLM's offline budget on CPU, the server keeps the online one)."""
+    budget = kwargs.get("max_num_batched_tokens") or ENGINE_DEFAULTS["max_num_batched_tokens"]
+    return {**kwargs, "max_num_batched_tokens": budget}
+
+
 def _overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], http_s: list[float],
               repeats: int) -> OverheadResult:
-    """LLM.generate passes on the same workload (after the server has stopped: never side by side)."""
+    """LLM.generate passes on the same workload and engine (after the server has stopped: never side by side)."""
     from core import LLM
 
-    with LLM(**kwargs) as llm:
+    with LLM(**generate_kwargs(kwargs)) as llm:
         generate_pass(llm, warmup)
         generate_s = [generate_pass(llm, workload) for _ in range(repeats)]
     tokens = sum(r.output_len for r in workload)

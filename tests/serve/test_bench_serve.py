@@ -3,7 +3,7 @@ with LLM.generate on the same workload, on the tiny model (the numbers are not t
 
 import json
 
-from enginetui.bench.serve import serve_flags
+from enginetui.bench.serve import generate_kwargs, serve_flags
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 
 
@@ -12,6 +12,11 @@ def test_engine_arguments_become_serve_flags():
               "skip_tokenizer_init": True}
     assert serve_flags(kwargs) == ["--max-num-seqs", "8", "--no-enable-chunked-prefill", "--enable-prefix-caching",
                                    "--skip-tokenizer-init"]
+
+
+def test_llm_generate_runs_the_servers_step_budget():
+    assert generate_kwargs({"model": None})["max_num_batched_tokens"] == 2048  # not LLM's offline 4096 on CPU
+    assert generate_kwargs({"model": None, "max_num_batched_tokens": 512})["max_num_batched_tokens"] == 512
 
 
 def test_bench_serve_runs_the_workload_over_http_and_against_generate(tiny_opt_dir, tmp_path):
