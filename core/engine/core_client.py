@@ -210,10 +210,17 @@ class AsyncClient(EngineCoreClient):
         sock.connect(self.events_address)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
         missed = None if conflate else MissedEvents()  # conflating skips events on purpose
+        # Steps published between the subscription and the publisher's answer to it can arrive
+        # before the snapshot; the snapshot already holds their effect, so they are dropped.
+        # (Conflating keeps only the newest event: the snapshot may be gone, nothing is dropped.)
+        greeted = conflate
         try:
             while True:
                 if await sock.poll(POLL_MS):
                     event = decode_event(await sock.recv())
+                    if not greeted and not event.is_snapshot:
+                        continue
+                    greeted = True
                     yield event if missed is None else missed.mark(event)
                     continue
                 if self.host.closed:
