@@ -1,0 +1,15 @@
+"""`enginetui attach --vllm URL`: the dashboard on a real vLLM server.
+
+vLLM publishes two streams a dashboard can fold: Prometheus text on `/metrics` (queue lengths,
+KV usage, token and preemption counters, latency histograms; polled about once a second) and,
+when started with `--kv-events-config`, its KV cache events over ZMQ (one msgpack `KVEventBatch`
+per engine step: blocks stored with their hash chain and token ids, blocks removed, all cleared).
+
+- `kv_events`: the wire format of those batches (mirrors vllm/distributed/kv_events.py).
+- `prefix_tree`: what vLLM's prefix cache holds, per data-parallel rank, folded from the batches.
+- `metrics`: the /metrics text parsed into samples; histogram percentiles.
+- `state`: everything the screen shows, folded from samples, batches and streamed completions.
+- `subscriber`, `server`: the ZMQ subscriber (with replay) and the HTTP client.
+- `app`, `panels`: the Textual app and its vLLM-specific panels; `cli`: the command's flags.
+- `launch`, `capture`: start a vLLM server; record its events and metrics as test fixtures.
+"""

@@ -1,0 +1,313 @@
+"""The dashboard on a real vLLM server: /metrics polled about once a second, KV events followed
+over ZMQ, prompts streamed through /v1/completions.
+
+Network I/O runs in workers that fold what arrives into `WatchState`; a timer redraws the
+panels from it at `redraw_hz` at most (as the engine dashboard does).
+"""
+
+import asyncio
+import itertools
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.widgets import Footer, Static
+
+from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
+from enginetui.settings import SamplingSettings
+from enginetui.vllm_watch import panels
+from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
+from enginetui.vllm_watch.server import ServerError, VllmClient, load_decoder
+from enginetui.vllm_watch.state import WatchState
+from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
+from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.requests_table import RequestsTable
+
+POLL_S = 1.0  # /metrics reading interval
+SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
+KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", "
+           "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}' and pass --kv-events")
+
+
+class VllmWatchApp(App[None]):
+    """Watch one vLLM server: its queues, KV pool, rates, latencies and prefix cache; send it prompts."""
+
+    CSS_PATH = [Path(__file__).parent.parent / "app.tcss", Path(__file__).with_name("watch.tcss")]
+    TITLE = "enginetui · vLLM"
+    AUTO_FOCUS = None
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type a prompt: it streams from vLLM's /v1/completions"),
+        Binding("b", "burst", "Burst", tooltip="send a burst of synthetic requests (they ignore EOS, "
+                f"{BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each)"),
+        Binding("x", "abort", "Abort", tooltip="abort the selected request (closes its stream: vLLM aborts it)"),
+        Binding("c", "clear", "Clear", tooltip="clear ended requests from the list"),
+        Binding("r", "reset_cache", "Reset cache", tooltip="reset vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1)"),
+        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request"),
+        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request"),
+        Binding("question_mark", "help", "Help", tooltip="this screen"),
+        Binding("q", "quit", "Quit", tooltip="quit (the server keeps running)"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
+    ]
+
+    def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
+                 tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0, seed: int = 0,
+                 poll_s: float = POLL_S, silence_check_s: float = SILENCE_CHECK_S) -> None:
+        super().__init__()
+        self.url = url.rstrip("/")  # the server watched
+        self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
+        self.kv_replay = kv_replay  # its replay endpoint, rank 0's (None: no catching up)
+        self.tokenizer = tokenizer  # where to load the tokenizer from (None: the served model's path)
+        self.client = VllmClient(url, api_key)  # the HTTP calls
+        self.state = WatchState(self.url, kv_events)
+        self._burst_size = burst_size  # requests per `b`
+        self._redraw_hz = redraw_hz  # most redraws per second
+        self._poll_s = poll_s  # /metrics reading interval
+        self._silence_check_s = silence_check_s  # how often to check that KV events come
+        self._rng = random.Random(seed)  # burst prompts and lengths
+        self._ids = itertools.count(1)  # request id numbers
+        self._selected: str | None = None  # the request shown in full
+        self._drawn: tuple[int, str | None] | None = None  # (state version, selected) on screen
+        self._subscribers: dict[int, KvSubscriber] = {}  # rank -> its subscriber
+        self._streams: dict[str, asyncio.Task] = {}  # live request id -> its streaming task
+        self._decoder_source: str | None = None  # what the tokenizer was loaded for
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="watch-title")
+        with Horizontal(id="watch-main"):
+            with Vertical(id="watch-left"):
+                yield RequestsTable(id="watch-requests", classes="panel")
+                yield panels.TextPanel(lambda s, w: panels.queues_text(s), "Queues", id="watch-queues", classes="panel")
+                yield panels.RequestPanel(id="watch-detail", classes="panel")
+                yield panels.LogPanel(id="watch-log", classes="panel")
+            with Vertical(id="watch-right"):
+                yield PrefixTreePanel(id="watch-tree", classes="panel")
+                yield panels.TextPanel(panels.server_text, "Server · KV pool · rates", id="watch-server", classes="panel")
+                yield panels.TextPanel(panels.latency_text, "Latency (vLLM histograms) · last 60 s", id="watch-latency",
+                                       classes="panel")
+                yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
+                                       id="watch-series", classes="panel")
+        yield PromptBar(id="prompt-bar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(RequestsTable).border_subtitle = "your prompts · ↑↓ select · x abort · c clear ended"
+        self.set_interval(1 / self._redraw_hz, self.redraw)
+        self.set_interval(self._silence_check_s, self._check_kv_silence)
+        self.redraw()
+        self._poll_metrics()
+        if self.kv_events:
+            self._follow_rank(0)
+        else:
+            self.state.kv_status(time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache")
+
+    # ---- drawing -------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        key = (self.state.version, self._selected)
+        if key == self._drawn:
+            return
+        try:
+            title = self.query_one("#watch-title", Static)
+        except NoMatches:  # a last tick while the app closes
+            return
+        self._drawn = key
+        s = self.state
+        title.update(panels.title_text(s))
+        self.query_one(RequestsTable).show(list(s.requests.values()), self._selected)
+        self.query_one(panels.RequestPanel).show(s.requests.get(self._selected or ""))
+        for panel in self.query(panels.TextPanel):
+            panel.show(s)
+        self.query_one(PrefixTreePanel).show(s.caches, s.config("num_gpu_blocks"), self._empty_tree_note())
+
+    def _empty_tree_note(self) -> str:
+        s = self.state
+        if s.kv_link == "off":
+            return f"KV events are not listened to: {KV_HINT}"
+        if s.kv_error and s.kv_link != "up":
+            return f"{s.kv_error}\n{KV_HINT}"
+        return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"
+
+    # ---- /metrics and /v1/models ---------------------------------------------------------
+
+    @work(group="metrics", exit_on_error=False)
+    async def _poll_metrics(self) -> None:
+        """Read /metrics every poll_s; on the way, learn the model (once, and again after a restart)."""
+        while True:
+            started = time.monotonic()
+            try:
+                sample = await self.client.metrics()
+                restarts = self.state.restarts
+                self.state.apply_metrics(sample)
+                if self.state.restarts != restarts:
+                    for sub in self._subscribers.values():
+                        sub.resync()
+                self._follow_new_ranks(sample.engines)
+            except ServerError as exc:
+                self.state.metrics_failed(time.time(), str(exc))
+            else:
+                if self.state.server is None or self.state.restarts != restarts:
+                    try:
+                        await self._learn_model()
+                    except ServerError as exc:
+                        self.state.models_failed(time.time(), str(exc))
+            await asyncio.sleep(max(0.02, self._poll_s - (time.monotonic() - started)))
+
+    async def _learn_model(self) -> None:
+        info = await self.client.models()
+        self.state.set_server(info)
+        source = self.tokenizer or info.root
+        if source != self._decoder_source:
+            self._decoder_source = source
+            decode, how = await asyncio.to_thread(load_decoder, source)
+            if decode is not None:
+                self.state.caches.set_decoder(decode)
+            self.state.note(time.time(), "link", how)
+
+    def _check_kv_silence(self) -> None:
+        if self.state.kv_events_missing() and self.state.kv_link != "silent":
+            self.state.kv_status(time.time(), "silent",
+                                 f"vLLM has cached blocks since we attached, but none were published at {self.kv_events}")
+
+    # ---- KV events -----------------------------------------------------------------------
+
+    def _follow_new_ranks(self, engines: list[str]) -> None:
+        """One subscriber per data-parallel rank that /metrics reports (rank r publishes on port + r)."""
+        if not self.kv_events:
+            return
+        for engine in engines:
+            if engine.isdigit() and int(engine) not in self._subscribers:
+                self._follow_rank(int(engine))
+
+    def _follow_rank(self, rank: int) -> None:
+        callbacks = SubscriberCallbacks(
+            batch=self._on_batch,
+            status=lambda status, message: self.state.kv_status(time.time(), status, message),
+            missed=lambda r, first, last: self.state.batches_missed(time.time(), r, first, last),
+            restarted=lambda r: self.state.publisher_restarted(time.time(), r),
+        )
+        replay = rank_endpoint(self.kv_replay, rank) if self.kv_replay else None
+        sub = self._subscribers[rank] = KvSubscriber(rank_endpoint(self.kv_events, rank), replay, rank, callbacks)
+        self._run_subscriber(sub)
+
+    def _on_batch(self, batch: KVEventBatch, replayed: bool) -> None:
+        self.state.apply_batch(batch, replayed)
+
+    @work(group="kv", exit_on_error=False)
+    async def _run_subscriber(self, sub: KvSubscriber) -> None:
+        try:
+            await sub.run()
+        except ValueError as exc:
+            self.state.kv_status(time.time(), "down", str(exc))
+
+    # ---- prompts -------------------------------------------------------------------------
+
+    def submit(self, prompt: str, settings: SamplingSettings) -> None:
+        """Send one prompt to /v1/completions as r1, r2, ...; its text streams into the requests panel."""
+        if self.state.server is None:
+            self.notify(f"vLLM at {self.url} has not answered yet", severity="warning")
+            return
+        req_id = f"r{next(self._ids)}"
+        self.state.add_request(req_id, prompt, settings.max_tokens, time.time())
+        shown = self.state.requests.get(self._selected or "")
+        if shown is None or not shown.active:
+            self._selected = req_id
+        self._streams[req_id] = asyncio.ensure_future(self._stream(req_id, prompt, settings))
+
+    async def _stream(self, req_id: str, prompt: str, settings: SamplingSettings) -> None:
+        state = self.state
+        try:
+            async for chunk in self.client.complete(state.server.model, prompt, settings):
+                state.apply_chunk(req_id, chunk.text, chunk.prompt_tokens, chunk.output_tokens, time.time())
+                if chunk.finish_reason:
+                    state.end_request(req_id, "finished", chunk.finish_reason, "", time.time())
+            state.end_request(req_id, "error", "error", "the stream ended without a finish reason", time.time())
+        except asyncio.CancelledError:
+            state.end_request(req_id, "aborted", "abort", "stream closed here", time.time())
+        except ValueError as exc:
+            state.end_request(req_id, "rejected", "rejected", str(exc), time.time())
+        except ServerError as exc:
+            state.end_request(req_id, "error", "error", str(exc), time.time())
+        finally:
+            self._streams.pop(req_id, None)
+
+    @on(PromptBar.Submitted)
+    def _on_prompt(self, message: PromptBar.Submitted) -> None:
+        self.submit(message.text, message.settings)
+
+    @on(PromptBar.BurstRequested)
+    def _on_burst(self, message: PromptBar.BurstRequested) -> None:
+        self.burst(message.count)
+
+    @on(PromptBar.HelpRequested)
+    def _on_help(self) -> None:
+        self.action_help()
+
+    @on(RequestsTable.Clicked)
+    def _on_row_clicked(self, message: RequestsTable.Clicked) -> None:
+        self._selected = message.req_id
+
+    def burst(self, count: int) -> None:
+        settings = self.query_one(PromptBar).settings
+        for _ in range(count):
+            length = self._rng.randint(*BURST_MAX_TOKENS)
+            self.submit(self._rng.choice(BURST_PROMPTS), replace(settings, max_tokens=length, ignore_eos=True))
+
+    # ---- actions -------------------------------------------------------------------------
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptBar).focus_prompt()
+
+    def action_burst(self) -> None:
+        self.burst(self._burst_size)
+
+    def action_abort(self) -> None:
+        task = self._streams.get(self._selected or "")
+        if task is None:
+            self.notify("select a live request with ↑↓ first", severity="warning")
+        else:
+            task.cancel()
+
+    def action_clear(self) -> None:
+        if not self.state.clear_ended():
+            self.notify("no ended requests to clear", severity="warning")
+        if self._selected not in self.state.requests:
+            self._selected = next(iter(self.state.requests), None)
+
+    def action_select(self, delta: int) -> None:
+        ids = list(self.state.requests)
+        if ids:
+            at = ids.index(self._selected) if self._selected in ids else (-1 if delta > 0 else len(ids))
+            self._selected = ids[max(0, min(len(ids) - 1, at + delta))]
+
+    @work(group="control", exit_on_error=False)
+    async def action_reset_cache(self) -> None:
+        try:
+            await self.client.reset_prefix_cache()
+            self.notify("vLLM reset its prefix cache (an AllBlocksCleared event follows)")
+        except ServerError as exc:
+            self.notify(str(exc), severity="error")
+
+    def action_help(self) -> None:
+        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+        about = [("server", self.url), ("KV events", self.kv_events or "not listened to"),
+                 ("replay", self.kv_replay or "none: batches missed while away are lost"),
+                 ("not published by vLLM", "which requests run or wait, per-request block tables, per-step "
+                                          "token budget and step times, the engine process")]
+        self.push_screen(HelpScreen(keys, about))
+
+    async def action_quit(self) -> None:
+        for task in list(self._streams.values()):
+            task.cancel()
+        self.exit()
+
+    async def on_unmount(self) -> None:
+        await self.client.close()

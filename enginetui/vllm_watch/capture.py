@@ -1,0 +1,159 @@
+"""Record a real vLLM server's KV event batches and /metrics texts as test fixtures.
+
+    flock /work/bench.lock python -m enginetui.vllm_watch.capture --vllm-python /path/to/vllm-venv/bin/python \
+        --model core/models/default_model/opt-tiny --out tests/vllm_watch/fixtures/opt-tiny
+
+starts vLLM (enginetui/vllm_watch/launch.py: a 64-block pool of 32-token blocks, prefix caching,
+KV events with a replay socket), listens to its KV events and polls /metrics four times a second
+while a fixed workload runs, then stops it. The workload: two prompts sharing a long prefix (the
+tree branches), one of them again (prefix-cache hits), a streamed completion (kept as the server
+sent it), a burst of long requests that overfills the pool (waiting requests, preemptions,
+evictions), the same burst again, a prefix-cache reset (AllBlocksCleared), one more prompt.
+It writes to OUT:
+
+- kv_frames.jsonl: every ZMQ message, one per line: {"t": seconds since start, "topic", "seq",
+  "payload": base64 of the msgpack batch, exactly as received};
+- metrics.jsonl.xz: every /metrics reading, one per line: {"t", "text"} (xz: the texts repeat);
+- completion_stream.txt: the server-sent events of the streamed completion;
+- session.json: vLLM's version and command line, /v1/models, the workload's steps with their times.
+"""
+
+import argparse
+import base64
+import json
+import lzma
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import zmq
+
+from enginetui.vllm_watch.launch import start_vllm, vllm_python
+
+SHARED = ("Return the number of items in the list. This function reads a file and returns a new list of "
+          "the items in the file, in the order they were read. If the file is empty, the list is empty. ")
+BRANCHES = ("The items are strings with the line endings removed, and",
+            "Raises ValueError if the file does not exist or cannot be read, and")
+BURST = tuple(f"{topic} The function returns a new object of the same type, and the arguments are passed "
+              f"to the constructor in the order they were given. It is an error to call it twice."
+              for topic in ("A class is", "An exception", "The module", "A dictionary", "The method",
+                            "A tuple", "The iterator", "A generator", "The context manager", "A set"))
+BURST_TOKENS = 300  # each burst request's length past its prompt: ten of them need more blocks than the pool has
+POLL_S = 0.25  # /metrics reading interval (the tiny model serves the whole workload in seconds)
+
+
+class Recorder:
+    """Listens to the KV events and polls /metrics on threads until stop()."""
+
+    def __init__(self, url: str, kv_endpoint: str) -> None:
+        self.start = time.time()  # t = 0 of every record
+        self.frames: list[dict] = []  # the ZMQ messages
+        self.metrics: list[dict] = []  # the /metrics readings
+        self.steps: list[dict] = []  # what the workload did, when
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._listen, args=(kv_endpoint,), daemon=True),
+                         threading.Thread(target=self._poll, args=(url,), daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def t(self) -> float:
+        return round(time.time() - self.start, 3)
+
+    def step(self, what: str, **details) -> None:
+        self.steps.append({"t": self.t(), "step": what, **details})
+        print(f"{self.t():7.1f} s  {what}", file=sys.stderr)
+
+    def stop(self) -> None:
+        time.sleep(2 * POLL_S)  # the last batches and a reading after the last step
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _listen(self, endpoint: str) -> None:
+        sub = zmq.Context.instance().socket(zmq.SUB)
+        sub.connect(endpoint)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        while not self._stop.is_set():
+            if sub.poll(100):
+                topic, seq, payload = sub.recv_multipart()
+                self.frames.append({"t": self.t(), "topic": topic.decode(), "seq": int.from_bytes(seq, "big"),
+                                    "payload": base64.b64encode(payload).decode()})
+        sub.close(linger=0)
+
+    def _poll(self, url: str) -> None:
+        with httpx.Client(base_url=url, timeout=10) as http:
+            while not self._stop.is_set():
+                self.metrics.append({"t": self.t(), "text": http.get("/metrics").text})
+                self._stop.wait(POLL_S)
+
+
+def complete(http: httpx.Client, model: str, prompt: str, max_tokens: int, **extra) -> dict:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
+    r = http.post("/v1/completions", json=body)
+    r.raise_for_status()
+    return r.json()
+
+
+def run_workload(url: str, rec: Recorder) -> tuple[dict, str]:
+    """The fixed workload; returns /v1/models and the streamed completion's raw events."""
+    with httpx.Client(base_url=url, timeout=600) as http:
+        models = http.get("/v1/models").json()
+        model = models["data"][0]["id"]
+        time.sleep(2 * POLL_S)  # an idle reading first
+        for branch in BRANCHES:
+            rec.step("prompt with the shared prefix", prompt=SHARED + branch)
+            complete(http, model, SHARED + branch, 48, ignore_eos=True)
+        rec.step("the first prompt again (prefix-cache hits)")
+        complete(http, model, SHARED + BRANCHES[0], 48, ignore_eos=True)
+        rec.step("a streamed completion")
+        body = {"model": model, "prompt": SHARED + BRANCHES[1], "max_tokens": 24, "temperature": 0, "stream": True,
+                "ignore_eos": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        with http.stream("POST", "/v1/completions", json=body) as r:
+            stream = "".join(r.iter_text())
+        for wave in ("a burst of long requests into the pool", "the same burst again (hits, evictions)"):
+            rec.step(wave, requests=len(BURST), max_tokens=BURST_TOKENS)
+            with ThreadPoolExecutor(len(BURST)) as pool:
+                list(pool.map(lambda p: complete(http, model, p, BURST_TOKENS, ignore_eos=True), BURST))
+        rec.step("reset the prefix cache")
+        http.post("/reset_prefix_cache").raise_for_status()
+        rec.step("one more prompt")
+        complete(http, model, SHARED + BRANCHES[1], 16, ignore_eos=True)
+    return models, stream
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vllm-python", default=vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
+    parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
+    parser.add_argument("--out", required=True, help="folder for the fixture files")
+    args = parser.parse_args(argv)
+    if not args.vllm_python:
+        parser.error("pass --vllm-python or set ENGINETUI_VLLM_PYTHON")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = str(Path(args.model).resolve())
+    print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
+    with start_vllm(args.vllm_python, model) as server:
+        rec = Recorder(server.url, server.kv_endpoint)
+        try:
+            models, stream = run_workload(server.url, rec)
+        finally:
+            rec.stop()
+        version = httpx.get(server.url + "/version").json().get("version")
+        command = [Path(server.command[0]).name, *server.command[1:]]
+    (out / "kv_frames.jsonl").write_text("".join(json.dumps(f) + "\n" for f in rec.frames))
+    with lzma.open(out / "metrics.jsonl.xz", "wt") as f:
+        f.writelines(json.dumps(m) + "\n" for m in rec.metrics)
+    (out / "completion_stream.txt").write_text(stream)
+    session = {"vllm_version": version, "model": model, "command": command, "models": models, "steps": rec.steps,
+               "num_frames": len(rec.frames), "num_metrics": len(rec.metrics)}
+    (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
+    print(f"{len(rec.frames)} KV event batches, {len(rec.metrics)} /metrics readings -> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The vLLM server's HTTP side: /v1/models, /metrics, streamed /v1/completions, /reset_prefix_cache;
+and the served model's tokenizer, when it is on this machine."""
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from enginetui.settings import SamplingSettings
+from enginetui.vllm_watch.metrics import MetricsSample, parse_metrics
+from enginetui.vllm_watch.prefix_tree import Decode
+from enginetui.vllm_watch.state import ServerInfo
+
+TIMEOUT_S = 5.0  # connect / read timeout of /metrics and /v1/models
+
+
+class ServerError(RuntimeError):
+    """The server could not be reached, refused us, or is not a vLLM server."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One streamed piece of a completion."""
+
+    text: str  # new text
+    prompt_tokens: int | None  # vLLM's usage (continuous usage stats): the prompt's length
+    output_tokens: int | None  # tokens generated so far
+    finish_reason: str | None  # stop | length | abort ... on the last chunk
+
+
+class VllmClient:
+    """HTTP calls to one vLLM OpenAI server (opened in the app's event loop)."""
+
+    def __init__(self, url: str, api_key: str | None) -> None:
+        self.url = url.rstrip("/")  # http://HOST:PORT
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=TIMEOUT_S)
+
+    async def models(self) -> ServerInfo:
+        """The served model (/v1/models)."""
+        data = (await self._get("/v1/models")).json()
+        try:
+            card = data["data"][0]
+        except (KeyError, IndexError, TypeError):
+            raise ServerError(f"{self.url}/v1/models lists no model: is this a vLLM server?") from None
+        return ServerInfo(model=card["id"], root=card.get("root") or card["id"], max_model_len=card.get("max_model_len"))
+
+    async def metrics(self) -> MetricsSample:
+        """One reading of /metrics."""
+        r = await self._get("/metrics")
+        try:
+            return parse_metrics(r.text, time.time())
+        except ValueError as exc:
+            raise ServerError(f"{self.url}/metrics is not Prometheus text ({exc})") from exc
+
+    async def complete(self, model: str, prompt: str, settings: SamplingSettings) -> AsyncIterator[Chunk]:
+        """Stream one completion. A request the server refuses raises ValueError with its message."""
+        body = {"model": model, "prompt": prompt, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
+                "top_p": settings.top_p, "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        if settings.top_k:
+            body["top_k"] = settings.top_k
+        if settings.seed is not None:
+            body["seed"] = settings.seed
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if settings.ignore_eos:
+            body["ignore_eos"] = True  # vLLM's extension of the OpenAI API
+        try:
+            async with self.http.stream("POST", "/v1/completions", json=body, timeout=httpx.Timeout(TIMEOUT_S, read=None)) as r:
+                if r.status_code != 200:
+                    await r.aread()
+                    message = _error_message(r)
+                    raise (ValueError if r.status_code in (400, 404, 422) else ServerError)(f"HTTP {r.status_code}: {message}")
+                async for line in r.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    data = json.loads(line[6:])
+                    if "error" in data:
+                        raise ServerError(_error_text(data))
+                    usage = data.get("usage") or {}
+                    for choice in data.get("choices", []):
+                        yield Chunk(choice.get("text", ""), usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                                    choice.get("finish_reason"))
+        except httpx.HTTPError as exc:
+            raise ServerError(f"the stream from {self.url} broke: {exc or type(exc).__name__}") from exc
+
+    async def reset_prefix_cache(self) -> None:
+        """Empty the prefix cache (a dev-mode route: vLLM serves it with VLLM_SERVER_DEV_MODE=1)."""
+        try:
+            r = await self.http.post("/reset_prefix_cache")
+        except httpx.HTTPError as exc:
+            raise ServerError(f"cannot reach {self.url}: {exc}") from exc
+        if r.status_code == 404:
+            raise ServerError("this vLLM has no /reset_prefix_cache: start it with VLLM_SERVER_DEV_MODE=1")
+        if r.status_code >= 400:
+            raise ServerError(f"/reset_prefix_cache: HTTP {r.status_code}: {_error_message(r)}")
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            r = await self.http.get(path)
+        except httpx.HTTPError as exc:
+            raise ServerError(f"cannot reach {self.url}: {exc or type(exc).__name__}") from exc
+        if r.status_code == 401:
+            raise ServerError(f"{self.url} wants an API key: pass --api-key KEY")
+        if r.status_code == 404:
+            raise ServerError(f"{self.url} has no {path}: is this a vLLM server?")
+        if r.status_code >= 400:
+            raise ServerError(f"{self.url}{path}: HTTP {r.status_code}: {_error_message(r)}")
+        return r
+
+
+def load_decoder(source: str) -> tuple[Decode | None, str]:
+    """A decode function for the tokenizer at `source` (a local directory, or a hub id already in
+    the local Hugging Face cache), and where it came from in words; (None, why) when there is none
+    here. Never downloads."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception as exc:  # any loading failure means: no tokenizer here
+        where = "no such directory here" if source.startswith("/") and not Path(source).exists() else str(exc).split("\n")[0]
+        return None, f"no tokenizer for {source} on this machine ({where}): blocks show token ids"
+
+    def decode(token_ids) -> str:
+        return tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    return decode, f"tokens decoded with {source}'s tokenizer"
+
+
+def _error_message(r: httpx.Response) -> str:
+    try:
+        return _error_text(r.json())
+    except ValueError:
+        return r.text.strip() or r.reason_phrase
+
+
+def _error_text(data) -> str:
+    """The message of vLLM's / FastAPI's error bodies."""
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        if "message" in data:
+            return str(data["message"])
+        if "detail" in data:
+            return str(data["detail"])
+    return str(data)

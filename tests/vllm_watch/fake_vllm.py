@@ -1,0 +1,213 @@
+"""A stand-in vLLM server that plays back the recorded real session, over the real protocols.
+
+HTTP on 127.0.0.1 (/v1/models, /metrics, streamed /v1/completions, /reset_prefix_cache, an
+optional API key) and vLLM's KV event sockets on ipc:// (a PUB socket sending the recorded
+batches as recorded, and a ROUTER replay socket answering as vLLM's ZmqEventPublisher does). The
+test moves the recording forward (`play_until`), can drop batches on the way (a gap the dashboard
+must fill from the replay socket), and can stop and start the server (a restart: a new process
+start time, sequence numbers from 0, an empty cache).
+"""
+
+import json
+import queue
+import re
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import zmq
+
+from enginetui.vllm_watch.kv_events import END_OF_REPLAY
+from tests.vllm_watch import recorded
+from tests.vllm_watch.wire import cleared, payload
+
+STREAM_CHUNK_DELAY_S = 0.02  # between the recorded completion's chunks
+
+
+class FakeVllm:
+    """Plays the recorded session; every method is called from the test's thread."""
+
+    def __init__(self, api_key: str | None = None) -> None:
+        self.folder = tempfile.mkdtemp(prefix="fake-vllm-")
+        self.kv_endpoint = f"ipc://{self.folder}/kv.sock"  # the PUB socket
+        self.replay_endpoint = f"ipc://{self.folder}/replay.sock"  # the ROUTER socket
+        self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
+        self.frames = recorded.frames()  # the recorded batches still to send, in order
+        self.readings = recorded.metrics_texts()  # the recorded /metrics texts
+        session = recorded.session()
+        models = json.loads(json.dumps(session["models"]))
+        models["data"][0]["root"] = str(recorded.MODEL_DIR)  # the tokenizer is found here, wherever it was recorded
+        self.models = models  # what /v1/models answers
+        self.stream = (recorded.FIXTURE / "completion_stream.txt").read_text()  # the recorded SSE of one completion
+        self.t = -1.0  # the recording's time played up to
+        self.start_time = 1.0e9  # process_start_time_seconds (changes on restart)
+        self.completions: list[dict] = []  # bodies of the completions asked for
+        self.published = 0  # batches sent on the PUB socket
+        self._seq = 0  # next sequence number
+        self._buffer: list[tuple[int, bytes]] = []  # (seq, payload) for replay, as vLLM's deque
+        self._http: ThreadingHTTPServer | None = None
+        self._zmq: _ZmqThread | None = None
+        self.port = 0  # the HTTP port (kept across restarts)
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- playing -------------------------------------------------------------------------
+
+    def play_until(self, t: float, drop: set[int] | None = None) -> None:
+        """Send the recorded batches up to recording time `t` (those with a sequence number in
+        `drop` go only to the replay buffer) and serve the last /metrics reading before `t`."""
+        while self.frames and self.frames[0]["t"] <= t:
+            f = self.frames.pop(0)
+            self._send(f["payload"], send=f["seq"] not in (drop or set()))
+        self.t = t
+
+    def play_all(self) -> None:
+        self.play_until(float("inf"))
+
+    def reset_cache(self) -> None:
+        self._send(payload(time.time(), [cleared()]))
+
+    def metrics_text(self) -> str:
+        shown = [r for r in self.readings if r["t"] <= self.t] or self.readings[:1]
+        return re.sub(r"^process_start_time_seconds .*$", f"process_start_time_seconds {self.start_time}",
+                      shown[-1]["text"], flags=re.M)
+
+    def _send(self, data: bytes, send: bool = True) -> None:
+        seq = self._seq
+        self._seq += 1
+        self._buffer.append((seq, data))
+        if send:
+            self._zmq.commands.put(("pub", seq, data))
+            self.published += 1
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._http = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
+        self.port = self._http.server_address[1]
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self._zmq = _ZmqThread(self.kv_endpoint, self.replay_endpoint, self._buffer)
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self._zmq.stop()
+
+    def start_again(self) -> None:
+        """Start after stop() as a new server process: a later start time, an empty cache, sequence
+        numbers from 0."""
+        self.start_time += 100.0
+        self._seq = 0
+        self._buffer.clear()
+        self.start()
+
+
+class _ZmqThread:
+    """Owns the PUB and ROUTER sockets (ZMQ sockets stay on one thread)."""
+
+    def __init__(self, pub: str, replay: str, buffer: list[tuple[int, bytes]]) -> None:
+        self.commands: queue.Queue = queue.Queue()  # ("pub", seq, payload) or ("stop",)
+        self._buffer = buffer  # shared with FakeVllm (appended there before each publish command)
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pub, replay, ready), daemon=True)
+        self._thread.start()
+        ready.wait(5)
+
+    def stop(self) -> None:
+        self.commands.put(("stop",))
+        self._thread.join(5)
+
+    def _run(self, pub_endpoint: str, replay_endpoint: str, ready: threading.Event) -> None:
+        ctx = zmq.Context.instance()
+        pub, router = ctx.socket(zmq.PUB), ctx.socket(zmq.ROUTER)
+        for sock, endpoint in ((pub, pub_endpoint), (router, replay_endpoint)):
+            sock.setsockopt(zmq.LINGER, 0)
+            Path(endpoint.removeprefix("ipc://")).unlink(missing_ok=True)
+            sock.bind(endpoint)
+        ready.set()
+        try:
+            while True:
+                if router.poll(10):
+                    client, _, start = router.recv_multipart()
+                    first = int.from_bytes(start, "big")
+                    for seq, data in list(self._buffer):
+                        if seq >= first:
+                            router.send_multipart([client, b"", b"", seq.to_bytes(8, "big"), data])
+                    router.send_multipart([client, b"", b"", END_OF_REPLAY, b""])
+                try:
+                    command = self.commands.get_nowait()
+                except queue.Empty:
+                    continue
+                if command[0] == "stop":
+                    return
+                _, seq, data = command
+                pub.send_multipart([b"", seq.to_bytes(8, "big"), data])
+        finally:
+            pub.close()
+            router.close()
+
+
+def _handler(fake: FakeVllm):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # a connection per request: stop() really ends the server
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+        def _authorized(self) -> bool:
+            if fake.api_key and self.path.startswith("/v1") and \
+                    self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+                self._send(401, {"error": "Unauthorized"})
+                return False
+            return True
+
+        def _send(self, status: int, body, content_type: str = "application/json") -> None:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the dashboard quit mid-request
+                pass
+
+        def do_GET(self) -> None:
+            if not self._authorized():
+                return
+            if self.path == "/v1/models":
+                self._send(200, fake.models)
+            elif self.path == "/metrics":
+                self._send(200, fake.metrics_text(), "text/plain; version=0.0.4")
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if not self._authorized():
+                return
+            if self.path == "/reset_prefix_cache":
+                fake.reset_cache()
+                self._send(200, "")
+            elif self.path == "/v1/completions":
+                fake.completions.append(body)
+                if body.get("max_tokens", 1) < 1:
+                    self._send(400, {"error": {"message": "max_tokens must be at least 1", "type": "BadRequestError"}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for event in fake.stream.split("\n\n"):
+                    if event.strip():
+                        self.wfile.write((event + "\n\n").encode())
+                        self.wfile.flush()
+                        time.sleep(STREAM_CHUNK_DELAY_S)
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+    return Handler

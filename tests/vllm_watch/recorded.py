@@ -1,0 +1,48 @@
+"""The recorded real vLLM session in fixtures/opt-tiny (made by `python -m enginetui.vllm_watch.capture`)."""
+
+import base64
+import json
+import lzma
+from pathlib import Path
+
+from enginetui.vllm_watch.kv_events import KVEventBatch, decode_batch
+from enginetui.vllm_watch.metrics import MetricsSample, parse_metrics
+
+FIXTURE = Path(__file__).with_name("fixtures") / "opt-tiny"  # vLLM 0.32 CPU serving the embedded model
+REPO = Path(__file__).resolve().parents[2]
+MODEL_DIR = REPO / "core" / "models" / "default_model" / "opt-tiny"  # the served model: its tokenizer decodes the blocks
+
+
+def frames() -> list[dict]:
+    """The ZMQ messages: {"t", "topic", "seq", "payload" (bytes)}."""
+    out = []
+    for line in (FIXTURE / "kv_frames.jsonl").read_text().splitlines():
+        f = json.loads(line)
+        f["payload"] = base64.b64decode(f["payload"])
+        out.append(f)
+    return out
+
+
+def batches() -> list[KVEventBatch]:
+    return [decode_batch(f["seq"], f["payload"]) for f in frames()]
+
+
+def metrics_texts() -> list[dict]:
+    """The /metrics readings: {"t", "text"}."""
+    with lzma.open(FIXTURE / "metrics.jsonl.xz", "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def samples() -> list[MetricsSample]:
+    return [parse_metrics(r["text"], r["t"]) for r in metrics_texts()]
+
+
+def session() -> dict:
+    return json.loads((FIXTURE / "session.json").read_text())
+
+
+def stream_texts() -> list[str]:
+    """The text of each chunk of the recorded streamed completion."""
+    events = (FIXTURE / "completion_stream.txt").read_text().split("\n\n")
+    chunks = [json.loads(e[6:]) for e in events if e.startswith("data: {")]
+    return [c["choices"][0]["text"] for c in chunks if c.get("choices")]

@@ -1,0 +1,202 @@
+"""The vLLM dashboard on the recorded real session, played back by FakeVllm over HTTP and ZMQ (Pilot)."""
+
+import asyncio
+
+import pytest
+
+from enginetui.vllm_watch import panels
+from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_watch.prefix_tree import PrefixCaches
+from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from enginetui.widgets.requests_table import RequestsTable
+from tests.vllm_watch import recorded
+from tests.vllm_watch.fake_vllm import FakeVllm
+
+SIZE = (150, 50)
+POLL_S = 0.05  # read /metrics often: the tests wait less
+
+
+@pytest.fixture
+def fake():
+    server = FakeVllm()
+    yield server
+    server.stop()
+
+
+def watch(fake: FakeVllm, **kwargs) -> VllmWatchApp:
+    kwargs.setdefault("kv_events", fake.kv_endpoint)
+    kwargs.setdefault("kv_replay", fake.replay_endpoint)
+    return VllmWatchApp(fake.url, poll_s=POLL_S, redraw_hz=20, **kwargs)
+
+
+async def until(pilot, done, timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            raise TimeoutError("the dashboard did not get there")
+        await pilot.pause(0.02)
+    await pilot.pause(0.05)
+
+
+def shown(app, selector) -> str:
+    widget = app.query_one(selector)
+    if isinstance(widget, PrefixTreePanel):
+        return str(widget.query_one("#tree-body").content)
+    rendered = widget.render()
+    return getattr(rendered, "plain", None) or str(rendered)
+
+
+def step_time(name: str, nth: int = 0) -> float:
+    return [s["t"] for s in recorded.session()["steps"] if s["step"].startswith(name)][nth]
+
+
+def recorded_tree(last_seq: int | None = None) -> set:
+    caches = PrefixCaches()
+    for batch in recorded.batches():
+        if last_seq is None or batch.seq <= last_seq:
+            caches.apply(batch)
+    return {k for k, b in caches.ranks[0].blocks.items() if b.cached}
+
+
+async def test_the_recorded_session_fills_every_panel_vllm_feeds(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None and app.state.caches.decode is not None)
+        assert "● /metrics up" in shown(app, "#watch-title")
+        fake.play_until(step_time("the first prompt again"))
+        tree = app.state.caches
+        await until(pilot, lambda: tree.ranks and len(tree.ranks[0].roots()) == 1 and tree.ranks[0].num_cached >= 4)
+        text = shown(app, PrefixTreePanel)
+        assert "Return the number of items in the list" in text  # decoded with the served model's tokenizer
+        assert "├ " in text and "└ " in text  # the two prompts branch after their shared prefix
+        fake.play_all()
+        await until(pilot, lambda: tree.ranks[0].num_cleared == 1 and fake.t == float("inf")
+                    and app.state.latest is not None and app.state.latest.total("vllm:request_success_total") >= 24)
+        assert {k for k, b in tree.ranks[0].blocks.items() if b.cached} == recorded_tree()
+        assert tree.ranks[0].num_removed > 0  # the burst evicted blocks
+        log = shown(app, "#watch-log")
+        assert "clear" in log and "the prefix cache was reset" in log
+        server = shown(app, "#watch-server")
+        assert "of 64 blocks × 32 tok" in server and "prefix-cache hits" in server
+        assert "per-step token budget and step times: not published by vLLM" in server
+        latency = shown(app, "#watch-latency")
+        assert latency.splitlines()[1].startswith("TTFT") and " ms" in latency.splitlines()[1]
+        assert "not published by vLLM" in shown(app, "#watch-queues")
+
+
+async def test_a_typed_prompt_streams_from_v1_completions(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None)
+        await pilot.press("i")
+        app.query_one("#prompt").value = "Return the"  # typed in one go (a key per character is slow in Pilot)
+        await pilot.press("enter", "escape")
+        await until(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active)
+        view = app.state.requests["r1"]
+        assert view.status == "finished" and view.finish_reason == "length" and view.num_output_tokens == 24
+        assert view.text and view.text in "".join(recorded.stream_texts())
+        assert fake.completions[0]["prompt"] == "Return the" and fake.completions[0]["stream"] is True
+        assert fake.completions[0]["model"] == recorded.session()["models"]["data"][0]["id"]
+        assert " r1 " in shown(app, RequestsTable) and "FINISHED" in shown(app, RequestsTable)
+
+
+async def test_batches_lost_on_the_way_are_fetched_from_the_replay_socket(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.kv_link == "up")
+        fake.play_until(step_time("a burst"), drop={3, 4, 5, 6})
+        last = fake._seq - 1
+        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == last)
+        assert {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached} == recorded_tree(last)
+        assert app.state.missed_batches == 0
+        assert any(line.text.endswith("(replayed)") for line in app.state.log)
+
+
+async def test_attaching_late_catches_up_on_the_caches_history(fake):
+    fake.play_until(step_time("a streamed completion"))  # before the dashboard listens
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == fake._seq - 1)
+        assert {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached} == recorded_tree(fake._seq - 1)
+
+
+async def test_a_server_restart_clears_the_tree_and_both_links_recover(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        fake.play_until(step_time("the first prompt again"))
+        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].num_cached >= 4)
+        fake.stop()
+        await until(pilot, lambda: app.state.link == "down")
+        assert "/metrics down" in shown(app, "#watch-title")
+        assert "cannot reach" in shown(app, "#watch-server")
+        fake.start_again()
+        await until(pilot, lambda: app.state.link == "up" and app.state.restarts == 1)
+        assert app.state.caches.ranks[0].num_cached == 0  # a new server's cache starts empty
+        fake.play_until(step_time("the same burst"))  # the new server caches blocks again, from seq 0
+        await until(pilot, lambda: app.state.caches.ranks[0].num_cached >= 4)
+        assert "1 restart" in shown(app, "#watch-title")
+        assert any(line.kind == "restart" for line in app.state.log)
+
+
+async def test_a_wrong_address_says_so_and_keeps_trying(fake):
+    app = VllmWatchApp("http://127.0.0.1:9", kv_events="ipc:///nonexistent/dir/kv.sock", poll_s=POLL_S, redraw_hz=50)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.link == "down")
+        await pilot.pause(0.2)
+        assert "cannot reach http://127.0.0.1:9" in shown(app, "#watch-server")
+        assert "/metrics down" in shown(app, "#watch-title")
+        assert app.state.kv_link in ("connecting", "down")
+
+
+async def test_a_server_without_kv_events_gets_a_clear_message_and_the_other_panels(fake):
+    app = watch(fake, kv_events="ipc:///tmp/enginetui-no-such-publisher.sock", kv_replay=None, silence_check_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None)
+        fake.play_all()
+        await until(pilot, lambda: app.state.kv_link == "silent")
+        text = shown(app, PrefixTreePanel)
+        assert "none were published at ipc:///tmp/enginetui-no-such-publisher.sock" in text
+        assert "--kv-events-config" in text
+        assert "prefix-cache hits" in shown(app, "#watch-server")  # /metrics panels still work
+
+
+async def test_without_kv_events_the_tree_panel_says_how_to_get_them(fake):
+    app = watch(fake, kv_events=None, kv_replay=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None)
+        assert "KV events are not listened to" in shown(app, PrefixTreePanel)
+        assert "KV events off" in shown(app, "#watch-title")
+
+
+async def test_an_api_key_is_sent_and_a_missing_one_is_named():
+    fake = FakeVllm(api_key="sesame")
+    try:
+        app = watch(fake)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "API key" in app.state.model_error)
+            assert app.state.server is None and app.state.link == "up"  # /metrics is open, as in vLLM's
+            assert "pass --api-key KEY" in shown(app, "#watch-title")
+        app = watch(fake, api_key="sesame")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.state.server is not None)
+    finally:
+        fake.stop()
+
+
+async def test_reset_key_asks_vllm_to_reset_its_prefix_cache(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        fake.play_until(step_time("a streamed completion"))
+        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].num_cached >= 4)
+        await pilot.press("r")
+        await until(pilot, lambda: app.state.caches.ranks[0].num_cached == 0)
+        assert app.state.caches.ranks[0].num_cleared == 1
+
+
+def test_panel_texts_before_anything_arrived():
+    from enginetui.vllm_watch.state import WatchState
+
+    state = WatchState("http://h:1", None)
+    assert "reading http://h:1/metrics" in panels.server_text(state, 80).plain
+    assert panels.latency_text(state, 80).plain == "—"

@@ -1,0 +1,134 @@
+"""WatchState folding: /metrics readings into rates, series and percentiles; restarts; KV silence; prompts."""
+
+import pytest
+
+from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch.kv_events import decode_frames
+from enginetui.vllm_watch.metrics import parse_metrics
+from enginetui.vllm_watch.panels import latency_text, queues_text, series_text, server_text
+from enginetui.vllm_watch.state import WatchState
+from tests.vllm_watch import recorded
+from tests.vllm_watch.wire import frames, stored
+
+
+def reading(t: float, gen: float, prompt: float, start: float = 1.0, running: float = 0.0, hits: float = 0.0,
+            queries: float = 0.0, ttft: tuple[float, float, float] = (0, 0, 0), done: float = 0.0,
+            prompt_sum: float = 0.0, gen_sum: float = 0.0) -> m.MetricsSample:
+    """A /metrics text like vLLM's with the numbers given (ttft: cumulative counts at le 0.1, 1, +Inf)."""
+    a, b, c = ttft
+    text = f"""\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0"}} {running}
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0"}} 0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0"}} 0.25
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0"}} {gen}
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{{engine="0"}} {prompt}
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{{engine="0"}} {hits}
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{{engine="0"}} {queries}
+# TYPE vllm:request_success counter
+vllm:request_success_total{{engine="0",finished_reason="stop"}} {done}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1"}} {a}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="1.0"}} {b}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf"}} {c}
+vllm:time_to_first_token_seconds_count{{engine="0"}} {c}
+vllm:time_to_first_token_seconds_sum{{engine="0"}} 1.0
+# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_bucket{{engine="0",le="+Inf"}} {done}
+vllm:request_prompt_tokens_count{{engine="0"}} {done}
+vllm:request_prompt_tokens_sum{{engine="0"}} {prompt_sum}
+# TYPE vllm:request_generation_tokens histogram
+vllm:request_generation_tokens_bucket{{engine="0",le="+Inf"}} {done}
+vllm:request_generation_tokens_count{{engine="0"}} {done}
+vllm:request_generation_tokens_sum{{engine="0"}} {gen_sum}
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="100",enable_prefix_caching="True"}} 1.0
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds {start}
+"""
+    return parse_metrics(text, t)
+
+
+def test_rates_and_series_come_from_counter_deltas():
+    state = WatchState("http://h:1", None)
+    state.apply_metrics(reading(10.0, gen=100, prompt=50, running=2, queries=40, hits=10))
+    state.apply_metrics(reading(12.0, gen=300, prompt=90, running=3, queries=80, hits=40))
+    h = state.history
+    assert list(h.gen_tok_s) == [100.0] and list(h.prompt_tok_s) == [20.0]
+    assert list(h.hit_pct) == [75.0]  # 30 hits of 40 lookups since the last reading
+    assert list(h.running) == [2.0, 3.0] and list(h.kv_pct) == [25.0, 25.0]
+    assert state.hit_rate(recent=True) == pytest.approx(0.75) and state.hit_rate(recent=False) == pytest.approx(0.5)
+    assert state.config("block_size") == "16" and state.link == "up"
+
+
+def test_latency_percentiles_over_the_window_and_since_start():
+    state = WatchState("http://h:1", None)
+    state.apply_metrics(reading(0.0, 0, 0, ttft=(4, 4, 4)))  # four fast first tokens long ago
+    state.apply_metrics(reading(100.0, 0, 0, ttft=(4, 4, 4)))
+    state.apply_metrics(reading(101.0, 0, 0, ttft=(4, 8, 8)))  # then four slow ones
+    p = state.percentiles(m.TTFT, "TTFT")
+    assert p.window_count == 4 and p.window[0] == pytest.approx(0.55)  # only the slow ones: 0.1 + 0.9 * 2/4
+    assert p.count == 8 and p.lifetime[0] == pytest.approx(0.1)
+    assert list(state.history.latency_p50["TTFT"])[-1] == pytest.approx(0.55)
+
+
+def test_a_new_process_start_time_is_a_restart_that_empties_the_caches():
+    state = WatchState("http://h:1", "ipc:///x")
+    state.apply_batch(decode_frames(frames(0, 1.0, [stored([b"a" * 32], None, [1, 2], 2)])))
+    state.apply_metrics(reading(1.0, gen=500, prompt=100, start=1.0))
+    state.apply_metrics(reading(2.0, gen=10, prompt=5, start=2.0))
+    assert state.restarts == 1 and state.caches.ranks[0].num_cached == 0
+    assert list(state.history.gen_tok_s) == []  # no rate across a restart
+    assert state.log[-1].kind == "restart" or any(line.kind == "restart" for line in state.log)
+
+
+def test_counters_going_down_are_a_restart_too():
+    state = WatchState("http://h:1", None)
+    state.apply_metrics(reading(1.0, gen=500, prompt=100, done=5, start=1.0))
+    state.apply_metrics(reading(2.0, gen=10, prompt=5, done=1, start=1.0))
+    assert state.restarts == 1
+
+
+def test_kv_silence_is_noticed_only_once_a_full_block_must_have_been_cached():
+    state = WatchState("http://h:1", "tcp://h:5557")
+    state.apply_metrics(reading(1.0, gen=0, prompt=0))
+    state.apply_metrics(reading(2.0, gen=4, prompt=8, done=1, prompt_sum=8, gen_sum=4))
+    assert not state.kv_events_missing()  # 12 tokens: less than a 16-token block
+    state.apply_metrics(reading(3.0, gen=40, prompt=40, done=2, prompt_sum=40, gen_sum=40))
+    assert state.kv_events_missing()
+    state.apply_batch(decode_frames(frames(0, 1.0, [stored([b"a" * 32], None, [1, 2], 2)])))
+    assert not state.kv_events_missing()
+
+
+def test_a_streamed_completion_folds_into_a_request_view():
+    state = WatchState("http://h:1", None)
+    state.add_request("r1", "hello", 8, when=10.0)
+    state.apply_chunk("r1", " world", prompt_tokens=3, output_tokens=1, when=10.5)
+    state.apply_chunk("r1", "!", prompt_tokens=3, output_tokens=2, when=10.7)
+    view = state.requests["r1"]
+    assert (view.status, view.text, view.num_tokens, view.num_computed_tokens) == ("running", " world!", 5, 4)
+    assert view.ttft() == pytest.approx(0.5)
+    state.end_request("r1", "finished", "length", "", when=11.0)
+    state.apply_chunk("r1", "late", 3, 3, 11.1)  # nothing after the end
+    assert view.text == " world!" and not view.active and state.log[-1].kind == "finish"
+    assert state.clear_ended() == 1 and not state.requests
+
+
+def test_the_recorded_session_folds_into_panels():
+    state = WatchState("http://127.0.0.1:8000", None)
+    for sample in recorded.samples():
+        state.apply_metrics(sample)
+    assert state.restarts == 0 and len(state.history.gen_tok_s) == len(recorded.metrics_texts()) - 1
+    assert max(state.history.gen_tok_s) > 0 and max(state.history.waiting) >= 1
+    server = server_text(state, 100).plain
+    assert "of 64 blocks × 32 tok" in server and "requests done" in server
+    assert "running 0 · waiting 0" in queues_text(state).plain
+    latency = latency_text(state, 100).plain.splitlines()
+    assert [row.split()[0] for row in latency[1:]] == ["TTFT", "ITL", "e2e", "queue"]
+    assert len(series_text(state, 80).plain.splitlines()) == 7
