@@ -51,15 +51,15 @@ def pct(value: float | None) -> str:
 
 
 def title_text(state: WatchState) -> Text:
-    """`enginetui · vLLM model at URL · ● /metrics up · ● KV events up`."""
-    text = Text("enginetui", style="bold")
-    model = state.server.model if state.server else (state.model_error or "…")
-    text.append(f" · vLLM · {model} · {state.url} · ")
+    """`enginetui · vLLM · ● /metrics up · ● KV events up · model · URL` (the links first: they matter most)."""
+    text = Text("enginetui · vLLM · ", style="bold")
     text.append("● ", style=LINK_STYLES[state.link]).append(f"/metrics {state.link}")
     text.append(" · ")
     text.append("● ", style=LINK_STYLES[state.kv_link]).append(f"KV events {state.kv_link}")
     if state.restarts:
         text.append(f" · {state.restarts} restart{'s' if state.restarts > 1 else ''}", style=DIM)
+    model = state.server.model if state.server else (state.model_error or "…")
+    text.append(f" · {model} · {state.url}")
     return text
 
 

@@ -86,14 +86,14 @@ class VllmClient:
                         yield Chunk(choice.get("text", ""), usage.get("prompt_tokens"), usage.get("completion_tokens"),
                                     choice.get("finish_reason"))
         except httpx.HTTPError as exc:
-            raise ServerError(f"the stream from {self.url} broke: {exc or type(exc).__name__}") from exc
+            raise ServerError(f"the stream from {self.url} broke: {_network_error(exc)}") from exc
 
     async def reset_prefix_cache(self) -> None:
         """Empty the prefix cache (a dev-mode route: vLLM serves it with VLLM_SERVER_DEV_MODE=1)."""
         try:
             r = await self.http.post("/reset_prefix_cache")
         except httpx.HTTPError as exc:
-            raise ServerError(f"cannot reach {self.url}: {exc}") from exc
+            raise ServerError(f"cannot reach {self.url}: {_network_error(exc)}") from exc
         if r.status_code == 404:
             raise ServerError("this vLLM has no /reset_prefix_cache: start it with VLLM_SERVER_DEV_MODE=1")
         if r.status_code >= 400:
@@ -106,7 +106,7 @@ class VllmClient:
         try:
             r = await self.http.get(path)
         except httpx.HTTPError as exc:
-            raise ServerError(f"cannot reach {self.url}: {exc or type(exc).__name__}") from exc
+            raise ServerError(f"cannot reach {self.url}: {_network_error(exc)}") from exc
         if r.status_code == 401:
             raise ServerError(f"{self.url} wants an API key: pass --api-key KEY")
         if r.status_code == 404:
@@ -132,6 +132,15 @@ def load_decoder(source: str) -> tuple[Decode | None, str]:
         return tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     return decode, f"tokens decoded with {source}'s tokenizer"
+
+
+def _network_error(exc: httpx.HTTPError) -> str:
+    """An httpx failure in words."""
+    if isinstance(exc, httpx.ConnectError) and "All connection attempts failed" in str(exc):
+        return "nothing listens there (is vLLM running? it answers once its model is loaded)"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {TIMEOUT_S:.0f} s"
+    return str(exc) or type(exc).__name__
 
 
 def _error_message(r: httpx.Response) -> str:

@@ -49,7 +49,9 @@ class KvSubscriber:
         self.report = report  # where batches and news go
         self.expected: int | None = None  # the next sequence number due (None: none delivered yet)
         self.last_ts = 0.0  # vLLM's timestamp of the last batch delivered
-        self._resync = False  # the next live batch starts a new history (resync())
+        self._resync = False  # the next batch starts a new history (resync())
+        self._lock = asyncio.Lock()  # one delivery at a time (live batches and a resync's replay)
+        self._resync_task: asyncio.Future | None = None  # the replay a resync() started (kept referenced)
         self._ctx = zmq.asyncio.Context.instance()
 
     async def run(self) -> None:
@@ -67,7 +69,8 @@ class KvSubscriber:
             monitor_task = asyncio.ensure_future(self._watch(monitor))
             self.report.status("connecting", f"connecting to {self.endpoint}")
             if self.replay_endpoint:
-                await self._replay(0)
+                async with self._lock:
+                    await self._replay(0)
             while True:
                 frames = await sub.recv_multipart()
                 try:
@@ -75,7 +78,8 @@ class KvSubscriber:
                 except KVEventDecodeError as exc:
                     self.report.status("up", f"a message on {self.endpoint} is not a KV event batch: {exc}")
                     continue
-                await self._deliver(batch)
+                async with self._lock:
+                    await self._deliver(batch)
         finally:
             if monitor_task is not None:
                 monitor_task.cancel()
@@ -83,9 +87,16 @@ class KvSubscriber:
             sub.close(linger=0)
 
     def resync(self) -> None:
-        """The server restarted (its /metrics say so): take the next batch as the start of a new
-        publisher's history, asking the replay socket for everything before it."""
+        """The server restarted (its /metrics say so): a new publisher, whose history is asked for
+        from the replay socket now (or before the next batch is delivered, if it did not answer)."""
         self.expected, self.last_ts, self._resync = None, 0.0, True
+        if self.replay_endpoint:
+            self._resync_task = asyncio.ensure_future(self._resync_now())
+
+    async def _resync_now(self) -> None:
+        async with self._lock:
+            if self._resync and await self._replay(0):
+                self._resync = False
 
     async def _deliver(self, batch: KVEventBatch, replayed: bool = False) -> None:
         if self._resync and not replayed:
@@ -109,8 +120,9 @@ class KvSubscriber:
         self.report.batch(batch, replayed)
         self.expected, self.last_ts = batch.seq + 1, batch.ts
 
-    async def _replay(self, start: int, until: int | None = None) -> None:
-        """Ask the replay socket for batches from `start` (up to, not including, `until`) and deliver them."""
+    async def _replay(self, start: int, until: int | None = None) -> bool:
+        """Ask the replay socket for batches from `start` (up to, not including, `until`) and deliver
+        them; False when it did not answer."""
         dealer = self._ctx.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
         try:
@@ -120,7 +132,7 @@ class KvSubscriber:
                 if not await dealer.poll(REPLAY_TIMEOUT_S * 1000):
                     self.report.status("up" if self.expected is not None else "connecting",
                                        f"no answer from the replay socket {self.replay_endpoint}")
-                    return
+                    return False
                 frames = await dealer.recv_multipart()
                 if len(frames) != 4 or frames[2] == END_OF_REPLAY:
                     break
@@ -134,6 +146,7 @@ class KvSubscriber:
             self.report.status("up", f"the replay socket sent something else than KV event batches: {exc}")
         finally:
             dealer.close(linger=0)
+        return True
 
     async def _watch(self, monitor: zmq.asyncio.Socket) -> None:
         """Report the PUB connection's state from the socket monitor."""

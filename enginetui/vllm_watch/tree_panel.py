@@ -81,6 +81,10 @@ def tree_text(caches: PrefixCaches, pool_blocks: str | None, width: int, empty_n
 class PrefixTreePanel(VerticalScroll):
     """Scrolls (wheel, or click and ↑↓ PgUp PgDn) when the tree is taller than the panel."""
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: tuple[PrefixCaches, str | None, str] | None = None  # what show() drew (drawn again on resize)
+
     def compose(self) -> ComposeResult:
         yield Static(Text("waiting for KV events…", style=DIM), id="tree-body")
 
@@ -89,5 +93,11 @@ class PrefixTreePanel(VerticalScroll):
         self.border_subtitle = LEGEND
 
     def show(self, caches: PrefixCaches, pool_blocks: str | None, empty_note: str) -> None:
+        """Every rank's tree; `pool_blocks` is vLLM's pool size (None: unknown yet)."""
+        self._shown = (caches, pool_blocks, empty_note)
         width = max(20, self.scrollable_content_region.width)
         self.query_one("#tree-body", Static).update(tree_text(caches, pool_blocks, width, empty_note))
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.show(*self._shown)

@@ -11,15 +11,17 @@ start time, sequence numbers from 0, an empty cache).
 import json
 import queue
 import re
+import socket
 import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import zmq
 
-from enginetui.vllm_watch.kv_events import END_OF_REPLAY
+from enginetui.vllm_watch.kv_events import END_OF_REPLAY, rank_endpoint
 from tests.vllm_watch import recorded
 from tests.vllm_watch.wire import cleared, payload
 
@@ -27,12 +29,21 @@ STREAM_CHUNK_DELAY_S = 0.02  # between the recorded completion's chunks
 
 
 class FakeVllm:
-    """Plays the recorded session; every method is called from the test's thread."""
+    """Plays the recorded session; every method is called from the test's thread.
 
-    def __init__(self, api_key: str | None = None) -> None:
+    With `ranks` > 1 it is a data-parallel server: every rank publishes the recorded batches (marked
+    with its rank) on tcp port + rank, as vLLM's publishers do, and /metrics has an engine per rank."""
+
+    def __init__(self, api_key: str | None = None, ranks: int = 1) -> None:
         self.folder = tempfile.mkdtemp(prefix="fake-vllm-")
-        self.kv_endpoint = f"ipc://{self.folder}/kv.sock"  # the PUB socket
-        self.replay_endpoint = f"ipc://{self.folder}/replay.sock"  # the ROUTER socket
+        if ranks == 1:
+            self.kv_endpoint = f"ipc://{self.folder}/kv.sock"  # rank 0's PUB socket
+            self.replay_endpoint = f"ipc://{self.folder}/replay.sock"  # rank 0's ROUTER socket
+        else:
+            pub, replay = _free_ports(ranks), _free_ports(ranks)
+            self.kv_endpoint, self.replay_endpoint = f"tcp://127.0.0.1:{pub}", f"tcp://127.0.0.1:{replay}"
+        self.ranks = [_Rank(r, rank_endpoint(self.kv_endpoint, r), rank_endpoint(self.replay_endpoint, r))
+                      for r in range(ranks)]  # each data-parallel rank's publisher
         self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
         self.frames = recorded.frames()  # the recorded batches still to send, in order
         self.readings = recorded.metrics_texts()  # the recorded /metrics texts
@@ -44,17 +55,18 @@ class FakeVllm:
         self.t = -1.0  # the recording's time played up to
         self.start_time = 1.0e9  # process_start_time_seconds (changes on restart)
         self.completions: list[dict] = []  # bodies of the completions asked for
-        self.published = 0  # batches sent on the PUB socket
-        self._seq = 0  # next sequence number
-        self._buffer: list[tuple[int, bytes]] = []  # (seq, payload) for replay, as vLLM's deque
         self._http: ThreadingHTTPServer | None = None
-        self._zmq: _ZmqThread | None = None
         self.port = 0  # the HTTP port (kept across restarts)
         self.start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def last_seq(self) -> int:
+        """Rank 0's last sequence number sent (or buffered)."""
+        return self.ranks[0].seq - 1
 
     # ---- playing -------------------------------------------------------------------------
 
@@ -63,27 +75,26 @@ class FakeVllm:
         `drop` go only to the replay buffer) and serve the last /metrics reading before `t`."""
         while self.frames and self.frames[0]["t"] <= t:
             f = self.frames.pop(0)
-            self._send(f["payload"], send=f["seq"] not in (drop or set()))
+            for rank in self.ranks:
+                rank.send(_with_rank(f["payload"], rank.rank), publish=f["seq"] not in (drop or set()))
         self.t = t
 
     def play_all(self) -> None:
         self.play_until(float("inf"))
 
     def reset_cache(self) -> None:
-        self._send(payload(time.time(), [cleared()]))
+        for rank in self.ranks:
+            rank.send(payload(time.time(), [cleared()], rank.rank))
 
     def metrics_text(self) -> str:
         shown = [r for r in self.readings if r["t"] <= self.t] or self.readings[:1]
-        return re.sub(r"^process_start_time_seconds .*$", f"process_start_time_seconds {self.start_time}",
+        text = re.sub(r"^process_start_time_seconds .*$", f"process_start_time_seconds {self.start_time}",
                       shown[-1]["text"], flags=re.M)
-
-    def _send(self, data: bytes, send: bool = True) -> None:
-        seq = self._seq
-        self._seq += 1
-        self._buffer.append((seq, data))
-        if send:
-            self._zmq.commands.put(("pub", seq, data))
-            self.published += 1
+        if len(self.ranks) > 1:  # every engine="0" series again for each other engine
+            lines = text.splitlines()
+            text = "\n".join(lines + [line.replace('engine="0"', f'engine="{r.rank}"')
+                                      for r in self.ranks[1:] for line in lines if 'engine="0"' in line]) + "\n"
+        return text
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -91,20 +102,68 @@ class FakeVllm:
         self._http = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
         self.port = self._http.server_address[1]
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
-        self._zmq = _ZmqThread(self.kv_endpoint, self.replay_endpoint, self._buffer)
+        for rank in self.ranks:
+            rank.start()
 
     def stop(self) -> None:
         self._http.shutdown()
         self._http.server_close()
-        self._zmq.stop()
+        for rank in self.ranks:
+            rank.stop()
 
     def start_again(self) -> None:
-        """Start after stop() as a new server process: a later start time, an empty cache, sequence
+        """Start after stop() as a new server process: a later start time, empty caches, sequence
         numbers from 0."""
         self.start_time += 100.0
-        self._seq = 0
-        self._buffer.clear()
+        for rank in self.ranks:
+            rank.seq = 0
+            rank.buffer.clear()
         self.start()
+
+
+class _Rank:
+    """One data-parallel rank's KV event publisher."""
+
+    def __init__(self, rank: int, pub: str, replay: str) -> None:
+        self.rank = rank  # its data_parallel_rank
+        self.pub, self.replay = pub, replay  # its endpoints
+        self.seq = 0  # next sequence number
+        self.buffer: list[tuple[int, bytes]] = []  # (seq, payload) for replay, as vLLM's deque
+        self.thread: _ZmqThread | None = None  # owns its sockets while started
+
+    def start(self) -> None:
+        self.thread = _ZmqThread(self.pub, self.replay, self.buffer)
+
+    def stop(self) -> None:
+        self.thread.stop()
+
+    def send(self, data: bytes, publish: bool = True) -> None:
+        seq, self.seq = self.seq, self.seq + 1
+        self.buffer.append((seq, data))
+        if publish:
+            self.thread.commands.put(("pub", seq, data))
+
+
+def _with_rank(data: bytes, rank: int) -> bytes:
+    """A recorded payload as rank `rank` would have published it."""
+    ts, events, *_ = msgspec.msgpack.decode(data)
+    return msgspec.msgpack.encode([ts, events, rank])
+
+
+def _free_ports(count: int) -> int:
+    """A port p with p .. p + count - 1 free on 127.0.0.1 (vLLM's ranks publish on consecutive ports)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no run of free ports")
 
 
 class _ZmqThread:
@@ -112,7 +171,7 @@ class _ZmqThread:
 
     def __init__(self, pub: str, replay: str, buffer: list[tuple[int, bytes]]) -> None:
         self.commands: queue.Queue = queue.Queue()  # ("pub", seq, payload) or ("stop",)
-        self._buffer = buffer  # shared with FakeVllm (appended there before each publish command)
+        self._buffer = buffer  # the rank's replay buffer (appended to before each publish command)
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(pub, replay, ready), daemon=True)
         self._thread.start()
@@ -127,7 +186,8 @@ class _ZmqThread:
         pub, router = ctx.socket(zmq.PUB), ctx.socket(zmq.ROUTER)
         for sock, endpoint in ((pub, pub_endpoint), (router, replay_endpoint)):
             sock.setsockopt(zmq.LINGER, 0)
-            Path(endpoint.removeprefix("ipc://")).unlink(missing_ok=True)
+            if endpoint.startswith("ipc://"):
+                Path(endpoint.removeprefix("ipc://")).unlink(missing_ok=True)
             sock.bind(endpoint)
         ready.set()
         try:

@@ -34,7 +34,10 @@ def metrics_texts() -> list[dict]:
 
 
 def samples() -> list[MetricsSample]:
-    return [parse_metrics(r["text"], r["t"]) for r in metrics_texts()]
+    """The /metrics readings, timed on vLLM's clock (as the KV batches' ts) like a live reading."""
+    first = frames()[0]
+    clock = decode_batch(first["seq"], first["payload"]).ts - first["t"]  # vLLM's time at the recording's t = 0
+    return [parse_metrics(r["text"], clock + r["t"]) for r in metrics_texts()]
 
 
 def session() -> dict:

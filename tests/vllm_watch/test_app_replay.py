@@ -40,6 +40,8 @@ async def until(pilot, done, timeout: float = 15.0) -> None:
 
 
 def shown(app, selector) -> str:
+    """What a panel shows, drawn from the state as it is now."""
+    app.redraw()
     widget = app.query_one(selector)
     if isinstance(widget, PrefixTreePanel):
         return str(widget.query_one("#tree-body").content)
@@ -106,7 +108,7 @@ async def test_batches_lost_on_the_way_are_fetched_from_the_replay_socket(fake):
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.state.kv_link == "up")
         fake.play_until(step_time("a burst"), drop={3, 4, 5, 6})
-        last = fake._seq - 1
+        last = fake.last_seq
         await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == last)
         assert {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached} == recorded_tree(last)
         assert app.state.missed_batches == 0
@@ -117,8 +119,8 @@ async def test_attaching_late_catches_up_on_the_caches_history(fake):
     fake.play_until(step_time("a streamed completion"))  # before the dashboard listens
     app = watch(fake)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == fake._seq - 1)
-        assert {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached} == recorded_tree(fake._seq - 1)
+        await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == fake.last_seq)
+        assert {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached} == recorded_tree(fake.last_seq)
 
 
 async def test_a_server_restart_clears_the_tree_and_both_links_recover(fake):
@@ -131,10 +133,17 @@ async def test_a_server_restart_clears_the_tree_and_both_links_recover(fake):
         assert "/metrics down" in shown(app, "#watch-title")
         assert "cannot reach" in shown(app, "#watch-server")
         fake.start_again()
+        fake.play_until(step_time("a burst"), drop=set(range(10_000)))  # cached while we were away: replay only
         await until(pilot, lambda: app.state.link == "up" and app.state.restarts == 1)
-        assert app.state.caches.ranks[0].num_cached == 0  # a new server's cache starts empty
-        fake.play_until(step_time("the same burst"))  # the new server caches blocks again, from seq 0
-        await until(pilot, lambda: app.state.caches.ranks[0].num_cached >= 4)
+        await until(pilot, lambda: app.state.caches.ranks[0].last_seq == fake.last_seq)  # caught up, no live batch
+        new = PrefixCaches()  # what the new server published: the recording between the two times
+        for frame, batch in zip(recorded.frames(), recorded.batches(), strict=True):
+            if step_time("the first prompt again") < frame["t"] <= step_time("a burst"):
+                new.apply(batch)
+        assert app.state.caches.ranks[0].blocks.keys() == new.ranks[0].blocks.keys()
+        assert app.state.log[-1].text.endswith("(replayed)")
+        fake.play_until(step_time("the same burst"))  # and live batches follow on
+        await until(pilot, lambda: app.state.caches.ranks[0].last_seq == fake.last_seq)
         assert "1 restart" in shown(app, "#watch-title")
         assert any(line.kind == "restart" for line in app.state.log)
 
@@ -192,6 +201,24 @@ async def test_reset_key_asks_vllm_to_reset_its_prefix_cache(fake):
         await pilot.press("r")
         await until(pilot, lambda: app.state.caches.ranks[0].num_cached == 0)
         assert app.state.caches.ranks[0].num_cleared == 1
+
+
+async def test_each_data_parallel_rank_has_its_own_tree():
+    fake = FakeVllm(ranks=2)
+    try:
+        app = watch(fake)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.state.server is not None)
+            fake.play_until(step_time("a burst"))
+            caches = app.state.caches
+            await until(pilot, lambda: sorted(caches.ranks) == [0, 1]
+                        and all(c.last_seq == fake.last_seq for c in caches.ranks.values()))
+            assert {k for k, b in caches.ranks[1].blocks.items() if b.cached} == recorded_tree(fake.last_seq)
+            text = shown(app, PrefixTreePanel)
+            assert "rank 0 · " in text and "rank 1 · " in text
+            assert "rank 0 " in shown(app, "#watch-queues") and "rank 1 " in shown(app, "#watch-queues")
+    finally:
+        fake.stop()
 
 
 def test_panel_texts_before_anything_arrived():

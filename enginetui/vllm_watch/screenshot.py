@@ -1,0 +1,70 @@
+"""The README's picture of the dashboard on a live vLLM: `python -m enginetui.vllm_watch.screenshot [OUT.svg]`.
+
+Starts vLLM (enginetui/vllm_watch/launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
+embedded model, attaches the dashboard (through Pilot, at 150x48), types two prompts that share a
+prefix, then sends long requests that overfill the 64-block pool, and takes the picture while they
+run: the prefix tree branching and evicting, queues, rates and latencies from /metrics. vLLM is
+stopped afterwards. Run it under `flock /work/bench.lock` on a shared machine.
+"""
+
+import asyncio
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
+from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.widgets.prompt_bar import PromptBar
+
+SIZE = (150, 48)  # terminal columns, rows
+MODEL = Path(__file__).resolve().parents[2] / "core" / "models" / "default_model" / "opt-tiny"
+WAIT_S = 120.0
+
+
+async def until(pilot, done, timeout: float = WAIT_S) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            raise TimeoutError("vLLM did not get there in time")
+        await pilot.pause(0.05)
+
+
+async def play(app: VllmWatchApp) -> str:
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None and app.state.caches.decode is not None)
+        bar = app.query_one(PromptBar)
+        bar.settings = replace(bar.settings, max_tokens=48, temperature=0.0)
+        for branch in BRANCHES:
+            await pilot.press("i")
+            app.query_one("#prompt").value = SHARED + branch
+            await pilot.press("enter", "escape")
+            await until(pilot, lambda: not any(v.active for v in app.state.requests.values()))
+        long = replace(bar.settings, max_tokens=300, ignore_eos=True)
+        for prompt in BURST:
+            app.submit(prompt, long)
+        await until(pilot, lambda: app.state.latest is not None and (app.state.latest.total(m.WAITING) or 0) > 0
+                    and app.state.caches.ranks[0].num_removed > 0)
+        await pilot.pause(1.0)  # a few more readings on the sparklines
+        app.redraw()
+        await pilot.pause()
+        return app.export_screenshot(title="enginetui attach --vllm")
+
+
+def main(out: str = "screenshots/vllm-watch.svg") -> int:
+    python = vllm_python()
+    if python is None:
+        print("set ENGINETUI_VLLM_PYTHON to vLLM's interpreter", file=sys.stderr)
+        return 2
+    with start_vllm(python, str(MODEL), extra_args=("--served-model-name", "opt-tiny")) as server:
+        app = VllmWatchApp(server.url, kv_events=server.kv_endpoint, kv_replay=server.replay_endpoint, poll_s=0.25)
+        svg = asyncio.run(play(app))
+    Path(out).write_text(svg, encoding="utf-8")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
