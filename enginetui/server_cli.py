@@ -36,14 +36,18 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
+    from enginetui.vllm_watch.cli import add_vllm_args
+
     attach = subparsers.add_parser(
-        "attach", help="open the dashboard on a running `enginetui serve`",
+        "attach", help="open the dashboard on a running `enginetui serve` (or, with --vllm, a real vLLM server)",
         description="The dashboard on a server's engine: every request, whoever sent it, with its prompt and "
                     "streaming text; your prompts go through the server's OpenAI API; pause, step, slow motion "
-                    "and abort act on the one engine (every attached dashboard sees the same state).")
+                    "and abort act on the one engine (every attached dashboard sees the same state). "
+                    "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     add_key_arg(attach, "the server's API key")
     attach.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
+    add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
     attach.set_defaults(func=run_attach)
 
 
@@ -160,6 +164,13 @@ class ServerBeside:
 
 
 def run_attach(args: argparse.Namespace) -> int:
+    from enginetui.vllm_watch.cli import run_vllm_watch, vllm_only_flags
+
+    if args.vllm:
+        return run_vllm_watch(args.url, args, api_key(args))
+    if vllm_only_flags(args):
+        print(f"enginetui attach: {', '.join(vllm_only_flags(args))} only apply with --vllm", file=sys.stderr)
+        return 2
     from enginetui.remote_engine import attach_dashboard
 
     return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size)

@@ -12,13 +12,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
+from enginetui.app import NARROW, EngineTUI
 from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch import panels
@@ -28,7 +29,7 @@ from enginetui.vllm_watch.state import WatchState
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from enginetui.widgets.help_screen import HelpScreen
-from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.prompt_bar import PromptBar, PromptInput
 from enginetui.widgets.requests_table import RequestsTable
 
 POLL_S = 1.0  # /metrics reading interval
@@ -57,6 +58,10 @@ class VllmWatchApp(App[None]):
         Binding("q", "quit", "Quit", tooltip="quit (the server keeps running)"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
     ]
+    # Screen classes by terminal size, as the engine dashboard's (watch.tcss lays each out)
+    HORIZONTAL_BREAKPOINTS = EngineTUI.HORIZONTAL_BREAKPOINTS
+    VERTICAL_BREAKPOINTS = EngineTUI.VERTICAL_BREAKPOINTS
+    TYPING_ACTIONS = frozenset({"quit", "select"})  # app actions that still apply while the prompt box has the focus
 
     def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0, seed: int = 0,
@@ -87,14 +92,14 @@ class VllmWatchApp(App[None]):
                 yield RequestsTable(id="watch-requests", classes="panel")
                 yield panels.TextPanel(lambda s, w: panels.queues_text(s), "Queues", id="watch-queues", classes="panel")
                 yield panels.RequestPanel(id="watch-detail", classes="panel")
+                yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
+                                       id="watch-series", classes="panel")
                 yield panels.LogPanel(id="watch-log", classes="panel")
             with Vertical(id="watch-right"):
                 yield PrefixTreePanel(id="watch-tree", classes="panel")
                 yield panels.TextPanel(panels.server_text, "Server · KV pool · rates", id="watch-server", classes="panel")
                 yield panels.TextPanel(panels.latency_text, "Latency (vLLM histograms) · last 60 s", id="watch-latency",
                                        classes="panel")
-                yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
-                                       id="watch-series", classes="panel")
         yield PromptBar(id="prompt-bar")
         yield Footer()
 
@@ -102,6 +107,7 @@ class VllmWatchApp(App[None]):
         self.query_one(RequestsTable).border_subtitle = "your prompts · ↑↓ select · x abort · c clear ended"
         self.set_interval(1 / self._redraw_hz, self.redraw)
         self.set_interval(self._silence_check_s, self._check_kv_silence)
+        self._fit_footer(self.size.width)
         self.redraw()
         self._poll_metrics()
         if self.kv_events:
@@ -109,7 +115,25 @@ class VllmWatchApp(App[None]):
         else:
             self.state.kv_status(time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache")
 
-    # ---- drawing -------------------------------------------------------------------------
+    # ---- keys and drawing ----------------------------------------------------------------
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that is no dashboard key opens the prompt box with it typed (`/` a command)."""
+        typing = self.focused is None or isinstance(self.focused, PromptInput)
+        if typing and len(self.screen_stack) == 1 and event.is_printable and event.key not in self.active_bindings:
+            event.prevent_default()
+            self.query_one(PromptBar).focus_prompt(event.character or "")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """In the prompt box the letters are text: only TYPING_ACTIONS apply (and the footer shows only those)."""
+        return not isinstance(self.focused, Input) or action in self.TYPING_ACTIONS
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_footer(event.size.width)
+
+    def _fit_footer(self, columns: int) -> None:
+        for footer in self.query(Footer):  # none yet if the terminal reports its size before the screen is up
+            footer.compact = columns < NARROW  # every key in 80 columns
 
     def redraw(self) -> None:
         key = (self.state.version, self._selected)

@@ -11,7 +11,8 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
     """`--vllm` and its companions, on the attach subcommand."""
     group = parser.add_argument_group("watching a real vLLM server (--vllm)")
     group.add_argument("--vllm", action="store_true",
-                       help="URL is a vLLM OpenAI server: watch its /metrics and KV cache events, send it prompts")
+                       help="URL is a real vLLM OpenAI server (`vllm serve`): watch its /metrics and KV cache "
+                            "events, send it prompts")
     group.add_argument("--kv-events", metavar="ENDPOINT",
                        help=f"where vLLM publishes its KV events (its --kv-events-config endpoint), e.g. "
                             f"tcp://HOST:{VLLM_KV_PORT} or ipc:///path; data-parallel rank r is read at port + r "
@@ -22,6 +23,12 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tokenizer", metavar="DIR",
                        help="decode cached blocks with this tokenizer (default: the served model's, when its "
                             "path from /v1/models is on this machine)")
+
+
+def vllm_only_flags(args: argparse.Namespace) -> list[str]:
+    """The --vllm companions given (they mean nothing on an `enginetui serve`)."""
+    given = {"--kv-events": args.kv_events, "--kv-replay": args.kv_replay, "--tokenizer": args.tokenizer}
+    return [flag for flag, value in given.items() if value is not None]
 
 
 def kv_endpoint(url: str, flag: str | None) -> str | None:
@@ -48,7 +55,7 @@ def run_vllm_watch(url: str, args: argparse.Namespace, api_key: str | None) -> i
         print(f"enginetui attach --vllm: {problem}", file=sys.stderr)
         return 2
     app = VllmWatchApp(url, kv_events=kv_endpoint(url, args.kv_events), kv_replay=args.kv_replay, api_key=api_key,
-                       tokenizer=args.tokenizer, burst_size=getattr(args, "burst_size", 8))
+                       tokenizer=args.tokenizer, burst_size=args.burst_size)
     app.run()
     return app.return_code or 0
 

@@ -3,6 +3,7 @@
 import asyncio
 
 import pytest
+from textual.widgets._footer import FooterKey
 
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.app import VllmWatchApp
@@ -103,6 +104,27 @@ async def test_a_typed_prompt_streams_from_v1_completions(fake):
         assert " r1 " in shown(app, RequestsTable) and "FINISHED" in shown(app, RequestsTable)
 
 
+async def test_letters_typed_in_the_prompt_box_are_text_not_keys(fake):
+    app = watch(fake)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.state.server is not None)
+        await pilot.press("h", "i", "space", "b", "x", "c", "r", "q")  # h is no key: it opens the box, typed
+        await pilot.pause(0.2)
+        assert app.query_one("#prompt").value == "hi bxcrq" and app.is_running
+        assert not app.state.requests and not app.state.caches.ranks  # no burst, no cache reset
+        assert footer_keys(app) == ["Send", "Leave the prompt box"]  # the footer shows the box's keys
+        await pilot.press("enter")
+        await until(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active)
+        assert [v.prompt for v in app.state.requests.values()] == ["hi bxcrq"]
+        await pilot.press("escape", "b")  # out of the box, b is the burst key again
+        await until(pilot, lambda: len(app.state.requests) == 1 + app._burst_size)
+        assert "Burst" in footer_keys(app) and "Reset cache" in footer_keys(app)
+
+
+def footer_keys(app) -> list[str]:
+    return [key.description for key in app.query(FooterKey)]
+
+
 async def test_batches_lost_on_the_way_are_fetched_from_the_replay_socket(fake):
     app = watch(fake)
     async with app.run_test(size=SIZE) as pilot:
@@ -141,7 +163,7 @@ async def test_a_server_restart_clears_the_tree_and_both_links_recover(fake):
             if step_time("the first prompt again") < frame["t"] <= step_time("a burst"):
                 new.apply(batch)
         assert app.state.caches.ranks[0].blocks.keys() == new.ranks[0].blocks.keys()
-        assert app.state.log[-1].text.endswith("(replayed)")
+        assert [line for line in app.state.log if line.kind == "store"][-1].text.endswith("(replayed)")
         fake.play_until(step_time("the same burst"))  # and live batches follow on
         await until(pilot, lambda: app.state.caches.ranks[0].last_seq == fake.last_seq)
         assert "1 restart" in shown(app, "#watch-title")

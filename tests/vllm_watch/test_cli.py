@@ -1,15 +1,14 @@
-"""`enginetui attach --vllm URL`: its flags and their checks."""
+"""`enginetui attach --vllm URL`: its flags on the attach subcommand, their checks, what they start."""
 
-import argparse
+import pytest
 
-from enginetui.vllm_watch.cli import add_vllm_args, check_url, kv_endpoint, run_vllm_watch
+from enginetui.cli import build_parser, main
+from enginetui.vllm_watch import app as app_module
+from enginetui.vllm_watch.cli import check_url, kv_endpoint
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("url")
-    add_vllm_args(parser)
-    return parser.parse_args(argv)
+def parse(*argv: str):
+    return build_parser().parse_args(["attach", *argv])
 
 
 def test_the_flags_and_their_defaults():
@@ -18,12 +17,36 @@ def test_the_flags_and_their_defaults():
     assert kv_endpoint(args.url, args.kv_events) == "tcp://10.0.0.5:5557"  # vLLM's default port, on the server's host
     assert kv_endpoint(args.url, "ipc:///tmp/kv.sock") == "ipc:///tmp/kv.sock"
     assert kv_endpoint(args.url, "none") is None
+    assert not parse("http://10.0.0.5:8000").vllm  # plain attach: an `enginetui serve`
 
 
-def test_bad_addresses_are_refused_before_the_screen_opens(capsys):
+def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
+    opened = []
+    monkeypatch.setattr(app_module.VllmWatchApp, "run", lambda self: opened.append(self))
+    monkeypatch.delenv("ENGINETUI_API_KEY", raising=False)
+    assert main(["attach", "--vllm", "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:6000",
+                 "--kv-replay", "tcp://127.0.0.1:6001", "--api-key", "k", "--burst-size", "3",
+                 "--tokenizer", "/models/x"]) == 0
+    app = opened[0]
+    assert (app.url, app.kv_events, app.kv_replay, app.tokenizer) == (
+        "http://127.0.0.1:8000", "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001", "/models/x")
+    assert app.client.http.headers["Authorization"] == "Bearer k" and app._burst_size == 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--vllm", "localhost:8000"], "is not a server address: give it as http://HOST:PORT"),
+    (["--vllm", "http://h:1", "--kv-events", "h:5557"], "'h:5557' is not a ZMQ endpoint"),
+    (["--vllm", "http://h:1", "--kv-replay", "5558"], "'5558' is not a ZMQ endpoint"),
+    (["http://h:1", "--kv-events", "tcp://h:5557"], "--kv-events only apply with --vllm"),
+])
+def test_bad_flags_are_refused_before_the_screen_opens(capsys, argv, message):
+    assert main(["attach", *argv]) == 2
+    assert message in capsys.readouterr().err
     assert check_url("http://127.0.0.1:8000") is None
-    assert "give it as http://HOST:PORT" in check_url("127.0.0.1:8000")
-    assert run_vllm_watch("localhost:8000", parse("--vllm", "x"), None) == 2
-    assert "is not a server address" in capsys.readouterr().err
-    assert run_vllm_watch("http://h:1", parse("--vllm", "x", "--kv-events", "h:5557"), None) == 2
-    assert "is not a ZMQ endpoint" in capsys.readouterr().err
+
+
+def test_attach_help_names_the_vllm_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["attach", "--help"])
+    out = capsys.readouterr().out
+    assert "--vllm" in out and "--kv-events ENDPOINT" in out and "--kv-replay ENDPOINT" in out

@@ -32,12 +32,11 @@ def fed_app() -> VllmWatchApp:
     t = [s["t"] for s in recorded.session()["steps"] if s["step"].startswith("the same burst")][0] + 0.9
     state.set_server(ServerInfo("opt-tiny", str(recorded.MODEL_DIR), 512))
     state.caches.decode = load_decoder(str(recorded.MODEL_DIR))[0]
-    for frame, batch in zip(recorded.frames(), recorded.batches(), strict=True):
-        if frame["t"] <= t:
-            state.apply_batch(batch)
-    for reading, sample in zip(recorded.metrics_texts(), recorded.samples(), strict=True):
-        if reading["t"] <= t:
-            state.apply_metrics(sample)
+    batches = [(f["t"], 0, b) for f, b in zip(recorded.frames(), recorded.batches(), strict=True)]
+    readings = [(r["t"], 1, sample) for r, sample in zip(recorded.metrics_texts(), recorded.samples(), strict=True)]
+    for when, is_reading, item in sorted(batches + readings, key=lambda x: x[:2]):  # in the order they came
+        if when <= t:
+            state.apply_metrics(item) if is_reading else state.apply_batch(item)
     return app
 
 
@@ -50,6 +49,6 @@ def utc(monkeypatch):
     time.tzset()
 
 
-@pytest.mark.parametrize("size", [(150, 48), (120, 40), (100, 30)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", [(160, 48), (100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_the_dashboard_on_the_recorded_vllm(snap_compare, size):
     assert snap_compare(fed_app(), terminal_size=size)
