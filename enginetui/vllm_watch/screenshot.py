@@ -1,7 +1,7 @@
 """The README's picture of the dashboard on a live vLLM: `python -m enginetui.vllm_watch.screenshot [OUT.svg]`.
 
 Starts vLLM (enginetui/vllm_watch/launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
-embedded model, attaches the dashboard (through Pilot, at 150x48), types two prompts that share a
+embedded model, attaches the dashboard (through Pilot, at 160x48), types two prompts that share a
 prefix, then sends long requests that overfill the 64-block pool, and takes the picture while they
 run: the prefix tree branching and evicting, queues, rates and latencies from /metrics. vLLM is
 stopped afterwards. Run it under `flock /work/bench.lock` on a shared machine.
@@ -18,7 +18,7 @@ from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.widgets.prompt_bar import PromptBar
 
-SIZE = (150, 48)  # terminal columns, rows
+SIZE = (160, 48)  # terminal columns, rows (the engine dashboard's large layout)
 MODEL = Path(__file__).resolve().parents[2] / "core" / "models" / "default_model" / "opt-tiny"
 WAIT_S = 120.0
 
@@ -45,8 +45,8 @@ async def play(app: VllmWatchApp) -> str:
         long = replace(bar.settings, max_tokens=300, ignore_eos=True)
         for prompt in BURST:
             app.submit(prompt, long)
-        await until(pilot, lambda: app.state.latest is not None and (app.state.latest.total(m.WAITING) or 0) > 0
-                    and app.state.caches.ranks[0].num_removed > 0)
+        await until(pilot, lambda: app.state.latest is not None and (app.state.latest.total(m.RUNNING) or 0) > 0
+                    and app.state.caches.ranks[0].num_removed > 0)  # the burst runs and evicts
         await pilot.pause(1.0)  # a few more readings on the sparklines
         app.redraw()
         await pilot.pause()
