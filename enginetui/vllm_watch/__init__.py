@@ -10,6 +10,7 @@ per engine step: blocks stored with their hash chain and token ids, blocks remov
 - `metrics`: the /metrics text parsed into samples; histogram percentiles.
 - `state`: everything the screen shows, folded from samples, batches and streamed completions.
 - `subscriber`, `server`: the ZMQ subscriber (with replay) and the HTTP client.
-- `app`, `panels`: the Textual app and its vLLM-specific panels; `cli`: the command's flags.
+- `app`, `panels`, `tree_panel`: the Textual app and its vLLM-specific panels; `cli`: the flags of
+  `enginetui attach --vllm` (enginetui/server_cli.py puts them on the attach subcommand).
 - `launch`, `capture`: start a vLLM server; record its events and metrics as test fixtures.
 """

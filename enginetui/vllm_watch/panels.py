@@ -210,7 +210,7 @@ class TextPanel(Widget):
 
     def show(self, state: WatchState) -> None:
         self._state = state
-        self.refresh()
+        self.refresh(layout=True)  # a panel of auto height grows and shrinks with its lines
 
     def render(self) -> Text:
         if self._state is None:

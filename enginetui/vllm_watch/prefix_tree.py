@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockHash, BlockRemoved, BlockStored, KVEventBatch
 
-EVICTED_SHOWN = 48  # evicted blocks kept on screen (marked) before the oldest are pruned
+EVICTED_SHOWN = 24  # evicted blocks kept on screen (marked) before the oldest are pruned
 
 Decode = Callable[[Sequence[int]], str]  # token ids -> text (the served model's tokenizer)
 BlockKey = tuple[str | None, int | None, BlockHash]  # (medium, KV cache group, hash): unique in one rank's cache
@@ -103,17 +103,23 @@ class RankCache:
         return [b for b in self.blocks.values() if b.parent is None or b.parent not in self.blocks]
 
     def rows(self, limit: int | None = None) -> list[TreeRow]:
-        """The tree, depth first, chains in order of first store; at most `limit` rows.
+        """The tree, depth first; chains holding a cached block first, in order of first store, then
+        chains wholly evicted (until pruned); at most `limit` rows.
 
         A block with one child continues on the next line at the same indent; indentation grows
         only where chains branch (├ └), so long prompts stay narrow."""
-        out: list[TreeRow] = []
+        live: list[TreeRow] = []
+        evicted: list[TreeRow] = []  # rows of chains with no block cached, drawn after the live ones
         for root in self.roots():
+            chain = []
             for row in self._walk(root, "", root.parent is not None):
-                out.append(row)
-                if limit is not None and len(out) >= limit:
-                    return out
-        return out
+                chain.append(row)
+                if limit is not None and len(live) + len(chain) >= limit:
+                    break
+            (live if any(row.block.cached for row in chain) else evicted).extend(chain)
+            if limit is not None and len(live) >= limit:
+                return live[:limit]
+        return (live + evicted)[:limit]
 
     # ---- internals -----------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ async def play(app: VllmWatchApp) -> str:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.state.server is not None and app.state.caches.decode is not None)
         bar = app.query_one(PromptBar)
-        bar.settings = replace(bar.settings, max_tokens=48, temperature=0.0)
+        bar.settings = replace(bar.settings, max_tokens=48, temperature=0.0, ignore_eos=True)  # 3 blocks each
         for branch in BRANCHES:
             await pilot.press("i")
             app.query_one("#prompt").value = SHARED + branch

@@ -82,6 +82,8 @@ async def test_the_recorded_session_fills_every_panel_vllm_feeds(fake):
         assert "clear" in log and "the prefix cache was reset" in log
         server = shown(app, "#watch-server")
         assert "of 64 blocks × 32 tok" in server and "prefix-cache hits" in server
+        await pilot.pause(0.1)
+        assert app.query_one("#watch-server").content_size.height == len(server.splitlines())  # grew to fit
         assert "per-step token budget and step times: not published by vLLM" in server
         latency = shown(app, "#watch-latency")
         assert latency.splitlines()[1].startswith("TTFT") and " ms" in latency.splitlines()[1]

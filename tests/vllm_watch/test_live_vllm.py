@@ -6,6 +6,7 @@ configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwi
 
 import asyncio
 import tempfile
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, SHARED
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
 from tests.vllm_watch.recorded import MODEL_DIR
 
@@ -64,6 +66,8 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
                         and app.state.link == "up", "the model and its tokenizer")
             for line in ("/set max 48", "/set temp 0"):
                 await send(pilot, app, line)
+            bar = app.query_one(PromptBar)  # and past EOS (not /set-able): 58-60 prompt + 48 tokens = 3 full blocks each
+            bar.settings = replace(bar.settings, ignore_eos=True)
             await prompt(pilot, app, SHARED + BRANCHES[0])
             await prompt(pilot, app, SHARED + BRANCHES[1])
             await until(pilot, lambda: app.state.caches.ranks and tree(app).num_cached >= 4, "blocks in the tree")

@@ -55,6 +55,14 @@ def test_evictions_are_marked_then_pruned_oldest_first_keeping_parents_of_live_b
     assert ("GPU", None, hashes[-1]) in cache.blocks and ("GPU", None, hashes[5]) not in cache.blocks
 
 
+def test_chains_still_cached_are_drawn_before_chains_wholly_evicted():
+    caches = fold(([stored([A, B], None, [1, 2, 3, 4], 2)], 0),  # "ab" "cd": the first chain...
+                  ([stored([C], None, [5, 6], 2)], 0),  # "ef": a second chain
+                  ([removed([A, B])], 0))  # ...wholly evicted
+    assert drawn(caches.ranks[0]) == ["ef", "ab x", "cd x"]
+    assert [row.block.text for row in caches.ranks[0].rows(limit=2)] == ["ef", "ab"]
+
+
 def test_a_chain_whose_parent_is_not_cached_is_an_orphan_root():
     caches = fold(([stored([C], B, [5, 6], 2)], 0), ([removed([E])], 0))  # its parent was stored before we listened
     cache = caches.ranks[0]
