@@ -316,7 +316,7 @@ class VllmWatchApp(App[None]):
     async def action_reset_cache(self) -> None:
         try:
             await self.client.reset_prefix_cache()
-            self.notify("vLLM reset its prefix cache (an AllBlocksCleared event follows)")
+            self.notify("vLLM reset its prefix cache (its AllBlocksCleared event comes with its next step)")
         except ServerError as exc:
             self.notify(str(exc), severity="error")
 

@@ -3,7 +3,8 @@
 Starts vLLM (enginetui/vllm_watch/launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
 embedded model, attaches the dashboard (through Pilot, at 160x48), types two prompts that share a
 prefix, then sends long requests that overfill the 64-block pool, and takes the picture while they
-run: the prefix tree branching and evicting, queues, rates and latencies from /metrics. vLLM is
+run (once blocks are evicted): the prefix tree branching and evicting, queues, rates and latencies
+from /metrics. vLLM is
 stopped afterwards. Run it under `flock /work/bench.lock` on a shared machine.
 """
 
@@ -43,11 +44,11 @@ async def play(app: VllmWatchApp) -> str:
             await pilot.press("enter", "escape")
             await until(pilot, lambda: not any(v.active for v in app.state.requests.values()))
         long = replace(bar.settings, max_tokens=300, ignore_eos=True)
-        for prompt in BURST:
+        for prompt in BURST + BURST:  # twice the pool's room: requests wait, blocks are evicted
             app.submit(prompt, long)
-        await until(pilot, lambda: app.state.latest is not None and (app.state.latest.total(m.RUNNING) or 0) > 0
-                    and app.state.caches.ranks[0].num_removed > 0)  # the burst runs and evicts
-        await pilot.pause(1.0)  # a few more readings on the sparklines
+        await until(pilot, lambda: app.state.caches.ranks[0].num_removed > 0 and app.state.latest is not None
+                    and (app.state.latest.total(m.RUNNING) or 0) > 0
+                    and sum(v.active for v in app.state.requests.values()) > len(BURST) // 2)  # mid-burst
         app.redraw()
         await pilot.pause()
         return app.export_screenshot(title="enginetui attach --vllm")

@@ -85,17 +85,22 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             assert "FINISHED" in app.query_one(RequestsTable).render().plain
             assert "prefix-cache hits" in app.query_one("#watch-server").render().plain
 
-            await pilot.press("r")  # vLLM resets its prefix cache: an AllBlocksCleared event
-            await until(pilot, lambda: tree(app).num_cleared == 1 and tree(app).num_cached == 0, "the reset")
+            await pilot.press("r")  # vLLM resets its prefix cache; its AllBlocksCleared event comes with its next step
+            await prompt(pilot, app, SHARED + BRANCHES[1])
+            await until(pilot, lambda: tree(app).num_cleared == 1 and tree(app).num_cached == 3, "the reset")
+            assert len(tree(app).roots()) == 1  # only the last prompt's chain is cached now
 
             server.stop()  # the server goes away...
             await until(pilot, lambda: app.state.link == "down", "/metrics down")
             assert "/metrics down" in str(app.query_one("#watch-title").content)
             server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, port=int(server.url.rsplit(":", 1)[1]))
             await until(pilot, lambda: app.state.link == "up" and app.state.restarts == 1, "the restarted server")
+            assert tree(app).num_cached == 0  # a new server's cache starts empty
             await prompt(pilot, app, SHARED + BRANCHES[1])  # ...and both links work again
-            await until(pilot, lambda: tree(app).num_cached >= 3, "blocks from the new server")
-            assert app.query_one(PrefixTreePanel) is not None and app.state.missed_batches == 0
+            await until(pilot, lambda: tree(app).num_cached == 3, "blocks from the new server")
+            app.redraw()
+            assert "3/64 blocks cached" in str(app.query_one(PrefixTreePanel).query_one("#tree-body").content)
+            assert app.state.missed_batches == 0
             assert "1 restart" in str(app.query_one("#watch-title").content)
     finally:
         server.stop()
