@@ -4,8 +4,7 @@ Starts vLLM (enginetui/vllm_watch/launch.py; ENGINETUI_VLLM_PYTHON names its int
 embedded model, attaches the dashboard (through Pilot, at 160x48), types two prompts that share a
 prefix, then sends long requests that overfill the 64-block pool, and takes the picture while they
 run (once blocks are evicted): the prefix tree branching and evicting, queues, rates and latencies
-from /metrics. vLLM is
-stopped afterwards. Run it under `flock /work/bench.lock` on a shared machine.
+from /metrics. vLLM is stopped afterwards. Run it under `flock /work/bench.lock` on a shared machine.
 """
 
 import asyncio
