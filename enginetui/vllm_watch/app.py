@@ -35,7 +35,8 @@ from enginetui.widgets.requests_table import RequestsTable
 POLL_S = 1.0  # /metrics reading interval
 SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
 KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", "
-           "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}' and pass --kv-events")
+           "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}' and pass --kv-events "
+           "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)")
 
 
 class VllmWatchApp(App[None]):
@@ -156,6 +157,8 @@ class VllmWatchApp(App[None]):
         s = self.state
         if s.kv_link == "off":
             return f"KV events are not listened to: {KV_HINT}"
+        if s.link != "up" and s.server is None:
+            return f"waiting for vLLM at {s.url} (its KV events: {s.kv_endpoint})"
         if s.kv_error and s.kv_link != "up":
             return f"{s.kv_error}\n{KV_HINT}"
         return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"

@@ -13,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from enginetui.plural import count
 from enginetui.state import RequestView
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
@@ -29,6 +30,7 @@ LOG_STYLES = {"store": "#98c379", "evict": "#e06c75", "clear": "bold #e06c75", "
 QUANTILE_NAMES = tuple(f"p{round(q * 100)}" for q in QUANTILES)  # column names of the latency panel
 LABEL_WIDTH = 9  # "prompt/s "
 VALUE_WIDTH = 8  # " 1234.5"
+MIN_RATE_SPAN_S = 0.05  # a request's tok/s needs its tokens spread over this long (chunks read at once are no rate)
 
 
 def gapped_sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
@@ -91,7 +93,7 @@ def server_text(state: WatchState, width: int) -> Text:
     if h.preempt_s and h.preempt_s[-1]:
         text.append(f" ({h.preempt_s[-1]:.1f}/s)", style="bold #e06c75")
     text.append(f"\nprefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)} · "
-                f"{pct(state.hit_rate(False))} since start · {s.total(m.REQUESTS_DONE) or 0:.0f} requests done")
+                f"{pct(state.hit_rate(False))} since start · {count(round(s.total(m.REQUESTS_DONE) or 0), 'request')} done")
     caching = state.config("enable_prefix_caching")
     if caching == "False":
         text.append("\nprefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)",
@@ -188,8 +190,8 @@ def detail_text(view: RequestView) -> Text:
     if view.detail:
         text.append(f" · {view.finish_reason}: {view.detail}")
     end = view.finished_time or time.time()
-    rate = (view.num_output_tokens - 1) / (end - view.first_token_time) if (
-        view.first_token_time and view.num_output_tokens > 1 and end > view.first_token_time) else None
+    span = end - view.first_token_time if view.first_token_time else 0.0  # first token to the last (or now)
+    rate = (view.num_output_tokens - 1) / span if view.num_output_tokens > 1 and span >= MIN_RATE_SPAN_S else None
     text.append(f"\nTTFT {seconds(view.ttft())} (measured here)")
     text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
     text.append("\nblock table, cached tokens, preemptions of one request: not published by vLLM",

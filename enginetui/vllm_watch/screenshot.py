@@ -45,9 +45,14 @@ async def play(app: VllmWatchApp) -> str:
         long = replace(bar.settings, max_tokens=300, ignore_eos=True)
         for prompt in BURST + BURST:  # twice the pool's room: requests wait, blocks are evicted
             app.submit(prompt, long)
-        await until(pilot, lambda: app.state.caches.ranks[0].num_removed > 0 and app.state.latest is not None
-                    and (app.state.latest.total(m.RUNNING) or 0) > 0
-                    and sum(v.active for v in app.state.requests.values()) > len(BURST) // 2)  # mid-burst
+
+        def active() -> int:  # requests still streaming
+            return sum(v.active for v in app.state.requests.values())
+
+        await until(pilot, lambda: app.state.caches.ranks[0].num_removed > 0 and active() > len(BURST) or not active())
+        cache = app.state.caches.ranks[0]
+        print(f"the picture: {active()} requests streaming, {cache.num_cached} blocks cached, "
+              f"{cache.num_removed} evicted, {app.state.latest.total(m.WAITING) or 0:.0f} waiting", file=sys.stderr)
         app.redraw()
         await pilot.pause()
         return app.export_screenshot(title="enginetui attach --vllm")

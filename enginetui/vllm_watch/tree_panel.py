@@ -96,7 +96,9 @@ class PrefixTreePanel(VerticalScroll):
         """Every rank's tree; `pool_blocks` is vLLM's pool size (None: unknown yet)."""
         self._shown = (caches, pool_blocks, empty_note)
         width = max(20, self.scrollable_content_region.width)
-        self.query_one("#tree-body", Static).update(tree_text(caches, pool_blocks, width, empty_note))
+        body = self.query_one("#tree-body", Static)
+        body.set_class(not caches.ranks, "-note")  # the note wraps (it may hold the config to start vLLM with)
+        body.update(tree_text(caches, pool_blocks, width, empty_note))
 
     def on_resize(self) -> None:
         if self._shown is not None:

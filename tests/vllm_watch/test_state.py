@@ -5,7 +5,7 @@ import pytest
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.kv_events import decode_frames
 from enginetui.vllm_watch.metrics import parse_metrics
-from enginetui.vllm_watch.panels import latency_text, queues_text, series_text, server_text
+from enginetui.vllm_watch.panels import detail_text, latency_text, queues_text, series_text, server_text
 from enginetui.vllm_watch.state import WatchState
 from tests.vllm_watch import recorded
 from tests.vllm_watch.wire import frames, stored
@@ -117,7 +117,17 @@ def test_a_streamed_completion_folds_into_a_request_view():
     state.end_request("r1", "finished", "length", "", when=11.0)
     state.apply_chunk("r1", "late", 3, 3, 11.1)  # nothing after the end
     assert view.text == " world!" and not view.active and state.log[-1].kind == "finish"
+    assert "· 2.0 tok/s" in detail_text(view).plain  # 1 token after the first, 0.5 s before the end
     assert state.clear_ended() == 1 and not state.requests
+
+
+def test_tokens_that_arrive_in_one_read_are_no_rate():
+    state = WatchState("http://h:1", None)
+    state.add_request("r1", "hello", 8, when=10.0)
+    state.apply_chunk("r1", ".", prompt_tokens=3, output_tokens=1, when=10.5)
+    state.apply_chunk("r1", "", prompt_tokens=3, output_tokens=2, when=10.5001)
+    state.end_request("r1", "finished", "stop", "", when=10.5001)
+    assert "· — tok/s" in detail_text(state.requests["r1"]).plain
 
 
 def test_the_recorded_session_folds_into_panels():
@@ -127,7 +137,7 @@ def test_the_recorded_session_folds_into_panels():
     assert state.restarts == 0 and len(state.history.gen_tok_s) == len(recorded.metrics_texts()) - 1
     assert max(state.history.gen_tok_s) > 0 and max(state.history.waiting) >= 1
     server = server_text(state, 100).plain
-    assert "of 64 blocks × 32 tok" in server and "requests done" in server
+    assert "of 64 blocks × 32 tok" in server and "requests done" in server and "1 request done" not in server
     assert "running 0 · waiting 0" in queues_text(state).plain
     latency = latency_text(state, 100).plain.splitlines()
     assert [row.split()[0] for row in latency[1:]] == ["TTFT", "ITL", "e2e", "queue"]
