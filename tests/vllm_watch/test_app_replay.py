@@ -180,6 +180,7 @@ async def test_a_wrong_address_says_so_and_keeps_trying(fake):
         assert "cannot reach http://127.0.0.1:9" in shown(app, "#watch-server")
         assert "/metrics down" in shown(app, "#watch-title")
         assert app.state.kv_link in ("connecting", "down")
+        assert "waiting for vLLM at http://127.0.0.1:9" in shown(app, PrefixTreePanel)
 
 
 async def test_a_server_without_kv_events_gets_a_clear_message_and_the_other_panels(fake):
