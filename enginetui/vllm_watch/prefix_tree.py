@@ -88,7 +88,7 @@ class RankCache:
         self.last_seq, self.last_ts = batch.seq, batch.ts
 
     def clear(self) -> None:
-        """Forget every block (the cache was reset, or the server restarted)."""
+        """Forget every block (the cache was reset)."""
         self.blocks.clear()
         self.children.clear()
         self.evicted.clear()
@@ -206,6 +206,10 @@ class PrefixCaches:
             self.ranks[rank] = RankCache(rank)
             self.ranks = dict(sorted(self.ranks.items()))
         return self.ranks[rank]
+
+    def start_over(self, rank: int) -> None:
+        """A new publisher for `rank` (the server restarted): an empty cache, its counts from zero."""
+        self.ranks[rank] = RankCache(rank)
 
     def set_decoder(self, decode: Decode) -> None:
         self.decode = decode

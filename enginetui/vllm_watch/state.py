@@ -131,8 +131,8 @@ class WatchState:
     def server_restarted(self, when: float, why: str) -> None:
         """The server started again: its prefix cache starts empty, its counters at zero."""
         self.restarts += 1
-        for cache in self.caches.ranks.values():
-            cache.clear()
+        for rank in self.caches.ranks:
+            self.caches.start_over(rank)
         self.window.clear()
         self.latest = None
         self.tokens_at_attach = None
@@ -234,7 +234,7 @@ class WatchState:
 
     def publisher_restarted(self, when: float, rank: int) -> None:
         """Rank `rank`'s sequence numbers started over: a new publisher, with an empty cache."""
-        self.caches.rank(rank).clear()
+        self.caches.start_over(rank)
         self.note(when, "restart", f"rank {rank}: KV events start over at a new publisher: tree cleared")
         self.version += 1
 

@@ -84,6 +84,7 @@ def test_a_new_process_start_time_is_a_restart_that_empties_the_caches():
     state.apply_metrics(reading(1.0, gen=500, prompt=100, start=1.0))
     state.apply_metrics(reading(2.0, gen=10, prompt=5, start=2.0))
     assert state.restarts == 1 and state.caches.ranks[0].num_cached == 0
+    assert state.caches.ranks[0].num_stored == 0 and state.caches.ranks[0].num_batches == 0  # its counts from zero
     assert list(state.history.gen_tok_s) == []  # no rate across a restart
     assert state.log[-1].kind == "restart" or any(line.kind == "restart" for line in state.log)
 
