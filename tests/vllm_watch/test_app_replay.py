@@ -9,6 +9,7 @@ from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.requests_table import RequestsTable
 from tests.vllm_watch import recorded
 from tests.vllm_watch.fake_vllm import FakeVllm
@@ -252,3 +253,17 @@ def test_panel_texts_before_anything_arrived():
     state = WatchState("http://h:1", None)
     assert "reading http://h:1/metrics" in panels.server_text(state, 80).plain
     assert panels.latency_text(state, 80).plain == "—"
+
+
+async def test_help_lists_the_keys_and_what_vllm_does_not_publish(fake):
+    app = watch(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        assert {"i", "b", "x", "c", "r", "?", "q"} <= {key.split(",")[0] for key, _ in app.screen.keys}
+        about = dict(app.screen.about)
+        assert about["server"] == fake.url and about["KV events"] == fake.kv_endpoint
+        assert "per-request block tables" in about["not published by vLLM"]
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
