@@ -91,7 +91,7 @@ class VllmWatchApp(App[None]):
         with Horizontal(id="watch-main"):
             with Vertical(id="watch-left"):
                 yield RequestsTable(id="watch-requests", classes="panel")
-                yield panels.TextPanel(lambda s, w: panels.queues_text(s), "Queues", id="watch-queues", classes="panel")
+                yield panels.TextPanel(panels.queues_text, "Queues · over time", id="watch-queues", classes="panel")
                 yield panels.RequestPanel(id="watch-detail", classes="panel")
                 yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
                                        id="watch-series", classes="panel")

@@ -109,16 +109,18 @@ def state_window(state: WatchState) -> str:
     return f"{state.window[-1].time - state.window[0].time:.0f} s"
 
 
-def queues_text(state: WatchState) -> Text:
-    """Queue lengths (vLLM publishes counts, not which requests)."""
+def queues_text(state: WatchState, width: int) -> Text:
+    """Queue lengths over time, one point per /metrics reading (vLLM publishes counts, not which requests)."""
     s = state.latest
     if s is None:
         return Text("—", style=DIM)
+    h = state.history
+    rows = [("running", h.running, None, "#e5c07b", "{:.0f}"), ("waiting", h.waiting, None, "#d19a66", "{:.0f}")]
+    text = _spark_rows(rows, width)
     running, waiting = s.per_engine(m.RUNNING), s.per_engine(m.WAITING)
-    text = Text(f"running {s.total(m.RUNNING) or 0:.0f} · waiting {s.total(m.WAITING) or 0:.0f}", style="bold")
     if len(running) > 1:
         ranks = " · ".join(f"rank {e} {running[e]:.0f}/{waiting.get(e, 0):.0f}" for e in s.engines)
-        text.append(f"   {ranks} (running/waiting)", style=DIM)
+        text.append(f"\n{ranks} (running/waiting)", style=DIM)
     text.append("\nrequest ids and order: not published by vLLM", style=NOT_PUBLISHED)
     return text
 
@@ -130,8 +132,6 @@ def series_text(state: WatchState, width: int) -> Text:
         ("gen/s", h.gen_tok_s, None, "#98c379", "{:.1f}"),
         ("prompt/s", h.prompt_tok_s, None, "#56b6c2", "{:.1f}"),
         ("KV %", h.kv_pct, 100.0, "#61afef", "{:.0f}%"),
-        ("running", h.running, None, "#e5c07b", "{:.0f}"),
-        ("waiting", h.waiting, None, "#d19a66", "{:.0f}"),
         ("preempt/s", h.preempt_s, None, "#e06c75", "{:.1f}"),
         ("hit %", h.hit_pct, 100.0, "#c678dd", "{:.0f}%"),
     ]

@@ -139,7 +139,9 @@ def test_the_recorded_session_folds_into_panels():
     assert max(state.history.gen_tok_s) > 0 and max(state.history.waiting) >= 1
     server = server_text(state, 100).plain
     assert "of 64 blocks × 32 tok" in server and "requests done" in server and "1 request done" not in server
-    assert "running 0 · waiting 0" in queues_text(state).plain
+    queues = queues_text(state, 60).plain.splitlines()
+    assert queues[0].startswith("running ") and queues[0].endswith(" 0") and queues[1].startswith("waiting ")
+    assert "▁" in queues[1] and "█" in queues[1]  # the recorded burst had requests waiting
     latency = latency_text(state, 100).plain.splitlines()
     assert [row.split()[0] for row in latency[1:]] == ["TTFT", "ITL", "e2e", "queue"]
-    assert len(series_text(state, 80).plain.splitlines()) == 7
+    assert len(series_text(state, 80).plain.splitlines()) == 5
