@@ -47,6 +47,7 @@ from enginetui.widgets.request_detail import RequestDetail
 from enginetui.widgets.requests_table import RequestsTable
 from enginetui.widgets.sparklines import Sparklines
 from enginetui.widgets.step_panel import StepPanel
+from enginetui.widgets.timeline import TimelinePanel
 from enginetui.widgets.title_bar import TitleBar
 
 
@@ -78,6 +79,8 @@ class EngineTUI(App[None]):
                 tooltip="less time between engine steps, down to full speed"),
         Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
         Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
+        Binding("t", "toggle_timeline", "Timeline", show=False,
+                tooltip="show or hide the timeline: a lane per request, a column per engine step"),
         Binding("r", "restart", "Restart", tooltip="after the engine died: start it again with the same settings "
                 "(the request list stays)"),
         Binding("question_mark", "help", "Help", tooltip="this screen"),
@@ -147,6 +150,7 @@ class EngineTUI(App[None]):
                 yield StepPanel(id="step", classes="panel")
                 yield Sparklines(id="sparks", classes="panel")
                 yield EventLog(id="log", classes="panel")
+        yield TimelinePanel(id="timeline", classes="panel")
         yield PromptBar(id="prompt-bar")
         yield Footer()
 
@@ -190,6 +194,7 @@ class EngineTUI(App[None]):
         self.query_one(QueuesPanel).show(s.latest, colors)
         self.query_one(EventLog).show(s.log, s.latest.total_preemptions if s.latest else 0)
         self.query_one(Sparklines).show(s.history)
+        self.query_one(TimelinePanel).show(s.timeline, colors, self.selected)
 
     def _sample_process(self) -> None:
         if not self._engine_closed:
@@ -381,6 +386,10 @@ class EngineTUI(App[None]):
 
     def action_select(self, delta: int) -> None:
         self.selected = self.state.neighbour(self.selected, delta)
+
+    def action_toggle_timeline(self) -> None:
+        timeline = self.query_one(TimelinePanel)
+        timeline.display = not timeline.display
 
     def action_clear(self) -> None:
         cleared = self.state.clear_ended()

@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
         add_bench_subparsers(subcommands)  # each subcommand sets `func(args) -> exit code`
     add_server_subparsers(subcommands)  # serve, attach
+    from enginetui.replay.cli import add_replay_subparser
+
+    add_replay_subparser(subcommands)
     return parser
 
 

@@ -9,12 +9,13 @@ events' token ids, decoded with the engine's tokenizer when the state has it.
 """
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from core.engine.detokenizer import IncrementalDetokenizer
 from core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from core.outputs import RequestOutput
 from enginetui.plural import count
+from enginetui.timeline import Timeline
 
 LOG_LINES = 500  # event-log lines kept
 HISTORY_POINTS = 240  # sparkline samples kept
@@ -110,6 +111,7 @@ class DashboardState:
     cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
     tokenizer: object | None = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
     decoders: dict[str, IncrementalDetokenizer] = field(default_factory=dict)  # others' live requests' text
+    timeline: Timeline = field(default_factory=Timeline)  # every recent request's phases, step by step
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -148,6 +150,7 @@ class DashboardState:
         ended = [req_id for req_id, view in self.requests.items() if not view.active]
         for req_id in ended:
             del self.requests[req_id]
+            self.timeline.lanes.pop(req_id, None)
         self.cleared.update(ended)
         self.version += 1
         return len(ended)
@@ -159,6 +162,7 @@ class DashboardState:
         self.latest = None
         self.listed = frozenset()
         self.decoders.clear()  # the dead engine's live requests will never stream again
+        self.timeline = Timeline()  # its steps count from 0 again: the old lanes would not line up
         self.version += 1
 
     # ---- client side ---------------------------------------------------------------------
@@ -227,6 +231,7 @@ class DashboardState:
             if end.req_id not in self.cleared:
                 self._apply_end(end, event.time)
         self._log_event(event)
+        self.timeline.apply(event)
         self.dropped_events += event.num_dropped_events
         if event.is_step:
             self._sample_history(event)
@@ -237,6 +242,20 @@ class DashboardState:
         if not stale:
             self.latest = event
         self.version += 1
+
+    def clone(self) -> "DashboardState":
+        """An independent copy (replay keeps these as checkpoints to step back from)."""
+        h = self.history
+        return DashboardState(
+            history_interval=self.history_interval, latest=self.latest, listed=self.listed,
+            requests={k: replace(v, block_ids=list(v.block_ids)) for k, v in self.requests.items()},
+            log=deque(self.log, maxlen=LOG_LINES),
+            history=History(*(deque(series, maxlen=HISTORY_POINTS) for series in (h.tok_s, h.kv_pct, h.running, h.waiting))),
+            dropped_events=self.dropped_events, version=self.version, sample_time=self.sample_time,
+            sample_tokens=self.sample_tokens, num_seen=self.num_seen, cleared=set(self.cleared),
+            tokenizer=self.tokenizer, decoders={k: _clone_decoder(d) for k, d in self.decoders.items()},
+            timeline=self.timeline.clone(),
+        )
 
     # ---- internals -----------------------------------------------------------------------
 
@@ -364,6 +383,13 @@ class DashboardState:
         h.running.append(len(event.running))
         h.waiting.append(len(event.waiting))
         self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
+
+
+def _clone_decoder(decoder: IncrementalDetokenizer) -> IncrementalDetokenizer:
+    copy = IncrementalDetokenizer(decoder.tokenizer, decoder.skip_special_tokens)
+    copy.token_ids, copy.text = list(decoder.token_ids), decoder.text
+    copy.prefix_offset, copy.read_offset = decoder.prefix_offset, decoder.read_offset
+    return copy
 
 
 def _span(start: float | None, end: float | None) -> float | None:

@@ -25,10 +25,13 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,q", "dismiss", "Close help"),
     ]
 
-    def __init__(self, keys: list[tuple[str, str]], about: list[tuple[str, str]] | None = None) -> None:
+    def __init__(self, keys: list[tuple[str, str]], about: list[tuple[str, str]] | None = None,
+                 prompt_keys: bool = True, about_title: str = "engine") -> None:
         super().__init__()
         self.keys = keys  # (key as shown, what it does) of the dashboard
         self.about = about or []  # (label, value) rows about the engine: pool, log file
+        self.prompt_keys = prompt_keys  # list the prompt box's keys (a replay has no prompt box)
+        self.about_title = about_title  # heading of the `about` rows
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
@@ -36,13 +39,14 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in self.keys:
             table.add_row(key, what)
-        table.add_row("", "")
-        table.add_row("[b]prompt box[/b]", "")
-        for key, what in PROMPT_KEYS:
-            table.add_row(key, what)
+        if self.prompt_keys:
+            table.add_row("", "")
+            table.add_row("[b]prompt box[/b]", "")
+            for key, what in PROMPT_KEYS:
+                table.add_row(key, what)
         if self.about:
             table.add_row("", "")
-            table.add_row("[b]engine[/b]", "")
+            table.add_row(f"[b]{self.about_title}[/b]", "")
             for label, value in self.about:
                 table.add_row(label, value)
         with VerticalScroll(id="help"):  # scrolls (↑↓, wheel) when the terminal is short

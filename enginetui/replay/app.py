@@ -1,0 +1,285 @@
+"""`enginetui replay FILE`: the dashboard on a recording, moved through by hand or played.
+
+The same app and panels as live (EngineTUI); instead of following an engine, the state shown is
+the replay session's state after one event of the recording. Keys: ← → a step, , . an event,
+Home / End the ends, space plays (at 0.25x-8x, - and +), g jumps to a step or a time. Sending
+prompts, aborting and the other engine keys say that a recording cannot be changed.
+"""
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, Label, Static
+
+from enginetui.app import EngineTUI
+from enginetui.replay.engine import READ_ONLY, RecordedEngine
+from enginetui.replay.session import ReplaySession
+from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.palette import DIM
+from enginetui.widgets.process_panel import ProcessPanel
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.timeline import TimelinePanel
+
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # play speeds the - and + keys step through
+MAX_GAP_S = 2.0  # a longer stretch without events (an idle engine) plays as this long, at 1x
+PLAY_HZ = 30.0  # how often playback moves on
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a typed jump goes: an event index, or why it cannot."""
+
+    index: int | None  # the event to show (None: not found)
+    error: str = ""  # why not, in words
+
+
+def parse_target(text: str, session: ReplaySession) -> Target:
+    """`123` is engine step 123, `12.5s` is 12.5 seconds into the recording, `e40` is event 40."""
+    text = text.strip().lower()
+    first, last = session.steps
+    try:
+        if text.endswith("s"):
+            return Target(session.index_at(float(text[:-1])))
+        if text.startswith("e"):
+            number = int(text[1:])
+            if not 1 <= number <= len(session):
+                return Target(None, f"no event {number}: the recording has events 1–{len(session)}")
+            return Target(number - 1)
+        step = int(text)
+    except ValueError:
+        return Target(None, f"{text!r} is not a step (123), a time (12.5s) or an event (e40)")
+    index = session.index_of_step(step)
+    if index is None:
+        return Target(None, f"no step {step} in this recording (steps {first}–{last})")
+    return Target(index)
+
+
+def offsets_for_play(times: list[float]) -> list[float]:
+    """Per event: seconds from the first one as playback counts them (long idle gaps shortened)."""
+    offsets, total = [0.0], 0.0
+    for a, b in zip(times, times[1:]):
+        total += min(max(0.0, b - a), MAX_GAP_S)
+        offsets.append(total)
+    return offsets
+
+
+class JumpScreen(ModalScreen[str | None]):
+    """Asks where to jump: a step, a time or an event."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    AUTO_FOCUS = "#jump-input"  # type at once (the app's own AUTO_FOCUS is none)
+    DEFAULT_CSS = """
+    JumpScreen { align: center middle; }
+    #jump { width: 80; max-width: 95%; height: auto; border: round $accent; background: $panel; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="jump"):
+            yield Label("jump to: a step (123), a time into the recording (12.5s) or an event (e40)")
+            yield Input(placeholder="step, 12.5s or e40 · Enter jumps · Esc cancels", id="jump-input")
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        self.dismiss(message.value)
+
+
+class ReplayBar(Static):
+    """Where the replay is: playing or paused, event, step and time, speed."""
+
+    DEFAULT_CSS = "ReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }"
+
+    def show(self, playing: bool, index: int, session: ReplaySession, speed: float) -> None:
+        first, last = session.steps
+        head = session.recording.heads[index]
+        text = Text("▶ playing" if playing else "⏸ replay", style="bold #98c379" if playing else "bold #e5c07b")
+        text.append(f" · event {index + 1}/{len(session)} ({head.kind}) · step {head.step} of {first}–{last}")
+        text.append(f" · {session.seconds_at(index):.2f} s of {session.seconds_at(len(session) - 1):.2f} s")
+        text.append(f" · {speed:g}x")
+        text.append("  ← → step · , . event · space play · - + speed · g jump", style=DIM)
+        self.update(text)
+
+
+class ReplayTUI(EngineTUI, inherit_bindings=False):
+    """The dashboard on a recording."""
+
+    BINDINGS = [
+        Binding("space", "play", "Play/pause", tooltip="play the recording from here, or pause it"),
+        Binding("right,s", "move_step(1)", "Step", key_display="→", tooltip="the next engine step (→ or s)"),
+        Binding("left", "move_step(-1)", "Back", key_display="←", tooltip="the previous engine step"),
+        Binding("full_stop", "move_event(1)", "Event", show=False,
+                tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)"),
+        Binding("comma", "move_event(-1)", "Event", show=False, tooltip="the previous event"),
+        Binding("home", "move_to(0)", "Start", show=False, tooltip="the first event of the recording"),
+        Binding("end", "move_to(-1)", "End", show=False, tooltip="the last event of the recording"),
+        Binding("minus", "speed(-1)", "Slower", tooltip=f"play slower (down to {SPEEDS[0]:g}x)"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+", tooltip=f"play faster (up to {SPEEDS[-1]:g}x)"),
+        Binding("g", "jump", "Jump", tooltip="jump to a step (123), a time (12.5s) or an event (e40)"),
+        Binding("t", "toggle_timeline", "Timeline", tooltip="show or hide the timeline"),
+        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
+        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
+        Binding("i,enter,b,x,c", "read_only", "Read only", show=False,
+                tooltip="prompts, bursts, aborts and clearing: not in a replay (it shows what happened)"),
+        Binding("question_mark", "help", "Help", tooltip="this screen"),
+        Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
+    ]
+
+    def __init__(self, session: ReplaySession, *, notes: list[str] | tuple[str, ...] = (), start: int = 0,
+                 redraw_hz: float = 15.0, **kwargs) -> None:
+        super().__init__(RecordedEngine(session.recording.header, session.tokenizer), redraw_hz=redraw_hz,
+                         history_interval=session.history_interval, **kwargs)
+        self.session = session  # the recording and its states
+        self.file_notes = list(notes)  # what to say about the recording when it opens (cut short, events lost)
+        self.index = start  # the event shown
+        self.speed = 1.0  # play speed (recorded seconds per second)
+        self.playing = False  # playback moving on by itself
+        self._play_offsets = offsets_for_play(session.times)  # playback clock per event
+        self._play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
+        self._play_timer: Timer | None = None  # moves playback on while playing
+
+    def on_mount(self) -> None:
+        self.query_one(PromptBar).display = False  # nothing can be sent to a recording
+        self.query_one(ProcessPanel).display = False  # no process runs (the help screen names the recording)
+        self.query_one(TimelinePanel).display = True  # the whole story is what a replay is for
+        self.mount(ReplayBar(id="replay-bar"), before=self.query_one(Footer))
+        super().on_mount()
+
+    # ---- showing one event ---------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Open at the first event, say what is wrong with the file if anything."""
+        self.phase = "ready"
+        self.show_event(self.index)
+        for note in self.file_notes:
+            self.notify(note, title="recording", severity="warning", timeout=15)
+
+    def show_event(self, index: int) -> None:
+        """Show the state after event `index` (clamped to the recording)."""
+        self.index = max(0, min(len(self.session) - 1, index))
+        self.state = self.session.state_at(self.index)
+        self._drawn = None  # a different state object: draw it whatever its version says
+        self.redraw()
+
+    def redraw(self) -> None:
+        super().redraw()
+        for bar in self.query(ReplayBar):
+            bar.show(self.playing, self.index, self.session, self.speed)
+
+    def _sample_process(self) -> None:
+        """No process to read."""
+
+    # ---- moving --------------------------------------------------------------------------
+
+    def action_move_step(self, delta: int) -> None:
+        target = self.session.next_step(self.index) if delta > 0 else self.session.previous_step(self.index)
+        self._move(target, delta)
+
+    def action_move_event(self, delta: int) -> None:
+        target = self.index + delta
+        self._move(target if 0 <= target < len(self.session) else None, delta)
+
+    def action_move_to(self, index: int) -> None:
+        self.stop_playing()
+        self.show_event(index if index >= 0 else len(self.session) - 1)
+
+    def _move(self, target: int | None, delta: int) -> None:
+        self.stop_playing()
+        if target is None:
+            self._at_an_end(delta)
+        else:
+            self.show_event(target)
+
+    def _at_an_end(self, delta: int) -> None:
+        step = self.session.recording.heads[self.index].step
+        if delta > 0:
+            self.notify(f"end of the recording: event {self.index + 1} of {len(self.session)}, step {step} "
+                        "(Home goes back to the start)", severity="warning")
+        else:
+            self.notify(f"start of the recording: event {self.index + 1}, step {step}", severity="warning")
+
+    def action_jump(self) -> None:
+        self.stop_playing()
+
+        def jump(text: str | None) -> None:
+            if not text:
+                return
+            target = parse_target(text, self.session)
+            if target.index is None:
+                self.notify(target.error, severity="error")
+            else:
+                self.show_event(target.index)
+
+        self.push_screen(JumpScreen(), jump)
+
+    # ---- playing -------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        if self.playing:
+            self.stop_playing()
+            return
+        if self.index >= len(self.session) - 1:
+            self._at_an_end(1)
+            return
+        self.playing = True
+        self._play_from = (time.monotonic(), self._play_offsets[self.index])
+        self._play_timer = self.set_interval(1 / PLAY_HZ, self._play_tick)
+        self.redraw()
+
+    def stop_playing(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if self.playing:
+            self.playing = False
+            self.redraw()
+
+    def _play_tick(self) -> None:
+        started, offset = self._play_from or (time.monotonic(), 0.0)
+        clock = offset + (time.monotonic() - started) * self.speed
+        index = self.index
+        while index + 1 < len(self.session) and self._play_offsets[index + 1] <= clock:
+            index += 1
+        if index != self.index:
+            self.show_event(index)
+        if index >= len(self.session) - 1:
+            self.stop_playing()
+            self._at_an_end(1)
+
+    def action_speed(self, direction: int) -> None:
+        at = SPEEDS.index(self.speed)
+        if not 0 <= at + direction < len(SPEEDS):
+            self.notify(f"already the {'fastest' if direction > 0 else 'slowest'}: {self.speed:g}x", severity="warning")
+            return
+        if self.playing:  # keep the clock continuous across the change
+            self._play_from = (time.monotonic(), self._play_offsets[self.index])
+        self.speed = SPEEDS[at + direction]
+        self.redraw()
+
+    # ---- what a recording cannot do ------------------------------------------------------
+
+    def action_read_only(self) -> None:
+        self.notify(f"{READ_ONLY} (enginetui opens a live engine)", severity="warning")
+
+    def about(self) -> list[tuple[str, str]]:
+        """The help screen's rows about the recording."""
+        rec = self.session.recording
+        header = rec.header
+        first, last = self.session.steps
+        rows = [
+            ("file", rec.path),
+            ("recorded by", f"{header.source} · enginetui {header.enginetui_version}"),
+            ("engine", f"{header.engine.model_name} · {header.engine.device} · {header.engine.dtype} · "
+                       f"{header.engine.num_blocks} blocks × {header.engine.block_size} tok"),
+            ("holds", f"{len(rec)} events · steps {first}–{last} · {self.session.seconds_at(len(rec) - 1):.2f} s"),
+            ("text", "decoded with the recorded tokenizer" if header.tokenizer else "token ids only (no tokenizer)"),
+        ]
+        return rows + [("note", note) for note in self.file_notes]
+
+    def action_help(self) -> None:
+        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(keys, self.about(), prompt_keys=False, about_title="recording"))

@@ -1,0 +1,55 @@
+"""`enginetui replay FILE`: the dashboard on a recording.
+
+`enginetui/cli.py` calls `add_replay_subparser`; the app is imported when the command runs.
+"""
+
+import argparse
+import sys
+
+
+def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
+    replay = subparsers.add_parser(
+        "replay", help="open the dashboard on a recording (--record FILE): step, jump, play",
+        description="The dashboard on a recording made with --record: every panel shows the run exactly as it was "
+                    "live, one event at a time. Keys: → / ← the next / previous engine step, . and , one event, "
+                    "Home / End the ends, g jumps to a step (123), a time (12.5s) or an event (e40), space plays "
+                    "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key.")
+    replay.add_argument("file", help="the recording")
+    replay.add_argument("--at", metavar="WHERE",
+                        help="open at a step (123), a time into the recording (12.5s) or an event (e40)")
+    replay.set_defaults(func=run_replay)
+
+
+def open_session(path: str):
+    """(session, notes about the file) for a recording; raises RecordingError or OSError."""
+    from core.record.reader import read_recording
+    from core.record.tokenizer_files import unpack_tokenizer
+    from enginetui.replay.session import ReplaySession
+
+    recording = read_recording(path)
+    if not len(recording):
+        raise OSError(f"{path} holds no events")
+    return ReplaySession(recording, unpack_tokenizer(recording.header.tokenizer)), recording.describe_problems()
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from core.record.format import RecordingError
+    from enginetui.replay.app import ReplayTUI, parse_target
+
+    try:
+        session, notes = open_session(args.file)
+    except (OSError, RecordingError) as exc:
+        print(f"enginetui replay: {exc}", file=sys.stderr)
+        return 2
+    start = 0
+    if args.at:
+        target = parse_target(args.at, session)
+        if target.index is None:
+            print(f"enginetui replay: --at: {target.error}", file=sys.stderr)
+            return 2
+        start = target.index
+    for note in notes:  # also on screen, but the terminal keeps them after the app quits
+        print(f"enginetui replay: {note}", file=sys.stderr)
+    app = ReplayTUI(session, notes=notes, start=start)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,121 @@
+"""Timeline panel: one lane per recent request, one column per engine step, ending at the latest.
+
+    step   |120      |130      |140
+    r3     ━━━━━━━━━━━━━━━━━━━━━━━━━━━━✓
+  ▶ r4     ···███━━━━━━━━━✖······██━━━━━━━━━
+    r5        ·······██━━━━━━━━━━━━━━━━━⊣
+
+Each cell says what the request did in that step (the legend is in the panel's frame); the
+selected request's lane is highlighted. The columns follow the run: the right edge is the latest
+step (in replay, the step shown).
+"""
+
+from rich.text import Text
+from textual.widget import Widget
+
+from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
+from enginetui.widgets.palette import DIM, STATUS_STYLES
+from enginetui.widgets.step_panel import DECODE_STYLE, PREFILL_STYLE
+
+PHASE_CELLS = {  # phase -> (glyph, style)
+    WAITING: ("·", DIM),
+    PREFILL: ("█", PREFILL_STYLE),
+    DECODE: ("━", DECODE_STYLE),
+    STALLED: ("┄", DECODE_STYLE),
+    REQUEUED: ("·", "#e06c75"),
+    RECOMPUTE: ("█", "#d19a66"),
+}
+PREEMPT_CELL = ("✖", "bold #e06c75")
+END_CELLS = {  # finish reason -> (glyph, style)
+    "stop": ("✓", STATUS_STYLES["finished"]),
+    "length": ("⊣", STATUS_STYLES["finished"]),
+    "abort": ("✗", STATUS_STYLES["aborted"]),
+    "error": ("!", STATUS_STYLES["error"]),
+    "rejected": ("⊘", STATUS_STYLES["rejected"]),
+}
+LEGEND = "█ prefill · ━ decode · · waiting · ✖ preempted · █ recompute · ✓ stop · ⊣ length · ✗ abort · ⊘ rejected"
+SELECTED_ROW = "on #2c313a"
+RULER_EVERY = 10  # steps between ruler marks
+MAX_LABEL = 12  # widest request id shown in full
+
+
+def lane_cells(lane: Lane, first: int, last: int) -> list[tuple[str, str] | None]:
+    """The lane's cells for steps first..last (None: nothing there)."""
+    cells: list[tuple[str, str] | None] = [None] * (last - first + 1)
+    for phase, a, b in lane.segments:
+        for step in range(max(a, first), min(b, last) + 1):
+            cells[step - first] = PHASE_CELLS[phase]
+    for step in lane.preemptions:
+        if first <= step <= last:
+            cells[step - first] = PREEMPT_CELL
+    if lane.end is not None and first <= lane.end[0] <= last:
+        cells[lane.end[0] - first] = END_CELLS.get(lane.end[1], ("■", DIM))
+    return cells
+
+
+def visible_lanes(timeline: Timeline, first: int, last: int, rows: int, selected: str | None) -> list[Lane]:
+    """The newest lanes that overlap steps first..last, at most `rows`, the selected one kept in."""
+    lanes = [lane for lane in timeline.lanes.values()
+             if lane.first_step <= last and (lane.end is None or lane.last_step >= first)]
+    if len(lanes) <= rows:
+        return lanes
+    shown = lanes[-rows:] if rows > 0 else []
+    chosen = timeline.lanes.get(selected or "")
+    if rows > 0 and chosen in lanes and chosen not in shown:
+        shown = [chosen, *shown[1:]]
+    return shown
+
+
+def ruler(first: int, width: int) -> Text:
+    """Step numbers above the columns, every RULER_EVERY steps."""
+    line = [" "] * width
+    step = first + (-first) % RULER_EVERY
+    while step - first < width:
+        mark = f"|{step}"
+        at = step - first
+        if at + len(mark) <= width:
+            line[at : at + len(mark)] = mark
+        step += RULER_EVERY
+    return Text("".join(line), style=DIM)
+
+
+class TimelinePanel(Widget):
+    """Every recent request's life, aligned to engine steps."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._timeline = Timeline()  # what to draw
+        self._colors: dict[str, str] = {}  # req_id -> its colour (as in the other panels)
+        self._selected: str | None = None  # the highlighted lane
+        self.border_title = "Timeline"
+        self.border_subtitle = LEGEND
+
+    def show(self, timeline: Timeline, colors: dict[str, str], selected: str | None) -> None:
+        self._timeline, self._colors, self._selected = timeline, colors, selected
+        self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.content_size
+        timeline = self._timeline
+        if not timeline.lanes:
+            return Text("no requests yet: each one gets a lane here, one column per engine step", style=DIM)
+        label = min(MAX_LABEL, max(len(k) for k in timeline.lanes)) + 3  # "▶ " + id + " "
+        columns = max(1, width - label)
+        last = timeline.last_step + 1  # room for the end marks of requests that finished at the latest step
+        first = max(1, last - columns + 1)
+        self.border_title = f"Timeline · steps {first}–{timeline.last_step} · t hides"
+        lines = [Text("step".ljust(label), style=DIM).append_text(ruler(first, min(columns, last - first + 1)))]
+        for lane in visible_lanes(timeline, first, last, height - 1, self._selected):
+            lines.append(self._row(lane, first, last, label))
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+    def _row(self, lane: Lane, first: int, last: int, label: int) -> Text:
+        selected = lane.req_id == self._selected
+        row = Text(no_wrap=True, overflow="ellipsis", style=SELECTED_ROW if selected else "")
+        row.append("▶ " if selected else "  ", style="bold")
+        name = lane.req_id if len(lane.req_id) <= MAX_LABEL else lane.req_id[: MAX_LABEL - 1] + "…"
+        row.append(name.ljust(label - 2), style=f"bold {self._colors.get(lane.req_id, '')}")
+        for cell in lane_cells(lane, first, last):
+            glyph, style = cell or (" ", "")
+            row.append(glyph, style=style)
+        return row
