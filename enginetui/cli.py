@@ -58,9 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 
         add_bench_subparsers(subcommands)  # each subcommand sets `func(args) -> exit code`
     add_server_subparsers(subcommands)  # serve, attach
+    from enginetui.export.cli import add_export_subparser
     from enginetui.replay.cli import add_replay_subparser
 
     add_replay_subparser(subcommands)
+    add_export_subparser(subcommands)
     return parser
 
 
@@ -77,6 +79,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     The engine's output goes to the log file from the start; this process's logging and
     warnings follow it there while the screen is up.
     """
+    from enginetui import record_flag
     from enginetui.app import EngineTUI
     from enginetui.engine_link import open_engine, startup_error
     from enginetui.logs import default_log_file, display_path, route_python_output
@@ -104,13 +107,10 @@ def run_dashboard(args: argparse.Namespace) -> int:
         return 2
     recorder = None
     if args.record:
-        try:
-            recorder = engine.start_recording(args.record, source=" ".join(["enginetui", *sys.argv[1:]]))
-        except (OSError, ValueError) as exc:
+        recorder = record_flag.start_or_say(engine, args.record, "enginetui")
+        if recorder is None:
             engine.shutdown()
-            print(f"enginetui: cannot record to {args.record}: {exc}", file=sys.stderr)
             return 2
-        print(f"enginetui: recording every step event to {args.record}", file=sys.stderr)
     if server is not None:
         engine = server.wrap(engine)
     # r restarts a dead engine with the same settings; not behind --serve (the server keeps its engine)
@@ -128,9 +128,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         engine.shutdown()  # closes the recording too
         app.engine.shutdown()  # the engine of a restart (r), if there was one (not recorded)
     if recorder is not None:
-        summary = recorder.close()
-        print(f"enginetui: recorded {summary.num_events} events to {summary.path} "
-              f"({summary.num_bytes / 2**20:.1f} MiB); replay it with: enginetui replay {summary.path}", file=sys.stderr)
+        record_flag.close_and_say(recorder, "enginetui")
     return app.return_code or 0
 
 

@@ -4,8 +4,8 @@ Each scene starts the REAL engine (the embedded default model, EngineCore in its
 process, a 48-block KV pool) and drives the app through App.run_test until the state it
 pictures is on screen: two prompts streaming, a burst preempting (also in an 80x24 terminal), a
 paused engine with one request's block table, the help screen, the engine killed under two
-streaming prompts. The engine runs in real time, so two runs never draw
-quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
+streaming prompts, the timeline of a burst with a preemption. The engine runs in real time, so
+two runs never draw quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
 deterministic versions of these scenes against a FakeEngine instead.
 """
 
@@ -24,6 +24,7 @@ from enginetui.app import EngineTUI
 from enginetui.engine_link import open_engine
 from enginetui.logs import default_log_file, route_python_output
 from enginetui.settings import SamplingSettings
+from enginetui.timeline import RECOMPUTE
 from enginetui.widgets.process_panel import ProcessPanel
 from enginetui.widgets.prompt_bar import PromptBar
 
@@ -153,6 +154,20 @@ async def pressure(pilot: Pilot) -> str:
     return await frame_when(pilot, "pool-pressure", pick, lambda svg: "PREEMPTED" in svg, lambda: app.burst(8))
 
 
+async def timeline(pilot: Pilot) -> str:
+    """A burst into the 48-block pool with the timeline shown (t): prefills, decodes, a preemption
+    and the recompute after it; the request that was preempted and resumed selected."""
+    app = await ready(pilot)
+    await pilot.press("b", "t")
+
+    def pick() -> str | None:
+        resumed = [lane.req_id for lane in app.state.timeline.lanes.values()
+                   if lane.preemptions and any(phase == RECOMPUTE for phase, _, _ in lane.segments)]
+        return resumed[0] if resumed else None
+
+    return await frame_when(pilot, "timeline", pick, lambda svg: "Timeline" in svg, lambda: app.burst(8))
+
+
 async def paused(pilot: Pilot) -> str:
     """Paused first, then a typed prompt and a `/burst 3`, advanced by single steps (s) until the
     prompts are well into decoding; the running request with the longest block table selected."""
@@ -199,6 +214,7 @@ SCENES = (
     Scene("help", help_screen),
     Scene("pool-pressure-80x24", pressure, size=(80, 24)),
     Scene("engine-stopped", stopped),
+    Scene("timeline", timeline, size=(120, 44)),
 )
 
 

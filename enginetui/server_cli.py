@@ -33,6 +33,8 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
                        help="uvicorn's log level (default info)")
     serve.add_argument("--skip-tokenizer-init", action="store_true",
                        help="no tokenizer: prompts are token ids, outputs carry no text (for models without one)")
+    serve.add_argument("--record", metavar="FILE",
+                       help="record every step event to FILE while serving (replay it with `enginetui replay FILE`)")
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
@@ -63,6 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Bind the port, start the engine, serve until Ctrl-C / SIGTERM, then end the engine."""
     from core.engine.async_llm import AsyncLLM
     from core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
+    from enginetui import record_flag
     from enginetui.engine_flags import engine_args
     from enginetui.engine_link import startup_error
 
@@ -81,6 +84,11 @@ def run_serve(args: argparse.Namespace) -> int:
         sock.close()
         print(f"enginetui serve: could not start the engine: {startup_error(exc, kwargs)}", file=sys.stderr)
         return 2
+    recorder = record_flag.start_or_say(engine, args.record, "enginetui serve") if args.record else None
+    if args.record and recorder is None:
+        engine.shutdown()
+        sock.close()
+        return 2
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: the engine is shut down
     try:
         app = build_app(engine, args.served_model_name or args.model, api_key(args))
@@ -92,8 +100,10 @@ def run_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        engine.shutdown()
+        engine.shutdown()  # closes the recording too
         signal.signal(signal.SIGTERM, previous)
+    if recorder is not None:
+        record_flag.close_and_say(recorder, "enginetui serve")
     print("enginetui serve: stopped", file=sys.stderr)
     return 0
 

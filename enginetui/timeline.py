@@ -71,6 +71,7 @@ class Timeline:
 
     lanes: dict[str, Lane] = field(default_factory=dict)  # req_id -> lane, oldest first
     last_step: int = 0  # the latest engine step folded in
+    max_lanes: int | None = MAX_LANES  # lanes kept: the oldest ended ones go past this (None: every lane)
 
     def apply(self, event: StepEvent) -> None:
         """Fold one event: arrivals and ends from any event, each request's phase from a step's."""
@@ -91,7 +92,7 @@ class Timeline:
         self._trim()
 
     def clone(self) -> "Timeline":
-        return Timeline({k: lane.clone() for k, lane in self.lanes.items()}, self.last_step)
+        return Timeline({k: lane.clone() for k, lane in self.lanes.items()}, self.last_step, self.max_lanes)
 
     def _apply_step(self, event: StepEvent) -> None:
         step = event.step
@@ -127,8 +128,10 @@ class Timeline:
         return lane
 
     def _trim(self) -> None:
-        """Past MAX_LANES, drop the oldest lanes that have ended."""
-        excess = len(self.lanes) - MAX_LANES
+        """Past max_lanes, drop the oldest lanes that have ended."""
+        if self.max_lanes is None:
+            return
+        excess = len(self.lanes) - self.max_lanes
         if excess <= 0:
             return
         for req_id in [k for k, lane in self.lanes.items() if lane.end is not None][:excess]:

@@ -40,6 +40,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                     help="timed passes per mode (events, competing load, vLLM cores); the best is kept")
     _add_peer_args(tp)
     add_record_arg(tp)
+    _add_plot_arg(tp)
     _add_common(tp, "throughput")
 
     lat = kinds.add_parser("latency", help="online latency under Poisson arrivals (like `vllm bench serve`)",
@@ -51,6 +52,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                      help="also run vLLM's AsyncLLM on the same requests, arrivals and weights (through --vllm-python)")
     _add_peer_args(lat)
     add_record_arg(lat)
+    _add_plot_arg(lat)
     _add_common(lat, "latency")
 
     srv = kinds.add_parser("serve", help="online serving over HTTP (like `vllm bench serve`), and its overhead",
@@ -75,6 +77,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     prof.add_argument("--input-len", type=_positive, default=64, help="prompt tokens of each request (default 64)")
     prof.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before measuring (default 5)")
     prof.add_argument("--steps", type=_positive, default=20, help="decode steps averaged (default 20)")
+    _add_plot_arg(prof)
     _add_common(prof, "profile")
 
 
@@ -92,6 +95,11 @@ def _add_peer_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vllm-cores", choices=CORE_MODES, nargs="+", default=["default"], metavar="MODE",
                         help="vLLM's CPU threads: default (its own binding: one core kept for its front-end), "
                              "all (the model on every core); several: one vLLM engine each (default: default)")
+
+
+def _add_plot_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plot", metavar="PNG", help="also draw the results into this PNG (matplotlib): "
+                        "throughput against the peers, latency CDFs, or where a step's time goes (profile)")
 
 
 def _add_common(parser: argparse.ArgumentParser, module: str) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from core import SamplingParams
 from core.record.recorder import RecordingSummary
-from enginetui.bench import report
+from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
@@ -43,13 +43,15 @@ class Distribution:
     median: float  # 50th percentile
     p99: float  # 99th percentile
     count: int  # samples
+    samples: list[float] = field(default_factory=list)  # every sample (ms), ascending, when kept: the --plot CDFs
 
     @classmethod
-    def of(cls, seconds: list[float]) -> "Distribution":
+    def of(cls, seconds: list[float], keep_samples: bool = True) -> "Distribution":
         if not seconds:
             return cls(math.nan, math.nan, math.nan, 0)
         ms = np.asarray(seconds) * 1e3
-        return cls(float(ms.mean()), float(np.median(ms)), float(np.percentile(ms, 99)), len(ms))
+        kept = sorted(ms.tolist()) if keep_samples else []
+        return cls(float(ms.mean()), float(np.median(ms)), float(np.percentile(ms, 99)), len(ms), kept)
 
 
 @dataclass(slots=True)
@@ -137,7 +139,8 @@ def summarize(engine: str, competing_load: str, workload: list[BenchRequest], ti
         ttft_ms=Distribution.of([t.token_times[0] - t.sent for t in timings]),
         tpot_ms=Distribution.of([(t.done - t.token_times[0]) / (t.num_output_tokens - 1)
                                  for t in timings if t.num_output_tokens > 1]),
-        itl_ms=Distribution.of([b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:])]),
+        itl_ms=Distribution.of([b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:])],
+                               keep_samples=False),  # a sample per token: too many to keep
         e2e_ms=Distribution.of([t.done - t.sent for t in timings]),
     )
 
@@ -220,5 +223,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     report.print_latency(result)
+    if args.plot:
+        plot.save_plot(plot.latency_figure, result, args.plot)
     report.finish(result, args.json)
     return 0

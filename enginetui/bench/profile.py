@@ -25,7 +25,7 @@ from core.engine.core import EngineCore
 from core.engine.output_processor import OutputProcessor
 from core.engine.processor import Processor
 from core.engine.tokenizer import load_tokenizer
-from enginetui.bench import report
+from enginetui.bench import plot, report
 from enginetui.bench.engines import bench_engine_kwargs
 
 STAGES = ("schedule", "prepare", "forward", "sample", "update", "event")  # EngineCore.last_timings keys
@@ -131,5 +131,7 @@ def run(args: argparse.Namespace) -> ProfileResult:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     report.print_profile(result)
+    if args.plot:
+        plot.save_plot(plot.profile_figure, result, args.plot)
     report.finish(result, args.json)
     return 0

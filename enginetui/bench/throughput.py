@@ -16,7 +16,7 @@ from typing import Any
 
 from core import LLM, SamplingParams
 from core.record.recorder import RecordingSummary
-from enginetui.bench import report
+from enginetui.bench import plot, report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
 from enginetui.bench.event_counter import EventCounter, StepCounts
@@ -317,5 +317,7 @@ def run(args: argparse.Namespace) -> ThroughputResult:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     report.print_throughput(result)
+    if args.plot:
+        plot.save_plot(plot.throughput_figure, result, args.plot)
     report.finish(result, args.json)
     return 0

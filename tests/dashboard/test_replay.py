@@ -193,3 +193,21 @@ def test_snapshot_of_the_replay_and_its_timeline(snap_compare, recording, size):
 
     app = NotingReplay(ReplaySession(read_recording(recording)))
     assert snap_compare(app, terminal_size=size, run_before=jump_and_select)
+
+
+def test_replay_shows_the_text_the_engine_returned(text_opt_dir, tmp_path):
+    """A real engine's recording: prompts and outputs decoded with the recorded tokenizer, as returned live."""
+    from core import LLM, SamplingParams
+
+    path = tmp_path / "real.etrec"
+    llm = LLM(model=text_opt_dir, record=str(path), num_gpu_blocks_override=32)
+    try:
+        outs = llm.generate(["The river runs", "A class is"], SamplingParams(max_tokens=12, temperature=0))
+    finally:
+        llm.shutdown()
+    session, notes = open_session(str(path))
+    assert notes == []
+    views = session.state_at(len(session) - 1).requests
+    assert {k: (v.prompt, v.text, v.status) for k, v in views.items()} == {
+        o.request_id: (o.prompt, o.outputs[0].text, "finished") for o in outs}
+    assert all(v.ttft() > 0 for v in views.values())

@@ -5,8 +5,11 @@ from core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded
 from core.sampling_params import SamplingParams
 from enginetui.state import DashboardState
 from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Timeline
-from enginetui.widgets.timeline import lane_cells, ruler, visible_lanes
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.timeline import TimelinePanel, lane_cells, ruler, visible_lanes
 from tests.dashboard.builders import event, progress
+from tests.dashboard.conftest import SIZE
+from tests.dashboard.scenes import advance, settle, start
 
 
 def added(req_id: str, prompt: int) -> RequestAdded:
@@ -105,3 +108,28 @@ def test_the_dashboard_state_folds_the_timeline_and_clones_independently():
     for e in events[:8]:
         fresh.apply_event(e)
     assert copy == fresh  # the copy is still exactly the state after those events
+
+
+async def test_t_shows_the_live_timeline_following_the_engine_step_by_step(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        panel = app.query_one(TimelinePanel)
+        assert not panel.display  # live, it waits to be asked for
+        await pilot.press("t")
+        assert panel.display
+        assert "no requests yet" in panel.render().plain
+        for prompt in ("one two three", "four five six"):
+            app.submit(prompt, app.query_one(PromptBar).settings)
+        await settle(pilot, lambda: app.state.listed == {"r1", "r2"})  # both waiting in the engine
+        await advance(pilot, 4)
+        assert app.selected == "r1"  # the first prompt sent is followed
+        app.redraw()
+        lines = [line.rstrip() for line in panel.render().plain.splitlines()]
+        assert panel.border_title == "Timeline · steps 1–4 · t hides"
+        assert lines[1] == "▶ r1 █━━━" and lines[2] == "  r2 █━━━"  # prompts in step 1, then a token a step
+        await advance(pilot, 2)
+        app.redraw()
+        assert panel.render().plain.splitlines()[1].rstrip() == "▶ r1 █━━━━━"
+        await pilot.press("t")
+        assert not panel.display

@@ -11,6 +11,7 @@ import time
 import httpx
 
 from core.entrypoints.openai.chat_template import NO_TEMPLATE
+from core.record.reader import read_recording
 from tests.serve.conftest import REPO, ServerProcess
 
 
@@ -63,3 +64,21 @@ def test_health_is_503_once_the_engine_died_and_requests_get_an_error():
             assert r.status_code == 500 and "not running" in r.json()["error"]["message"]
     finally:
         assert srv.stop() == 0
+
+
+def test_record_writes_what_the_server_served_and_says_where(text_opt_dir, tmp_path):
+    path = tmp_path / "served.etrec"
+    srv = ServerProcess("--model", text_opt_dir, "--num-gpu-blocks-override", "32", "--record", str(path))
+    try:
+        r = httpx.post(f"{srv.url}/v1/completions", json={"model": text_opt_dir, "prompt": "hello", "max_tokens": 4},
+                       timeout=60)
+        assert r.status_code == 200
+    finally:
+        assert srv.stop() == 0
+    rec = read_recording(path)
+    assert rec.trailer is not None and rec.header.source.startswith("enginetui serve")
+    added = [a for e in rec.events() for a in e.added]
+    ends = [end for e in rec.events() for end in e.finished]
+    assert len(added) == 1 and len(ends) == 1 and ends[0].req_id == added[0].req_id and ends[0].num_output_tokens == 4
+    said = "".join(srv.lines)
+    assert f"recording every step event to {path}" in said and f"replay it with: enginetui replay {path}" in said

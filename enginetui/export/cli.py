@@ -1,0 +1,50 @@
+"""`enginetui export FILE --format perfetto OUT.json | --format csv OUT_DIR`.
+
+`enginetui/cli.py` calls `add_export_subparser`; the exporters are imported when the command runs.
+"""
+
+import argparse
+import json
+import sys
+
+
+def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
+    export = subparsers.add_parser(
+        "export", help="write a recording as a Perfetto trace (JSON) or CSV tables",
+        description="perfetto: a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing (a track "
+                    "per request with its phases; engine steps split into schedule / execute / update; counters "
+                    "for KV usage, running, waiting and batch tokens). csv: OUT is a directory; steps.csv has a "
+                    "row per engine step, requests.csv a row per request.")
+    export.add_argument("file", help="the recording (--record FILE)")
+    export.add_argument("--format", required=True, choices=("perfetto", "csv"), help="what to write")
+    export.add_argument("out", help="the JSON file (perfetto) or the directory (csv) to write")
+    export.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from core.record.format import RecordingError
+    from core.record.reader import read_recording
+
+    try:
+        recording = read_recording(args.file)
+    except (OSError, RecordingError) as exc:
+        print(f"enginetui export: {exc}", file=sys.stderr)
+        return 2
+    for note in recording.describe_problems():
+        print(f"enginetui export: {note}", file=sys.stderr)
+    try:
+        if args.format == "perfetto":
+            from enginetui.export.perfetto import perfetto_trace
+
+            with open(args.out, "w") as f:
+                json.dump(perfetto_trace(recording), f)
+            written = [args.out]
+        else:
+            from enginetui.export.tables import write_tables
+
+            written = [str(p) for p in write_tables(recording, args.out)]
+    except OSError as exc:
+        print(f"enginetui export: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"enginetui export: {len(recording)} events of {args.file} -> {', '.join(written)}", file=sys.stderr)
+    return 0

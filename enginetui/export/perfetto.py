@@ -1,0 +1,121 @@
+"""A recording as a Chrome trace-event JSON file (opens in ui.perfetto.dev and chrome://tracing).
+
+    process "engine":   thread "steps"   - a slice per engine step, split into schedule / execute / update
+                        counters         - KV usage, running, waiting, batch tokens (prefill / decode)
+    process "requests": a thread per request - its phases (waiting, prefill, decode, recompute, ...)
+                        as slices, preemptions and its end as instants
+
+Times are microseconds from the recording's first event. The request phases are the timeline's
+(enginetui/timeline.py), each step mapped to when it ran.
+"""
+
+from core.engine.events import StepEvent
+from core.record.reader import Recording
+from enginetui.export.steps import StepClock, StepSpan
+from enginetui.timeline import WAITING, Lane, Timeline
+
+ENGINE_PID, REQUESTS_PID = 1, 2  # trace processes
+STEPS_TID = 1  # the engine's step thread
+PHASE_NAMES = {"waiting": "waiting", "prefill": "prefill", "decode": "decode", "stalled": "running (no tokens this step)",
+               "requeued": "waiting (preempted)", "recompute": "recompute"}  # timeline phase -> slice name
+
+
+def perfetto_trace(recording: Recording) -> dict:
+    """The trace as a JSON-ready dict ({"traceEvents": [...], ...})."""
+    events = list(recording.events())
+    origin = events[0].time if events else 0.0
+    us = lambda t: round((t - origin) * 1e6, 3)  # noqa: E731  (time.time() -> trace microseconds)
+    trace = [_name("process_name", ENGINE_PID, 0, "engine"), _name("thread_name", ENGINE_PID, STEPS_TID, "steps"),
+             _name("process_name", REQUESTS_PID, 0, "requests")]
+    spans = []
+    for event in events:
+        if event.is_step:
+            span = StepSpan.of(event)
+            spans.append(span)
+            trace += _step_slices(event, us(span.start))
+        if not event.is_snapshot or event is events[0]:
+            trace += _counters(event, us(event.time))
+    if spans:
+        trace += _request_tracks(events, StepClock(spans), us)
+    header = recording.header
+    return {"traceEvents": trace, "displayTimeUnit": "ms",
+            "metadata": {"model": header.engine.model_name, "recorded by": header.source, "device": header.engine.device}}
+
+
+def _name(kind: str, pid: int, tid: int, name: str) -> dict:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def _slice(name: str, ts: float, dur: float, pid: int, tid: int, args: dict | None = None) -> dict:
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args or {}}
+
+
+def _instant(name: str, ts: float, pid: int, tid: int, args: dict) -> dict:
+    return {"ph": "i", "s": "t", "name": name, "ts": ts, "pid": pid, "tid": tid, "args": args}
+
+
+def _step_slices(event: StepEvent, start: float) -> list[dict]:
+    """The step and its three phases, back to back inside it."""
+    parts = [("schedule", round(event.sched_ms * 1e3, 3)), ("execute", round(event.exec_ms * 1e3, 3)),
+             ("update", round(event.update_ms * 1e3, 3))]
+    args = {"scheduled tokens": event.num_scheduled_tokens, "prefill tokens": event.num_prefill_tokens,
+            "decode tokens": event.num_decode_tokens, "requests": len(event.scheduled)}
+    out = [_slice(f"step {event.step}", start, sum(d for _, d in parts), ENGINE_PID, STEPS_TID, args)]
+    at = start
+    for name, dur in parts:
+        out.append(_slice(name, at, dur, ENGINE_PID, STEPS_TID))
+        at += dur
+    return out
+
+
+def _counters(event: StepEvent, ts: float) -> list[dict]:
+    used = event.num_blocks - event.num_free_blocks
+    values = {
+        "KV usage %": {"used": round(100.0 * used / event.num_blocks, 2) if event.num_blocks else 0.0},
+        "running": {"requests": len(event.running)},
+        "waiting": {"requests": len(event.waiting)},
+        "batch tokens": {"prefill": event.num_prefill_tokens if event.is_step else 0,
+                         "decode": event.num_decode_tokens if event.is_step else 0},
+    }
+    return [{"ph": "C", "name": name, "ts": ts, "pid": ENGINE_PID, "args": args} for name, args in values.items()]
+
+
+def _request_tracks(events: list[StepEvent], clock: StepClock, us) -> list[dict]:
+    """A thread per request: its phases as slices, its preemptions and its end as instants."""
+    timeline, arrivals, ends, preemptions = Timeline(), {}, {}, {}
+    for event in events:
+        timeline.apply(event)
+        for added in event.added:
+            arrivals[added.req_id] = added.arrival_time
+        for end in (*event.finished, *event.rejected):
+            ends.setdefault(end.req_id, (event.time, end))
+        for pre in event.preempted:
+            preemptions[(pre.req_id, event.step)] = (event.time, pre)
+    out = []
+    for tid, lane in enumerate(timeline.lanes.values(), start=1):
+        out.append(_name("thread_name", REQUESTS_PID, tid, lane.req_id))
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": REQUESTS_PID, "tid": tid, "args": {"sort_index": tid}})
+        out += _lane_slices(lane, clock, arrivals.get(lane.req_id), us, tid)
+        for step in lane.preemptions:
+            when, pre = preemptions[(lane.req_id, step)]
+            out.append(_instant("preempted", us(when), REQUESTS_PID, tid,
+                                {"step": step, "lost tokens": pre.lost_tokens, "freed blocks": pre.freed_blocks}))
+        if lane.req_id in ends:
+            when, end = ends[lane.req_id]
+            out.append(_instant(f"end: {end.reason}", us(when), REQUESTS_PID, tid,
+                                {"detail": end.detail, "output tokens": end.num_output_tokens}))
+    return out
+
+
+def _lane_slices(lane: Lane, clock: StepClock, arrival: float | None, us, tid: int) -> list[dict]:
+    out, last_end = [], None
+    for phase, first, last in lane.segments:
+        start, end = clock.span(first).start, clock.span(last).end
+        if phase == WAITING and first == lane.first_step and arrival is not None:
+            start = min(arrival, start)  # it waited from its arrival, before the step
+        if last_end is not None:
+            start = max(start, last_end)  # a step missing from the recording: never overlap the previous phase
+        last_end = end
+        out.append(_slice(PHASE_NAMES[phase], us(start), max(0.0, round(us(end) - us(start), 3)), REQUESTS_PID, tid,
+                          {"steps": f"{first}-{last}" if last > first else str(first)}))
+    return out

@@ -1,0 +1,126 @@
+"""`enginetui export`: a recording of a FakeEngine run (chunked prefill, a preemption and its
+recompute) as a Chrome trace-event file, checked against the format's rules (and loaded by
+Perfetto's trace processor when it can run here), and as CSV tables."""
+
+import asyncio
+import csv
+import json
+
+import pytest
+
+from core.record.reader import read_recording
+from enginetui.cli import main
+from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
+from tests.dashboard.fake_recording import record_fake_run
+
+PHASES = {"X", "C", "M", "i"}  # the trace-event phases the export writes
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> str:
+    return asyncio.run(record_fake_run(tmp_path_factory.mktemp("export") / "run.etrec"))
+
+
+def check_trace_event_format(trace: dict) -> None:
+    """The JSON Object Format's rules for the phases used: fields and types, and complete events
+    ("X") on one thread nested (a slice ends before its parent does), as trace viewers require."""
+    assert isinstance(trace["traceEvents"], list) and trace["displayTimeUnit"] in ("ms", "ns")
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in trace["traceEvents"]:
+        assert e["ph"] in PHASES and isinstance(e["name"], str) and isinstance(e["pid"], int), e
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "thread_sort_index") and e["args"], e
+            continue
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+        if e["ph"] == "C":
+            assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values()), e
+        elif e["ph"] == "i":
+            assert e["s"] in ("t", "p", "g") and isinstance(e["tid"], int), e
+        else:
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0 and isinstance(e["tid"], int), e
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for slices in by_thread.values():
+        open_ends: list[float] = []
+        for start, end in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + 1e-6, (start, end, open_ends)
+            open_ends.append(end)
+
+
+def test_the_trace_follows_the_trace_event_format(recording):
+    trace = perfetto_trace(read_recording(recording))
+    check_trace_event_format(trace)
+    json.dumps(trace)  # plain JSON
+
+
+def test_engine_steps_are_slices_split_into_schedule_execute_update_with_counters(recording):
+    rec = read_recording(recording)
+    events = [e for e in rec.events() if e.is_step]
+    trace = perfetto_trace(rec)["traceEvents"]
+    steps = [e for e in trace if e["ph"] == "X" and (e["pid"], e["tid"]) == (ENGINE_PID, STEPS_TID)]
+    assert [e["name"] for e in steps[:4]] == ["step 1", "schedule", "execute", "update"]
+    assert len(steps) == 4 * len(events) == 240
+    first, parts = steps[0], steps[1:4]
+    assert first["dur"] == pytest.approx(sum(p["dur"] for p in parts))
+    assert first["dur"] == pytest.approx((events[0].sched_ms + events[0].exec_ms + events[0].update_ms) * 1e3)
+    assert first["args"]["scheduled tokens"] == events[0].num_scheduled_tokens
+    counters = {e["name"] for e in trace if e["ph"] == "C"}
+    assert counters == {"KV usage %", "running", "waiting", "batch tokens"}
+    full = [e for e in trace if e["ph"] == "C" and e["name"] == "KV usage %" and e["args"]["used"] == 100.0]
+    assert full  # the 16-block pool filled up (that is why r6 was preempted)
+
+
+def test_each_request_has_a_track_with_its_phases_a_preemption_and_its_end(recording):
+    trace = perfetto_trace(read_recording(recording))["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"
+             and e["pid"] == REQUESTS_PID}
+    assert sorted(names.values()) == [f"r{i}" for i in range(1, 7)]
+    r6 = next(tid for tid, name in names.items() if name == "r6")
+    track = sorted((e for e in trace if e["pid"] == REQUESTS_PID and e.get("tid") == r6 and e["ph"] in "Xi"),
+                   key=lambda e: e["ts"])
+    assert [e["name"] for e in track] == ["waiting", "prefill", "decode", "preempted", "waiting (preempted)",
+                                          "recompute", "decode", "end: length"]
+    assert track[3]["args"]["step"] == 27 and track[3]["args"]["lost tokens"] == 32
+    assert track[5]["args"]["steps"] == "33"
+
+
+def test_perfetto_trace_processor_loads_it(recording, tmp_path):
+    """Perfetto's own parser (it needs its trace_processor_shell binary: skipped when it cannot get it)."""
+    tp_module = pytest.importorskip("perfetto.trace_processor")
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(perfetto_trace(read_recording(recording))))
+    try:
+        tp = tp_module.TraceProcessor(trace=str(path), config=tp_module.TraceProcessorConfig(load_timeout=20))
+    except Exception as exc:  # offline: the binary cannot be downloaded
+        pytest.skip(f"Perfetto's trace processor cannot run here: {str(exc).splitlines()[0][:200]}")
+    try:
+        slices = tp.query("select count(*) as n from slice").as_pandas_dataframe()["n"][0]
+        threads = set(tp.query("select name from thread").as_pandas_dataframe()["name"])
+    finally:
+        tp.close()
+    assert slices >= 240 and {f"r{i}" for i in range(1, 7)} <= threads
+
+
+def test_csv_tables_have_a_row_per_step_and_per_request(recording, tmp_path):
+    assert main(["export", recording, "--format", "csv", str(tmp_path / "tables")]) == 0
+    steps = list(csv.DictReader((tmp_path / "tables" / "steps.csv").open()))
+    requests = {r["req_id"]: r for r in csv.DictReader((tmp_path / "tables" / "requests.csv").open())}
+    assert [int(r["step"]) for r in steps] == list(range(1, 61))
+    assert int(steps[26]["preempted"]) == 1 and steps[26]["step"] == "27"
+    assert sum(int(r["decode_tokens"]) + int(r["prefill_tokens"]) for r in steps) == sum(
+        int(r["scheduled_tokens"]) for r in steps)
+    assert sorted(requests) == [f"r{i}" for i in range(1, 7)]
+    r6 = requests["r6"]
+    assert r6["preemptions"] == "1" and r6["prefill_chunks"] == "2" and r6["finish_reason"] == "length"
+    assert int(r6["output_tokens"]) == 52 and float(r6["e2e_s"]) > float(r6["ttft_s"]) > 0
+
+
+def test_the_command_writes_the_trace_and_refuses_what_it_cannot_read(recording, tmp_path, capsys):
+    out = tmp_path / "trace.json"
+    assert main(["export", recording, "--format", "perfetto", str(out)]) == 0
+    assert json.loads(out.read_text())["traceEvents"]
+    assert "67 events of" in capsys.readouterr().err
+    (tmp_path / "junk").write_bytes(b"junk")
+    assert main(["export", str(tmp_path / "junk"), "--format", "csv", str(tmp_path / "t")]) == 2
+    assert "is not an enginetui recording" in capsys.readouterr().err
