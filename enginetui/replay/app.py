@@ -276,7 +276,7 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
             ("engine", f"{header.engine.model_name} · {header.engine.device} · {header.engine.dtype} · "
                        f"{header.engine.num_blocks} blocks × {header.engine.block_size} tok"),
             ("holds", f"{len(rec)} events · steps {first}–{last} · {self.session.seconds_at(len(rec) - 1):.2f} s"),
-            ("text", "decoded with the recorded tokenizer" if header.tokenizer else "token ids only (no tokenizer)"),
+            ("text", "decoded with the recorded tokenizer" if header.tokenizer else "none: the recording has no tokenizer"),
         ]
         return rows + [("note", note) for note in self.file_notes]
 
