@@ -2,7 +2,8 @@
 
 Times are seconds from the recording's first event; spans (queue, TTFT, end to end) are seconds.
 The request rows are the dashboard's own fold of the events (enginetui/state.py) and the
-timeline's count of prefill chunks, so they say what the dashboard said.
+timeline's count of prefill chunks, so they say what the dashboard said; a request's first token
+is the step event that carried it.
 """
 
 import csv
@@ -28,12 +29,14 @@ def write_tables(recording: Recording, out_dir: str | Path) -> list[Path]:
     events = list(recording.events())
     origin = events[0].time if events else 0.0
     state = DashboardState(timeline=Timeline(max_lanes=None))
-    steps = []
+    steps, first_tokens = [], {}
     for event in events:
         state.apply_event(event)
         if event.is_step:
             steps.append(_step_row(event, origin))
-    requests = [_request_row(view, state, origin) for view in state.requests.values()]
+            for req_id in event.new_token_ids:
+                first_tokens.setdefault(req_id, event.time)  # the step that produced its first token
+    requests = [_request_row(view, state, first_tokens.get(view.req_id), origin) for view in state.requests.values()]
     paths = [out / "steps.csv", out / "requests.csv"]
     for path, columns, rows in zip(paths, (STEP_COLUMNS, REQUEST_COLUMNS), (steps, requests)):
         with path.open("w", newline="") as f:
@@ -52,14 +55,14 @@ def _step_row(e, origin: float) -> tuple:
             len(e.finished))
 
 
-def _request_row(view, state: DashboardState, origin: float) -> tuple:
+def _request_row(view, state: DashboardState, first_token: float | None, origin: float) -> tuple:
     lane = state.timeline.lanes.get(view.req_id)
     at = lambda t: "" if t is None else _s(t - origin)  # noqa: E731
-    span = lambda s: "" if s is None else _s(s)  # noqa: E731
-    e2e = None if view.finished_time is None or view.arrival_time is None else view.finished_time - view.arrival_time
+    since_arrival = lambda t: "" if t is None or view.arrival_time is None else _s(t - view.arrival_time)  # noqa: E731
     return (view.req_id, view.num_prompt_tokens, view.num_output_tokens, view.max_tokens, view.num_cached_tokens,
-            at(view.arrival_time), at(view.first_scheduled_time), at(view.first_token_time), at(view.finished_time),
-            span(view.queue_time()), span(view.ttft()), span(e2e), view.num_preemptions,
+            at(view.arrival_time), at(view.first_scheduled_time), at(first_token), at(view.finished_time),
+            since_arrival(view.first_scheduled_time), since_arrival(first_token), since_arrival(view.finished_time),
+            view.num_preemptions,
             lane.num_chunks if lane else 0, view.finish_reason or "", view.detail)
 
 
