@@ -33,6 +33,7 @@ from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
 from enginetui.widgets.event_log import EventLog
 from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.model_panel import ModelPanel
 from enginetui.widgets.palette import request_color
 from enginetui.widgets.pool_grid import PoolGrid
 from enginetui.widgets.process_panel import (
@@ -146,6 +147,7 @@ class EngineTUI(App[None]):
                 yield QueuesPanel(id="queues", classes="panel")
                 yield RequestDetail(id="detail", classes="panel")
             with Vertical(id="right"):
+                yield ModelPanel(id="model", classes="panel")
                 yield PoolGrid(id="pool", classes="panel")
                 yield StepPanel(id="step", classes="panel")
                 yield Sparklines(id="sparks", classes="panel")
@@ -186,6 +188,7 @@ class EngineTUI(App[None]):
         restartable = self.phase == "stopped" and self._reopen is not None
         title.show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
                    s.step_interval_ms, self.random_weights, "r restarts" if restartable else "")
+        self.query_one(ModelPanel).show(self.engine.info, self.random_weights)
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)

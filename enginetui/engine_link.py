@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from core.engine.events import StepEvent
+from core.engine.processor import EngineInfo
 from core.outputs import RequestOutput
 from core.sampling_params import SamplingParams
 from enginetui.settings import SamplingSettings
@@ -24,6 +25,9 @@ class Engine(Protocol):
 
     @property
     def device(self) -> str: ...
+
+    @property
+    def info(self) -> EngineInfo: ...  # the started engine's model, limits and KV pool (the model panel)
 
     @property
     def tokenizer(self): ...  # the engine's HF tokenizer: decodes others' requests (None: no text for them)

@@ -29,6 +29,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from core.engine.events import StepEvent, decode_event
+from core.engine.processor import EngineInfo
 from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
 from enginetui.request_names import RequestNames
@@ -48,7 +49,8 @@ class RemoteEngine:
     def __init__(self, url: str, api_key: str | None, info: dict, tokenizer) -> None:
         self.url = url.rstrip("/")  # http://HOST:PORT
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}  # sent on every call
-        self.info = info  # the server's /v1/enginetui/info
+        self.served = info  # the server's /v1/enginetui/info
+        self.info = msgspec.convert(info["engine"], EngineInfo)  # the served engine's model, limits and pool
         self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
         self.names = RequestNames(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
         self._http: httpx.AsyncClient | None = None  # opened in the app's event loop
@@ -67,15 +69,15 @@ class RemoteEngine:
 
     @property
     def engine_pid(self) -> int | None:
-        return self.info.get("engine_pid")
+        return self.served.get("engine_pid")
 
     @property
     def model_name(self) -> str:
-        return self.info["served_model_name"]
+        return self.served["served_model_name"]
 
     @property
     def device(self) -> str:
-        return f"{self.info['device']} · {self.url}"
+        return f"{self.info.device} · {self.url}"
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -85,7 +87,7 @@ class RemoteEngine:
         body = {**msgspec.structs.asdict(params), "prompt": prompt, "stream": True, "return_token_ids": True,
                 "model": self.model_name}
         if body["max_tokens"] is None:
-            body["max_tokens"] = self.info["max_model_len"]  # up to max_model_len (the server caps it)
+            body["max_tokens"] = self.served["max_model_len"]  # up to max_model_len (the server caps it)
         if body["stop"] is None:
             body["stop"] = []
         out = _Assembly(request_id, prompt)

@@ -38,8 +38,9 @@ class StepPanel(Widget):
 
     def show(self, event: StepEvent | None, dropped: int) -> None:
         self._event, self._dropped = event, dropped
-        if event is not None:
-            self.border_title = f"Step {event.step}" + (" · snapshot" if event.is_snapshot else "")
+        if event is not None:  # the step's whole time in the title: its parts fit one line in 80 columns
+            total = event.sched_ms + event.exec_ms + event.update_ms
+            self.border_title = f"Step {event.step} · {total:.1f} ms" + (" · snapshot" if event.is_snapshot else "")
         self.refresh()
 
     def render(self) -> Text:
@@ -54,8 +55,7 @@ class StepPanel(Widget):
         text.append(f" · {count(len(e.scheduled), 'req')}")
         if e.prefix_cache_queries:
             text.append(f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%")
-        total = e.sched_ms + e.exec_ms + e.update_ms
-        text.append(f"\n{total:.1f} ms = sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f}")
+        text.append(f"\nsched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
         if self._dropped:
             text.append(f"\n{count(self._dropped, 'event')} dropped (dashboard slower than engine)", style=DIM)
         return text

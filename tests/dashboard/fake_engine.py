@@ -23,6 +23,7 @@ from core.engine.events import (
     RequestProgress,
     StepEvent,
 )
+from core.engine.processor import EngineInfo
 from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
 
@@ -87,6 +88,13 @@ class FakeEngine:
     ) -> None:
         self.model_name = "fake-opt"
         self.device = "cpu"
+        # What the model panel shows: facebook/opt-125m's figures in float32, this fake's pool and limits.
+        self.info = EngineInfo(
+            model_name=self.model_name, model_dir=None, architecture="OPTForCausalLM", num_parameters=125_239_296,
+            kv_bytes_per_token=2 * 12 * 768 * 4, vocab_size=len(WORDS) + 1000, max_model_len=max_model_len,
+            num_blocks=num_blocks, block_size=block_size, device=self.device, dtype="float32", eos_token_ids=[],
+            default_sampling={}, pid=engine_pid or 0,
+        )
         self.tokenizer = None  # its requests all come from the app: no one else's to decode
         self.engine_pid = engine_pid
         self.num_blocks = num_blocks

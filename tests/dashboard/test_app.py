@@ -11,6 +11,7 @@ from enginetui.app import EngineTUI
 from enginetui.settings import SamplingSettings
 from enginetui.widgets.event_log import EventLog
 from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.model_panel import ModelPanel
 from enginetui.widgets.palette import request_color
 from enginetui.widgets.pool_grid import PoolGrid
 from enginetui.widgets.prompt_bar import PromptBar
@@ -307,6 +308,30 @@ async def test_r_restarts_a_dead_engine_with_the_request_history_kept():
         assert "▶ running" in shown(app, TitleBar)
         await pilot.press("q")
     assert engines[1].shutdown_called
+
+
+async def test_the_model_panel_shows_the_engines_facts_at_80x24_and_a_restarted_engines():
+    engines = [FakeEngine(autostep=False), FakeEngine(autostep=False, num_blocks=32, block_size=8)]
+    reopened = iter(engines[1:])
+    app = RecordingApp(engines[0], reopen=lambda: next(reopened), random_weights=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(pilot)
+        panel = app.query_one(ModelPanel)
+        # The right column is 36 cells wide inside its frames: facts wrap whole, none is cut.
+        assert shown(app, ModelPanel).splitlines() == [
+            "OPTForCausalLM · 125.2M params",
+            "random weights · float32",
+            "context 512 tok · KV 72 KiB/tok",
+            "pool 1024 tok = 72 MiB",  # 64 blocks × 16 tokens, × 72 KiB
+        ]
+        assert panel.outer_size.height == 4 + 2  # all its lines, and its frame
+        engines[0].die("EngineCore exited with code -9")
+        await settle(pilot, lambda: app.phase == "stopped")
+        await pilot.press("r")
+        await settle(pilot, lambda: app.phase == "ready")
+        await pilot.pause(0.1)
+        assert shown(app, ModelPanel).splitlines()[-1] == "pool 256 tok = 18 MiB"  # 32 blocks × 8 tokens
+        await pilot.press("q")
 
 
 async def test_help_lists_every_key(make_app):

@@ -3,6 +3,7 @@
 from core.engine.events import RequestProgress
 from enginetui.plural import count
 from enginetui.state import RequestView
+from enginetui.widgets.model_panel import binary_size, short_count
 from enginetui.widgets.pool_grid import blocks_per_cell, pool_text
 from enginetui.widgets.queues import queue_line
 from enginetui.widgets.request_detail import detail_text
@@ -86,6 +87,12 @@ def test_the_requests_list_keeps_the_newest_rows_and_the_selection_in_view():
 def test_counts_are_singular_or_plural():
     assert count(1, "block") == "1 block" and count(0, "block") == "0 blocks" and count(2, "req") == "2 reqs"
     assert count(3, "entry", "entries") == "3 entries"
+
+
+def test_model_figures_are_short_and_keep_three_digits():
+    assert [short_count(n) for n in (512, 12_345, 125_239_296, 1_100_048_384)] == ["512", "12.3K", "125.2M", "1.10B"]
+    assert [binary_size(n) for n in (512, 1536, 73_728, 301_989_888, 3 * 2**30)] == [
+        "512 B", "1.5 KiB", "72 KiB", "288 MiB", "3.0 GiB"]
 
 
 def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_length():

@@ -12,9 +12,10 @@ from textual.pilot import Pilot
 from enginetui.app import EngineTUI
 from enginetui.remote_engine import AttachError, RemoteEngine
 from enginetui.settings import SamplingSettings
+from enginetui.widgets.model_panel import ModelPanel
 from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
-from tests.serve.conftest import API_KEY
+from tests.serve.conftest import API_KEY, NUM_BLOCKS
 
 SIZE = (120, 40)
 WAIT_S = 60.0  # every wait below is bounded by this
@@ -53,6 +54,8 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
         await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").render()), "EngineCore's reading")
+        model = app.query_one(ModelPanel).render().plain  # the served engine's EngineInfo, from /info
+        assert model.startswith(remote.info.architecture) and f"pool {NUM_BLOCKS * remote.info.block_size} tok" in model
         out = await client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0,
                                               extra_body={"ignore_eos": True})
         await wait_for(pilot, lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,

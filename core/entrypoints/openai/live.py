@@ -1,6 +1,6 @@
 """/v1/enginetui/*: what an attached dashboard needs beyond the OpenAI API.
 
-    GET  /v1/enginetui/info           model, served name, limits, EngineCore pid and device (JSON)
+    GET  /v1/enginetui/info           model, served name, limits, EngineCore pid and device, EngineInfo (JSON)
     WS   /v1/enginetui/events         step events, one msgpack StepEvent per binary frame; the first
                                       is a snapshot with every live request's prompt and output so far
                                       (greeting.py), so a late attach draws the whole state at once
@@ -53,6 +53,7 @@ def add_routes(app: FastAPI, served: ServedModel) -> None:
             "served_model_name": served.name, "model": engine.model_name, "device": engine.device,
             "engine_pid": engine.engine_pid, "max_model_len": served.max_model_len,
             "has_tokenizer": served.tokenizer is not None,
+            "engine": msgspec.to_builtins(engine.info),  # EngineInfo: the attached dashboard's model panel
         })
 
     @app.websocket(f"{PREFIX}/events")

@@ -1,0 +1,81 @@
+"""Model panel: what the engine runs, from the EngineInfo it sends once it has started (architecture,
+parameters, dtype, context length, KV bytes per token, the KV pool in tokens and bytes)."""
+
+from rich.text import Text
+from textual.widget import Widget
+
+from core.engine.processor import EngineInfo
+from enginetui.widgets.palette import DIM
+
+RANDOM_WEIGHTS_STYLE = "bold #d19a66"  # the same warning colour as in the title bar
+SEPARATOR = " · "
+
+
+def short_count(n: int) -> str:
+    """125239296 -> "125.2M", 1100048384 -> "1.10B", 512 -> "512"."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.2f}{unit}" if value < 10 else f"{value:.1f}{unit}"
+    return str(n)
+
+
+def binary_size(num_bytes: int) -> str:
+    """36864 -> "36 KiB", 301989888 -> "288 MiB", 1536 -> "1.5 KiB" (1024-based units)."""
+    value, unit = float(num_bytes), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}" if unit != "B" and value < 10 else f"{value:.0f} {unit}"
+
+
+def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
+    """The panel's facts, each kept whole on one line."""
+    items = [Text(info.architecture, style="bold"), Text(f"{short_count(info.num_parameters)} params")]
+    if random_weights:
+        items.append(Text("random weights", style=RANDOM_WEIGHTS_STYLE))
+    pool_bytes = info.kv_pool_tokens * info.kv_bytes_per_token
+    items += [
+        Text(info.dtype),
+        Text(f"context {info.max_model_len} tok"),
+        Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"),
+        Text(f"pool {info.kv_pool_tokens} tok = {binary_size(pool_bytes)}"),
+    ]
+    return items
+
+
+def wrap_items(items: list[Text], width: int) -> Text:
+    """The items joined by " · ", a new line instead wherever the next one would not fit in `width`."""
+    text, line_length = Text(), 0
+    for item in items:
+        if line_length and line_length + len(SEPARATOR) + len(item) > width:
+            text.append("\n")
+            line_length = 0
+        elif line_length:
+            text.append(SEPARATOR, style=DIM)
+            line_length += len(SEPARATOR)
+        text.append_text(item)
+        line_length += len(item)
+    return text
+
+
+class ModelPanel(Widget):
+    """The model and its KV cache in a few words; as many lines as the width needs."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._items: list[Text] = []  # the facts on show (none before the engine has started)
+        self.border_title = "Model"
+
+    def show(self, info: EngineInfo, random_weights: bool) -> None:
+        items = model_items(info, random_weights)
+        if items != self._items:
+            self._items = items
+            self.refresh(layout=True)  # the line count may change
+
+    def render(self) -> Text:
+        return wrap_items(self._items, self.content_size.width)
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(wrap_items(self._items, width).split("\n")) if self._items else 1
