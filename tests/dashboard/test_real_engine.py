@@ -1,25 +1,32 @@
 """The dashboard on the REAL engine: AsyncLLM with EngineCore in its child process, the embedded
-default model. Slower than the FakeEngine tests (seconds: the child starts and loads the model),
-so there are only two, each bounded in time."""
+default model (and a Llama-family directory). Slower than the FakeEngine tests (seconds: the
+child starts and loads the model), so there are only three, each bounded in time."""
 
 import asyncio
+import json
+import math
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
+from safetensors import safe_open
 from textual.pilot import Pilot
 
 from core.engine.async_llm import AsyncLLM
+from core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.app import EngineTUI
 from enginetui.engine_link import open_engine
 from enginetui.settings import SamplingSettings
+from enginetui.widgets.model_panel import ModelPanel, binary_size, short_count
 from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
 from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.conftest import SIZE
+from tests.models.families import make_family_dir
 
 ENGINE_ARGS = {"model": None, "num_gpu_blocks_override": 64, "seed": 0, "device": "cpu"}  # embedded model
 
@@ -147,3 +154,33 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
     finally:
         engine.shutdown()
         app.engine.shutdown()
+
+
+@pytest.mark.timeout(120)
+async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tmp_path):
+    """`enginetui --model <Llama dir>`: a random-weight LlamaForCausalLM (GQA) with the embedded
+    model's tokenizer streams a typed prompt; the model panel shows what the engine loaded."""
+    model_dir = tmp_path / "llama"
+    make_family_dir(model_dir, "llama", vocab_size=4096)  # the embedded tokenizer's vocabulary
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(DEFAULT_MODEL_DIR / name, model_dir / name)
+    config = json.loads((model_dir / "config.json").read_text())
+    with safe_open(model_dir / "model.safetensors", "pt") as weights:
+        num_parameters = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+    head_size = config["hidden_size"] // config["num_attention_heads"]
+    kv_bytes = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_size * 4  # K and V, fp32
+    log_file = str(tmp_path / "engine.log")
+    engine = open_engine({**ENGINE_ARGS, "model": str(model_dir), "num_gpu_blocks_override": 32}, log_file=log_file)
+    app = EngineTUI(engine, seed=0, log_file=log_file)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            await pilot.press(*"Once upon a time", "enter", "escape")
+            await wait_for(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
+            model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
+            assert model == (f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
+                             f"{config['max_position_embeddings']} tok · KV {binary_size(kv_bytes)}/tok · "
+                             f"pool 512 tok = {binary_size(512 * kv_bytes)}")  # 32 blocks of 16 tokens
+            await pilot.press("q")
+    finally:
+        engine.shutdown()

@@ -116,7 +116,7 @@ def test_paged_attention_rejects_unsupported_shapes():
 
 
 @pytest.mark.parametrize("key_dtype,cache_dtype,block_size", KV_WRITE_CASES, ids=str)
-@pytest.mark.parametrize("head_size", [16, 80, 96])
+@pytest.mark.parametrize("head_size", [16, 64, 80, 96, 128, 256])  # every family head size
 def test_reshape_and_cache_matches_reference(key_dtype, cache_dtype, block_size, head_size):
     w = kv_write(key_dtype, cache_dtype, block_size, head_size)
     reshape_and_cache_triton(w.key, w.value, w.key_cache, w.value_cache, w.slot_mapping)
