@@ -21,7 +21,7 @@ def detail_text(view: RequestView, now: float | None, block_size: int) -> Text:
     text = Text()
     text.append(view.status.upper(), style=STATUS_STYLES[view.status])
     if view.status == "sent":  # the engine has not listed it yet: no tokens, no timings
-        text.append(f" · not yet listed by the engine · up to {view.max_tokens} tokens to generate")
+        text.append(f" · not yet listed by the engine · up to {count(view.max_tokens, 'token')} to generate")
         text.append(f"\nprompt · {count(len(view.prompt), 'character')}\n", style="bold")
         return text.append(view.prompt, style=DIM)
     text.append(f" · {view.num_computed_tokens}/{view.num_tokens} tok computed")

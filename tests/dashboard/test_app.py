@@ -521,11 +521,11 @@ async def test_the_essentials_show_at_every_designed_size(size):
         for essential in (
             "budget ", "KV pool · ", f"running {len(queues.running)}/8", f"waiting {len(queues.waiting)}",
             f"r3 · {view.status}", f"{view.status.upper()} · {view.num_computed_tokens}/{view.num_tokens} tok",
-            "space Resume", "? Help", "q Quit",
+            "space Resume", "? Help", "q Quit", "OPTForCausalLM · 125.2M params", "random weights",
         ):
             assert essential in screen, f"{essential!r} is not on the {size[0]}x{size[1]} screen"
         wide = size[0] >= 120
-        assert ("random weights" in lines[0]) == wide  # room for the whole title only when wide
+        assert ("random weights" in lines[0]) == wide  # the whole title only when wide (the model panel: always)
         assert ("Event log" in screen) == (size[1] >= 30)  # short terminals drop the log and sparklines
 
 

@@ -101,3 +101,6 @@ def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_lengt
     text = detail_text(view, None, 16).plain
     assert text == ("SENT · not yet listed by the engine · up to 64 tokens to generate\n"
                     "prompt · 16 characters\nOnce upon a time")
+    one = RequestView("r2", 1, prompt="A", status="sent", max_tokens=1)
+    assert detail_text(one, None, 16).plain == ("SENT · not yet listed by the engine · up to 1 token to generate\n"
+                                                "prompt · 1 character\nA")
