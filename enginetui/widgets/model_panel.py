@@ -38,9 +38,9 @@ def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
     pool_bytes = info.kv_pool_tokens * info.kv_bytes_per_token
     items += [
         Text(info.dtype),
-        Text(f"context {info.max_model_len} tok"),
+        Text(f"context {info.max_model_len:,} tok"),
         Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"),
-        Text(f"pool {info.kv_pool_tokens} tok = {binary_size(pool_bytes)}"),
+        Text(f"pool {info.kv_pool_tokens:,} tok = {binary_size(pool_bytes)}"),
     ]
     return items
 

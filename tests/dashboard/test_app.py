@@ -322,7 +322,7 @@ async def test_the_model_panel_shows_the_engines_facts_at_80x24_and_a_restarted_
             "OPTForCausalLM · 125.2M params",
             "random weights · float32",
             "context 512 tok · KV 72 KiB/tok",
-            "pool 1024 tok = 72 MiB",  # 64 blocks × 16 tokens, × 72 KiB
+            "pool 1,024 tok = 72 MiB",  # 64 blocks × 16 tokens, × 72 KiB
         ]
         assert panel.outer_size.height == 4 + 2  # all its lines, and its frame
         engines[0].die("EngineCore exited with code -9")

@@ -179,7 +179,7 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
             await wait_for(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
             model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
             assert model == (f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
-                             f"{config['max_position_embeddings']} tok · KV {binary_size(kv_bytes)}/tok · "
+                             f"{config['max_position_embeddings']:,} tok · KV {binary_size(kv_bytes)}/tok · "
                              f"pool 512 tok = {binary_size(512 * kv_bytes)}")  # 32 blocks of 16 tokens
             await pilot.press("q")
     finally:
