@@ -93,6 +93,8 @@ class EngineTUI(App[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     # App actions that still apply while the prompt box has the focus (the rest are letters typed there)
     TYPING_ACTIONS = frozenset({"quit", "select"})
+    # App actions that act on the engine: dimmed in the footer, and doing nothing, while there is none ready
+    ENGINE_ACTIONS = frozenset({"pause", "resume", "step", "burst", "pace", "abort"})
 
     selected: var[str | None] = var(None)  # id of the request shown in full
     phase: var[str] = var("starting")  # starting | ready | stopped
@@ -415,10 +417,13 @@ class EngineTUI(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Which keys apply (the footer shows only those): in the prompt box only TYPING_ACTIONS (the
-        other keys type text); `r` only once the engine has stopped and can be started again; space
-        pauses a running engine and resumes a paused one."""
+        other keys type text); the engine's keys dimmed (None) while it is starting or stopped; `r` only
+        once the engine has stopped and can be started again; space pauses a running engine and resumes
+        a paused one."""
         if isinstance(self.focused, Input) and action not in self.TYPING_ACTIONS:
             return False
+        if action in self.ENGINE_ACTIONS and self.phase != "ready":
+            return None
         if action == "restart":
             return self.phase == "stopped" and self._reopen is not None
         if action in ("pause", "resume"):  # space is one or the other

@@ -36,6 +36,8 @@ class PsutilProbe:
             if self._process is None or self._process.pid != pid:
                 self._process = psutil.Process(pid)
             with self._process.oneshot():
+                if self._process.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped: nothing runs
+                    return None
                 cpu = self._process.cpu_percent(interval=None)
                 rss = self._process.memory_info().rss
         except psutil.Error:

@@ -271,7 +271,13 @@ async def test_engine_death_is_a_message_not_a_traceback(make_app):
         assert app.state.requests["r1"].status == "error"
         assert ("error", "EngineCore exited with code -9") in app.notes  # no reopen given: no restart offered
         assert "restart" not in footer_actions(app)
+        # The engine's keys stay in the footer, dimmed, and do nothing; the rest still work.
+        assert set(footer_actions(app)) == {"focus_prompt", "help", "close"}
+        dimmed = {b.action for _, b, enabled, _ in app.screen.active_bindings.values() if b.show and not enabled}
+        assert dimmed == {"pause", "step", "burst", "pace(1)", "pace(-1)"}
         await pilot.press("b")
+        assert len(app.state.requests) == 1 and app.focused is None  # no burst, and no prompt box opened by b
+        await pilot.press("i", *"hi", "enter")
         assert ("error", "the engine is not running") in app.notes
 
 
