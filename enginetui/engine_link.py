@@ -27,7 +27,7 @@ class Engine(Protocol):
     def device(self) -> str: ...
 
     @property
-    def info(self) -> EngineInfo: ...  # the started engine's model, limits and KV pool (the model panel)
+    def info(self) -> EngineInfo | None: ...  # the started engine's model, limits and pool (None: not known)
 
     @property
     def tokenizer(self): ...  # the engine's HF tokenizer: decodes others' requests (None: no text for them)

@@ -34,6 +34,7 @@ class EventObserver:
         self.engine_pid = engine_pid  # the EngineCore process the process panel samples
         self.model_name = "benchmark"  # shown in the title bar
         self.device = "cpu"  # shown in the process panel
+        self.info = None  # the model is not known from the events: the model panel says so
         self.tokenizer = None  # requests' text is not decoded (the load is the events and the drawing)
         self.events_seen = 0  # step events received (updates and snapshots excluded)
         self.missed = MissedEvents()  # step events the publisher dropped for us

@@ -65,11 +65,11 @@ class ModelPanel(Widget):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._items: list[Text] = []  # the facts on show (none before the engine has started)
+        self._items: list[Text] = []  # the facts on show (none before the first redraw)
         self.border_title = "Model"
 
-    def show(self, info: EngineInfo, random_weights: bool) -> None:
-        items = model_items(info, random_weights)
+    def show(self, info: EngineInfo | None, random_weights: bool) -> None:
+        items = model_items(info, random_weights) if info is not None else [Text("not known", style=DIM)]
         if items != self._items:
             self._items = items
             self.refresh(layout=True)  # the line count may change

@@ -340,6 +340,16 @@ async def test_the_model_panel_shows_the_engines_facts_at_80x24_and_a_restarted_
         await pilot.press("q")
 
 
+async def test_the_model_panel_says_when_the_engine_did_not_describe_its_model():
+    engine = FakeEngine(autostep=False)
+    engine.info = None  # an engine known from its events only (the benchmark's watching dashboard)
+    app = RecordingApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        assert shown(app, ModelPanel) == "not known"
+        await pilot.press("q")
+
+
 async def test_help_lists_every_key(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:
