@@ -30,7 +30,8 @@ from enginetui.widgets.prompt_bar import PromptBar
 
 SIZE = (120, 36)  # terminal columns, rows
 ENGINE_ARGS: dict[str, Any] = {"model": None, "num_gpu_blocks_override": 48, "seed": 0}  # embedded model, small pool
-SETTINGS = SamplingSettings(max_tokens=96, temperature=0.8)  # sampled from the engine's seeded generator
+# Sampled from the engine's seeded generator, past EOS: the pictured requests stream instead of ending early.
+SETTINGS = SamplingSettings(max_tokens=96, temperature=0.8, ignore_eos=True)
 WAIT_S = 60.0  # longest a scene waits for the engine to get somewhere
 STEPS_WHILE_PAUSED = 24  # single steps taken in the paused scene
 # The embedded model learned Python's documentation: prompts in that voice keep it talking longest.

@@ -24,6 +24,12 @@ def test_the_readme_has_python_examples():
     assert len(EXAMPLES) >= 3
 
 
+def test_the_readme_shows_every_screenshot_and_each_one_it_shows_exists():
+    shown = set(re.findall(r"!\[[^\]]*\]\((screenshots/[^)]+)\)", README.read_text()))
+    files = {f"screenshots/{path.name}" for path in (Path(REPO_ROOT) / "screenshots").iterdir()}
+    assert shown == files
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
 def test_readme_example_runs_as_a_script(index, tmp_path):
