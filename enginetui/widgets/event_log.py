@@ -28,8 +28,9 @@ class EventLog(Widget):
         self.border_title = "Event log"
 
     def show(self, lines: Sequence[LogLine], preemptions: int = 0) -> None:
-        """The log, and the engine's preemption count so far (in the title: they scroll by fast)."""
-        self._lines = lines
+        """The log (copied: a repaint before the next show draws this moment too), and the engine's
+        preemption count so far (in the title: they scroll by fast)."""
+        self._lines = tuple(lines)
         self.border_title = f"Event log · {count(preemptions, 'preemption')} so far" if preemptions else "Event log"
         self.refresh()
 

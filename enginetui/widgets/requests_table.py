@@ -1,6 +1,6 @@
 """Requests list: one row per request with status word, progress and streaming text."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual import events
@@ -77,7 +77,8 @@ class RequestsTable(Widget):
         self.border_subtitle = "↑↓ select · x abort · c clear ended"
 
     def show(self, views: list[RequestView], selected: str | None, empty: str = "") -> None:
-        self._views, self._selected, self._empty = views, selected, empty
+        """Copies of `views` as they are now: a repaint before the next show draws this moment too."""
+        self._views, self._selected, self._empty = [replace(v) for v in views], selected, empty
         live = sum(v.active for v in views)
         self.border_title = f"Requests · {live} live · {len(views) - live} ended"
         self.refresh()

@@ -1,6 +1,7 @@
 """Sparklines of the engine over time: tok/s, KV usage %, running and waiting counts."""
 
 from collections.abc import Sequence
+from copy import deepcopy
 
 from rich.text import Text
 from textual.widget import Widget
@@ -31,7 +32,7 @@ class Sparklines(Widget):
         self.border_title = "Over time"
 
     def show(self, history: History) -> None:
-        self._history = history
+        self._history = deepcopy(history)  # this moment's series: a repaint before the next show draws them too
         self.refresh()
 
     def render(self) -> Text:

@@ -16,12 +16,13 @@ from enginetui.widgets.palette import request_color
 from enginetui.widgets.pool_grid import PoolGrid
 from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
+from enginetui.widgets.sparklines import Sparklines
 from enginetui.widgets.step_panel import StepPanel
 from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.builders import event
 from tests.dashboard.conftest import SIZE, RecordingApp
 from tests.dashboard.fake_engine import FakeEngine
-from tests.dashboard.scenes import advance, settle, start
+from tests.dashboard.scenes import PROMPTS, advance, settle, start, submit
 
 
 def shown(app: EngineTUI, widget_type) -> str:
@@ -347,6 +348,28 @@ async def test_the_model_panel_says_when_the_engine_did_not_describe_its_model()
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
         assert shown(app, ModelPanel) == "not known"
+        await pilot.press("q")
+
+
+async def test_every_panel_shows_the_moment_of_the_last_redraw_until_the_next():
+    """Events folded between two redraws reach the screen together: a panel repainted in between
+    (a resize, a hover) draws what it was last shown, never a newer state beside older panels."""
+    app = RecordingApp(FakeEngine(autostep=False), redraw_hz=0.01, history_interval=0.1)  # redraws: ours only
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        submit(app, PROMPTS[:2])
+        await advance(pilot, 6)  # redraws after each step
+        panels = (TitleBar, RequestsTable, EventLog, Sparklines, StepPanel)
+        drawn = {panel: shown(app, panel) for panel in panels}
+        step = app.state.step
+        for _ in range(4):
+            await app.engine.step_once()
+        while app.state.step < step + 4 or not app.engine.drained():
+            await pilot.pause(0.01)
+        assert app.state.requests["r1"].num_output_tokens > 6  # the state moved on
+        assert {panel: shown(app, panel) for panel in panels} == drawn
+        app.redraw()
+        assert shown(app, RequestsTable) != drawn[RequestsTable] and f"step {step + 4}" in shown(app, TitleBar)
         await pilot.press("q")
 
 
