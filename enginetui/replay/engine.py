@@ -25,6 +25,7 @@ class RecordedEngine:
         self.header = header  # the recording's header
         self.tokenizer = tokenizer  # the recorded HF tokenizer (None: the recording has none)
         self.engine_pid = None  # no process runs: nothing to probe
+        self.info = header.engine  # the recorded EngineInfo: the model panel
 
     @property
     def model_name(self) -> str:
