@@ -4,12 +4,16 @@
 // Semantics are those of kernels/reference.py (the specification). Cache layout:
 // [num_blocks, block_size, num_kv_heads, head_size]; slot = block * block_size + offset.
 //
-// Work is split into items (request, kv head, tile of query tokens), run by OpenMP threads with
-// dynamic scheduling, heaviest first. An item holds the rows of its query tokens times the query
-// heads of its kv head (grouped-query attention shares each key between them) and walks the
-// request's keys 16 at a time with an online softmax, all in fp32. Scores come from a dot product
-// per key when an item has few rows (decodes), else from a transposed key tile that every row
-// multiplies as a vector (prefill chunks). Loops are plain C++ written for the compiler's
+// Work is split into items, run by OpenMP threads with dynamic scheduling, heaviest first, all in
+// fp32. A decode (one query token) is an item per range of kv heads (all of them when there are
+// enough decodes to keep every thread busy): it reads each cache block's rows for its heads in one
+// run, keys then values, and takes the softmax over its whole context at once. Attention is
+// memory-bound there, and long runs are what the prefetchers follow (one head's 16 rows of a
+// block, 3 KB apart, they did not: 1.6x slower). Query chunks are items (request, kv head, tile of
+// query tokens) holding their tokens' rows times the query heads of the kv head (grouped-query
+// attention shares each key between them); they walk the keys 16 at a time with an online
+// softmax, scores from a dot product per key for a few rows, else from a transposed key tile
+// that every row multiplies as a vector. Loops are plain C++ written for the compiler's
 // vectorizer (built with -O3 -march=native on the machine that runs it).
 //
 // Built and loaded by kernels/cpu_kernels.py; the ops are torch.ops.enginetui_cpu.*.
@@ -32,7 +36,7 @@ namespace {
 
 constexpr int64_t kKeyTile = 16;  // keys per inner step; a tile never crosses a cache block
 constexpr int64_t kLanes = 16;    // query rows per work item in the lanes path (one 512-bit fp32 vector)
-constexpr int64_t kDotRows = 3;   // items of at most this many rows (decodes) take a dot product per key
+constexpr int64_t kDotRows = 3;   // items of at most this many rows (short chunks) take a dot product per key
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename T>
@@ -105,9 +109,11 @@ inline vf iota16() { return vf{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
 
 struct Item {
   int32_t req;        // request index
-  int32_t kv_head;    // kv head index
+  int32_t kv_head;    // kv head index (decode items: the first of their range)
+  int32_t kv_end;     // decode items: one past their last kv head; others: kv_head + 1
   int32_t row_begin;  // first row of the request's (query token x grouped head) rows for this kv head
   int32_t row_end;    // one past the last; row i is token i / group, query head kv_head * group + i % group
+  bool decode;        // a request's single query token over kv heads [kv_head, kv_end): run_item_decode
   int64_t cost;       // rows x keys, to run heavy items first
 };
 
@@ -134,11 +140,17 @@ struct Problem {
 
 // Per-thread buffers, sized for the largest item.
 struct Scratch {
-  std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes; dot path: [rows, head_size]
-  std::vector<float> acc;  // [kLanes, head_size] unnormalized outputs
-  std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes
-  std::vector<float> kv;   // [kKeyTile, head_size] keys or values converted to fp32 (half precision only)
-  explicit Scratch(int64_t d) : q(d * kLanes), acc(kLanes * d), s(kKeyTile * kLanes), kv(kKeyTile * d) {}
+  std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes; dot / decode: [rows, head_size]
+  std::vector<float> acc;  // [rows, head_size] unnormalized outputs (rows: kLanes, or a decode's heads)
+  std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes; decode: [heads] 1 / sum
+  std::vector<float> kv;   // [block rows, kv heads x head_size] keys or values converted to fp32 (half precision)
+  std::vector<float> ctx;  // decode: [num_heads, ctx_stride] scores, then probabilities, of the whole context
+  Scratch(int64_t d, int64_t heads, int64_t kv_row, int64_t rows_per_tile, int64_t ctx_stride)
+      : q(std::max(kLanes, heads) * d),
+        acc(std::max(kLanes, heads) * d),
+        s(std::max(kKeyTile * kLanes, heads)),
+        kv(std::max(kKeyTile * d, rows_per_tile * kv_row)),
+        ctx(heads * ctx_stride) {}
 };
 
 // Prefetch the rows of a key tile and its value tile into the cache.
@@ -430,34 +442,198 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
   store_rows(p, it, view, acc, l);
 }
 
+// The dot products of one query row with four keys (channels past the last whole vector one by one).
+inline void dot4(const float* qi, const float* const kn[4], int64_t d, float out[4]) {
+  const int64_t d16 = d - d % 16;
+  vf a0{}, a1{}, a2{}, a3{};
+  for (int64_t c = 0; c < d16; c += 16) {
+    const vf qc = load16(qi + c);
+    a0 += qc * load16(kn[0] + c);
+    a1 += qc * load16(kn[1] + c);
+    a2 += qc * load16(kn[2] + c);
+    a3 += qc * load16(kn[3] + c);
+  }
+  const vf sums = hsum4(a0, a1, a2, a3);
+  for (int j = 0; j < 4; ++j) {
+    float tail = 0.0f;
+    for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
+    out[j] = sums[4 * j] + tail;
+  }
+}
+
+// acc[c] += sum_n w[n] * v_n[c]: one output row, up to four vectors of channels in registers.
+inline void accumulate_weighted(const float* w, const float* v, int64_t v_stride, int64_t nv, int64_t d, float* acc) {
+  int64_t c0 = 0;
+  for (; c0 + 64 <= d; c0 += 64) {
+    vf a0 = load16(acc + c0), a1 = load16(acc + c0 + 16), a2 = load16(acc + c0 + 32), a3 = load16(acc + c0 + 48);
+    for (int64_t n = 0; n < nv; ++n) {
+      const float* vn = v + n * v_stride + c0;
+      const float wn = w[n];
+      a0 += wn * load16(vn);
+      a1 += wn * load16(vn + 16);
+      a2 += wn * load16(vn + 32);
+      a3 += wn * load16(vn + 48);
+    }
+    store16(acc + c0, a0), store16(acc + c0 + 16, a1), store16(acc + c0 + 32, a2), store16(acc + c0 + 48, a3);
+  }
+  for (; c0 + 16 <= d; c0 += 16) {
+    vf a = load16(acc + c0);
+    for (int64_t n = 0; n < nv; ++n) a += w[n] * load16(v + n * v_stride + c0);
+    store16(acc + c0, a);
+  }
+  for (; c0 < d; ++c0) {
+    for (int64_t n = 0; n < nv; ++n) acc[c0] += w[n] * v[n * v_stride + c0];
+  }
+}
+
+// Prefetch rows [0, nv) of a cache block, `width` elements each (a range of kv heads).
+template <typename T>
+inline void prefetch_block(const T* src, int64_t tok_stride, int64_t nv, int64_t width) {
+  constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  for (int64_t n = 0; n < nv; ++n) {
+    for (int64_t c = 0; c < width; c += kLine) __builtin_prefetch(src + n * tok_stride + c);
+  }
+}
+
+// Decodes: one query token over a range of kv heads. The item walks the request's blocks twice,
+// keys then values, reading each block row's heads of the range together: memory in long runs,
+// which the prefetchers follow, unlike a head's 16 strided rows. Scores of the whole context are
+// kept, so the softmax runs once per head with no rescaling per tile.
+template <typename T>
+void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ctx_stride) {
+  const int64_t d = p.head_size, group = p.num_heads / p.num_kv_heads;
+  const int64_t kv0 = it.kv_head, num_kv = it.kv_end - it.kv_head, heads = num_kv * group;
+  const int64_t ctx = p.seq_lens[it.req], token = p.qsl[it.req];
+  const int64_t tok_stride = p.num_kv_heads * d, block_elems = p.block_size * tok_stride, width = num_kv * d;
+  const int32_t* blocks = p.block_table + static_cast<int64_t>(it.req) * p.bt_stride;
+  const int64_t num_blocks = (ctx + p.block_size - 1) / p.block_size;
+  auto rows_of = [&](const T* cache, int64_t b) { return cache + blocks[b] * block_elems + kv0 * d; };
+  auto block_len = [&](int64_t b) { return std::min(p.block_size, ctx - b * p.block_size); };
+
+  float* q = w.q.data();  // [heads, d], query head kv0 * group + h in row h
+  for (int64_t h = 0; h < heads; ++h) {
+    const T* src = p.query + token * p.q_tok_stride + (kv0 * group + h) * p.q_head_stride;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) q[h * d + c] = to_float(src[c]) * p.scale;
+  }
+  float* sc = w.ctx.data();  // [heads, ctx_stride]
+
+  // Keys: every score of the context.
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const int64_t nv = block_len(b);
+    if (b + 1 < num_blocks) prefetch_block(rows_of(p.key_cache, b + 1), tok_stride, block_len(b + 1), width);
+    int64_t ks;
+    const float* k = tile_rows(rows_of(p.key_cache, b), tok_stride, nv, width, w.kv.data(), ks);
+    for (int64_t g = 0; g < num_kv; ++g) {
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = g * group + j;
+        float* sh = sc + h * ctx_stride + b * p.block_size;
+        for (int64_t n = 0; n < nv; n += 4) {  // four keys at a time (past the block's end: repeats, unused)
+          const float* kn[4];
+          for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * ks + g * d;
+          float four[4];
+          dot4(q + h * d, kn, d, four);
+          for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r];
+        }
+      }
+    }
+  }
+
+  // Softmax per head, over the whole context at once; `inv` keeps each head's 1 / sum of exp.
+  float* inv = w.s.data();  // [heads]
+  const int64_t c16 = ctx - ctx % 16;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* sh = sc + h * ctx_stride;
+    vf mv = splat(kNegInf);
+    for (int64_t n = 0; n < c16; n += 16) mv = vmax(mv, load16(sh + n));
+    float m = hmax(mv);
+    for (int64_t n = c16; n < ctx; ++n) m = std::max(m, sh[n]);
+    vf lv{};
+    for (int64_t n = 0; n < c16; n += 16) {
+      const vf e = vexp(load16(sh + n) - m);
+      store16(sh + n, e);
+      lv += e;
+    }
+    float total = hsum4(lv, vf{}, vf{}, vf{})[0];
+    for (int64_t n = c16; n < ctx; ++n) {
+      sh[n] = vexp(splat(sh[n] - m))[0];
+      total += sh[n];
+    }
+    inv[h] = 1.0f / total;
+  }
+
+  // Values: the probability-weighted sum.
+  float* acc = w.acc.data();  // [heads, d]
+  std::fill_n(acc, heads * d, 0.0f);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const int64_t nv = block_len(b);
+    if (b + 1 < num_blocks) prefetch_block(rows_of(p.value_cache, b + 1), tok_stride, block_len(b + 1), width);
+    int64_t vs;
+    const float* v = tile_rows(rows_of(p.value_cache, b), tok_stride, nv, width, w.kv.data(), vs);
+    for (int64_t g = 0; g < num_kv; ++g) {
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = g * group + j;
+        accumulate_weighted(sc + h * ctx_stride + b * p.block_size, v + g * d, vs, nv, d, acc + h * d);
+      }
+    }
+  }
+  for (int64_t h = 0; h < heads; ++h) {
+    T* dst = p.out + token * p.o_tok_stride + (kv0 * group + h) * p.o_head_stride;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(acc[h * d + c] * inv[h]);
+  }
+}
+
 template <typename T>
 void attention(const Problem<T>& p, int64_t num_reqs) {
   const int64_t group = p.num_heads / p.num_kv_heads;
+  const int threads_max = at::get_num_threads();
+  int64_t num_decodes = 0, max_ctx = 0;
+  for (int64_t r = 0; r < num_reqs; ++r) {
+    if (p.qsl[r + 1] - p.qsl[r] == 1) ++num_decodes, max_ctx = std::max(max_ctx, p.seq_lens[r]);
+  }
+  // A decode's kv heads in as few ranges as keep every thread busy (about four items per thread).
+  const int64_t ranges = num_decodes == 0 ? 1
+                         : std::clamp<int64_t>((4 * threads_max + num_decodes - 1) / num_decodes, 1, p.num_kv_heads);
+  const int64_t per_range = (p.num_kv_heads + ranges - 1) / ranges;
   std::vector<Item> items;
   for (int64_t r = 0; r < num_reqs; ++r) {
     const int64_t q_len = p.qsl[r + 1] - p.qsl[r];
     const int64_t first_pos = p.seq_lens[r] - q_len;
+    if (q_len == 1) {
+      for (int64_t g = 0; g < p.num_kv_heads; g += per_range) {
+        const int64_t g1 = std::min(p.num_kv_heads, g + per_range);
+        items.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g), static_cast<int32_t>(g1), 0,
+                         static_cast<int32_t>(group), true, (g1 - g) * group * p.seq_lens[r]});
+      }
+      continue;
+    }
     const int64_t rows = q_len * group;
-    // Decodes of a small group keep their rows together (dot path); everything else in lane-wide items.
+    // Small groups of rows keep together (dot path); everything else in lane-wide items.
     const int64_t width = rows <= kDotRows ? rows : kLanes;
     for (int64_t r0 = 0; r0 < rows; r0 += width) {
       const int64_t r1 = std::min(rows, r0 + width);
       for (int64_t g = 0; g < p.num_kv_heads; ++g) {
-        items.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g), static_cast<int32_t>(r0),
-                         static_cast<int32_t>(r1), (r1 - r0) * (first_pos + (r1 - 1) / group + 1)});
+        items.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g), static_cast<int32_t>(g + 1),
+                         static_cast<int32_t>(r0), static_cast<int32_t>(r1), false,
+                         (r1 - r0) * (first_pos + (r1 - 1) / group + 1)});
       }
     }
   }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
   const int64_t num_items = static_cast<int64_t>(items.size());
-  const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), num_items));
+  const int threads = static_cast<int>(std::min<int64_t>(threads_max, num_items));
+  const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;  // decode scores of a head, padded to whole vectors
+  const int64_t decode_heads = per_range * group;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    Scratch scratch(p.head_size);
+    Scratch scratch(p.head_size, decode_heads, per_range * p.head_size, p.block_size, ctx_stride);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < num_items; ++k) {
       const Item& it = items[k];
-      if (it.row_end - it.row_begin <= kDotRows) {
+      if (it.decode) {
+        run_item_decode(p, it, scratch, ctx_stride);
+      } else if (it.row_end - it.row_begin <= kDotRows) {
         run_item_dot(p, it, scratch);
       } else {
         run_item_lanes(p, it, scratch);

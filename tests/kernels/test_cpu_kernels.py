@@ -30,6 +30,8 @@ CASES = {
     "head256": ([1, 21], [70, 21], 2, 2, 256, 16),
     "head72_not_a_multiple_of_16": ([1, 6], [20, 30], 2, 1, 72, 16),
     "block64": ([1, 70], [130, 70], 4, 2, 64, 64),
+    # Enough decodes that each takes all its kv heads in one item (few decodes split them).
+    "many_decodes_gqa_head80": ([1] * 24 + [5], [17 + 23 * i for i in range(24)] + [40], 8, 2, 80, 16),
 }
 
 PARAMS = [pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
