@@ -158,6 +158,7 @@ def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offse
             await measure(engine, warmup_workload(engine.info.vocab_size), [0.0] * 4, temperature, "warmup")
             runs = []
             for load in loads:
+                await engine.reset_prefix_cache()  # earlier passes must not serve this one's prompts
                 address = getattr(engine.client, "events_address", None)
                 with competing(load, address, engine.engine_pid) as competitor:
                     timings, duration = await measure(engine, workload, offsets, temperature, f"bench-{load}")

@@ -86,9 +86,10 @@ def print_throughput(result) -> None:
     if result.vllm_runs:
         print(f"vLLM {result.vllm_version} LLM.generate, its defaults (cores: default = its own binding, "
               "all = the model on every core):")
-        print(table(["cores", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s"],
+        print(table(["cores", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s",
+                     "cached prompt tok"],
                     [[v.cores, v.competing, v.repeat, v.elapsed_s, v.requests_per_s, v.total_tokens_per_s,
-                      v.output_tokens_per_s] for v in result.vllm_runs]))
+                      v.output_tokens_per_s, v.cached_prompt_tokens] for v in result.vllm_runs]))
         print(_spread_line("vLLM", result.vllm_runs))
         ratios = ", ".join(f"{label} {v:.2f}x" for label, v in result.vllm_ratio.items())
         print(f"ours / vLLM (best pass each, output tok/s, same competing load): {ratios}")

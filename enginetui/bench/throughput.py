@@ -5,12 +5,16 @@ output length per request) and is timed end to end. Options measure the step-eve
 engine with events off, on, or on with a live subscriber), the engine beside a competing load
 (one busy process, or the live dashboard attached), what recording the events to a file costs,
 and compare against Hugging Face `generate`
-and vLLM's `LLM` on the same prompts and the same weights. Passes of every mode are interleaved;
-the best of --repeats is kept, and every pass is listed so the spread shows.
+and vLLM's `LLM` on the same prompts and the same weights. Every pass starts from a cold prefix
+cache. The engines take turns: each repeat runs a pass of every mode of ours, then of every vLLM
+engine, so a drift of the machine (a noisy neighbour, memory bandwidth shared with other tenants)
+hits them alike; the best of --repeats is kept, and every pass is listed so the spread shows.
 """
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +65,7 @@ class VLLMRun:
     requests_per_s: float  # requests / elapsed
     total_tokens_per_s: float  # (prompt + output tokens) / elapsed
     output_tokens_per_s: float  # output tokens / elapsed
+    cached_prompt_tokens: int  # prompt tokens served from vLLM's prefix cache (the pass starts cold)
 
     @property
     def label(self) -> str:
@@ -106,19 +111,12 @@ class ThroughputResult:
     summary: str = ""  # the one-line summary printed last
 
 
-def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest], modes: list[str],
-                     loads: list[str], repeats: int, temperature: float,
-                     record: str | None = None) -> tuple[list[EngineRun], dict[str, str], list[list[int]],
-                                                         RecordingSummary | None]:
-    """Time our engine on the workload once per events mode, competing load and repeat (interleaved).
-    The `record` mode's engine records to the file `record` (warm-up and every pass).
-
-    Returns the runs, where the engine ran (device, dtype), the first pass's output tokens and
-    what the recording holds (None without the record mode).
-    """
+@contextmanager
+def our_engines(engine_kwargs: dict[str, Any], modes: list[str], temperature: float,
+                record: str | None = None) -> Iterator[dict[str, tuple[LLM, EventCounter | None]]]:
+    """One warmed-up engine per events mode (with its event counter for the subscriber mode), shut
+    down on exit. The `record` mode's engine records to the file `record` (warm-up and every pass)."""
     engines: dict[str, tuple[LLM, EventCounter | None]] = {}
-    tokens: list[list[int]] = []
-    recording = None
     try:
         for mode in modes:
             llm = LLM(**engine_kwargs, enable_step_events=mode != "off", record=record if mode == "record" else None)
@@ -127,27 +125,23 @@ def benchmark_engine(engine_kwargs: dict[str, Any], workload: list[BenchRequest]
                 engines[mode] = (llm, EventCounter(llm.engine.client.events_address))
             warmup = warmup_workload(llm.engine.info.vocab_size)
             llm.generate([r.prompt_token_ids for r in warmup], _params(warmup, temperature), use_tqdm=False)
-        runs = []
-        for repeat in range(repeats):
-            for mode in modes:
-                for load in loads:
-                    llm, counter = engines[mode]
-                    client = llm.engine.client
-                    address = getattr(client, "events_address", None) if mode != "off" else None
-                    with competing(load, address, getattr(client, "engine_pid", None)) as competitor:
-                        run, out = time_engine(llm, counter, workload, mode, load, repeat, temperature, competitor)
-                    run.dashboard = competitor.cost
-                    runs.append(run)
-                    tokens = tokens or out
-        info = engines[modes[0]][0].engine.info
-        if "record" in engines:
-            recording = engines["record"][0].stop_recording()
-        return runs, {"device": info.device, "dtype": info.dtype}, tokens, recording
+        yield engines
     finally:
         for llm, counter in engines.values():
             if counter is not None:
                 counter.close()
             llm.shutdown()
+
+
+def our_pass(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str, load: str,
+             repeat: int, temperature: float) -> tuple[EngineRun, list[list[int]]]:
+    """One timed pass of our engine beside the competing `load`."""
+    client = llm.engine.client
+    address = getattr(client, "events_address", None) if mode != "off" else None
+    with competing(load, address, getattr(client, "engine_pid", None)) as competitor:
+        run, tokens = time_engine(llm, counter, workload, mode, load, repeat, temperature, competitor)
+    run.dashboard = competitor.cost
+    return run, tokens
 
 
 def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str, load: str,
@@ -187,38 +181,31 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
     return run, tokens
 
 
-def benchmark_vllm(python: str, model_dir: str, engine: dict[str, Any], workload: list[BenchRequest],
-                   cores_modes: list[str], loads: list[str], repeats: int,
-                   temperature: float) -> tuple[list[VLLMRun], str, list[list[int]]]:
-    """Time vLLM on the same workload: one engine per cores mode, passes interleaved over the loads.
+@contextmanager
+def vllm_peers(python: str, model_dir: str, engine: dict[str, Any], cores_modes: list[str]) -> Iterator[dict[str, VLLMPeer]]:
+    """One warmed-up vLLM engine per cores mode, each in vLLM's own interpreter; closed on exit."""
+    with ExitStack() as stack:
+        yield {cores: stack.enter_context(VLLMPeer(python, model_dir, engine, cores)) for cores in cores_modes}
 
-    Returns the runs, vLLM's version and its first pass's output tokens.
-    """
+
+def vllm_pass(peer: VLLMPeer, workload: list[BenchRequest], load: str, repeat: int,
+              temperature: float) -> tuple[VLLMRun, list[list[int]]]:
+    """One timed pass of vLLM's LLM.generate beside the competing `load` (from a cold prefix cache)."""
     prompts = [r.prompt_token_ids for r in workload]
     output_lens = [r.output_len for r in workload]
-    prompt_tokens, expected = sum(len(p) for p in prompts), sum(output_lens)
-    runs: list[VLLMRun] = []
-    tokens: list[list[int]] = []
-    version = ""
-    for cores in cores_modes:
-        with VLLMPeer(python, model_dir, engine, cores) as peer:
-            version = peer.version
-            for repeat in range(repeats):
-                for load in loads:
-                    with competing(load):
-                        reply = peer.throughput(prompts, output_lens, temperature)
-                    out = reply["output_token_ids"]
-                    generated = sum(len(t) for t in out)
-                    if generated != expected:
-                        raise RuntimeError(f"vLLM generated {generated} tokens, the workload asks for {expected}")
-                    elapsed = reply["elapsed_s"]
-                    runs.append(VLLMRun(
-                        cores=cores, competing=load, repeat=repeat, elapsed_s=elapsed, output_tokens=generated,
-                        requests_per_s=len(prompts) / elapsed, total_tokens_per_s=(prompt_tokens + generated) / elapsed,
-                        output_tokens_per_s=generated / elapsed,
-                    ))
-                    tokens = tokens or out
-    return runs, version, tokens
+    with competing(load):
+        reply = peer.throughput(prompts, output_lens, temperature)
+    tokens = reply["output_token_ids"]
+    generated, expected = sum(len(t) for t in tokens), sum(output_lens)
+    if generated != expected:
+        raise RuntimeError(f"vLLM generated {generated} tokens, the workload asks for {expected}")
+    elapsed = reply["elapsed_s"]
+    run = VLLMRun(
+        cores=peer.cores, competing=load, repeat=repeat, elapsed_s=elapsed, output_tokens=generated,
+        requests_per_s=len(prompts) / elapsed, total_tokens_per_s=(sum(map(len, prompts)) + generated) / elapsed,
+        output_tokens_per_s=generated / elapsed, cached_prompt_tokens=reply["cached_prompt_tokens"],
+    )
+    return run, tokens
 
 
 def greedy_agreement(ours: list[list[int]], theirs: list[list[int]]) -> GreedyAgreement:
@@ -259,27 +246,41 @@ def run(args: argparse.Namespace) -> ThroughputResult:
     compare = set(args.compare or ())
     python = vllm_python(args.vllm_python) if "vllm" in compare else None  # fail before any engine runs
     hf_runs: list[HFRun] = []
+    runs: list[EngineRun] = []
     vllm_runs: list[VLLMRun] = []
-    vllm_version, vllm_tokens = None, []
-    with record_path(args, modes) as record:
+    tokens: list[list[int]] = []
+    vllm_tokens: list[list[int]] = []
+    with record_path(args, modes) as record, ExitStack() as stack:
+        engine_kwargs, weights_dir = kwargs, None
         if compare:
             report.quiet_transformers()
-            with shared_weights(kwargs) as (shared_kwargs, weights_dir):
-                runs, info, tokens, recording = benchmark_engine(shared_kwargs, workload, modes, loads, args.repeats,
-                                                                 args.temperature, record)
-                if "hf" in compare:
-                    model = load_hf_model(weights_dir, info["dtype"], info["device"])
-                    sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
-                    hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
-                    del model
-                if python is not None:
-                    vllm_loads = [x for x in loads if x in VLLM_COMPETING]
-                    vllm_runs, vllm_version, vllm_tokens = benchmark_vllm(
-                        python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, info["dtype"]), workload,
-                        list(dict.fromkeys(args.vllm_cores)), vllm_loads, args.repeats, args.temperature)
-        else:
-            runs, info, tokens, recording = benchmark_engine(kwargs, workload, modes, loads, args.repeats,
-                                                             args.temperature, record)
+            engine_kwargs, weights_dir = stack.enter_context(shared_weights(kwargs))
+        engines = stack.enter_context(our_engines(engine_kwargs, modes, args.temperature, record))
+        info = engines[modes[0]][0].engine.info
+        info = {"device": info.device, "dtype": info.dtype}
+        peers: dict[str, VLLMPeer] = {}
+        if python is not None:
+            peers = stack.enter_context(vllm_peers(python, str(weights_dir), vllm_engine_kwargs(engine_kwargs, info["dtype"]),
+                                                   list(dict.fromkeys(args.vllm_cores))))
+        vllm_loads = [x for x in loads if x in VLLM_COMPETING]
+        for repeat in range(args.repeats):  # the engines take turns, so a drift of the machine hits them alike
+            for mode in modes:
+                for load in loads:
+                    run, out = our_pass(*engines[mode], workload, mode, load, repeat, args.temperature)
+                    runs.append(run)
+                    tokens = tokens or out
+            for peer in peers.values():
+                for load in vllm_loads:
+                    run, out = vllm_pass(peer, workload, load, repeat, args.temperature)
+                    vllm_runs.append(run)
+                    vllm_tokens = vllm_tokens or out
+        recording = engines["record"][0].stop_recording() if "record" in engines else None
+        vllm_version = next(iter(peers.values())).version if peers else None
+        if "hf" in compare:
+            model = load_hf_model(weights_dir, info["dtype"], info["device"])
+            sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
+            hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
+            del model
     best = _best(runs)
     base_mode = next((m for m in modes if m != "off"), modes[0])  # the dashboard needs events
     result = ThroughputResult(

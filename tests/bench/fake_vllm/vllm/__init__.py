@@ -1,6 +1,7 @@
 """A stand-in for vLLM with the few names enginetui/bench/vllm_runner.py uses, so the tests can drive
 the runner and its pipe without vLLM installed. Its "model" answers each request with the tokens
-after the prompt's last one (mod the engine's `vocab`), so outputs are checkable."""
+after the prompt's last one (mod the engine's `vocab`), so outputs are checkable; its prefix cache
+remembers whole prompts until reset, as vLLM's keeps the blocks of finished requests."""
 
 import os
 
@@ -20,9 +21,27 @@ class _Completion:
 
 
 class RequestOutput:
-    def __init__(self, token_ids, finished):
+    def __init__(self, token_ids, finished, num_cached_tokens=0):
         self.outputs = [_Completion(token_ids)]
         self.finished = finished
+        self.num_cached_tokens = num_cached_tokens
+
+
+class PrefixCache:
+    """Prompts seen since the last reset; a prompt seen before is cached but for its last token."""
+
+    def __init__(self):
+        self.seen: set[tuple[int, ...]] = set()  # prompts served since the last reset
+
+    def lookup(self, prompt: dict) -> int:
+        ids = tuple(prompt["prompt_token_ids"])
+        cached = len(ids) - 1 if ids in self.seen else 0
+        self.seen.add(ids)
+        return cached
+
+    def reset(self) -> bool:
+        self.seen.clear()
+        return True
 
 
 def complete(prompt: dict, params: SamplingParams) -> list[int]:
@@ -46,6 +65,10 @@ class LLM:
             raise ValueError(f"{kwargs['model']} is not a model directory")
         STARTED.append(kwargs)
         self.llm_engine = _LLMEngine()
+        self.cache = PrefixCache()
+
+    def reset_prefix_cache(self):
+        return self.cache.reset()
 
     def generate(self, prompts, params, use_tqdm=True):
-        return [RequestOutput(complete(p, sp), True) for p, sp in zip(prompts, params)]
+        return [RequestOutput(complete(p, sp), True, self.cache.lookup(p)) for p, sp in zip(prompts, params)]
