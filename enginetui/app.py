@@ -24,6 +24,7 @@ from textual.reactive import var
 from textual.widgets import Footer, Input
 
 from core.sampling_params import SamplingParams
+from enginetui.dashboard_flags import DEFAULT_REDRAW_HZ
 from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, describe, sampling_params
 from enginetui.logs import KEEP_LOGS, display_path, log_dir
@@ -113,7 +114,7 @@ class EngineTUI(App[None]):
         *,
         probe: ProcessProbe | None = None,
         burst_size: int = 8,
-        redraw_hz: float = 15.0,
+        redraw_hz: float = DEFAULT_REDRAW_HZ,
         history_interval: float = 0.5,
         seed: int | None = None,
         log_file: str | None = None,

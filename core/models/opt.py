@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from core.models.contract import CausalLM
-from core.models.layers.activation import activation
+from core.models.layers.activation import activation, linear_activation
 from core.models.layers.attention import PagedAttention
 from core.models.layers.linear import Linear, QKVLinear
 
@@ -36,7 +36,8 @@ class OPTDecoderLayer(nn.Module):
         self.fc1 = Linear(hidden, cfg.ffn_dim, bias)
         self.fc2 = Linear(cfg.ffn_dim, hidden, bias)
         self.final_layer_norm = nn.LayerNorm(hidden, elementwise_affine=affine)
-        self.act = activation(cfg.activation_function)
+        activation(cfg.activation_function)  # refuses an unsupported one at construction
+        self.act_name = cfg.activation_function  # the MLP's activation, applied with fc1
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden] -> [num_tokens, hidden]."""
@@ -49,7 +50,7 @@ class OPTDecoderLayer(nn.Module):
         residual = h
         if self.pre_norm:
             h = self.final_layer_norm(h)
-        h = residual + self.fc2(self.act(self.fc1(h)))
+        h = residual + self.fc2(linear_activation(self.fc1, h, self.act_name))
         if not self.pre_norm:
             h = self.final_layer_norm(h)
         return h

@@ -7,6 +7,12 @@ from core.sample.metadata import SamplingMetadata
 from core.sample.penalties import apply_min_tokens, apply_penalties
 
 
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """[num_rows, vocab] -> [num_rows]: the first index of each row's maximum, as `argmax(dim=-1)`,
+    which on CPU is about 4x slower than `max` at [36, 50272] (torch 2.13: 4.3 vs 1.0 ms)."""
+    return x.max(dim=-1).indices
+
+
 class Sampler:
     """Turns one step's logits into one token per row, reproducibly for seeded requests."""
 
@@ -24,16 +30,16 @@ class Sampler:
         apply_penalties(logits, meta)
         greedy = meta.temperature == 0  # [num_rows]
         if meta.all_greedy:
-            sampled = logits.argmax(dim=-1)  # [num_rows]
+            sampled = argmax_rows(logits)  # [num_rows]
             final = logits
         else:
             temp = torch.where(greedy, 1.0, meta.temperature)[:, None]  # [num_rows, 1]
             final = filter_logits(logits / temp, meta)  # [num_rows, vocab]
             probs = final.softmax(dim=-1)  # [num_rows, vocab]
             noise = self._exponential_noise(probs, meta)  # [num_rows, vocab]
-            sampled = (probs / noise).argmax(dim=-1)  # [num_rows] exponential race == categorical draw
+            sampled = argmax_rows(probs / noise)  # [num_rows] exponential race == categorical draw
             if greedy.any():
-                sampled = torch.where(greedy, logits.argmax(dim=-1), sampled)  # [num_rows]
+                sampled = torch.where(greedy, argmax_rows(logits), sampled)  # [num_rows]
                 final = torch.where(greedy[:, None], logits, final)
         token_ids = sampled.tolist()
         if meta.max_num_logprobs is None:

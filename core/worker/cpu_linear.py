@@ -3,9 +3,10 @@
 `prepack_linear_weights(model)` reorders every linear weight of a loaded model once into oneDNN's
 blocked layout (`torch.ops.mkldnn._reorder_linear_weight`) and swaps the parameter for a
 `PackedWeight`: the same dense tensor, carrying its packed copy. `F.linear` on such a weight (every
-model layer computes `F.linear(x, self.weight, self.bias)`) runs `torch.ops.mkldnn._linear_pointwise`
-on the packed copy for batches of `PACKED_MIN_ROWS` rows or more, and MKL's dense GEMM below that
-(oneDNN is slower for a row or two); anything else (an embedding lookup on a tied weight, a
+model layer computes `F.linear(x, self.weight, self.bias)`), or `linear_relu` (relu then runs as
+oneDNN's post-op, no pass of its own), runs `torch.ops.mkldnn._linear_pointwise` on the packed
+copy for batches of `PACKED_MIN_ROWS` rows or more, and MKL's dense GEMM below that (oneDNN is
+slower for a row or two); anything else (an embedding lookup on a tied weight, a
 comparison in a test) sees the dense tensor. It is model-agnostic: it finds the weights through the
 model contract (every `Linear` layer, and the token embedding when the lm_head is tied to it).
 
@@ -24,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.models.layers.linear import Linear, linear_relu
+
 LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")
 PACK_FOR_ROWS = 64  # the batch size oneDNN chooses the packed layout for (any batch size works with it)
@@ -38,12 +41,13 @@ class PackedWeight(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.linear:
+        if func is F.linear or func is linear_relu:
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
             if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] >= PACKED_MIN_ROWS:
+                attr = "relu" if func is linear_relu else "none"  # relu as a oneDNN post-op
                 with torch._C.DisableTorchFunctionSubclass():
-                    return torch.ops.mkldnn._linear_pointwise(x, weight._packed, bias, "none", [], "")
+                    return torch.ops.mkldnn._linear_pointwise(x, weight._packed, bias, attr, [], "")
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **kwargs)
         if func is torch.Tensor.detach:  # nn.Parameter(weight) detaches: keep what it is
@@ -83,8 +87,6 @@ def packable(dtype: torch.dtype) -> bool:
 def prepack_linear_weights(model: nn.Module) -> int:
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed."""
-    from core.models.layers.linear import Linear
-
     owners = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight

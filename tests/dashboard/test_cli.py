@@ -61,6 +61,14 @@ def test_bad_step_intervals_are_argparse_errors(capsys, value):
     assert "--step-interval-ms: must be" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "61", "smooth"])
+def test_bad_redraw_rates_are_argparse_errors(capsys, value):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["--redraw-hz", value])
+    assert info.value.code == 2
+    assert "--redraw-hz: must be" in capsys.readouterr().err
+
+
 def test_main_opens_the_dashboard_without_a_subcommand(monkeypatch):
     seen: list[argparse.Namespace] = []
     monkeypatch.setattr(cli, "run_dashboard", lambda args: seen.append(args) or 0)
@@ -207,12 +215,13 @@ def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
         seen["app_log_file"] = app.log_file
         seen["interval"] = app._initial_interval_ms
         seen["random_weights"] = app.random_weights
+        seen["redraw_hz"] = app._redraw_hz
         app.engine = app._reopen()  # as `r` does after the engine died
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
     monkeypatch.setattr(EngineTUI, "run", run)
-    assert cli.main(["--step-interval-ms", "300"]) == 0
-    assert seen["interval"] == 300 and not seen["random_weights"]
+    assert cli.main(["--step-interval-ms", "300", "--redraw-hz", "4"]) == 0
+    assert seen["interval"] == 300 and not seen["random_weights"] and seen["redraw_hz"] == 4
     assert opened == [{"model": None, "num_gpu_blocks_override": 512}] * 2  # the restart's settings are the same
     assert len(engines) == 2 and all(e.shutdown_called for e in engines)  # the restarted one too
     assert cli.main(["--load-format", "dummy", "--model", "facebook/opt-125m"]) == 0

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from transformers import OPTConfig
 
+from core.models.layers.linear import linear_relu
 from core.models.opt import OPTForCausalLM
 from core.worker.cpu_linear import (
     LINEAR_BACKEND_ENV,
@@ -50,6 +51,21 @@ def test_packed_linear_equals_dense_linear(rows):
     out = F.linear(x, model.weight, model.bias)  # [rows, 48]
     assert type(out) is torch.Tensor
     torch.testing.assert_close(out, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)  # summation order only
+
+
+@pytest.mark.parametrize("rows", [1, PACKED_MIN_ROWS, 64])
+def test_linear_relu_runs_relu_as_onednns_post_op_with_the_same_result(rows, monkeypatch):
+    weight, bias, x = torch.randn(48, 32), torch.randn(48), torch.randn(rows, 32)
+    model = torch.nn.Linear(32, 48)
+    model.weight.data, model.bias.data = weight.clone(), bias.clone()
+    prepack_linear_weights(model)
+    calls = []
+    pointwise = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[3]) or pointwise(*a))
+    out = linear_relu(x, model.weight, model.bias)  # [rows, 48]
+    assert calls == (["relu"] if rows >= PACKED_MIN_ROWS else [])  # fused where the packed weight runs it
+    assert type(out) is torch.Tensor and out.min() >= 0
+    torch.testing.assert_close(out, torch.relu(F.linear(x, weight, bias)), rtol=1e-5, atol=1e-5)
 
 
 def test_the_model_computes_the_same_logits_and_embeddings():

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.models.layers.linear import Linear, MergedLinear
+from core.models.layers.linear import Linear, MergedLinear, linear_relu
 
 ACTIVATIONS = {
     "relu": torch.relu,
@@ -19,6 +19,14 @@ def activation(name: str):
     if name not in ACTIVATIONS:
         raise ValueError(f"activation {name!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
     return ACTIVATIONS[name]
+
+
+def linear_activation(layer: Linear, x: torch.Tensor, name: str) -> torch.Tensor:
+    """act(layer(x)), x: [num_tokens, in_features] -> [num_tokens, out_features]; relu in the same call
+    as the GEMM (fused where the weight's backend can)."""
+    if name == "relu":
+        return linear_relu(x, layer.weight, layer.bias)
+    return activation(name)(layer(x))
 
 
 class SiluAndMulMLP(nn.Module):

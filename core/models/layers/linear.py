@@ -3,6 +3,7 @@
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import handle_torch_function, has_torch_function
 
 from core.models.layers.weight_loading import default_weight_loader, set_weight_loader, transposed_weight_loader
 
@@ -20,6 +21,14 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [num_tokens, in_features] -> [num_tokens, out_features]."""
         return F.linear(x, self.weight, self.bias)
+
+
+def linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """relu(x W^T + b), x: [num_tokens, in_features] -> [num_tokens, out_features]. One function, so a
+    weight that overrides it (core/worker/cpu_linear.PackedWeight) runs the GEMM with relu fused in."""
+    if has_torch_function((x, weight)):
+        return handle_torch_function(linear_relu, (x, weight), x, weight, bias)
+    return torch.relu_(F.linear(x, weight, bias))
 
 
 class MergedLinear(Linear):
