@@ -9,6 +9,7 @@ from core.models.contract import CausalLM
 from core.models.layers.activation import activation
 from core.models.layers.attention import PagedAttention
 from core.models.layers.linear import Linear
+from core.models.layers.row_chunks import by_row_chunks
 
 
 class GPT2Attention(nn.Module):
@@ -39,7 +40,8 @@ class GPT2MLP(nn.Module):
         self.act = activation(cfg.activation_function)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.act(self.c_fc(h)))
+        """h: [num_tokens, n_embd] -> [num_tokens, n_embd]."""
+        return by_row_chunks(lambda x: self.c_proj(self.act(self.c_fc(x))), h)
 
 
 class GPT2Block(nn.Module):

@@ -8,6 +8,7 @@ from core.models.contract import CausalLM
 from core.models.layers.activation import activation, linear_activation
 from core.models.layers.attention import PagedAttention
 from core.models.layers.linear import Linear, QKVLinear
+from core.models.layers.row_chunks import by_row_chunks
 
 POSITION_OFFSET = 2  # OPT's learned positions start at row 2 of the table
 
@@ -50,10 +51,14 @@ class OPTDecoderLayer(nn.Module):
         residual = h
         if self.pre_norm:
             h = self.final_layer_norm(h)
-        h = residual + self.fc2(linear_activation(self.fc1, h, self.act_name))
+        h = residual + by_row_chunks(self.mlp, h)
         if not self.pre_norm:
             h = self.final_layer_norm(h)
         return h
+
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+        """h: [num_tokens, hidden] -> [num_tokens, hidden]."""
+        return self.fc2(linear_activation(self.fc1, h, self.act_name))
 
 
 class OPTDecoder(nn.Module):

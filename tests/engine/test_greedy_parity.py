@@ -19,6 +19,16 @@ def test_tiny_opt_matches_transformers(tiny_opt_dir, tiny_reference):
     assert all(e.num_blocks == e.num_free_blocks + sum(len(r.block_ids) for r in e.running) for e in events)
 
 
+def test_mlp_in_row_slices_matches_transformers(tiny_opt_dir, tiny_reference, monkeypatch):
+    """OPT's MLP (relu fused into fc1 on CPU) a slice of 8 rows at a time from 16 rows on."""
+    from core.models.layers import row_chunks
+
+    monkeypatch.setattr(row_chunks, "CHUNK_ROWS", 8)
+    monkeypatch.setattr(row_chunks, "MIN_ROWS", 16)
+    prompts, expected = tiny_reference
+    assert engine_greedy(tiny_opt_dir, prompts, 24)[0] == expected
+
+
 def test_chunked_prefill_matches_transformers(tiny_opt_dir, tiny_reference):
     prompts, expected = tiny_reference
     got, events = engine_greedy(tiny_opt_dir, prompts, 24, max_num_batched_tokens=32)

@@ -73,6 +73,19 @@ def test_chunked_prefill_alone_matches_transformers(variant):
 
 
 @pytest.mark.parametrize("variant", MAIN, indirect=True)
+def test_mlps_in_row_slices_match_transformers(variant, monkeypatch):
+    """A long batch's MLP runs a slice of rows at a time (core/models/layers/row_chunks.py): here
+    slices of 8 rows from 16 on, so every prompt of more than 15 tokens takes that path."""
+    from core.models.layers import row_chunks
+
+    monkeypatch.setattr(row_chunks, "CHUNK_ROWS", 8)
+    monkeypatch.setattr(row_chunks, "MIN_ROWS", 16)
+    _, model_dir, expected = variant
+    got, _ = engine_greedy(model_dir, PROMPTS, MAX_TOKENS)
+    assert got == expected
+
+
+@pytest.mark.parametrize("variant", MAIN, indirect=True)
 def test_preemption_alone_matches_transformers(variant):
     _, model_dir, expected = variant
     got, events = engine_greedy(model_dir, PROMPTS, MAX_TOKENS, num_gpu_blocks_override=10, block_size=8)

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.models.layers.linear import Linear, MergedLinear, linear_relu
+from core.models.layers.row_chunks import by_row_chunks
 
 ACTIVATIONS = {
     "relu": torch.relu,
@@ -42,5 +43,8 @@ class SiluAndMulMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [num_tokens, hidden] -> [num_tokens, hidden]."""
+        return by_row_chunks(self._mlp, x)
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)  # 2 x [num_tokens, intermediate]
         return self.down_proj(F.silu(gate) * up)
