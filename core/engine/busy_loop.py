@@ -32,6 +32,7 @@ from core.engine.core import EngineCore
 from core.engine.event_publisher import EventPublisher
 from core.engine.events import StepEvent
 from core.outputs import EngineCoreOutput, EngineCoreOutputs
+from core.worker.thread_governor import ThreadGovernor
 
 log = logging.getLogger("enginetui.busy_loop")
 
@@ -64,11 +65,13 @@ _STOP = object()  # out_q sentinel: the output thread exits after sending everyt
 
 def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
           on_core: Callable[[EngineCore], None] | None = None,
-          on_startup_error: Callable[[BaseException], None] | None = None) -> int:
+          on_startup_error: Callable[[BaseException], None] | None = None,
+          governor: ThreadGovernor | None = None) -> int:
     """Build EngineCore, answer the handshake and run the busy loop until Shutdown.
 
     `on_core` receives the EngineCore once built, `on_startup_error` the exception if building it
-    failed (the in-process host keeps both, for debugging).
+    failed (the in-process host keeps both, for debugging). `governor` (the EngineCore child's, on
+    CPU) adapts the compute thread count after each step.
     Returns the exit code: 0 after a Shutdown, 1 if start-up or a step failed (the client was told why).
     """
     ctx = zmq.Context()
@@ -76,7 +79,7 @@ def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
     out_sock.connect(addresses.output)
     try:
         core = EngineCore(config)
-        loop = EngineLoop(core, ctx, out_sock, addresses)
+        loop = EngineLoop(core, ctx, out_sock, addresses, governor)
         ready = wire.encode(wire.Ready(info=core.describe(pid)))
         if on_core is not None:
             on_core(core)
@@ -95,8 +98,10 @@ def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
 class EngineLoop:
     """The busy loop around one EngineCore, with its IO threads."""
 
-    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: EngineAddresses) -> None:
+    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: EngineAddresses,
+                 governor: ThreadGovernor | None = None) -> None:
         self.core = core  # the engine
+        self.governor = governor  # adapts the CPU thread count after each step (None: fixed)
         self.ctx = ctx  # this loop's zmq context
         self.out_sock = out_sock  # PUSH to the client (owned by the output thread once running)
         self.in_sock = ctx.socket(zmq.PULL)  # from the client (owned by the input thread)
@@ -148,6 +153,8 @@ class EngineLoop:
                 if self._handle(self.in_q.get()):  # idle: sleep until a message arrives
                     return
                 last_step_at = float("-inf")  # slow motion spaces busy steps; new work starts at once
+                if self.governor is not None:
+                    self.governor.idle()
             while True:
                 try:
                     msg = self.in_q.get_nowait()
@@ -228,6 +235,8 @@ class EngineLoop:
         """One engine step; its outputs and event go out. A failing step is fatal (it propagates
         out of the busy loop: EngineCore is broken)."""
         outputs, event = self.core.step()
+        if self.governor is not None:
+            self.governor.after_step()
         if outputs.outputs:
             self.out_q.put(wire.Outputs(outputs=outputs))
         if event is not None:

@@ -38,11 +38,14 @@ def main() -> None:
                      daemon=True).start()
 
     from core.engine.busy_loop import EngineAddresses, serve
+    from core.worker.cpu_threads import thread_governor
     from core.worker.cpu_tuning import tune_cpu_allocator
 
-    if launch.config.torch_device.type == "cpu":
-        tune_cpu_allocator()  # process-wide: only in our own process, never in an in-process host
-    code = serve(launch.config, EngineAddresses(*addresses), os.getpid())
+    governor = None
+    if launch.config.torch_device.type == "cpu":  # process-wide: only in our own process, never in-process
+        tune_cpu_allocator()
+        governor = thread_governor()
+    code = serve(launch.config, EngineAddresses(*addresses), os.getpid(), governor=governor)
     log.info("EngineCore exiting (code %d)", code)
     _exit(code)
 

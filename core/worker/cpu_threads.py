@@ -14,15 +14,21 @@ in the calling process (`multiprocess=False`) keeps the caller's own settings.
   needs. A short spin keeps most of the speed of spinning when the engine has the machine and gives
   the core back quickly when it does not.
 
+- Adapting (core/worker/thread_governor.py): when the thread count is the default one, the child
+  drops to one thread while other processes compete for the cores, and returns to all of them.
+
 Explicit settings win: a flag or `EngineConfig` field, else the environment variable the user
-already set (`OMP_NUM_THREADS`, `GOMP_SPINCOUNT`, `OMP_WAIT_POLICY`), else the measured default.
+already set (`OMP_NUM_THREADS`, `GOMP_SPINCOUNT`, `OMP_WAIT_POLICY`), else the measured default
+(a thread count given either way is kept as given: no adapting).
 """
 
 import os
 
 from core.config import EngineConfig
+from core.worker.thread_governor import ThreadGovernor, schedstat_available
 
 DEFAULT_SPIN_COUNT = 10_000  # GOMP_SPINCOUNT: pause loops (about a millisecond) before a waiting thread sleeps
+ADAPT_ENV = "ENGINETUI_ADAPT_THREADS"  # "1" in the child's environment: its thread count may adapt
 
 
 def usable_cores() -> int:
@@ -47,8 +53,19 @@ def engine_process_env(config: EngineConfig) -> dict[str, str]:
     if config.torch_device.type != "cpu":
         return {}
     env = {"OMP_NUM_THREADS": str(engine_threads(config))}
+    if config.cpu_threads is None and "OMP_NUM_THREADS" not in os.environ:
+        env[ADAPT_ENV] = "1"
     if config.cpu_spin_count is not None:
         env["GOMP_SPINCOUNT"] = str(config.cpu_spin_count)
     elif "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
         env["GOMP_SPINCOUNT"] = str(DEFAULT_SPIN_COUNT)
     return env
+
+
+def thread_governor() -> ThreadGovernor | None:
+    """In the EngineCore child: the governor of its thread count, if the count is its own to adapt."""
+    import torch
+
+    if os.environ.get(ADAPT_ENV) != "1" or torch.get_num_threads() < 2 or not schedstat_available():
+        return None
+    return ThreadGovernor(torch.get_num_threads())
