@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every figure of the README's CPU results rows (#19), in one go: about 20 minutes on an idle
+# Every figure of the README's CPU results rows (#19), in one go: about 25 minutes on an idle
 # 2-core machine. Run it from the repository root with vLLM's interpreter given:
 #   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
-#   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 2 passes of each: ours
+#   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 3 passes of each: ours
 #      headless, beside one busy process and with the dashboard attached; vLLM with its defaults
 #      (model on one core) and on both cores, headless and beside the busy process; greedy tokens
 #      compared with vLLM's;
@@ -27,7 +27,7 @@ status=0
 } 2>&1 | tee "$out/machine.txt"
 
 $py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores default all \
-    --competing none busy dashboard --repeats 2 --json "$out/vllm.json" 2>&1 | tee "$out/vllm.log" || status=1
+    --competing none busy dashboard --repeats 3 --json "$out/vllm.json" 2>&1 | tee "$out/vllm.log" || status=1
 $py -m enginetui bench throughput "${mixed[@]}" --compare hf --hf-batch-sizes 8 \
     --json "$out/hf.json" 2>&1 | tee "$out/hf.log" || status=1
 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
