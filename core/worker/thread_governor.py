@@ -15,6 +15,7 @@ Only the EngineCore child uses it, and only with a thread count of its own choos
 """
 
 import glob
+import logging
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,8 @@ import torch
 WINDOW_S = 1.0  # seconds of stepping measured before each decision
 CONTENDED = 0.2  # run delay per compute thread, as a share of the window, that means "competing"
 RETRY_S = 5.0  # seconds at one thread before every thread is tried again
+
+log = logging.getLogger("enginetui.threads")
 
 
 def threads_run_delay_s() -> float:
@@ -61,6 +64,7 @@ class ThreadGovernor:
         now = self._clock()
         if self.threads == 1:
             if now - self._single_since >= RETRY_S:
+                log.info("compute threads 1 -> %d: trying every thread again", self.max_threads)
                 self._use(self.max_threads, now)
             return
         elapsed = now - self._window_start
@@ -69,6 +73,8 @@ class ThreadGovernor:
         delay = self._read_delay()
         share = (delay - self._delay_start) / (elapsed * self.threads)
         if share >= CONTENDED:
+            log.info("compute threads %d -> 1: they waited for a core %.0f%% of the last %.1f s",
+                     self.threads, 100 * share, elapsed)
             self._use(1, now)
             self._single_since = now
         else:
