@@ -364,7 +364,26 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
   store_rows(p, it, view, acc, sums);
 }
 
-// Few rows (decodes): a dot product per key and row, four keys at a time.
+// The dot products of one query row with four keys (channels past the last whole vector one by one).
+inline void dot4(const float* qi, const float* const kn[4], int64_t d, float out[4]) {
+  const int64_t d16 = d - d % 16;
+  vf a0{}, a1{}, a2{}, a3{};
+  for (int64_t c = 0; c < d16; c += 16) {
+    const vf qc = load16(qi + c);
+    a0 += qc * load16(kn[0] + c);
+    a1 += qc * load16(kn[1] + c);
+    a2 += qc * load16(kn[2] + c);
+    a3 += qc * load16(kn[3] + c);
+  }
+  const vf sums = hsum4(a0, a1, a2, a3);
+  for (int j = 0; j < 4; ++j) {
+    float tail = 0.0f;
+    for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
+    out[j] = sums[4 * j] + tail;
+  }
+}
+
+// Few rows (short chunks): a dot product per key and row, four keys at a time.
 template <typename T>
 void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
   const ItemView<T> view(p, it);
@@ -391,7 +410,6 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
     view.prefetch_next(p, it, n0, nv);
     int64_t ks;
     const float* k = tile_rows(p.key_cache + off, view.tok_stride, nv, d, w.kv.data(), ks);
-    const int64_t d16 = d - d % 16;  // channels in whole vectors; the rest (if any) one by one
     for (int64_t i = 0; i < rows; ++i) {
       const float* qi = q + i * d;
       const int64_t visible = std::clamp<int64_t>(pos[i] - n0 + 1, 0, nv);  // keys n < visible
@@ -399,20 +417,9 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
       for (int64_t n = 0; n < visible; n += 4) {  // four keys at a time (past `visible`: repeats, unused)
         const float* kn[4];
         for (int j = 0; j < 4; ++j) kn[j] = k + std::min(n + j, visible - 1) * ks;
-        vf a0{}, a1{}, a2{}, a3{};
-        for (int64_t c = 0; c < d16; c += 16) {
-          const vf qc = load16(qi + c);
-          a0 += qc * load16(kn[0] + c);
-          a1 += qc * load16(kn[1] + c);
-          a2 += qc * load16(kn[2] + c);
-          a3 += qc * load16(kn[3] + c);
-        }
-        const vf sums = hsum4(a0, a1, a2, a3);
-        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) {
-          float tail = 0.0f;
-          for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
-          si[n + j] = sums[4 * j] + tail;
-        }
+        float four[4];
+        dot4(qi, kn, d, four);
+        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j];
       }
       const vf lane = iota16();
       vf sv = lane < static_cast<float>(visible) ? load16(si) : splat(kNegInf);  // masked keys: -inf
@@ -440,25 +447,6 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
     accumulate_values_rows(s, rows, v, vs, nv, d, acc);
   }
   store_rows(p, it, view, acc, l);
-}
-
-// The dot products of one query row with four keys (channels past the last whole vector one by one).
-inline void dot4(const float* qi, const float* const kn[4], int64_t d, float out[4]) {
-  const int64_t d16 = d - d % 16;
-  vf a0{}, a1{}, a2{}, a3{};
-  for (int64_t c = 0; c < d16; c += 16) {
-    const vf qc = load16(qi + c);
-    a0 += qc * load16(kn[0] + c);
-    a1 += qc * load16(kn[1] + c);
-    a2 += qc * load16(kn[2] + c);
-    a3 += qc * load16(kn[3] + c);
-  }
-  const vf sums = hsum4(a0, a1, a2, a3);
-  for (int j = 0; j < 4; ++j) {
-    float tail = 0.0f;
-    for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
-    out[j] = sums[4 * j] + tail;
-  }
 }
 
 // acc[c] += sum_n w[n] * v_n[c]: one output row, up to four vectors of channels in registers.
@@ -518,12 +506,20 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
   }
   float* sc = w.ctx.data();  // [heads, ctx_stride]
 
+  // fn(b, nv, rows, stride) for each block b of the context: its nv rows of the item's heads, in
+  // fp32, `stride` elements apart; the next block is asked for meanwhile.
+  auto for_each_block = [&](const T* cache, auto&& fn) {
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const int64_t nv = block_len(b);
+      if (b + 1 < num_blocks) prefetch_block(rows_of(cache, b + 1), tok_stride, block_len(b + 1), width);
+      int64_t stride;
+      const float* rows = tile_rows(rows_of(cache, b), tok_stride, nv, width, w.kv.data(), stride);
+      fn(b, nv, rows, stride);
+    }
+  };
+
   // Keys: every score of the context.
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const int64_t nv = block_len(b);
-    if (b + 1 < num_blocks) prefetch_block(rows_of(p.key_cache, b + 1), tok_stride, block_len(b + 1), width);
-    int64_t ks;
-    const float* k = tile_rows(rows_of(p.key_cache, b), tok_stride, nv, width, w.kv.data(), ks);
+  for_each_block(p.key_cache, [&](int64_t b, int64_t nv, const float* k, int64_t ks) {
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
@@ -537,7 +533,7 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
         }
       }
     }
-  }
+  });
 
   // Softmax per head, over the whole context at once; `inv` keeps each head's 1 / sum of exp.
   float* inv = w.s.data();  // [heads]
@@ -565,18 +561,14 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
   // Values: the probability-weighted sum.
   float* acc = w.acc.data();  // [heads, d]
   std::fill_n(acc, heads * d, 0.0f);
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const int64_t nv = block_len(b);
-    if (b + 1 < num_blocks) prefetch_block(rows_of(p.value_cache, b + 1), tok_stride, block_len(b + 1), width);
-    int64_t vs;
-    const float* v = tile_rows(rows_of(p.value_cache, b), tok_stride, nv, width, w.kv.data(), vs);
+  for_each_block(p.value_cache, [&](int64_t b, int64_t nv, const float* v, int64_t vs) {
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
         accumulate_weighted(sc + h * ctx_stride + b * p.block_size, v + g * d, vs, nv, d, acc + h * d);
       }
     }
-  }
+  });
   for (int64_t h = 0; h < heads; ++h) {
     T* dst = p.out + token * p.o_tok_stride + (kv0 * group + h) * p.o_head_stride;
 #pragma omp simd
