@@ -36,8 +36,7 @@ class Sampler:
             temp = torch.where(greedy, 1.0, meta.temperature)[:, None]  # [num_rows, 1]
             final = filter_logits(logits / temp, meta)  # [num_rows, vocab]
             probs = final.softmax(dim=-1)  # [num_rows, vocab]
-            noise = self._exponential_noise(probs, meta)  # [num_rows, vocab]
-            sampled = argmax_rows(probs / noise)  # [num_rows] exponential race == categorical draw
+            sampled = self._draw(probs, meta)  # [num_rows]
             if greedy.any():
                 sampled = torch.where(greedy, argmax_rows(logits), sampled)  # [num_rows]
                 final = torch.where(greedy[:, None], logits, final)
@@ -46,15 +45,22 @@ class Sampler:
             return token_ids, None
         return token_ids, _logprobs(final, sampled, meta.max_num_logprobs)
 
-    def _exponential_noise(self, probs: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
-        """Exp(1) noise per row; a seeded row's noise depends only on its seed and output position."""
-        # -log(U) with U uniform is Exp(1), and about 3x faster to draw than exponential_() on CPU.
-        noise = torch.empty_like(probs).uniform_(generator=self.generator)  # [num_rows, vocab]
+    def _draw(self, probs: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
+        """probs: [num_rows, vocab] -> one categorical draw per row, [num_rows]: the row's CDF (in
+        float64, exact to far below the smallest probability that matters) inverted at one uniform
+        number. A seeded row's number depends only on its seed and output position. One number per
+        row, where an exponential race over the vocabulary drew one per entry (64 x 50,272 of them:
+        a fifth of a decode step on CPU)."""
+        u = torch.rand(probs.shape[0], dtype=torch.float64, generator=self.generator,
+                       device=probs.device)  # [num_rows] in [0, 1)
         for row, seed in enumerate(meta.seeds):
             if seed is not None:
                 self.row_generator.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))
-                noise[row].uniform_(generator=self.row_generator)
-        return noise.log_().neg_()
+                u[row] = torch.rand((), dtype=torch.float64, generator=self.row_generator, device=probs.device)
+        cdf = probs.double().cumsum(dim=-1)  # [num_rows, vocab]
+        target = u[:, None] * cdf[:, -1:]  # [num_rows, 1]: below the row's total mass
+        sampled = torch.searchsorted(cdf, target, right=True).squeeze(-1)  # [num_rows] first cdf > target
+        return sampled.clamp_(max=probs.shape[-1] - 1)
 
 
 def filter_logits(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:

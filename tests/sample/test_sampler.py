@@ -69,6 +69,20 @@ def test_min_p_drops_tokens_below_the_threshold():
             assert probs[i, t] >= 0.2 * probs[i].max()
 
 
+def test_draws_follow_the_softmax_distribution():
+    """20,000 draws from one row's distribution: their frequencies match its probabilities."""
+    logits = random_logits(1, seed=6).repeat(2000, 1)  # [2000, VOCAB], one distribution
+    probs = (logits[0] / 0.8).softmax(-1)
+    sampler = Sampler(7)
+    counts = torch.zeros(VOCAB)
+    for _ in range(10):
+        tokens, _ = sampler(logits, meta(2000, temperature=0.8))
+        counts += torch.bincount(torch.tensor(tokens), minlength=VOCAB)
+    freq = counts / counts.sum()
+    assert 0.5 * (freq - probs).abs().sum() < 0.02  # total variation; about 0.01 expected by chance
+    assert counts[probs < 1e-4].sum() <= 5  # the unlikely stay rare
+
+
 def test_seeded_rows_are_reproducible_whatever_the_batch():
     logits = random_logits(4, seed=5)
     alone, _ = Sampler(0)(logits[2:3], meta(1, seeds=[1234], num_out=[7]))
