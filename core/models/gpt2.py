@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from core.models.contract import CausalLM
-from core.models.layers.activation import activation
+from core.models.layers.activation import activation, linear_activation
 from core.models.layers.attention import PagedAttention
 from core.models.layers.linear import Linear
 from core.models.layers.row_chunks import by_row_chunks
@@ -41,7 +41,10 @@ class GPT2MLP(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, n_embd] -> [num_tokens, n_embd]."""
-        return by_row_chunks(lambda x: self.c_proj(self.act(self.c_fc(x))), h)
+        return by_row_chunks(self._mlp, h)
+
+    def _mlp(self, h: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(linear_activation(self.c_fc, h, self.act))
 
 
 class GPT2Block(nn.Module):

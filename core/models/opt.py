@@ -37,8 +37,7 @@ class OPTDecoderLayer(nn.Module):
         self.fc1 = Linear(hidden, cfg.ffn_dim, bias)
         self.fc2 = Linear(cfg.ffn_dim, hidden, bias)
         self.final_layer_norm = nn.LayerNorm(hidden, elementwise_affine=affine)
-        activation(cfg.activation_function)  # refuses an unsupported one at construction
-        self.act_name = cfg.activation_function  # the MLP's activation, applied with fc1
+        self.act = activation(cfg.activation_function)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden] -> [num_tokens, hidden]."""
@@ -51,14 +50,14 @@ class OPTDecoderLayer(nn.Module):
         residual = h
         if self.pre_norm:
             h = self.final_layer_norm(h)
-        h = residual + by_row_chunks(self.mlp, h)
+        h = residual + by_row_chunks(self._mlp, h)
         if not self.pre_norm:
             h = self.final_layer_norm(h)
         return h
 
-    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+    def _mlp(self, h: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden] -> [num_tokens, hidden]."""
-        return self.fc2(linear_activation(self.fc1, h, self.act_name))
+        return self.fc2(linear_activation(self.fc1, h, self.act))
 
 
 class OPTDecoder(nn.Module):

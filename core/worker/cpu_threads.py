@@ -24,6 +24,8 @@ already set (`OMP_NUM_THREADS`, `GOMP_SPINCOUNT`, `OMP_WAIT_POLICY`), else the m
 
 import os
 
+import torch
+
 from core.config import EngineConfig
 from core.worker.thread_governor import ThreadGovernor, schedstat_available
 
@@ -64,8 +66,6 @@ def engine_process_env(config: EngineConfig) -> dict[str, str]:
 
 def thread_governor() -> ThreadGovernor | None:
     """In the EngineCore child: the governor of its thread count, if the count is its own to adapt."""
-    import torch
-
     if os.environ.get(ADAPT_ENV) != "1" or torch.get_num_threads() < 2 or not schedstat_available():
         return None
     return ThreadGovernor(torch.get_num_threads())

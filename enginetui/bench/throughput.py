@@ -256,8 +256,8 @@ def run(args: argparse.Namespace) -> ThroughputResult:
             report.quiet_transformers()
             engine_kwargs, weights_dir = stack.enter_context(shared_weights(kwargs))
         engines = stack.enter_context(our_engines(engine_kwargs, modes, args.temperature, record))
-        info = engines[modes[0]][0].engine.info
-        info = {"device": info.device, "dtype": info.dtype}
+        engine_info = engines[modes[0]][0].engine.info
+        info = {"device": engine_info.device, "dtype": engine_info.dtype}
         peers: dict[str, VLLMPeer] = {}
         if python is not None:
             peers = stack.enter_context(vllm_peers(python, str(weights_dir), vllm_engine_kwargs(engine_kwargs, info["dtype"]),

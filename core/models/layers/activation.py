@@ -22,12 +22,12 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
-def linear_activation(layer: Linear, x: torch.Tensor, name: str) -> torch.Tensor:
-    """act(layer(x)), x: [num_tokens, in_features] -> [num_tokens, out_features]; relu in the same call
-    as the GEMM (fused where the weight's backend can)."""
-    if name == "relu":
+def linear_activation(layer: Linear, x: torch.Tensor, act) -> torch.Tensor:
+    """act(layer(x)) for an `activation(...)` act, x: [num_tokens, in_features] -> [num_tokens,
+    out_features]; relu in the same call as the GEMM (fused where the weight's backend can)."""
+    if act is torch.relu:
         return linear_relu(x, layer.weight, layer.bias)
-    return activation(name)(layer(x))
+    return act(layer(x))
 
 
 class SiluAndMulMLP(nn.Module):
