@@ -10,7 +10,7 @@ import itertools
 import os
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -29,7 +29,8 @@ from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, describe, sampling_params
 from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
-from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
+from enginetui.prompting import PromptingApp
+from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
 from enginetui.widgets.event_log import EventLog
@@ -58,7 +59,7 @@ NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) a
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
 
-class EngineTUI(App[None]):
+class EngineTUI(PromptingApp, App[None]):
     """Live view of one engine: type prompts, watch the scheduler, pool and queues work."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
@@ -299,22 +300,6 @@ class EngineTUI(App[None]):
             self.notify(f"the engine is not running{again}", severity="error")
         return self.phase == "ready"
 
-    @on(PromptBar.Submitted)
-    def _on_prompt(self, message: PromptBar.Submitted) -> None:
-        self.submit(message.text, message.settings)
-
-    @on(PromptBar.BurstRequested)
-    def _on_burst(self, message: PromptBar.BurstRequested) -> None:
-        self.burst(message.count)
-
-    @on(PromptBar.HelpRequested)
-    def _on_help(self) -> None:
-        self.action_help()
-
-    @on(RequestsTable.Clicked)
-    def _on_row_clicked(self, message: RequestsTable.Clicked) -> None:
-        self.selected = message.req_id
-
     @on(EngineLost)
     def _on_engine_lost(self, message: EngineLost) -> None:
         if self._engine_closed or message.engine is not self.engine or self.phase == "stopped":
@@ -329,12 +314,9 @@ class EngineTUI(App[None]):
     def burst(self, count: int) -> None:
         """Submit `count` synthetic requests: random prompts, the current sampling settings, but
         past EOS and a random length in BURST_MAX_TOKENS, so the pool really fills."""
-        settings = self.query_one(PromptBar).settings
         if self._engine_ready():
-            for _ in range(count):
-                prompt = self._rng.choice(BURST_PROMPTS)
-                length = self._rng.randint(*BURST_MAX_TOKENS)
-                self.submit(prompt, replace(settings, max_tokens=length, ignore_eos=True))
+            for prompt, settings in burst_requests(self._rng, self.query_one(PromptBar).settings, count):
+                self.submit(prompt, settings)
 
     # ---- actions -------------------------------------------------------------------------
 

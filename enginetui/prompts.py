@@ -1,6 +1,11 @@
 """Synthetic bursts (`b`): prompts short and long, so bursts mix decode and chunked prefill, and
 generation lengths that ignore EOS, so a burst really fills the KV pool."""
 
+import random
+from dataclasses import replace
+
+from enginetui.settings import SamplingSettings
+
 BURST_MAX_TOKENS = (32, 128)  # each burst request generates a (seeded) random count in this range, past EOS
 
 BURST_PROMPTS = (
@@ -20,3 +25,14 @@ BURST_PROMPTS = (
     "def fibonacci(n):",
     "Dear diary, today the engine ran out of KV blocks and",
 )
+
+
+def burst_requests(rng: random.Random, settings: SamplingSettings, count: int) -> list[tuple[str, SamplingSettings]]:
+    """`count` synthetic requests (prompt, settings): random prompts, the given sampling settings, but
+    past EOS and a random length in BURST_MAX_TOKENS, so the pool really fills."""
+    requests = []
+    for _ in range(count):
+        prompt = rng.choice(BURST_PROMPTS)
+        length = rng.randint(*BURST_MAX_TOKENS)
+        requests.append((prompt, replace(settings, max_tokens=length, ignore_eos=True)))
+    return requests

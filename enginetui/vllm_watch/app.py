@@ -9,10 +9,9 @@ import asyncio
 import itertools
 import random
 import time
-from dataclasses import replace
 from pathlib import Path
 
-from textual import events, on, work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,7 +19,8 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from enginetui.app import NARROW, EngineTUI
-from enginetui.prompts import BURST_MAX_TOKENS, BURST_PROMPTS
+from enginetui.prompting import PromptingApp
+from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
@@ -39,7 +39,7 @@ KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": tru
            "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)")
 
 
-class VllmWatchApp(App[None]):
+class VllmWatchApp(PromptingApp, App[None]):
     """Watch one vLLM server: its queues, KV pool, rates, latencies and prefix cache; send it prompts."""
 
     CSS_PATH = [Path(__file__).parent.parent / "app.tcss", Path(__file__).with_name("watch.tcss")]
@@ -80,7 +80,7 @@ class VllmWatchApp(App[None]):
         self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._rng = random.Random(seed)  # burst prompts and lengths
         self._ids = itertools.count(1)  # request id numbers
-        self._selected: str | None = None  # the request shown in full
+        self.selected: str | None = None  # the request shown in full
         self._drawn: tuple[int, str | None] | None = None  # (state version, selected) on screen
         self._subscribers: dict[int, KvSubscriber] = {}  # rank -> its subscriber
         self._streams: dict[str, asyncio.Task] = {}  # live request id -> its streaming task
@@ -137,7 +137,7 @@ class VllmWatchApp(App[None]):
             footer.compact = columns < NARROW  # every key in 80 columns
 
     def redraw(self) -> None:
-        key = (self.state.version, self._selected)
+        key = (self.state.version, self.selected)
         if key == self._drawn:
             return
         try:
@@ -147,8 +147,8 @@ class VllmWatchApp(App[None]):
         self._drawn = key
         s = self.state
         title.update(panels.title_text(s))
-        self.query_one(RequestsTable).show(list(s.requests.values()), self._selected)
-        self.query_one(panels.RequestPanel).show(s.requests.get(self._selected or ""))
+        self.query_one(RequestsTable).show(list(s.requests.values()), self.selected)
+        self.query_one(panels.RequestPanel).show(s.requests.get(self.selected or ""))
         for panel in self.query(panels.TextPanel):
             panel.show(s)
         self.query_one(PrefixTreePanel).show(s.caches, s.config("num_gpu_blocks"), self._empty_tree_note())
@@ -244,9 +244,9 @@ class VllmWatchApp(App[None]):
             return
         req_id = f"r{next(self._ids)}"
         self.state.add_request(req_id, prompt, settings.max_tokens, time.time())
-        shown = self.state.requests.get(self._selected or "")
+        shown = self.state.requests.get(self.selected or "")
         if shown is None or not shown.active:
-            self._selected = req_id
+            self.selected = req_id
         self._streams[req_id] = asyncio.ensure_future(self._stream(req_id, prompt, settings))
 
     async def _stream(self, req_id: str, prompt: str, settings: SamplingSettings) -> None:
@@ -266,27 +266,9 @@ class VllmWatchApp(App[None]):
         finally:
             self._streams.pop(req_id, None)
 
-    @on(PromptBar.Submitted)
-    def _on_prompt(self, message: PromptBar.Submitted) -> None:
-        self.submit(message.text, message.settings)
-
-    @on(PromptBar.BurstRequested)
-    def _on_burst(self, message: PromptBar.BurstRequested) -> None:
-        self.burst(message.count)
-
-    @on(PromptBar.HelpRequested)
-    def _on_help(self) -> None:
-        self.action_help()
-
-    @on(RequestsTable.Clicked)
-    def _on_row_clicked(self, message: RequestsTable.Clicked) -> None:
-        self._selected = message.req_id
-
     def burst(self, count: int) -> None:
-        settings = self.query_one(PromptBar).settings
-        for _ in range(count):
-            length = self._rng.randint(*BURST_MAX_TOKENS)
-            self.submit(self._rng.choice(BURST_PROMPTS), replace(settings, max_tokens=length, ignore_eos=True))
+        for prompt, settings in burst_requests(self._rng, self.query_one(PromptBar).settings, count):
+            self.submit(prompt, settings)
 
     # ---- actions -------------------------------------------------------------------------
 
@@ -297,7 +279,7 @@ class VllmWatchApp(App[None]):
         self.burst(self._burst_size)
 
     def action_abort(self) -> None:
-        task = self._streams.get(self._selected or "")
+        task = self._streams.get(self.selected or "")
         if task is None:
             self.notify("select a live request with ↑↓ first", severity="warning")
         else:
@@ -306,14 +288,14 @@ class VllmWatchApp(App[None]):
     def action_clear(self) -> None:
         if not self.state.clear_ended():
             self.notify("no ended requests to clear", severity="warning")
-        if self._selected not in self.state.requests:
-            self._selected = next(iter(self.state.requests), None)
+        if self.selected not in self.state.requests:
+            self.selected = next(iter(self.state.requests), None)
 
     def action_select(self, delta: int) -> None:
         ids = list(self.state.requests)
         if ids:
-            at = ids.index(self._selected) if self._selected in ids else (-1 if delta > 0 else len(ids))
-            self._selected = ids[max(0, min(len(ids) - 1, at + delta))]
+            at = ids.index(self.selected) if self.selected in ids else (-1 if delta > 0 else len(ids))
+            self.selected = ids[max(0, min(len(ids) - 1, at + delta))]
 
     @work(group="control", exit_on_error=False)
     async def action_reset_cache(self) -> None:
