@@ -6,14 +6,11 @@ import msgspec
 
 from core.sampling_params import SamplingParams
 from tests.dashboard.fake_engine import FakeEngine
+from tests.dashboard.scenes import PROMPTS as SCENE_PROMPTS
 from tests.record.recordings import INFO, write
 
 PROMPTS = (
-    "Once upon a time in a quiet river town",
-    "Explain paged attention: the KV cache lives in fixed size blocks and a block table maps each "
-    "request's logical blocks to physical blocks in one shared pool",
-    "The capital of France is",
-    "Write a haiku about a scheduler that never sleeps",
+    *SCENE_PROMPTS,
     "Count the golden stones by the silver river",
     "A careful model answered the distant patient kernel",
 )
