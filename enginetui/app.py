@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from textual import events, on, work
+from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -29,7 +29,7 @@ from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, describe, sampling_params
 from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
-from enginetui.prompting import PromptingApp
+from enginetui.prompting import NARROW, PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
@@ -44,7 +44,7 @@ from enginetui.widgets.process_panel import (
     ProcessSample,
     PsutilProbe,
 )
-from enginetui.widgets.prompt_bar import PromptBar, PromptInput
+from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.queues import QueuesPanel
 from enginetui.widgets.request_detail import RequestDetail
 from enginetui.widgets.requests_table import RequestsTable
@@ -54,7 +54,6 @@ from enginetui.widgets.timeline import TimelinePanel
 from enginetui.widgets.title_bar import TitleBar
 
 
-NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer
 # Slow-motion paces the - and + keys step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
@@ -168,13 +167,6 @@ class EngineTUI(PromptingApp, App[None]):
         self._connect()
 
     # ---- drawing -------------------------------------------------------------------------
-
-    def on_resize(self, event: events.Resize) -> None:
-        self._fit_footer(event.size.width)
-
-    def _fit_footer(self, columns: int) -> None:
-        for footer in self.query(Footer):  # none yet if the terminal reports its size before the screen is up
-            footer.compact = columns < NARROW  # every key in 80 columns
 
     def redraw(self) -> None:
         """Push the state into the panels if anything changed since the last redraw."""
@@ -388,15 +380,6 @@ class EngineTUI(PromptingApp, App[None]):
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptBar).focus_prompt()
-
-    def on_key(self, event: events.Key) -> None:
-        """A printable key that is not a dashboard key types into the prompt box, opening it if needed:
-        `/` starts a command, a letter a prompt. Keys typed faster than the box took the focus (sent
-        to the dashboard before it moved) arrive here too, after that one: they go into the box, in order."""
-        typing = self.focused is None or isinstance(self.focused, PromptInput)
-        if typing and len(self.screen_stack) == 1 and event.is_printable and event.key not in self.active_bindings:
-            event.prevent_default()
-            self.query_one(PromptBar).focus_prompt(event.character or "")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Which keys apply (the footer shows only those): in the prompt box only TYPING_ACTIONS (the

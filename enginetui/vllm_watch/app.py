@@ -11,14 +11,14 @@ import random
 import time
 from pathlib import Path
 
-from textual import events, work
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
-from enginetui.app import NARROW, EngineTUI
+from enginetui.app import EngineTUI
 from enginetui.prompting import PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.settings import SamplingSettings
@@ -29,7 +29,7 @@ from enginetui.vllm_watch.state import WatchState
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from enginetui.widgets.help_screen import HelpScreen
-from enginetui.widgets.prompt_bar import PromptBar, PromptInput
+from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
 
 POLL_S = 1.0  # /metrics reading interval
@@ -118,23 +118,9 @@ class VllmWatchApp(PromptingApp, App[None]):
 
     # ---- keys and drawing ----------------------------------------------------------------
 
-    def on_key(self, event: events.Key) -> None:
-        """A printable key that is no dashboard key opens the prompt box with it typed (`/` a command)."""
-        typing = self.focused is None or isinstance(self.focused, PromptInput)
-        if typing and len(self.screen_stack) == 1 and event.is_printable and event.key not in self.active_bindings:
-            event.prevent_default()
-            self.query_one(PromptBar).focus_prompt(event.character or "")
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """In the prompt box the letters are text: only TYPING_ACTIONS apply (and the footer shows only those)."""
         return not isinstance(self.focused, Input) or action in self.TYPING_ACTIONS
-
-    def on_resize(self, event: events.Resize) -> None:
-        self._fit_footer(event.size.width)
-
-    def _fit_footer(self, columns: int) -> None:
-        for footer in self.query(Footer):  # none yet if the terminal reports its size before the screen is up
-            footer.compact = columns < NARROW  # every key in 80 columns
 
     def redraw(self) -> None:
         key = (self.state.version, self.selected)
