@@ -5,7 +5,7 @@
 // [num_blocks, block_size, num_kv_heads, head_size]; slot = block * block_size + offset.
 //
 // Work is split into items, run by OpenMP threads with dynamic scheduling, heaviest first, all in
-// fp32. A decode (one query token) is an item per range of kv heads (all of them when there are
+// fp32 (bf16 / fp16 keys and values are widened as they are loaded, never copied). A decode (one query token) is an item per range of kv heads (all of them when there are
 // enough decodes to keep every thread busy): it reads each cache block's rows for its heads in one
 // run, keys then values, and takes the softmax over its whole context at once. Attention is
 // memory-bound there, and long runs are what the prefetchers follow (one head's 16 rows of a
@@ -50,7 +50,63 @@ using vf = float __attribute__((vector_size(64)));
 using vi = int32_t __attribute__((vector_size(64)));
 using vf_unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));  // to load / store rows
 
+using vu16 = uint16_t __attribute__((vector_size(32), aligned(2), may_alias));  // 16 bf16 bit patterns
+using vu = uint32_t __attribute__((vector_size(64)));
+using vu_unaligned = uint32_t __attribute__((vector_size(64), aligned(2), may_alias));  // 32 bf16 bit patterns
+
 inline vf load16(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
+// 16 bf16 values widened to fp32: a bf16 is the top half of the fp32 with the same value.
+inline vf load16(const c10::BFloat16* p) {
+  const vu wide = __builtin_convertvector(*reinterpret_cast<const vu16*>(p), vu) << 16;
+  return reinterpret_cast<vf>(wide);
+}
+inline vf load16(const c10::Half* p) {
+  vf v;
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(p[i]);
+  return v;
+}
+
+// Lane order: how the dot products and decode outputs hold a row's channels. Runs of 32 channels;
+// in a bf16 run the 16 even channels come first, then the 16 odd ones: that is how one 512-bit load
+// of 32 bf16 widens to two fp32 vectors with a shift and a mask, no shuffle (shuffles share one
+// port, and widening in order made bf16 decodes compute-bound). Other dtypes, and the channels past
+// the last whole run, keep their order. Queries are put in lane order, outputs taken out of it.
+template <typename T>
+constexpr bool kPairs = std::is_same_v<T, c10::BFloat16>;
+
+inline int64_t whole_runs(int64_t d) { return d - d % 32; }
+
+template <typename T>
+inline int64_t lane_index(int64_t c, int64_t d) {
+  if (!kPairs<T> || c >= whole_runs(d)) return c;
+  const int64_t r = c % 32;
+  return c - r + (r % 2) * 16 + r / 2;
+}
+
+// Channels [c, c + 32) of a row as two fp32 vectors, in lane order.
+template <typename T>
+inline void load32(const T* p, vf& lo, vf& hi) {
+  if constexpr (kPairs<T>) {
+    const vu w = *reinterpret_cast<const vu_unaligned*>(p);  // bf16 2i in the low half of word i
+    lo = reinterpret_cast<vf>(w << 16);
+    hi = reinterpret_cast<vf>(w & 0xFFFF0000u);
+  } else {
+    lo = load16(p);
+    hi = load16(p + 16);
+  }
+}
+
+// dst (lane order) = src * scale.
+template <typename T>
+inline void to_lanes(const T* src, float scale, int64_t d, float* dst) {
+  for (int64_t c = 0; c < d; ++c) dst[lane_index<T>(c, d)] = to_float(src[c]) * scale;
+}
+
+// dst = src (lane order) * scale.
+template <typename T>
+inline void from_lanes(const float* src, float scale, int64_t d, T* dst) {
+  for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(src[lane_index<T>(c, d)] * scale);
+}
 inline void store16(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
 inline vf splat(float x) { return vf{} + x; }
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
@@ -143,13 +199,11 @@ struct Scratch {
   std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes; dot / decode: [rows, head_size]
   std::vector<float> acc;  // [rows, head_size] unnormalized outputs (rows: kLanes, or a decode's heads)
   std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes; decode: [heads] 1 / sum
-  std::vector<float> kv;   // [block rows, kv heads x head_size] keys or values converted to fp32 (half precision)
   std::vector<float> ctx;  // decode: [num_heads, ctx_stride] scores, then probabilities, of the whole context
-  Scratch(int64_t d, int64_t heads, int64_t kv_row, int64_t rows_per_tile, int64_t ctx_stride)
+  Scratch(int64_t d, int64_t heads, int64_t ctx_stride)
       : q(std::max(kLanes, heads) * d),
         acc(std::max(kLanes, heads) * d),
         s(std::max(kKeyTile * kLanes, heads)),
-        kv(std::max(kKeyTile * d, rows_per_tile * kv_row)),
         ctx(heads * ctx_stride) {}
 };
 
@@ -210,28 +264,10 @@ struct ItemView {
   }
 };
 
-// Rows [0, nv) of a key/value tile as fp32 rows: the cache itself for fp32, else converted into `buf`.
-template <typename T>
-inline const float* tile_rows(const T* src, int64_t tok_stride, int64_t nv, int64_t d, float* buf, int64_t& stride) {
-  if constexpr (std::is_same_v<T, float>) {
-    stride = tok_stride;
-    return src;
-  } else {
-    for (int64_t n = 0; n < nv; ++n) {
-      const T* row = src + n * tok_stride;
-      float* dst = buf + n * d;
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) dst[c] = to_float(row[c]);
-    }
-    stride = d;
-    return buf;
-  }
-}
-
 // acc[lane0 + j] += sum_n s[n][lane0 + j] * v_n for j < R: R rows' accumulators in registers per
 // 16-channel chunk, each value row loaded once for all R rows.
-template <int R>
-inline void accumulate_values(const float* s, int64_t lane0, const float* v, int64_t v_stride, int64_t nv, int64_t d,
+template <int R, typename T>
+inline void accumulate_values(const float* s, int64_t lane0, const T* v, int64_t v_stride, int64_t nv, int64_t d,
                               float* acc) {
   int64_t c0 = 0;
   for (; c0 + 16 <= d; c0 += 16) {
@@ -248,21 +284,22 @@ inline void accumulate_values(const float* s, int64_t lane0, const float* v, int
       float* aj = acc + (lane0 + j) * d;
       for (int64_t n = 0; n < nv; ++n) {
         const float pj = s[n * kLanes + lane0 + j];
-        const float* vn = v + n * v_stride;
-        for (int64_t c = c0; c < d; ++c) aj[c] += pj * vn[c];
+        const T* vn = v + n * v_stride;
+        for (int64_t c = c0; c < d; ++c) aj[c] += pj * to_float(vn[c]);
       }
     }
   }
 }
 
-inline void accumulate_values_rows(const float* s, int64_t rows, const float* v, int64_t v_stride, int64_t nv, int64_t d,
+template <typename T>
+inline void accumulate_values_rows(const float* s, int64_t rows, const T* v, int64_t v_stride, int64_t nv, int64_t d,
                                    float* acc) {
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) accumulate_values<4>(s, r, v, v_stride, nv, d, acc);
+  for (; r + 4 <= rows; r += 4) accumulate_values<4, T>(s, r, v, v_stride, nv, d, acc);
   switch (rows - r) {
-    case 3: accumulate_values<3>(s, r, v, v_stride, nv, d, acc); break;
-    case 2: accumulate_values<2>(s, r, v, v_stride, nv, d, acc); break;
-    case 1: accumulate_values<1>(s, r, v, v_stride, nv, d, acc); break;
+    case 3: accumulate_values<3, T>(s, r, v, v_stride, nv, d, acc); break;
+    case 2: accumulate_values<2, T>(s, r, v, v_stride, nv, d, acc); break;
+    case 1: accumulate_values<1, T>(s, r, v, v_stride, nv, d, acc); break;
     default: break;
   }
 }
@@ -306,18 +343,18 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
     nv = view.tile_len(p, n0);
     const int64_t off = view.key_offset(p, it, n0);
     view.prefetch_next(p, it, n0, nv);
-    int64_t ks;
-    const float* k = tile_rows(p.key_cache + off, view.tok_stride, nv, d, w.kv.data(), ks);
+    const T* k = p.key_cache + off;
+    const int64_t ks = view.tok_stride;
     int64_t n = 0;
     for (; n + 4 <= nv; n += 4) {  // four keys at a time: four vectors of scores (rows in lanes) in registers
       vf a0{}, a1{}, a2{}, a3{};
-      const float *k0 = k + n * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+      const T *k0 = k + n * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
       for (int64_t c = 0; c < d; ++c) {
         const vf qc = load16(qt + c * kLanes);
-        a0 += k0[c] * qc;
-        a1 += k1[c] * qc;
-        a2 += k2[c] * qc;
-        a3 += k3[c] * qc;
+        a0 += to_float(k0[c]) * qc;
+        a1 += to_float(k1[c]) * qc;
+        a2 += to_float(k2[c]) * qc;
+        a3 += to_float(k3[c]) * qc;
       }
       store16(s + (n + 0) * kLanes, a0);
       store16(s + (n + 1) * kLanes, a1);
@@ -326,8 +363,8 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
     }
     for (; n < nv; ++n) {
       vf a0{};
-      const float* k0 = k + n * ks;
-      for (int64_t c = 0; c < d; ++c) a0 += k0[c] * load16(qt + c * kLanes);
+      const T* k0 = k + n * ks;
+      for (int64_t c = 0; c < d; ++c) a0 += to_float(k0[c]) * load16(qt + c * kLanes);
       store16(s + n * kLanes, a0);
     }
 
@@ -355,30 +392,35 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
 #pragma omp simd
       for (int64_t c = 0; c < d; ++c) a[c] *= alpha[i];
     }
-    int64_t vs;
-    const float* v = tile_rows(p.value_cache + off, view.tok_stride, nv, d, w.kv.data(), vs);
-    accumulate_values_rows(s, rows, v, vs, nv, d, acc);
+    accumulate_values_rows(s, rows, p.value_cache + off, view.tok_stride, nv, d, acc);
   }
   float sums[kLanes];
   store16(sums, l);
   store_rows(p, it, view, acc, sums);
 }
 
-// The dot products of one query row with four keys (channels past the last whole vector one by one).
-inline void dot4(const float* qi, const float* const kn[4], int64_t d, float out[4]) {
-  const int64_t d16 = d - d % 16;
-  vf a0{}, a1{}, a2{}, a3{};
-  for (int64_t c = 0; c < d16; c += 16) {
-    const vf qc = load16(qi + c);
-    a0 += qc * load16(kn[0] + c);
-    a1 += qc * load16(kn[1] + c);
-    a2 += qc * load16(kn[2] + c);
-    a3 += qc * load16(kn[3] + c);
+// The dot products of one query row (lane order) with four keys.
+template <typename T>
+inline void dot4(const float* qi, const T* const kn[4], int64_t d, float out[4]) {
+  const int64_t d32 = whole_runs(d), d16 = d - d % 16;
+  vf a[4] = {};
+  int64_t c = 0;
+  for (; c < d32; c += 32) {
+    const vf q0 = load16(qi + c), q1 = load16(qi + c + 16);
+    for (int j = 0; j < 4; ++j) {
+      vf lo, hi;
+      load32(kn[j] + c, lo, hi);
+      a[j] += q0 * lo + q1 * hi;
+    }
   }
-  const vf sums = hsum4(a0, a1, a2, a3);
+  for (; c < d16; c += 16) {
+    const vf qc = load16(qi + c);
+    for (int j = 0; j < 4; ++j) a[j] += qc * load16(kn[j] + c);
+  }
+  const vf sums = hsum4(a[0], a[1], a[2], a[3]);
   for (int j = 0; j < 4; ++j) {
     float tail = 0.0f;
-    for (int64_t c = d16; c < d; ++c) tail += qi[c] * kn[j][c];
+    for (int64_t t = d16; t < d; ++t) tail += qi[t] * to_float(kn[j][t]);
     out[j] = sums[4 * j] + tail;
   }
 }
@@ -388,13 +430,12 @@ template <typename T>
 void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
   const ItemView<T> view(p, it);
   const int64_t d = p.head_size, rows = view.rows;
-  float* q = w.q.data();  // [rows, d]
+  float* q = w.q.data();  // [rows, d], each row in lane order
   int64_t pos[kLanes];
   for (int64_t i = 0; i < rows; ++i) {
     pos[i] = view.pos(it, i);
     const T* src = p.query + (view.q_start + view.token(it, i)) * p.q_tok_stride + view.head(it, i) * p.q_head_stride;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) q[i * d + c] = to_float(src[c]) * p.scale;
+    to_lanes(src, p.scale, d, q + i * d);
   }
   float m[kLanes], l[kLanes];
   std::fill_n(m, rows, kNegInf);
@@ -408,14 +449,14 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
     nv = view.tile_len(p, n0);
     const int64_t off = view.key_offset(p, it, n0);
     view.prefetch_next(p, it, n0, nv);
-    int64_t ks;
-    const float* k = tile_rows(p.key_cache + off, view.tok_stride, nv, d, w.kv.data(), ks);
+    const T* k = p.key_cache + off;
+    const int64_t ks = view.tok_stride;
     for (int64_t i = 0; i < rows; ++i) {
       const float* qi = q + i * d;
       const int64_t visible = std::clamp<int64_t>(pos[i] - n0 + 1, 0, nv);  // keys n < visible
       alignas(64) float si[kKeyTile];
       for (int64_t n = 0; n < visible; n += 4) {  // four keys at a time (past `visible`: repeats, unused)
-        const float* kn[4];
+        const T* kn[4];
         for (int j = 0; j < 4; ++j) kn[j] = k + std::min(n + j, visible - 1) * ks;
         float four[4];
         dot4(qi, kn, d, four);
@@ -442,27 +483,39 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
       l[i] += sum;
       for (int64_t n = 0; n < nv; ++n) s[n * kLanes + i] = sv[n];  // rows side by side, as the lanes path
     }
-    int64_t vs;
-    const float* v = tile_rows(p.value_cache + off, view.tok_stride, nv, d, w.kv.data(), vs);
-    accumulate_values_rows(s, rows, v, vs, nv, d, acc);
+    accumulate_values_rows(s, rows, p.value_cache + off, view.tok_stride, nv, d, acc);
   }
   store_rows(p, it, view, acc, l);
 }
 
-// acc[c] += sum_n w[n] * v_n[c]: one output row, up to four vectors of channels in registers.
-inline void accumulate_weighted(const float* w, const float* v, int64_t v_stride, int64_t nv, int64_t d, float* acc) {
+// acc += sum_n w[n] * v_n: one output row in lane order, up to four vectors of channels in registers.
+template <typename T>
+inline void accumulate_weighted(const float* w, const T* v, int64_t v_stride, int64_t nv, int64_t d, float* acc) {
   int64_t c0 = 0;
   for (; c0 + 64 <= d; c0 += 64) {
     vf a0 = load16(acc + c0), a1 = load16(acc + c0 + 16), a2 = load16(acc + c0 + 32), a3 = load16(acc + c0 + 48);
     for (int64_t n = 0; n < nv; ++n) {
-      const float* vn = v + n * v_stride + c0;
+      const T* vn = v + n * v_stride + c0;
       const float wn = w[n];
-      a0 += wn * load16(vn);
-      a1 += wn * load16(vn + 16);
-      a2 += wn * load16(vn + 32);
-      a3 += wn * load16(vn + 48);
+      vf x0, x1, x2, x3;
+      load32(vn, x0, x1);
+      load32(vn + 32, x2, x3);
+      a0 += wn * x0;
+      a1 += wn * x1;
+      a2 += wn * x2;
+      a3 += wn * x3;
     }
     store16(acc + c0, a0), store16(acc + c0 + 16, a1), store16(acc + c0 + 32, a2), store16(acc + c0 + 48, a3);
+  }
+  for (; c0 + 32 <= whole_runs(d); c0 += 32) {
+    vf a0 = load16(acc + c0), a1 = load16(acc + c0 + 16);
+    for (int64_t n = 0; n < nv; ++n) {
+      vf x0, x1;
+      load32(v + n * v_stride + c0, x0, x1);
+      a0 += w[n] * x0;
+      a1 += w[n] * x1;
+    }
+    store16(acc + c0, a0), store16(acc + c0 + 16, a1);
   }
   for (; c0 + 16 <= d; c0 += 16) {
     vf a = load16(acc + c0);
@@ -470,7 +523,7 @@ inline void accumulate_weighted(const float* w, const float* v, int64_t v_stride
     store16(acc + c0, a);
   }
   for (; c0 < d; ++c0) {
-    for (int64_t n = 0; n < nv; ++n) acc[c0] += w[n] * v[n * v_stride + c0];
+    for (int64_t n = 0; n < nv; ++n) acc[c0] += w[n] * to_float(v[n * v_stride + c0]);
   }
 }
 
@@ -498,35 +551,31 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
   auto rows_of = [&](const T* cache, int64_t b) { return cache + blocks[b] * block_elems + kv0 * d; };
   auto block_len = [&](int64_t b) { return std::min(p.block_size, ctx - b * p.block_size); };
 
-  float* q = w.q.data();  // [heads, d], query head kv0 * group + h in row h
+  float* q = w.q.data();  // [heads, d], query head kv0 * group + h in row h, in lane order
   for (int64_t h = 0; h < heads; ++h) {
     const T* src = p.query + token * p.q_tok_stride + (kv0 * group + h) * p.q_head_stride;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) q[h * d + c] = to_float(src[c]) * p.scale;
+    to_lanes(src, p.scale, d, q + h * d);
   }
   float* sc = w.ctx.data();  // [heads, ctx_stride]
 
-  // fn(b, nv, rows, stride) for each block b of the context: its nv rows of the item's heads, in
-  // fp32, `stride` elements apart; the next block is asked for meanwhile.
+  // fn(b, nv, rows) for each block b of the context: its nv rows of the item's heads (tok_stride
+  // elements apart); the next block is asked for meanwhile.
   auto for_each_block = [&](const T* cache, auto&& fn) {
     for (int64_t b = 0; b < num_blocks; ++b) {
-      const int64_t nv = block_len(b);
       if (b + 1 < num_blocks) prefetch_block(rows_of(cache, b + 1), tok_stride, block_len(b + 1), width);
-      int64_t stride;
-      const float* rows = tile_rows(rows_of(cache, b), tok_stride, nv, width, w.kv.data(), stride);
-      fn(b, nv, rows, stride);
+      fn(b, block_len(b), rows_of(cache, b));
     }
   };
 
   // Keys: every score of the context.
-  for_each_block(p.key_cache, [&](int64_t b, int64_t nv, const float* k, int64_t ks) {
+  for_each_block(p.key_cache, [&](int64_t b, int64_t nv, const T* k) {
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
         float* sh = sc + h * ctx_stride + b * p.block_size;
         for (int64_t n = 0; n < nv; n += 4) {  // four keys at a time (past the block's end: repeats, unused)
-          const float* kn[4];
-          for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * ks + g * d;
+          const T* kn[4];
+          for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * tok_stride + g * d;
           float four[4];
           dot4(q + h * d, kn, d, four);
           for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r];
@@ -559,20 +608,19 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
   }
 
   // Values: the probability-weighted sum.
-  float* acc = w.acc.data();  // [heads, d]
+  float* acc = w.acc.data();  // [heads, d], lane order
   std::fill_n(acc, heads * d, 0.0f);
-  for_each_block(p.value_cache, [&](int64_t b, int64_t nv, const float* v, int64_t vs) {
+  for_each_block(p.value_cache, [&](int64_t b, int64_t nv, const T* v) {
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
-        accumulate_weighted(sc + h * ctx_stride + b * p.block_size, v + g * d, vs, nv, d, acc + h * d);
+        accumulate_weighted(sc + h * ctx_stride + b * p.block_size, v + g * d, tok_stride, nv, d, acc + h * d);
       }
     }
   });
   for (int64_t h = 0; h < heads; ++h) {
     T* dst = p.out + token * p.o_tok_stride + (kv0 * group + h) * p.o_head_stride;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(acc[h * d + c] * inv[h]);
+    from_lanes(acc + h * d, inv[h], d, dst);
   }
 }
 
@@ -619,7 +667,7 @@ void attention(const Problem<T>& p, int64_t num_reqs) {
   const int64_t decode_heads = per_range * group;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    Scratch scratch(p.head_size, decode_heads, per_range * p.head_size, p.block_size, ctx_stride);
+    Scratch scratch(p.head_size, decode_heads, ctx_stride);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < num_items; ++k) {
       const Item& it = items[k];
