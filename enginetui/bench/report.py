@@ -62,9 +62,10 @@ def print_throughput(result) -> None:
         rows.append([r.events, r.competing, r.repeat, r.elapsed_s, r.requests_per_s, r.total_tokens_per_s,
                      r.output_tokens_per_s, r.cached_prompt_tokens, s.prefill_tokens if s else None,
                      s.steps if s else None, s.preemptions if s else None,
+                     None if r.engine_cores is None else f"{r.engine_cores:.2f}",
                      f"{100 * d.cpu_share:.0f}% cpu, {d.redraw_ms_mean:.1f} ms/redraw" if d else None])
     headers = ["events", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok",
-               "prefill tok", "steps", "preempted", "dashboard"]
+               "prefill tok", "steps", "preempted", "engine cores", "dashboard"]
     print(table(headers, rows))
     print(_spread_line("enginetui", result.runs))
     if result.events_ratio:

@@ -13,6 +13,8 @@ hits them alike; the best of --repeats is kept, and every pass is listed so the 
 
 import argparse
 import time
+
+import psutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +48,8 @@ class EngineRun:
     cached_prompt_tokens: int  # prompt tokens served by the prefix cache
     steps: StepCounts | None  # what the steps computed, from the live subscriber (subscriber mode only)
     dashboard: DashboardCost | None = None  # what the attached dashboard used (competing dashboard only)
+    engine_cores: float | None = None  # EngineCore's CPU time over the pass / elapsed: the cores the OS gave it
+    # (None when the engine runs in the bench's own process)
 
     @property
     def label(self) -> str:
@@ -156,9 +160,12 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
     first_step = engine.snapshot().step if counter is not None else 0
     prompts = [r.prompt_token_ids for r in workload]
     params = _params(workload, temperature)
+    core_process = _engine_process(llm)
+    cpu_start = _cpu_seconds(core_process)
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - start
+    engine_cores = (_cpu_seconds(core_process) - cpu_start) / elapsed if core_process is not None else None
     if competitor is not None:
         competitor.stop()
     tokens = [list(o.outputs[0].token_ids) for o in outputs]
@@ -176,9 +183,23 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
         events=mode, competing=load, repeat=repeat, elapsed_s=elapsed, num_requests=len(workload),
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_s=len(workload) / elapsed,
         total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed, output_tokens_per_s=output_tokens / elapsed,
-        cached_prompt_tokens=sum(o.num_cached_tokens for o in outputs), steps=steps,
+        cached_prompt_tokens=sum(o.num_cached_tokens for o in outputs), steps=steps, engine_cores=engine_cores,
     )
     return run, tokens
+
+
+def _engine_process(llm: LLM) -> psutil.Process | None:
+    """The EngineCore child process, or None when the engine runs in this process."""
+    pid = getattr(llm.engine.client, "engine_pid", None)
+    return psutil.Process(pid) if pid is not None else None
+
+
+def _cpu_seconds(process: psutil.Process | None) -> float:
+    """CPU time (user + system, every thread) the process has used so far; 0 without one."""
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 @contextmanager

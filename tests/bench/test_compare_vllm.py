@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.worker.cpu_threads import usable_cores
 from enginetui.bench import latency, throughput
 from enginetui.bench.throughput import greedy_agreement
 from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV, VLLMError, VLLMPeer, peer_env, vllm_engine_kwargs, vllm_python
@@ -117,6 +118,8 @@ def test_busy_and_dashboard_loads_run_beside_the_engine(tiny_opt_dir):
     cost = result.runs[2].dashboard
     assert cost.events > 0 and cost.redraws > 0 and cost.cpu_s > 0 and 0 < cost.cpu_share
     assert result.runs[0].dashboard is None and set(result.competing_ratio) == {"busy", "dashboard"}
+    for run in result.runs:  # the EngineCore child's CPU time over the pass, per second: never more than its cores
+        assert 0 < run.engine_cores <= usable_cores() + 0.1
 
 
 def test_the_dashboard_load_needs_step_events(tiny_opt_dir, monkeypatch):

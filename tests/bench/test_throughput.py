@@ -35,6 +35,7 @@ def test_in_process_runs_write_json_that_matches_the_workload(tiny_opt_dir, tmp_
         assert run["output_tokens_per_s"] == pytest.approx(output_tokens / run["elapsed_s"])
         assert run["total_tokens_per_s"] == pytest.approx((prompt_tokens + output_tokens) / run["elapsed_s"])
         assert run["cached_prompt_tokens"] == 0 and run["steps"] is None
+        assert run["engine_cores"] is None  # the engine ran in this process: no EngineCore child to measure
     assert set(data["best"]) == {"off", "on"} and set(data["events_ratio"]) == {"on"}
     assert data["events_ratio"]["on"] > 0 and data["hf_runs"] == [] and data["hf_best"] is None
     assert data["workload"]["num_prompts"] == 5 and data["device"] == "cpu"
