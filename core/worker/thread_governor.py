@@ -7,8 +7,9 @@ partner waits at the barrier: two threads beside one busy process ran the mixed 
 of the speed alone, one thread at 0.57x (and 0.55x of it alone: one thread alone is the slower
 choice). So the governor measures how long the compute threads waited, runnable, for a core (the
 kernel's per-thread run delay, /proc/self/task/*/schedstat) over a window of steps. A share of
-CONTENDED or more drops to one thread; after RETRY_S at one thread, or when new work arrives at an
-idle engine, it tries every thread again.
+CONTENDED or more in CONTENDED_WINDOWS windows in a row drops to one thread (a single window is a
+blip: another engine's last second, a burst of the front-end); after RETRY_S at one thread, or when
+new work arrives at an idle engine, it tries every thread again.
 
 Only the EngineCore child uses it, and only with a thread count of its own choosing
 (core/worker/cpu_threads.py: no --cpu-threads, no OMP_NUM_THREADS given).
@@ -23,6 +24,7 @@ import torch
 
 WINDOW_S = 1.0  # seconds of stepping measured before each decision
 CONTENDED = 0.2  # run delay per compute thread, as a share of the window, that means "competing"
+CONTENDED_WINDOWS = 2  # windows in a row that must be contended before the drop to one thread
 RETRY_S = 5.0  # seconds at one thread before every thread is tried again
 
 log = logging.getLogger("enginetui.threads")
@@ -58,6 +60,7 @@ class ThreadGovernor:
         self._window_start = clock()  # when the current window began
         self._delay_start = read_delay()  # run delay at that moment
         self._single_since: float | None = None  # when the governor went to one thread (None: it has not)
+        self._contended = 0  # contended windows in a row, up to the last one closed
         self.switches = 0  # thread-count changes so far
 
     def after_step(self) -> None:
@@ -72,7 +75,8 @@ class ThreadGovernor:
             return
         delay = self._read_delay()
         share = (delay - self._delay_start) / (elapsed * self.threads)
-        if share >= CONTENDED:
+        self._contended = self._contended + 1 if share >= CONTENDED else 0
+        if self._contended >= CONTENDED_WINDOWS:
             log.info("compute threads %d -> 1: they waited for a core %.0f%% of the last %.1f s",
                      self.threads, 100 * share, elapsed)
             self._use(1, now)
@@ -93,4 +97,5 @@ class ThreadGovernor:
         self._set_threads(threads)
         self.threads = threads
         self.switches += 1
+        self._contended = 0
         self._window_start, self._delay_start = now, self._read_delay()

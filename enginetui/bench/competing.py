@@ -6,8 +6,9 @@
   a pseudo-terminal, following the engine's step events and drawing at its normal rate, as a user
   would watch the run. It reports the CPU time it used and its redraw cost.
 
-`competing(mode, ...)` is a context manager: the load is running (the dashboard attached and
-drawing) when the block starts and gone when it ends.
+`competing(mode, ...)` is a context manager around one timed pass: it first waits until the machine
+is quiet (enginetui.bench.quiet), then the load is running (the dashboard attached and drawing)
+when the block starts, and gone when it ends.
 """
 
 import contextlib
@@ -24,6 +25,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from enginetui.bench.quiet import wait_until_quiet
 
 COMPETING_MODES = ("none", "busy", "dashboard")
 BUSY_CODE = "while True: pass"  # the busy neighbour
@@ -52,9 +55,10 @@ class DashboardCost:
 @contextlib.contextmanager
 def competing(mode: str, events_address: str | None = None,
               engine_pid: int | None = None) -> Iterator["Competitor"]:
-    """Run the competing load of `mode` for the duration of the block."""
+    """Run the competing load of `mode` for the duration of the block, on an otherwise quiet machine."""
     if mode not in COMPETING_MODES:
         raise ValueError(f"competing load must be one of {', '.join(COMPETING_MODES)}, got {mode!r}")
+    wait_until_quiet()
     competitor = Competitor(mode)
     if mode == "busy":
         competitor.start_busy()
