@@ -5,16 +5,17 @@
 // [num_blocks, block_size, num_kv_heads, head_size]; slot = block * block_size + offset.
 //
 // Work is split into items, run by OpenMP threads with dynamic scheduling, heaviest first, all in
-// fp32 (bf16 / fp16 keys and values are widened as they are loaded, never copied). A decode (one query token) is an item per range of kv heads (all of them when there are
-// enough decodes to keep every thread busy): it reads each cache block's rows for its heads in one
-// run, keys then values, and takes the softmax over its whole context at once. Attention is
-// memory-bound there, and long runs are what the prefetchers follow (one head's 16 rows of a
-// block, 3 KB apart, they did not: 1.6x slower). Query chunks are items (request, kv head, tile of
-// query tokens) holding their tokens' rows times the query heads of the kv head (grouped-query
-// attention shares each key between them); they walk the keys 16 at a time with an online
-// softmax, scores from a dot product per key for a few rows, else from a transposed key tile
-// that every row multiplies as a vector. Loops are plain C++ written for the compiler's
-// vectorizer (built with -O3 -march=native on the machine that runs it).
+// fp32 (bf16 / fp16 keys and values are widened as they are loaded; only the prefill path widens
+// its key tile into a buffer first). A decode (one query token) is an item per range of kv heads
+// (all of them when there are enough decodes to keep every thread busy): it reads each cache
+// block's rows for its heads in one run, keys then values, and takes the softmax over its whole
+// context at once. Attention is memory-bound there, and long runs are what the prefetchers follow
+// (one head's 16 rows of a block, 3 KB apart, they did not: 1.6x slower). Query chunks are items
+// (request, kv head, tile of query tokens) holding their tokens' rows times the query heads of the
+// kv head (grouped-query attention shares each key between them); they walk the keys 16 at a time
+// with an online softmax, scores from a dot product per key for a few rows, else from a
+// transposed key tile that every row multiplies as a vector. Loops are plain C++ written for the
+// compiler's vectorizer (built with -O3 -march=native on the machine that runs it).
 //
 // Built and loaded by kernels/cpu_kernels.py; the ops are torch.ops.enginetui_cpu.*.
 
@@ -200,11 +201,13 @@ struct Scratch {
   std::vector<float> acc;  // [rows, head_size] unnormalized outputs (rows: kLanes, or a decode's heads)
   std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes; decode: [heads] 1 / sum
   std::vector<float> ctx;  // decode: [num_heads, ctx_stride] scores, then probabilities, of the whole context
+  std::vector<float> keys; // lanes path, bf16 / fp16: [kKeyTile, head_size] the key tile widened to fp32
   Scratch(int64_t d, int64_t heads, int64_t ctx_stride)
       : q(std::max(kLanes, heads) * d),
         acc(std::max(kLanes, heads) * d),
         s(std::max(kKeyTile * kLanes, heads)),
-        ctx(heads * ctx_stride) {}
+        ctx(heads * ctx_stride),
+        keys(kKeyTile * d) {}
 };
 
 // Prefetch the rows of a key tile and its value tile into the cache.
@@ -263,6 +266,27 @@ struct ItemView {
     }
   }
 };
+
+// Rows [0, nv) of a key tile as fp32 rows, `stride` elements apart: the cache itself for fp32, else
+// widened into `buf` a vector at a time. (The lanes path reads keys one element at a time; widening
+// each element there costs four instructions where a vector costs two.)
+template <typename T>
+inline const float* widened_rows(const T* src, int64_t tok_stride, int64_t nv, int64_t d, float* buf, int64_t& stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    stride = tok_stride;
+    return src;
+  } else {
+    const int64_t d16 = d - d % 16;
+    for (int64_t n = 0; n < nv; ++n) {
+      const T* row = src + n * tok_stride;
+      float* dst = buf + n * d;
+      for (int64_t c = 0; c < d16; c += 16) store16(dst + c, load16(row + c));
+      for (int64_t c = d16; c < d; ++c) dst[c] = to_float(row[c]);
+    }
+    stride = d;
+    return buf;
+  }
+}
 
 // acc[lane0 + j] += sum_n s[n][lane0 + j] * v_n for j < R: R rows' accumulators in registers per
 // 16-channel chunk, each value row loaded once for all R rows.
@@ -343,18 +367,18 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
     nv = view.tile_len(p, n0);
     const int64_t off = view.key_offset(p, it, n0);
     view.prefetch_next(p, it, n0, nv);
-    const T* k = p.key_cache + off;
-    const int64_t ks = view.tok_stride;
+    int64_t ks;
+    const float* k = widened_rows(p.key_cache + off, view.tok_stride, nv, d, w.keys.data(), ks);
     int64_t n = 0;
     for (; n + 4 <= nv; n += 4) {  // four keys at a time: four vectors of scores (rows in lanes) in registers
       vf a0{}, a1{}, a2{}, a3{};
-      const T *k0 = k + n * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+      const float *k0 = k + n * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
       for (int64_t c = 0; c < d; ++c) {
         const vf qc = load16(qt + c * kLanes);
-        a0 += to_float(k0[c]) * qc;
-        a1 += to_float(k1[c]) * qc;
-        a2 += to_float(k2[c]) * qc;
-        a3 += to_float(k3[c]) * qc;
+        a0 += k0[c] * qc;
+        a1 += k1[c] * qc;
+        a2 += k2[c] * qc;
+        a3 += k3[c] * qc;
       }
       store16(s + (n + 0) * kLanes, a0);
       store16(s + (n + 1) * kLanes, a1);
@@ -363,8 +387,8 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
     }
     for (; n < nv; ++n) {
       vf a0{};
-      const T* k0 = k + n * ks;
-      for (int64_t c = 0; c < d; ++c) a0 += to_float(k0[c]) * load16(qt + c * kLanes);
+      const float* k0 = k + n * ks;
+      for (int64_t c = 0; c < d; ++c) a0 += k0[c] * load16(qt + c * kLanes);
       store16(s + n * kLanes, a0);
     }
 
