@@ -5,7 +5,7 @@ import torch
 
 from core.sample.metadata import SamplingMetadata
 from core.sample.penalties import apply_penalties
-from core.sample.sampler import Sampler, filter_logits
+from core.sample.sampler import CDF_CHUNK, Sampler, filter_logits, invert_cdf
 
 VOCAB = 50
 
@@ -81,6 +81,24 @@ def test_draws_follow_the_softmax_distribution():
     freq = counts / counts.sum()
     assert 0.5 * (freq - probs).abs().sum() < 0.02  # total variation; about 0.01 expected by chance
     assert counts[probs < 1e-4].sum() <= 5  # the unlikely stay rare
+
+
+@pytest.mark.parametrize("vocab", [50, CDF_CHUNK, 1000, 50272])  # one short chunk, one whole, whole + short
+def test_the_two_level_cdf_inverts_like_the_whole_cdf(vocab):
+    gen = torch.Generator().manual_seed(vocab)
+    probs = torch.rand(16, vocab, generator=gen) ** 4  # [16, vocab], unnormalized
+    u = torch.rand(16, dtype=torch.float64, generator=gen)  # [16]
+    cdf = probs.double().cumsum(dim=-1)  # [16, vocab]
+    expected = torch.searchsorted(cdf, u[:, None] * cdf[:, -1:], right=True).squeeze(-1)  # [16]
+    assert torch.equal(invert_cdf(probs, u), expected)
+
+
+def test_the_two_level_cdf_never_draws_a_zero_probability_entry():
+    probs = torch.zeros(4, 1000)  # [4, 1000]: mass only on a few entries, as after top-k
+    probs[:, [3, 130, 131, 999]] = torch.tensor([0.5, 1e-30, 0.25, 0.25])
+    for u in (0.0, 0.5, 0.5 + 1e-17, 0.75, 1.0 - 2.0**-53):
+        drawn = invert_cdf(probs, torch.full((4,), u, dtype=torch.float64))
+        assert bool((probs.gather(1, drawn[:, None]) > 0).all()), (u, drawn)
 
 
 def test_seeded_rows_are_reproducible_whatever_the_batch():
