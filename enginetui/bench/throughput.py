@@ -13,12 +13,12 @@ hits them alike; the best of --repeats is kept, and every pass is listed so the 
 
 import argparse
 import time
-
-import psutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import psutil
 
 from core import LLM, SamplingParams
 from core.record.recorder import RecordingSummary
