@@ -27,7 +27,6 @@ import os
 import torch
 
 from core.config import EngineConfig
-from core.worker.cpu_malloc import malloc_env
 from core.worker.thread_governor import ThreadGovernor, schedstat_available
 
 DEFAULT_SPIN_COUNT = 10_000  # GOMP_SPINCOUNT: pause loops (about a millisecond) before a waiting thread sleeps
@@ -52,11 +51,10 @@ def engine_threads(config: EngineConfig) -> int:
 
 
 def engine_process_env(config: EngineConfig) -> dict[str, str]:
-    """Environment variables to set in the EngineCore child before torch loads there (and the C
-    allocator's, core/worker/cpu_malloc.py)."""
+    """Environment variables to set in the EngineCore child before torch loads there."""
     if config.torch_device.type != "cpu":
         return {}
-    env = {"OMP_NUM_THREADS": str(engine_threads(config)), **malloc_env()}
+    env = {"OMP_NUM_THREADS": str(engine_threads(config))}
     if config.cpu_threads is None and "OMP_NUM_THREADS" not in os.environ:
         env[ADAPT_ENV] = "1"
     if config.cpu_spin_count is not None:

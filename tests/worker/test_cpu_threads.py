@@ -1,5 +1,4 @@
-"""EngineCore's CPU process policy (threads, waiting, malloc): what it puts in the child's environment, and that
-the child gets it."""
+"""EngineCore's CPU thread policy: what it puts in the child's environment, and that the child gets it."""
 
 from types import SimpleNamespace
 
@@ -8,17 +7,14 @@ import torch
 
 from core import LLM
 from core.config import EngineConfig
-from core.worker.cpu_malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
 from core.worker.cpu_threads import ADAPT_ENV, DEFAULT_SPIN_COUNT, engine_process_env, engine_threads, usable_cores
 
-POLICY_VARS = ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_",
-               "MALLOC_TRIM_THRESHOLD_")
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}  # glibc's
+OMP_VARS = ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in POLICY_VARS:
+    for name in OMP_VARS:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -26,7 +22,7 @@ def clean_env(monkeypatch):
 def test_defaults_use_every_usable_core_and_a_short_spin(clean_env):
     env = engine_process_env(EngineConfig(device="cpu"))
     assert env == {"OMP_NUM_THREADS": str(usable_cores()), "GOMP_SPINCOUNT": str(DEFAULT_SPIN_COUNT),
-                   ADAPT_ENV: "1", **MALLOC}  # a count of its own choosing: it may adapt to busy neighbours
+                   ADAPT_ENV: "1"}  # a count of its own choosing: it may adapt to busy neighbours
 
 
 def test_reserved_cores_are_left_to_the_front_end_but_one_thread_remains(clean_env):
@@ -37,14 +33,11 @@ def test_reserved_cores_are_left_to_the_front_end_but_one_thread_remains(clean_e
 def test_the_users_environment_is_kept_and_config_fields_win(clean_env):
     clean_env.setenv("OMP_NUM_THREADS", "1")
     clean_env.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    assert engine_process_env(EngineConfig(device="cpu")) == {"OMP_NUM_THREADS": "1", **MALLOC}  # no spin count
+    assert engine_process_env(EngineConfig(device="cpu")) == {"OMP_NUM_THREADS": "1"}  # no spin count over it
     clean_env.setenv("GOMP_SPINCOUNT", "77")
-    clean_env.setenv("MALLOC_TRIM_THRESHOLD_", "0")
-    assert engine_process_env(EngineConfig(device="cpu")) == {
-        "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": MALLOC["MALLOC_MMAP_THRESHOLD_"]}
+    assert engine_process_env(EngineConfig(device="cpu")) == {"OMP_NUM_THREADS": "1"}
     env = engine_process_env(EngineConfig(device="cpu", cpu_threads=3, cpu_spin_count=0))
-    assert env == {"OMP_NUM_THREADS": "3", "GOMP_SPINCOUNT": "0",
-                   "MALLOC_MMAP_THRESHOLD_": MALLOC["MALLOC_MMAP_THRESHOLD_"]}
+    assert env == {"OMP_NUM_THREADS": "3", "GOMP_SPINCOUNT": "0"}
 
 
 def test_nothing_is_set_for_a_gpu_engine(clean_env):
@@ -66,7 +59,6 @@ def test_the_engine_child_starts_with_the_policy_in_its_environment(tiny_opt_dir
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
         assert env[b"OMP_NUM_THREADS"] == b"1" and env[b"GOMP_SPINCOUNT"] == b"123"
-        assert env[b"MALLOC_TRIM_THRESHOLD_"] == MALLOC["MALLOC_TRIM_THRESHOLD_"].encode()
         assert len(llm.generate([[1, 2, 3]], use_tqdm=False)[0].outputs[0].token_ids) > 0
     finally:
         llm.shutdown()
