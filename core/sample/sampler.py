@@ -68,7 +68,7 @@ def invert_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     probability are ever returned. Two levels, in float64 where masses accumulate: chunks of
     CDF_CHUNK entries, then the entries of the chunk drawn (a float64 CDF of the whole vocabulary
     took 4.3 ms of a 64-row step's sampling, its float64 copy most of that)."""
-    rows, vocab = probs.shape
+    vocab = probs.shape[-1]
     whole = vocab // CDF_CHUNK * CDF_CHUNK
     # A chunk's mass summed in the probabilities' own dtype (128 terms: relative error ~1e-6 in fp32;
     # summing in float64 would copy the whole vocabulary to float64, most of the sampler's time).
