@@ -9,6 +9,8 @@ prepare (apply the plan's deltas, pack inputs), forward (model + lm_head), sampl
 client-side output processing of a step's outputs (detokenize, assemble RequestOutputs), shown
 apart and not part of the shares. On CUDA, forward launches kernels asynchronously; the
 sampler's copy to the host waits for them, so some forward time shows as sample time.
+On CPU this process first takes the EngineCore child's allocator settings
+(core/worker/cpu_tuning.py), so the steps timed here cost what they cost in the child.
 """
 
 import argparse
@@ -25,6 +27,7 @@ from core.engine.core import EngineCore
 from core.engine.output_processor import OutputProcessor
 from core.engine.processor import Processor
 from core.engine.tokenizer import load_tokenizer
+from core.worker.cpu_tuning import tune_cpu_allocator
 from enginetui.bench import plot, report
 from enginetui.bench.engines import bench_engine_kwargs
 
@@ -129,6 +132,8 @@ def run(args: argparse.Namespace) -> ProfileResult:
 
 
 def main(args: argparse.Namespace) -> int:
+    if EngineConfig(**bench_engine_kwargs(args)).torch_device.type == "cpu":
+        tune_cpu_allocator()  # the command's process is its own: allocate as the EngineCore child does
     result = run(args)
     report.print_profile(result)
     if args.plot:

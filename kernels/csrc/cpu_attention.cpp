@@ -33,6 +33,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 constexpr int64_t kKeyTile = 16;  // keys per inner step; a tile never crosses a cache block
@@ -97,10 +101,28 @@ inline void load32(const T* p, vf& lo, vf& hi) {
   }
 }
 
-// dst (lane order) = src * scale.
+// Dot products of bf16 rows in bf16 (AVX512-BF16's vdpbf16ps: pairs multiplied exactly, summed in
+// fp32), where the CPU has it: no widening, half the instructions of the fp32 products.
+#if defined(__AVX512BF16__)
+constexpr bool kHaveBf16Dot = true;
+#else
+constexpr bool kHaveBf16Dot = false;
+#endif
 template <typename T>
-inline void to_lanes(const T* src, float scale, int64_t d, float* dst) {
-  for (int64_t c = 0; c < d; ++c) dst[lane_index<T>(c, d)] = to_float(src[c]) * scale;
+constexpr bool kBf16Dot = kHaveBf16Dot && std::is_same_v<T, c10::BFloat16>;
+
+// How dot4 takes a query row: the bf16 row itself under kBf16Dot, else fp32 in lane order.
+template <typename T>
+using DotQuery = std::conditional_t<kBf16Dot<T>, c10::BFloat16, float>;
+
+// A query row as dot4 takes it (unscaled: dot4's callers scale the scores).
+template <typename T>
+inline void to_dot_query(const T* src, int64_t d, DotQuery<T>* dst) {
+  if constexpr (kBf16Dot<T>) {
+    std::copy_n(src, d, dst);
+  } else {
+    for (int64_t c = 0; c < d; ++c) dst[lane_index<T>(c, d)] = to_float(src[c]);
+  }
 }
 
 // dst = src (lane order) * scale.
@@ -196,14 +218,17 @@ struct Problem {
 };
 
 // Per-thread buffers, sized for the largest item.
+template <typename T>
 struct Scratch {
-  std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes; dot / decode: [rows, head_size]
+  std::vector<float> q;    // lanes path: [head_size, kLanes] queries, rows in lanes
+  std::vector<DotQuery<T>> dq;  // dot / decode: [rows, head_size] query rows as dot4 takes them
   std::vector<float> acc;  // [rows, head_size] unnormalized outputs (rows: kLanes, or a decode's heads)
   std::vector<float> s;    // [kKeyTile, kLanes] scores, then probabilities: key-major, rows in lanes; decode: [heads] 1 / sum
   std::vector<float> ctx;  // decode: [num_heads, ctx_stride] scores, then probabilities, of the whole context
   std::vector<float> keys; // lanes path, bf16 / fp16: [kKeyTile, head_size] the key tile widened to fp32
   Scratch(int64_t d, int64_t heads, int64_t ctx_stride)
-      : q(std::max(kLanes, heads) * d),
+      : q(kLanes * d),
+        dq(std::max(kLanes, heads) * d),
         acc(std::max(kLanes, heads) * d),
         s(std::max(kKeyTile * kLanes, heads)),
         ctx(heads * ctx_stride),
@@ -345,7 +370,7 @@ void store_rows(const Problem<T>& p, const Item& it, const ItemView<T>& view, co
 // rows are one vector (key element broadcast times the transposed queries), and the online softmax
 // runs on the lanes; no key tile is ever transposed.
 template <typename T>
-void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
+void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
   const ItemView<T> view(p, it);
   const int64_t d = p.head_size, rows = view.rows;
   float* qt = w.q.data();  // [d, kLanes]
@@ -423,18 +448,30 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch& w) {
   store_rows(p, it, view, acc, sums);
 }
 
-// The dot products of one query row (lane order) with four keys.
+// The dot products of one query row (to_dot_query) with four keys.
 template <typename T>
-inline void dot4(const float* qi, const T* const kn[4], int64_t d, float out[4]) {
+inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float out[4]) {
   const int64_t d32 = whole_runs(d), d16 = d - d % 16;
   vf a[4] = {};
   int64_t c = 0;
-  for (; c < d32; c += 32) {
-    const vf q0 = load16(qi + c), q1 = load16(qi + c + 16);
-    for (int j = 0; j < 4; ++j) {
-      vf lo, hi;
-      load32(kn[j] + c, lo, hi);
-      a[j] += q0 * lo + q1 * hi;
+  if constexpr (kBf16Dot<T>) {
+#if defined(__AVX512BF16__)
+    for (; c < d32; c += 32) {
+      const __m512bh q = reinterpret_cast<__m512bh>(_mm512_loadu_si512(qi + c));
+      for (int j = 0; j < 4; ++j) {
+        const __m512bh k = reinterpret_cast<__m512bh>(_mm512_loadu_si512(kn[j] + c));
+        a[j] = reinterpret_cast<vf>(_mm512_dpbf16_ps(reinterpret_cast<__m512>(a[j]), q, k));
+      }
+    }
+#endif
+  } else {
+    for (; c < d32; c += 32) {
+      const vf q0 = load16(qi + c), q1 = load16(qi + c + 16);
+      for (int j = 0; j < 4; ++j) {
+        vf lo, hi;
+        load32(kn[j] + c, lo, hi);
+        a[j] += q0 * lo + q1 * hi;
+      }
     }
   }
   for (; c < d16; c += 16) {
@@ -444,22 +481,22 @@ inline void dot4(const float* qi, const T* const kn[4], int64_t d, float out[4])
   const vf sums = hsum4(a[0], a[1], a[2], a[3]);
   for (int j = 0; j < 4; ++j) {
     float tail = 0.0f;
-    for (int64_t t = d16; t < d; ++t) tail += qi[t] * to_float(kn[j][t]);
+    for (int64_t t = d16; t < d; ++t) tail += to_float(qi[t]) * to_float(kn[j][t]);
     out[j] = sums[4 * j] + tail;
   }
 }
 
 // Few rows (short chunks): a dot product per key and row, four keys at a time.
 template <typename T>
-void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
+void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
   const ItemView<T> view(p, it);
   const int64_t d = p.head_size, rows = view.rows;
-  float* q = w.q.data();  // [rows, d], each row in lane order
+  DotQuery<T>* q = w.dq.data();  // [rows, d]
   int64_t pos[kLanes];
   for (int64_t i = 0; i < rows; ++i) {
     pos[i] = view.pos(it, i);
     const T* src = p.query + (view.q_start + view.token(it, i)) * p.q_tok_stride + view.head(it, i) * p.q_head_stride;
-    to_lanes(src, p.scale, d, q + i * d);
+    to_dot_query(src, d, q + i * d);
   }
   float m[kLanes], l[kLanes];
   std::fill_n(m, rows, kNegInf);
@@ -476,7 +513,7 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
     const T* k = p.key_cache + off;
     const int64_t ks = view.tok_stride;
     for (int64_t i = 0; i < rows; ++i) {
-      const float* qi = q + i * d;
+      const DotQuery<T>* qi = q + i * d;
       const int64_t visible = std::clamp<int64_t>(pos[i] - n0 + 1, 0, nv);  // keys n < visible
       alignas(64) float si[kKeyTile];
       for (int64_t n = 0; n < visible; n += 4) {  // four keys at a time (past `visible`: repeats, unused)
@@ -484,7 +521,7 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch& w) {
         for (int j = 0; j < 4; ++j) kn[j] = k + std::min(n + j, visible - 1) * ks;
         float four[4];
         dot4(qi, kn, d, four);
-        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j];
+        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j] * p.scale;
       }
       const vf lane = iota16();
       vf sv = lane < static_cast<float>(visible) ? load16(si) : splat(kNegInf);  // masked keys: -inf
@@ -565,7 +602,7 @@ inline void prefetch_block(const T* src, int64_t tok_stride, int64_t nv, int64_t
 // which the prefetchers follow, unlike a head's 16 strided rows. Scores of the whole context are
 // kept, so the softmax runs once per head with no rescaling per tile.
 template <typename T>
-void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ctx_stride) {
+void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t ctx_stride) {
   const int64_t d = p.head_size, group = p.num_heads / p.num_kv_heads;
   const int64_t kv0 = it.kv_head, num_kv = it.kv_end - it.kv_head, heads = num_kv * group;
   const int64_t ctx = p.seq_lens[it.req], token = p.qsl[it.req];
@@ -575,10 +612,10 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
   auto rows_of = [&](const T* cache, int64_t b) { return cache + blocks[b] * block_elems + kv0 * d; };
   auto block_len = [&](int64_t b) { return std::min(p.block_size, ctx - b * p.block_size); };
 
-  float* q = w.q.data();  // [heads, d], query head kv0 * group + h in row h, in lane order
+  DotQuery<T>* q = w.dq.data();  // [heads, d], query head kv0 * group + h in row h
   for (int64_t h = 0; h < heads; ++h) {
     const T* src = p.query + token * p.q_tok_stride + (kv0 * group + h) * p.q_head_stride;
-    to_lanes(src, p.scale, d, q + h * d);
+    to_dot_query(src, d, q + h * d);
   }
   float* sc = w.ctx.data();  // [heads, ctx_stride]
 
@@ -602,7 +639,7 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch& w, int64_t ct
           for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * tok_stride + g * d;
           float four[4];
           dot4(q + h * d, kn, d, four);
-          for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r];
+          for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r] * p.scale;
         }
       }
     }
@@ -691,7 +728,7 @@ void attention(const Problem<T>& p, int64_t num_reqs) {
   const int64_t decode_heads = per_range * group;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    Scratch scratch(p.head_size, decode_heads, ctx_stride);
+    Scratch<T> scratch(p.head_size, decode_heads, ctx_stride);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < num_items; ++k) {
       const Item& it = items[k];

@@ -5,14 +5,25 @@ import re
 
 import pytest
 
+from enginetui.bench import profile
+
 from .conftest import bench_args
 
 
-def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_path, capsys):
+@pytest.fixture(autouse=True)
+def allocator_tunings(monkeypatch):
+    """Record the command's allocator tuning instead of changing the test process's allocator."""
+    calls = []
+    monkeypatch.setattr(profile, "tune_cpu_allocator", lambda: calls.append(True) or True)
+    return calls
+
+
+def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_path, capsys, allocator_tunings):
     path = tmp_path / "profile.json"
     args = bench_args("profile", tiny_opt_dir, "--batch-sizes", "1", "4", "--input-len", "40", "--warmup-steps", "1",
                       "--steps", "3", "--max-num-batched-tokens", "64", "--json", str(path))
     assert args.func(args) == 0
+    assert allocator_tunings == [True]  # on CPU the profile allocates as the EngineCore child does
     data = json.loads(path.read_text())
     assert capsys.readouterr().out.strip().splitlines()[-1] == data["summary"]
     assert [row["batch_size"] for row in data["rows"]] == [1, 4]
