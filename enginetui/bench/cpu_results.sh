@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Every figure of the README's CPU results rows (#19), in one go: about 25 minutes on an idle
+# Every figure of the README's CPU results rows (#19), in one go: about 35 minutes on an idle
 # 2-core machine. Run it from the repository root with vLLM's interpreter given:
 #   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
 #   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 3 passes of each: ours
 #      headless, beside one busy process and with the dashboard attached; vLLM with its defaults
 #      (model on one core) and on both cores, headless and beside the busy process; greedy tokens
 #      compared with vLLM's;
-#   2. the same workload through transformers.generate (static batches of 8; one pass of ours with it);
-#   3. the step profile at 1 / 16 / 64 running decode requests (engine overhead share).
+#   2. the same in bfloat16 (headless): ours, vLLM with its defaults and on both cores;
+#   3. the same workload through transformers.generate (static batches of 8; one pass of ours with it);
+#   4. the step profile at 1 / 16 / 64 running decode requests (engine overhead share).
 # Logs and JSON land in OUTDIR (every pass is listed, so the spread shows); the summaries print last.
 set -uo pipefail
 out=${1:?usage: enginetui/bench/cpu_results.sh OUTDIR}
@@ -28,12 +29,14 @@ status=0
 
 $py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores default all \
     --competing none busy dashboard --repeats 3 --json "$out/vllm.json" 2>&1 | tee "$out/vllm.log" || status=1
+$py -m enginetui bench throughput "${mixed[@]}" --dtype bfloat16 --compare vllm --vllm-cores default all \
+    --competing none --repeats 3 --json "$out/vllm-bf16.json" 2>&1 | tee "$out/vllm-bf16.log" || status=1
 $py -m enginetui bench throughput "${mixed[@]}" --compare hf --hf-batch-sizes 8 \
     --json "$out/hf.json" 2>&1 | tee "$out/hf.log" || status=1
 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
 
 echo
 uptime
-tail -n 1 "$out/vllm.log" "$out/hf.log" "$out/profile.log"
+tail -n 1 "$out/vllm.log" "$out/vllm-bf16.log" "$out/hf.log" "$out/profile.log"
 echo "cpu_results: exit $status"
 exit $status
