@@ -31,6 +31,7 @@ from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
 from enginetui.prompting import NARROW, PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
+from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
 from enginetui.widgets.event_log import EventLog
@@ -115,6 +116,7 @@ class EngineTUI(PromptingApp, App[None]):
         probe: ProcessProbe | None = None,
         burst_size: int = 8,
         redraw_hz: float = DEFAULT_REDRAW_HZ,
+        max_cpu_share: float = 0.0,
         history_interval: float = 0.5,
         seed: int | None = None,
         log_file: str | None = None,
@@ -126,6 +128,7 @@ class EngineTUI(PromptingApp, App[None]):
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
+        self.pacer = RedrawPacer(max_cpu_share)  # holds timer redraws back while the app is over its CPU budget
         self._rng = random.Random(seed)  # picks burst prompts and lengths
         self.log_file = log_file  # where the engine's output goes (shown in help and before the first request)
         self._initial_interval_ms = step_interval_ms  # slow motion asked for at start-up (--step-interval-ms)
@@ -160,7 +163,7 @@ class EngineTUI(PromptingApp, App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.set_interval(1 / self._redraw_hz, self.redraw)
+        self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(1.0, self._sample_process)
         self._fit_footer(self.size.width)
         self.redraw()
@@ -168,10 +171,14 @@ class EngineTUI(PromptingApp, App[None]):
 
     # ---- drawing -------------------------------------------------------------------------
 
+    def _draw_key(self) -> tuple[int, str | None, str]:
+        """What a redraw shows: (state version, selected request, phase)."""
+        return self.state.version, self.selected, self.phase
+
     def redraw(self) -> None:
         """Push the state into the panels if anything changed since the last redraw."""
         s = self.state
-        key = (s.version, self.selected, self.phase)
+        key = self._draw_key()
         if key == self._drawn:
             return
         try:

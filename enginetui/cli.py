@@ -10,7 +10,7 @@ import sys
 from functools import partial
 from importlib import metadata
 
-from enginetui.dashboard_flags import add_redraw_arg
+from enginetui.dashboard_flags import add_redraw_args
 from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args
 from enginetui.logs import KEEP_LOGS
 
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
                         help="start in slow motion: at least MS milliseconds between engine steps "
                              "(the - and + keys change it; default: 0, full speed)")
-    add_redraw_arg(parser)  # --redraw-hz
+    add_redraw_args(parser)  # --redraw-hz, --max-cpu
     parser.add_argument("--record", metavar="FILE",
                         help="record every step event to FILE while the dashboard runs (replay it with "
                              "`enginetui replay FILE`)")
@@ -119,7 +119,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     reopen = partial(open_engine, kwargs, log_file=log_file) if server is None else None
     app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
                     step_interval_ms=args.step_interval_ms, reopen=reopen, redraw_hz=args.redraw_hz,
-                    random_weights=kwargs.get("load_format") == "dummy")
+                    max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy")
     try:
         with route_python_output(log_file):
             if server is None:

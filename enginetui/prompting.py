@@ -13,7 +13,14 @@ NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) a
 class PromptingApp:
     """Mixed into a Textual app that has a PromptBar, `submit(text, settings)`, `burst(count)`,
     `action_help()` and a `selected` request id (Textual finds these handlers by their names,
-    through the app's MRO)."""
+    through the app's MRO); and a `redraw()` that records the `_draw_key()` it drew in `_drawn`,
+    with a `pacer` (RedrawPacer) for its redraw timer."""
+
+    def _redraw_tick(self) -> None:
+        """The redraw timer: draw if the state changed and the dashboard's CPU budget allows it now.
+        Redraws asked for directly (a key, a click) are never held back."""
+        if self._draw_key() != self._drawn and self.pacer.may_draw():
+            self.redraw()
 
     def on_key(self, event: events.Key) -> None:
         """A printable key that is not a dashboard key types into the prompt box, opening it if needed:

@@ -236,7 +236,8 @@ def _load_tokenizer(files: dict[str, str]):
         return AutoTokenizer.from_pretrained(folder)
 
 
-def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_hz: float) -> int:
+def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_hz: float,
+                     max_cpu_share: float) -> int:
     """`enginetui attach URL`: the dashboard on a running server, until q."""
     from enginetui.app import EngineTUI
 
@@ -246,7 +247,8 @@ def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_h
     except AttachError as exc:
         print(f"enginetui attach: {exc}", file=sys.stderr)
         return 2
-    app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size, redraw_hz=redraw_hz)
+    app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size, redraw_hz=redraw_hz,
+                    max_cpu_share=max_cpu_share)
     try:
         app.run()
     finally:

@@ -38,7 +38,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
-    from enginetui.dashboard_flags import add_redraw_arg
+    from enginetui.dashboard_flags import add_redraw_args
     from enginetui.vllm_watch.cli import add_vllm_args
 
     attach = subparsers.add_parser(
@@ -50,7 +50,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     add_key_arg(attach, "the server's API key")
     attach.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
-    add_redraw_arg(attach)
+    add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
     attach.set_defaults(func=run_attach)
 
@@ -185,7 +185,8 @@ def run_attach(args: argparse.Namespace) -> int:
         return 2
     from enginetui.remote_engine import attach_dashboard
 
-    return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz)
+    return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz,
+                            max_cpu_share=args.max_cpu / 100)
 
 
 def _interrupt(signum, frame) -> None:

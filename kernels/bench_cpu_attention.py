@@ -5,6 +5,9 @@ of 1/16/64 requests (at a context of ~300 tokens, and at the mixed workload's sp
 one 512-token prefill, and a mixed step. Each backend (`torch`: the reference, `cpp`: the C++
 kernels) runs the same batch; the ratio is torch / cpp. Wall time by default; `--cpu-time`
 measures the calling thread's CPU time instead (one thread), which a busy machine disturbs less.
+`--cold` gives every case the caches of 12 layers, called in turn as a model step calls them, so
+each call reads its keys and values from memory rather than from a warm cache; it prints the rate
+the context's K/V bytes were read at, beside the machine's memory read rate.
 """
 
 import argparse
@@ -19,6 +22,7 @@ from kernels.reference import paged_attention_ref
 
 BACKENDS = {"torch": paged_attention_ref, "cpp": paged_attention_cpu}
 
+COLD_LAYERS = 12  # --cold: caches per case, one per opt-125m layer
 # name: (q_lens, seq_lens)
 CASES = {
     "decode x1, ctx 300": ([1], [300]),
@@ -30,16 +34,35 @@ CASES = {
 }
 
 
-def time_ms(fn, batch: PagedBatch, iters: int, clock) -> float:
-    """Median time of one call, in milliseconds."""
-    out = torch.empty_like(batch.query)  # [num_tokens, num_heads, head_size]
-    fn(*batch.args(), out=out)
+def time_ms(fn, batches: list[PagedBatch], iters: int, clock) -> float:
+    """Median time of one call, in milliseconds; each timed round calls fn on every batch in turn."""
+    outs = [torch.empty_like(b.query) for b in batches]  # each [num_tokens, num_heads, head_size]
+    for batch, out in zip(batches, outs):
+        fn(*batch.args(), out=out)
     times = []
     for _ in range(iters):
         t0 = clock()
-        fn(*batch.args(), out=out)
-        times.append(clock() - t0)
+        for batch, out in zip(batches, outs):
+            fn(*batch.args(), out=out)
+        times.append((clock() - t0) / len(batches))
     return sorted(times)[len(times) // 2] * 1e3
+
+
+def memory_read_gb_s() -> float:
+    """The machine's memory read rate: the best of five sums over 1 GiB, in GB/s."""
+    data = torch.ones(1 << 28)  # [2^28] fp32 = 1 GiB
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - t0)
+    return data.numel() * data.element_size() / best / 1e9
+
+
+def context_kv_bytes(batch: PagedBatch) -> int:
+    """Bytes of the keys and values of every request's context (what a decode must read)."""
+    _, _, num_kv_heads, head_size = batch.key_cache.shape
+    return int(batch.seq_lens.sum()) * num_kv_heads * head_size * 2 * batch.key_cache.element_size()
 
 
 def main() -> None:
@@ -49,20 +72,28 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--cpu-time", action="store_true", help="this thread's CPU time (implies --threads 1)")
+    parser.add_argument("--cold", action="store_true",
+                        help=f"{COLD_LAYERS} layers' caches per case, called in turn (K/V read from memory)")
     args = parser.parse_args()
     if args.threads or args.cpu_time:
         torch.set_num_threads(1 if args.cpu_time else args.threads)
     clock = time.thread_time if args.cpu_time else time.perf_counter
+    layers = COLD_LAYERS if args.cold else 1
     print(f"paged attention, {args.dtype}, {torch.get_num_threads()} threads, 12 heads x 64, block 16, "
-          f"{'CPU' if args.cpu_time else 'wall'} ms per call (median of {args.iters})")
-    print(f"  {'case':<24} {'torch':>9} {'cpp':>9}  torch/cpp")
+          f"{'CPU' if args.cpu_time else 'wall'} ms per call (median of {args.iters})"
+          + (f", {layers} layers' caches in turn" if args.cold else ""))
+    if args.cold:
+        print(f"  memory read rate: {memory_read_gb_s():.1f} GB/s (sum over 1 GiB)")
+    print(f"  {'case':<24} {'torch':>9} {'cpp':>9}  torch/cpp" + ("  cpp context K/V GB/s" if args.cold else ""))
     for name, (q_lens, seq_lens) in CASES.items():
-        batch = make_paged_batch(
-            q_lens, seq_lens, num_heads=12, num_kv_heads=12, head_size=64, block_size=16,
-            dtype=getattr(torch, args.dtype), poison=0.0,
-        )
-        ms = {b: time_ms(fn, batch, args.iters, clock) for b, fn in BACKENDS.items()}
-        print(f"  {name:<24} {ms['torch']:9.3f} {ms['cpp']:9.3f}  {ms['torch'] / ms['cpp']:8.1f}x")
+        batches = [
+            make_paged_batch(q_lens, seq_lens, num_heads=12, num_kv_heads=12, head_size=64, block_size=16,
+                             dtype=getattr(torch, args.dtype), poison=0.0, seed=layer)
+            for layer in range(layers)
+        ]
+        ms = {b: time_ms(fn, batches, args.iters, clock) for b, fn in BACKENDS.items()}
+        rate = f"  {context_kv_bytes(batches[0]) / ms['cpp'] / 1e6:21.1f}" if args.cold else ""
+        print(f"  {name:<24} {ms['torch']:9.3f} {ms['cpp']:9.3f}  {ms['torch'] / ms['cpp']:8.1f}x{rate}")
 
 
 if __name__ == "__main__":

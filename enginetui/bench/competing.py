@@ -51,6 +51,11 @@ class DashboardCost:
     redraws: int  # redraws that pushed new state into the widgets
     redraw_ms_mean: float  # mean time of such a redraw (pushing state into the widgets)
 
+    def describe(self) -> str:
+        """`17% cpu, 4.2 redraws/s, 1.7 ms/redraw`."""
+        rate = self.redraws / self.wall_s if self.wall_s > 0 else 0.0
+        return f"{100 * self.cpu_share:.0f}% cpu, {rate:.1f} redraws/s, {self.redraw_ms_mean:.1f} ms/redraw"
+
 
 @contextlib.contextmanager
 def competing(mode: str, events_address: str | None = None,

@@ -1,6 +1,6 @@
 """The dashboard as a benchmark's competing load: `python -m enginetui.bench.dashboard_load`.
 
-Runs the real dashboard app (`enginetui.app.EngineTUI`, every panel, its normal redraw rate and
+Runs the real dashboard app (`enginetui.app.EngineTUI`, every panel, its default redraw rate, CPU budget and
 process probe) on an engine it does not own: `EventObserver` follows the step events of a running
 EngineCore (its PUB address) and refuses anything that would change the engine. Started by
 `enginetui.bench.competing` on a pseudo-terminal. It touches `--ready-file` once its first frame
@@ -23,6 +23,7 @@ import zmq.asyncio
 from core.engine.events import MissedEvents, StepEvent, decode_event
 from core.engine.core_client import SUB_RCVHWM
 from enginetui.app import EngineTUI
+from enginetui.dashboard_flags import DEFAULT_MAX_CPU_PCT
 
 READ_ONLY = "this dashboard only watches the engine (benchmark load)"
 
@@ -85,7 +86,7 @@ class MeteredDashboard(EngineTUI):
     """The dashboard, timing its redraws; ready once a frame shows the engine's state."""
 
     def __init__(self, observer: EventObserver, ready_file: Path) -> None:
-        super().__init__(observer)
+        super().__init__(observer, max_cpu_share=DEFAULT_MAX_CPU_PCT / 100)  # as `enginetui` draws by default
         self.ready_file = ready_file  # touched once the first engine frame is drawn
         self.redraws = 0  # redraws that pushed new state into the widgets
         self.redraw_s = 0.0  # time spent in those

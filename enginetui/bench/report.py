@@ -63,7 +63,7 @@ def print_throughput(result) -> None:
                      r.output_tokens_per_s, r.cached_prompt_tokens, s.prefill_tokens if s else None,
                      s.steps if s else None, s.preemptions if s else None,
                      None if r.engine_cores is None else f"{r.engine_cores:.2f}",
-                     f"{100 * d.cpu_share:.0f}% cpu, {d.redraw_ms_mean:.1f} ms/redraw" if d else None])
+                     d.describe() if d else None])
     headers = ["events", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok",
                "prefill tok", "steps", "preempted", "engine cores", "dashboard"]
     print(table(headers, rows))
@@ -162,7 +162,7 @@ def print_latency(result) -> None:
     print(f"engines stream through their AsyncLLM, {rate}; our args {result.engine_args}")
     for r in result.runs:
         d = r.dashboard
-        cost = f"; dashboard {100 * d.cpu_share:.0f}% cpu, {d.redraw_ms_mean:.1f} ms/redraw" if d else ""
+        cost = f"; dashboard {d.describe()}" if d else ""
         version = f" {result.vllm_version}" if r.engine.startswith("vllm") else ""
         print(f"{r.label}{version}: duration {r.duration_s:.2f} s, {r.requests_per_s:.2f} req/s, "
               f"{r.output_tokens_per_s:.1f} output tok/s, {r.total_tokens_per_s:.1f} total tok/s{cost}")

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Input, Static
 from enginetui.app import EngineTUI
 from enginetui.prompting import PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
+from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
@@ -65,8 +66,8 @@ class VllmWatchApp(PromptingApp, App[None]):
     TYPING_ACTIONS = frozenset({"quit", "select"})  # app actions that still apply while the prompt box has the focus
 
     def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
-                 tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0, seed: int = 0,
-                 poll_s: float = POLL_S, silence_check_s: float = SILENCE_CHECK_S) -> None:
+                 tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
+                 max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S, silence_check_s: float = SILENCE_CHECK_S) -> None:
         super().__init__()
         self.url = url.rstrip("/")  # the server watched
         self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
@@ -76,6 +77,7 @@ class VllmWatchApp(PromptingApp, App[None]):
         self.state = WatchState(self.url, kv_events)
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
+        self.pacer = RedrawPacer(max_cpu_share)  # holds timer redraws back while the app is over its CPU budget
         self._poll_s = poll_s  # /metrics reading interval
         self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._rng = random.Random(seed)  # burst prompts and lengths
@@ -106,7 +108,7 @@ class VllmWatchApp(PromptingApp, App[None]):
 
     def on_mount(self) -> None:
         self.query_one(RequestsTable).border_subtitle = "your prompts · ↑↓ select · x abort · c clear ended"
-        self.set_interval(1 / self._redraw_hz, self.redraw)
+        self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(self._silence_check_s, self._check_kv_silence)
         self._fit_footer(self.size.width)
         self.redraw()
@@ -122,8 +124,12 @@ class VllmWatchApp(PromptingApp, App[None]):
         """In the prompt box the letters are text: only TYPING_ACTIONS apply (and the footer shows only those)."""
         return not isinstance(self.focused, Input) or action in self.TYPING_ACTIONS
 
+    def _draw_key(self) -> tuple[int, str | None]:
+        """What a redraw shows: (state version, selected request)."""
+        return self.state.version, self.selected
+
     def redraw(self) -> None:
-        key = (self.state.version, self.selected)
+        key = self._draw_key()
         if key == self._drawn:
             return
         try:

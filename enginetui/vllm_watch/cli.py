@@ -55,7 +55,8 @@ def run_vllm_watch(url: str, args: argparse.Namespace, api_key: str | None) -> i
         print(f"enginetui attach --vllm: {problem}", file=sys.stderr)
         return 2
     app = VllmWatchApp(url, kv_events=kv_endpoint(url, args.kv_events), kv_replay=args.kv_replay, api_key=api_key,
-                       tokenizer=args.tokenizer, burst_size=args.burst_size, redraw_hz=args.redraw_hz)
+                       tokenizer=args.tokenizer, burst_size=args.burst_size, redraw_hz=args.redraw_hz,
+                       max_cpu_share=args.max_cpu / 100)
     app.run()
     return app.return_code or 0
 

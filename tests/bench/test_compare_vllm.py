@@ -110,13 +110,14 @@ def test_a_failing_runner_raises_with_its_log_and_keeps_it(tmp_path, fake_vllm):
 
 
 def test_busy_and_dashboard_loads_run_beside_the_engine(tiny_opt_dir):
-    long_enough = ["--min-output-len", "150", "--max-output-len", "200"]  # a pass the dashboard redraws during
+    # a pass of over 1 s: the dashboard, paced by its CPU budget, redraws at least once a second
+    long_enough = ["--num-prompts", "10", "--min-output-len", "420", "--max-output-len", "460"]
     args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, *long_enough, "--competing", "none", "busy",
                       "dashboard")
     result = throughput.run(args)
     assert [r.label for r in result.runs] == ["on", "on+busy", "on+dashboard"]
     cost = result.runs[2].dashboard
-    assert cost.events > 0 and cost.redraws > 0 and cost.cpu_s > 0 and 0 < cost.cpu_share
+    assert cost.events > 0 and cost.redraws > 0 and cost.cpu_s > 0 and 0 < cost.cpu_share, cost
     assert result.runs[0].dashboard is None and set(result.competing_ratio) == {"busy", "dashboard"}
     for run in result.runs:  # the EngineCore child's CPU time over the pass, per second: never more than its cores
         assert 0 < run.engine_cores <= usable_cores() + 0.1

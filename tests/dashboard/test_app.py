@@ -373,6 +373,43 @@ async def test_every_panel_shows_the_moment_of_the_last_redraw_until_the_next():
         await pilot.press("q")
 
 
+class Gate:
+    """A pacer the test opens and shuts."""
+
+    max_cpu_share = 0.08  # as a budget would be
+
+    def __init__(self) -> None:
+        self.open = False  # may timer redraws run
+        self.asked = 0  # how often the redraw timer asked
+
+    def may_draw(self) -> bool:
+        self.asked += 1
+        return self.open
+
+
+async def test_the_redraw_timer_waits_for_the_cpu_budget_and_keys_do_not():
+    app = RecordingApp(FakeEngine(autostep=False), redraw_hz=50)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        app.pacer = gate = Gate()
+        submit(app, PROMPTS[:1])
+        step = app.state.step
+        await app.engine.step_once()
+        while app.state.step == step or not app.engine.drained():
+            await pilot.pause(0.01)
+        await pilot.pause(0.1)  # five timer ticks
+        assert gate.asked > 0 and f"step {step + 1}" not in shown(app, TitleBar)  # held back
+        gate.open = True
+        await pilot.pause(0.1)
+        assert f"step {step + 1}" in shown(app, TitleBar)  # the next allowed tick draws the latest state
+        gate.open, asked = False, gate.asked
+        await pilot.press("down")  # a key redraws at once, whatever the budget says
+        assert app.selected is not None and f"▶ {app.selected}" in shown(app, RequestsTable)
+        await pilot.pause(0.1)
+        assert gate.asked == asked  # nothing new to draw: the timer did not even ask
+        await pilot.press("q")
+
+
 async def test_help_lists_every_key(make_app):
     app = make_app(autostep=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -10,6 +10,7 @@ import types
 import pytest
 
 from enginetui import cli, engine_flags
+from enginetui.dashboard_flags import DEFAULT_MAX_CPU_PCT
 from enginetui.engine_flags import dashboard_engine_args, engine_args
 
 
@@ -53,20 +54,16 @@ def test_bad_flag_values_are_argparse_errors(capsys):
     assert "invalid choice: 'pickle'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value", ["-5", "10001", "fast"])
-def test_bad_step_intervals_are_argparse_errors(capsys, value):
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--step-interval-ms", "-5"), ("--step-interval-ms", "10001"), ("--step-interval-ms", "fast"),
+    ("--redraw-hz", "0"), ("--redraw-hz", "61"), ("--redraw-hz", "smooth"),
+    ("--max-cpu", "-1"), ("--max-cpu", "101"), ("--max-cpu", "lots"),
+])
+def test_bad_dashboard_flag_values_are_argparse_errors(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
-        cli.build_parser().parse_args(["--step-interval-ms", value])
+        cli.build_parser().parse_args([flag, value])
     assert info.value.code == 2
-    assert "--step-interval-ms: must be" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("value", ["0", "61", "smooth"])
-def test_bad_redraw_rates_are_argparse_errors(capsys, value):
-    with pytest.raises(SystemExit) as info:
-        cli.build_parser().parse_args(["--redraw-hz", value])
-    assert info.value.code == 2
-    assert "--redraw-hz: must be" in capsys.readouterr().err
+    assert f"{flag}: must be" in capsys.readouterr().err
 
 
 def test_main_opens_the_dashboard_without_a_subcommand(monkeypatch):
@@ -216,14 +213,16 @@ def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
         seen["interval"] = app._initial_interval_ms
         seen["random_weights"] = app.random_weights
         seen["redraw_hz"] = app._redraw_hz
+        seen["max_cpu_share"] = app.pacer.max_cpu_share
         app.engine = app._reopen()  # as `r` does after the engine died
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
     monkeypatch.setattr(EngineTUI, "run", run)
-    assert cli.main(["--step-interval-ms", "300", "--redraw-hz", "4"]) == 0
+    assert cli.main(["--step-interval-ms", "300", "--redraw-hz", "4", "--max-cpu", "25"]) == 0
     assert seen["interval"] == 300 and not seen["random_weights"] and seen["redraw_hz"] == 4
+    assert seen["max_cpu_share"] == 0.25
     assert opened == [{"model": None, "num_gpu_blocks_override": 512}] * 2  # the restart's settings are the same
     assert len(engines) == 2 and all(e.shutdown_called for e in engines)  # the restarted one too
     assert cli.main(["--load-format", "dummy", "--model", "facebook/opt-125m"]) == 0
-    assert seen["random_weights"]
+    assert seen["random_weights"] and seen["max_cpu_share"] == DEFAULT_MAX_CPU_PCT / 100
     assert seen["log_file"] == seen["app_log_file"] == str(cache_home / "enginetui" / f"engine-{os.getpid()}.log")
