@@ -67,7 +67,8 @@ class VllmWatchApp(PromptingApp, App[None]):
 
     def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
-                 max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S, silence_check_s: float = SILENCE_CHECK_S) -> None:
+                 max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S,
+                 silence_check_s: float = SILENCE_CHECK_S) -> None:
         super().__init__()
         self.url = url.rstrip("/")  # the server watched
         self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
