@@ -115,7 +115,11 @@ class TimelinePanel(Widget):
         row.append("▶ " if selected else "  ", style="bold")
         name = lane.req_id if len(lane.req_id) <= MAX_LABEL else lane.req_id[: MAX_LABEL - 1] + "…"
         row.append(name.ljust(label - 2), style=f"bold {self._colors.get(lane.req_id, '')}")
+        run, run_style = "", ""  # consecutive cells of one style, appended together (a span each is slow to draw)
         for cell in lane_cells(lane, first, last):
             glyph, style = cell or (" ", "")
-            row.append(glyph, style=style)
-        return row
+            if style != run_style and run:
+                row.append(run, style=run_style)
+                run = ""
+            run, run_style = run + glyph, style
+        return row.append(run, style=run_style)
