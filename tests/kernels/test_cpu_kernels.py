@@ -5,6 +5,7 @@ NaN outside each request's slots, so a kernel that reads past a sequence fails t
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,34 @@ def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
     code = "from kernels import cpu_kernels; assert cpu_kernels.available()"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
     assert newest.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        return set(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split())
+    except (OSError, StopIteration):
+        return set()
+
+
+@pytest.mark.skipif("avx512_bf16" not in _cpu_flags(), reason="the CPU has no AVX512-BF16: the tests above cover it")
+def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
+    """This CPU takes bf16 dot products with vdpbf16ps; built without them (as for a CPU that lacks
+    them), the widening path must match the reference too."""
+    compiler = tmp_path / "c++-no-bf16"
+    compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" -mno-avx512bf16\n')
+    compiler.chmod(0o755)
+    env = {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
+    code = ("import torch; from kernels import cpu_kernels; from kernels.paged_batch import max_rel_error; "
+            "from kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
+            "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
+            "for case in CASES.values():\n"
+            "    b = _batch(case, torch.bfloat16)\n"
+            "    print(max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
+            "paged_attention_ref(*b.args(*b.clean_caches()))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    errors = [float(x) for x in done.stdout.split()]
+    assert len(errors) == len(CASES) and max(errors) < REL_TOL[torch.bfloat16]
 
 
 def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
