@@ -9,6 +9,7 @@ from textual.widget import Widget
 from core.engine.events import StepEvent
 from enginetui.plural import count
 from enginetui.widgets.palette import DIM
+from enginetui.widgets.styled_runs import append_runs
 
 LEGEND = "█ used ▣ new ▫ freed ▦ shared ░ cached · free"
 
@@ -31,17 +32,15 @@ def pool_text(event: StepEvent, colors: Mapping[str, str], width: int, height: i
                 owner[block] = req.req_id
     new, freed = set(event.blocks_allocated), set(event.blocks_freed)
     shared, cached = set(event.shared_blocks), set(event.cached_free_blocks)
-    text = Text(no_wrap=True)
-    run, run_style = "", ""  # consecutive cells of one style, appended together
-    for cell in range(math.ceil(n / per_cell)):
-        sep = "" if not cell else "\n" if cell % per_row == 0 else " " if spaced else ""
-        group = range(cell * per_cell, min((cell + 1) * per_cell, n))
-        glyph, style = _cell(group, owner, colors, new, freed, shared, cached)
-        if style != run_style and run:
-            text.append(run, style=run_style)
-            run = ""
-        run, run_style = run + sep + glyph, style
-    return text.append(run, style=run_style)
+
+    def pieces():  # each cell's glyph after its separator, in the cell's style
+        for cell in range(math.ceil(n / per_cell)):
+            sep = "" if not cell else "\n" if cell % per_row == 0 else " " if spaced else ""
+            group = range(cell * per_cell, min((cell + 1) * per_cell, n))
+            glyph, style = _cell(group, owner, colors, new, freed, shared, cached)
+            yield sep + glyph, style
+
+    return append_runs(Text(no_wrap=True), pieces())
 
 
 def _cell(group: range, owner: list[str | None], colors: Mapping[str, str], new: set[int], freed: set[int],

@@ -16,6 +16,7 @@ from textual.widget import Widget
 from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 from enginetui.widgets.step_panel import DECODE_STYLE, PREFILL_STYLE
+from enginetui.widgets.styled_runs import append_runs
 
 PHASE_CELLS = {  # phase -> (glyph, style)
     WAITING: ("·", DIM),
@@ -115,11 +116,4 @@ class TimelinePanel(Widget):
         row.append("▶ " if selected else "  ", style="bold")
         name = lane.req_id if len(lane.req_id) <= MAX_LABEL else lane.req_id[: MAX_LABEL - 1] + "…"
         row.append(name.ljust(label - 2), style=f"bold {self._colors.get(lane.req_id, '')}")
-        run, run_style = "", ""  # consecutive cells of one style, appended together (a span each is slow to draw)
-        for cell in lane_cells(lane, first, last):
-            glyph, style = cell or (" ", "")
-            if style != run_style and run:
-                row.append(run, style=run_style)
-                run = ""
-            run, run_style = run + glyph, style
-        return row.append(run, style=run_style)
+        return append_runs(row, (cell or (" ", "") for cell in lane_cells(lane, first, last)))
