@@ -115,7 +115,7 @@ constexpr bool kBf16Dot = kHaveBf16Dot && std::is_same_v<T, c10::BFloat16>;
 template <typename T>
 using DotQuery = std::conditional_t<kBf16Dot<T>, c10::BFloat16, float>;
 
-// A query row as dot4 takes it (unscaled: dot4's callers scale the scores).
+// A query row as dot4 takes it (unscaled: dot4 scales the scores).
 template <typename T>
 inline void to_dot_query(const T* src, int64_t d, DotQuery<T>* dst) {
   if constexpr (kBf16Dot<T>) {
@@ -448,9 +448,9 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
   store_rows(p, it, view, acc, sums);
 }
 
-// The dot products of one query row (to_dot_query) with four keys.
+// The scores of one query row (to_dot_query) against four keys: dot products times `scale`.
 template <typename T>
-inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float out[4]) {
+inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float scale, float out[4]) {
   const int64_t d32 = whole_runs(d), d16 = d - d % 16;
   vf a[4] = {};
   int64_t c = 0;
@@ -482,7 +482,7 @@ inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float o
   for (int j = 0; j < 4; ++j) {
     float tail = 0.0f;
     for (int64_t t = d16; t < d; ++t) tail += to_float(qi[t]) * to_float(kn[j][t]);
-    out[j] = sums[4 * j] + tail;
+    out[j] = (sums[4 * j] + tail) * scale;
   }
 }
 
@@ -520,8 +520,8 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
         const T* kn[4];
         for (int j = 0; j < 4; ++j) kn[j] = k + std::min(n + j, visible - 1) * ks;
         float four[4];
-        dot4(qi, kn, d, four);
-        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j] * p.scale;
+        dot4(qi, kn, d, p.scale, four);
+        for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j];
       }
       const vf lane = iota16();
       vf sv = lane < static_cast<float>(visible) ? load16(si) : splat(kNegInf);  // masked keys: -inf
@@ -638,8 +638,8 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
           const T* kn[4];
           for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * tok_stride + g * d;
           float four[4];
-          dot4(q + h * d, kn, d, four);
-          for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r] * p.scale;
+          dot4(q + h * d, kn, d, p.scale, four);
+          for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r];
         }
       }
     }

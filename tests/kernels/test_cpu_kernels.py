@@ -124,7 +124,8 @@ def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
 
 def _cpu_flags() -> set[str]:
     try:
-        return set(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split())
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return set(next(line for line in lines if line.startswith("flags")).split())
     except (OSError, StopIteration):
         return set()
 
