@@ -9,6 +9,7 @@ outputs and one "update" event for all of it.
 
 import logging
 import time
+from dataclasses import dataclass
 
 from core.config import EngineConfig
 from core.engine.events import (
@@ -27,9 +28,8 @@ from core.models.generation_config import generation_defaults
 from core.models.loader import load_hf_config, load_model
 from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
-from core.sched.output import SchedulerOutput
 from core.sched.scheduler import Scheduler
-from core.sched.step_record import StepRecord
+from core.sched.step_record import Chunk, Ended, StepRecord
 from core.worker.cpu_linear import prepare_cpu_model
 from core.worker.model_runner import ModelRunner, ModelRunnerOutput
 
@@ -63,7 +63,7 @@ class EngineCore:
         self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
         self.event_seq = 0  # seq of the latest published event
-        self._latest_step: StepEvent | None = None  # the latest step's event (updates repeat its step fields)
+        self._latest_step = _StepSummary({}, 0, 0, [], StepTimes())  # the latest step's plan and times (updates repeat them)
         self._added: list[RequestAdded] = []  # requests added since the latest event
         self._changed = False  # state changed outside a step since the latest event
         log.info("EngineCore ready: %d KV blocks of %d tokens, max_model_len %d", self.num_blocks,
@@ -151,7 +151,6 @@ class EngineCore:
     def step(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
         t0 = time.perf_counter()
         sched_out = self.scheduler.schedule()
-        chunks = self._prefill_chunks(sched_out)
         t1 = time.perf_counter()
         try:
             result = self.runner.execute(sched_out)
@@ -167,10 +166,10 @@ class EngineCore:
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
         new_tokens = {o.request_id: o.new_token_ids for o in outputs if o.new_token_ids}
-        step_fields = (dict(sched_out.num_scheduled_tokens), sched_out.num_prefill_tokens, sched_out.num_decode_tokens,
-                       (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, result.forward_ms, result.sample_ms)
         self._changed = False
-        event = self._build_event("step", step_fields, chunks, new_tokens)
+        event = self._build_event("step", StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3,
+                                                    update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms,
+                                                    sample_ms=result.sample_ms), new_tokens)
         t4 = time.perf_counter()
         self.last_timings = {
             "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms, "forward": result.forward_ms,
@@ -178,91 +177,64 @@ class EngineCore:
         }
         return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
 
-    def _prefill_chunks(self, sched_out: SchedulerOutput) -> list[PrefillChunk]:
-        """Requests whose prefill (or recompute) is split over steps: this step's piece and what is left.
-
-        Called right after schedule(), which counts the scheduled tokens as computed.
-        """
-        chunks = []
-        for req_id, n in sched_out.num_scheduled_tokens.items():
-            r = self.scheduler.requests[req_id]
-            remaining = r.num_tokens - r.num_computed_tokens
-            before = r.num_computed_tokens - n
-            is_decode = n == 1 and r.num_output_tokens > 0 and before == r.num_tokens - 1
-            if remaining > 0 or (before > r.num_cached_tokens and not is_decode):
-                chunks.append(PrefillChunk(req_id, n, remaining))
-        return chunks
-
     # ---- events ----------------------------------------------------------------------------
 
     def snapshot(self) -> StepEvent:
         """The full current state as a "snapshot" event (what a late subscriber draws from)."""
-        return self._event("snapshot", self._latest_step_fields(), StepRecord(), ([], []), [], [], {})
+        return self._event("snapshot", StepRecord(), [], {})
 
     def publishable_snapshot(self) -> StepEvent:
         """A snapshot to publish (it takes the next seq)."""
         self.event_seq += 1
         return self.snapshot()
 
-    def _build_event(self, kind: str, step_fields: tuple | None = None, chunks: list[PrefillChunk] | None = None,
+    def _build_event(self, kind: str, times: "StepTimes | None" = None,
                      new_tokens: dict[str, list[int]] | None = None) -> StepEvent | None:
         """Drain what happened since the latest event into a new event (None with events off).
 
-        `step_fields`: what a step event describes (see _latest_step_fields); updates repeat the latest step's.
+        A step event (`times` given) describes the step just taken; updates and snapshots repeat the
+        latest step's plan and times.
         """
         record = self.scheduler.drain_step_record()
         self.total_preemptions += len(record.preempted)
-        pool_changes = self.scheduler.kv.pool.drain_step_changes()
         added, self._added = self._added, []
+        if times is not None:
+            self._latest_step = _StepSummary(record.scheduled, record.num_prefill_tokens, record.num_decode_tokens,
+                                             record.chunks, times)
         if not self.config.enable_step_events:
             return None
         self.event_seq += 1
-        event = self._event(kind, step_fields or self._latest_step_fields(), record, pool_changes, added,
-                            chunks or [], new_tokens or {})
-        if kind == "step":
-            self._latest_step = event
-        return event
+        return self._event(kind, record, added, new_tokens or {})
 
-    def _latest_step_fields(self) -> tuple:
-        """(scheduled, prefill tokens, decode tokens, sched/exec/update/forward/sample ms) of the latest step."""
-        last = self._latest_step
-        if last is None:
-            return {}, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
-        return (last.scheduled, last.num_prefill_tokens, last.num_decode_tokens, last.sched_ms, last.exec_ms,
-                last.update_ms, last.forward_ms, last.sample_ms)
-
-    def _event(self, kind: str, step_fields: tuple, record: StepRecord, pool_changes, added, chunks,
-               new_tokens) -> StepEvent:
-        scheduled, num_prefill, num_decode, sched_ms, exec_ms, update_ms, forward_ms, sample_ms = step_fields
-        allocated, freed = pool_changes
+    def _event(self, kind: str, record: StepRecord, added: list[RequestAdded],
+               new_tokens: dict[str, list[int]]) -> StepEvent:
+        """`record`: what happened since the latest event; the plan and times are the latest step's."""
+        latest = self._latest_step
+        times = latest.times
         sched = self.scheduler
-        kv = sched.kv
-        pool = kv.pool
-        # Only reachable blocks are scanned (never the whole pool): sharing and cached-free blocks
-        # exist only with prefix caching; shared blocks sit in running block tables.
-        shared, cached_free = [], []
-        if kv.enable_prefix_caching:
-            shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ()) if b.ref_cnt > 1})
-            cached_free = kv.cached_free_block_ids()
+        kv = sched.kv_state()
+        is_step = kind == "step"
         return StepEvent(
             version=SCHEMA_VERSION, seq=self.event_seq, kind=kind, step=self.step_count, time=time.time(),
-            paused=self.paused, sched_ms=sched_ms, exec_ms=exec_ms, update_ms=update_ms,
+            paused=self.paused, sched_ms=times.sched_ms, exec_ms=times.exec_ms, update_ms=times.update_ms,
             token_budget=self.config.max_num_batched_tokens, max_num_seqs=self.config.max_num_seqs,
-            num_scheduled_tokens=sum(scheduled.values()), num_prefill_tokens=num_prefill,
-            num_decode_tokens=num_decode, scheduled=scheduled, added=added,
+            num_scheduled_tokens=sum(latest.scheduled.values()), num_prefill_tokens=latest.num_prefill_tokens,
+            num_decode_tokens=latest.num_decode_tokens, scheduled=latest.scheduled, added=added,
             admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
-            chunks=chunks, new_token_ids=new_tokens,
+            chunks=[PrefillChunk(c.req_id, c.num_tokens, c.num_remaining) for c in latest.chunks] if is_step else [],
+            new_token_ids=new_tokens,
             running=[self._progress(r) for r in sched.running],
             waiting=[self._progress(r) for r in sched.waiting],
-            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=pool.num_free_blocks,
-            num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
-            blocks_allocated=allocated, blocks_freed=freed,
+            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.num_free_blocks,
+            num_cached_free_blocks=len(kv.cached_free_blocks), shared_blocks=kv.shared_blocks,
+            cached_free_blocks=kv.cached_free_blocks,
+            blocks_allocated=record.blocks_allocated, blocks_freed=record.blocks_freed,
             preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
             finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
-            prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits,
+            prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
             num_dropped_events=0, total_output_tokens=self.total_output_tokens,
             total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
-            forward_ms=forward_ms, sample_ms=sample_ms,
+            forward_ms=times.forward_ms, sample_ms=times.sample_ms,
         )
 
     def _progress(self, r: Request) -> RequestProgress:
@@ -271,9 +243,31 @@ class EngineCore:
             num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
             num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
             num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
-            block_ids=self.scheduler.kv.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
+            block_ids=self.scheduler.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
         )
 
 
-def _end(e) -> RequestEnd:
+def _end(e: Ended) -> RequestEnd:
     return RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens)
+
+
+@dataclass(slots=True)
+class StepTimes:
+    """Where one step's time went, in ms."""
+
+    sched_ms: float = 0.0  # in scheduler.schedule()
+    exec_ms: float = 0.0  # in the model runner (prepare + forward + sampling)
+    update_ms: float = 0.0  # in scheduler.update_from_output()
+    forward_ms: float = 0.0  # model forward + lm_head (part of exec_ms)
+    sample_ms: float = 0.0  # sampling (part of exec_ms)
+
+
+@dataclass(slots=True)
+class _StepSummary:
+    """The latest step as its events describe it (update and snapshot events repeat it)."""
+
+    scheduled: dict[str, int]  # request id -> tokens scheduled
+    num_prefill_tokens: int  # of which prompt or recompute work
+    num_decode_tokens: int  # of which one-token decodes
+    chunks: list[Chunk]  # split prefills it scheduled
+    times: StepTimes  # where its time went

@@ -14,7 +14,7 @@ from core.outputs import EngineCoreOutput, Logprob
 from core.request import Request, RequestStatus
 from core.sched.output import SchedulerOutput, cached_request_data, new_request_data
 from core.sched.request_queue import make_queue
-from core.sched.step_record import Admitted, Ended, Preempted, StepRecord
+from core.sched.step_record import Admitted, Chunk, Ended, KVState, Preempted, StepRecord
 from core.sched.stop import check_stop
 
 
@@ -200,17 +200,27 @@ class Scheduler:
         self.waiting.prepend(request)
         self._record.preempted.append(Preempted(request.request_id, lost, freed))
 
-    @staticmethod
-    def _advance_progress(output: SchedulerOutput, requests: list[Request]) -> None:
-        """Count the plan's tokens as computed, and split them into prefill and decode work."""
+    def _advance_progress(self, output: SchedulerOutput, requests: list[Request]) -> None:
+        """Count the plan's tokens as computed, split them into prefill and decode work, and record
+        the plan: what each request was scheduled for, which prefills are split, which requests decode."""
+        record = self._record
+        record.scheduled = dict(output.num_scheduled_tokens)
+        record.chunks, record.decodes = [], []
         for request in requests:
             n = output.num_scheduled_tokens[request.request_id]
-            is_decode = n == 1 and request.num_output_tokens > 0 and request.num_computed_tokens == request.num_tokens - 1
+            before = request.num_computed_tokens
+            is_decode = n == 1 and request.num_output_tokens > 0 and before == request.num_tokens - 1
             if is_decode:
                 output.num_decode_tokens += 1
+                record.decodes.append(request.request_id)
             else:
                 output.num_prefill_tokens += n
             request.num_computed_tokens += n
+            remaining = request.num_tokens - request.num_computed_tokens
+            if remaining > 0 or (before > request.num_cached_tokens and not is_decode):
+                record.chunks.append(Chunk(request.request_id, n, remaining))
+        record.num_prefill_tokens = output.num_prefill_tokens
+        record.num_decode_tokens = output.num_decode_tokens
 
     # ---- update ----------------------------------------------------------------------------
 
@@ -306,10 +316,29 @@ class Scheduler:
         return outputs
 
     def drain_step_record(self) -> StepRecord:
-        """Everything recorded since the last drain: the last step's admissions, preemptions and
-        endings, and what happened between steps (aborts, rejections, errors)."""
+        """Everything recorded since the last drain: the latest plan, the admissions, preemptions and
+        endings since the last drain (between-step aborts, rejections and errors included), and the
+        blocks that changed hands."""
         record, self._record = self._record, StepRecord()
+        record.blocks_allocated, record.blocks_freed = self.kv.pool.drain_step_changes()
         return record
+
+    def kv_state(self) -> KVState:
+        """The pool now. Only reachable blocks are scanned (never the whole pool): sharing and
+        cached-free blocks exist only with prefix caching; shared blocks sit in running block tables."""
+        kv = self.kv
+        shared, cached_free = [], []
+        if kv.enable_prefix_caching:
+            shared = sorted({b.block_id for r in self.running for b in kv.req_to_blocks.get(r.request_id, ())
+                             if b.ref_cnt > 1})
+            cached_free = kv.cached_free_block_ids()
+        return KVState(num_blocks=kv.num_blocks, num_free_blocks=kv.pool.num_free_blocks, shared_blocks=shared,
+                       cached_free_blocks=cached_free, prefix_cache_queries=kv.prefix_queries,
+                       prefix_cache_hits=kv.prefix_hits)
+
+    def block_ids(self, request_id: str) -> list[int]:
+        """A request's block table (empty while it holds none)."""
+        return self.kv.block_ids(request_id)
 
     def check_invariants(self) -> None:
         """Pool accounting, queue membership and progress bounds (debug mode, tests)."""

@@ -1,7 +1,7 @@
 """The scheduler's plain record of what it did, and its failure paths (failed step, bad request, reset)."""
 
 from core.request import RequestStatus
-from core.sched.step_record import Admitted, Ended, Preempted
+from core.sched.step_record import Admitted, Chunk, Ended, Preempted
 from tests.sched.test_scheduler import make_request, make_scheduler, run_step
 
 
@@ -77,3 +77,36 @@ def test_reset_prefix_cache_refuses_while_blocks_are_in_use():
     run_step(s)  # A finishes; its blocks are free but still cached
     assert s.kv.pool.cached and s.reset_prefix_cache() is True
     assert s.kv.pool.cached == {}
+
+
+def test_the_record_carries_the_plan_split_prefills_decodes_and_block_changes():
+    s = make_scheduler(num_blocks=16, block_size=4, budget=6, max_model_len=64)
+    s.add_request(make_request("A", 4, max_tokens=3))
+    s.add_request(make_request("B", 9, max_tokens=3))
+    run_step(s)  # A's whole prompt (4) and B's first 2 tokens
+    record = s.drain_step_record()
+    assert record.scheduled == {"A": 4, "B": 2}
+    assert (record.num_prefill_tokens, record.num_decode_tokens) == (6, 0)
+    assert record.chunks == [Chunk("B", 2, 7)] and record.decodes == []
+    assert record.blocks_allocated == [0, 1] and record.blocks_freed == []  # one block each so far
+    run_step(s)  # A decodes; B gets 5 more of its prompt, 2 still to go
+    record = s.drain_step_record()
+    assert record.scheduled == {"A": 1, "B": 5} and record.decodes == ["A"]
+    assert (record.num_prefill_tokens, record.num_decode_tokens) == (5, 1)
+    assert record.chunks == [Chunk("B", 5, 2)]
+    run_step(s)  # B's last piece of prompt is still a chunk (the end of a split prefill)
+    record = s.drain_step_record()
+    assert record.chunks == [Chunk("B", 2, 0)] and record.decodes == ["A"]
+    assert [e.req_id for e in record.finished] == ["A"] and record.blocks_freed == [2, 0]  # A held 0 and 2, freed tail first
+
+
+def test_kv_state_reports_the_pool_and_shared_blocks():
+    s = make_scheduler(num_blocks=16, block_size=4, enable_prefix_caching=True, max_model_len=64)
+    s.add_request(make_request("A", 10, max_tokens=4))
+    run_step(s)
+    s.add_request(make_request("B", 10, max_tokens=4))  # the same prompt: A's two full blocks are shared
+    run_step(s)
+    state = s.kv_state()
+    assert state.num_blocks == 16 and state.shared_blocks == [0, 1]
+    assert state.num_free_blocks == 16 - 4 and state.cached_free_blocks == []
+    assert (state.prefix_cache_queries, state.prefix_cache_hits) == (20, 8)
