@@ -1,0 +1,99 @@
+"""A step-time model fitted to measured steps: seconds = a linear combination of the step's shape.
+
+`fit(shapes, seconds)` solves least squares over FEATURES with non-negative coefficients (a feature
+whose coefficient comes out negative is dropped and the rest refitted, so no step is ever predicted
+cheaper for doing more work); `save` / `load_fitted` keep it in a JSON file with where it was measured.
+"""
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from enginetui.simulate.step_shape import StepShape
+from enginetui.simulate.step_time import StepTimeModel
+
+FEATURES = ("constant", "prefill_tokens", "decode_tokens", "sampled", "decode_context", "prefill_attention_pairs")
+FILE_KIND = "enginetui-step-time-fit"  # the JSON file's "kind"
+
+
+def features(shape: StepShape) -> tuple[float, ...]:
+    """FEATURES of one step, in order."""
+    return (1.0, shape.num_prefill_tokens, shape.num_decode_tokens, shape.num_sampled, shape.decode_context,
+            shape.prefill_attention_pairs)
+
+
+@dataclass(slots=True)
+class FitInfo:
+    """Where and how a fit was made."""
+
+    model: str  # the engine's model
+    machine: str  # the machine it was measured on (CPU model, threads)
+    num_steps: int  # measured steps it was fitted to
+    r2: float  # coefficient of determination on those steps
+    mean_abs_error_pct: float  # mean |predicted - measured| / measured, in percent
+    note: str = ""  # anything the reader should know (a loaded machine, ...)
+    engine_config: dict = field(default_factory=dict)  # the engine flags it was measured with
+
+
+class FittedModel(StepTimeModel):
+    """seconds = sum(coefficients[i] * features(shape)[i])."""
+
+    def __init__(self, coefficients: dict[str, float], info: FitInfo) -> None:
+        unknown = set(coefficients) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"unknown step-time features {sorted(unknown)} (known: {', '.join(FEATURES)})")
+        self.coefficients = {name: float(coefficients.get(name, 0.0)) for name in FEATURES}  # seconds per unit
+        self.info = info  # provenance
+        self.name = f"fitted ({info.model} on {info.machine})"
+        self._c = tuple(self.coefficients[name] for name in FEATURES)  # in FEATURES order, for the hot loop
+
+    def step_seconds(self, shape: StepShape) -> float:
+        c = self._c
+        return (c[0] + c[1] * shape.num_prefill_tokens + c[2] * shape.num_decode_tokens + c[3] * shape.num_sampled
+                + c[4] * shape.decode_context + c[5] * shape.prefill_attention_pairs)
+
+    def save(self, path: str | os.PathLike) -> None:
+        with open(path, "w") as f:
+            json.dump({"kind": FILE_KIND, "coefficients": self.coefficients, "info": asdict(self.info)}, f, indent=2)
+            f.write("\n")
+
+
+def load_fitted(path: str | os.PathLike) -> FittedModel:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not a step-time fit (not JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != FILE_KIND:
+        raise ValueError(f"{path} is not a step-time fit (written by `enginetui simulate --calibrate`)")
+    return FittedModel(data["coefficients"], FitInfo(**data["info"]))
+
+
+def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo) -> FittedModel:
+    """Non-negative least squares over FEATURES (features that do not vary are left out)."""
+    if len(shapes) != len(seconds) or not shapes:
+        raise ValueError("fit needs as many measured times as shapes, and at least one")
+    x = np.array([features(s) for s in shapes], dtype=np.float64)  # [steps, features]
+    y = np.array(seconds, dtype=np.float64)  # [steps]
+    active = [i for i in range(len(FEATURES)) if i == 0 or np.ptp(x[:, i]) > 0]
+    while True:
+        scale = np.abs(x[:, active]).max(axis=0)  # [active] columns scaled to 1 for conditioning
+        coef, *_ = np.linalg.lstsq(x[:, active] / scale, y, rcond=None)
+        coef = coef / scale
+        negative = [active[j] for j, c in enumerate(coef) if c < 0]
+        if not negative:
+            break
+        active = [i for i in active if i not in negative]
+        if not active:
+            coef = np.array([])
+            break
+    coefficients = {FEATURES[i]: float(c) for i, c in zip(active, coef)}
+    predicted = x[:, active] @ coef if active else np.zeros_like(y)  # [steps]
+    residual = float(((y - predicted) ** 2).sum())
+    total = float(((y - y.mean()) ** 2).sum())
+    info.r2 = 1.0 - residual / total if total > 0 else 1.0
+    info.mean_abs_error_pct = float(np.mean(np.abs(predicted - y) / np.maximum(y, 1e-12)) * 100)
+    info.num_steps = len(shapes)
+    return FittedModel(coefficients, info)

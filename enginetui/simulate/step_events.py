@@ -1,0 +1,137 @@
+"""A simulated run as step events: the same StepEvent EngineCore publishes, built from the same
+scheduler state, stamped with the simulated clock, written as a recording (core/record), so
+`enginetui replay`, the timeline and `enginetui export` open a simulated run like a live one.
+
+The fields follow EngineCore's event (core/engine/core.py); tests/simulate/test_exact_replay.py
+checks that, on a real engine's recorded run, these events equal the engine's own in every field
+that is not a measured time.
+"""
+
+import os
+import time
+
+import msgspec
+
+from core.config import EngineConfig
+from core.engine.events import (
+    SCHEMA_VERSION,
+    Admission,
+    PrefillChunk,
+    Preemption,
+    RequestAdded,
+    RequestEnd,
+    RequestProgress,
+    StepEvent,
+)
+from core.engine.processor import EngineInfo
+from core.record import format as fmt
+from core.record.writer import RecordingWriter
+from core.request import Request
+from core.sched.scheduler import Scheduler
+from enginetui.simulate.simulator import Observer
+
+
+class StepEventWriter(Observer):
+    """A simulator observer: builds one event per simulated step, writing each to a recording as it is
+    built (requests added between steps go into the next step's event)."""
+
+    def __init__(self, path: str | os.PathLike, config: EngineConfig, info: EngineInfo, source: str) -> None:
+        header = fmt.Header(event_schema_version=SCHEMA_VERSION, created=time.time(), source=source,
+                            enginetui_version=_version(), engine=info, config=msgspec.to_builtins(config),
+                            tokenizer=None)
+        self.config = config  # the simulated engine's flags
+        self.writer = RecordingWriter(path, header)  # the file
+        self.seq = 0  # events written
+        self.step = 0  # steps seen
+        self.total_output_tokens = 0  # tokens generated so far
+        self.total_preemptions = 0  # preemptions so far
+        self.first_scheduled: dict[str, float] = {}  # request id -> simulated time of its first admission
+        self._added: list[RequestAdded] = []  # requests added since the last event
+        self._chunks: list[PrefillChunk] = []  # the current step's split prefills (from on_plan)
+
+    def on_add(self, request: Request) -> None:
+        self._added.append(RequestAdded(request.request_id, request.prompt_token_ids, request.sampling_params,
+                                        request.max_tokens, request.priority, request.arrival_time))
+
+    def on_plan(self, sched: Scheduler, plan) -> None:
+        self._chunks = _chunks(plan, sched)
+
+    def on_step(self, sched: Scheduler, plan, sampled: dict[str, int], start: float, end: float) -> None:
+        self.step += 1
+        self.seq += 1
+        record = sched.drain_step_record()
+        allocated, freed = sched.kv.pool.drain_step_changes()
+        for admitted in record.admitted:
+            self.first_scheduled.setdefault(admitted.req_id, start)
+        self.total_preemptions += len(record.preempted)
+        self.total_output_tokens += len(sampled)
+        kv = sched.kv
+        shared, cached_free = [], []
+        if kv.enable_prefix_caching:
+            shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ())
+                             if b.ref_cnt > 1})
+            cached_free = kv.cached_free_block_ids()
+        added, self._added = self._added, []
+        exec_ms = (end - start) * 1e3
+        event = StepEvent(
+            version=SCHEMA_VERSION, seq=self.seq, kind="step", step=self.step, time=end, paused=False,
+            sched_ms=0.0, exec_ms=exec_ms, update_ms=0.0, token_budget=self.config.max_num_batched_tokens,
+            max_num_seqs=self.config.max_num_seqs, num_scheduled_tokens=plan.total_num_scheduled_tokens,
+            num_prefill_tokens=plan.num_prefill_tokens, num_decode_tokens=plan.num_decode_tokens,
+            scheduled=dict(plan.num_scheduled_tokens), added=added,
+            admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
+            chunks=self._chunks, new_token_ids={req_id: [t] for req_id, t in sampled.items()},
+            running=[self._progress(r, sched) for r in sched.running],
+            waiting=[self._progress(r, sched) for r in sched.waiting],
+            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.pool.num_free_blocks,
+            num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
+            blocks_allocated=allocated, blocks_freed=freed,
+            preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
+            finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
+            prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits, num_dropped_events=0,
+            total_output_tokens=self.total_output_tokens, total_preemptions=self.total_preemptions,
+            step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
+        )
+        self.writer.write_event(_ENCODER.encode(event))
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def _progress(self, r: Request, sched: Scheduler) -> RequestProgress:
+        return RequestProgress(
+            req_id=r.request_id, status=r.status.value, num_prompt_tokens=r.num_prompt_tokens,
+            num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
+            num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
+            num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
+            block_ids=sched.kv.block_ids(r.request_id), first_scheduled_time=self.first_scheduled.get(r.request_id),
+        )
+
+
+def _chunks(plan, sched: Scheduler) -> list[PrefillChunk]:
+    """Split prefills (or recomputes) of this step: the piece computed and what is left (EngineCore's
+    rule; called right after schedule(), which counts the scheduled tokens as computed)."""
+    chunks = []
+    for req_id, n in plan.num_scheduled_tokens.items():
+        r = sched.requests[req_id]
+        remaining = r.num_tokens - r.num_computed_tokens
+        before = r.num_computed_tokens - n
+        is_decode = n == 1 and r.num_output_tokens > 0 and before == r.num_tokens - 1
+        if remaining > 0 or (before > r.num_cached_tokens and not is_decode):
+            chunks.append(PrefillChunk(req_id, n, remaining))
+    return chunks
+
+
+def _end(e) -> RequestEnd:
+    return RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("enginetui")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_ENCODER = msgspec.msgpack.Encoder()

@@ -1,0 +1,48 @@
+"""Step-time models: a step's shape -> the seconds it takes, and the clock that follows from it.
+
+Every model moves the simulated clock with `advance(now, shape)`; most only say how long a step
+takes (`step_seconds`). The models: `RooflineModel` (roofline.py, an accelerator's peaks and the
+model's FLOPs and bytes), `FittedModel` (fitted.py, fitted to this engine's measured steps), and
+`ReplayedStepTimes` here (a recorded run's own step times, to reproduce it).
+"""
+
+from core.engine.events import StepEvent
+from enginetui.simulate.step_shape import StepShape
+
+
+class StepTimeModel:
+    """Maps a step's shape to seconds."""
+
+    name = "step-time model"  # what the reports call it
+
+    def step_seconds(self, shape: StepShape) -> float:
+        raise NotImplementedError
+
+    def advance(self, now: float, shape: StepShape) -> float:
+        """The clock after the step `shape` that started at `now`."""
+        return now + self.step_seconds(shape)
+
+
+def step_start(event: StepEvent) -> float:
+    """When a recorded step began: its event's time less the step's measured stages (schedule, execute,
+    update). The simulator and the recorded workload use this one expression, so they agree exactly."""
+    return event.time - (event.sched_ms + event.exec_ms + event.update_ms) / 1e3
+
+
+class ReplayedStepTimes(StepTimeModel):
+    """A recorded run's clock: step k ends when the recorded step k+1 began (the last one when its
+    event was built). Driven with the same run's arrivals (recorded_workload), the simulated steps
+    start exactly when the recorded ones did."""
+
+    name = "replayed step times"
+
+    def __init__(self, step_events: list[StepEvent]) -> None:
+        if not step_events:
+            raise ValueError("the recording holds no engine step to replay")
+        self.starts = [step_start(e) for e in step_events]  # per step (0-based): when it began
+        self.end = step_events[-1].time  # when the last step's event was built
+
+    def advance(self, now: float, shape: StepShape) -> float:
+        if shape.step > len(self.starts):
+            raise ValueError(f"the simulation took more steps than the {len(self.starts)} recorded: it diverged")
+        return self.starts[shape.step] if shape.step < len(self.starts) else self.end

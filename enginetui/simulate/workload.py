@@ -1,0 +1,60 @@
+"""What a simulation serves: requests with their prompt and output lengths and when they arrive.
+
+Prompts are lengths unless their tokens matter: with prefix caching off the scheduler never looks
+at token values, so the simulator gives a request its stand-in prompt only when it arrives (see
+simulator.py); shared-prefix workloads and recordings carry real token ids.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class SimRequest:
+    """One request of a workload."""
+
+    request_id: str  # unique id
+    arrival: float  # seconds (on the simulated clock) when it enters the engine
+    prompt_len: int  # prompt tokens
+    output_len: int  # tokens it generates (forced: max_tokens = output_len, EOS ignored)
+    prefix: list[int] | None = None  # token ids its prompt starts with (shared-prefix workloads), None: none
+    prompt_token_ids: list[int] | None = None  # the whole prompt (recordings); None: stand-ins (after `prefix`)
+    output_token_ids: list[int] | None = None  # the tokens it generates (recordings); None: stand-ins
+    priority: int = 0  # scheduling priority (lower first under the priority policy)
+    arrival_time: float | None = None  # the request's own time for priority ties (recordings); None: `arrival`
+    max_tokens: int | None = None  # the limit the scheduler sees; None: output_len
+
+
+def random_lengths(num: int, mean: int, range_ratio: float, rng: np.random.Generator) -> np.ndarray:
+    """`num` lengths drawn uniformly from [mean * (1 - r), mean * (1 + r)], at least 1 (vLLM's random dataset)."""
+    if mean < 1:
+        raise ValueError(f"lengths must be at least 1, got {mean}")
+    if not 0 <= range_ratio < 1:
+        raise ValueError(f"range ratio must be in [0, 1), got {range_ratio}")
+    low, high = max(1, round(mean * (1 - range_ratio))), max(1, round(mean * (1 + range_ratio)))
+    return rng.integers(low, high + 1, size=num)  # [num]
+
+
+def random_workload(num_prompts: int, input_len: int, output_len: int, range_ratio: float,
+                    seed: int) -> list[SimRequest]:
+    """Independent prompts of random lengths (arrivals set later)."""
+    rng = np.random.default_rng(seed)
+    inputs = random_lengths(num_prompts, input_len, range_ratio, rng)
+    outputs = random_lengths(num_prompts, output_len, range_ratio, rng)
+    return [SimRequest(f"sim-{i}", 0.0, int(n), int(m)) for i, (n, m) in enumerate(zip(inputs, outputs))]
+
+
+def shared_prefix_workload(num_prompts: int, num_prefixes: int, prefix_len: int, input_len: int, output_len: int,
+                           range_ratio: float, seed: int, vocab_size: int) -> list[SimRequest]:
+    """Prompts that start with one of `num_prefixes` shared prefixes (request i gets prefix i mod n),
+    then a distinct part of random length: what prefix caching saves."""
+    if num_prefixes < 1 or prefix_len < 1:
+        raise ValueError(f"shared-prefix workloads need --num-prefixes >= 1 and --prefix-len >= 1, got "
+                         f"{num_prefixes} and {prefix_len}")
+    rng = np.random.default_rng(seed)
+    prefixes = [rng.integers(0, vocab_size, size=prefix_len).tolist() for _ in range(num_prefixes)]
+    inputs = random_lengths(num_prompts, input_len, range_ratio, rng)
+    outputs = random_lengths(num_prompts, output_len, range_ratio, rng)
+    return [SimRequest(f"sim-{i}", 0.0, prefix_len + int(n), int(m), prefix=prefixes[i % num_prefixes])
+            for i, (n, m) in enumerate(zip(inputs, outputs))]
