@@ -42,6 +42,9 @@ class EngineConfig:
     cpu_spin_count: int | None = None  # OpenMP spin loops before a waiting thread sleeps (GOMP_SPINCOUNT); default 10000
     enable_step_events: bool = True  # build and publish a StepEvent per step
     debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
+    # The model runner class: "auto" (core.worker.model_runner.ModelRunner) or "package.module:Class"
+    # (as vLLM's worker_cls; tests run the engine with a runner of fixed tokens, core/worker/runner_class.py).
+    model_runner: str = "auto"
 
     def __post_init__(self) -> None:
         self.model = os.fspath(self.model) if isinstance(self.model, os.PathLike) else self.model
@@ -77,6 +80,8 @@ class EngineConfig:
                 f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot be greater "
                 f"than max_model_len ({self.max_model_len})"
             )
+        if self.model_runner != "auto" and (not isinstance(self.model_runner, str) or ":" not in self.model_runner):
+            raise ValueError(f"model_runner must be 'auto' or 'package.module:Class', got {self.model_runner!r}")
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
         if not self.enable_chunked_prefill and self.max_model_len is not None:

@@ -31,7 +31,8 @@ from core.request import Request, RequestStatus
 from core.sched.scheduler import Scheduler
 from core.sched.step_record import Chunk, Ended, StepRecord
 from core.worker.cpu_linear import prepare_cpu_model
-from core.worker.model_runner import ModelRunner, ModelRunnerOutput
+from core.worker.model_runner import ModelRunnerOutput
+from core.worker.runner_class import Runner, runner_class
 
 log = logging.getLogger("enginetui.core")
 
@@ -54,8 +55,10 @@ class EngineCore:
             )
         self.num_blocks = num_kv_blocks(config, model, dtype)  # KV pool size
         self.scheduler = Scheduler(config, self.num_blocks, self.max_model_len)  # queues + KV manager
-        self.runner = ModelRunner(model, self.num_blocks, config.block_size, config.max_num_seqs,
-                                  self.max_model_len, dtype, config.torch_device, config.seed)  # model + cache
+        # The model runner (config.model_runner; the real one by default): model + cache.
+        self.runner: Runner = runner_class(config.model_runner)(
+            model, self.num_blocks, config.block_size, config.max_num_seqs, self.max_model_len, dtype,
+            config.torch_device, config.seed)
         self.step_count = 0  # steps taken
         self.paused = False  # only single steps run while paused
         self.step_interval_s = 0.0  # slow motion: the busy loop starts steps at most this often
