@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_replay_subparser(subcommands)
     add_export_subparser(subcommands)
+    from enginetui.simulate.cli import add_simulate_subparser
+
+    add_simulate_subparser(subcommands)
     return parser
 
 

@@ -147,6 +147,8 @@ class Simulator:
                     sampled[req_id] = recorded[len(r.output_token_ids)] if recorded else STAND_IN_TOKEN
             start, now = now, model.advance(now, shape)
             for out in sched.update_from_output(plan, sampled):
+                if out.finish_reason == "rejected":
+                    continue  # refused at admission (counted then): it never runs
                 k = index[out.request_id]
                 if out.new_token_ids:
                     times.num_output[k] += 1

@@ -1,0 +1,153 @@
+"""`simulate(...)`: one simulated run from plain arguments, the Python side of `enginetui simulate`.
+
+    from enginetui.simulate import simulate
+    result = simulate(model="llama-3.1-8b", hardware="h200", dataset="random", num_prompts=200,
+                      request_rate=10, max_num_seqs=128)
+    print(result.summary.ttft.p99, result.summary.output_throughput)
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from core.config import EngineConfig
+from enginetui.simulate import workloads
+from enginetui.simulate.memory import PoolSizing, size_pool
+from enginetui.simulate.metrics import Summary, parse_slos, summarize
+from enginetui.simulate.model_shape import ModelShape, load_model_shape
+from enginetui.simulate.simulator import SimRun, Simulator
+from enginetui.simulate.step_time import StepTimeModel
+
+
+@dataclass(slots=True)
+class SimSettings:
+    """Everything a simulated run is made of besides the engine flags."""
+
+    model: str = "llama-3.1-8b"  # shipped config name, HF directory or config.json
+    hardware: str = "h200"  # accelerator (roofline model and memory)
+    tensor_parallel_size: int = 1  # GPUs the model is split over
+    weight_dtype: str = "bf16"  # bf16, fp16 or fp8 weights
+    kv_cache_dtype: str = "auto"  # auto (16-bit) or fp8 KV cache
+    gpu_memory_utilization: float = 0.9  # share of device memory vLLM may use
+    step_times: str = "roofline"  # "roofline", "recorded" (with from_recording) or a --calibrate JSON file
+    mfu: float | None = None  # roofline compute efficiency (None: the default)
+    mbu: float | None = None  # roofline bandwidth efficiency (None: the default)
+    overhead_ms: float | None = None  # roofline fixed milliseconds per step (None: the default)
+    dataset: str = "random"  # random, sharegpt or shared-prefix (ignored with from_recording)
+    num_prompts: int = 1000  # requests
+    input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
+    output_len: int = 128  # random / shared-prefix: mean output length
+    range_ratio: float = 0.0  # random / shared-prefix: lengths drawn from [len*(1-r), len*(1+r)]
+    prefix_len: int = 512  # shared-prefix: tokens of each shared prefix
+    num_prefixes: int = 4  # shared-prefix: distinct prefixes
+    tokenizer: str | None = None  # sharegpt: tokenizer directory or "embedded"; None: UTF-8 bytes / 4
+    from_recording: str | None = None  # a recording whose arrivals and lengths to serve
+    request_rate: float = math.inf  # requests per second (inf: all at once)
+    burstiness: float = 1.0  # gamma shape of the gaps (1: Poisson)
+    burst_size: int = 1  # requests arriving together
+    seed: int = 0  # workload and arrivals
+    goodput: str | None = None  # SLOs, "ttft:500 tpot:50" (milliseconds)
+    record: str | None = None  # write the run as a recording here
+    progress: bool = False  # a progress bar on stderr
+
+
+@dataclass(slots=True)
+class SimResult:
+    """One simulated run: its figures and where they came from."""
+
+    summary: Summary  # the figures
+    run: SimRun  # per request and per step
+    settings: SimSettings  # what was simulated
+    config: EngineConfig  # the engine flags in force
+    num_blocks: int  # KV pool size
+    pool: PoolSizing | None  # how the pool was sized from memory (None: given, or the recording's)
+    step_model: str  # the step-time model's name
+    notes: list[str] = field(default_factory=list)  # things the reader should know
+
+
+def simulate(settings: SimSettings | None = None, **kwargs) -> SimResult:
+    """Simulate one run. Keywords are SimSettings fields or engine flags (EngineConfig fields, e.g.
+    max_num_seqs=128, enable_prefix_caching=True, num_gpu_blocks_override=4096)."""
+    settings_fields = set(SimSettings.__dataclass_fields__)
+    s = settings or SimSettings()
+    s = SimSettings(**{**_asdict(s), **{k: v for k, v in kwargs.items() if k in settings_fields}})
+    flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
+    notes: list[str] = []
+    if s.from_recording:
+        recorded = workloads.recorded(s.from_recording)
+        flags = {**_config_fields(recorded.config), **flags}
+        flags.setdefault("num_gpu_blocks_override", recorded.num_blocks)
+        flags.setdefault("max_model_len", recorded.max_model_len)
+        requests = recorded.requests
+        if recorded.num_partial:
+            notes.append(f"{recorded.num_partial} recorded requests were aborted or unfinished: they stop after "
+                         f"the tokens they had generated")
+    step_model, shape, implied = workloads.step_model(s, recorded.steps if s.from_recording else None)
+    config = _engine_config({**implied, **flags})
+    max_model_len = config.max_model_len or (shape.max_position_embeddings if shape else 2048)
+    if not s.from_recording:
+        requests = workloads.make_workload(s, shape.vocab_size if shape else 32000)
+    pool = None
+    num_blocks = config.num_gpu_blocks_override
+    if num_blocks is None:
+        pool = _pool(s, shape, config)
+        num_blocks = pool.num_blocks
+        if num_blocks * config.block_size < max_model_len:
+            raise ValueError(
+                f"the KV pool holds {num_blocks * config.block_size} tokens, fewer than max_model_len "
+                f"{max_model_len} (vLLM refuses to start so): lower --max-model-len, or give the cache more "
+                f"memory ({pool.describe()})")
+    if not s.from_recording:  # a recording keeps its rejections
+        _check_fits(requests, num_blocks, config.block_size)
+    from enginetui.simulate.progress import progress_bar
+
+    writer = workloads.event_writer(s, config, shape, num_blocks, max_model_len, step_model)
+    try:
+        with progress_bar(len(requests), s.progress) as progress:
+            run = Simulator(config, num_blocks, max_model_len, step_model, writer).run(requests, progress)
+    finally:
+        if writer is not None:
+            writer.close()
+    summary = summarize(run, parse_slos(s.goodput))
+    return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
+
+
+def _asdict(s: SimSettings) -> dict:
+    return {name: getattr(s, name) for name in SimSettings.__dataclass_fields__}
+
+
+def _config_fields(config: EngineConfig) -> dict:
+    from enginetui.simulate.from_recording import SCHEDULING_FIELDS
+
+    return {name: getattr(config, name) for name in SCHEDULING_FIELDS}
+
+
+def _engine_config(flags: dict) -> EngineConfig:
+    known = set(EngineConfig.__dataclass_fields__)
+    unknown = sorted(set(flags) - known)
+    if unknown:
+        raise ValueError(f"unknown simulate settings or engine flags: {', '.join(unknown)}")
+    return EngineConfig(**{"device": "cpu", **flags})
+
+
+def _pool(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> PoolSizing:
+    from enginetui.simulate.hardware import accelerator
+    from enginetui.simulate.precision import kv_bytes, weight_bytes
+
+    if shape is None:
+        raise ValueError("the KV pool size is unknown: give --num-gpu-blocks-override")
+    return size_pool(shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
+                     kv_bytes(s.kv_cache_dtype), config.block_size, s.gpu_memory_utilization,
+                     config.max_num_batched_tokens, config.max_num_seqs)
+
+
+def _check_fits(requests, num_blocks: int, block_size: int) -> None:
+    """A pool that cannot hold some request of the workload is a mistake, not a result."""
+    if not requests:
+        raise ValueError("the workload has no requests")
+    biggest = max(requests, key=lambda r: r.prompt_len + (r.max_tokens or r.output_len))
+    tokens = biggest.prompt_len + (biggest.max_tokens or biggest.output_len) - 1
+    need = -(-tokens // block_size)
+    if need > num_blocks:
+        raise ValueError(f"the KV pool ({num_blocks} blocks of {block_size} tokens) cannot hold request "
+                         f"{biggest.request_id} ({tokens} tokens, {need} blocks): raise the pool "
+                         f"(--num-gpu-blocks-override, --gpu-memory-utilization) or shorten the workload")

@@ -1,0 +1,130 @@
+"""`enginetui simulate ...`: the parser and the command. Building the parser imports nothing heavy;
+the simulator is imported when the command runs."""
+
+import argparse
+import math
+import sys
+
+SIM_ENGINE_FLAGS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_gpu_blocks_override",
+                    "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy",
+                    "scheduler_reserve_full_isl", "long_prefill_token_threshold", "max_model_len")  # flags that apply
+
+
+def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="the engine's scheduler at any scale, on a simulated clock (no model is run)",
+        description="Serve a workload with the engine's own scheduler and KV cache manager but no model: each "
+                    "request generates its workload output length, and a step-time model (a roofline of an "
+                    "accelerator, a fit of this engine's measured steps, or a recording's own step times) moves "
+                    "the clock. Prints vllm bench serve's figures; --record writes the run for `enginetui replay` "
+                    "and `enginetui export`.")
+    quiet = argparse.SUPPRESS  # unset flags leave the top-level parser's values (and defaults) alone
+    m = p.add_argument_group("model and hardware")
+    m.add_argument("--model", default=quiet, metavar="NAME|DIR",
+                   help="a shipped config (llama-3.1-8b, llama-3.1-70b, qwen3-8b, opt-125m) or a directory / "
+                        "config.json (default: llama-3.1-8b)")
+    m.add_argument("--hardware", default="h200", metavar="NAME", help="h200, h100, a100 or l4 (default: h200)")
+    m.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N", help="GPUs (default: 1)")
+    m.add_argument("--weight-dtype", default="bf16", choices=("bf16", "fp16", "fp8"), help="default: bf16")
+    m.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bf16", "fp16", "fp8"),
+                   help="default: auto (16-bit)")
+    m.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
+                   help="share of device memory for weights, activations and KV cache (default: 0.9)")
+    m.add_argument("--step-times", default="roofline", metavar="roofline|recorded|FILE",
+                   help="the step-time model: roofline, recorded (a --from-recording run's own), or a JSON file "
+                        "from --calibrate (default: roofline)")
+    m.add_argument("--mfu", type=float, metavar="F", help="roofline: share of peak FLOP/s reached (default: 0.5)")
+    m.add_argument("--mbu", type=float, metavar="F", help="roofline: share of peak bandwidth reached (default: 0.8)")
+    m.add_argument("--step-overhead-ms", type=float, dest="overhead_ms", metavar="MS",
+                   help="roofline: fixed milliseconds per step (default: 1)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--dataset", default="random", choices=("random", "sharegpt", "shared-prefix"),
+                   help="default: random")
+    w.add_argument("--num-prompts", type=int, default=1000, metavar="N", help="default: 1000")
+    w.add_argument("--random-input-len", dest="input_len", type=int, default=1024, metavar="N",
+                   help="random / shared-prefix: mean prompt length (default: 1024)")
+    w.add_argument("--random-output-len", dest="output_len", type=int, default=128, metavar="N",
+                   help="random / shared-prefix: mean output length (default: 128)")
+    w.add_argument("--random-range-ratio", dest="range_ratio", type=float, default=0.0, metavar="R",
+                   help="lengths drawn from [len*(1-R), len*(1+R)] (default: 0)")
+    w.add_argument("--prefix-len", type=int, default=512, metavar="N", help="shared-prefix: prefix tokens (default: 512)")
+    w.add_argument("--num-prefixes", type=int, default=4, metavar="N", help="shared-prefix: prefixes (default: 4)")
+    w.add_argument("--tokenizer", default=quiet, metavar="DIR|embedded",
+                   help="sharegpt: count tokens with this tokenizer (default: UTF-8 bytes / 4)")
+    w.add_argument("--from-recording", metavar="FILE", help="serve a recorded run's requests, as they arrived")
+    w.add_argument("--request-rate", type=float, default=math.inf, metavar="R",
+                   help="requests per second, Poisson arrivals (default: inf, all at once)")
+    w.add_argument("--burstiness", type=float, default=1.0, metavar="B",
+                   help="gamma shape of the arrival gaps, as vllm bench serve (default: 1, Poisson)")
+    w.add_argument("--burst-size", type=int, default=1, metavar="N", help="requests arriving together (default: 1)")
+    w.add_argument("--seed", type=int, default=quiet, help="workload and arrival seed (default: 0)")
+    e = p.add_argument_group("engine (vLLM's flag names; the engine's defaults)")
+    from enginetui.engine_flags import ENGINE_FLAGS
+
+    for spec in ENGINE_FLAGS:
+        if spec.dest in SIM_ENGINE_FLAGS:
+            e.add_argument(spec.flag, default=quiet, help=f"{spec.help}".replace("%", "%%"), **spec.kwargs)
+    o = p.add_argument_group("output")
+    o.add_argument("--goodput", nargs="+", metavar="NAME:MS", help="SLOs for goodput, e.g. ttft:500 tpot:50")
+    o.add_argument("--record", metavar="FILE", help="write the run as a recording (enginetui replay / export)")
+    o.add_argument("--sweep", metavar="NAME=V1,V2,...",
+                   help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20) and plot")
+    o.add_argument("--plot", metavar="FILE", help="with --sweep: where the plot goes (default: sweep-NAME.png)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c = p.add_argument_group("calibration")
+    c.add_argument("--calibrate", metavar="OUT.json",
+                   help="measure this engine's step times on this machine over a grid of batch shapes, fit a "
+                        "step-time model and save it (use it with --step-times OUT.json); measure on a quiet machine")
+    c.add_argument("--calibrate-model", metavar="DIR", help="the engine's model to measure (default: embedded)")
+    c.add_argument("--calibrate-grid", default="standard", choices=("tiny", "standard"), help="default: standard")
+    p.set_defaults(func=run_simulate)
+
+
+def _settings_and_flags(args: argparse.Namespace):
+    from enginetui.simulate.api import SimSettings
+
+    fields = SimSettings.__dataclass_fields__
+    values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    values["model"] = getattr(args, "model", None) or "llama-3.1-8b"
+    values["seed"] = getattr(args, "seed", None) or 0
+    values["goodput"] = " ".join(args.goodput) if args.goodput else None
+    values["progress"] = not args.no_progress and sys.stderr.isatty()
+    flags = {k: getattr(args, k) for k in SIM_ENGINE_FLAGS if getattr(args, k, None) is not None}
+    return SimSettings(**values), flags
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        if args.calibrate:
+            from enginetui.simulate.calibrate import run_calibration
+
+            return run_calibration(args)
+        settings, flags = _settings_and_flags(args)
+        if args.sweep:
+            return _run_sweep(args, settings, flags)
+        from enginetui.simulate.api import simulate
+        from enginetui.simulate.report import format_summary
+
+        result = simulate(settings, **flags)
+    except (ValueError, OSError) as exc:
+        print(f"enginetui simulate: {exc}", file=sys.stderr)
+        return 2
+    print(format_summary(result))
+    if settings.record:
+        print(f"recording     {settings.record} (enginetui replay {settings.record})")
+    return 0
+
+
+def _run_sweep(args, settings, flags) -> int:
+    from enginetui.simulate.report import describe_setup
+    from enginetui.simulate.sweep import parse_sweep, plot_sweep, run_sweep, sweep_table
+
+    sweep = parse_sweep(args.sweep)
+    results = run_sweep(sweep, settings, flags)
+    print("\n".join(describe_setup(results[0])))
+    print()
+    print(sweep_table(sweep, results))
+    path = args.plot or f"sweep-{sweep.name}.png"
+    plot_sweep(sweep, results, path)
+    print(f"plot          {path}")
+    return 0

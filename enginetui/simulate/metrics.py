@@ -1,0 +1,114 @@
+"""A simulated run's figures, defined as `vllm bench serve` defines them.
+
+TTFT: first token - arrival. TPOT: (e2e - TTFT) / (output tokens - 1), per request with more than
+one token. ITL: every gap between consecutive tokens of a request. E2E: finish - arrival. The run's
+duration: first arrival to last finish. Goodput: requests per second that met every named SLO
+(`--goodput ttft:500 tpot:50 e2el:10000`, milliseconds, vLLM's names).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from enginetui.simulate.simulator import SimRun
+
+PERCENTILES = (50, 90, 99)  # reported for every latency
+SLO_NAMES = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e", "itl": "tpot"}  # vLLM's names too
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """One latency's distribution, milliseconds."""
+
+    mean: float  # mean
+    p50: float  # median
+    p90: float  # 90th percentile
+    p99: float  # 99th percentile
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The run's figures."""
+
+    num_requests: int  # requests in the workload
+    num_completed: int  # requests that finished
+    num_rejected: int  # requests refused at admission (could never fit the pool)
+    duration_s: float  # first arrival to last finish, simulated seconds
+    request_throughput: float  # completed requests per second
+    output_throughput: float  # generated tokens per second
+    total_token_throughput: float  # prompt + generated tokens of completed requests per second
+    ttft: Latency  # time to first token
+    tpot: Latency  # time per output token after the first
+    itl: Latency  # inter-token latency
+    e2e: Latency  # arrival to finish
+    goodput: float | None  # requests per second meeting every SLO (None: no SLO named)
+    slos_ms: dict[str, float]  # the SLOs, by metric ("ttft", "tpot", "e2e")
+    num_steps: int  # engine steps
+    num_preemptions: int  # preemptions over the run
+    kv_usage_mean: float  # mean share of the pool in use after a step (0..1)
+    kv_usage_max: float  # highest share of the pool in use
+    max_running: int  # most requests running at once
+    max_waiting: int  # longest waiting queue
+    wall_seconds: float  # how long simulating took on this machine
+
+
+def parse_slos(text: str | None) -> dict[str, float]:
+    """`ttft:500 tpot:50` (or comma-separated) -> {"ttft": 500.0, "tpot": 50.0}, milliseconds."""
+    slos: dict[str, float] = {}
+    for part in (text or "").replace(",", " ").split():
+        name, _, value = part.partition(":")
+        if name.lower() not in SLO_NAMES:
+            raise ValueError(f"unknown SLO {name!r}: use ttft, tpot or e2el, e.g. ttft:500")
+        try:
+            slos[SLO_NAMES[name.lower()]] = float(value)
+        except ValueError:
+            raise ValueError(f"SLO {part!r}: the value must be milliseconds, e.g. ttft:500") from None
+    return slos
+
+
+def _latency(values_ms: np.ndarray) -> Latency:
+    if values_ms.size == 0:
+        return Latency(float("nan"), float("nan"), float("nan"), float("nan"))
+    p50, p90, p99 = np.percentile(values_ms, PERCENTILES)
+    return Latency(float(values_ms.mean()), float(p50), float(p90), float(p99))
+
+
+def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
+    t = run.times
+    arrival = np.frombuffer(t.arrival, dtype=np.float64)  # [n]
+    first = np.frombuffer(t.first_token, dtype=np.float64)  # [n]
+    finish = np.frombuffer(t.finish, dtype=np.float64)  # [n]
+    outputs = np.frombuffer(t.num_output, dtype=np.int64).astype(np.float64)  # [n]
+    done = ~np.isnan(finish) & (outputs > 0)  # [n] completed requests
+    prompts = np.array([r.prompt_len for r in run.requests], dtype=np.float64)  # [n]
+    ttft = (first - arrival)[done] * 1e3  # [completed]
+    e2e = (finish - arrival)[done] * 1e3  # [completed]
+    many = done & (outputs > 1)  # [n]
+    tpot_all = np.full(len(arrival), np.nan)  # [n]
+    tpot_all[many] = ((finish - first)[many] / (outputs[many] - 1)) * 1e3
+    duration = float(finish[done].max() - arrival.min()) if done.any() else 0.0
+    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: float("nan"))  # noqa: E731
+    goodput = None
+    slos_ms = slos_ms or {}
+    if slos_ms:
+        ok = done.copy()
+        if "ttft" in slos_ms:
+            ok &= (first - arrival) * 1e3 <= slos_ms["ttft"]
+        if "tpot" in slos_ms:
+            ok &= ~(tpot_all > slos_ms["tpot"])  # one-token requests have no TPOT: they pass
+        if "e2e" in slos_ms:
+            ok &= (finish - arrival) * 1e3 <= slos_ms["e2e"]
+        goodput = per_s(float(ok.sum()))
+    tl = run.timeline
+    kv = np.frombuffer(tl.kv_used_blocks, dtype=np.int64) / max(run.num_blocks, 1)  # [steps]
+    return Summary(
+        num_requests=len(arrival), num_completed=int(done.sum()), num_rejected=run.num_rejected,
+        duration_s=duration, request_throughput=per_s(float(done.sum())),
+        output_throughput=per_s(float(outputs[done].sum())),
+        total_token_throughput=per_s(float(outputs[done].sum() + prompts[done].sum())),
+        ttft=_latency(ttft), tpot=_latency(tpot_all[many]), itl=_latency(np.asarray(t.itl, dtype=np.float64) * 1e3),
+        e2e=_latency(e2e), goodput=goodput, slos_ms=dict(slos_ms), num_steps=len(tl.end),
+        num_preemptions=int(sum(tl.num_preempted)), kv_usage_mean=float(kv.mean()) if kv.size else 0.0,
+        kv_usage_max=float(kv.max()) if kv.size else 0.0, max_running=max(tl.num_running, default=0),
+        max_waiting=max(tl.num_waiting, default=0), wall_seconds=run.wall_seconds,
+    )

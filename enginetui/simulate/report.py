@@ -1,0 +1,47 @@
+"""A simulated run as text: what was simulated, then the figures (vllm bench serve's layout)."""
+
+import math
+
+from enginetui.simulate.api import SimResult
+from enginetui.simulate.metrics import Latency
+
+
+def describe_setup(result: SimResult) -> list[str]:
+    s, c = result.settings, result.config
+    rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
+    source = f"recording {s.from_recording}" if s.from_recording else f"{s.dataset}, {s.num_prompts} prompts"
+    lines = [f"workload      {source}, {rate}, seed {s.seed}",
+             f"step times    {result.step_model}",
+             f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
+             f"of {c.block_size} tokens",
+             f"engine        max_num_batched_tokens {c.max_num_batched_tokens}, max_num_seqs {c.max_num_seqs}, "
+             f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
+             f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}"]
+    return lines + [f"note          {n}" for n in result.notes]
+
+
+def _row(name: str, lat: Latency) -> str:
+    return f"{name:<10}{lat.mean:>12.2f}{lat.p50:>12.2f}{lat.p90:>12.2f}{lat.p99:>12.2f}"
+
+
+def format_summary(result: SimResult) -> str:
+    m = result.summary
+    lines = describe_setup(result) + [
+        "",
+        f"requests      {m.num_completed} completed of {m.num_requests}"
+        + (f", {m.num_rejected} rejected (never fit)" if m.num_rejected else ""),
+        f"duration      {m.duration_s:.2f} s simulated in {m.wall_seconds:.1f} s, {m.num_steps} steps",
+        f"throughput    {m.request_throughput:.2f} req/s, {m.output_throughput:.1f} output tok/s, "
+        f"{m.total_token_throughput:.1f} total tok/s",
+    ]
+    if m.goodput is not None:
+        slos = ", ".join(f"{k} <= {v:g} ms" for k, v in m.slos_ms.items())
+        lines.append(f"goodput       {m.goodput:.2f} req/s ({slos})")
+    lines += [
+        f"KV usage      mean {m.kv_usage_mean:.0%}, max {m.kv_usage_max:.0%}; {m.num_preemptions} preemptions",
+        f"queues        at most {m.max_running} running, {m.max_waiting} waiting",
+        "",
+        f"{'ms':<10}{'mean':>12}{'p50':>12}{'p90':>12}{'p99':>12}",
+        _row("TTFT", m.ttft), _row("TPOT", m.tpot), _row("ITL", m.itl), _row("E2E", m.e2e),
+    ]
+    return "\n".join(lines)

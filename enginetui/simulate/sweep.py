@@ -1,0 +1,100 @@
+"""`--sweep NAME=v1,v2,...`: the same simulation at several values of one setting (an engine flag, the
+request rate, any SimSettings field), as a table and a matplotlib plot of the trade-off."""
+
+import math
+from dataclasses import dataclass
+
+from enginetui.simulate.api import SimResult, SimSettings, simulate
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """One setting and its values."""
+
+    name: str  # the SimSettings field or EngineConfig field (dashes or underscores, leading -- allowed)
+    values: list  # the values, parsed (int, float, bool, inf or text)
+
+
+def parse_sweep(text: str) -> Sweep:
+    name, sep, values = text.partition("=")
+    name = name.strip().lstrip("-").replace("-", "_")
+    parts = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not name or not parts:
+        raise ValueError(f"--sweep {text!r}: write NAME=v1,v2,... (e.g. max_num_seqs=64,128,256)")
+    from core.config import EngineConfig
+
+    if name not in SimSettings.__dataclass_fields__ and name not in EngineConfig.__dataclass_fields__:
+        raise ValueError(f"--sweep: {name!r} is neither an engine flag nor a simulate setting")
+    return Sweep(name, [_value(p) for p in parts])
+
+
+def _value(text: str):
+    low = text.lower()
+    if low in ("true", "on", "yes"):
+        return True
+    if low in ("false", "off", "no"):
+        return False
+    if low in ("inf", "infinity"):
+        return math.inf
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_sweep(sweep: Sweep, settings: SimSettings, flags: dict, on_result=None) -> list[SimResult]:
+    """One simulation per value (`on_result(result)` after each)."""
+    results = []
+    for value in sweep.values:
+        result = simulate(settings, **{**flags, sweep.name: value})
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def sweep_table(sweep: Sweep, results: list[SimResult]) -> str:
+    goodput = any(r.summary.goodput is not None for r in results)
+    head = (f"{sweep.name:>22} {'req/s':>8} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} "
+            f"{'TPOT p99':>9} {'preempt':>8} {'KV max':>7}" + (f" {'goodput':>8}" if goodput else ""))
+    lines = [head]
+    for value, r in zip(sweep.values, results):
+        m = r.summary
+        line = (f"{value!s:>22} {m.request_throughput:>8.2f} {m.output_throughput:>10.1f} {m.ttft.p50:>9.1f} "
+                f"{m.ttft.p99:>9.1f} {m.tpot.p50:>9.2f} {m.tpot.p99:>9.2f} {m.num_preemptions:>8} "
+                f"{m.kv_usage_max:>7.0%}")
+        lines.append(line + (f" {m.goodput:>8.2f}" if goodput else ""))
+    return "\n".join(lines + ["(latencies in ms)"])
+
+
+def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
+    """Throughput and latency percentiles against the swept value, in one PNG (or any matplotlib format)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in sweep.values)
+    xs = sweep.values if numeric else list(range(len(sweep.values)))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+    top.plot(xs, [r.summary.output_throughput for r in results], "o-", label="output tok/s")
+    if any(r.summary.goodput is not None for r in results):
+        twin = top.twinx()
+        twin.plot(xs, [r.summary.goodput for r in results], "s--", color="tab:green", label="goodput req/s")
+        twin.set_ylabel("goodput (req/s)")
+    top.set_ylabel("output tokens/s")
+    top.set_title(f"enginetui simulate: {results[0].step_model}, sweep of {sweep.name}")
+    for name, pick in (("TTFT p50", lambda m: m.ttft.p50), ("TTFT p99", lambda m: m.ttft.p99),
+                       ("TPOT p50", lambda m: m.tpot.p50), ("TPOT p99", lambda m: m.tpot.p99)):
+        bottom.plot(xs, [pick(r.summary) for r in results], "o-", label=name)
+    bottom.set_yscale("log")
+    bottom.set_ylabel("ms")
+    bottom.set_xlabel(sweep.name)
+    bottom.legend()
+    if not numeric:
+        bottom.set_xticks(xs, [str(v) for v in sweep.values])
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,84 @@
+"""The fitted step-time model, calibration on the real engine (tiny grid), and the command line."""
+
+import json
+
+import pytest
+
+from core.record.reader import read_recording
+from enginetui.cli import main
+from enginetui.simulate.fitted import FitInfo, fit, load_fitted
+from enginetui.simulate.step_shape import StepShape
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_the_fit_recovers_known_coefficients_and_survives_a_round_trip(tmp_path):
+    shapes = [StepShape(1, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
+              for d in (1, 4, 16) for c in (100, 400) for p in (0, 64, 256)]
+    truth = lambda s: 2e-3 + 5e-6 * s.num_prefill_tokens + 3e-5 * s.num_decode_tokens + 1e-8 * s.decode_context  # noqa: E731
+    model = fit(shapes, [truth(s) for s in shapes], FitInfo("m", "here", 0, 0.0, 0.0))
+    assert model.info.r2 == pytest.approx(1.0) and model.info.num_steps == len(shapes)
+    for s in shapes:
+        assert model.step_seconds(s) == pytest.approx(truth(s), rel=1e-6)
+    assert all(v >= 0 for v in model.coefficients.values())
+    model.save(tmp_path / "fit.json")
+    again = load_fitted(tmp_path / "fit.json")
+    assert again.coefficients == model.coefficients and again.info == model.info
+    (tmp_path / "other.json").write_text(json.dumps({"kind": "something else"}))
+    with pytest.raises(ValueError, match="not a step-time fit"):
+        load_fitted(tmp_path / "other.json")
+
+
+def test_calibrate_then_simulate_with_the_fit(tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    assert main(["simulate", "--calibrate", str(out), "--calibrate-grid", "tiny", "--no-progress"]) == 0
+    assert "saved to" in capsys.readouterr().out
+    fitted = load_fitted(out)
+    assert fitted.info.num_steps == 2 * (3 + 1)  # per batch size: 3 decode samples + one with a prefill
+    assert fitted.info.engine_config["max_model_len"] == 512
+    assert fitted.step_seconds(StepShape(1, 1, 0, 1, 1, 20, 0, 0)) > 0
+    assert main(["simulate", "--step-times", str(out), "--num-prompts", "20", "--random-input-len", "64",
+                 "--random-output-len", "16", "--request-rate", "50", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "20 completed of 20" in text and "fitted (default on" in text
+
+
+def test_the_command_prints_figures_and_writes_a_recording_export_reads(tmp_path, capsys):
+    rec = tmp_path / "sim.etrec"
+    assert main(["simulate", "--num-prompts", "30", "--random-input-len", "200", "--random-output-len", "20",
+                 "--num-gpu-blocks-override", "40", "--max-num-seqs", "8", "--goodput", "ttft:100", "tpot:50",
+                 "--record", str(rec), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    for line in ("30 completed of 30", "goodput", "TTFT", "TPOT", "ITL", "E2E", "KV pool       40 blocks"):
+        assert line in text
+    recording = read_recording(rec)
+    steps = [e for e in recording.events() if e.is_step]
+    assert sum(len(e.finished) for e in steps) == 30 and recording.header.engine.num_blocks == 40
+    assert main(["export", str(rec), "--format", "csv", str(tmp_path / "csv")]) == 0
+    assert len((tmp_path / "csv" / "requests.csv").read_text().splitlines()) == 31
+
+
+def test_a_sweep_prints_a_table_and_plots(tmp_path, capsys):
+    plot = tmp_path / "sweep.png"
+    assert main(["simulate", "--num-prompts", "40", "--random-input-len", "128", "--random-output-len", "32",
+                 "--request-rate", "100", "--sweep", "max_num_seqs=2,8,32", "--plot", str(plot),
+                 "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "max_num_seqs" in line and "req/s" in line)
+    assert [line.split()[0] for line in lines[header + 1:header + 4]] == ["2", "8", "32"]
+    assert plot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "llama-3.1-70b", "--hardware", "h100"], "does not fit"),
+    (["--num-gpu-blocks-override", "4"], "cannot hold request"),
+    (["--hardware", "tpu"], "unknown hardware"),
+    (["--hardware", "l4"], "fewer than max_model_len 131072"),
+    (["--step-times", "recorded"], "give --from-recording"),
+    (["--sweep", "nonsense=1,2"], "neither an engine flag"),
+    (["--goodput", "latency:3"], "unknown SLO"),
+])
+def test_impossible_configs_are_one_clear_line(argv, message, capsys):
+    assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
