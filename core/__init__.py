@@ -3,11 +3,30 @@
     from core import LLM, SamplingParams
     llm = LLM()  # the embedded default model; or LLM(model="facebook/opt-125m")
     out = llm.generate(["The function"], SamplingParams(max_tokens=20))
+
+The names below are imported on first use (PEP 562), so `import core.config` (a command line
+checking its flags) does not pay for torch and the engine.
 """
 
-from core.config import EngineConfig
-from core.engine.llm import LLM
-from core.outputs import CompletionOutput, RequestOutput
-from core.sampling_params import SamplingParams
+import importlib
 
-__all__ = ["LLM", "SamplingParams", "EngineConfig", "RequestOutput", "CompletionOutput"]
+_EXPORTS = {  # public name -> the module that defines it
+    "LLM": "core.engine.llm",
+    "SamplingParams": "core.sampling_params",
+    "EngineConfig": "core.config",
+    "RequestOutput": "core.outputs",
+    "CompletionOutput": "core.outputs",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,16 +1,33 @@
-"""The one engine configuration object, validated once."""
+"""The one engine configuration object, validated once.
+
+Validation needs no torch (only `device="cuda"` asks torch whether CUDA is there), so a command
+line can check every flag value in a fraction of a second, before any engine process starts.
+"""
 
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = ("float32", "float16", "bfloat16")  # the dtypes a model may run in (torch attribute names)
 _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 # LLM's step budget on CPU when none is given: vLLM's for its offline LLM class on CPU (its server keeps
 # 2048, as ours); fewer, larger prefill steps (README "Speed on CPU").
 OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS = 4096
+# vLLM's CPU KV cache size in GiB (a whole number, as vLLM reads it); our --kv-cache-memory-bytes wins over it.
+CPU_KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+class ConfigError(ValueError):
+    """A configuration value that is not allowed; `field` names it (an EngineConfig field, or an
+    environment variable), so a command line can name its flag."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field  # the EngineConfig field (or environment variable) at fault
 
 
 @dataclass(slots=True)
@@ -26,7 +43,10 @@ class EngineConfig:
     seed: int = 0  # seeds dummy weights and the sampler of requests without their own seed
     block_size: int = 16  # tokens per KV block
     num_gpu_blocks_override: int | None = None  # fixed KV pool size in blocks (else from kv memory)
-    kv_cache_memory_bytes: int | None = None  # KV pool memory; default 2 GiB on CPU, 90% of free on CUDA
+    kv_cache_memory_bytes: int | None = None  # KV pool memory; wins over gpu_memory_utilization (core/engine/kv_sizing.py)
+    # Share of the device's memory for weights + activations + KV (vLLM's); None: 0.92 on CUDA, and the pool
+    # is then no larger than max_num_seqs requests of max_model_len tokens need (core/engine/kv_sizing.py)
+    gpu_memory_utilization: float | None = None
     max_model_len: int | None = None  # longest prompt + output; default the model's max positions
     max_num_batched_tokens: int = 2048  # token budget of one step
     max_num_seqs: int = 256  # most requests running at once
@@ -52,18 +72,24 @@ class EngineConfig:
         if self.model == "default":
             self.model = None
         if self.load_format not in ("auto", "dummy", "safetensors", "pt"):
-            raise ValueError(f"load_format must be auto, dummy, safetensors or pt, got {self.load_format!r}")
+            raise ConfigError("load_format", f"load_format must be auto, dummy, safetensors or pt, got {self.load_format!r}")
         self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
         if self.dtype != "auto" and self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
+            raise ConfigError("dtype", f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
         if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device 'cuda' was asked for but no CUDA device is available")
+            raise ConfigError("device", f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.device == "cuda" and not _cuda_available():
+            raise ConfigError("device", "device 'cuda' was asked for but no CUDA device is available")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
-            raise ValueError(f"block_size must be a power of two up to 128, got {self.block_size}")
+            raise ConfigError("block_size", f"block_size must be a power of two up to 128, got {self.block_size}")
         _check_positive("num_gpu_blocks_override", self.num_gpu_blocks_override)
         _check_positive("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
+        utilization = self.gpu_memory_utilization
+        if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
+                                        or not 0 < utilization <= 1):
+            raise ConfigError("gpu_memory_utilization",
+                              f"gpu_memory_utilization must be a fraction in (0, 1], got {utilization!r}")
+        cpu_kv_space_bytes()  # a bad VLLM_CPU_KVCACHE_SPACE fails here, not in EngineCore
         _check_positive("max_model_len", self.max_model_len)
         _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _check_positive("max_num_seqs", self.max_num_seqs)
@@ -71,36 +97,44 @@ class EngineConfig:
         _check_non_negative("cpu_reserved_cores", self.cpu_reserved_cores)
         _check_non_negative("cpu_spin_count", self.cpu_spin_count)
         if not isinstance(self.scheduler_reserve_full_isl, bool):
-            raise ValueError(f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
+            raise ConfigError("scheduler_reserve_full_isl",
+                              f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
         threshold = self.long_prefill_token_threshold
         if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
-            raise ValueError(f"long_prefill_token_threshold must be a non-negative integer (0: no cap), got {threshold!r}")
+            raise ConfigError("long_prefill_token_threshold",
+                              f"long_prefill_token_threshold must be a non-negative integer (0: no cap), got {threshold!r}")
         if self.max_model_len is not None and self.long_prefill_token_threshold > self.max_model_len:
-            raise ValueError(
+            raise ConfigError(
+                "long_prefill_token_threshold",
                 f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot be greater "
                 f"than max_model_len ({self.max_model_len})"
             )
         if self.model_runner != "auto" and (not isinstance(self.model_runner, str) or ":" not in self.model_runner):
-            raise ValueError(f"model_runner must be 'auto' or 'package.module:Class', got {self.model_runner!r}")
+            raise ConfigError("model_runner", f"model_runner must be 'auto' or 'package.module:Class', got {self.model_runner!r}")
         if self.scheduling_policy not in ("fcfs", "priority"):
-            raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
+            raise ConfigError("scheduling_policy", f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
         if not self.enable_chunked_prefill and self.max_model_len is not None:
             if self.max_num_batched_tokens < self.max_model_len:
-                raise ValueError(
+                raise ConfigError(
+                    "max_num_batched_tokens",
                     f"without chunked prefill, max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
                     f">= max_model_len ({self.max_model_len}), or long prompts could never be scheduled"
                 )
 
     @property
-    def torch_device(self) -> torch.device:
+    def torch_device(self) -> "torch.device":
+        import torch
+
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
 
-    def torch_dtype(self, checkpoint_dtype: torch.dtype | None) -> torch.dtype:
+    def torch_dtype(self, checkpoint_dtype: "torch.dtype | None") -> "torch.dtype":
         """The compute dtype: the asked one, else float32 on CPU and the checkpoint's on CUDA."""
+        import torch
+
         if self.dtype != "auto":
-            return _DTYPES[self.dtype]
+            return getattr(torch, self.dtype)
         if self.torch_device.type == "cuda" and checkpoint_dtype in (torch.float16, torch.bfloat16):
             return checkpoint_dtype
         return torch.float32
@@ -108,12 +142,33 @@ class EngineConfig:
 
 def _check_positive(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigError(name, f"{name} must be a positive integer, got {value!r}")
 
 
 def _check_non_negative(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        raise ConfigError(name, f"{name} must be a non-negative integer, got {value!r}")
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cpu_kv_space_bytes() -> int | None:
+    """VLLM_CPU_KVCACHE_SPACE in bytes (None: unset or empty, as vLLM reads it); ConfigError if not a whole
+    number of GiB above 0 (vLLM's 0 means "size it for me", which is our default anyway: also None)."""
+    text = os.environ.get(CPU_KV_SPACE_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        gib = int(text)
+    except ValueError:
+        raise ConfigError(CPU_KV_SPACE_ENV, f"{CPU_KV_SPACE_ENV} must be a whole number of GiB, got {text!r}") from None
+    if gib < 0:
+        raise ConfigError(CPU_KV_SPACE_ENV, f"{CPU_KV_SPACE_ENV} must be a whole number of GiB, got {text!r}")
+    return gib * 1024**3 if gib else None
 
 
 def offline_config(**engine_args) -> EngineConfig:

@@ -1,22 +1,44 @@
-"""The `enginetui` command: the live dashboard, plus `enginetui bench ...` from enginetui.bench.
+"""The `enginetui` command: the live dashboard, and its subcommands (serve, attach, bench, replay, export).
 
 The dashboard's own flags are parsed here; the engine flags (vLLM's names, the engine's
-defaults) come from enginetui.engine_flags, which the bench subcommands use too.
+defaults) come from enginetui.engine_flags, which the subcommands use too. Building the parser
+imports only flag definitions (no torch, no Textual, no server): `--help`, `--version` and a bad
+flag value answer at once, and every engine flag value is checked by the engine's own validator
+(core/config.py) before any engine process starts. Each subcommand's module adds its parsers;
+what it runs is imported when it runs.
 """
 
 import argparse
-import importlib.util
+import importlib
 import sys
 from functools import partial
-from importlib import metadata
 
 from enginetui.dashboard_flags import add_redraw_args
-from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args
+from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
 from enginetui.logs import KEEP_LOGS
+
+SUBCOMMANDS = (  # (module, function adding its subcommands to the top-level subparsers), in help order
+    ("enginetui.bench.cli", "add_bench_subparsers"),  # bench throughput | latency | serve | profile
+    ("enginetui.server_cli", "add_server_subparsers"),  # serve, attach
+    ("enginetui.replay.cli", "add_replay_subparser"),  # replay
+    ("enginetui.export.cli", "add_export_subparser"),  # export
+    ("enginetui.simulate.cli", "add_simulate_subparser"),  # simulate
+)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse without abbreviations (`--num-gpu-blocks 48` is an error, not `--num-gpu-blocks-override`);
+    subcommands' parsers are of this class too (argparse makes them of the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
 
 def version() -> str:
     """`enginetui X.Y.Z (python, torch, textual versions)`, from the installed packages' metadata."""
+    from importlib import metadata
+
     def of(dist: str) -> str:
         try:
             return metadata.version(dist)
@@ -27,8 +49,20 @@ def version() -> str:
     return f"enginetui {of('enginetui')} (python {python}, torch {of('torch')}, textual {of('textual')})"
 
 
+class VersionAction(argparse.Action):
+    """`--version`: prints version() and exits; the packages' metadata is read only then."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version (and python's, torch's, textual's) and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="enginetui",
         description="Live dashboard of a vLLM-V1-style inference engine: type prompts, watch it schedule.",
         epilog=(
@@ -38,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
             "older ones are deleted); the help screen (?) shows its path."
         ),
     )
-    parser.add_argument("--version", action="version", version=version())
+    parser.add_argument("--version", action=VersionAction)
     add_engine_args(parser, DASHBOARD_HELP)
     parser.add_argument("--burst-size", type=int, default=8, metavar="N",
                         help="requests submitted by the b key (default: 8)")
@@ -51,31 +85,54 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="FILE",
                         help="record every step event to FILE while the dashboard runs (replay it with "
                              "`enginetui replay FILE`)")
-    from enginetui.server_cli import add_serve_beside_args, add_server_subparsers
+    from enginetui.server_cli import add_serve_beside_args
 
     add_serve_beside_args(parser)  # --serve PORT, --api-key
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
-    if importlib.util.find_spec("enginetui.bench") is not None:
-        from enginetui.bench import add_bench_subparsers
-
-        add_bench_subparsers(subcommands)  # each subcommand sets `func(args) -> exit code`
-    add_server_subparsers(subcommands)  # serve, attach
-    from enginetui.export.cli import add_export_subparser
-    from enginetui.replay.cli import add_replay_subparser
-
-    add_replay_subparser(subcommands)
-    add_export_subparser(subcommands)
-    from enginetui.simulate.cli import add_simulate_subparser
-
-    add_simulate_subparser(subcommands)
+    for module, function in SUBCOMMANDS:  # each subcommand sets `func(args) -> exit code`
+        getattr(importlib.import_module(module), function)(subcommands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    problem = unknown_flag(parser, argv)  # before argparse, which would blame the value that follows it
+    if problem is not None:
+        parser.error(problem)
+    args = parser.parse_args(argv)
+    problem = flag_problem(args)  # a value the engine would refuse, named by its flag: before anything starts
+    if problem is not None:
+        parser.error(problem)
     if args.command is not None:
         return args.func(args)
     return run_dashboard(args)
+
+
+def unknown_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """`--num-gpu-blocks 48` names no flag of any (sub)command: say so, and which flag it may mean
+    (argparse would report `48` as an invalid COMMAND)."""
+    known = option_strings(parser)
+    for token in argv:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and name not in known:
+            longer = sorted(flag for flag in known if flag.startswith(name))
+            hint = f"; did you mean {' or '.join(longer)}?" if longer else ""
+            return f"unrecognized argument {name} (flags are never abbreviated{hint})"
+    return None
+
+
+def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of `parser` and its subcommands, at any depth."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= option_strings(sub)
+    return found
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -84,12 +141,20 @@ def run_dashboard(args: argparse.Namespace) -> int:
     The engine's output goes to the log file from the start; this process's logging and
     warnings follow it there while the screen is up.
     """
+    from enginetui.terminal_check import refuse_without_terminal
+
+    if refuse_without_terminal("enginetui"):
+        return 2
+    kwargs = dashboard_engine_args(args)
+    problem = startup_problem(kwargs)  # a model that is not there: said now, not after an engine process started
+    if problem is not None:
+        print(f"enginetui: {problem}", file=sys.stderr)
+        return 2
     from enginetui import record_flag
     from enginetui.app import EngineTUI
     from enginetui.engine_link import open_engine, startup_error
     from enginetui.logs import default_log_file, display_path, route_python_output
 
-    kwargs = dashboard_engine_args(args)
     log_file = str(args.log_file or default_log_file())
     server = None
     if args.serve is not None:

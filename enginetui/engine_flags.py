@@ -6,10 +6,12 @@ dashboard's one default of its own, a small KV pool, is here too.
 """
 
 import argparse
+import os
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.config import EngineConfig
+from core.config import CPU_KV_SPACE_ENV, ConfigError, EngineConfig
 
 ENGINE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(EngineConfig)}  # EngineConfig field -> default
 
@@ -48,6 +50,13 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--block-size", "tokens per KV block", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--num-gpu-blocks-override", "KV pool size in blocks", unset="sized from the KV memory",
                kwargs={"type": int, "metavar": "N"}),
+    EngineFlag("--gpu-memory-utilization", "share of the device's memory for weights, activations and the KV "
+               "pool, as vLLM's (on CPU: of the RAM)",
+               unset="0.92 on CUDA and 2 GiB or 1/4 of the free RAM on CPU, the pool no larger than --max-num-seqs "
+                     "requests of --max-model-len tokens use", kwargs={"type": float, "metavar": "FRACTION"}),
+    EngineFlag("--kv-cache-memory-bytes", f"KV pool memory, e.g. 512M or 2G (wins over --gpu-memory-utilization; "
+               f"on CPU ${CPU_KV_SPACE_ENV}=GIB, vLLM's variable, does the same)",
+               unset="see --gpu-memory-utilization", kwargs={"type": lambda text: byte_count(text), "metavar": "BYTES"}),
     EngineFlag("--enable-chunked-prefill", "split long prompts over steps",
                kwargs={"action": argparse.BooleanOptionalAction}),
     EngineFlag("--enable-prefix-caching", "reuse KV of shared prefixes",
@@ -75,14 +84,15 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
                unset="$GOMP_SPINCOUNT (or $OMP_WAIT_POLICY), else 10000", kwargs={"type": int, "metavar": "N"}),
 )
 
-DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when --num-gpu-blocks-override is not given
+DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when no flag (nor VLLM_CPU_KVCACHE_SPACE) sizes it
 POOL_HINT = (  # how the help screen explains the pool size
     f"dashboard default {DASHBOARD_NUM_BLOCKS} blocks so pages are visible; "
     "pass --num-gpu-blocks-override N to change it"
 )
 DASHBOARD_HELP = {  # the dashboard's own wording of some engine flags (bench keeps the engine's)
     "--num-gpu-blocks-override": f"KV pool size in blocks (default: {DASHBOARD_NUM_BLOCKS} in the dashboard, so "
-    "pages are visible; the engine's own default sizes the pool from the KV memory)",
+    "pages are visible, unless --kv-cache-memory-bytes, --gpu-memory-utilization or "
+    f"${CPU_KV_SPACE_ENV} sizes it; the engine's own default sizes the pool from the KV memory)",
     "--seed": "engine random seed (dummy weights, requests without a seed); also picks the prompts and lengths "
     f"of b bursts (default: {ENGINE_DEFAULTS['seed']})",
 }
@@ -103,13 +113,67 @@ def add_engine_args(parser: argparse.ArgumentParser, help_overrides: dict[str, s
 
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    """AsyncLLM.from_engine_args keywords: the model (None = default) and every flag given."""
+    """AsyncLLM.from_engine_args keywords: the model (None = default) and every flag given.
+
+    `enginetui serve MODEL` (vLLM's positional model) is the same as `--model MODEL`."""
     chosen = {spec.dest: getattr(args, spec.dest, None) for spec in ENGINE_FLAGS}
+    if getattr(args, "model_tag", None) is not None:
+        chosen["model"] = args.model_tag
     return {k: v for k, v in chosen.items() if v is not None or k == "model"}
 
 
 def dashboard_engine_args(args: argparse.Namespace) -> dict[str, Any]:
     """engine_args() plus the dashboard's own default: a pool small enough to see its pages."""
     kwargs = engine_args(args)
-    kwargs.setdefault("num_gpu_blocks_override", DASHBOARD_NUM_BLOCKS)
+    memory_given = {"kv_cache_memory_bytes", "gpu_memory_utilization"} & kwargs.keys()
+    if not memory_given and not os.environ.get(CPU_KV_SPACE_ENV, "").strip():
+        kwargs.setdefault("num_gpu_blocks_override", DASHBOARD_NUM_BLOCKS)
     return kwargs
+
+
+def flag_problem(args: argparse.Namespace) -> str | None:
+    """What the engine's validator (core.config.EngineConfig) refuses in the engine flags given, named by
+    flag, as argparse says it ("argument --max-num-seqs: must be ..."); None when all is well. No torch."""
+    model_tag, model = getattr(args, "model_tag", None), getattr(args, "model", None)
+    if model_tag is not None and model is not None and model_tag != model:
+        return f"argument --model: {model!r} and the positional MODEL {model_tag!r} differ; give one"
+    try:
+        EngineConfig(**engine_args(args))
+    except ConfigError as exc:
+        flag = "--" + exc.field.replace("_", "-")
+        if flag not in FLAG_NAMES:
+            return str(exc)  # an environment variable, or a field no flag sets
+        return f"argument {flag}: {str(exc).removeprefix(exc.field + ' ')}"
+    return None
+
+
+def startup_problem(kwargs: dict[str, Any]) -> str | None:
+    """What would stop EngineCore from starting that is found without starting it: a model (or
+    tokenizer) that is not there, in one line naming its flag; None when none is found."""
+    from core.models.loader import ModelLoadError, check_model, resolve_model_dir
+
+    config = EngineConfig(**kwargs)
+    try:
+        check_model(EngineConfig(**{**kwargs, "tokenizer": None}))
+    except ModelLoadError as exc:
+        return f"--model {config.model}: {exc}"
+    if config.tokenizer:
+        try:
+            resolve_model_dir(config.tokenizer)
+        except ModelLoadError as exc:
+            return f"--tokenizer {config.tokenizer}: {exc}"
+    return None
+
+
+FLAG_NAMES = frozenset(spec.flag for spec in ENGINE_FLAGS)  # every engine flag, e.g. "--max-num-seqs"
+_BYTE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+               "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}  # suffix -> bytes (as vLLM's human_readable_int)
+
+
+def byte_count(text: str) -> int:
+    """"2147483648", "2G" (10^9), "2GiB" / "2Gi" (2^30), "512M", "1.5G" -> bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", text, flags=re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"must be a number of bytes such as 2147483648, 512M or 2GiB, got {text!r}")
+    number, unit = match.groups()
+    return int(float(number) * _BYTE_UNITS[(unit or "").lower()])

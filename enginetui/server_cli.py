@@ -1,11 +1,11 @@
 """`enginetui serve` (the OpenAI-compatible server), `enginetui attach URL` (the dashboard on a
 running server) and `enginetui --serve PORT` (dashboard and server on one engine, one process).
 
-`enginetui/cli.py` calls `add_server_subparsers`; the heavy modules are imported when a command runs.
+`enginetui/cli.py` calls `add_server_subparsers`; the heavy modules (asyncio too) are imported when a
+command runs, so `enginetui --help` stays quick.
 """
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
@@ -23,6 +23,8 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
         description="An OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
                     "/metrics, /tokenize, /detokenize) on one engine; dashboards attach to it with "
                     "`enginetui attach URL`. Engine flags use vLLM's names. Ctrl-C or SIGTERM stops it.")
+    serve.add_argument("model_tag", nargs="?", metavar="MODEL",
+                       help="the model, as `vllm serve MODEL` takes it (the same as --model MODEL)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")
@@ -65,15 +67,20 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Bind the port, start the engine, serve until Ctrl-C / SIGTERM, then end the engine."""
-    from core.engine.async_llm import AsyncLLM
-    from core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
-    from enginetui import record_flag
-    from enginetui.engine_flags import engine_args
-    from enginetui.engine_link import startup_error
+    from enginetui.engine_flags import engine_args, startup_problem
 
     kwargs = engine_args(args)
     if args.skip_tokenizer_init:
         kwargs["skip_tokenizer_init"] = True
+    problem = startup_problem(kwargs)  # a model that is not there: said now, not after an engine process started
+    if problem is not None:
+        print(f"enginetui serve: {problem}", file=sys.stderr)
+        return 2
+    from core.engine.async_llm import AsyncLLM
+    from core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
+    from enginetui import record_flag
+    from enginetui.engine_link import startup_error
+
     try:
         sock = listen_socket(args.host, args.port)
     except OSError as exc:
@@ -91,9 +98,11 @@ def run_serve(args: argparse.Namespace) -> int:
         engine.shutdown()
         sock.close()
         return 2
+    import asyncio
+
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: the engine is shut down
     try:
-        app = build_app(engine, args.served_model_name or args.model, api_key(args))
+        app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args))
         host, port = sock.getsockname()[:2]
         key_note = " (API key required)" if api_key(args) else ""
         print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
@@ -144,6 +153,8 @@ class ServerBeside:
 
     def run(self, app) -> None:
         """Run the dashboard `app` until it quits, serving meanwhile."""
+        import asyncio
+
         async def both() -> None:
             async with self.serving():
                 announce = asyncio.ensure_future(self._announce(app))
@@ -157,6 +168,8 @@ class ServerBeside:
     @contextlib.asynccontextmanager
     async def serving(self):
         """The server runs in this event loop while inside; it stops (open streams get a moment) on the way out."""
+        import asyncio
+
         from core.entrypoints.openai.api_server import serve_app
 
         stop = asyncio.Event()
@@ -168,6 +181,8 @@ class ServerBeside:
             await asyncio.gather(server, return_exceptions=True)
 
     async def _announce(self, app) -> None:
+        import asyncio
+
         while not app.is_running:
             await asyncio.sleep(0.05)
         key = " (API key required)" if self.api_key else ""
@@ -176,12 +191,15 @@ class ServerBeside:
 
 
 def run_attach(args: argparse.Namespace) -> int:
+    from enginetui.terminal_check import refuse_without_terminal
     from enginetui.vllm_watch.cli import run_vllm_watch, vllm_only_flags
 
     if args.vllm:
         return run_vllm_watch(args.url, args, api_key(args))
     if vllm_only_flags(args):
         print(f"enginetui attach: {', '.join(vllm_only_flags(args))} only apply with --vllm", file=sys.stderr)
+        return 2
+    if refuse_without_terminal("enginetui attach"):
         return 2
     from enginetui.remote_engine import attach_dashboard
 

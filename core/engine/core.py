@@ -22,7 +22,7 @@ from core.engine.events import (
     RequestProgress,
     StepEvent,
 )
-from core.engine.kv_sizing import kv_bytes_per_token, num_kv_blocks
+from core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
 from core.engine.processor import EngineInfo
 from core.models.generation_config import generation_defaults
 from core.models.loader import load_hf_config, load_model
@@ -53,7 +53,9 @@ class EngineCore:
             raise ValueError(
                 f"max_model_len {self.max_model_len} exceeds the model's {hf_config.max_position_embeddings} positions"
             )
-        self.num_blocks = num_kv_blocks(config, model, dtype)  # KV pool size
+        pool = size_kv_pool(config, kv_bytes_per_token(model, dtype), self.max_model_len)
+        self.num_blocks = pool.num_blocks  # KV pool size
+        self.kv_pool_rule = pool.rule  # how that size was chosen, in words
         self.scheduler = Scheduler(config, self.num_blocks, self.max_model_len)  # queues + KV manager
         # The model runner (config.model_runner; the real one by default): model + cache.
         self.runner: Runner = runner_class(config.model_runner)(
@@ -69,8 +71,8 @@ class EngineCore:
         self._latest_step = _StepSummary({}, 0, 0, [], StepTimes())  # the latest step's plan and times (updates repeat them)
         self._added: list[RequestAdded] = []  # requests added since the latest event
         self._changed = False  # state changed outside a step since the latest event
-        log.info("EngineCore ready: %d KV blocks of %d tokens, max_model_len %d", self.num_blocks,
-                 config.block_size, self.max_model_len)
+        log.info("EngineCore ready: %d KV blocks of %d tokens (%s), max_model_len %d", self.num_blocks,
+                 config.block_size, self.kv_pool_rule, self.max_model_len)
 
     def describe(self, pid: int) -> EngineInfo:
         """What a client needs to know about this engine (`pid`: the process it runs in)."""
@@ -86,6 +88,7 @@ class EngineCore:
             vocab_size=self.hf_config.vocab_size,
             max_model_len=self.max_model_len,
             num_blocks=self.num_blocks,
+            kv_pool_rule=self.kv_pool_rule,
             block_size=self.config.block_size,
             device=str(self.config.torch_device),
             dtype=str(dtype).removeprefix("torch."),

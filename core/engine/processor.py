@@ -27,6 +27,7 @@ class EngineInfo(msgspec.Struct, kw_only=True):
     eos_token_ids: list[int]  # the model's EOS ids (generation_config.json, else config.json)
     default_sampling: dict[str, int | float]  # SamplingParams defaults from the generation config
     pid: int  # EngineCore's process id
+    kv_pool_rule: str = ""  # how num_blocks was chosen, in words (core/engine/kv_sizing.py; "" in older recordings)
 
     @property
     def kv_pool_tokens(self) -> int:

@@ -1,20 +1,25 @@
 """One loader for every model source: a local HF directory, a hub id through the HF cache,
-the embedded default model, or random ("dummy") weights for any config."""
+the embedded default model, or random ("dummy") weights for any config.
+
+Finding a model (`resolve_model_dir`, `check_model`) needs neither torch nor transformers, so a
+command line can refuse a model that is not there before it starts an engine; they are imported
+when a model is built.
+"""
 
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
-from transformers import AutoConfig, PretrainedConfig
+from typing import TYPE_CHECKING
 
 from core.config import EngineConfig
-from core.models.checkpoint import CheckpointError, iter_weights
-from core.models.contract import CausalLM
-from core.models.known_configs import known_config
-from core.models.layers.norm import RMSNorm
-from core.models.registry import model_class
+from core.models.known_configs import KNOWN_NAMES
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+    from core.models.contract import CausalLM
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.json", "*.txt", "*.model")  # files fetched for a hub id
 
@@ -72,34 +77,64 @@ def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
         return None
     raise ModelLoadError(
         f"model {repo_id!r} is not a local directory, not in the Hugging Face cache, and the hub could not "
-        f"be reached ({reason}). Give a local model directory (--model /path/to/dir), download it first "
-        f"on a machine with network (hf download {repo_id}), or run without --model to use "
+        f"be reached ({reason}). {_dummy_hint(repo_id)}Give a local model directory (--model /path/to/dir), "
+        f"download it first on a machine with network (hf download {repo_id}), or run without --model to use "
         f"the embedded default model."
     )
 
 
-def load_hf_config(config: EngineConfig) -> tuple[PretrainedConfig, Path | None]:
+def _dummy_hint(repo_id: str) -> str:
+    """How to run `repo_id` with random weights, when its config is built in."""
+    if repo_id in KNOWN_NAMES:
+        return (f"To run its architecture with random weights (nothing downloaded), add --load-format dummy "
+                f"(LLM(..., load_format=\"dummy\")). ")
+    return (f"--load-format dummy runs random weights without a download for a model whose config.json is cached "
+            f"or built in ({', '.join(KNOWN_NAMES)}). ")
+
+
+def check_model(config: EngineConfig) -> None:
+    """Raise ModelLoadError now if EngineCore could not find `config.model` or its tokenizer
+    directory: what its start would fail on, found in a moment and without torch."""
+    model_dir = resolve_model_dir(config.model, need_weights=config.load_format != "dummy")
+    if model_dir is None and config.model not in KNOWN_NAMES:
+        raise ModelLoadError(_no_dummy_config(config.model))
+    if config.tokenizer:
+        resolve_model_dir(config.tokenizer)
+
+
+def _no_dummy_config(model: str) -> str:
+    return (f"dummy weights for {model!r} need its config.json: it is not cached locally and is not one of the "
+            f"built-in configs ({', '.join(KNOWN_NAMES)}); give a local directory with a config.json")
+
+
+def load_hf_config(config: EngineConfig) -> "tuple[PretrainedConfig, Path | None]":
     """The model's HF config and directory (directory None for a dummy model known only by name)."""
+    from transformers import AutoConfig
+
+    from core.models.known_configs import known_config
+
     dummy = config.load_format == "dummy"
     model_dir = resolve_model_dir(config.model, need_weights=not dummy)
     if model_dir is not None:
         return AutoConfig.from_pretrained(model_dir), model_dir
     cfg = known_config(config.model)
     if cfg is None:
-        raise ModelLoadError(
-            f"dummy weights for {config.model!r} need its config.json: it is not cached locally and is not "
-            f"one of the built-in configs; give a local directory with a config.json"
-        )
+        raise ModelLoadError(_no_dummy_config(config.model))
     return cfg, None
 
 
-def load_model(config: EngineConfig, hf_config: PretrainedConfig, model_dir: Path | None) -> CausalLM:
+def load_model(config: EngineConfig, hf_config: "PretrainedConfig", model_dir: Path | None) -> "CausalLM":
     """Build the model class for `hf_config` on the meta device, give each parameter uninitialized
     memory in the target dtype on the target device, then fill it (from disk, or random), tensor by
     tensor: no full copy of the model in another dtype ever exists."""
+    import torch
+
+    from core.models.checkpoint import CheckpointError, iter_weights
+    from core.models.registry import model_class
+
     cls = model_class(hf_config)
     dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
-    with torch.device("meta"), _default_dtype(dtype):
+    with torch.device("meta"), _default_dtype(dtype), _no_init():
         model = cls(hf_config)
     _materialize(model, config.torch_device)
     if config.load_format == "dummy":
@@ -113,7 +148,9 @@ def load_model(config: EngineConfig, hf_config: PretrainedConfig, model_dir: Pat
 
 
 @contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+def _default_dtype(dtype: "torch.dtype") -> Iterator[None]:
+    import torch
+
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -122,14 +159,41 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def _materialize(model: torch.nn.Module, device: torch.device) -> None:
+# torch.nn.init's functions, which layers' reset_parameters() call on their new (meta) tensors
+INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "xavier_uniform_",
+                  "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_")
+
+
+@contextmanager
+def _no_init() -> Iterator[None]:
+    """Skip the random initialisation of layers built on the meta device: it computes nothing there
+    (every weight is loaded or filled afterwards), yet `normal_` on a meta tensor imports torch's
+    compiler stack (torch._dynamo: 6-7 s of a 2-core machine's start-up) just to decompose it."""
+    import torch
+
+    saved = {name: getattr(torch.nn.init, name) for name in INIT_FUNCTIONS}
+    for name in INIT_FUNCTIONS:
+        setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(torch.nn.init, name, function)
+
+
+def _materialize(model: "torch.nn.Module", device: "torch.device") -> None:
     """Replace each meta parameter by an uninitialized one on `device`, keeping its attributes
     (weight loaders) and its sharing (a parameter used by two modules stays one)."""
+    import torch
+
     done: dict[int, torch.nn.Parameter] = {}
     for module in model.modules():
         for name, param in list(module.named_parameters(recurse=False)):
             if id(param) not in done:
-                real = torch.nn.Parameter(torch.empty_like(param, device=device), requires_grad=False)
+                # torch.empty, not empty_like: empty_like of a meta tensor goes through torch._refs, whose
+                # first use imports sympy (about 3 s of a 2-core machine's start-up)
+                memory = torch.empty(param.shape, dtype=param.dtype, device=device)
+                real = torch.nn.Parameter(memory, requires_grad=False)
                 real.__dict__.update(param.__dict__)
                 done[id(param)] = real
             setattr(module, name, done[id(param)])
@@ -138,8 +202,12 @@ def _materialize(model: torch.nn.Module, device: torch.device) -> None:
                 raise TypeError(f"{type(module).__name__}.{name}: models keep no buffers (compute them on use)")
 
 
-def _fill_dummy(model: torch.nn.Module, seed: int) -> None:
+def _fill_dummy(model: "torch.nn.Module", seed: int) -> None:
     """Random weights: N(0, 0.02), norm gains 1 and norm biases 0; the same for any dtype or device."""
+    import torch
+
+    from core.models.layers.norm import RMSNorm
+
     gen = torch.Generator(device="cpu").manual_seed(seed)
     norm_params = {id(p) for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, RMSNorm))
                    for p in m.parameters(recurse=False)}

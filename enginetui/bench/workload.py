@@ -8,8 +8,6 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
-
 
 @dataclass(slots=True, frozen=True)
 class WorkloadSpec:
@@ -55,6 +53,8 @@ PRESETS: dict[str, WorkloadSpec] = {
 
 def make_workload(spec: WorkloadSpec, vocab_size: int) -> list[BenchRequest]:
     """Draw the workload: same spec and vocabulary, same requests."""
+    import numpy as np  # here, not at the top: `enginetui --help` builds this module's flags
+
     rng = np.random.default_rng(spec.seed)
     n = spec.num_prompts
     input_lens = rng.integers(spec.min_input_len, spec.max_input_len + 1, size=n)  # [n]
@@ -68,6 +68,8 @@ def make_workload(spec: WorkloadSpec, vocab_size: int) -> list[BenchRequest]:
 
 def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]:
     """A few short requests that share nothing with any benchmark workload (another seed)."""
+    import numpy as np
+
     rng = np.random.default_rng(12345)
     return [BenchRequest(rng.integers(0, vocab_size, size=16).tolist(), 8) for _ in range(num_prompts)]
 

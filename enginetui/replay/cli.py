@@ -35,6 +35,7 @@ def open_session(path: str):
 def run_replay(args: argparse.Namespace) -> int:
     from core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
+    from enginetui.terminal_check import refuse_without_terminal
 
     try:
         session, notes = open_session(args.file)
@@ -48,6 +49,8 @@ def run_replay(args: argparse.Namespace) -> int:
             print(f"enginetui replay: --at: {target.error}", file=sys.stderr)
             return 2
         start = target.index
+    if refuse_without_terminal("enginetui replay"):
+        return 2
     for note in notes:  # also on screen, but the terminal keeps them after the app quits
         print(f"enginetui replay: {note}", file=sys.stderr)
     app = ReplayTUI(session, notes=notes, start=start)

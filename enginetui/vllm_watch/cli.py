@@ -54,6 +54,10 @@ def run_vllm_watch(url: str, args: argparse.Namespace, api_key: str | None) -> i
     if problem:
         print(f"enginetui attach --vllm: {problem}", file=sys.stderr)
         return 2
+    from enginetui.terminal_check import refuse_without_terminal
+
+    if refuse_without_terminal("enginetui attach --vllm"):
+        return 2
     app = VllmWatchApp(url, kv_events=kv_endpoint(url, args.kv_events), kv_replay=args.kv_replay, api_key=api_key,
                        tokenizer=args.tokenizer, burst_size=args.burst_size, redraw_hz=args.redraw_hz,
                        max_cpu_share=args.max_cpu / 100)

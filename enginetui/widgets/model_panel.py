@@ -1,5 +1,6 @@
 """Model panel: what the engine runs, from the EngineInfo it sends once it has started (architecture,
-parameters, dtype, context length, KV bytes per token, the KV pool in tokens and bytes)."""
+parameters, dtype, context length, KV bytes per token, the KV pool in tokens and bytes, and the rule
+that sized the pool)."""
 
 from rich.text import Text
 from textual.widget import Widget
@@ -42,6 +43,8 @@ def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
         Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"),
         Text(f"pool {info.kv_pool_tokens:,} tok = {binary_size(pool_bytes)}"),
     ]
+    if info.kv_pool_rule:  # how the pool was sized (core/engine/kv_sizing.py); older recordings lack it
+        items.append(Text(f"sized by {info.kv_pool_rule}", style=DIM))
     return items
 
 

@@ -73,19 +73,22 @@ def test_main_opens_the_dashboard_without_a_subcommand(monkeypatch):
     assert engine_args(seen[0])["num_gpu_blocks_override"] == 8
 
 
-def test_bench_subcommands_come_from_enginetui_bench(monkeypatch):
-    bench = types.ModuleType("enginetui.bench")
+def test_a_subcommand_is_one_line_in_the_table(monkeypatch):
+    extra = types.ModuleType("enginetui_test_extra")
 
-    def add_bench_subparsers(subparsers) -> None:
-        p = subparsers.add_parser("bench")
+    def add_extra_subparsers(subparsers) -> None:
+        p = subparsers.add_parser("extra")
         p.add_argument("kind", choices=("throughput", "latency"))
-        engine_flags.add_engine_args(p)
+        engine_flags.add_engine_args(p, subcommand=True)
         p.set_defaults(func=lambda args: 7 if args.kind == "latency" and args.max_num_seqs == 2 else 1)
 
-    bench.add_bench_subparsers = add_bench_subparsers
-    monkeypatch.setitem(sys.modules, "enginetui.bench", bench)
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: object())
-    assert cli.main(["bench", "latency", "--max-num-seqs", "2"]) == 7
+    extra.add_extra_subparsers = add_extra_subparsers
+    monkeypatch.setitem(sys.modules, "enginetui_test_extra", extra)
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, ("enginetui_test_extra", "add_extra_subparsers")))
+    assert cli.main(["extra", "latency", "--max-num-seqs", "2"]) == 7
+    with pytest.raises(SystemExit) as info:  # its engine flags are checked by the engine's validator too
+        cli.main(["extra", "latency", "--max-num-seqs", "0"])
+    assert info.value.code == 2
 
 
 def test_the_dashboard_defaults_to_a_512_block_pool_but_bench_keeps_the_engine_default():
@@ -152,20 +155,28 @@ def test_python_dash_m_enginetui_runs_the_command():
 
 @pytest.fixture
 def cache_home(tmp_path, monkeypatch):
-    """XDG_CACHE_HOME in a temporary folder (where the engine log goes)."""
+    """XDG_CACHE_HOME in a temporary folder (where the engine log goes), and a terminal to draw on
+    (pytest's stdin and stdout are not one)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)
     return tmp_path
 
 
 def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys, cache_home):
     def refuse(kwargs, log_file=None):
-        raise RuntimeError(f"EngineCore failed to start: model path {kwargs['model']} does not exist")
+        raise RuntimeError("EngineCore failed to start: out of memory")
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", refuse)
-    assert cli.main(["--model", "/nope"]) == 2
+    assert cli.main([]) == 2
     err = capsys.readouterr().err
-    assert "enginetui: could not start the engine: EngineCore failed to start: model path /nope does not exist" in err
+    assert "enginetui: could not start the engine: EngineCore failed to start: out of memory" in err
     assert "Traceback" not in err
+
+
+def test_a_model_path_that_is_not_there_fails_before_the_engine_starts(monkeypatch, capsys, cache_home):
+    monkeypatch.setattr("enginetui.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
+    assert cli.main(["--model", "/nope"]) == 2
+    assert capsys.readouterr().err.strip() == "enginetui: --model /nope: model path '/nope' does not exist"
 
 
 def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, capsys, cache_home):
@@ -175,7 +186,7 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
         raise ModelLoadError(f"no tokenizer for {kwargs['model']!r}: it is not available locally; pass ...")
 
     monkeypatch.setattr("enginetui.engine_link.open_engine", no_tokenizer)
-    assert cli.main(["--model", "facebook/opt-125m"]) == 2
+    assert cli.main(["--model", "facebook/opt-125m", "--load-format", "dummy"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
         "enginetui: could not start the engine: no tokenizer found for 'facebook/opt-125m' (not available "
@@ -184,16 +195,9 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
 
 
 def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys, cache_home):
-    from core.models.loader import ModelLoadError
-
-    def bad_path(kwargs, log_file=None):
-        raise ModelLoadError(f"model path {kwargs['tokenizer']!r} does not exist")
-
-    monkeypatch.setattr("enginetui.engine_link.open_engine", bad_path)
+    monkeypatch.setattr("enginetui.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
     assert cli.main(["--tokenizer", "/nope-tok"]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "enginetui: could not start the engine: --tokenizer /nope-tok: model path '/nope-tok' does not exist"
-    )
+    assert capsys.readouterr().err.strip() == "enginetui: --tokenizer /nope-tok: model path '/nope-tok' does not exist"
 
 
 def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, OPTForCausalLM
 
-import core.models.loader as loader
+import core.models.registry as registry
 from core import LLM, SamplingParams
 from core.config import EngineConfig
 from core.models.loader import ModelLoadError, load_hf_config, load_model
@@ -51,7 +51,7 @@ def test_sharded_safetensors_with_an_index_load_like_one_file(tmp_path, tiny_opt
 
 def test_model_is_built_on_meta_and_materialized_in_the_target_dtype(monkeypatch, tiny_opt_dir):
     seen = {}
-    real_class = loader.model_class
+    real_class = registry.model_class  # what the loader builds from (imported when it loads)
 
     def spy(hf_config):
         cls = real_class(hf_config)
@@ -63,7 +63,7 @@ def test_model_is_built_on_meta_and_materialized_in_the_target_dtype(monkeypatch
 
         return Spy
 
-    monkeypatch.setattr(loader, "model_class", spy)
+    monkeypatch.setattr(registry, "model_class", spy)
     config = EngineConfig(model=tiny_opt_dir, dtype="bfloat16")
     hf_config, model_dir = load_hf_config(config)
     model = load_model(config, hf_config, model_dir)

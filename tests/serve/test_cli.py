@@ -45,6 +45,14 @@ def test_a_taken_port_fails_at_once():
 def test_a_bad_model_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"enginetui serve: --model {tmp_path / 'none'}: model path '{tmp_path / 'none'}' does not exist"
+
+
+def test_a_model_that_fails_in_engine_core_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text('{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}')
+    r = subprocess.run([sys.executable, "-m", "enginetui", "serve", str(tmp_path), "--port", "0"],  # vLLM's positional
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "could not start the engine" in r.stderr and "Traceback" not in r.stderr
 
 

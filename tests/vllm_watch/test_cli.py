@@ -23,6 +23,7 @@ def test_the_flags_and_their_defaults():
 def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
     opened = []
     monkeypatch.setattr(app_module.VllmWatchApp, "run", lambda self: opened.append(self))
+    monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)  # pytest's stdout is not one
     monkeypatch.delenv("ENGINETUI_API_KEY", raising=False)
     assert main(["attach", "--vllm", "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:6000",
                  "--kv-replay", "tcp://127.0.0.1:6001", "--api-key", "k", "--burst-size", "3",
