@@ -1,5 +1,8 @@
 """The C++ CPU attention kernels (kernels/csrc/cpu_attention.cpp): built at first use, cached, loaded.
 
+EngineCore's model runner asks for them while the engine starts (before it reports ready), so a
+build never lands inside a request; the build says so in the log, with the time it took.
+
 The source is compiled on the machine that runs it (-O3 -march=native, OpenMP) against this torch's
 headers and libraries (paths from `torch.utils.cpp_extension`), and linked to torch's own OpenMP
 runtime, so the kernels and torch's operators share one thread pool and one thread count. The
@@ -18,6 +21,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -98,7 +102,11 @@ def _build() -> Path:
     with open(folder / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its build
         if not target.exists():
+            log.warning("enginetui: building the C++ CPU attention kernels for this CPU and torch "
+                        "(once; about 10-30 s) into %s", target)
+            started = time.perf_counter()
             _compile(compiler, torch_lib, openmp, target)
+            log.warning("enginetui: C++ CPU attention kernels built in %.1f s", time.perf_counter() - started)
     return target
 
 

@@ -4,6 +4,9 @@ Backends: `triton` (CUDA; on CPU tensors only under TRITON_INTERPRET=1), `cpp` (
 of kernels/cpu_kernels.py, built at first use) and `torch` (the reference). Unforced, CUDA tensors
 use Triton and CPU tensors use `cpp` when it builds, else the reference. The C++ kernel has no
 sliding window: a windowed layer's attention on the `cpp` backend runs the reference.
+
+The engine chooses once (`select_backend` when its model runner is built, which also builds the
+C++ kernels then) and passes `backend=` on every call; a call without it chooses for itself.
 """
 
 import os
@@ -31,9 +34,10 @@ def select_backend(device: torch.device) -> str:
     return "cpp" if cpu_kernels.available() else "torch"
 
 
-def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping) -> None:
-    """Write new K/V per token into `slot_mapping` slots (see kernels.reference)."""
-    backend = select_backend(key.device)
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, backend: str | None = None) -> None:
+    """Write new K/V per token into `slot_mapping` slots (see kernels.reference); `backend`: the
+    chosen one (None: select_backend for the tensors' device)."""
+    backend = backend or select_backend(key.device)
     if backend == "triton":
         from kernels.triton_reshape_and_cache import reshape_and_cache_triton
 
@@ -45,9 +49,10 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping) -> None:
 
 
 def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None,
-                    sliding_window=None):
-    """Varlen paged attention for a mixed prefill/decode batch, optionally windowed (see kernels.reference)."""
-    backend = select_backend(query.device)
+                    sliding_window=None, backend: str | None = None):
+    """Varlen paged attention for a mixed prefill/decode batch, optionally windowed (see kernels.reference);
+    `backend`: the chosen one (None: select_backend for the tensors' device)."""
+    backend = backend or select_backend(query.device)
     if backend == "triton":
         from kernels.triton_paged_attention import paged_attention_triton
 

@@ -134,9 +134,9 @@ def load_model(config: EngineConfig, hf_config: "PretrainedConfig", model_dir: P
 
     cls = model_class(hf_config)
     dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
-    with torch.device("meta"), _default_dtype(dtype), _no_init():
-        model = cls(hf_config)
-    _materialize(model, config.torch_device)
+    with torch.device("meta"), _no_init():
+        model = cls(hf_config)  # floating parameters in the default dtype, on meta: no memory yet
+    _materialize(model, config.torch_device, dtype)
     if config.load_format == "dummy":
         _fill_dummy(model, config.seed)
     else:
@@ -145,18 +145,6 @@ def load_model(config: EngineConfig, hf_config: "PretrainedConfig", model_dir: P
         except CheckpointError as exc:
             raise ModelLoadError(str(exc)) from None
     return model.eval()
-
-
-@contextmanager
-def _default_dtype(dtype: "torch.dtype") -> Iterator[None]:
-    import torch
-
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 # torch.nn.init's functions, which layers' reset_parameters() call on their new (meta) tensors
@@ -181,9 +169,10 @@ def _no_init() -> Iterator[None]:
             setattr(torch.nn.init, name, function)
 
 
-def _materialize(model: "torch.nn.Module", device: "torch.device") -> None:
-    """Replace each meta parameter by an uninitialized one on `device`, keeping its attributes
-    (weight loaders) and its sharing (a parameter used by two modules stays one)."""
+def _materialize(model: "torch.nn.Module", device: "torch.device", dtype: "torch.dtype") -> None:
+    """Replace each meta parameter by an uninitialized one on `device`, floating ones in `dtype`,
+    keeping its attributes (weight loaders) and its sharing (a parameter used by two modules stays
+    one). (torch's default dtype is never changed: it is the whole process's.)"""
     import torch
 
     done: dict[int, torch.nn.Parameter] = {}
@@ -192,7 +181,8 @@ def _materialize(model: "torch.nn.Module", device: "torch.device") -> None:
             if id(param) not in done:
                 # torch.empty, not empty_like: empty_like of a meta tensor goes through torch._refs, whose
                 # first use imports sympy (about 3 s of a 2-core machine's start-up)
-                memory = torch.empty(param.shape, dtype=param.dtype, device=device)
+                memory = torch.empty(param.shape, dtype=dtype if param.is_floating_point() else param.dtype,
+                                     device=device)
                 real = torch.nn.Parameter(memory, requires_grad=False)
                 real.__dict__.update(param.__dict__)
                 done[id(param)] = real

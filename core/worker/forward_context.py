@@ -1,5 +1,10 @@
-"""Attention metadata reaches attention layers through a scoped forward context, not layer signatures."""
+"""Attention metadata reaches attention layers through a scoped forward context, not layer signatures.
 
+The context belongs to the thread that runs the forward pass: engines on threads of one process
+(in-process EngineCores) each see only their own.
+"""
+
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,23 +20,30 @@ class AttentionMetadata:
     query_start_loc: torch.Tensor  # [num_reqs + 1] int32 prefix sum of tokens per request
     seq_lens: torch.Tensor  # [num_reqs] int32 context length after this step
     block_table: torch.Tensor  # [num_reqs, max_blocks] int32 logical -> physical block ids
+    backend: str | None = None  # attention kernels (kernels.dispatch.BACKENDS), chosen once per runner; None: by device
 
 
-_current: AttentionMetadata | None = None
+class _ThreadContext(threading.local):
+    """The forward context of the current thread."""
+
+    current: AttentionMetadata | None = None  # metadata of the forward running on this thread
+
+
+_context = _ThreadContext()
 
 
 @contextmanager
 def set_forward_context(metadata: AttentionMetadata) -> Iterator[None]:
-    """Install `metadata` for the duration of one model forward, then restore the previous one."""
-    global _current
-    previous, _current = _current, metadata
+    """Install `metadata` on this thread for the duration of one model forward, then restore the previous one."""
+    previous, _context.current = _context.current, metadata
     try:
         yield
     finally:
-        _current = previous
+        _context.current = previous
 
 
 def get_forward_context() -> AttentionMetadata:
-    if _current is None:
-        raise RuntimeError("attention called outside set_forward_context()")
-    return _current
+    current = _context.current
+    if current is None:
+        raise RuntimeError("attention called outside set_forward_context() on this thread")
+    return current

@@ -1,6 +1,7 @@
 """The model runner: applies SchedulerOutput deltas to the persistent batch, packs the step's tokens
 into flat tensors, runs the model under the forward context, and samples."""
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -14,6 +15,9 @@ from core.sample.sampler import Sampler
 from core.sched.output import SchedulerOutput
 from core.worker.forward_context import AttentionMetadata, set_forward_context
 from core.worker.input_batch import InputBatch
+from kernels import select_backend
+
+log = logging.getLogger("enginetui.model_runner")
 
 
 @dataclass(slots=True)
@@ -57,6 +61,10 @@ class ModelRunner:
         )  # [num_layers, 2, num_blocks, block_size, num_kv_heads, head_size]
         for i, layer in enumerate(layers):
             layer.bind_kv_cache(self.kv_cache[i, 0], self.kv_cache[i, 1])
+        # Chosen once, now: the env var is read here, and the C++ kernels are built (or loaded) while
+        # the engine starts, not inside its first request.
+        self.attention_backend = select_backend(device)  # kernels.dispatch.BACKENDS
+        log.info("attention backend: %s", self.attention_backend)
 
     def update_states(self, out: SchedulerOutput) -> None:
         """Apply the plan's deltas: drop finished / preempted requests, add new ones, extend cached ones."""
@@ -108,6 +116,7 @@ class ModelRunner:
                 query_start_loc=to_dev(query_start_loc, torch.int32),
                 seq_lens=to_dev(seq_lens, torch.int32),
                 block_table=to_dev(block_table, torch.int32),
+                backend=self.attention_backend,
             ),
             logits_indices=to_dev(logits_indices, torch.long),
             logits_rows=rows[complete].tolist(),

@@ -59,7 +59,8 @@ def test_model_is_built_on_meta_and_materialized_in_the_target_dtype(monkeypatch
         class Spy(cls):
             def __init__(self, cfg):
                 super().__init__(cfg)
-                seen["built"] = {(p.device.type, p.dtype) for p in self.parameters()}
+                seen["built"] = {p.device.type for p in self.parameters()}
+                seen["default dtype"] = torch.get_default_dtype()
 
         return Spy
 
@@ -67,9 +68,9 @@ def test_model_is_built_on_meta_and_materialized_in_the_target_dtype(monkeypatch
     config = EngineConfig(model=tiny_opt_dir, dtype="bfloat16")
     hf_config, model_dir = load_hf_config(config)
     model = load_model(config, hf_config, model_dir)
-    assert seen["built"] == {("meta", torch.bfloat16)}
+    assert seen["built"] == {"meta"}
     assert {(p.device.type, p.dtype) for p in model.parameters()} == {("cpu", torch.bfloat16)}
-    assert torch.get_default_dtype() == torch.float32  # restored after the build
+    assert seen["default dtype"] == torch.float32  # never changed: other threads may be building tensors
     # The fused q/k/v rows hold the checkpoint's separate projections.
     state = load_file(os.path.join(model_dir, "model.safetensors"))
     qkv = model.model.decoder.layers[1].self_attn.qkv_proj.weight  # [3 * hidden, hidden]

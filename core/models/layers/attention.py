@@ -31,9 +31,9 @@ class PagedAttention(nn.Module):
         q = q.view(n, self.num_heads, self.head_size)  # [num_tokens, num_heads, head_size]
         k = k.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
         v = v.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
-        reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping)
+        reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping, backend=meta.backend)
         out = paged_attention(
             q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale,
-            sliding_window=self.sliding_window,
+            sliding_window=self.sliding_window, backend=meta.backend,
         )  # [num_tokens, num_heads, head_size]
         return out.view(n, self.num_heads * self.head_size)
