@@ -18,20 +18,21 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
-from enginetui.app import EngineTUI
-from enginetui.prompting import PromptingApp
+from enginetui.prompting import NARROW, PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
+from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch import panels
+from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
+from enginetui.vllm_watch.requests_panel import RequestPanel, WatchRequestsTable
 from enginetui.vllm_watch.server import ServerError, VllmClient, load_decoder
-from enginetui.vllm_watch.state import WatchState
+from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
-from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from enginetui.vllm_watch.tree_panel import PrefixTreePanel, TreeContext
 from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
 
 POLL_S = 1.0  # /metrics reading interval
 SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
@@ -60,22 +61,25 @@ class VllmWatchApp(PromptingApp, App[None]):
         Binding("q", "quit", "Quit", tooltip="quit (the server keeps running)"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
     ]
-    # Screen classes by terminal size, as the engine dashboard's (watch.tcss lays each out)
-    HORIZONTAL_BREAKPOINTS = EngineTUI.HORIZONTAL_BREAKPOINTS
-    VERTICAL_BREAKPOINTS = EngineTUI.VERTICAL_BREAKPOINTS
+    # Screen classes by terminal size, as the engine dashboard's (watch.tcss lays each out); its
+    # module is not imported: it loads the engine (torch), which a watcher has no use for
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     TYPING_ACTIONS = frozenset({"quit", "select"})  # app actions that still apply while the prompt box has the focus
 
     def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
                  max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S,
-                 silence_check_s: float = SILENCE_CHECK_S) -> None:
+                 silence_check_s: float = SILENCE_CHECK_S, limits: SchedulerLimits | None = None,
+                 proxy: tuple[str, int] | None = None) -> None:
         super().__init__()
         self.url = url.rstrip("/")  # the server watched
         self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
         self.kv_replay = kv_replay  # its replay endpoint, rank 0's (None: no catching up)
         self.tokenizer = tokenizer  # where to load the tokenizer from (None: the served model's path)
         self.client = VllmClient(url, api_key)  # the HTTP calls
-        self.state = WatchState(self.url, kv_events)
+        self.state = WatchState(self.url, kv_events, limits=limits or SchedulerLimits())
+        self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
         self.pacer = RedrawPacer(max_cpu_share)  # holds timer redraws back while the app is over its CPU budget
@@ -93,27 +97,31 @@ class VllmWatchApp(PromptingApp, App[None]):
         yield Static(id="watch-title")
         with Horizontal(id="watch-main"):
             with Vertical(id="watch-left"):
-                yield RequestsTable(id="watch-requests", classes="panel")
+                yield WatchRequestsTable(id="watch-requests", classes="panel")
                 yield panels.TextPanel(panels.queues_text, "Queues · over time", id="watch-queues", classes="panel")
-                yield panels.RequestPanel(id="watch-detail", classes="panel")
+                yield RequestPanel("your prompts go to vLLM's /v1/completions: press i (or Enter) to type one; "
+                                   "requests through the proxy (--proxy-port) are listed too",
+                                   id="watch-detail", classes="panel")
                 yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
                                        id="watch-series", classes="panel")
                 yield panels.LogPanel(id="watch-log", classes="panel")
             with Vertical(id="watch-right"):
                 yield PrefixTreePanel(id="watch-tree", classes="panel")
                 yield panels.TextPanel(panels.server_text, "Server · KV pool · rates", id="watch-server", classes="panel")
-                yield panels.TextPanel(panels.latency_text, "Latency (vLLM histograms) · last 60 s", id="watch-latency",
-                                       classes="panel")
+                yield panels.TextPanel(panels.latency_text, "Latency (vLLM histograms: a quantile is the bucket that "
+                                       "holds it) · last 60 s", id="watch-latency", classes="panel")
         yield PromptBar(id="prompt-bar")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(RequestsTable).border_subtitle = "your prompts · ↑↓ select · x abort · c clear ended"
+        self.query_one(WatchRequestsTable).border_subtitle = "typed here and proxied · ↑↓ select · x abort · c clear ended"
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(self._silence_check_s, self._check_kv_silence)
         self._fit_footer(self.size.width)
         self.redraw()
         self._poll_metrics()
+        if self.proxy is not None:
+            self._serve_proxy(*self.proxy)
         if self.kv_events:
             self._follow_rank(0)
         else:
@@ -137,14 +145,30 @@ class VllmWatchApp(PromptingApp, App[None]):
             title = self.query_one("#watch-title", Static)
         except NoMatches:  # a last tick while the app closes
             return
-        self._drawn = key
         s = self.state
-        title.update(panels.title_text(s))
-        self.query_one(RequestsTable).show(list(s.requests.values()), self.selected)
-        self.query_one(panels.RequestPanel).show(s.requests.get(self.selected or ""))
+        if self.selected is None and s.requests:  # the first request to come is shown in full
+            self.selected = next(iter(s.requests))
+            key = self._draw_key()
+        self._drawn = key
+        heading = panels.title_text(s)
+        if heading != title.content:
+            title.update(heading)
+        self.query_one(WatchRequestsTable).show(list(s.requests.values()), self.selected)
+        self.query_one(RequestPanel).show(s.requests.get(self.selected or ""))
         for panel in self.query(panels.TextPanel):
             panel.show(s)
-        self.query_one(PrefixTreePanel).show(s.caches, s.config("num_gpu_blocks"), self._empty_tree_note())
+        self.query_one(PrefixTreePanel).show(s.caches, self._tree_context())
+
+    def _tree_context(self) -> TreeContext:
+        s = self.state
+        hits = s.latest.per_engine(m.PREFIX_HITS) if s.latest else {}
+        stale = ""
+        if s.link == "down" and s.down_since is not None and s.caches.ranks:
+            since = time.strftime("%H:%M:%S", time.localtime(s.down_since))
+            stale = f"vLLM has not answered since {since}: the cache as it was then"
+        return TreeContext(pool_blocks=s.config("num_gpu_blocks"), block_size=s.config("block_size"),
+                           hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
+                           empty_note=self._empty_tree_note(), stale_note=stale, tokenizer_note=s.tokenizer_note)
 
     def _empty_tree_note(self) -> str:
         s = self.state
@@ -190,6 +214,7 @@ class VllmWatchApp(PromptingApp, App[None]):
             decode, how = await asyncio.to_thread(load_decoder, source)
             if decode is not None:
                 self.state.caches.set_decoder(decode)
+            self.state.tokenizer_note = "" if decode is not None else how
             self.state.note(time.time(), "link", how)
 
     def _check_kv_silence(self) -> None:
@@ -227,6 +252,22 @@ class VllmWatchApp(PromptingApp, App[None]):
             await sub.run()
         except ValueError as exc:
             self.state.kv_status(time.time(), "down", str(exc))
+
+    # ---- the proxy -----------------------------------------------------------------------
+
+    @work(group="proxy", exit_on_error=False)
+    async def _serve_proxy(self, host: str, port: int) -> None:
+        """Serve vLLM's API on host:port, every request passed through and listed (see proxy.py)."""
+        try:
+            sock = proxy_server.listen(host, port)
+        except OSError as exc:
+            self.state.proxy_error = f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
+            self.state.note(time.time(), "error", self.state.proxy_error)
+            return
+        bound = sock.getsockname()[1]
+        self.state.proxy_url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}"
+        self.state.note(time.time(), "link", f"proxy: vLLM's API at {self.state.proxy_url}, passed to {self.url}")
+        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.state), sock)
 
     # ---- prompts -------------------------------------------------------------------------
 
@@ -302,8 +343,9 @@ class VllmWatchApp(PromptingApp, App[None]):
         keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
         about = [("server", self.url), ("KV events", self.kv_events or "not listened to"),
                  ("replay", self.kv_replay or "none: batches missed while away are lost"),
-                 ("not published by vLLM", "which requests run or wait, per-request block tables, per-step "
-                                          "token budget and step times, the engine process")]
+                 ("proxy", self.state.proxy_url or "off: pass --proxy-port PORT to list every client's requests"),
+                 ("not published by vLLM", "which requests run or wait, per-request block tables, its scheduler "
+                                          "limits (pass them), step times, the engine process")]
         self.push_screen(HelpScreen(keys, about))
 
     async def action_quit(self) -> None:

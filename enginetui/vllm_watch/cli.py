@@ -20,6 +20,15 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv-replay", metavar="ENDPOINT",
                        help="vLLM's KV events replay endpoint (its replay_endpoint), to catch up on the cache's "
                             "history and on batches missed (default: none)")
+    group.add_argument("--max-num-seqs", type=int, metavar="N",
+                       help="vLLM's --max-num-seqs, shown beside its queues (vLLM does not publish it)")
+    group.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+                       help="vLLM's --max-num-batched-tokens, shown beside its tokens per step (not published either)")
+    group.add_argument("--proxy-port", type=int, metavar="PORT",
+                       help="also serve vLLM's OpenAI API on this port (0: any free one) and pass every request "
+                            "through: each client pointed here is listed, request by request (default: no proxy)")
+    group.add_argument("--proxy-host", default="127.0.0.1", metavar="HOST",
+                       help="the proxy's address (default 127.0.0.1: this machine only)")
     group.add_argument("--tokenizer", metavar="DIR",
                        help="decode cached blocks with this tokenizer (default: the served model's, when its "
                             "path from /v1/models is on this machine)")
@@ -27,7 +36,9 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
 
 def vllm_only_flags(args: argparse.Namespace) -> list[str]:
     """The --vllm companions given (they mean nothing on an `enginetui serve`)."""
-    given = {"--kv-events": args.kv_events, "--kv-replay": args.kv_replay, "--tokenizer": args.tokenizer}
+    given = {"--kv-events": args.kv_events, "--kv-replay": args.kv_replay, "--tokenizer": args.tokenizer,
+             "--max-num-seqs": args.max_num_seqs, "--max-num-batched-tokens": args.max_num_batched_tokens,
+             "--proxy-port": args.proxy_port}
     return [flag for flag, value in given.items() if value is not None]
 
 
@@ -49,8 +60,10 @@ def check_url(url: str) -> str | None:
 def run_vllm_watch(url: str, args: argparse.Namespace, api_key: str | None) -> int:
     """`enginetui attach --vllm URL`: the dashboard on that server until q."""
     from enginetui.vllm_watch.app import VllmWatchApp
+    from enginetui.vllm_watch.state import SchedulerLimits
 
-    problem = check_url(url) or _check_endpoint(args.kv_events) or _check_endpoint(args.kv_replay)
+    problem = check_url(url) or _check_endpoint(args.kv_events) or _check_endpoint(args.kv_replay) or \
+        _check_limits(args) or _check_port(args.proxy_port)
     if problem:
         print(f"enginetui attach --vllm: {problem}", file=sys.stderr)
         return 2
@@ -60,7 +73,9 @@ def run_vllm_watch(url: str, args: argparse.Namespace, api_key: str | None) -> i
         return 2
     app = VllmWatchApp(url, kv_events=kv_endpoint(url, args.kv_events), kv_replay=args.kv_replay, api_key=api_key,
                        tokenizer=args.tokenizer, burst_size=args.burst_size, redraw_hz=args.redraw_hz,
-                       max_cpu_share=args.max_cpu / 100)
+                       max_cpu_share=args.max_cpu / 100,
+                       limits=SchedulerLimits(args.max_num_seqs, args.max_num_batched_tokens),
+                       proxy=(args.proxy_host, args.proxy_port) if args.proxy_port is not None else None)
     app.run()
     return app.return_code or 0
 
@@ -69,3 +84,16 @@ def _check_endpoint(endpoint: str | None) -> str | None:
     if endpoint is None or endpoint.lower() == "none" or endpoint.startswith(("tcp://", "ipc://")):
         return None
     return f"{endpoint!r} is not a ZMQ endpoint: give it as tcp://HOST:PORT or ipc:///path"
+
+
+def _check_limits(args: argparse.Namespace) -> str | None:
+    for flag, value in (("--max-num-seqs", args.max_num_seqs), ("--max-num-batched-tokens", args.max_num_batched_tokens)):
+        if value is not None and value < 1:
+            return f"{flag} must be a positive integer, got {value}"
+    return None
+
+
+def _check_port(port: int | None) -> str | None:
+    if port is not None and not 0 <= port <= 65535:
+        return f"--proxy-port must be a port number (0-65535), got {port}"
+    return None

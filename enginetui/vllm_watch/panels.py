@@ -4,21 +4,17 @@ Each `*_text` function renders from `WatchState` alone (tested without Textual);
 only hold the state and call them at their size.
 """
 
+import math
 import time
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Static
 
 from enginetui.plural import count
-from enginetui.state import RequestView
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
-from enginetui.widgets.palette import DIM, STATUS_STYLES
-from enginetui.widgets.request_detail import seconds
+from enginetui.widgets.palette import DIM
 from enginetui.widgets.sparklines import BARS
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
@@ -29,8 +25,8 @@ LOG_STYLES = {"store": "#98c379", "evict": "#e06c75", "clear": "bold #e06c75", "
               "finish": "#7f848e", "error": "bold #be5046"}
 QUANTILE_NAMES = tuple(f"p{round(q * 100)}" for q in QUANTILES)  # column names of the latency panel
 LABEL_WIDTH = 9  # "prompt/s "
+NARROW_LATENCY = 60  # below this width the latency panel shows p50, p99 and the mean only
 VALUE_WIDTH = 8  # " 1234.5"
-MIN_RATE_SPAN_S = 0.05  # a request's tok/s needs its tokens spread over this long (chunks read at once are no rate)
 
 
 def gapped_sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
@@ -62,6 +58,10 @@ def title_text(state: WatchState) -> Text:
         text.append(f" · {state.restarts} restart{'s' if state.restarts > 1 else ''}", style=DIM)
     model = state.server.model if state.server else (state.model_error or "…")
     text.append(f" · {model} · {state.url}")
+    if state.proxy_url:
+        text.append(f" · proxy {state.proxy_url} ({state.proxied} passed)", style="#61afef")
+    elif state.proxy_error:
+        text.append(f" · {state.proxy_error}", style="bold #be5046")
     return text
 
 
@@ -98,7 +98,6 @@ def server_text(state: WatchState, width: int) -> Text:
     if caching == "False":
         text.append("\nprefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)",
                     style=NOT_PUBLISHED)
-    text.append("\nper-step token budget and step times: not published by vLLM", style=NOT_PUBLISHED)
     return text
 
 
@@ -110,18 +109,45 @@ def state_window(state: WatchState) -> str:
 
 
 def queues_text(state: WatchState, width: int) -> Text:
-    """Queue lengths over time, one point per /metrics reading (vLLM publishes counts, not which requests)."""
+    """Queue lengths over time, one point per /metrics reading, and why: waiting by reason, the
+    scheduler's limits beside the queues, tokens per engine step."""
     s = state.latest
     if s is None:
         return Text("—", style=DIM)
     h = state.history
-    rows = [("running", h.running, None, "#e5c07b", "{:.0f}"), ("waiting", h.waiting, None, "#d19a66", "{:.0f}")]
+    rows = [("running", h.running, None, "#e5c07b", "{:.0f}"), ("waiting", h.waiting, None, "#d19a66", "{:.0f}"),
+            ("tok/step", h.step_tokens, None, "#56b6c2", "{:.1f}")]
     text = _spark_rows(rows, width)
     running, waiting = s.per_engine(m.RUNNING), s.per_engine(m.WAITING)
     if len(running) > 1:
         ranks = " · ".join(f"rank {e} {running[e]:.0f}/{waiting.get(e, 0):.0f}" for e in s.engines)
         text.append(f"\n{ranks} (running/waiting)", style=DIM)
-    text.append("\nrequest ids and order: not published by vLLM", style=NOT_PUBLISHED)
+    text.append("\n").append_text(why_text(state))
+    return text
+
+
+def why_text(state: WatchState) -> Text:
+    """Why requests wait: the limits they wait for, the reasons vLLM gives, what a step takes."""
+    s = state.latest
+    limits = state.limits
+    text = Text()
+    seqs = f" of max {limits.max_num_seqs}" if limits.max_num_seqs else ""
+    text.append(f"running {s.total(m.RUNNING) or 0:.0f}{seqs}")
+    reasons = state.waiting_by_reason()
+    text.append(f" · waiting {s.total(m.WAITING) or 0:.0f}")
+    if reasons:
+        text.append(" (" + ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(reasons.items())) + ")")
+    kv = s.per_engine(m.KV_USAGE)
+    if kv:
+        text.append(f" · KV {100 * max(kv.values()):.0f}%")
+    steps = state.steps()
+    if steps is not None and steps.steps:
+        rate = f"{steps.steps_per_s:.1f} steps/s · " if steps.steps_per_s is not None else ""
+        most = f" (none over {steps.max_tokens:g})" if steps.max_tokens is not None and math.isfinite(steps.max_tokens) else ""
+        budget = f" of a {limits.max_num_batched_tokens}-token budget" if limits.max_num_batched_tokens else ""
+        text.append(f"\n{rate}{steps.mean_tokens:.1f} tok/step{most}{budget}")
+    if not (limits.max_num_seqs and limits.max_num_batched_tokens):
+        text.append("\nlimits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens", style=DIM)
     return text
 
 
@@ -138,22 +164,48 @@ def series_text(state: WatchState, width: int) -> Text:
     return _spark_rows(rows, width)
 
 
+def duration(value: float | None) -> str:
+    """A duration to 3 significant digits: ms below a second (a mean of 0.24 ms stays 0.24 ms)."""
+    if value is None:
+        return "—"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def bucket_range(bucket: tuple[float, float] | None) -> str:
+    """A histogram bucket (lower, upper] in words: `10–25 ms`, `≤1 ms`, `>10 s`."""
+    if bucket is None:
+        return "—"
+    lower, upper = bucket
+    if math.isinf(upper):
+        return f">{duration(lower)}".replace(" ", "")
+    scale, unit = (1000, "ms") if upper < 1 else (1, "s")
+    if lower <= 0:
+        return f"≤{upper * scale:g} {unit}"
+    return f"{lower * scale:g}–{upper * scale:g} {unit}"
+
+
 def latency_text(state: WatchState, width: int) -> Text:
-    """Latency percentiles from vLLM's histograms (buckets → percentiles), last WINDOW_S and since
-    start, with the recent median over time."""
+    """Latency from vLLM's histograms, as finely as their buckets allow: the bucket each quantile's
+    observation lies in and the exact mean (`_sum / _count`), over the last WINDOW_S and since
+    start, with the recent mean over time."""
     if state.latest is None:
         return Text("—", style=DIM)
-    head = " " * 7 + "".join(f"{name:>8}" for name in QUANTILE_NAMES) + "    n"
-    text = Text(head + f"  since start {QUANTILE_NAMES[0]}/{QUANTILE_NAMES[-1]} · median over time", style="bold")
+    narrow = width < NARROW_LATENCY  # the median and the tail only, no count
+    shown = [0, len(QUANTILES) - 1] if narrow else list(range(len(QUANTILES)))  # the quantiles shown, by index
+    column = 10 if narrow else 11  # a bucket's range: "250–500 ms"
+    head = " " * 6 + "".join(f"{QUANTILE_NAMES[i]:>{column}}" for i in shown) + f"{'mean':>10}" + ("" if narrow else "    n")
+    text = Text(head + "  mean since start · over time", style="bold")
     spark_width = max(0, width - len(head) - 22)
     for name, label in LATENCIES:
-        p = state.percentiles(name, label)
-        text.append(f"\n{label:<7}")
-        for value in p.window:
-            text.append(f"{seconds(value):>8}", style="" if value is not None else DIM)
-        text.append(f"{p.window_count:>5}")
-        text.append(f"  {seconds(p.lifetime[0])}/{seconds(p.lifetime[-1])}".ljust(20), style=DIM)
-        text.append(gapped_sparkline(state.history.latency_p50.get(label, ()), spark_width), style="#c678dd")
+        p = state.latency(name, label)
+        text.append(f"\n{label:<6}")
+        for i in shown:
+            text.append(f"{bucket_range(p.window[i]):>{column}}", style="" if p.window[i] is not None else DIM)
+        text.append(f"{duration(p.window_mean):>10}")
+        if not narrow:
+            text.append(f"{p.window_count:>5}")
+        text.append(f"  {duration(p.mean)}".ljust(20), style=DIM)
+        text.append(gapped_sparkline(state.history.latency_mean.get(label, ()), spark_width), style="#c678dd")
     return text
 
 
@@ -182,25 +234,6 @@ def log_text(state: WatchState, height: int) -> Text:
     return Text("\n", no_wrap=True).join(lines)
 
 
-def detail_text(view: RequestView) -> Text:
-    """A prompt typed here: what came back, timed here."""
-    text = Text()
-    text.append(view.status.upper(), style=STATUS_STYLES[view.status])
-    text.append(f" · {view.num_prompt_tokens} prompt tok · {view.num_output_tokens}/{view.max_tokens} generated")
-    if view.detail:
-        text.append(f" · {view.finish_reason}: {view.detail}")
-    end = view.finished_time or time.time()
-    span = end - view.first_token_time if view.first_token_time else 0.0  # first token to the last (or now)
-    rate = (view.num_output_tokens - 1) / span if view.num_output_tokens > 1 and span >= MIN_RATE_SPAN_S else None
-    text.append(f"\nTTFT {seconds(view.ttft())} (measured here)")
-    text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
-    text.append("\nblock table, cached tokens, preemptions of one request: not published by vLLM",
-                style=NOT_PUBLISHED)
-    text.append("\nprompt\n", style="bold").append(view.prompt or "—", style=DIM)
-    text.append("\noutput\n", style="bold").append(view.text or "—")
-    return text
-
-
 class TextPanel(Widget):
     """A panel drawn by one `*_text(state, width)` function."""
 
@@ -208,16 +241,23 @@ class TextPanel(Widget):
         super().__init__(**kwargs)
         self._render_fn = render_fn  # (state, width or height) -> Text
         self._state: WatchState | None = None  # the state to draw
+        self._text: Text | None = None  # what it drew last (a redraw that changes nothing repaints nothing)
         self.border_title = title
 
     def show(self, state: WatchState) -> None:
         self._state = state
-        self.refresh(layout=True)  # a panel of auto height grows and shrinks with its lines
+        text = self._render_fn(state, self.content_size.width)
+        if text == self._text:
+            return
+        lines = None if self._text is None else self._text.plain.count("\n")
+        self._text = text
+        self.refresh(layout=lines != text.plain.count("\n"))  # a panel of auto height follows its lines
 
     def render(self) -> Text:
         if self._state is None:
             return Text("")
-        return self._render_fn(self._state, self.content_size.width)
+        self._text = self._render_fn(self._state, self.content_size.width)
+        return self._text
 
 
 class LogPanel(TextPanel):
@@ -226,20 +266,3 @@ class LogPanel(TextPanel):
     def __init__(self, **kwargs) -> None:
         super().__init__(lambda state, width: log_text(state, self.content_size.height), "Event log · KV events and links",
                          **kwargs)
-
-
-class RequestPanel(VerticalScroll):
-    """The selected request in full; scrolls when its text is long."""
-
-    def compose(self) -> ComposeResult:
-        yield Static(Text("your prompts go to vLLM's /v1/completions: press i (or Enter) to type one", style=DIM),
-                     id="watch-detail-body")
-
-    def on_mount(self) -> None:
-        self.border_title = "Selected request"
-
-    def show(self, view: RequestView | None) -> None:
-        if view is not None:
-            self.border_title = f"{view.req_id} · {view.status}"
-            self.query_one("#watch-detail-body", Static).update(detail_text(view))
-

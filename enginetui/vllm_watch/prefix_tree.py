@@ -62,7 +62,7 @@ class RankCache:
     evicted: deque[BlockKey] = field(default_factory=deque)  # evicted blocks still shown, oldest first
     block_size: int = 0  # tokens per block (from the latest BlockStored)
     num_stored: int = 0  # blocks newly cached (BlockStored of a hash not cached)
-    num_reused: int = 0  # BlockStored reports of hashes already cached (vLLM's "full" report mode)
+    num_restored: int = 0  # BlockStored reports of hashes already cached (vLLM's "full" report mode)
     num_removed: int = 0  # blocks evicted (BlockRemoved)
     num_removed_unseen: int = 0  # BlockRemoved of blocks stored before we listened
     num_cleared: int = 0  # AllBlocksCleared events
@@ -152,7 +152,7 @@ class RankCache:
                 self.num_stored += 1
             elif block.cached:
                 block.times_stored += 1
-                self.num_reused += 1
+                self.num_restored += 1
             else:  # evicted, then cached again
                 block.evicted_ts, block.stored_ts = None, ts
                 block.times_stored += 1

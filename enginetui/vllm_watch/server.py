@@ -119,14 +119,28 @@ class VllmClient:
 def load_decoder(source: str) -> tuple[Decode | None, str]:
     """A decode function for the tokenizer at `source` (a local directory, or a hub id already in
     the local Hugging Face cache), and where it came from in words; (None, why) when there is none
-    here. Never downloads."""
+    here. Never downloads. A directory with a `tokenizer.json` is read with `tokenizers` alone
+    (transformers, which loads torch, is not imported: the watcher stays light)."""
+    path = Path(source)
+    if (path / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        try:
+            fast = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as exc:  # a damaged file means: no tokenizer here
+            return None, f"{path / 'tokenizer.json'} cannot be read ({exc}): blocks show token ids"
+        return (lambda token_ids: fast.decode(list(token_ids), skip_special_tokens=False)), \
+            f"tokens decoded with {source}'s tokenizer"
+    if not path.is_absolute() and (len(path.parts) > 1 or source.startswith(".")) and not path.exists():
+        return None, (f"the model path {source!r} is relative to vLLM's working directory, not found here: "
+                      "blocks show token ids; pass --tokenizer DIR to decode them")
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception as exc:  # any loading failure means: no tokenizer here
-        where = "no such directory here" if source.startswith("/") and not Path(source).exists() else str(exc).split("\n")[0]
-        return None, f"no tokenizer for {source} on this machine ({where}): blocks show token ids"
+        where = "no such directory here" if path.is_absolute() and not path.exists() else str(exc).split("\n")[0]
+        return None, f"no tokenizer for {source} on this machine ({where}): blocks show token ids; pass --tokenizer DIR"
 
     def decode(token_ids) -> str:
         return tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)

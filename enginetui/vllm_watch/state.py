@@ -1,5 +1,5 @@
 """WatchState: everything the vLLM dashboard shows, folded from /metrics samples, KV event
-batches and the streamed completions of the prompts typed here.
+batches, the streamed completions of the prompts typed here and the requests through the proxy.
 
 Pure Python (no Textual, no sockets): the folding rules are unit-tested directly, and the app
 redraws from this state at a bounded rate.
@@ -8,17 +8,18 @@ redraws from this state at a bounded rate.
 from collections import deque
 from dataclasses import dataclass, field
 
-from enginetui.state import RequestView
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
 from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
+from enginetui.vllm_watch.requests import WatchedRequest
 
 HISTORY_POINTS = 240  # sparkline points kept (one per /metrics reading)
 LOG_LINES = 500  # event-log lines kept
 WINDOW_S = 60.0  # the recent window of rates and latency percentiles
 LATENCIES = ((m.TTFT, "TTFT"), (m.ITL, "ITL"), (m.E2E, "e2e"), (m.QUEUE_TIME, "queue"))  # histogram, label
 QUANTILES = (0.5, 0.9, 0.99)
+MAX_REQUESTS = 2000  # requests listed (beyond, the oldest ended ones are dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +51,40 @@ class WatchHistory:
     waiting: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # waiting requests
     preempt_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # preemptions/s
     hit_pct: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # prefix hits % since the last reading (None: no lookups)
-    latency_p50: dict[str, deque[float | None]] = field(default_factory=dict)  # label -> median over WINDOW_S (None: no observations)
+    latency_mean: dict[str, deque[float | None]] = field(default_factory=dict)  # label -> mean over WINDOW_S (None: no observations)
+    step_tokens: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # mean tokens per engine step since the last reading (None: no step)
 
 
 @dataclass(frozen=True, slots=True)
-class Percentiles:
-    """One latency histogram read out."""
+class LatencyReading:
+    """One latency histogram read out, no finer than its buckets: where each quantile's
+    observation lies (a bucket's range) and the exact mean (`_sum / _count`)."""
 
     label: str  # TTFT | ITL | e2e | queue
-    window: tuple[float | None, ...]  # QUANTILES over the last WINDOW_S (None: no observations)
+    window: tuple[tuple[float, float] | None, ...]  # QUANTILES' buckets (lower, upper] over the last WINDOW_S (None: no observations)
     window_count: int  # observations in the window
-    lifetime: tuple[float | None, ...]  # QUANTILES since the server started
+    window_mean: float | None  # their mean
+    window_max: float | None  # no observation in the window was above this bucket bound (inf: beyond the last bound)
+    mean: float | None  # the mean since the server started
     count: int  # observations since the server started
+
+
+@dataclass(frozen=True, slots=True)
+class StepReading:
+    """Engine steps over the last WINDOW_S, from vllm:iteration_tokens_total."""
+
+    steps: int  # engine steps in the window
+    steps_per_s: float | None  # their rate (None: the window has one reading)
+    mean_tokens: float | None  # tokens scheduled per step, mean (None: no step)
+    max_tokens: float | None  # no step scheduled more than this bucket bound
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerLimits:
+    """vLLM's scheduler limits, as given to the watcher (vLLM does not publish them)."""
+
+    max_num_seqs: int | None = None  # most requests running at once (vLLM's --max-num-seqs)
+    max_num_batched_tokens: int | None = None  # token budget of one step (vLLM's --max-num-batched-tokens)
 
 
 @dataclass(slots=True)
@@ -73,17 +96,25 @@ class WatchState:
     server: ServerInfo | None = None  # from /v1/models, once it answered
     link: str = "connecting"  # the HTTP side: connecting | up | down
     link_error: str = ""  # why it is down
+    down_since: float | None = None  # when /metrics stopped answering (None: it answers, or never did)
     model_error: str = ""  # why /v1/models did not answer (the model is unknown until it does)
+    tokenizer_note: str = ""  # why cached blocks show token ids, not text ("" : decoded, or not tried yet)
     kv_link: str = "off"  # the KV events: off | connecting | up | silent | down
     kv_error: str = ""  # why they are silent or down, in words
     latest: MetricsSample | None = None  # the last /metrics reading
     window: deque[MetricsSample] = field(default_factory=deque)  # readings of the last WINDOW_S, oldest first
     history: WatchHistory = field(default_factory=WatchHistory)
     caches: PrefixCaches = field(default_factory=PrefixCaches)  # the prefix cache of each rank
-    requests: dict[str, RequestView] = field(default_factory=dict)  # prompts typed here, in order sent
+    requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
+    requests_seen: int = 0  # requests ever listed (their colour index)
+    proxied: int = 0  # requests passed through the proxy
+    proxy_url: str | None = None  # where the proxy serves vLLM's API (None: no proxy)
+    proxy_error: str = ""  # why the proxy is not serving
     log: deque[WatchLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
+    limits: SchedulerLimits = field(default_factory=SchedulerLimits)  # vLLM's scheduler limits, where given
     restarts: int = 0  # server restarts seen
     missed_batches: int = 0  # KV event batches lost for good (not in the replay buffer)
+    batches_seen: int = 0  # KV event batches received since we attached, across restarts (the endpoint works)
     tokens_at_attach: float | None = None  # prompt + generated tokens when first read (KV-event silence check)
     version: int = 0  # bumped on every change; the view redraws when it moves
 
@@ -93,11 +124,11 @@ class WatchState:
         """Fold one /metrics reading: rates against the previous one, series, the recent window."""
         prev = self.latest
         if prev is not None and _restarted(prev, sample):
-            self.server_restarted(sample.time, "its counters started over")
+            self.server_restarted(sample.time, "its counters started over", sample.process_start)
             prev = None
         if self.link != "up":
             self.note(sample.time, "link", f"/metrics answers at {self.url}")
-        self.link, self.link_error = "up", ""
+        self.link, self.link_error, self.down_since = "up", "", None
         if self.tokens_at_attach is None:
             self.tokens_at_attach = _tokens(sample)
         h = self.history
@@ -112,30 +143,38 @@ class WatchState:
         h.kv_pct.append(100 * sum(kv.values()) / len(kv) if kv else 0.0)
         h.running.append(sample.total(m.RUNNING) or 0.0)
         h.waiting.append(sample.total(m.WAITING) or 0.0)
+        steps = _histogram_since(prev, sample, m.ITERATION_TOKENS)
+        if prev is not None:
+            h.step_tokens.append(steps.mean() if steps is not None else None)
         self.window.append(sample)
         while self.window and sample.time - self.window[0].time > WINDOW_S:
             self.window.popleft()
         self.latest = sample
         for name, label in LATENCIES:
-            p50 = self.percentiles(name, label).window[0]
-            h.latency_p50.setdefault(label, deque(maxlen=HISTORY_POINTS)).append(p50)
+            mean = self.latency(name, label).window_mean
+            h.latency_mean.setdefault(label, deque(maxlen=HISTORY_POINTS)).append(mean)
         self.version += 1
 
     def metrics_failed(self, when: float, reason: str) -> None:
         """A /metrics reading failed (the server is down, restarting, or not there)."""
         if self.link != "down" or self.link_error != reason:
             self.note(when, "link", f"/metrics: {reason}")
+        if self.link != "down" and self.latest is not None:
+            self.down_since = when
         self.link, self.link_error = "down", reason
         self.version += 1
 
-    def server_restarted(self, when: float, why: str) -> None:
-        """The server started again: its prefix cache starts empty, its counters at zero."""
+    def server_restarted(self, when: float, why: str, started: float | None = None) -> None:
+        """The server started again (at `started` on its clock, when known): its prefix cache starts
+        empty, its counters at zero. A rank whose batches already came from the new server (the KV
+        events can tell the restart before /metrics does) keeps them."""
         self.restarts += 1
-        for rank in self.caches.ranks:
-            self.caches.start_over(rank)
+        for rank, cache in list(self.caches.ranks.items()):
+            if started is None or cache.last_ts is None or cache.last_ts < started:
+                self.caches.start_over(rank)
         self.window.clear()
         self.latest = None
-        self.tokens_at_attach = None
+        self.tokens_at_attach = 0.0  # the new server counts its tokens from zero
         self.note(when, "restart", f"the server restarted ({why}): its prefix cache starts empty")
 
     def set_server(self, info: ServerInfo) -> None:
@@ -151,16 +190,35 @@ class WatchState:
 
     # ---- derived readings ----------------------------------------------------------------
 
-    def percentiles(self, name: str, label: str) -> Percentiles:
-        """A latency histogram's percentiles over the window and since the server started."""
+    def latency(self, name: str, label: str) -> LatencyReading:
+        """A latency histogram over the window and since the server started, as finely as its buckets allow."""
         now = self.latest.histogram(name) if self.latest else None
         if now is None:
-            empty = tuple(None for _ in QUANTILES)
-            return Percentiles(label, empty, 0, empty, 0)
+            return LatencyReading(label, tuple(None for _ in QUANTILES), 0, None, None, None, 0)
+        recent = self._recent(name) or now
+        return LatencyReading(label, tuple(recent.quantile_bucket(q) for q in QUANTILES), int(recent.count),
+                              recent.mean(), recent.largest_bound(), now.mean(), int(now.count))
+
+    def steps(self) -> StepReading | None:
+        """Engine steps and their tokens over the window (None: vLLM publishes no iteration_tokens_total)."""
+        recent = self._recent(m.ITERATION_TOKENS)
+        if recent is None:
+            return None
+        span = self.window[-1].time - self.window[0].time if len(self.window) > 1 else 0.0
+        return StepReading(int(recent.count), recent.count / span if span > 0 else None, recent.mean(),
+                           recent.largest_bound())
+
+    def waiting_by_reason(self) -> dict[str, float]:
+        """The waiting requests per reason (capacity | deferred) in the last reading ({}: not published)."""
+        return dict(self.latest.split.get(m.WAITING_BY_REASON, {})) if self.latest else {}
+
+    def _recent(self, name: str) -> Histogram | None:
+        """A histogram's observations over the window (since the server started, with one reading)."""
+        now = self.latest.histogram(name) if self.latest else None
+        if now is None:
+            return None
         start = self.window[0].histogram(name) if len(self.window) > 1 else None
-        recent: Histogram = now.since(start) if start is not None else now
-        return Percentiles(label, tuple(recent.quantile(q) for q in QUANTILES), int(recent.count),
-                           tuple(now.quantile(q) for q in QUANTILES), int(now.count))
+        return now.since(start) if start is not None else now
 
     def hit_rate(self, recent: bool) -> float | None:
         """Prefix-cache hits / lookups (tokens), over the window or since the server started."""
@@ -182,7 +240,7 @@ class WatchState:
         block = self.config("block_size")
         if self.kv_endpoint is None or self.latest is None or self.tokens_at_attach is None or not block:
             return False
-        if any(c.num_batches for c in self.caches.ranks.values()):
+        if self.batches_seen:
             return False
         done = self.latest.histogram(m.REQUEST_PROMPT_TOKENS)
         outs = self.latest.histogram(m.REQUEST_GENERATION_TOKENS)
@@ -197,6 +255,7 @@ class WatchState:
     def apply_batch(self, batch: KVEventBatch, replayed: bool = False) -> None:
         """Fold one KV event batch into its rank's tree and log what it did."""
         cache = self.caches.apply(batch)
+        self.batches_seen += 1
         rank = f"rank {batch.data_parallel_rank} · " if len(self.caches.ranks) > 1 else ""
         via = " (replayed)" if replayed else ""
         for event in batch.events:
@@ -238,40 +297,70 @@ class WatchState:
         self.note(when, "restart", f"rank {rank}: KV events start over at a new publisher: tree cleared")
         self.version += 1
 
-    # ---- prompts typed here --------------------------------------------------------------
+    # ---- requests: typed here, or through the proxy --------------------------------------
 
-    def add_request(self, req_id: str, prompt: str, max_tokens: int, when: float) -> RequestView:
-        view = self.requests[req_id] = RequestView(req_id=req_id, index=len(self.requests), prompt=prompt,
-                                                   max_tokens=max_tokens, arrival_time=when)
+    def add_request(self, req_id: str, prompt: str, max_tokens: int, when: float) -> WatchedRequest:
+        """A prompt typed here, sent to /v1/completions (streamed)."""
+        view = self._add(WatchedRequest(req_id=req_id, index=self._next_index(), source="typed here", method="POST",
+                                        route="/v1/completions", arrival=when, prompt=prompt, max_tokens=max_tokens,
+                                        stream=True))
         self.note(when, "send", f"{req_id} · {prompt[:60]!r}")
-        self.version += 1
         return view
 
     def apply_chunk(self, req_id: str, text: str, prompt_tokens: int | None, output_tokens: int | None,
                     when: float) -> None:
-        """A streamed piece of a completion (vLLM's `usage` counts every chunk)."""
-        view = self.requests[req_id]
-        if not view.active:
+        """A streamed piece of a typed prompt's completion (vLLM's `usage` counts every chunk)."""
+        view = self.requests.get(req_id)
+        if view is None or not view.active:
             return
-        view.status = "running"
-        view.text += text
-        view.first_token_time = view.first_token_time or when
-        if prompt_tokens is not None:
-            view.num_prompt_tokens = prompt_tokens
-        view.num_output_tokens = output_tokens if output_tokens is not None else view.num_output_tokens + 1
-        view.num_tokens = view.num_prompt_tokens + view.num_output_tokens
-        view.num_computed_tokens = view.num_tokens - 1  # vLLM holds KV for all but the last sampled token
+        view.status = "streaming"
+        if text:
+            view.text += text
+            view.token_chunks += 1
+            view.first_token = view.first_token or when
+            view.last_token = when
+        view.prompt_tokens = prompt_tokens if prompt_tokens is not None else view.prompt_tokens
+        view.output_tokens = output_tokens if output_tokens is not None else view.output_tokens
         self.version += 1
 
     def end_request(self, req_id: str, status: str, reason: str, detail: str, when: float) -> None:
-        """The completion ended: finished (stop / length), aborted, rejected or error."""
-        view = self.requests[req_id]
-        if not view.active:
+        """A typed prompt's completion ended: finished (stop / length), aborted, rejected or error."""
+        view = self.requests.get(req_id)
+        if view is None or not view.active:
             return
-        view.status, view.finish_reason, view.detail, view.finished_time = status, reason, detail, when
-        kind = "finish" if status == "finished" else "error"
-        self.note(when, kind, f"{req_id} · {reason} · {view.num_output_tokens} tok" + (f" · {detail}" if detail else ""))
-        self.version += 1
+        view.status, view.finish_reason, view.detail, view.finished = status, reason, detail, when
+        self._ended(view)
+
+    def proxy_arrived(self, method: str, path: str, body: bytes, client: str, when: float) -> str:
+        """A request came through the proxy (ProxyReport)."""
+        self.proxied += 1
+        req_id = f"p{self.proxied}"
+        route = path.split("?", 1)[0]
+        view = WatchedRequest(req_id=req_id, index=self._next_index(), source=client, method=method, route=route,
+                              arrival=when, prompt=f"{method} {path}")
+        view.read_body(body)
+        self._add(view)
+        if view.generates:
+            self.note(when, "send", f"{req_id} from {client} · {route} · {view.prompt[:50]!r}")
+        return req_id
+
+    def proxy_responded(self, req_id: str, status: int, when: float) -> None:
+        view = self.requests.get(req_id)
+        if view is not None:
+            view.respond(status)
+            self.version += 1
+
+    def proxy_data(self, req_id: str, data: bytes, when: float) -> None:
+        view = self.requests.get(req_id)
+        if view is not None and view.active:
+            view.read(data, when)
+            self.version += 1
+
+    def proxy_ended(self, req_id: str, error: str, when: float) -> None:
+        view = self.requests.get(req_id)
+        if view is not None and view.active:
+            view.end(when, error)
+            self._ended(view)
 
     def clear_ended(self) -> int:
         ended = [k for k, v in self.requests.items() if not v.active]
@@ -279,6 +368,26 @@ class WatchState:
             del self.requests[k]
         self.version += 1
         return len(ended)
+
+    def _next_index(self) -> int:
+        self.requests_seen += 1
+        return self.requests_seen - 1
+
+    def _add(self, view: WatchedRequest) -> WatchedRequest:
+        self.requests[view.req_id] = view
+        if len(self.requests) > MAX_REQUESTS:  # the oldest ended ones go first
+            for old in [k for k, v in self.requests.items() if not v.active][: len(self.requests) - MAX_REQUESTS]:
+                del self.requests[old]
+        self.version += 1
+        return view
+
+    def _ended(self, view: WatchedRequest) -> None:
+        if view.generates:
+            kind = "finish" if view.status == "finished" else "error"
+            what = view.finish_reason or view.status
+            self.note(view.finished or view.arrival, kind, f"{view.req_id} · {what} · {view.tokens()} tok"
+                      + (f" · {view.detail}" if view.detail else ""))
+        self.version += 1
 
     # ---- log -----------------------------------------------------------------------------
 
@@ -292,6 +401,14 @@ def _delta(earlier: MetricsSample | None, later: MetricsSample, name: str) -> fl
     now = later.total(name) or 0.0
     before = (earlier.total(name) or 0.0) if earlier is not None else 0.0
     return max(0.0, now - before)
+
+
+def _histogram_since(earlier: MetricsSample | None, later: MetricsSample, name: str) -> Histogram | None:
+    """A histogram's observations between two readings (None: no earlier reading, or not published)."""
+    now = later.histogram(name)
+    if earlier is None or now is None:
+        return None
+    return now.since(earlier.histogram(name))
 
 
 def _tokens(sample: MetricsSample) -> float:

@@ -1,5 +1,7 @@
 """The prefix-cache panel: what vLLM holds, as a tree of blocks by hash chain, one tree per rank."""
 
+from dataclasses import dataclass, field
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -15,6 +17,7 @@ TEXT_STYLE = "#abb2bf"
 EVICTED_STYLE = "strike #e06c75"
 ORPHAN_STYLE = "#d19a66"
 REUSED_STYLE = "bold #98c379"
+STALE_STYLE = "bold #e5c07b"
 LEGEND = "⋯ parent not cached · ✗ evicted · ×N stored N times"
 
 
@@ -46,30 +49,52 @@ def block_label(row: TreeRow, width: int) -> Text:
     return line
 
 
-def rank_header(cache: RankCache, pool_blocks: str | None, multi: bool) -> Text:
-    pool = f"/{pool_blocks}" if pool_blocks else ""
+@dataclass(frozen=True, slots=True)
+class TreeContext:
+    """What the tree panel shows beside the KV events: from /metrics and the links."""
+
+    pool_blocks: str | None = None  # vLLM's pool size in blocks (None: unknown yet)
+    block_size: str | None = None  # tokens per block from vLLM's cache config (None: unknown yet)
+    hit_tokens: dict[int, float] = field(default_factory=dict)  # rank -> prompt tokens served from its prefix cache (/metrics)
+    empty_note: str = ""  # what an empty cache says (how to get KV events, or why none came yet)
+    stale_note: str = ""  # set while vLLM is down: the tree is the cache as last seen
+    tokenizer_note: str = ""  # why blocks show token ids ("": they show text)
+
+
+def rank_header(cache: RankCache, context: TreeContext, multi: bool) -> Text:
+    pool = f"/{context.pool_blocks}" if context.pool_blocks else ""
     head = Text(f"rank {cache.rank} · " if multi else "", style="bold")
     head.append(f"{cache.num_cached}{pool} blocks cached", style="bold")
-    head.append(f" · {len(cache.roots())} chains · {cache.block_size} tok/block · stored {cache.num_stored}"
-                f" · evicted {cache.num_removed} · reused {cache.num_reused}", style=DIM)
+    size = cache.block_size or context.block_size  # a new server's tree has no BlockStored yet
+    head.append(f" · {len(cache.roots())} chains" + (f" · {size} tok/block" if size else ""), style=DIM)
+    hits = context.hit_tokens.get(cache.rank)
+    if hits is not None:
+        head.append(f" · {hits:.0f} tok hit", style=DIM)
+    head.append(f" · stored {cache.num_stored} · evicted {cache.num_removed}", style=DIM)
+    if cache.num_restored:
+        head.append(f" · {cache.num_restored} re-stored", style=DIM)
     if cache.num_cleared:
         head.append(f" · reset {cache.num_cleared}×", style=DIM)
     return head
 
 
-def tree_text(caches: PrefixCaches, pool_blocks: str | None, width: int, empty_note: str) -> Text:
+def tree_text(caches: PrefixCaches, context: TreeContext, width: int) -> Text:
     """Every rank's tree, rank by rank."""
     if not caches.ranks:
-        return Text(empty_note, style=DIM)
+        return Text(context.empty_note, style=DIM)
     out = Text(no_wrap=True, overflow="ellipsis")
+    if context.stale_note:
+        out.append(context.stale_note + "\n", style=STALE_STYLE)
+    if context.tokenizer_note:
+        out.append(context.tokenizer_note + "\n", style=DIM)
     multi = len(caches.ranks) > 1
     for i, cache in enumerate(caches.ranks.values()):
         if i:
             out.append("\n")
-        out.append_text(rank_header(cache, pool_blocks, multi))
+        out.append_text(rank_header(cache, context, multi))
         rows = cache.rows(MAX_ROWS)
         if not rows:
-            out.append("\n(empty: no full block cached yet)", style=DIM)
+            out.append(f"\n{context.empty_note}", style=DIM)
         for row in rows:
             out.append("\n").append_text(block_label(row, width))
         shown = len(cache.blocks)
@@ -83,7 +108,8 @@ class PrefixTreePanel(VerticalScroll):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._shown: tuple[PrefixCaches, str | None, str] | None = None  # what show() drew (drawn again on resize)
+        self._shown: tuple[PrefixCaches, TreeContext] | None = None  # what show() drew (drawn again on resize)
+        self._drawn: tuple | None = None  # (ranks' batches folded, decoder, context, width) on screen
 
     def compose(self) -> ComposeResult:
         yield Static(Text("waiting for KV events…", style=DIM), id="tree-body")
@@ -92,13 +118,17 @@ class PrefixTreePanel(VerticalScroll):
         self.border_title = "vLLM prefix cache · blocks by hash chain"
         self.border_subtitle = LEGEND
 
-    def show(self, caches: PrefixCaches, pool_blocks: str | None, empty_note: str) -> None:
-        """Every rank's tree; `pool_blocks` is vLLM's pool size (None: unknown yet)."""
-        self._shown = (caches, pool_blocks, empty_note)
+    def show(self, caches: PrefixCaches, context: TreeContext) -> None:
+        """Every rank's tree, with what /metrics and the links say beside it."""
+        self._shown = (caches, context)
         width = max(20, self.scrollable_content_region.width)
+        drawn = (tuple((r, c.num_batches, id(c)) for r, c in caches.ranks.items()), id(caches.decode), context, width)
+        if drawn == self._drawn:
+            return
+        self._drawn = drawn
         body = self.query_one("#tree-body", Static)
         body.set_class(not caches.ranks, "-note")  # the note wraps (it may hold the config to start vLLM with)
-        body.update(tree_text(caches, pool_blocks, width, empty_note))
+        body.update(tree_text(caches, context, width))
 
     def on_resize(self) -> None:
         if self._shown is not None:

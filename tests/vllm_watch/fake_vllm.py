@@ -54,7 +54,10 @@ class FakeVllm:
         self.stream = (recorded.FIXTURE / "completion_stream.txt").read_text()  # the recorded SSE of one completion
         self.t = -1.0  # the recording's time played up to
         self.start_time = 1.0e9  # process_start_time_seconds (changes on restart)
+        self.last_ts = 0.0  # vLLM's time of the last batch played (a restarted server starts after it)
         self.completions: list[dict] = []  # bodies of the completions asked for
+        self.aborted = 0  # streams whose client went away before the end
+        self.headers_seen: dict[str, dict[str, str]] = {}  # path -> the headers of its latest request (names lowercased)
         self._http: ThreadingHTTPServer | None = None
         self.port = 0  # the HTTP port (kept across restarts)
         self.start()
@@ -75,6 +78,7 @@ class FakeVllm:
         `drop` go only to the replay buffer) and serve the last /metrics reading before `t`."""
         while self.frames and self.frames[0]["t"] <= t:
             f = self.frames.pop(0)
+            self.last_ts = msgspec.msgpack.decode(f["payload"])[0]
             for rank in self.ranks:
                 rank.send(_with_rank(f["payload"], rank.rank), publish=f["seq"] not in (drop or set()))
         self.t = t
@@ -85,6 +89,14 @@ class FakeVllm:
     def reset_cache(self) -> None:
         for rank in self.ranks:
             rank.send(payload(time.time(), [cleared()], rank.rank))
+
+    def whole_completion(self) -> dict:
+        """The recorded completion as one JSON response (a request without "stream")."""
+        chunks = [json.loads(e[6:]) for e in self.stream.split("\n\n") if e.startswith("data: {")]
+        text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+        reason = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1]
+        return {"id": chunks[0]["id"], "object": "text_completion", "model": chunks[0]["model"],
+                "choices": [{"index": 0, "text": text, "finish_reason": reason}], "usage": chunks[-1]["usage"]}
 
     def metrics_text(self) -> str:
         shown = [r for r in self.readings if r["t"] <= self.t] or self.readings[:1]
@@ -114,7 +126,7 @@ class FakeVllm:
     def start_again(self) -> None:
         """Start after stop() as a new server process: a later start time, empty caches, sequence
         numbers from 0."""
-        self.start_time += 100.0
+        self.start_time = max(self.start_time + 100.0, self.last_ts + 0.001)
         for rank in self.ranks:
             rank.seq = 0
             rank.buffer.clear()
@@ -220,6 +232,7 @@ def _handler(fake: FakeVllm):
             pass
 
         def _authorized(self) -> bool:
+            fake.headers_seen[self.path] = {k.lower(): v for k, v in self.headers.items()}
             if fake.api_key and self.path.startswith("/v1") and \
                     self.headers.get("Authorization") != f"Bearer {fake.api_key}":
                 self._send(401, {"error": "Unauthorized"})
@@ -259,14 +272,20 @@ def _handler(fake: FakeVllm):
                 if body.get("max_tokens", 1) < 1:
                     self._send(400, {"error": {"message": "max_tokens must be at least 1", "type": "BadRequestError"}})
                     return
+                if not body.get("stream"):
+                    self._send(200, fake.whole_completion())
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for event in fake.stream.split("\n\n"):
-                    if event.strip():
-                        self.wfile.write((event + "\n\n").encode())
-                        self.wfile.flush()
-                        time.sleep(STREAM_CHUNK_DELAY_S)
+                try:
+                    for event in fake.stream.split("\n\n"):
+                        if event.strip():
+                            self.wfile.write((event + "\n\n").encode())
+                            self.wfile.flush()
+                            time.sleep(STREAM_CHUNK_DELAY_S)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away: vLLM aborts the request
+                    fake.aborted += 1
             else:
                 self._send(404, {"detail": "Not Found"})
 

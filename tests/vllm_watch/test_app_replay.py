@@ -85,10 +85,13 @@ async def test_the_recorded_session_fills_every_panel_vllm_feeds(fake):
         assert "of 64 blocks × 32 tok" in server and "prefix-cache hits" in server
         await pilot.pause(0.1)
         assert app.query_one("#watch-server").content_size.height == len(server.splitlines())  # grew to fit
-        assert "per-step token budget and step times: not published by vLLM" in server
+        assert "not published" not in server
         latency = shown(app, "#watch-latency")
         assert latency.splitlines()[1].startswith("TTFT") and " ms" in latency.splitlines()[1]
-        assert "not published by vLLM" in shown(app, "#watch-queues")
+        queues = shown(app, "#watch-queues")
+        assert "(capacity 0, deferred 0)" in queues and "tok/step" in queues and "not published" not in queues
+        tree_head = shown(app, PrefixTreePanel).splitlines()[0]
+        assert "32 tok/block" in tree_head and " tok hit" in tree_head and "reused" not in tree_head
 
 
 async def test_a_typed_prompt_streams_from_v1_completions(fake):
@@ -100,11 +103,12 @@ async def test_a_typed_prompt_streams_from_v1_completions(fake):
         await pilot.press("enter", "escape")
         await until(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active)
         view = app.state.requests["r1"]
-        assert view.status == "finished" and view.finish_reason == "length" and view.num_output_tokens == 24
+        assert view.status == "finished" and view.finish_reason == "length" and view.tokens() == 24
         assert view.text and view.text in "".join(recorded.stream_texts())
         assert fake.completions[0]["prompt"] == "Return the" and fake.completions[0]["stream"] is True
         assert fake.completions[0]["model"] == recorded.session()["models"]["data"][0]["id"]
-        assert " r1 " in shown(app, RequestsTable) and "FINISHED" in shown(app, RequestsTable)
+        row = shown(app, RequestsTable)
+        assert " r1 " in row and "FINISHED" in row and " 24 tok " in row and "/" not in row.split("FINISHED")[1][:20]
 
 
 async def test_letters_typed_in_the_prompt_box_are_text_not_keys(fake):

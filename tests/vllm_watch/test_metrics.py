@@ -50,13 +50,15 @@ def test_gauges_and_counters_by_engine_and_summed():
     assert s.info[m.CACHE_CONFIG]["block_size"] == "16" and s.process_start == 1.7e9
 
 
-def test_histogram_percentiles_interpolate_within_buckets():
+def test_histogram_quantiles_are_the_buckets_that_hold_them():
     s = parse_metrics(TEXT, 0.0)
     h0 = s.histograms[m.TTFT]["0"]
     assert h0.buckets == ((0.1, 2.0), (0.5, 6.0), (1.0, 10.0), (math.inf, 10.0))
-    assert h0.quantile(0.1) == pytest.approx(0.05)  # rank 1 of 2 in [0, 0.1]
-    assert h0.quantile(0.5) == pytest.approx(0.4)  # rank 5: 3/4 into (0.1, 0.5]
-    assert h0.quantile(0.99) == pytest.approx(0.5 + 0.5 * (9.9 - 6) / 4)
+    assert h0.quantile_bucket(0.1) == (0.0, 0.1)  # the 1st of 10 observations is in [0, 0.1]
+    assert h0.quantile_bucket(0.2) == (0.0, 0.1)  # the 2nd too
+    assert h0.quantile_bucket(0.5) == (0.1, 0.5)  # the 5th
+    assert h0.quantile_bucket(0.99) == (0.5, 1.0)  # the 10th
+    assert h0.largest_bound() == 1.0  # no observation above 1 s
     both = s.histogram(m.TTFT)  # engines summed
     assert both.count == 12 and both.total == 5.0 and both.buckets[2] == (1.0, 12.0)
     assert both.mean() == pytest.approx(5 / 12)
@@ -64,8 +66,10 @@ def test_histogram_percentiles_interpolate_within_buckets():
 
 def test_the_inf_bucket_and_empty_histograms():
     h = Histogram(((1.0, 1.0), (2.0, 1.0), (math.inf, 4.0)), 4.0, 20.0)
-    assert h.quantile(0.9) == 2.0  # in +Inf: the largest finite bound, as Prometheus
-    assert Histogram(((1.0, 0.0), (math.inf, 0.0)), 0.0, 0.0).quantile(0.5) is None
+    assert h.quantile_bucket(0.9) == (2.0, math.inf)  # beyond the last bound: only "more than 2"
+    assert h.largest_bound() == math.inf and h.mean() == 5.0
+    empty = Histogram(((1.0, 0.0), (math.inf, 0.0)), 0.0, 0.0)
+    assert empty.quantile_bucket(0.5) is None and empty.largest_bound() is None
 
 
 def test_observations_since_an_earlier_reading_and_after_a_restart():
@@ -73,7 +77,7 @@ def test_observations_since_an_earlier_reading_and_after_a_restart():
     late = Histogram(((0.1, 1.0), (1.0, 6.0), (math.inf, 6.0)), 6.0, 3.0)
     recent = late.since(early)
     assert recent.buckets == ((0.1, 0.0), (1.0, 4.0), (math.inf, 4.0)) and recent.count == 4.0
-    assert recent.quantile(0.5) == pytest.approx(0.55)
+    assert recent.quantile_bucket(0.5) == (0.1, 1.0) and recent.mean() == pytest.approx(0.6)
     restarted = Histogram(((0.1, 1.0), (1.0, 1.0), (math.inf, 1.0)), 1.0, 0.05)
     assert restarted.since(late) is restarted  # counts went down: everything is new
 
@@ -93,6 +97,11 @@ def test_the_recorded_real_readings():
     assert max(s.total(m.WAITING) for s in samples) >= 1 and max(s.total(m.KV_USAGE) for s in samples) > 0.5
     ttft = last.histogram(m.TTFT)
     assert ttft.count == last.total(m.REQUESTS_DONE)  # one first token per finished request
-    p50, p99 = ttft.quantile(0.5), ttft.quantile(0.99)
-    assert 0 < p50 <= p99 and ttft.quantile(0.0) >= 0
+    p50, p99 = ttft.quantile_bucket(0.5), ttft.quantile_bucket(0.99)
+    assert p50[0] <= p99[0] and p50[1] <= p99[1]
+    assert ttft.largest_bound() >= ttft.mean() > 0  # the exact mean lies below the highest bucket observed
+    reasons = last.split[m.WAITING_BY_REASON]
+    assert set(reasons) == {"capacity", "deferred"} and sum(reasons.values()) == last.total(m.WAITING)
+    steps = last.histogram(m.ITERATION_TOKENS)
+    assert steps.count > 100 and steps.mean() > 1  # tokens per engine step
     assert last.histogram(m.ITL).count > 1000  # one per generated token after the first

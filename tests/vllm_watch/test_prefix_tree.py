@@ -37,7 +37,7 @@ def test_a_hash_stored_again_is_a_reuse_report_and_an_evicted_one_comes_back():
                   ([removed([B])], 0),
                   ([stored([B], A, [3, 4], 2)], 0))  # cached again after eviction
     cache = caches.ranks[0]
-    assert cache.blocks[("GPU", None, A)].times_stored == 2 and cache.num_reused == 1
+    assert cache.blocks[("GPU", None, A)].times_stored == 2 and cache.num_restored == 1
     assert cache.blocks[("GPU", None, B)].cached and cache.num_removed == 1 and cache.num_stored == 3
     assert not cache.evicted
 

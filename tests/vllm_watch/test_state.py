@@ -5,8 +5,9 @@ import pytest
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.kv_events import decode_frames
 from enginetui.vllm_watch.metrics import parse_metrics
-from enginetui.vllm_watch.panels import detail_text, latency_text, queues_text, series_text, server_text
-from enginetui.vllm_watch.state import WatchState
+from enginetui.vllm_watch.panels import latency_text, queues_text, series_text, server_text
+from enginetui.vllm_watch.requests_panel import detail_text
+from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.vllm_watch import recorded
 from tests.vllm_watch.wire import frames, stored
 
@@ -72,10 +73,13 @@ def test_latency_percentiles_over_the_window_and_since_start():
     state.apply_metrics(reading(0.0, 0, 0, ttft=(4, 4, 4)))  # four fast first tokens long ago
     state.apply_metrics(reading(100.0, 0, 0, ttft=(4, 4, 4)))
     state.apply_metrics(reading(101.0, 0, 0, ttft=(4, 8, 8)))  # then four slow ones
-    p = state.percentiles(m.TTFT, "TTFT")
-    assert p.window_count == 4 and p.window[0] == pytest.approx(0.55)  # only the slow ones: 0.1 + 0.9 * 2/4
-    assert p.count == 8 and p.lifetime[0] == pytest.approx(0.1)
-    assert list(state.history.latency_p50["TTFT"])[-1] == pytest.approx(0.55)
+    p = state.latency(m.TTFT, "TTFT")
+    assert p.window_count == 4 and p.window[0] == (0.1, 1.0)  # only the slow ones: all in (0.1, 1]
+    assert p.window_max == 1.0 and p.window_mean == pytest.approx(0.0)  # the sum did not move in this reading
+    assert p.count == 8 and p.mean == pytest.approx(1 / 8)
+    assert list(state.history.latency_mean["TTFT"])[-1] == pytest.approx(0.0)
+    row = latency_text(state, 100).plain.splitlines()[1]
+    assert row.split()[:3] == ["TTFT", "0.1–1", "s"]  # a bucket's range, never a value inside it
 
 
 def test_a_new_process_start_time_is_a_restart_that_empties_the_caches():
@@ -113,8 +117,8 @@ def test_a_streamed_completion_folds_into_a_request_view():
     state.apply_chunk("r1", " world", prompt_tokens=3, output_tokens=1, when=10.5)
     state.apply_chunk("r1", "!", prompt_tokens=3, output_tokens=2, when=10.7)
     view = state.requests["r1"]
-    assert (view.status, view.text, view.num_tokens, view.num_computed_tokens) == ("running", " world!", 5, 4)
-    assert view.ttft() == pytest.approx(0.5)
+    assert (view.status, view.text, view.prompt_tokens, view.tokens()) == ("streaming", " world!", 3, 2)
+    assert view.ttft() == pytest.approx(0.5) and view.itl() == pytest.approx(0.2)
     state.end_request("r1", "finished", "length", "", when=11.0)
     state.apply_chunk("r1", "late", 3, 3, 11.1)  # nothing after the end
     assert view.text == " world!" and not view.active and state.log[-1].kind == "finish"
@@ -143,5 +147,11 @@ def test_the_recorded_session_folds_into_panels():
     assert queues[0].startswith("running ") and queues[0].endswith(" 0") and queues[1].startswith("waiting ")
     assert "▁" in queues[1] and "█" in queues[1]  # the recorded burst had requests waiting
     latency = latency_text(state, 100).plain.splitlines()
-    assert [row.split()[0] for row in latency[1:]] == ["TTFT", "ITL", "e2e", "queue"]
+    assert [row.split()[0] for row in latency[1:5]] == ["TTFT", "ITL", "e2e", "queue"]
+    why = queues_text(state, 100).plain
+    assert "waiting 0 (capacity 0, deferred 0)" in why and " tok/step (none over " in why
+    assert "pass vLLM's --max-num-seqs" in why  # the limits were not given
+    state.limits = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=2048)
+    why = queues_text(state, 100).plain
+    assert "running 0 of max 16" in why and "of a 2048-token budget" in why and "pass vLLM" not in why
     assert len(series_text(state, 80).plain.splitlines()) == 5

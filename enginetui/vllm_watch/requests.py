@@ -1,0 +1,214 @@
+"""Requests as the watcher sees them: typed here, or passed through its proxy on their way to vLLM.
+
+A request is known from what crosses the wire: its body (route, model, prompt, max_tokens,
+stream), the response's status, and the response itself, read as it passes: server-sent events
+(one `data: {...}` per chunk; vLLM's `usage` on every chunk with continuous usage stats, or on a
+last one) or one JSON body. Every time on a request is when the proxy saw that byte go by.
+
+Pure Python: the folding is unit-tested directly.
+"""
+
+import codecs
+import json
+from dataclasses import dataclass, field
+
+GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
+ACTIVE = ("sent", "streaming")  # statuses of a request still under way
+
+
+@dataclass(slots=True)
+class WatchedRequest:
+    """One request: its body, its response so far, and when each part went by."""
+
+    req_id: str  # r1, r2, ... typed here; p1, p2, ... through the proxy
+    index: int  # order of arrival (its colour)
+    source: str  # "typed here", or the client's address (HOST:PORT)
+    method: str  # GET | POST | ...
+    route: str  # the path, e.g. /v1/completions
+    arrival: float  # when the proxy received it (time.time())
+    prompt: str = ""  # the prompt (a chat's last message), or the path and query for other routes
+    model: str | None = None  # the model asked for
+    max_tokens: int | None = None  # the generation limit asked for (None: the server's default)
+    stream: bool = False  # asked for server-sent events
+    status: str = "sent"  # sent | streaming | finished | aborted | error | rejected
+    http_status: int | None = None  # the response's status code (None: none yet)
+    first_token: float | None = None  # when the first generated text went by
+    last_token: float | None = None  # when the latest generated text went by
+    token_chunks: int = 0  # chunks that carried a generated token (its text may be empty: a character cut in two)
+    prompt_tokens: int | None = None  # vLLM's usage: prompt length (None: not reported)
+    output_tokens: int | None = None  # vLLM's usage: tokens generated (None: not reported)
+    text: str = ""  # the generated text so far
+    finish_reason: str | None = None  # stop | length | abort ... (None: not yet)
+    detail: str = ""  # an error's message, or why it ended early
+    finished: float | None = None  # when the response ended
+    _pending: str = field(default="", repr=False)  # an event stream's text after the last complete event
+    _utf8: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"),
+                                             repr=False)  # a character cut between two reads is decoded whole
+    _body: bytes = field(default=b"", repr=False)  # a JSON response's bytes so far
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def generates(self) -> bool:
+        """A completion or chat request (its response is read)."""
+        return self.route in GENERATION_ROUTES
+
+    def ttft(self) -> float | None:
+        """Seconds from arrival to the first generated text (queue time and prefill included)."""
+        return None if self.first_token is None else self.first_token - self.arrival
+
+    def itl(self) -> float | None:
+        """Mean seconds between chunks of generated text after the first (None: fewer than two)."""
+        if self.first_token is None or self.last_token is None or self.token_chunks < 2:
+            return None
+        return (self.last_token - self.first_token) / (self.token_chunks - 1)
+
+    def tokens(self) -> int:
+        """Tokens generated: vLLM's usage where it reported one, else chunks of text (one token each
+        in vLLM's streams)."""
+        return self.output_tokens if self.output_tokens is not None else self.token_chunks
+
+    # ---- the request -------------------------------------------------------------------------
+
+    def read_body(self, body: bytes) -> None:
+        """The request body: model, prompt, limits (other routes keep their path as the prompt)."""
+        if not self.generates:
+            return
+        try:
+            data = json.loads(body or b"{}")
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        self.model = data.get("model") if isinstance(data.get("model"), str) else None
+        limit = data.get("max_tokens", data.get("max_completion_tokens"))
+        self.max_tokens = limit if isinstance(limit, int) else None
+        self.stream = bool(data.get("stream"))
+        self.prompt = prompt_text(data)
+
+    # ---- the response ------------------------------------------------------------------------
+
+    def respond(self, http_status: int) -> None:
+        """The response's status line arrived."""
+        self.http_status = http_status
+        if http_status < 400:
+            self.status = "streaming"
+
+    def read(self, data: bytes, when: float) -> None:
+        """Response bytes as they went by (an event stream is read event by event)."""
+        if not self.generates or (self.http_status or 0) >= 400:
+            self._body += data
+            return
+        if not self.stream:
+            self._body += data
+            return
+        self._pending += self._utf8.decode(data)
+        while "\n\n" in self._pending:
+            event, self._pending = self._pending.split("\n\n", 1)
+            for line in event.splitlines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    self._chunk(line[6:], when)
+
+    def end(self, when: float, error: str = "") -> None:
+        """The response ended (or broke with `error`, or the client went away: "abort")."""
+        if not self.active:
+            return
+        self.finished = when
+        if error == "abort":
+            self.status, self.finish_reason, self.detail = "aborted", "abort", "the client closed the connection"
+            return
+        if error:
+            self.status, self.detail = "error", error
+            return
+        if self.http_status is not None and self.http_status >= 400:
+            self.status = "rejected" if self.http_status < 500 else "error"
+            self.detail = f"HTTP {self.http_status}: {error_message(self._body)}"
+            return
+        if self.generates and not self.stream:
+            self._whole(when)
+        if self.generates and self.finish_reason is None and self.status != "error":
+            self.status, self.detail = "error", self.detail or "the response ended without a finish reason"
+            return
+        if self.status != "error":
+            self.status = "finished"
+
+    def _chunk(self, payload: str, when: float) -> None:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        if "error" in data:
+            self.status, self.detail = "error", error_message(payload.encode())
+            return
+        self._usage(data.get("usage"))
+        for choice in data.get("choices") or []:
+            text = choice_text(choice)
+            if text or "text" in choice or (choice.get("delta") or {}).get("content") is not None:
+                self.text += text
+                self.token_chunks += 1
+                self.first_token = self.first_token or when
+                self.last_token = when
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _whole(self, when: float) -> None:
+        """A JSON response: its text and usage, all at once (its first token's time is unknown)."""
+        try:
+            data = json.loads(self._body or b"{}")
+        except ValueError:
+            self.status, self.detail = "error", "the response is not JSON"
+            return
+        self._usage(data.get("usage"))
+        for choice in data.get("choices") or []:
+            self.text += choice_text(choice)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        self.last_token = when
+
+    def _usage(self, usage) -> None:
+        if isinstance(usage, dict):
+            self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
+            self.output_tokens = usage.get("completion_tokens", self.output_tokens)
+
+
+def prompt_text(body: dict) -> str:
+    """A completion's prompt, or a chat's last message, as text (token ids are shown as such)."""
+    if "messages" in body:
+        messages = body.get("messages") or []
+        last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+        content = last.get("content", "")
+        if isinstance(content, list):  # content parts: their text
+            content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return str(content)
+    prompt = body.get("prompt", "")
+    if isinstance(prompt, list):
+        return " | ".join(str(p) for p in prompt) if prompt and not isinstance(prompt[0], int) else str(prompt)
+    return str(prompt)
+
+
+def choice_text(choice: dict) -> str:
+    """The text of one choice: a completion's `text`, a chat chunk's `delta.content`, a chat
+    response's `message.content`."""
+    if "text" in choice:
+        return choice.get("text") or ""
+    part = choice.get("delta") or choice.get("message") or {}
+    return (part.get("content") or "") if isinstance(part, dict) else ""
+
+
+def error_message(body: bytes) -> str:
+    """The message of an OpenAI / FastAPI error body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", errors="replace").strip()[:200] or "no message"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        for key in ("message", "detail", "error"):
+            if key in data:
+                return str(data[key])
+    return str(data)[:200]

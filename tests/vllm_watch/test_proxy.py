@@ -1,0 +1,138 @@
+"""The watcher's proxy: vLLM's API passed through byte for byte, and every request listed.
+
+The folding of requests and responses is tested on the recorded real stream; the proxy itself in
+the app (Pilot), in front of the stand-in vLLM server."""
+
+import json
+
+import httpx
+import pytest
+
+from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_watch.requests import WatchedRequest, prompt_text
+from enginetui.vllm_watch.requests_panel import detail_text
+from tests.vllm_watch import recorded
+from tests.vllm_watch.fake_vllm import FakeVllm
+from tests.vllm_watch.test_app_replay import shown, until, watch
+
+SIZE = (150, 50)
+STREAM = (recorded.FIXTURE / "completion_stream.txt").read_bytes()
+
+
+def completion(**body) -> WatchedRequest:
+    view = WatchedRequest("p1", 0, "127.0.0.1:5000", "POST", "/v1/completions", arrival=10.0)
+    view.read_body(json.dumps({"model": "m", "prompt": "Return the", "max_tokens": 24, **body}).encode())
+    return view
+
+
+@pytest.mark.parametrize("piece", [1, 7, 500, len(STREAM)])
+def test_a_stream_is_read_event_by_event_however_it_is_cut(piece):
+    view = completion(stream=True)
+    view.respond(200)
+    for i, at in enumerate(range(0, len(STREAM), piece)):
+        view.read(STREAM[at : at + piece], 10.5 + 0.001 * i)
+    view.end(12.0)
+    assert view.text == "".join(recorded.stream_texts()) and view.status == "finished"
+    assert (view.prompt, view.max_tokens, view.prompt_tokens, view.tokens()) == ("Return the", 24, 60, 24)
+    assert view.finish_reason == "length" and view.token_chunks == 24
+    assert view.ttft() >= 0.5 and view.finished == 12.0
+
+
+def test_a_whole_json_response_and_a_refusal():
+    view = completion()
+    view.respond(200)
+    view.read(json.dumps(FakeVllm.whole_completion(_Stream())).encode(), 11.0)
+    view.end(11.0)
+    assert view.status == "finished" and view.text == "".join(recorded.stream_texts()) and view.tokens() == 24
+    assert view.ttft() is None  # not streamed: the first token's time never went by
+    assert "not streamed" in detail_text(view).plain
+    refused = completion(max_tokens=0)
+    refused.respond(400)
+    refused.read(b'{"error": {"message": "max_tokens must be at least 1"}}', 10.1)
+    refused.end(10.1)
+    assert refused.status == "rejected" and refused.detail == "HTTP 400: max_tokens must be at least 1"
+
+
+def test_chat_requests_and_other_routes():
+    chat = WatchedRequest("p2", 1, "c", "POST", "/v1/chat/completions", arrival=1.0)
+    chat.read_body(json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode())
+    chat.respond(200)
+    chat.read(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
+              b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', 1.2)
+    chat.end(1.3)
+    assert (chat.prompt, chat.text, chat.finish_reason, chat.token_chunks) == ("hi", "Hello", "stop", 2)
+    models = WatchedRequest("p3", 2, "c", "GET", "/v1/models", arrival=1.0, prompt="GET /v1/models")
+    models.respond(200)
+    models.read(b'{"data": []}', 1.1)
+    models.end(1.1)
+    assert models.status == "finished" and not models.generates
+    assert prompt_text({"prompt": [1, 2, 3]}) == "[1, 2, 3]" and prompt_text({"prompt": ["a", "b"]}) == "a | b"
+
+
+class _Stream:
+    stream = STREAM.decode()
+
+
+@pytest.fixture
+def fake():
+    server = FakeVllm(api_key="sesame")
+    yield server
+    server.stop()
+
+
+AUTH = {"Authorization": "Bearer sesame"}
+
+
+async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
+    app = watch(fake, api_key="sesame", proxy=("127.0.0.1", 0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.proxy_url is not None and app.state.server is not None)
+        body = {"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24, "stream": True}
+        async with httpx.AsyncClient(timeout=10) as http:
+            direct = (await http.post(f"{fake.url}/v1/completions", json=body, headers=AUTH)).content
+            via = await http.post(f"{app.state.proxy_url}/v1/completions", json=body, headers=AUTH)
+            assert via.status_code == 200 and via.content == direct == STREAM  # byte for byte
+            whole = await http.post(f"{app.state.proxy_url}/v1/completions", json={**body, "stream": False},
+                                    headers=AUTH)
+            assert whole.json()["choices"][0]["text"] == "".join(recorded.stream_texts())
+            refused = await http.get(f"{app.state.proxy_url}/v1/models")  # no key: vLLM's 401 comes back
+            assert refused.status_code == 401
+            missing = await http.get(f"{app.state.proxy_url}/no/such/route?x=1", headers=AUTH)
+            assert missing.status_code == 404
+        assert fake.headers_seen["/no/such/route?x=1"]["authorization"] == "Bearer sesame"  # the key went through
+        await until(pilot, lambda: len([v for v in app.state.requests.values() if not v.active]) == 4)
+        streamed, whole_view, refused_view, missing_view = app.state.requests.values()
+        assert streamed.status == "finished" and streamed.text == "".join(recorded.stream_texts())
+        assert streamed.source.startswith("127.0.0.1:") and streamed.ttft() is not None and streamed.itl() is not None
+        assert whole_view.status == "finished" and whole_view.tokens() == 24
+        assert refused_view.status == "rejected" and "Unauthorized" in refused_view.detail
+        assert missing_view.route == "/no/such/route" and missing_view.prompt == "GET /no/such/route?x=1"
+        table = shown(app, "#watch-requests")
+        assert " p1 " in table and "FINISHED" in table and " 24 tok " in table and "REJECTED" in table
+        assert f"proxy {app.state.proxy_url} (4 passed)" in shown(app, "#watch-title")
+
+
+async def test_a_client_that_goes_away_aborts_its_request_upstream(fake):
+    app = watch(fake, api_key="sesame", proxy=("127.0.0.1", 0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.proxy_url is not None)
+        body = {"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24, "stream": True}
+        async with httpx.AsyncClient(timeout=10) as http:
+            async with http.stream("POST", f"{app.state.proxy_url}/v1/completions", json=body, headers=AUTH) as r:
+                async for _ in r.aiter_raw():
+                    break  # the first chunk, then gone
+        await until(pilot, lambda: app.state.requests and not next(iter(app.state.requests.values())).active)
+        view = next(iter(app.state.requests.values()))
+        assert view.status == "aborted" and view.tokens() < 24
+        await until(pilot, lambda: fake.aborted == 1)  # the upstream stream was closed too
+
+
+async def test_a_proxy_before_vllm_answers_says_so():
+    app = VllmWatchApp("http://127.0.0.1:9", kv_events=None, poll_s=0.05, proxy=("127.0.0.1", 0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.proxy_url is not None)
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await http.post(f"{app.state.proxy_url}/v1/completions", json={"prompt": "x", "stream": True})
+        assert r.status_code == 502 and "did not answer" in r.json()["error"]["message"]
+        await until(pilot, lambda: app.state.requests and not next(iter(app.state.requests.values())).active)
+        assert next(iter(app.state.requests.values())).status == "error"
