@@ -1,4 +1,4 @@
-"""The `enginetui` command: the live dashboard, and its subcommands (serve, attach, bench, replay, export).
+"""The `enginetui` command: the live dashboard, and its subcommands (serve, attach, bench, replay, export, simulate).
 
 The dashboard's own flags are parsed here; the engine flags (vLLM's names, the engine's
 defaults) come from enginetui.engine_flags, which the subcommands use too. Building the parser
@@ -13,7 +13,7 @@ import importlib
 import sys
 from functools import partial
 
-from enginetui.dashboard_flags import add_redraw_args
+from enginetui.dashboard_flags import add_redraw_args, positive_int
 from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
 from enginetui.logs import KEEP_LOGS
 
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=VersionAction)
     add_engine_args(parser, DASHBOARD_HELP)
-    parser.add_argument("--burst-size", type=int, default=8, metavar="N",
+    parser.add_argument("--burst-size", type=positive_int, default=8, metavar="N",
                         help="requests submitted by the b key (default: 8)")
     parser.add_argument("--log-file", metavar="PATH",
                         help="where engine output goes (default: see the end of this help)")

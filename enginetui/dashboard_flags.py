@@ -28,6 +28,17 @@ def add_redraw_args(parser: argparse.ArgumentParser) -> None:
                              "at least once a second")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above 0 (--burst-size)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _max_cpu(text: str) -> float:
     try:
         value = float(text)

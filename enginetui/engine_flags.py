@@ -149,7 +149,8 @@ def flag_problem(args: argparse.Namespace) -> str | None:
 
 def startup_problem(kwargs: dict[str, Any]) -> str | None:
     """What would stop EngineCore from starting that is found without starting it: a model (or
-    tokenizer) that is not there, in one line naming its flag; None when none is found."""
+    tokenizer) that is not there, or a --max-model-len beyond the model's positions, in one line
+    naming its flag; None when none is found."""
     from core.models.loader import ModelLoadError, check_model, resolve_model_dir
 
     config = EngineConfig(**kwargs)
@@ -157,6 +158,8 @@ def startup_problem(kwargs: dict[str, Any]) -> str | None:
         check_model(EngineConfig(**{**kwargs, "tokenizer": None}))
     except ModelLoadError as exc:
         return f"--model {config.model}: {exc}"
+    except ConfigError as exc:  # a value this model cannot take (--max-model-len beyond its positions)
+        return f"--{exc.field.replace('_', '-')} {getattr(config, exc.field)}: {exc}"
     if config.tokenizer:
         try:
             resolve_model_dir(config.tokenizer)

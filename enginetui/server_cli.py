@@ -40,7 +40,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
-    from enginetui.dashboard_flags import add_redraw_args
+    from enginetui.dashboard_flags import add_redraw_args, positive_int
     from enginetui.vllm_watch.cli import add_vllm_args
 
     attach = subparsers.add_parser(
@@ -51,7 +51,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
                     "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     add_key_arg(attach, "the server's API key")
-    attach.add_argument("--burst-size", type=int, default=8, help="requests submitted by the b key (default 8)")
+    attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by the b key (default 8)")
     add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
     attach.set_defaults(func=run_attach)

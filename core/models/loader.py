@@ -6,13 +6,14 @@ command line can refuse a model that is not there before it starts an engine; th
 when a model is built.
 """
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import EngineConfig
+from core.config import ConfigError, EngineConfig
 from core.models.known_configs import KNOWN_NAMES
 
 if TYPE_CHECKING:
@@ -94,12 +95,28 @@ def _dummy_hint(repo_id: str) -> str:
 
 def check_model(config: EngineConfig) -> None:
     """Raise ModelLoadError now if EngineCore could not find `config.model` or its tokenizer
-    directory: what its start would fail on, found in a moment and without torch."""
+    directory, and ConfigError if `max_model_len` exceeds the model's positions: what its start
+    would fail on, found in a moment and without torch."""
     model_dir = resolve_model_dir(config.model, need_weights=config.load_format != "dummy")
     if model_dir is None and config.model not in KNOWN_NAMES:
         raise ModelLoadError(_no_dummy_config(config.model))
+    if model_dir is not None and config.max_model_len is not None:
+        positions = _max_positions(model_dir)
+        if positions is not None and config.max_model_len > positions:
+            raise ConfigError("max_model_len",
+                              f"max_model_len {config.max_model_len} exceeds the model's {positions} positions")
     if config.tokenizer:
         resolve_model_dir(config.tokenizer)
+
+
+def _max_positions(model_dir: Path) -> int | None:
+    """The model's position limit from its config.json (read as JSON: no transformers), if it names one."""
+    try:
+        hf_config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None  # EngineCore's own loading says what is wrong with it
+    positions = hf_config.get("max_position_embeddings", hf_config.get("n_positions"))
+    return positions if isinstance(positions, int) else None
 
 
 def _no_dummy_config(model: str) -> str:

@@ -142,3 +142,16 @@ def test_the_help_names_the_memory_flags_and_vllms_variable(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--gpu-memory-utilization FRACTION" in out and "--kv-cache-memory-bytes BYTES" in out
     assert "$VLLM_CPU_KVCACHE_SPACE=GIB" in out and "positional arguments: MODEL" in out
+
+
+def test_a_max_model_len_beyond_the_models_positions_fails_before_any_engine_starts():
+    code, err, loaded = run_cli("serve", "--max-model-len", "1024")  # the embedded model has 512 positions
+    assert code == 2 and loaded == []
+    assert err == "enginetui serve: --max-model-len 1024: max_model_len 1024 exceeds the model's 512 positions"
+
+
+@pytest.mark.parametrize("argv", [["--burst-size", "0"], ["attach", "http://127.0.0.1:9", "--burst-size", "-2"]])
+def test_the_burst_size_must_be_positive(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2 and "argument --burst-size: must be at least 1" in capsys.readouterr().err
