@@ -72,12 +72,9 @@ class Observer:
     def on_add(self, request: Request) -> None:
         """A request entered the engine (added to the scheduler, or rejected by it)."""
 
-    def on_plan(self, sched: Scheduler, plan) -> None:
-        """schedule() returned `plan` (a SchedulerOutput); the step has not been computed yet."""
-
     def on_step(self, sched: Scheduler, plan, sampled: dict[str, int], start: float, end: float) -> None:
         """The step ran from `start` to `end` (simulated seconds) and sampled `sampled`; the scheduler's step
-        record and the pool's changes are the observer's to drain."""
+        record (with the pool's changes) is the observer's to drain."""
 
 
 class Simulator:
@@ -111,6 +108,7 @@ class Simulator:
         last_token = array("d", [nan]) * n  # per request: when its latest token was sampled
         outputs_of: dict[str, list[int] | None] = {}  # request id -> its recorded tokens (None: stand-ins)
         caching = self.config.enable_prefix_caching
+        recorded_tokens = any(r.output_token_ids for r in reqs)  # some request "samples" recorded tokens
         itl_append = times.itl.append
         num_ended = num_rejected = 0
         now = reqs[0].arrival if reqs else 0.0
@@ -136,15 +134,15 @@ class Simulator:
                 continue
             plan = sched.schedule()
             step += 1
-            shape = step_shape(step, plan, live)
-            if observer is not None:
-                observer.on_plan(sched, plan)
-            sampled = {}
-            for req_id in plan.num_scheduled_tokens:
-                r = live[req_id]
-                if r.num_computed_tokens == r.num_tokens:
+            sampling: list[str] = []
+            shape = step_shape(step, plan, live, sampling)
+            if recorded_tokens:
+                sampled = {}
+                for req_id in sampling:
                     recorded = outputs_of[req_id]
-                    sampled[req_id] = recorded[len(r.output_token_ids)] if recorded else STAND_IN_TOKEN
+                    sampled[req_id] = recorded[len(live[req_id].output_token_ids)] if recorded else STAND_IN_TOKEN
+            else:
+                sampled = dict.fromkeys(sampling, STAND_IN_TOKEN)
             start, now = now, model.advance(now, shape)
             for out in sched.update_from_output(plan, sampled):
                 if out.finish_reason == "rejected":
@@ -174,7 +172,6 @@ class Simulator:
                 observer.on_step(sched, plan, sampled, start, now)
             else:  # nobody reads what the step recorded: drop it
                 sched.drain_step_record()
-                pool.drain_step_changes()
             if progress is not None and step % 64 == 0:
                 progress(num_ended)
         if progress is not None:

@@ -2,7 +2,8 @@
 scheduler state, stamped with the simulated clock, written as a recording (core/record), so
 `enginetui replay`, the timeline and `enginetui export` open a simulated run like a live one.
 
-The fields follow EngineCore's event (core/engine/core.py); tests/simulate/test_exact_replay.py
+The fields come from the scheduler's step record and pool view, as EngineCore's event
+(core/engine/core.py) takes them; tests/simulate/test_exact_replay.py
 checks that, on a real engine's recorded run, these events equal the engine's own in every field
 that is not a measured time.
 """
@@ -47,50 +48,42 @@ class StepEventWriter(Observer):
         self.total_preemptions = 0  # preemptions so far
         self.first_scheduled: dict[str, float] = {}  # request id -> simulated time of its first admission
         self._added: list[RequestAdded] = []  # requests added since the last event
-        self._chunks: list[PrefillChunk] = []  # the current step's split prefills (from on_plan)
 
     def on_add(self, request: Request) -> None:
         self._added.append(RequestAdded(request.request_id, request.prompt_token_ids, request.sampling_params,
                                         request.max_tokens, request.priority, request.arrival_time))
 
-    def on_plan(self, sched: Scheduler, plan) -> None:
-        self._chunks = _chunks(plan, sched)
-
     def on_step(self, sched: Scheduler, plan, sampled: dict[str, int], start: float, end: float) -> None:
         self.step += 1
         self.seq += 1
         record = sched.drain_step_record()
-        allocated, freed = sched.kv.pool.drain_step_changes()
         for admitted in record.admitted:
             self.first_scheduled.setdefault(admitted.req_id, start)
         self.total_preemptions += len(record.preempted)
         self.total_output_tokens += len(sampled)
-        kv = sched.kv
-        shared, cached_free = [], []
-        if kv.enable_prefix_caching:
-            shared = sorted({b.block_id for r in sched.running for b in kv.req_to_blocks.get(r.request_id, ())
-                             if b.ref_cnt > 1})
-            cached_free = kv.cached_free_block_ids()
+        kv = sched.kv_state()
         added, self._added = self._added, []
         exec_ms = (end - start) * 1e3
         event = StepEvent(
             version=SCHEMA_VERSION, seq=self.seq, kind="step", step=self.step, time=end, paused=False,
             sched_ms=0.0, exec_ms=exec_ms, update_ms=0.0, token_budget=self.config.max_num_batched_tokens,
-            max_num_seqs=self.config.max_num_seqs, num_scheduled_tokens=plan.total_num_scheduled_tokens,
-            num_prefill_tokens=plan.num_prefill_tokens, num_decode_tokens=plan.num_decode_tokens,
-            scheduled=dict(plan.num_scheduled_tokens), added=added,
+            max_num_seqs=self.config.max_num_seqs, num_scheduled_tokens=sum(record.scheduled.values()),
+            num_prefill_tokens=record.num_prefill_tokens, num_decode_tokens=record.num_decode_tokens,
+            scheduled=record.scheduled, added=added,
             admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
-            chunks=self._chunks, new_token_ids={req_id: [t] for req_id, t in sampled.items()},
+            chunks=[PrefillChunk(c.req_id, c.num_tokens, c.num_remaining) for c in record.chunks],
+            new_token_ids={req_id: [t] for req_id, t in sampled.items()},
             running=[self._progress(r, sched) for r in sched.running],
             waiting=[self._progress(r, sched) for r in sched.waiting],
-            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.pool.num_free_blocks,
-            num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
-            blocks_allocated=allocated, blocks_freed=freed,
+            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.num_free_blocks,
+            num_cached_free_blocks=len(kv.cached_free_blocks), shared_blocks=kv.shared_blocks,
+            cached_free_blocks=kv.cached_free_blocks,
+            blocks_allocated=record.blocks_allocated, blocks_freed=record.blocks_freed,
             preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
             finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
-            prefix_cache_queries=kv.prefix_queries, prefix_cache_hits=kv.prefix_hits, num_dropped_events=0,
-            total_output_tokens=self.total_output_tokens, total_preemptions=self.total_preemptions,
-            step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
+            prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
+            num_dropped_events=0, total_output_tokens=self.total_output_tokens,
+            total_preemptions=self.total_preemptions, step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
         )
         self.writer.write_event(_ENCODER.encode(event))
 
@@ -103,22 +96,8 @@ class StepEventWriter(Observer):
             num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
             num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
             num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
-            block_ids=sched.kv.block_ids(r.request_id), first_scheduled_time=self.first_scheduled.get(r.request_id),
+            block_ids=sched.block_ids(r.request_id), first_scheduled_time=self.first_scheduled.get(r.request_id),
         )
-
-
-def _chunks(plan, sched: Scheduler) -> list[PrefillChunk]:
-    """Split prefills (or recomputes) of this step: the piece computed and what is left (EngineCore's
-    rule; called right after schedule(), which counts the scheduled tokens as computed)."""
-    chunks = []
-    for req_id, n in plan.num_scheduled_tokens.items():
-        r = sched.requests[req_id]
-        remaining = r.num_tokens - r.num_computed_tokens
-        before = r.num_computed_tokens - n
-        is_decode = n == 1 and r.num_output_tokens > 0 and before == r.num_tokens - 1
-        if remaining > 0 or (before > r.num_cached_tokens and not is_decode):
-            chunks.append(PrefillChunk(req_id, n, remaining))
-    return chunks
 
 
 def _end(e) -> RequestEnd:

@@ -28,16 +28,21 @@ class StepShape:
         return self.num_prefill_tokens + self.num_decode_tokens
 
 
-def step_shape(step: int, output: SchedulerOutput, requests: dict[str, Request]) -> StepShape:
-    """The shape of the step `output` plans; `requests` maps ids to the scheduler's requests."""
+def step_shape(step: int, output: SchedulerOutput, requests: dict[str, Request],
+               sampling: list[str] | None = None) -> StepShape:
+    """The shape of the step `output` plans; `requests` maps ids to the scheduler's requests. The ids of
+    the requests that sample this step are appended to `sampling` when given."""
     decode_context = prefill_kv = pairs = sampled = 0
     for req_id, n in output.num_scheduled_tokens.items():
         r = requests[req_id]
         after = r.num_computed_tokens
         before = after - n
-        if after == r.num_tokens:
+        num_tokens = r.num_tokens
+        if after == num_tokens:
             sampled += 1
-        if n == 1 and r.output_token_ids and before == r.num_tokens - 1:
+            if sampling is not None:
+                sampling.append(req_id)
+        if n == 1 and before == num_tokens - 1 and r.output_token_ids:
             decode_context += after
         else:
             prefill_kv += after

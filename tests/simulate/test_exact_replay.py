@@ -82,5 +82,5 @@ def test_simulator_reproduces_a_recorded_run_step_for_step(tmp_path, text_opt_di
             rf[f] = [(e.req_id, e.num_output_tokens) for e in r.finished]
             sf[f] = [(e.req_id, e.num_output_tokens) for e in s.finished]
         rf.pop("added"), sf.pop("added")
-        assert sf == rf, f"step {r.step}"
+        assert sf == rf, f"step {r.step}: " + ", ".join(f"{k}: {sf[k]} != {rf[k]}" for k in rf if sf[k] != rf[k])
     assert run.times.num_output.tolist() == [len(q.output_token_ids) for q in run.requests]

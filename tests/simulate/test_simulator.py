@@ -32,7 +32,6 @@ class Checks(Observer):
         sched.check_invariants()
         self.steps += 1
         self.preempted += len(sched.drain_step_record().preempted)
-        sched.kv.pool.drain_step_changes()
 
 
 def test_one_request_hand_timed():
