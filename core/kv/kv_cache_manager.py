@@ -91,6 +91,13 @@ class KVCacheManager:
         `full_sequence_must_fit` (vLLM's scheduler_reserve_full_isl admission gate) the request is
         refused unless blocks for all its current tokens fit, not only for this step's.
         """
+        if not new_computed_blocks and not full_sequence_must_fit:  # a running request: most steps need no block
+            held = self.req_to_blocks.get(request.request_id)
+            end = request.num_computed_tokens + num_new_tokens
+            if held is not None and cdiv(end, self.block_size) <= len(held):
+                if self.enable_prefix_caching:
+                    self._publish_full_blocks(request, held, end)
+                return []
         computed = new_computed_blocks or []
         blocks = self.req_to_blocks.get(request.request_id, [])
         num_computed = request.num_computed_tokens + len(computed) * self.block_size
