@@ -89,6 +89,14 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
         return None
     from enginetui.simulate.step_events import StepEventWriter
 
+    if s.from_recording:  # the recorded engine, simulated
+        import msgspec
+
+        from core.record.reader import read_recording
+
+        info = msgspec.structs.replace(read_recording(s.from_recording).header.engine, device=f"simulated {model.name}",
+                                       pid=0)
+        return StepEventWriter(s.record, config, info, source=f"enginetui simulate --from-recording {s.from_recording}")
     kv_values = shape.kv_elements_per_token if shape else 0
     info = EngineInfo(
         model_name=shape.name if shape else s.model, model_dir=None,

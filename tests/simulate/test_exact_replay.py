@@ -14,6 +14,7 @@ import pytest
 from core.engine.async_llm import AsyncLLM
 from core.record.reader import read_recording
 from core.sampling_params import SamplingParams
+from enginetui.cli import main
 from enginetui.simulate.replay import replay_recording
 
 pytestmark = pytest.mark.timeout(240)
@@ -84,3 +85,13 @@ def test_simulator_reproduces_a_recorded_run_step_for_step(tmp_path, text_opt_di
         rf.pop("added"), sf.pop("added")
         assert sf == rf, f"step {r.step}: " + ", ".join(f"{k}: {sf[k]} != {rf[k]}" for k in rf if sf[k] != rf[k])
     assert run.times.num_output.tolist() == [len(q.output_token_ids) for q in run.requests]
+
+
+def test_the_command_line_replays_a_recording(tmp_path, text_opt_dir, capsys):
+    real = tmp_path / "real.etrec"
+    asyncio.run(_record(real, text_opt_dir, dict(seed=0, num_gpu_blocks_override=14, max_num_batched_tokens=32,
+                                                 max_num_seqs=4, block_size=8)))
+    num_steps = sum(1 for e in read_recording(real).events() if e.is_step)
+    assert main(["simulate", "--from-recording", str(real), "--step-times", "recorded", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "8 completed of 8" in out and f", {num_steps} steps" in out and "replayed step times" in out
