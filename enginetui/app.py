@@ -265,6 +265,7 @@ class EngineTUI(PromptingApp, App[None]):
                 if refresh:
                     self.state.apply_event(await self.engine.snapshot())
         except Exception as exc:
+            self.paused = self.state.paused  # what the engine is, not what was asked of it
             self.notify(f"engine call failed: {describe(exc)}", severity="error")
         finally:
             self._paces_pending -= pace

@@ -161,7 +161,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         from enginetui.server_cli import ServerBeside, api_key
 
         try:  # binds the port now: a taken one fails before the engine starts
-            server = ServerBeside(args.serve, api_key(args))
+            server = ServerBeside(args.serve, api_key(args), args.allow_control, args.max_pause_s)
         except OSError as exc:
             print(f"enginetui: --serve: {exc}", file=sys.stderr)
             return 2

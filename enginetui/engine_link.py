@@ -15,7 +15,9 @@ from enginetui.settings import SamplingSettings
 
 
 class Engine(Protocol):
-    """The part of AsyncLLM the dashboard uses."""
+    """The part of AsyncLLM the dashboard uses. Its control methods (pause, resume, step_once,
+    set_step_interval, snapshot) are ops of core.engine.control.OPS, named as there; a refused
+    one raises control.ControlFailed (ControlNotAllowed where a server lets dashboards watch only)."""
 
     @property
     def engine_pid(self) -> int | None: ...  # EngineCore process id (None when in-process)

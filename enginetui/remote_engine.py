@@ -4,8 +4,11 @@ The attached dashboard is the same app as the local one; only the engine differs
 
 - step events come over the server's WebSocket (/v1/enginetui/events; the first is a snapshot);
 - its prompts go through the server's OpenAI API (/v1/completions, streamed), like any client's;
-- pause / resume / step / slow motion / abort are the server's control routes, so every
-  attached dashboard acts on, and sees, the one engine;
+- the server's engine is everyone's: this dashboard sees what anyone does to it; it may pause,
+  step or slow it (core/engine/control.py's ops, through POST /v1/enginetui/control) only where
+  the server allows it (`enginetui serve --allow-control`, see `can_control`); elsewhere those
+  calls raise control.ControlNotAllowed and the dashboard says "watch only". A pause it makes
+  ends when it detaches (the server ends it when its event stream closes);
 - the tokenizer is the server's own (its files, fetched once), so prompts and text of requests
   sent by anyone can be decoded from the events' token ids;
 - EngineCore's CPU and memory are read by the server (/v1/enginetui/process).
@@ -22,14 +25,17 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from core.engine import control
 from core.engine.events import StepEvent, decode_event
 from core.engine.processor import EngineInfo
+from core.entrypoints.openai.control_gate import DASHBOARD_HEADER
 from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from core.sampling_params import SamplingParams
 from enginetui.request_names import RequestNames
@@ -53,6 +59,9 @@ class RemoteEngine:
         self.info = msgspec.convert(info["engine"], EngineInfo)  # the served engine's model, limits and pool
         self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
         self.names = RequestNames(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
+        self.can_control = bool(info.get("allow_control"))  # the server lets dashboards change its engine
+        # Its id for the server (the tag its request ids carry too): control calls and the event stream.
+        self.dashboard_headers = {**self.headers, DASHBOARD_HEADER: self.names.tag}
         self._http: httpx.AsyncClient | None = None  # opened in the app's event loop
         self._probe_http = httpx.Client(base_url=self.url, headers=self.headers, timeout=CONNECT_TIMEOUT_S)
 
@@ -77,7 +86,7 @@ class RemoteEngine:
 
     @property
     def device(self) -> str:
-        return f"{self.info.device} · {self.url}"
+        return f"{self.info.device} · {self.url}" + ("" if self.can_control else " · watch only")
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -110,17 +119,37 @@ class RemoteEngine:
 
     # ---- control --------------------------------------------------------------------------------
 
+    async def control(self, op: str, value=None):
+        """One control operation (core.engine.control.OPS) on the server's engine; its result.
+        Raises the exception its typed error names: ControlNotAllowed on a watch-only server,
+        BadControlCall (a ValueError) for a bad call."""
+        control.check(op, value)
+        r = await self._client().post("/v1/enginetui/control", json={"op": op, "value": value},
+                                      headers=self.dashboard_headers)
+        if r.status_code == 200:
+            return msgspec.json.decode(r.content, type=_ControlAnswer).result
+        try:
+            answer = msgspec.json.decode(r.content, type=_ControlAnswer)
+        except msgspec.DecodeError:  # not the control route's answer (e.g. a 401 from the key check)
+            raise _request_error(r) from None
+        if answer.error is None:
+            raise _request_error(r)
+        control.raise_error(answer.error)
+
     async def pause(self) -> None:
-        await self._post("/v1/enginetui/pause")
+        await self.control("pause")
 
     async def resume(self) -> None:
-        await self._post("/v1/enginetui/resume")
+        await self.control("resume")
 
     async def step_once(self) -> None:
-        await self._post("/v1/enginetui/step")
+        await self.control("step_once")
+
+    async def reset_prefix_cache(self) -> bool:
+        return await self.control("reset_prefix_cache")
 
     async def set_step_interval(self, seconds: float) -> None:
-        await self._post("/v1/enginetui/step_interval", {"seconds": seconds})
+        await self.control("set_step_interval", seconds)
 
     async def snapshot(self) -> StepEvent:
         r = await self._client().get("/v1/enginetui/snapshot")
@@ -131,7 +160,7 @@ class RemoteEngine:
         """The server's step events (the first is a snapshot); ends when the server closes the stream."""
         url = self.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/enginetui/events"
         try:
-            async with ws_connect(url, additional_headers=self.headers, max_size=MAX_EVENT_BYTES,
+            async with ws_connect(url, additional_headers=self.dashboard_headers, max_size=MAX_EVENT_BYTES,
                                   open_timeout=CONNECT_TIMEOUT_S) as ws:
                 async for frame in ws:
                     yield self.names.local_event(decode_event(frame))
@@ -169,6 +198,14 @@ class RemoteEngine:
 
     async def _post(self, path: str, body: dict | None = None) -> None:
         _check(await self._client().post(path, json=body or {}))
+
+
+class _ControlAnswer(msgspec.Struct):
+    """The server's answer to a control call (core/entrypoints/openai/live.py)."""
+
+    op: str  # the op called
+    result: Any = None  # what it returned (JSON: a snapshot comes back as a dict, unused here)
+    error: control.ControlError | None = None  # why it failed (None: it succeeded)
 
 
 class _Assembly:

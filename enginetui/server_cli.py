@@ -13,6 +13,8 @@ import sys
 
 API_KEY_ENV = "ENGINETUI_API_KEY"  # the API key, when --api-key is not given (keeps it out of `ps`)
 DEFAULT_PORT = 8000
+# --max-pause-s: control_gate.DEFAULT_MAX_PAUSE_S, not imported (it would load asyncio into --help); a test holds them equal
+DEFAULT_MAX_PAUSE_S = 300.0
 
 
 def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +30,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")
+    add_control_args(serve)
     serve.add_argument("--served-model-name", metavar="NAME",
                        help="the model name clients send (default: the --model value, or 'default')")
     serve.add_argument("--uvicorn-log-level", default="info",
@@ -55,6 +58,16 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
     attach.set_defaults(func=run_attach)
+
+
+def add_control_args(parser: argparse.ArgumentParser) -> None:
+    """Whether attached dashboards may control the served engine, and for how long a pause lasts."""
+    parser.add_argument("--allow-control", action="store_true",
+                        help="let attached dashboards pause, step, slow down and reset the engine (default: they "
+                             "watch only); each such call is logged with who made it")
+    parser.add_argument("--max-pause-s", type=_positive_seconds, default=DEFAULT_MAX_PAUSE_S, metavar="S",
+                        help="a pause ends after S seconds at the latest (default %(default)g); it also ends when "
+                             "the dashboard that made it detaches")
 
 
 def add_key_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -101,10 +114,13 @@ def run_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: the engine is shut down
+    app = None
     try:
-        app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args))
+        app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args),
+                        allow_control=args.allow_control, max_pause_s=args.max_pause_s)
         host, port = sock.getsockname()[:2]
         key_note = " (API key required)" if api_key(args) else ""
+        key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
         print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
               f"Ctrl-C stops", file=sys.stderr, flush=True)
         asyncio.run(serve_app(app, sock, log_level=args.uvicorn_log_level))
@@ -115,7 +131,9 @@ def run_serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     if recorder is not None:
         record_flag.close_and_say(recorder, "enginetui serve")
-    print("enginetui serve: stopped", file=sys.stderr)
+    ended = app.state.ended_at_stop if app is not None else 0
+    note = f" ({_requests(ended)} still open ended with finish reason 'abort')" if ended else ""
+    print(f"enginetui serve: stopped{note}", file=sys.stderr)
     return 0
 
 
@@ -125,6 +143,7 @@ def add_serve_beside_args(parser: argparse.ArgumentParser) -> None:
                         help="also serve the dashboard's engine over the OpenAI-compatible API on 127.0.0.1:PORT "
                              "(as `enginetui serve` does; others can `enginetui attach` to it)")
     add_key_arg(parser, "with --serve: require this key on every route but /health")
+    add_control_args(parser)
 
 
 class ServerBeside:
@@ -134,12 +153,15 @@ class ServerBeside:
     so the dashboard's own requests count in /metrics too; run() the app with the server beside it.
     """
 
-    def __init__(self, port: int, api_key: str | None) -> None:
+    def __init__(self, port: int, api_key: str | None, allow_control: bool = False,
+                 max_pause_s: float | None = None) -> None:
         from core.entrypoints.openai.api_server import listen_socket
 
         self.sock = listen_socket("127.0.0.1", port)  # raises OSError when the port is taken
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"  # where it serves
         self.api_key = api_key  # guards the server's routes
+        self.allow_control = allow_control  # attached dashboards may control the engine (else: watch only)
+        self.max_pause_s = max_pause_s  # a pause by an attached dashboard ends after this long (None: the default)
         self.http_app = None  # the FastAPI app, once wrap() has the engine
 
     def wrap(self, engine):
@@ -147,8 +169,9 @@ class ServerBeside:
         from core.entrypoints.openai.api_server import build_app
         from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
 
-        engine = MeteredEngine(engine, ServerMetrics(engine.model_name))
-        self.http_app = build_app(engine, api_key=self.api_key)
+        engine = MeteredEngine(engine, ServerMetrics(engine.model_name, engine.info, getattr(engine, "config", None)))
+        limit = {} if self.max_pause_s is None else {"max_pause_s": self.max_pause_s}
+        self.http_app = build_app(engine, api_key=self.api_key, allow_control=self.allow_control, **limit)
         return engine
 
     def run(self, app) -> None:
@@ -211,8 +234,22 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _requests(count: int) -> str:
+    return f"{count} request" + ("" if count == 1 else "s")
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def _port(text: str) -> int:

@@ -152,7 +152,7 @@ class AsyncLLM:
 
     async def step_once(self) -> None:
         """Exactly one engine step (meant for a paused engine); its outputs and event are delivered."""
-        await self.control("step")
+        await self.control("step_once")
 
     async def snapshot(self) -> StepEvent:
         """The full current state (an event of kind "snapshot")."""

@@ -217,8 +217,8 @@ class EngineLoop:
         reply = wire.ControlReply(call_id=msg.call_id, step=0)
         try:
             reply.result = control.apply(self, msg.op, msg.value)
-        except ValueError as exc:  # a bad call: the caller gets the error, the engine lives on
-            reply.error = wire.describe(exc)
+        except control.ControlFailed as exc:  # a bad call: the caller gets the error, the engine lives on
+            reply.error = exc.error
         self._publish_update()  # what the call changed reaches subscribers before its reply returns
         reply.step = self.core.step_count
         self.out_q.put(reply)

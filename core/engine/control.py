@@ -1,14 +1,30 @@
-"""Control operations on a running EngineCore: each named, described and validated once, here.
+"""Control operations on a running EngineCore: the one table every caller takes its names from.
 
-Every client sends a control call as (op name, value); `check` validates it on the client side
-(so a bad call fails at once with a ValueError) and again inside EngineCore before `apply`
-runs it, so every client — sync, async, in-process, remote — gets the same rules.
+    op                  value    what it does
+    pause               -        stop stepping; requests are still accepted (they wait), aborts are served
+    resume              -        step again
+    step_once           -        run exactly one engine step (meant for a paused engine)
+    snapshot            -        the full current state, as a step event of kind "snapshot" (reads only)
+    reset_prefix_cache  -        forget every cached prefix; refused (False) while blocks are in use
+    set_step_interval   seconds  slow motion: start busy steps at most every VALUE s (0: full speed)
+
+The sync client (`LLMEngine.control(op, value)`), AsyncLLM (a method per op, same name), the
+server's `POST /v1/enginetui/control` ({"op": ..., "value": ...}), the attached dashboard's
+RemoteEngine, the replay engine and the dashboard's `Engine` protocol all use these names
+(tests/serve/test_control_table.py holds them to it).
+
+Every call is validated by `check` on the caller's side (a bad call fails at once) and again inside
+EngineCore before `apply` runs it. A failed call travels as a `ControlError` value (a code and a
+message) — in EngineCore's reply and in the server's answer — and is raised on arrival as the
+exception its code names (`raise_error`), never parsed back out of text.
 """
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
+
+import msgspec
 
 MAX_STEP_INTERVAL_S = 10.0  # the slowest slow motion set_step_interval accepts
 
@@ -29,15 +45,59 @@ class Controllable(Protocol):
     def set_step_interval(self, seconds: float) -> None: ...
 
 
+# ---- errors, as values and as exceptions ------------------------------------------------------
+
+
+class ControlError(msgspec.Struct, frozen=True):
+    """A failed control call, as it travels (EngineCore -> its client, server -> attached dashboard)."""
+
+    code: str  # a key of ERROR_CODES
+    message: str  # what went wrong, in words a person reads
+
+
+class ControlFailed(RuntimeError):
+    """A control call that failed; `error` is the value it travelled as."""
+
+    code = "failed"  # this class's ERROR_CODES key
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.error = ControlError(code=self.code, message=message)  # what crosses a boundary
+
+
+class BadControlCall(ControlFailed, ValueError):
+    """An unknown op, or a value the op does not take: the caller's mistake."""
+
+    code = "bad_call"
+
+
+class ControlNotAllowed(ControlFailed, PermissionError):
+    """The server lets dashboards watch its engine, not control it (`enginetui serve --allow-control`)."""
+
+    code = "not_allowed"
+
+
+ERROR_CODES: dict[str, type[ControlFailed]] = {cls.code: cls for cls in (ControlFailed, BadControlCall,
+                                                                          ControlNotAllowed)}
+
+
+def raise_error(error: ControlError) -> NoReturn:
+    """Raise the exception `error`'s code names (ControlFailed for a code this side does not know)."""
+    raise ERROR_CODES.get(error.code, ControlFailed)(error.message)
+
+
+# ---- the table --------------------------------------------------------------------------------
+
+
 def _no_value(op: str, value: Any) -> None:
     if value is not None:
-        raise ValueError(f"control op {op!r} takes no value, got {value!r}")
+        raise BadControlCall(f"control op {op!r} takes no value, got {value!r}")
 
 
 def _seconds(op: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
             or not 0.0 <= value <= MAX_STEP_INTERVAL_S:
-        raise ValueError(f"step interval must be between 0 and {MAX_STEP_INTERVAL_S:g} s, got {value!r}")
+        raise BadControlCall(f"step interval must be between 0 and {MAX_STEP_INTERVAL_S:g} s, got {value!r}")
     return float(value)
 
 
@@ -45,32 +105,35 @@ def _seconds(op: str, value: Any) -> float:
 class ControlOp:
     """One control operation."""
 
-    name: str  # what clients send
+    name: str  # what callers send, and the name of every client's method for it
+    value: str | None  # what its value is, in words ("seconds"); None: it takes none
     summary: str  # what it does, for help texts
-    check: Callable[[str, Any], Any]  # (name, value) -> the validated value; raises ValueError
+    changes_engine: bool  # False: it only reads (a server that allows watching only still answers it)
+    check: Callable[[str, Any], Any]  # (name, value) -> the validated value; raises BadControlCall
     apply: Callable[[Controllable, Any], Any]  # (loop, validated value) -> the reply's result
 
 
 OPS: dict[str, ControlOp] = {op.name: op for op in (
-    ControlOp("pause", "stop stepping; requests are still accepted (they wait) and aborts are served",
+    ControlOp("pause", None, "stop stepping; requests are still accepted (they wait) and aborts are served", True,
               _no_value, lambda loop, _: loop.pause()),
-    ControlOp("resume", "step again", _no_value, lambda loop, _: loop.resume()),
-    ControlOp("step", "run exactly one engine step (meant for a paused engine)", _no_value,
+    ControlOp("resume", None, "step again", True, _no_value, lambda loop, _: loop.resume()),
+    ControlOp("step_once", None, "run exactly one engine step (meant for a paused engine)", True, _no_value,
               lambda loop, _: loop.step()),
-    ControlOp("snapshot", "the full current state, as a step event of kind 'snapshot'", _no_value,
+    ControlOp("snapshot", None, "the full current state, as a step event of kind 'snapshot'", False, _no_value,
               lambda loop, _: loop.snapshot()),
-    ControlOp("reset_prefix_cache", "forget every cached prefix; refused (False) while blocks are in use",
-              _no_value, lambda loop, _: loop.reset_prefix_cache()),
-    ControlOp("set_step_interval", "slow motion: start busy steps at most every VALUE seconds (0: full speed)",
+    ControlOp("reset_prefix_cache", None, "forget every cached prefix; refused (False) while blocks are in use",
+              True, _no_value, lambda loop, _: loop.reset_prefix_cache()),
+    ControlOp("set_step_interval", "seconds",
+              "slow motion: start busy steps at most every VALUE seconds (0: full speed)", True,
               _seconds, lambda loop, seconds: loop.set_step_interval(seconds)),
 )}
 
 
 def check(op: str, value: Any = None) -> Any:
-    """The validated value of a control call; ValueError for an unknown op or a bad value."""
+    """The validated value of a control call; BadControlCall (a ValueError) for an unknown op or a bad value."""
     spec = OPS.get(op)
     if spec is None:
-        raise ValueError(f"unknown control op {op!r}; expected one of {', '.join(OPS)}")
+        raise BadControlCall(f"unknown control op {op!r}; expected one of {', '.join(OPS)}")
     return spec.check(op, value)
 
 

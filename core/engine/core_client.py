@@ -83,17 +83,15 @@ class EngineCoreClient:
         self._finalizer()
 
     def _control_message(self, op: str, value: Any) -> wire.Control:
-        """A validated control call (ValueError before anything is sent)."""
+        """A validated control call (control.BadControlCall, a ValueError, before anything is sent)."""
         self.host.check()
         control.check(op, value)
         return wire.Control(call_id=next(self._call_ids), op=op, value=value)
 
 
-def _reply_result(op: str, reply: wire.ControlReply) -> Any:
-    if reply.error:
-        if reply.error.startswith("ValueError: "):
-            raise ValueError(reply.error.removeprefix("ValueError: "))
-        raise RuntimeError(f"EngineCore {op} failed: {reply.error}")
+def _reply_result(reply: wire.ControlReply) -> Any:
+    if reply.error is not None:
+        control.raise_error(reply.error)
     return reply.result
 
 
@@ -130,7 +128,7 @@ class SyncClient(EngineCoreClient):
             if isinstance(reply, wire.Outputs):
                 self._outputs.append(reply.outputs)
             elif isinstance(reply, wire.ControlReply) and reply.call_id == msg.call_id:
-                return _reply_result(op, reply)
+                return _reply_result(reply)
 
     def _send(self, msg: msgspec.Struct) -> None:
         while not self.host.send_nowait(msg):
@@ -192,7 +190,7 @@ class AsyncClient(EngineCoreClient):
         self._calls[msg.call_id] = fut
         try:
             await self._send(msg)
-            return _reply_result(op, await fut)
+            return _reply_result(await fut)
         finally:
             self._calls.pop(msg.call_id, None)
 

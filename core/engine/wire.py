@@ -12,6 +12,7 @@ EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged
 import msgspec
 
 from core.config import EngineConfig
+from core.engine.control import ControlError
 from core.engine.events import StepEvent
 from core.engine.processor import EngineInfo
 from core.outputs import EngineCoreOutputs, EngineCoreRequest
@@ -49,7 +50,7 @@ class Control(msgspec.Struct, tag="control"):
 
     call_id: int  # matches the reply to the call
     op: str  # a name in core.engine.control.OPS
-    value: float | None = None  # the op's argument: seconds for set_step_interval, None for the others
+    value: float | None = None  # the op's value: seconds for set_step_interval, None for the others
 
 
 class Shutdown(msgspec.Struct, tag="shutdown"):
@@ -84,7 +85,7 @@ class ControlReply(msgspec.Struct, tag="control_reply"):
 
     call_id: int  # the call answered
     step: int  # EngineCore's step counter after the call
-    error: str | None = None  # "ExceptionType: message" if the call failed
+    error: ControlError | None = None  # why the call failed (None: it succeeded)
     result: StepEvent | bool | None = None  # what the op returned (snapshot: the state; reset_prefix_cache: done?)
 
 

@@ -1,7 +1,8 @@
 """The `Engine` the dashboard is given in replay: the recorded engine's identity, and no engine.
 
 A recording shows what happened; nothing can be added to it. Every call that would change an
-engine raises ReplayOnly with words the app shows as they are.
+engine (a request, an abort, every control op of core/engine/control.py, under its name there)
+raises ReplayOnly with words the app shows as they are.
 """
 
 from collections.abc import AsyncIterator
@@ -42,6 +43,9 @@ class RecordedEngine:
     async def abort(self, request_id: str) -> None:
         raise ReplayOnly(READ_ONLY)
 
+    async def control(self, op: str, value=None):
+        raise ReplayOnly(READ_ONLY)
+
     async def pause(self) -> None:
         raise ReplayOnly(READ_ONLY)
 
@@ -49,6 +53,9 @@ class RecordedEngine:
         raise ReplayOnly(READ_ONLY)
 
     async def step_once(self) -> None:
+        raise ReplayOnly(READ_ONLY)
+
+    async def reset_prefix_cache(self) -> bool:
         raise ReplayOnly(READ_ONLY)
 
     async def set_step_interval(self, seconds: float) -> None:

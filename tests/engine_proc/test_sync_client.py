@@ -42,7 +42,7 @@ def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
         assert s0.paused and s0.step == 0 and s0.is_snapshot
         req, _ = processor.process("a", [1, 2, 3], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
         client.add_request(req)
-        assert client.call("step") is None
+        assert client.call("step_once") is None
         out = client.get_output()  # what the step produced arrived before its reply
         assert out.step == 1 and [o.request_id for o in out.outputs] == ["a"]
         assert len(out.outputs[0].new_token_ids) == 1

@@ -8,6 +8,7 @@ import pytest
 import zmq
 
 from core.engine import wire
+from core.engine.control import ControlError
 from core.engine.event_publisher import EventPublisher
 from core.engine.events import SCHEMA_VERSION, MissedEvents, StepEvent, decode_event
 from core.engine.processor import EngineInfo
@@ -34,7 +35,7 @@ def test_input_and_output_messages_round_trip():
     req = EngineCoreRequest(request_id="r1", prompt_token_ids=[1, 2, 3], eos_token_ids=[2], arrival_time=1.5,
                             sampling_params=SamplingParams(temperature=0.5, max_tokens=7, stop=["x"]), priority=3)
     for msg in (wire.AddRequest(request=req), wire.AbortRequests(request_ids=["a", "b"]),
-                wire.Control(call_id=4, op="step"), wire.Control(call_id=5, op="set_step_interval", value=0.25),
+                wire.Control(call_id=4, op="step_once"), wire.Control(call_id=5, op="set_step_interval", value=0.25),
                 wire.Shutdown()):
         assert wire.decode_input(wire.encode(msg)) == msg
     info = EngineInfo(model_name="m", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000,
@@ -45,6 +46,7 @@ def test_input_and_output_messages_round_trip():
     for msg in (wire.Ready(info=info), wire.StartupFailed(error="ValueError: no"), wire.Outputs(outputs=outs),
                 wire.ControlReply(call_id=4, step=9, result=make_event(9, kind="snapshot")),
                 wire.ControlReply(call_id=5, step=9, result=True), wire.ControlReply(call_id=6, step=9),
+                wire.ControlReply(call_id=7, step=9, error=ControlError(code="bad_call", message="no such op")),
                 wire.EngineFailed(error="boom")):
         assert wire.decode_output(wire.encode(msg)) == msg
     with pytest.raises(msgspec.ValidationError):  # an input message is not an output message

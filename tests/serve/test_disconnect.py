@@ -10,7 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from core.engine.events import RequestEnd, decode_event
-from tests.serve.conftest import API_KEY, engine_idle
+from tests.serve.conftest import API_KEY, control, engine_idle
 
 LONG = {"model": "default", "prompt": "The function", "max_tokens": 300, "ignore_eos": True}
 WAIT_S = 30.0  # bound on every wait below (a loaded CI machine is slow, never this slow)
@@ -55,7 +55,7 @@ def test_closing_a_stream_aborts_the_request(server, http):
 def test_a_client_that_times_out_aborts_its_whole_request(server, http):
     headers = {"Authorization": f"Bearer {API_KEY}", "X-Request-Id": "gone-2"}
     # Slow motion (20 ms a step: 300 tokens take 6 s), so the request is still running at the timeout.
-    assert http.post("/v1/enginetui/step_interval", json={"seconds": 0.02}).status_code == 200
+    control(http, "set_step_interval", 0.02)
     try:
         with events(server) as ws, httpx.Client(base_url=server.url, headers=headers) as client:
             with pytest.raises(httpx.ReadTimeout):
@@ -63,12 +63,12 @@ def test_a_client_that_times_out_aborts_its_whole_request(server, http):
             client.close()
             assert ended(ws, "cmpl-gone-2").reason == "abort"
     finally:
-        assert http.post("/v1/enginetui/step_interval", json={"seconds": 0}).status_code == 200
+        control(http, "set_step_interval", 0)
     engine_idle(http)
 
 
 def test_disconnect_while_the_engine_is_paused_aborts_the_waiting_request(server, http):
-    assert http.post("/v1/enginetui/pause").status_code == 200
+    control(http, "pause")
     try:
         client = httpx.Client(base_url=server.url,
                               headers={"Authorization": f"Bearer {API_KEY}", "X-Request-Id": "gone-3"})
@@ -80,5 +80,5 @@ def test_disconnect_while_the_engine_is_paused_aborts_the_waiting_request(server
             assert time.monotonic() < deadline, "the abandoned request is still waiting"
             time.sleep(0.05)
     finally:
-        assert http.post("/v1/enginetui/resume").status_code == 200
+        control(http, "resume")
     engine_idle(http)

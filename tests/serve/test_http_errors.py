@@ -94,7 +94,7 @@ def test_unknown_route_is_an_openai_shaped_404(http):
 
 @pytest.mark.parametrize("route, method", [
     ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"), ("/v1/models", "GET"), ("/metrics", "GET"),
-    ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/enginetui/snapshot", "GET"), ("/v1/enginetui/pause", "POST"),
+    ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/enginetui/snapshot", "GET"), ("/v1/enginetui/control", "POST"),
 ])
 @pytest.mark.parametrize("auth", [None, "Bearer wrong-key", f"Basic {API_KEY}", API_KEY])
 def test_every_route_needs_the_key(server, route, method, auth):

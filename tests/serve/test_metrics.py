@@ -1,6 +1,13 @@
-"""GET /metrics: vLLM's names and labels, fed by the engine's state and request outputs."""
+"""GET /metrics: vLLM's names, labels and buckets (checked against a captured vLLM 0.32 /metrics),
+fed by the engine's state, request outputs and step events."""
 
+import json
+import lzma
 import re
+import time
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.serve.conftest import engine_idle
 
@@ -8,7 +15,35 @@ LABELS = '{engine="0",model_name="default"}'
 NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
          "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
          "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_count",
-         "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count")
+         "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count",
+         "vllm:request_queue_time_seconds_count", "vllm:request_prompt_tokens_count", "vllm:request_prompt_tokens_sum",
+         "vllm:request_generation_tokens_count", "vllm:request_generation_tokens_sum",
+         "vllm:iteration_tokens_total_count", "vllm:iteration_tokens_total_sum", "vllm:request_num_preemptions_count")
+# A /metrics reading of vLLM 0.32 serving opt-tiny with max_model_len 512, as the shared test server has.
+VLLM_METRICS = Path(__file__).resolve().parents[1] / "vllm_watch" / "fixtures" / "opt-tiny" / "metrics.jsonl.xz"
+SERIES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason",
+          "vllm:kv_cache_usage_perc", "vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens",
+          "vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:request_success", "vllm:request_prompt_tokens",
+          "vllm:request_generation_tokens", "vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds",
+          "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+          "vllm:request_num_preemptions", "vllm:cache_config_info")  # every vllm: family this server publishes
+
+
+def families(text: str) -> dict[str, dict]:
+    """Per vllm: family: its type, sample names, label names, and (histograms) bucket bounds; label
+    values too, except the model's name."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        if not fam.name.startswith("vllm:"):
+            continue
+        out[fam.name] = {
+            "type": fam.type, "samples": sorted({s.name for s in fam.samples}),
+            "labels": sorted({k for s in fam.samples for k in s.labels}),
+            "values": sorted({(k, v) for s in fam.samples for k, v in s.labels.items()
+                              if k not in ("model_name", "le") and fam.name != "vllm:cache_config_info"}),
+            "le": sorted({float(s.labels["le"]) for s in fam.samples if "le" in s.labels}),
+        }
+    return out
 
 
 def scrape(http) -> dict[str, float]:
@@ -19,8 +54,24 @@ def scrape(http) -> dict[str, float]:
         match = re.search(rf"^{re.escape(name)}{re.escape(LABELS)} (\S+)$", r.text, re.M)
         assert match, f"{name}{LABELS} missing from /metrics"
         values[name] = float(match.group(1))
-    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="default"}' in r.text
+    for reason in ("stop", "length", "abort"):
+        match = re.search(rf'^vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="default"}} '
+                          r"(\S+)$", r.text, re.M)
+        assert match, f"request_success_total for {reason} missing"
+        values[f"success:{reason}"] = float(match.group(1))
     return values
+
+
+def test_every_series_has_vllms_name_type_labels_and_buckets(http):
+    lines = lzma.decompress(VLLM_METRICS.read_bytes()).decode().splitlines()
+    theirs = families(json.loads(lines[-1])["text"])
+    ours = families(http.get("/metrics").text)
+    assert set(SERIES) <= set(ours) and set(ours) <= set(theirs), set(ours) - set(theirs)
+    assert {name.removesuffix("_created") for name in ours} == set(SERIES)  # and their `_created`, as vLLM's
+    for name in ours:
+        assert ours[name] == theirs[name], name
+    info = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", http.get("/metrics").text, re.M).group(1)
+    assert 'block_size="16"' in info and 'num_gpu_blocks="24"' in info and 'num_gpu_blocks_override="24"' in info
 
 
 def test_metrics_count_what_requests_did(http):
@@ -29,12 +80,23 @@ def test_metrics_count_what_requests_did(http):
     body = {"prompt": "The function", "max_tokens": 6, "ignore_eos": True}
     for _ in range(2):
         assert http.post("/v1/completions", json=body).status_code == 200
-    after = scrape(http)
-    grew = {name: after[name] - before[name] for name in NAMES}
+    deadline = time.monotonic() + 30
+    while True:  # step events reach the metrics a moment after the answers
+        after = scrape(http)
+        if after["vllm:request_num_preemptions_count"] - before["vllm:request_num_preemptions_count"] == 2:
+            break
+        assert time.monotonic() < deadline, "the step events of the two requests were not counted"
+        time.sleep(0.05)
+    grew = {name: after[name] - before[name] for name in after}
     assert grew["vllm:prompt_tokens_total"] == 2 * 3
     assert grew["vllm:generation_tokens_total"] == 2 * 6
     assert grew["vllm:time_to_first_token_seconds_count"] == 2
     assert grew["vllm:e2e_request_latency_seconds_count"] == 2
+    assert grew["vllm:request_queue_time_seconds_count"] == 2
     assert 2 <= grew["vllm:inter_token_latency_seconds_count"] <= 2 * 5  # one per output after the first
+    assert grew["success:length"] == 2 and grew["success:stop"] == grew["success:abort"] == 0
+    assert grew["vllm:request_prompt_tokens_count"] == 2 and grew["vllm:request_prompt_tokens_sum"] == 2 * 3
+    assert grew["vllm:request_generation_tokens_count"] == 2 and grew["vllm:request_generation_tokens_sum"] == 2 * 6
+    assert grew["vllm:iteration_tokens_total_sum"] == 2 * 3 + 2 * 6 - 2  # every token computed (the last is not fed)
     assert after["vllm:num_requests_running"] == after["vllm:num_requests_waiting"] == 0
     assert after["vllm:kv_cache_usage_perc"] == 0.0

@@ -11,6 +11,7 @@ The caller owns the engine: it is started before the app and shut down after it.
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 from http import HTTPStatus
 
@@ -21,10 +22,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from core.entrypoints.openai import live
+from core.entrypoints.openai.access_log import AccessLogMiddleware
 from core.entrypoints.openai.auth import APIKeyMiddleware
 from core.entrypoints.openai.chat_protocol import ChatCompletionRequest
 from core.entrypoints.openai.chat_template import render_chat
 from core.entrypoints.openai.completion_protocol import CompletionRequest
+from core.entrypoints.openai.control_gate import DEFAULT_MAX_PAUSE_S, ControlGate
 from core.entrypoints.openai.errors import APIError, install_error_handlers
 from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
 from core.entrypoints.openai.protocol import (
@@ -40,13 +43,20 @@ from core.entrypoints.openai.served_model import ServedModel
 from core.entrypoints.openai.serving_chat import create_chat_completion
 from core.entrypoints.openai.serving_completion import create_completion
 
-GRACEFUL_SHUTDOWN_S = 3.0  # how long open streams may finish after SIGINT / SIGTERM before they are cut
+GRACEFUL_SHUTDOWN_S = 3.0  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
+# uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.
+UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to close. (CTRL+C to force quit)",
+                                "Waiting for background tasks to complete. (CTRL+C to force quit)",
+                                "Finished server process [%d]"})
 
 
-def build_app(engine, served_model_name: str | None = None, api_key: str | None = None) -> FastAPI:
-    """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one)."""
+def build_app(engine, served_model_name: str | None = None, api_key: str | None = None, allow_control: bool = False,
+              max_pause_s: float = DEFAULT_MAX_PAUSE_S) -> FastAPI:
+    """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one). Attached
+    dashboards watch; with `allow_control` they may also pause, step and slow it (control_gate.py)."""
     if not isinstance(engine, MeteredEngine):
-        engine = MeteredEngine(engine, ServerMetrics(served_model_name or engine.model_name))
+        engine = MeteredEngine(engine, ServerMetrics(served_model_name or engine.model_name, engine.info,
+                                                     getattr(engine, "config", None)))
     served = ServedModel(
         engine=engine, name=served_model_name or engine.model_name, tokenizer=engine.tokenizer,
         max_model_len=engine.info.max_model_len, root=engine.info.model_dir,
@@ -57,9 +67,12 @@ def build_app(engine, served_model_name: str | None = None, api_key: str | None 
     install_error_handlers(app)
     if api_key:
         app.add_middleware(APIKeyMiddleware, api_key=api_key)
+    app.add_middleware(AccessLogMiddleware)  # outside the key check: refused requests are logged too
+    app.state.ended_at_stop = 0  # requests still open when the server stopped (ended with finish_reason "abort")
     _add_openai_routes(app, served)
     _add_utility_routes(app, served)
-    live.add_routes(app, served)
+    app.state.control_gate = ControlGate(engine, allow_control, max_pause_s)  # the engine's controls, for clients
+    live.add_routes(app, served, app.state.control_gate)
     return app
 
 
@@ -125,10 +138,13 @@ async def _json_body(raw: Request):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server; `handle_signals=False` leaves SIGINT / SIGTERM to the host (e.g. the dashboard)."""
+    """uvicorn's server; `handle_signals=False` leaves SIGINT / SIGTERM to the host (e.g. the dashboard).
+    At a stop, every open request is aborted first, so each answer (a stream too) ends with
+    finish_reason "abort" (and `data: [DONE]`) before its connection closes."""
 
-    def __init__(self, config: uvicorn.Config, handle_signals: bool) -> None:
+    def __init__(self, config: uvicorn.Config, app: FastAPI, handle_signals: bool) -> None:
         super().__init__(config)
+        self.app = app  # the served app: its engine's open requests are ended at a stop
         self.handle_signals = handle_signals  # install uvicorn's SIGINT / SIGTERM handlers
 
     @contextlib.contextmanager
@@ -138,6 +154,20 @@ class _Server(uvicorn.Server):
                 yield
         else:
             yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        engine = self.app.state.served.engine
+        self.app.state.control_gate.close()
+        if engine.is_running:
+            self.app.state.ended_at_stop = await engine.abort_open()
+        await super().shutdown(sockets)
+
+
+class _QuietStop(logging.Filter):
+    """Drops uvicorn's lines about stopping (UVICORN_STOP_LINES)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in UVICORN_STOP_LINES
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -155,8 +185,9 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None,
                     log_level: str = "info") -> None:
-    """Serve on `sock` until SIGINT / SIGTERM; open streams then get GRACEFUL_SHUTDOWN_S to finish.
-    The socket is closed at the end.
+    """Serve on `sock` until SIGINT / SIGTERM; open requests are then aborted, and their answers get
+    GRACEFUL_SHUTDOWN_S to end. The socket is closed at the end; `app.state.ended_at_stop` says how
+    many requests were still open.
 
     With `stop`, the server is a guest in a host (the dashboard of `enginetui --serve`): it ends
     when `stop` is set, and leaves signals and logging configuration to the host.
@@ -164,16 +195,22 @@ async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | Non
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", ws="websockets-sansio",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             **({"log_config": None} if stop is not None else {}))
-    server = _Server(config, handle_signals=stop is None)
+    server = _Server(config, app, handle_signals=stop is None)
+    quiet = _QuietStop()
+    logging.getLogger("uvicorn.error").addFilter(quiet)
 
     async def stop_when_asked() -> None:
         await stop.wait()
         server.should_exit = True
 
     watcher = asyncio.ensure_future(stop_when_asked()) if stop is not None else None
+    steps = asyncio.ensure_future(app.state.served.engine.follow_steps())  # per-step metrics
     try:
         await server.serve(sockets=[sock])
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        for task in (watcher, steps):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(steps, return_exceptions=True)
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
         sock.close()

@@ -13,13 +13,17 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from core.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
 
 log = logging.getLogger("enginetui.server")
 
 MAX_REPORTED_ERRORS = 10  # validation errors listed in one message
+
+
+class ClientDisconnected(Exception):
+    """The HTTP client went away before the answer was complete (its requests are aborted)."""
 
 
 class APIError(Exception):
@@ -65,11 +69,17 @@ def internal_error(message: str) -> APIError:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.exception_handler(ClientDisconnected)(_client_disconnected)
     app.exception_handler(APIError)(_api_error)
     app.exception_handler(RequestValidationError)(_validation_error)
     app.exception_handler(HTTPException)(_http_error)
     app.exception_handler(ValueError)(_invalid_value)
     app.exception_handler(Exception)(_unexpected)
+
+
+async def _client_disconnected(_: Request, exc: ClientDisconnected) -> Response:
+    """Nobody is left to answer: the access log says so in its one line (access_log.py)."""
+    return Response(status_code=499)
 
 
 async def _api_error(_: Request, exc: APIError) -> JSONResponse:

@@ -7,25 +7,33 @@
     GET  /v1/enginetui/snapshot       the current state (a StepEvent, JSON)
     GET  /v1/enginetui/process        EngineCore's pid, CPU % and memory (JSON)
     GET  /v1/enginetui/tokenizer      the tokenizer's files (JSON: name -> text), to decode events
-    POST /v1/enginetui/pause | resume | step | reset_prefix_cache
-    POST /v1/enginetui/step_interval  {"seconds": s}: slow motion (0 = full speed)
+    POST /v1/enginetui/control        {"op": OP, "value": V}: a control operation (core/engine/control.py:
+                                      pause, resume, step_once, snapshot, reset_prefix_cache,
+                                      set_step_interval with V seconds); answers {"op", "result"}, or
+                                      {"op", "error": {"code", "message"}} with 400 / 403 / 500
     POST /v1/enginetui/abort          {"request_id": id}: end any request, whoever sent it
 
-Every dashboard controls the one engine, so all of them see the same paused state. The API key
-guards these routes like every other (auth.py).
+There is one engine: every dashboard sees the same state. Changing it needs the server's
+--allow-control (control_gate.py: who asked is logged; a pause ends when its dashboard detaches,
+or at --max-pause-s). A dashboard names itself with the X-Enginetui-Dashboard header on its
+control calls and its event stream. The API key guards these routes like every other (auth.py).
 """
 
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import psutil
-from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
+from core.engine import control
+from core.engine.errors import EngineDeadError
 from core.engine.events import encode_event
+from core.entrypoints.openai.control_gate import DASHBOARD_HEADER, Caller, ControlGate
 from core.entrypoints.openai.errors import bad_request
 from core.entrypoints.openai.greeting import full_greeting
 from core.entrypoints.openai.served_model import ServedModel
@@ -35,15 +43,19 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "merges.txt", "chat_template.jinja")  # text files a fast tokenizer is rebuilt from
 
 
-class StepInterval(BaseModel):
-    seconds: float  # least time between engine steps (0 = full speed)
+CONTROL_STATUS = {"bad_call": 400, "not_allowed": 403}  # HTTP status of a failed control call by its code (else 500)
+
+
+class ControlCall(BaseModel):
+    op: str  # a name in core.engine.control.OPS
+    value: Any = None  # the op's value (seconds for set_step_interval); checked by control.check
 
 
 class AbortRequest(BaseModel):
     request_id: str  # the engine request id (as shown in step events)
 
 
-def add_routes(app: FastAPI, served: ServedModel) -> None:
+def add_routes(app: FastAPI, served: ServedModel, gate: ControlGate) -> None:
     engine = served.engine
     process = _EngineProcess(engine.engine_pid or os.getpid())
 
@@ -53,11 +65,14 @@ def add_routes(app: FastAPI, served: ServedModel) -> None:
             "served_model_name": served.name, "model": engine.model_name, "device": engine.device,
             "engine_pid": engine.engine_pid, "max_model_len": served.max_model_len,
             "has_tokenizer": served.tokenizer is not None,
+            "allow_control": gate.allow,  # False: dashboards watch only
+            "max_pause_s": gate.max_pause_s,  # a pause ends after this long at the latest
             "engine": msgspec.to_builtins(engine.info),  # EngineInfo: the attached dashboard's model panel
         })
 
     @app.websocket(f"{PREFIX}/events")
     async def events(ws: WebSocket) -> None:
+        dashboard = ws.headers.get(DASHBOARD_HEADER)  # this dashboard's id (None: not a dashboard)
         await ws.accept()
         forward = asyncio.ensure_future(_forward_events(engine, ws))
         closed = asyncio.ensure_future(_until_closed(ws))
@@ -67,6 +82,8 @@ def add_routes(app: FastAPI, served: ServedModel) -> None:
             for task in (forward, closed):
                 task.cancel()
             await asyncio.gather(forward, closed, return_exceptions=True)
+            if dashboard and engine.is_running:
+                await gate.detached(dashboard)  # what it held (a pause, slow motion) ends with it
         if forward.done() and not forward.cancelled() and forward.exception() is not None:
             await _close(ws, 1011, f"engine event stream failed: {forward.exception()}")
         elif not closed.done():
@@ -88,16 +105,19 @@ def add_routes(app: FastAPI, served: ServedModel) -> None:
         files = {name: (Path(folder) / name).read_text() for name in TOKENIZER_FILES if (Path(folder) / name).is_file()}
         return JSONResponse(files)
 
-    for op in ("pause", "resume", "step", "reset_prefix_cache"):
-        app.add_api_route(f"{PREFIX}/{op}", _control(engine, op), methods=["POST"], name=f"enginetui_{op}")
-
-    @app.post(f"{PREFIX}/step_interval")
-    async def step_interval(body: StepInterval) -> JSONResponse:
+    @app.post(f"{PREFIX}/control")
+    async def control_call(body: ControlCall, raw: Request) -> Response:
+        client = raw.client
+        caller = Caller(address=f"{client.host}:{client.port}" if client else "-",
+                        dashboard=raw.headers.get(DASHBOARD_HEADER))
         try:
-            await engine.set_step_interval(body.seconds)
-        except ValueError as exc:
-            raise bad_request(str(exc), "seconds") from exc
-        return JSONResponse({"ok": True})
+            result = await gate.call(body.op, body.value, caller)
+        except control.ControlFailed as exc:
+            return _control_answer({"op": body.op, "error": exc.error}, CONTROL_STATUS.get(exc.error.code, 500))
+        except EngineDeadError as exc:
+            failed = control.ControlError(code=control.ControlFailed.code, message=f"the engine is not running: {exc}")
+            return _control_answer({"op": body.op, "error": failed}, 500)
+        return _control_answer({"op": body.op, "result": result}, 200)
 
     @app.post(f"{PREFIX}/abort")
     async def abort(body: AbortRequest) -> JSONResponse:
@@ -105,15 +125,8 @@ def add_routes(app: FastAPI, served: ServedModel) -> None:
         return JSONResponse({"ok": True})
 
 
-def _control(engine, op: str):
-    call = {"pause": engine.pause, "resume": engine.resume, "step": engine.step_once,
-            "reset_prefix_cache": engine.reset_prefix_cache}[op]
-
-    async def control() -> JSONResponse:
-        result = await call()
-        return JSONResponse({"ok": True} if result is None else {"ok": True, "result": result})
-
-    return control
+def _control_answer(body: dict, status: int) -> Response:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
 async def _forward_events(engine, ws: WebSocket) -> None:

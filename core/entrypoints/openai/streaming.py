@@ -17,17 +17,13 @@ from typing import TypeVar
 from fastapi import Request
 
 from core.engine.errors import EngineDeadError
-from core.entrypoints.openai.errors import APIError, bad_request, internal_error
+from core.entrypoints.openai.errors import APIError, ClientDisconnected, bad_request, internal_error
 from core.outputs import CompletionOutput, RequestOutput
 from core.sampling_params import SamplingParams
 
 T = TypeVar("T")
 
 _END = object()  # a stream's last queue item
-
-
-class ClientDisconnected(Exception):
-    """The HTTP client went away before the answer was complete."""
 
 
 async def until_disconnected(request: Request, wait: Awaitable[T]) -> T:
