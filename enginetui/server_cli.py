@@ -49,8 +49,9 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     attach = subparsers.add_parser(
         "attach", help="open the dashboard on a running `enginetui serve` (or, with --vllm, a real vLLM server)",
         description="The dashboard on a server's engine: every request, whoever sent it, with its prompt and "
-                    "streaming text; your prompts go through the server's OpenAI API; pause, step, slow motion "
-                    "and abort act on the one engine (every attached dashboard sees the same state). "
+                    "streaming text; your prompts go through the server's OpenAI API. It watches; pause, step and "
+                    "slow motion act on the one engine where the server allows it (`enginetui serve "
+                    "--allow-control`), and every attached dashboard sees the same state. "
                     "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
     attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     add_key_arg(attach, "the server's API key")

@@ -1,6 +1,6 @@
-"""A quiet server: one access-log line per request, one line for a client that went away, and a
-stop (SIGINT / SIGTERM) that ends every open stream with a last chunk (finish reason "abort",
-then `data: [DONE]`) and says so in one line; never a traceback."""
+"""A quiet server: one access-log line per request, one line for a client that went away (from a
+whole answer or a stream), and a stop (SIGINT / SIGTERM) that ends every open stream with a last
+chunk (finish reason "abort", then `data: [DONE]`) and says so in one line; never a traceback."""
 
 import json
 import re
@@ -44,6 +44,14 @@ def test_access_lines_a_client_that_leaves_and_a_stop_with_open_streams(quiet_se
             http.post("/v1/completions", json=LONG, timeout=httpx.Timeout(WAIT_S, read=1.0))
         line = wait_for_line(srv, r'"POST /v1/completions HTTP/1\.1" 499 client closed the connection', before)
         time.sleep(0.5)  # anything it would print about it comes with or right after that line
+        assert srv.lines[before:] == [line], "".join(srv.lines[before:])
+
+        # One that leaves a stream after its first chunks: the same one line.
+        before = len(srv.lines)
+        with http.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as r:
+            next(line for line in r.iter_lines() if line.startswith("data: {"))
+        line = wait_for_line(srv, r'"POST /v1/completions HTTP/1\.1" 499 client closed the connection', before)
+        time.sleep(0.5)
         assert srv.lines[before:] == [line], "".join(srv.lines[before:])
 
         # Two open streams at SIGINT: each gets a last chunk with a finish reason, then [DONE].
