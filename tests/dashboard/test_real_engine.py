@@ -180,7 +180,8 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
             model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
             assert model == (f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
                              f"{config['max_position_embeddings']:,} tok · KV {binary_size(kv_bytes)}/tok · "
-                             f"pool 512 tok = {binary_size(512 * kv_bytes)}")  # 32 blocks of 16 tokens
+                             f"pool 512 tok = {binary_size(512 * kv_bytes)} · "  # 32 blocks of 16 tokens
+                             "sized by --num-gpu-blocks-override")
             await pilot.press("q")
     finally:
         engine.shutdown()
