@@ -100,3 +100,15 @@ def test_metrics_count_what_requests_did(http):
     assert grew["vllm:iteration_tokens_total_sum"] == 2 * 3 + 2 * 6 - 2  # every token computed (the last is not fed)
     assert after["vllm:num_requests_running"] == after["vllm:num_requests_waiting"] == 0
     assert after["vllm:kv_cache_usage_perc"] == 0.0
+
+
+def test_our_own_vllm_watcher_reads_it_as_it_reads_vllms(http):
+    """`enginetui attach --vllm` parses this server's /metrics: the pool from cache_config_info and
+    the histograms it draws latency from."""
+    from enginetui.vllm_watch.metrics import CACHE_CONFIG, parse_metrics
+
+    sample = parse_metrics(http.get("/metrics").text, time.time())
+    assert sample.info[CACHE_CONFIG]["block_size"] == "16" and sample.info[CACHE_CONFIG]["num_gpu_blocks"] == "24"
+    for name in ("vllm:request_queue_time_seconds", "vllm:time_to_first_token_seconds", "vllm:iteration_tokens_total"):
+        assert sample.histogram(name) is not None, name
+    assert sample.engines == ["0"]
