@@ -82,3 +82,18 @@ def test_impossible_configs_are_one_clear_line(argv, message, capsys):
     assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_published_figure_is_compared_with_the_roofline_prediction():
+    import math
+
+    from enginetui.simulate.published import PublishedResult, compare, comparison_table
+
+    figure = PublishedResult(source="a made-up figure", model="llama-3.1-8b", hardware="h100", tensor_parallel_size=1,
+                             dataset="random", num_prompts=50, request_rate=math.inf, metric="tpot.p50", value=20.0,
+                             input_len=256, output_len=32, engine_flags={"max_num_seqs": 16})
+    c = compare(figure, overhead_ms=0.0)
+    assert c.predicted > 0 and c.error_pct == pytest.approx((c.predicted - 20.0) / 20.0 * 100)
+    faster = compare(figure, overhead_ms=0.0, mbu=1.0)
+    assert faster.predicted < c.predicted  # more bandwidth, shorter decode steps
+    assert "| llama-3.1-8b | 1x h100 | random, 50 | inf | tpot.p50 | 20 |" in comparison_table([c])
