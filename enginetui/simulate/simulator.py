@@ -114,6 +114,7 @@ class Simulator:
         now = reqs[0].arrival if reqs else 0.0
         i = step = 0
         while True:
+            now = model.next_start(now, step + 1)
             while i < n and reqs[i].arrival <= now:
                 request = _engine_request(reqs[i], caching)
                 index[request.request_id] = i

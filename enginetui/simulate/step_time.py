@@ -22,6 +22,10 @@ class StepTimeModel:
         """The clock after the step `shape` that started at `now`."""
         return now + self.step_seconds(shape)
 
+    def next_start(self, now: float, step: int) -> float:
+        """When step number `step` (1-based) may start, the engine being free at `now`: at once."""
+        return now
+
 
 def step_start(event: StepEvent) -> float:
     """When a recorded step began: its event's time less the step's measured stages (schedule, execute,
@@ -30,9 +34,10 @@ def step_start(event: StepEvent) -> float:
 
 
 class ReplayedStepTimes(StepTimeModel):
-    """A recorded run's clock: step k ends when the recorded step k+1 began (the last one when its
-    event was built). Driven with the same run's arrivals (recorded_workload), the simulated steps
-    start exactly when the recorded ones did."""
+    """A recorded run's clock: step k starts when the recorded step k started and ends when its event was
+    built; the engine's time between steps (publishing, taking in requests) passes as recorded. Driven
+    with the same run's arrivals (from_recording.py), the simulated steps start and end exactly when
+    the recorded ones did."""
 
     name = "replayed step times"
 
@@ -40,9 +45,12 @@ class ReplayedStepTimes(StepTimeModel):
         if not step_events:
             raise ValueError("the recording holds no engine step to replay")
         self.starts = [step_start(e) for e in step_events]  # per step (0-based): when it began
-        self.end = step_events[-1].time  # when the last step's event was built
+        self.ends = [e.time for e in step_events]  # per step: when its event was built
+
+    def next_start(self, now: float, step: int) -> float:
+        return max(now, self.starts[step - 1]) if step <= len(self.starts) else now
 
     def advance(self, now: float, shape: StepShape) -> float:
-        if shape.step > len(self.starts):
-            raise ValueError(f"the simulation took more steps than the {len(self.starts)} recorded: it diverged")
-        return self.starts[shape.step] if shape.step < len(self.starts) else self.end
+        if shape.step > len(self.ends):
+            raise ValueError(f"the simulation took more steps than the {len(self.ends)} recorded: it diverged")
+        return self.ends[shape.step - 1]

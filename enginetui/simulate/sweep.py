@@ -85,6 +85,8 @@ def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
         twin.plot(xs, [r.summary.goodput for r in results], "s--", color="tab:green", label="goodput req/s")
         twin.set_ylabel("goodput (req/s)")
     top.set_ylabel("output tokens/s")
+    top.ticklabel_format(axis="y", useOffset=False)
+    top.set_ylim(bottom=0)
     top.set_title(f"enginetui simulate: {results[0].step_model}, sweep of {sweep.name}")
     for name, pick in (("TTFT p50", lambda m: m.ttft.p50), ("TTFT p99", lambda m: m.ttft.p99),
                        ("TPOT p50", lambda m: m.tpot.p50), ("TPOT p99", lambda m: m.tpot.p99)):

@@ -15,6 +15,9 @@ from core.engine.async_llm import AsyncLLM
 from core.record.reader import read_recording
 from core.sampling_params import SamplingParams
 from enginetui.cli import main
+from enginetui.simulate.accuracy import compare_recording
+from enginetui.simulate.accuracy import main as accuracy_main
+from enginetui.simulate.fitted import FitInfo, FittedModel
 from enginetui.simulate.replay import replay_recording
 
 pytestmark = pytest.mark.timeout(240)
@@ -75,6 +78,7 @@ def test_simulator_reproduces_a_recorded_run_step_for_step(tmp_path, text_opt_di
         assert s.scheduled == r.scheduled, f"step {r.step}"
         assert [p.req_id for p in s.preempted] == [p.req_id for p in r.preempted], f"step {r.step}"
         assert [f.req_id for f in s.finished] == [f.req_id for f in r.finished], f"step {r.step}"
+        assert s.time == r.time  # the clock too: each simulated step ends when the recorded one did
     # and the whole events, but for measured times, finish reasons (EOS stops are forced lengths here)
     # and requests' adds (the simulator announces them in the step that first sees them)
     for r, s in zip(real, sim):
@@ -87,11 +91,32 @@ def test_simulator_reproduces_a_recorded_run_step_for_step(tmp_path, text_opt_di
     assert run.times.num_output.tolist() == [len(q.output_token_ids) for q in run.requests]
 
 
-def test_the_command_line_replays_a_recording(tmp_path, text_opt_dir, capsys):
-    real = tmp_path / "real.etrec"
-    asyncio.run(_record(real, text_opt_dir, dict(seed=0, num_gpu_blocks_override=14, max_num_batched_tokens=32,
-                                                 max_num_seqs=4, block_size=8)))
-    num_steps = sum(1 for e in read_recording(real).events() if e.is_step)
-    assert main(["simulate", "--from-recording", str(real), "--step-times", "recorded", "--no-progress"]) == 0
+FCFS = dict(seed=0, num_gpu_blocks_override=14, max_num_batched_tokens=32, max_num_seqs=4, block_size=8)
+
+
+@pytest.fixture(scope="module")
+def fcfs_recording(tmp_path_factory, text_opt_dir) -> str:
+    path = tmp_path_factory.mktemp("fcfs") / "real.etrec"
+    asyncio.run(_record(path, text_opt_dir, FCFS))
+    return str(path)
+
+
+def test_the_command_line_replays_a_recording(fcfs_recording, capsys):
+    num_steps = sum(1 for e in read_recording(fcfs_recording).events() if e.is_step)
+    assert main(["simulate", "--from-recording", fcfs_recording, "--step-times", "recorded", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "8 completed of 8" in out and f", {num_steps} steps" in out and "replayed step times" in out
+
+
+def test_measured_and_predicted_figures_agree_exactly_on_the_recorded_clock(fcfs_recording, tmp_path, capsys):
+    rows = compare_recording(fcfs_recording, "recorded")
+    assert [label for label, *_ in rows][:3] == ["duration s", "request throughput", "output tok/s"]
+    for label, measured, predicted, error in rows:
+        assert measured > 0 and predicted == measured and error == 0, label
+    # another clock gives other figures, the same comparison
+    fit = FittedModel({"constant": 1e-3, "prefill_tokens": 1e-5, "decode_tokens": 1e-4}, FitInfo("m", "x", 1, 1.0, 0.0))
+    fit.save(tmp_path / "fit.json")
+    rows = dict((label, (m, p)) for label, m, p, _ in compare_recording(fcfs_recording, str(tmp_path / "fit.json")))
+    assert rows["duration s"][1] != rows["duration s"][0]
+    accuracy_main([fcfs_recording])
+    assert "TTFT p50 ms" in capsys.readouterr().out

@@ -1,0 +1,95 @@
+"""Predicted against measured: a recorded run of this engine, and the simulator's run of the same
+requests with a step-time model (`python -m enginetui.simulate.accuracy RUN.etrec --step-times FIT.json`).
+
+The measured figures are read from the recording with the simulator's conventions, so both sides
+are defined alike: a request arrives when the recorded engine first could schedule it (the start of
+the step after it was announced), a token is out when its step's event was built. With the
+recording's own step times (`--step-times recorded`) every figure matches exactly; with a fitted or
+roofline model the differences are the model's error.
+"""
+
+import argparse
+import math
+from array import array
+
+from core.record.reader import read_recording
+from enginetui.simulate.from_recording import recorded_run
+from enginetui.simulate.metrics import Summary, summarize
+from enginetui.simulate.simulator import RequestTimes, SimRun, Timeline
+
+FIGURES = (("duration s", "duration_s"), ("request throughput", "request_throughput"),
+           ("output tok/s", "output_throughput"), ("TTFT p50 ms", "ttft.p50"), ("TTFT p90 ms", "ttft.p90"),
+           ("TPOT p50 ms", "tpot.p50"), ("ITL p50 ms", "itl.p50"), ("E2E p50 ms", "e2e.p50"))
+
+
+def measured_run(path: str) -> SimRun:
+    """The recorded run as the simulator would have reported it."""
+    recorded = recorded_run(path)
+    reqs = sorted(recorded.requests, key=lambda r: r.arrival)
+    n = len(reqs)
+    index = {r.request_id: k for k, r in enumerate(reqs)}
+    nan = float("nan")
+    times = RequestTimes(array("d", (r.arrival for r in reqs)), array("d", [nan]) * n, array("d", [nan]) * n,
+                         array("l", [0]) * n, array("l", [0]) * n, array("f"))
+    tl = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
+    last = [nan] * n
+    num_rejected = 0
+    for event in read_recording(path).events():
+        if event.is_step:
+            for req_id, ids in event.new_token_ids.items():
+                k = index[req_id]
+                if math.isnan(times.first_token[k]):
+                    times.first_token[k] = event.time
+                else:
+                    times.itl.append(event.time - last[k])
+                last[k] = event.time
+                times.num_output[k] += len(ids)
+            for p in event.preempted:
+                times.num_preemptions[index[p.req_id]] += 1
+            tl.end.append(event.time)
+            tl.seconds.append((event.sched_ms + event.exec_ms + event.update_ms) / 1e3)
+            tl.num_prefill_tokens.append(event.num_prefill_tokens)
+            tl.num_decode_tokens.append(event.num_decode_tokens)
+            tl.num_running.append(len(event.running))
+            tl.num_waiting.append(len(event.waiting))
+            tl.kv_used_blocks.append(event.num_blocks - event.num_free_blocks)
+            tl.num_preempted.append(len(event.preempted))
+        for end in event.finished:
+            if end.req_id in index:
+                times.finish[index[end.req_id]] = event.time
+        num_rejected += sum(1 for r in event.rejected if r.req_id in index)
+    return SimRun(reqs, times, tl, recorded.num_blocks, num_rejected, "measured", 0.0)
+
+
+def figure(summary: Summary, name: str) -> float:
+    value = summary
+    for part in name.split("."):
+        value = getattr(value, part)
+    return float(value)
+
+
+def compare_recording(path: str, step_times: str, **settings) -> list[tuple[str, float, float, float]]:
+    """(figure, measured, predicted, error in percent) for each of FIGURES."""
+    from enginetui.simulate.api import simulate
+
+    measured = summarize(measured_run(path))
+    predicted = simulate(from_recording=path, step_times=step_times, **settings).summary
+    rows = []
+    for label, name in FIGURES:
+        m, p = figure(measured, name), figure(predicted, name)
+        rows.append((label, m, p, (p - m) / m * 100 if m else float("nan")))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="a recorded run of this engine against its simulation")
+    parser.add_argument("recording")
+    parser.add_argument("--step-times", default="recorded", help="recorded, roofline or a --calibrate JSON file")
+    args = parser.parse_args(argv)
+    print(f"{'figure':<20}{'measured':>12}{'predicted':>12}{'error':>9}")
+    for label, m, p, err in compare_recording(args.recording, args.step_times):
+        print(f"{label:<20}{m:>12.2f}{p:>12.2f}{err:>+8.1f}%")
+
+
+if __name__ == "__main__":
+    main()
