@@ -53,7 +53,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
                     "slow motion act on the one engine where the server allows it (`enginetui serve "
                     "--allow-control`), and every attached dashboard sees the same state. "
                     "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
-    attach.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
+    attach.add_argument("url", nargs="?", help="the server, e.g. http://127.0.0.1:8000 (with --vllm URL: none)")
     add_key_arg(attach, "the server's API key")
     attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by the b key (default 8)")
     add_redraw_args(attach)
@@ -222,6 +222,9 @@ def run_attach(args: argparse.Namespace) -> int:
         return run_vllm_watch(args.url, args, api_key(args))
     if vllm_only_flags(args):
         print(f"enginetui attach: {', '.join(vllm_only_flags(args))} only apply with --vllm", file=sys.stderr)
+        return 2
+    if not args.url:
+        print("enginetui attach: give the server's URL, e.g. enginetui attach http://127.0.0.1:8000", file=sys.stderr)
         return 2
     if refuse_without_terminal("enginetui attach"):
         return 2

@@ -108,6 +108,13 @@ def read_recording(path: str | os.PathLike) -> Recording:
     return Recording(path, header, heads, missed, trailer, problem, data, spans)
 
 
+def read_frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, int]], str | None]:
+    """(kind, payload start, payload end) of every whole, intact frame from `offset`, and why reading
+    stopped early (None: it did not): for other files in this framing (a vLLM watch recording,
+    enginetui/vllm_watch/recording.py)."""
+    return _frames(data, offset)
+
+
 def _frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, int]], str | None]:
     """(kind, payload start, payload end) of every whole, intact frame from `offset`; and why
     reading stopped early, if it did."""

@@ -5,6 +5,7 @@
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -22,6 +23,12 @@ def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from enginetui.vllm_watch.recording import is_watch_recording
+
+    if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
+        from enginetui.vllm_watch.cli import export_watch_recording
+
+        return export_watch_recording(args.file, args.format, args.out)
     from core.record.format import RecordingError
     from core.record.reader import read_recording
 

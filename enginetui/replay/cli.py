@@ -4,6 +4,7 @@
 """
 
 import argparse
+import os
 import sys
 
 
@@ -33,6 +34,12 @@ def open_session(path: str):
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from enginetui.vllm_watch.recording import is_watch_recording
+
+    if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
+        from enginetui.vllm_watch.cli import run_watch_replay
+
+        return run_watch_replay(args.file, args.at)
     from core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
     from enginetui.terminal_check import refuse_without_terminal

@@ -9,8 +9,14 @@ per engine step: blocks stored with their hash chain and token ids, blocks remov
 - `prefix_tree`: what vLLM's prefix cache holds, per data-parallel rank, folded from the batches.
 - `metrics`: the /metrics text parsed into samples; histogram percentiles.
 - `state`: everything the screen shows, folded from samples, batches and streamed completions.
-- `subscriber`, `server`: the ZMQ subscriber (with replay) and the HTTP client.
-- `app`, `panels`, `tree_panel`: the Textual app and its vLLM-specific panels; `cli`: the flags of
-  `enginetui attach --vllm` (enginetui/server_cli.py puts them on the attach subcommand).
+- `subscriber`, `server`, `feed`: the ZMQ subscriber (with replay), the HTTP client, and the two
+  feeds of one server folded into its state.
+- `requests`, `proxy`, `proxy_bench`: requests as seen on the wire; the proxy that passes every
+  client's request to vLLM and lists it; what the proxy costs under load.
+- `reconstruct`: vLLM's queues rebuilt from the requests seen, against its gauges.
+- `recording`, `replay`, `perfetto`: `--record FILE`, `enginetui replay FILE`, `enginetui export`.
+- `fleet`, `fleet_app`: several replicas, and which prefixes are cached where.
+- `app`, `panels`, `requests_panel`, `tree_panel`: the Textual app and its vLLM-specific panels;
+  `cli`: the flags of `enginetui attach --vllm` (enginetui/server_cli.py puts them on attach).
 - `launch`, `capture`: start a vLLM server; record its events and metrics as test fixtures.
 """

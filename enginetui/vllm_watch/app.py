@@ -1,5 +1,6 @@
 """The dashboard on a real vLLM server: /metrics polled about once a second, KV events followed
-over ZMQ, prompts streamed through /v1/completions.
+over ZMQ (both by feed.py), prompts streamed through /v1/completions, other clients' requests
+through the proxy (proxy.py), the session recorded on request (recording.py).
 
 Network I/O runs in workers that fold what arrives into `WatchState`; a timer redraws the
 panels from it at `redraw_hz` at most (as the engine dashboard does).
@@ -25,11 +26,11 @@ from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch import proxy as proxy_server
-from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
+from enginetui.vllm_watch.feed import ServerFeed
+from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder
 from enginetui.vllm_watch.requests_panel import RequestPanel, WatchRequestsTable
-from enginetui.vllm_watch.server import ServerError, VllmClient, load_decoder
+from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
-from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel, TreeContext
 from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.prompt_bar import PromptBar
@@ -71,27 +72,31 @@ class VllmWatchApp(PromptingApp, App[None]):
                  tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
                  max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S,
                  silence_check_s: float = SILENCE_CHECK_S, limits: SchedulerLimits | None = None,
-                 proxy: tuple[str, int] | None = None) -> None:
+                 proxy: tuple[str, int] | None = None, record: str | None = None) -> None:
         super().__init__()
         self.url = url.rstrip("/")  # the server watched
         self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
         self.kv_replay = kv_replay  # its replay endpoint, rank 0's (None: no catching up)
         self.tokenizer = tokenizer  # where to load the tokenizer from (None: the served model's path)
         self.client = VllmClient(url, api_key)  # the HTTP calls
-        self.state = WatchState(self.url, kv_events, limits=limits or SchedulerLimits())
+        self.recorder = WatchRecorder(record, self.url, kv_events) if record else None  # --record FILE
+        if self.recorder is not None:
+            self.state = RecordingWatchState(self.url, kv_events, self.recorder, limits=limits or SchedulerLimits())
+        else:
+            self.state = WatchState(self.url, kv_events, limits=limits or SchedulerLimits())
+        self.feed = ServerFeed(self.state, self.client, lambda coro: self.run_worker(coro, group="kv", exit_on_error=False),
+                               kv_events=kv_events, kv_replay=kv_replay, tokenizer=tokenizer, poll_s=poll_s,
+                               on_tokenizer=self.recorder.write_tokenizer if self.recorder else None)
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
         self.pacer = RedrawPacer(max_cpu_share)  # holds timer redraws back while the app is over its CPU budget
-        self._poll_s = poll_s  # /metrics reading interval
         self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._rng = random.Random(seed)  # burst prompts and lengths
         self._ids = itertools.count(1)  # request id numbers
         self.selected: str | None = None  # the request shown in full
         self._drawn: tuple[int, str | None] | None = None  # (state version, selected) on screen
-        self._subscribers: dict[int, KvSubscriber] = {}  # rank -> its subscriber
         self._streams: dict[str, asyncio.Task] = {}  # live request id -> its streaming task
-        self._decoder_source: str | None = None  # what the tokenizer was loaded for
 
     def compose(self) -> ComposeResult:
         yield Static(id="watch-title")
@@ -180,78 +185,17 @@ class VllmWatchApp(PromptingApp, App[None]):
             return f"{s.kv_error}\n{KV_HINT}"
         return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"
 
-    # ---- /metrics and /v1/models ---------------------------------------------------------
+    # ---- /metrics, /v1/models and KV events (feed.py) ------------------------------------
 
     @work(group="metrics", exit_on_error=False)
     async def _poll_metrics(self) -> None:
-        """Read /metrics every poll_s; on the way, learn the model (once, and again after a restart)."""
-        while True:
-            started = time.monotonic()
-            try:
-                sample = await self.client.metrics()
-                restarts = self.state.restarts
-                self.state.apply_metrics(sample)
-                if self.state.restarts != restarts:
-                    for sub in self._subscribers.values():
-                        sub.resync()
-                self._follow_new_ranks(sample.engines)
-            except ServerError as exc:
-                self.state.metrics_failed(time.time(), str(exc))
-            else:
-                if self.state.server is None or self.state.restarts != restarts:
-                    try:
-                        await self._learn_model()
-                    except ServerError as exc:
-                        self.state.models_failed(time.time(), str(exc))
-            await asyncio.sleep(max(0.02, self._poll_s - (time.monotonic() - started)))
-
-    async def _learn_model(self) -> None:
-        info = await self.client.models()
-        self.state.set_server(info)
-        source = self.tokenizer or info.root
-        if source != self._decoder_source:
-            self._decoder_source = source
-            decode, how = await asyncio.to_thread(load_decoder, source)
-            if decode is not None:
-                self.state.caches.set_decoder(decode)
-            self.state.tokenizer_note = "" if decode is not None else how
-            self.state.note(time.time(), "link", how)
+        await self.feed.poll_metrics()
 
     def _check_kv_silence(self) -> None:
-        if self.state.kv_events_missing() and self.state.kv_link != "silent":
-            self.state.kv_status(time.time(), "silent",
-                                 f"vLLM has cached blocks since we attached, but none were published at {self.kv_events}")
-
-    # ---- KV events -----------------------------------------------------------------------
-
-    def _follow_new_ranks(self, engines: list[str]) -> None:
-        """One subscriber per data-parallel rank that /metrics reports (rank r publishes on port + r)."""
-        if not self.kv_events:
-            return
-        for engine in engines:
-            if engine.isdigit() and int(engine) not in self._subscribers:
-                self._follow_rank(int(engine))
+        self.feed.check_kv_silence()
 
     def _follow_rank(self, rank: int) -> None:
-        callbacks = SubscriberCallbacks(
-            batch=self._on_batch,
-            status=lambda status, message: self.state.kv_status(time.time(), status, message),
-            missed=lambda r, first, last: self.state.batches_missed(time.time(), r, first, last),
-            restarted=lambda r: self.state.publisher_restarted(time.time(), r),
-        )
-        replay = rank_endpoint(self.kv_replay, rank) if self.kv_replay else None
-        sub = self._subscribers[rank] = KvSubscriber(rank_endpoint(self.kv_events, rank), replay, rank, callbacks)
-        self._run_subscriber(sub)
-
-    def _on_batch(self, batch: KVEventBatch, replayed: bool) -> None:
-        self.state.apply_batch(batch, replayed)
-
-    @work(group="kv", exit_on_error=False)
-    async def _run_subscriber(self, sub: KvSubscriber) -> None:
-        try:
-            await sub.run()
-        except ValueError as exc:
-            self.state.kv_status(time.time(), "down", str(exc))
+        self.feed.follow_rank(rank)
 
     # ---- the proxy -----------------------------------------------------------------------
 
@@ -261,12 +205,10 @@ class VllmWatchApp(PromptingApp, App[None]):
         try:
             sock = proxy_server.listen(host, port)
         except OSError as exc:
-            self.state.proxy_error = f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
-            self.state.note(time.time(), "error", self.state.proxy_error)
+            self.state.proxy_listening(time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}")
             return
         bound = sock.getsockname()[1]
-        self.state.proxy_url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}"
-        self.state.note(time.time(), "link", f"proxy: vLLM's API at {self.state.proxy_url}, passed to {self.url}")
+        self.state.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
         await proxy_server.serve(proxy_server.VllmProxy(self.url, self.state), sock)
 
     # ---- prompts -------------------------------------------------------------------------
@@ -355,3 +297,5 @@ class VllmWatchApp(PromptingApp, App[None]):
 
     async def on_unmount(self) -> None:
         await self.client.close()
+        if self.recorder is not None:
+            self.recorder.close()

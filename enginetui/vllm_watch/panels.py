@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from enginetui.plural import count
 from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
 from enginetui.widgets.palette import DIM
 from enginetui.widgets.sparklines import BARS
@@ -146,6 +147,11 @@ def why_text(state: WatchState) -> Text:
         most = f" (none over {steps.max_tokens:g})" if steps.max_tokens is not None and math.isfinite(steps.max_tokens) else ""
         budget = f" of a {limits.max_num_batched_tokens}-token budget" if limits.max_num_batched_tokens else ""
         text.append(f"\n{rate}{steps.mean_tokens:.1f} tok/step{most}{budget}")
+    if state.queue_checks:
+        last = state.queue_checks[-1]
+        agree, total = agreement(state.queue_checks)
+        text.append(f"\nrebuilt from requests seen: running {last.rebuilt_running} · waiting {last.rebuilt_waiting}"
+                    f" · within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)")
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
         text.append("\nlimits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens", style=DIM)
     return text

@@ -12,6 +12,7 @@ from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
 from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
+from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues
 from enginetui.vllm_watch.requests import WatchedRequest
 
 HISTORY_POINTS = 240  # sparkline points kept (one per /metrics reading)
@@ -19,6 +20,7 @@ LOG_LINES = 500  # event-log lines kept
 WINDOW_S = 60.0  # the recent window of rates and latency percentiles
 LATENCIES = ((m.TTFT, "TTFT"), (m.ITL, "ITL"), (m.E2E, "e2e"), (m.QUEUE_TIME, "queue"))  # histogram, label
 QUANTILES = (0.5, 0.9, 0.99)
+MAX_CHECKS = 10_000  # readings kept to measure the rebuilt queues' agreement
 MAX_REQUESTS = 2000  # requests listed (beyond, the oldest ended ones are dropped)
 
 
@@ -107,6 +109,7 @@ class WatchState:
     caches: PrefixCaches = field(default_factory=PrefixCaches)  # the prefix cache of each rank
     requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
     requests_seen: int = 0  # requests ever listed (their colour index)
+    queue_checks: deque[QueueCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings with traffic against the queues rebuilt from the requests seen
     proxied: int = 0  # requests passed through the proxy
     proxy_url: str | None = None  # where the proxy serves vLLM's API (None: no proxy)
     proxy_error: str = ""  # why the proxy is not serving
@@ -147,6 +150,7 @@ class WatchState:
         if prev is not None:
             h.step_tokens.append(steps.mean() if steps is not None else None)
         self.window.append(sample)
+        self._check_queues(sample)
         while self.window and sample.time - self.window[0].time > WINDOW_S:
             self.window.popleft()
         self.latest = sample
@@ -154,6 +158,15 @@ class WatchState:
             mean = self.latency(name, label).window_mean
             h.latency_mean.setdefault(label, deque(maxlen=HISTORY_POINTS)).append(mean)
         self.version += 1
+
+    def _check_queues(self, sample: MetricsSample) -> None:
+        """Compare vLLM's running and waiting with the queues rebuilt from the requests seen."""
+        if not any(v.generates for v in self.requests.values()):
+            return
+        running, waiting = sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0
+        rebuilt = rebuilt_queues(self.requests.values(), sample.time)
+        if running or waiting or any(rebuilt):  # readings with traffic only (idle ones agree trivially)
+            self.queue_checks.append(QueueCheck(sample.time, running, waiting, *rebuilt))
 
     def metrics_failed(self, when: float, reason: str) -> None:
         """A /metrics reading failed (the server is down, restarting, or not there)."""
@@ -180,6 +193,16 @@ class WatchState:
     def set_server(self, info: ServerInfo) -> None:
         self.server, self.model_error = info, ""
         self.version += 1
+
+    def tokenizer_loaded(self, when: float, decoded: bool, how: str) -> None:
+        """The served model's tokenizer was looked for: found (`decoded`) or not, and how, in words."""
+        self.tokenizer_note = "" if decoded else how
+        self.note(when, "link", how)
+
+    def proxy_listening(self, when: float, url: str | None, error: str = "") -> None:
+        """The proxy serves vLLM's API at `url`, or cannot (`error`)."""
+        self.proxy_url, self.proxy_error = url, error
+        self.note(when, "error" if error else "link", error or f"proxy: vLLM's API at {url}, passed to {self.url}")
 
     def models_failed(self, when: float, reason: str) -> None:
         """/v1/models did not answer (a wrong API key, not a vLLM server)."""

@@ -4,7 +4,7 @@ import pytest
 
 from enginetui.cli import build_parser, main
 from enginetui.vllm_watch import app as app_module
-from enginetui.vllm_watch.cli import check_url, kv_endpoint
+from enginetui.vllm_watch.cli import check_url, kv_endpoint, vllm_urls
 
 
 def parse(*argv: str):
@@ -13,10 +13,13 @@ def parse(*argv: str):
 
 def test_the_flags_and_their_defaults():
     args = parse("--vllm", "http://10.0.0.5:8000", "--kv-replay", "tcp://10.0.0.5:5558")
-    assert args.vllm and args.url == "http://10.0.0.5:8000" and args.kv_events is None and args.tokenizer is None
-    assert kv_endpoint(args.url, args.kv_events) == "tcp://10.0.0.5:5557"  # vLLM's default port, on the server's host
-    assert kv_endpoint(args.url, "ipc:///tmp/kv.sock") == "ipc:///tmp/kv.sock"
-    assert kv_endpoint(args.url, "none") is None
+    url = "http://10.0.0.5:8000"
+    assert vllm_urls(args.url, args.vllm) == [url] and args.kv_events is None and args.tokenizer is None
+    assert vllm_urls("http://a:1", parse("http://a:1", "--vllm").vllm) == ["http://a:1"]  # attach URL --vllm
+    assert vllm_urls(None, parse("--vllm", "http://a:1", "--vllm", "http://b:2").vllm) == ["http://a:1", "http://b:2"]
+    assert kv_endpoint(url, None) == "tcp://10.0.0.5:5557"  # vLLM's default port, on the server's host
+    assert kv_endpoint(url, "ipc:///tmp/kv.sock") == "ipc:///tmp/kv.sock"
+    assert kv_endpoint(url, "none") is None
     assert not parse("http://10.0.0.5:8000").vllm  # plain attach: an `enginetui serve`
 
 
@@ -39,6 +42,9 @@ def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
     (["--vllm", "http://h:1", "--kv-events", "h:5557"], "'h:5557' is not a ZMQ endpoint"),
     (["--vllm", "http://h:1", "--kv-replay", "5558"], "'5558' is not a ZMQ endpoint"),
     (["http://h:1", "--kv-events", "tcp://h:5557"], "--kv-events only apply with --vllm"),
+    (["--vllm", "http://a:1", "--vllm", "http://b:2", "--kv-events", "ipc:///a"], "--kv-events given 1 times for 2"),
+    (["--vllm", "http://a:1", "--vllm", "http://b:2", "--proxy-port", "0"], "watch one server: not with a fleet"),
+    ([], "give the server's URL"),
 ])
 def test_bad_flags_are_refused_before_the_screen_opens(capsys, argv, message):
     assert main(["attach", *argv]) == 2

@@ -1,0 +1,102 @@
+"""The proxy, the why panel, honest latency and recording on a live vLLM (vLLM 0.32 CPU, the
+embedded model; one server start). Runs only when vLLM's interpreter is configured:
+ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise)."""
+
+import asyncio
+import tempfile
+
+import httpx
+import pytest
+
+from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.vllm_watch.reconstruct import agreement
+from enginetui.vllm_watch.recording import apply_item, read_watch_recording
+from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+from tests.vllm_watch.recorded import MODEL_DIR
+
+PYTHON = vllm_python()
+pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+              pytest.mark.timeout(1800)]
+SIZE = (160, 48)
+WAIT_S = 180.0  # for anything the live server does
+BURST = 12  # concurrent streamed requests through the proxy (more than max_num_seqs: some wait)
+
+
+async def until(pilot, done, what: str, timeout: float = WAIT_S) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            raise TimeoutError(f"the dashboard did not get to: {what}")
+        await pilot.pause(0.1)
+    await pilot.pause(0.2)
+
+
+async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
+    folder = tempfile.mkdtemp(prefix="vp-")
+    server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
+    record = tmp_path / "live.etrec"
+    try:
+        app = VllmWatchApp(server.url, kv_events=server.kv_endpoint, kv_replay=server.replay_endpoint, poll_s=0.5,
+                           proxy=("127.0.0.1", 0), record=str(record), limits=SchedulerLimits(4, None))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.state.server and app.state.proxy_url and app.state.caches.decode,
+                        "the model, its tokenizer and the proxy")
+            model = app.state.server.model
+            body = {"model": model, "prompt": "Return the number of items", "max_tokens": 16, "temperature": 0,
+                    "ignore_eos": True}
+            async with httpx.AsyncClient(timeout=120) as http:
+                direct = (await http.post(f"{server.url}/v1/completions", json=body)).json()
+                via = (await http.post(f"{app.state.proxy_url}/v1/completions", json=body)).json()
+                assert via["choices"][0]["text"] == direct["choices"][0]["text"]  # greedy: the same text
+                chat = await http.post(f"{app.state.proxy_url}/v1/chat/completions",
+                                       json={"model": model, "messages": [{"role": "user", "content": "hi"}],
+                                             "max_tokens": 4})
+                assert chat.status_code in (200, 400)  # passed through whatever vLLM answers (no chat template: 400)
+
+                async def stream(i: int) -> str:
+                    text = ""
+                    async with http.stream("POST", f"{app.state.proxy_url}/v1/completions",
+                                           json={**body, "prompt": f"{i} The function", "max_tokens": 48,
+                                                 "stream": True}) as r:
+                        async for line in r.aiter_lines():
+                            text += line
+                    return text
+
+                await asyncio.gather(*(stream(i) for i in range(BURST)))
+            await until(pilot, lambda: sum(not v.active for v in app.state.requests.values()) == BURST + 2,
+                        "every proxied request ended")
+            views = list(app.state.requests.values())
+            assert views[0].text == direct["choices"][0]["text"] and views[0].tokens() == 16
+            streamed = [v for v in views if v.stream]
+            print("streamed:", [(v.status, v.finish_reason, v.tokens(), v.output_tokens, v.token_chunks) for v in streamed])
+            assert len(streamed) == BURST and all(v.status == "finished" and v.finish_reason == "length" for v in streamed)
+            assert all(47 <= v.tokens() <= 49 for v in streamed)  # no usage asked for: one chunk per token
+            assert all(v.prompt_tokens and v.ttft() is not None and v.itl() is not None for v in streamed)
+            await until(pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up")
+            reasons = app.state.waiting_by_reason()
+            assert set(reasons) >= {"capacity", "deferred"}
+            steps = app.state.steps()
+            assert steps is not None and steps.mean_tokens > 0
+            ttft = app.state.latency(m.TTFT, "TTFT")
+            mean = ttft.mean
+            assert ttft.count >= BURST and mean is not None
+            low, high = ttft.window[-1] or (0, 0)  # the p99 bucket: no TTFT above its upper bound... nor the mean
+            assert mean <= high
+            assert max(v.ttft() for v in streamed) > 0
+            agree, total = agreement(app.state.queue_checks)
+            print(f"rebuilt queues within ±1 of vLLM's gauges on {agree}/{total} readings with traffic")
+            assert total > 0
+            app.redraw()
+            assert "of max 4" in str(app.query_one("#watch-queues").render())
+            live_tree = {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached}
+        recording = read_watch_recording(record)
+        state = WatchState(recording.header.url, recording.header.kv_endpoint)
+        for item in recording.items:
+            apply_item(state, item)
+        assert {k for k, b in state.caches.ranks[0].blocks.items() if b.cached} == live_tree
+        assert [v.text for v in state.requests.values()] == [v.text for v in views]
+    finally:
+        server.stop()
