@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from core.config import EngineConfig
 from enginetui.simulate import workloads
+from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
 from enginetui.simulate.metrics import Summary, parse_slos, summarize
-from enginetui.simulate.model_shape import ModelShape, load_model_shape
+from enginetui.simulate.model_shape import ModelShape
 from enginetui.simulate.simulator import SimRun, Simulator
-from enginetui.simulate.step_time import StepTimeModel
 
 
 @dataclass(slots=True)
@@ -73,7 +73,7 @@ def simulate(settings: SimSettings | None = None, **kwargs) -> SimResult:
     flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
     notes: list[str] = []
     if s.from_recording:
-        recorded = workloads.recorded(s.from_recording)
+        recorded = recorded_run(s.from_recording)
         flags = {**_config_fields(recorded.config), **flags}
         flags.setdefault("num_gpu_blocks_override", recorded.num_blocks)
         flags.setdefault("max_model_len", recorded.max_model_len)

@@ -5,16 +5,11 @@ import math
 from core.config import EngineConfig
 from core.engine.processor import EngineInfo
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
-from enginetui.simulate.from_recording import RecordedRun, recorded_run
 from enginetui.simulate.model_shape import ModelShape, load_model_shape
 from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 DATASETS = ("random", "sharegpt", "shared-prefix")  # --dataset choices
-
-
-def recorded(path: str) -> RecordedRun:
-    return recorded_run(path)
 
 
 def make_workload(s, vocab_size: int) -> list[SimRequest]:
