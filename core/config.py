@@ -56,6 +56,7 @@ class EngineConfig:
     # vLLM scheduler rules that can be switched back to older vLLM behaviour (README "Scheduling rules"):
     scheduler_reserve_full_isl: bool = True  # admit a waiting request only if its whole sequence fits free blocks
     long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
+    async_scheduling: bool | None = None  # plan step N+1 while step N executes; None: on for CUDA, off on CPU (as vLLM)
     # CPU engines (core/worker/cpu_threads.py; None: the environment's OMP_NUM_THREADS / GOMP_SPINCOUNT, else measured defaults):
     cpu_threads: int | None = None  # threads EngineCore computes with; default every usable core less the reserved
     cpu_reserved_cores: int = 0  # usable cores left to the front-end (client, dashboard) when cpu_threads is not given
@@ -96,6 +97,9 @@ class EngineConfig:
         _check_positive("cpu_threads", self.cpu_threads)
         _check_non_negative("cpu_reserved_cores", self.cpu_reserved_cores)
         _check_non_negative("cpu_spin_count", self.cpu_spin_count)
+        if self.async_scheduling not in (None, True, False):
+            raise ConfigError("async_scheduling",
+                              f"async_scheduling must be True, False or None (by device), got {self.async_scheduling!r}")
         if not isinstance(self.scheduler_reserve_full_isl, bool):
             raise ConfigError("scheduler_reserve_full_isl",
                               f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
@@ -128,6 +132,13 @@ class EngineConfig:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
+
+    @property
+    def use_async_scheduling(self) -> bool:
+        """Whether the engine plans step N+1 while step N executes: as asked, else on for CUDA only."""
+        if self.async_scheduling is None:
+            return self.torch_device.type == "cuda"
+        return self.async_scheduling
 
     def torch_dtype(self, checkpoint_dtype: "torch.dtype | None") -> "torch.dtype":
         """The compute dtype: the asked one, else float32 on CPU and the checkpoint's on CUDA."""

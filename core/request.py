@@ -27,6 +27,7 @@ class Request:
         "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_ids",
         "arrival_time", "priority", "status", "num_computed_tokens", "num_cached_tokens",
         "num_preemptions", "max_tokens", "first_scheduled_time", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
+        "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens", "is_prefill_chunk",
     )
 
     def __init__(
@@ -55,6 +56,11 @@ class Request:
         self.finish_detail = ""  # human-readable reason once finished
         self.num_tokens_sent_to_runner = 0  # how many of all_token_ids the model runner has been given
         self.block_hashes: list[bytes] = []  # chained SHA-256 hashes of its full blocks (prefix caching)
+        # Asynchronous scheduling (the step that samples a token may still be running when the next is planned):
+        self.num_output_placeholders = 0  # tokens being sampled by steps in flight, not yet appended
+        self.num_in_flight_tokens = 0  # tokens scheduled for it in steps whose outputs are not yet applied
+        self.num_stale_output_tokens = 0  # of those, tokens of steps in flight when it was preempted
+        self.is_prefill_chunk = False  # its latest planned step leaves prompt or recompute work (samples nothing)
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -68,6 +68,9 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
                kwargs={"action": argparse.BooleanOptionalAction}),
     EngineFlag("--long-prefill-token-threshold", "cap on one request's prefill tokens per step while others "
                "run (0: no cap)", kwargs={"type": int, "metavar": "N"}),
+    EngineFlag("--async-scheduling", "plan step N+1 while step N executes (vLLM's AsyncScheduler; output "
+               "placeholders)", unset="on for CUDA, off on CPU, as vLLM decides",
+               kwargs={"action": argparse.BooleanOptionalAction}),
     EngineFlag("--max-model-len", "longest prompt + output in tokens", unset="the model's max positions",
                kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--dtype", "weights / activations dtype: auto (float32 on CPU, the checkpoint's on CUDA), "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from core.engine.events import StepEvent
 
 MAX_LANES = 512  # lanes kept: the oldest ended ones are dropped past this
+MAX_ASYNC_STEPS = 4096  # async scheduling: engine steps whose planned / executed step numbers are kept
 
 # Phase of a request at one step (what a lane cell shows).
 WAITING = "waiting"  # queued, never run yet
@@ -72,6 +73,8 @@ class Timeline:
     lanes: dict[str, Lane] = field(default_factory=dict)  # req_id -> lane, oldest first
     last_step: int = 0  # the latest engine step folded in
     max_lanes: int | None = MAX_LANES  # lanes kept: the oldest ended ones go past this (None: every lane)
+    # Async scheduling: engine step -> (step planned, step executed) in it (0: none); empty for synchronous runs.
+    async_steps: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def apply(self, event: StepEvent) -> None:
         """Fold one event: arrivals and ends from any event, each request's phase from a step's."""
@@ -80,6 +83,9 @@ class Timeline:
             self._lane(added.req_id, event.step + after)
         if event.is_step:
             self._apply_step(event)
+            if event.async_scheduling:
+                self.async_steps[event.step] = (event.planned_step, event.executed_step)
+                self.async_steps.pop(event.step - MAX_ASYNC_STEPS, None)
         else:  # a snapshot or update: requests it lists that we never saw arrive (we joined late)
             for p in (*event.running, *event.waiting):
                 self._lane(p.req_id, event.step + 1)
@@ -92,7 +98,8 @@ class Timeline:
         self._trim()
 
     def clone(self) -> "Timeline":
-        return Timeline({k: lane.clone() for k, lane in self.lanes.items()}, self.last_step, self.max_lanes)
+        return Timeline({k: lane.clone() for k, lane in self.lanes.items()}, self.last_step, self.max_lanes,
+                        dict(self.async_steps))
 
     def _apply_step(self, event: StepEvent) -> None:
         step = event.step

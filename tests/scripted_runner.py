@@ -52,4 +52,5 @@ class ScriptedRunner:
             if computed[req_id] + n == self.num_tokens[req_id]:
                 prompt = self.prompts[req_id]
                 sampled[req_id] = scripted_token(prompt, self.eos[req_id], self.num_tokens[req_id] - len(prompt))
+                self.num_tokens[req_id] += 1  # a runner keeps the tokens it samples (the scheduler never resends them)
         return ModelRunnerOutput(sampled=sampled, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)

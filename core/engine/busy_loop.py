@@ -129,6 +129,7 @@ class EngineLoop:
             log.exception("EngineCore step failed")
             self.out_q.put(wire.EngineFailed(error=wire.describe(exc)))
             code = 1
+        self.core.close()
         self._stop.set()
         self.out_q.put(_STOP)
         for t in self._threads:

@@ -21,7 +21,9 @@ from core.engine.events import (
     RequestEnd,
     RequestProgress,
     StepEvent,
+    StepPhase,
 )
+from core.engine.batch_queue import BatchQueue
 from core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
 from core.engine.processor import EngineInfo
 from core.models.generation_config import generation_defaults
@@ -38,7 +40,10 @@ log = logging.getLogger("enginetui.core")
 
 
 class EngineCore:
-    """One `step()` = schedule -> execute -> update, plus the event describing it."""
+    """One `step()` = schedule -> execute -> update, plus the event describing it.
+
+    With asynchronous scheduling one `step()` plans step N+1 and hands it to the model thread, then
+    waits for step N and applies its tokens while N+1 executes (core/engine/batch_queue.py)."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config  # validated engine configuration
@@ -61,7 +66,10 @@ class EngineCore:
         self.runner: Runner = runner_class(config.model_runner)(
             model, self.num_blocks, config.block_size, config.max_num_seqs, self.max_model_len, dtype,
             config.torch_device, config.seed)
-        self.step_count = 0  # steps taken
+        self.step_count = 0  # busy-loop steps taken (one plan and / or one applied step each)
+        self.planned_steps = 0  # plans made (a plan's number is its step number in events)
+        # Asynchronous scheduling: plans in flight on the model thread (None: synchronous steps).
+        self.batch_queue = BatchQueue(self.runner) if config.use_async_scheduling else None
         self.paused = False  # only single steps run while paused
         self.step_interval_s = 0.0  # slow motion: the busy loop starts steps at most this often
         self.total_output_tokens = 0  # tokens generated since start
@@ -139,8 +147,15 @@ class EngineCore:
         return done
 
     def has_work(self) -> bool:
-        """True while a step would compute something."""
+        """True while a step would compute something (or apply a step still in flight)."""
+        if self.batch_queue is not None:
+            return self.scheduler.has_requests() or len(self.batch_queue) > 0
         return self.scheduler.has_unfinished_requests()
+
+    def close(self) -> None:
+        """End the model thread (asynchronous scheduling) once its step in flight is done."""
+        if self.batch_queue is not None:
+            self.batch_queue.close()
 
     def take_update(self) -> tuple[list[EngineCoreOutput], StepEvent | None]:
         """Outputs produced between steps (aborts, rejections, errors) and, if the state changed
@@ -155,31 +170,86 @@ class EngineCore:
     # ---- the step --------------------------------------------------------------------------
 
     def step(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
-        t0 = time.perf_counter()
-        sched_out = self.scheduler.schedule()
-        t1 = time.perf_counter()
+        if self.batch_queue is not None:
+            return self._step_async()
+        return self._step_sync()
+
+    def _step_sync(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
+        """Schedule, execute, update, in turn."""
+        t0, w0 = time.perf_counter(), time.time()
+        plan = self.scheduler.schedule()
+        t1, w1 = time.perf_counter(), time.time()
+        self.planned_steps += 1
         try:
-            result = self.runner.execute(sched_out)
+            result, error = self.runner.execute(plan), ""
         except Exception as exc:  # a failed forward fails the requests in it, not the engine
             log.exception("model step failed")
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        t2, w2 = time.perf_counter(), time.time()
+        outputs, result = self._apply(plan, result, error)
+        t3, w3 = time.perf_counter(), time.time()
+        n = self.planned_steps
+        work = _StepWork(n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2),
+                                StepPhase(n, "update", w2, w3)])
+        times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
+                          forward_ms=result.forward_ms, sample_ms=result.sample_ms)
+        return self._finish_step(outputs, times, work, result.prepare_ms, t3)
+
+    def _step_async(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
+        """Plan step N+1 and hand it to the model thread; then wait for step N and apply its tokens
+        while N+1 executes. The first plan (an empty queue) returns at once, as vLLM's
+        step_with_batch_queue does: the queue is filled before outputs are waited for."""
+        queue = self.batch_queue
+        phases = []
+        planned = 0
+        sched_ms = 0.0
+        if self.scheduler.has_requests():
+            t0, w0 = time.perf_counter(), time.time()
+            plan = self.scheduler.schedule()
+            sched_ms, w1 = (time.perf_counter() - t0) * 1e3, time.time()
+            self.planned_steps += 1
+            planned = self.planned_steps
+            queue.submit(planned, plan)
+            phases.append(StepPhase(planned, "schedule", w0, w1))
+            if not queue.is_full() and (plan.total_num_scheduled_tokens > 0 or self.scheduler.has_requests()):
+                times = StepTimes(sched_ms=sched_ms)
+                return self._finish_step([], times, _StepWork(planned, 0, phases), 0.0, time.perf_counter())
+        elif not len(queue):
+            return self._finish_step([], StepTimes(), _StepWork(0, 0, []), 0.0, time.perf_counter())
+        oldest, executed = queue.pop_oldest()
+        t2, w2 = time.perf_counter(), time.time()
+        if executed.error:
+            log.error("model step %d failed: %s", oldest.step, executed.error)
+        outputs, result = self._apply(oldest.plan, executed.output, executed.error)
+        t3, w3 = time.perf_counter(), time.time()
+        phases += [StepPhase(oldest.step, "execute", executed.start, executed.end),
+                   StepPhase(oldest.step, "update", w2, w3)]
+        times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
+                          update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms)
+        return self._finish_step(outputs, times, _StepWork(planned, oldest.step, phases), result.prepare_ms, t3)
+
+    def _apply(self, plan, result: ModelRunnerOutput | None, error: str) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:
+        """Apply one executed plan's tokens to the scheduler (a failed execution fails its requests)."""
+        if result is None:
             result = ModelRunnerOutput(sampled={}, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)
-            self.scheduler.fail_step(sched_out, f"model step failed: {type(exc).__name__}: {exc}")
-        t2 = time.perf_counter()
-        outputs = self.scheduler.update_from_output(sched_out, result.sampled, result.logprobs)
-        t3 = time.perf_counter()
+            self.scheduler.fail_step(plan, f"model step failed: {error}")
+        outputs = self.scheduler.update_from_output(plan, result.sampled, result.logprobs)
+        self.total_output_tokens += sum(len(o.new_token_ids) for o in outputs)  # discarded tokens never count
+        return outputs, result
+
+    def _finish_step(self, outputs: list[EngineCoreOutput], times: "StepTimes", work: "_StepWork", prepare_ms: float,
+                     t_applied: float) -> tuple[EngineCoreOutputs, StepEvent | None]:
+        """Count the busy-loop step, check invariants if asked, build its event."""
         self.step_count += 1
-        self.total_output_tokens += len(result.sampled)
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
         new_tokens = {o.request_id: o.new_token_ids for o in outputs if o.new_token_ids}
         self._changed = False
-        event = self._build_event("step", StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3,
-                                                    update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms,
-                                                    sample_ms=result.sample_ms), new_tokens)
+        event = self._build_event("step", times, new_tokens, work)
         t4 = time.perf_counter()
         self.last_timings = {
-            "schedule": (t1 - t0) * 1e3, "prepare": result.prepare_ms, "forward": result.forward_ms,
-            "sample": result.sample_ms, "update": (t3 - t2) * 1e3, "event": (t4 - t3) * 1e3,
+            "schedule": times.sched_ms, "prepare": prepare_ms, "forward": times.forward_ms,
+            "sample": times.sample_ms, "update": times.update_ms, "event": (t4 - t_applied) * 1e3,
         }
         return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
 
@@ -187,7 +257,7 @@ class EngineCore:
 
     def snapshot(self) -> StepEvent:
         """The full current state as a "snapshot" event (what a late subscriber draws from)."""
-        return self._event("snapshot", StepRecord(), [], {})
+        return self._event("snapshot", StepRecord(), [], {}, _StepWork(0, 0, []))
 
     def publishable_snapshot(self) -> StepEvent:
         """A snapshot to publish (it takes the next seq)."""
@@ -195,7 +265,7 @@ class EngineCore:
         return self.snapshot()
 
     def _build_event(self, kind: str, times: "StepTimes | None" = None,
-                     new_tokens: dict[str, list[int]] | None = None) -> StepEvent | None:
+                     new_tokens: dict[str, list[int]] | None = None, work: "_StepWork | None" = None) -> StepEvent | None:
         """Drain what happened since the latest event into a new event (None with events off).
 
         A step event (`times` given) describes the step just taken; updates and snapshots repeat the
@@ -210,10 +280,10 @@ class EngineCore:
         if not self.config.enable_step_events:
             return None
         self.event_seq += 1
-        return self._event(kind, record, added, new_tokens or {})
+        return self._event(kind, record, added, new_tokens or {}, work or _StepWork(0, 0, []))
 
     def _event(self, kind: str, record: StepRecord, added: list[RequestAdded],
-               new_tokens: dict[str, list[int]]) -> StepEvent:
+               new_tokens: dict[str, list[int]], work: "_StepWork") -> StepEvent:
         """`record`: what happened since the latest event; the plan and times are the latest step's."""
         latest = self._latest_step
         times = latest.times
@@ -241,6 +311,8 @@ class EngineCore:
             num_dropped_events=0, total_output_tokens=self.total_output_tokens,
             total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
             forward_ms=times.forward_ms, sample_ms=times.sample_ms,
+            async_scheduling=self.batch_queue is not None, planned_step=work.planned_step,
+            executed_step=work.executed_step, phases=work.phases,
         )
 
     def _progress(self, r: Request) -> RequestProgress:
@@ -250,6 +322,7 @@ class EngineCore:
             num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
             num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
             block_ids=self.scheduler.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
+            num_output_placeholders=r.num_output_placeholders,
         )
 
 
@@ -277,3 +350,12 @@ class _StepSummary:
     num_decode_tokens: int  # of which one-token decodes
     chunks: list[Chunk]  # split prefills it scheduled
     times: StepTimes  # where its time went
+
+
+@dataclass(slots=True)
+class _StepWork:
+    """Which steps one busy-loop step planned and applied (with async scheduling, two different ones)."""
+
+    planned_step: int  # the plan made (0: none)
+    executed_step: int  # the step whose outputs were applied (0: none)
+    phases: list[StepPhase]  # wall-clock spans of its schedule / execute / update

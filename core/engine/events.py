@@ -15,7 +15,7 @@ import msgspec
 
 from core.sampling_params import SamplingParams
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 EVENT_KINDS = ("step", "update", "snapshot")  # StepEvent.kind values
 
 
@@ -35,6 +35,7 @@ class RequestProgress(msgspec.Struct, frozen=True):
     arrival_time: float  # wall-clock time the engine received it (time.time())
     block_ids: list[int]  # block table: logical block i -> physical block block_ids[i]
     first_scheduled_time: float | None = None  # wall-clock time of its first admission (None while never run)
+    num_output_placeholders: int = 0  # async scheduling: tokens being sampled by steps in flight (not yet known)
 
 
 class RequestAdded(msgspec.Struct, frozen=True):
@@ -82,6 +83,16 @@ class RequestEnd(msgspec.Struct, frozen=True):
     num_output_tokens: int  # tokens it generated
 
 
+class StepPhase(msgspec.Struct, frozen=True):
+    """One stage of one engine step, as a wall-clock span (with async scheduling the schedule of step
+    N+1 and the execution of step N overlap)."""
+
+    step: int  # the step it belongs to (its planned_step number)
+    name: str  # "schedule" | "execute" | "update"
+    start: float  # time.time() when it began
+    end: float  # time.time() when it ended
+
+
 class StepEvent(msgspec.Struct, frozen=True):
     """What happened since the previous event, and the state it left behind."""
 
@@ -125,6 +136,10 @@ class StepEvent(msgspec.Struct, frozen=True):
     step_interval_ms: float  # slow motion: the least time between step starts (0 = full speed)
     forward_ms: float = 0.0  # latest step: model forward + lm_head (part of exec_ms)
     sample_ms: float = 0.0  # latest step: sampling (part of exec_ms)
+    async_scheduling: bool = False  # the engine plans step N+1 while step N executes (vLLM's --async-scheduling)
+    planned_step: int = 0  # the step whose plan `scheduled` is (0: nothing planned by this busy-loop step)
+    executed_step: int = 0  # the step whose outputs (new_token_ids, finished) this event applies (0: none)
+    phases: list[StepPhase] = []  # this busy-loop step's schedule / execute / update spans, by step
 
     @property
     def is_snapshot(self) -> bool:

@@ -117,9 +117,15 @@ class KVCacheManager:
         blocks.extend(computed)
         new_blocks = self.pool.get_new_blocks(num_needed)
         blocks.extend(new_blocks)
-        if self.enable_prefix_caching:
-            self._publish_full_blocks(request, blocks, num_computed + num_new_tokens)
+        if self.enable_prefix_caching:  # only blocks of known tokens (not placeholders of steps in flight)
+            self._publish_full_blocks(request, blocks, min(num_computed + num_new_tokens, request.num_tokens))
         return new_blocks
+
+    def publish_computed(self, request: Request, num_tokens: int) -> None:
+        """Asynchronous scheduling: a sampled token became known; publish the blocks its first
+        `num_tokens` tokens fill (blocks holding placeholders of steps in flight wait)."""
+        if self.enable_prefix_caching and request.request_id in self.req_to_blocks:
+            self._publish_full_blocks(request, self.req_to_blocks[request.request_id], num_tokens)
 
     def _publish_full_blocks(self, request: Request, blocks: list[KVBlock], num_tokens: int) -> None:
         """Make the request's blocks that will be full after this step findable by hash."""

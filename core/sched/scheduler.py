@@ -4,6 +4,14 @@ There are no prefill or decode phases. Each request's `num_computed_tokens` catc
 `num_tokens`; every step the scheduler decides how far each request advances. Long prompts are
 split by the budget clamp (chunked prefill); when the KV pool runs dry a running request is
 preempted by recompute (its blocks freed, its progress reset, put back at the head of waiting).
+
+With asynchronous scheduling (vLLM's AsyncScheduler) step N+1 is planned before step N's sampled
+tokens are applied: a request whose step will sample counts one output placeholder per step in
+flight, and is planned on as if the token were there (the model runner feeds it the token it
+sampled itself). A request that reaches max_tokens with a step in flight is not planned again; one
+that stops on a token found one step late has its extra step's token discarded; a request preempted
+while its step is in flight still receives that step's token (stale: it moves no counter of the
+reset request).
 """
 
 import time
@@ -26,6 +34,7 @@ class Scheduler:
             raise ValueError(f"long_prefill_token_threshold ({config.long_prefill_token_threshold}) cannot be "
                              f"greater than max_model_len ({max_model_len})")
         self.config = config  # budgets and policies
+        self.async_scheduling = config.use_async_scheduling  # steps are planned before the previous one's tokens are applied
         self.max_model_len = max_model_len  # longest prompt + output
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)  # block tables
         self.waiting = make_queue(config.scheduling_policy)  # admission queue
@@ -117,7 +126,12 @@ class Scheduler:
         i = 0
         while i < len(self.running) and step.budget > 0:
             request = self.running[i]
-            num_new = request.num_tokens - request.num_computed_tokens
+            if (request.num_output_placeholders > 0
+                    and request.num_computed_tokens + 2 - request.num_output_placeholders
+                    >= request.num_prompt_tokens + request.max_tokens):
+                i += 1  # the step in flight reaches max_tokens: no further step is needed
+                continue
+            num_new = request.num_tokens + request.num_output_placeholders - request.num_computed_tokens
             if 0 < threshold < num_new:
                 num_new = threshold
             num_new = min(num_new, step.budget, self.max_model_len - request.num_computed_tokens - 1)
@@ -195,6 +209,8 @@ class Scheduler:
         freed = self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        request.num_stale_output_tokens = request.num_in_flight_tokens  # its steps in flight still deliver
+        request.num_output_placeholders = 0
         request.num_preemptions += 1
         request.num_tokens_sent_to_runner = 0
         self.waiting.prepend(request)
@@ -209,16 +225,22 @@ class Scheduler:
         for request in requests:
             n = output.num_scheduled_tokens[request.request_id]
             before = request.num_computed_tokens
-            is_decode = n == 1 and request.num_output_tokens > 0 and before == request.num_tokens - 1
+            placeholders = request.num_output_placeholders
+            num_tokens = request.num_tokens + placeholders  # known tokens and tokens being sampled
+            is_decode = n == 1 and request.num_output_tokens + placeholders > 0 and before == num_tokens - 1
             if is_decode:
                 output.num_decode_tokens += 1
                 record.decodes.append(request.request_id)
             else:
                 output.num_prefill_tokens += n
             request.num_computed_tokens += n
-            remaining = request.num_tokens - request.num_computed_tokens
+            request.num_in_flight_tokens += n
+            remaining = num_tokens - request.num_computed_tokens
             if remaining > 0 or (before > request.num_cached_tokens and not is_decode):
                 record.chunks.append(Chunk(request.request_id, n, remaining))
+            request.is_prefill_chunk = remaining > 0
+            if self.async_scheduling and remaining == 0:  # this step samples: its token is a placeholder until applied
+                request.num_output_placeholders += 1
         record.num_prefill_tokens = output.num_prefill_tokens
         record.num_decode_tokens = output.num_decode_tokens
 
@@ -231,19 +253,36 @@ class Scheduler:
         logprobs: dict[str, list[Logprob]] | None = None,
     ) -> list[EngineCoreOutput]:
         """Append sampled tokens, apply stop conditions, free finished requests' blocks (in the
-        order they were scheduled, as vLLM does)."""
+        order they were scheduled, as vLLM does).
+
+        With asynchronous scheduling `output` may be older than the latest plan: its tokens replace
+        placeholders; a request that ended meanwhile gets nothing (its extra token is discarded); a
+        request preempted meanwhile still gets its token (stale: no placeholder to replace).
+        """
         outputs = self.take_pending_outputs()
         stopped: set[str] = set()
-        for req_id in output.num_scheduled_tokens:
+        stopped_waiting: list[Request] = []
+        for req_id, num_scheduled in output.num_scheduled_tokens.items():
             request = self.requests.get(req_id)
-            if request is None or request.status is not RequestStatus.RUNNING:
-                continue  # ended during the step (a failed step, an abort)
+            if request is None or request.status.finished:
+                continue  # ended while its step ran (a failed step, an abort, a stop found one step late)
+            request.num_in_flight_tokens -= num_scheduled
+            is_stale = request.num_stale_output_tokens > 0
+            if is_stale:
+                request.num_stale_output_tokens -= num_scheduled
+            was_running = request.status is RequestStatus.RUNNING
             token = sampled.get(req_id)
             new_tokens = []
             if token is not None:
                 request.output_token_ids.append(token)
                 new_tokens.append(token)
+                if was_running:
+                    request.num_tokens_sent_to_runner += 1  # the runner appended the token it sampled itself
+                if not is_stale and request.num_output_placeholders:
+                    request.num_output_placeholders -= 1
                 check_stop(request, token, self.max_model_len)
+                if was_running and self.async_scheduling:
+                    self.kv.publish_computed(request, request.num_computed_tokens - request.num_output_placeholders)
             out = EngineCoreOutput(request_id=req_id, new_token_ids=new_tokens, num_cached_tokens=request.num_cached_tokens)
             if logprobs and req_id in logprobs:
                 out.new_logprobs = [logprobs[req_id]]
@@ -256,11 +295,16 @@ class Scheduler:
                 if request.status is RequestStatus.FINISHED_STOPPED:
                     out.stop_token_id = token
                 self._free_finished(request)
-                stopped.add(req_id)
+                if was_running:
+                    stopped.add(req_id)
+                else:
+                    stopped_waiting.append(request)
             if new_tokens or out.finish_reason or out.first_scheduled_time is not None:
                 outputs.append(out)
         if stopped:
             self.running = [r for r in self.running if r.request_id not in stopped]
+        for request in stopped_waiting:  # preempted, then stopped by its stale token
+            self.waiting.remove(request)
         return outputs
 
     def _free_finished(self, request: Request) -> None:
@@ -306,6 +350,10 @@ class Scheduler:
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(len(self.waiting))
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or ended ones the model runner has not yet been told of (vLLM's has_requests)."""
+        return self.has_unfinished_requests() or bool(self.finished_req_ids)
 
     def has_pending_outputs(self) -> bool:
         return bool(self._pending_outputs)

@@ -145,6 +145,9 @@ class ModelRunner:
             for i, row in enumerate(inputs.logits_rows):
                 req_id = self.batch.req_ids[row]
                 sampled_ids[req_id] = tokens[i]
+                # The runner keeps its own sampled tokens, so a step planned before this one's tokens
+                # reach the scheduler (asynchronous scheduling) reads them here; the scheduler never resends them.
+                self.batch.append_tokens(row, [tokens[i]])
                 wanted = self.batch.params[row].logprobs
                 if lps is not None and wanted is not None:
                     logprobs[req_id] = lps[i][: 1 + wanted]

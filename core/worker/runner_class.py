@@ -2,7 +2,9 @@
 
 A runner is made once per engine as `cls(model, num_blocks, block_size, max_num_reqs, max_model_len,
 dtype, device, seed)` (ModelRunner's signature) and then asked, once per step, to `execute` the
-scheduler's plan. `EngineConfig.model_runner` names the class ("auto": ModelRunner), so the choice
+scheduler's plan. A runner keeps the tokens it samples: the scheduler sends a running request's
+new tokens only when the runner has not produced them itself (with asynchronous scheduling the next
+plan is made before this step's tokens reach the scheduler, and the runner feeds them to it). `EngineConfig.model_runner` names the class ("auto": ModelRunner), so the choice
 travels with the configuration to an EngineCore child process too.
 """
 

@@ -1,4 +1,4 @@
-"""The `enginetui bench {throughput,latency,profile}` subcommands: their flags, and dispatch."""
+"""The `enginetui bench {throughput,latency,serve,profile,scheduling}` subcommands: their flags, and dispatch."""
 
 import argparse
 import importlib
@@ -79,6 +79,20 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     prof.add_argument("--steps", type=_positive, default=20, help="decode steps averaged (default 20)")
     _add_plot_arg(prof)
     _add_common(prof, "profile")
+
+    sch = kinds.add_parser("scheduling", help="synchronous steps against --async-scheduling: decode at 1, 16 and 64 "
+                           "running, and a workload", description="Throughput, TPOT and the step overhead the "
+                           "overlap hides, with and without asynchronous scheduling. Measure on a quiet machine.")
+    add_workload_args(sch)
+    sch.add_argument("--modes", choices=("sync", "async"), nargs="+", default=["sync", "async"], metavar="MODE",
+                     help="scheduling modes to run, in turn (default sync async)")
+    sch.add_argument("--batch-sizes", type=_positive, nargs="+", default=[1, 16, 64], metavar="N",
+                     help="running decode requests (default 1 16 64)")
+    sch.add_argument("--decode-prompt-len", type=_positive, default=64,
+                     help="prompt tokens of each decode request (default 64)")
+    sch.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before timing (default 5)")
+    sch.add_argument("--steps", type=_positive, default=20, help="decode steps timed (default 20)")
+    _add_common(sch, "scheduling")
 
 
 def _add_peer_args(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,9 @@
 """A recording as a Chrome trace-event JSON file (opens in ui.perfetto.dev and chrome://tracing).
 
     process "engine":   thread "steps"   - a slice per engine step, split into schedule / execute / update
+                        threads "busy loop" and "model" - each step's schedule and update, and its
+                                         execution, at the wall-clock times the events give (with
+                                         async scheduling the plan of step N+1 overlaps N's execution)
                         counters         - KV usage, running, waiting, batch tokens (prefill / decode)
     process "requests": a thread per request - its phases (waiting, prefill, decode, recompute, ...)
                         as slices, preemptions and its end as instants
@@ -16,6 +19,7 @@ from enginetui.timeline import WAITING, Lane, Timeline
 
 ENGINE_PID, REQUESTS_PID = 1, 2  # trace processes
 STEPS_TID = 1  # the engine's step thread
+BUSY_LOOP_TID, MODEL_TID = 2, 3  # where schedule / update and execute ran (from the events' phases)
 PHASE_NAMES = {"waiting": "waiting", "prefill": "prefill", "decode": "decode", "stalled": "running (no tokens this step)",
                "requeued": "waiting (preempted)", "recompute": "recompute"}  # timeline phase -> slice name
 
@@ -26,13 +30,16 @@ def perfetto_trace(recording: Recording) -> dict:
     origin = events[0].time if events else 0.0
     us = lambda t: round((t - origin) * 1e6, 3)  # noqa: E731  (time.time() -> trace microseconds)
     trace = [_name("process_name", ENGINE_PID, 0, "engine"), _name("thread_name", ENGINE_PID, STEPS_TID, "steps"),
+             _name("thread_name", ENGINE_PID, BUSY_LOOP_TID, "busy loop (schedule, update)"),
+             _name("thread_name", ENGINE_PID, MODEL_TID, "model (execute)"),
              _name("process_name", REQUESTS_PID, 0, "requests")]
     spans = []
     for event in events:
         if event.is_step:
             span = StepSpan.of(event)
             spans.append(span)
-            trace += _step_slices(event, us(span.start))
+            trace += _step_slices(event, us(span.start), span)
+            trace += _phase_slices(event, us)
         if not event.is_snapshot or event is events[0]:
             trace += _counters(event, us(event.time))
     if spans:
@@ -54,8 +61,14 @@ def _instant(name: str, ts: float, pid: int, tid: int, args: dict) -> dict:
     return {"ph": "i", "s": "t", "name": name, "ts": ts, "pid": pid, "tid": tid, "args": args}
 
 
-def _step_slices(event: StepEvent, start: float) -> list[dict]:
-    """The step and its three phases, back to back inside it."""
+def _step_slices(event: StepEvent, start: float, span: StepSpan) -> list[dict]:
+    """The step and its three phases, back to back inside it. With asynchronous scheduling the step
+    alone (its phases overlap the next and previous steps': they are on the busy-loop and model tracks)."""
+    if event.async_scheduling:
+        args = {"planned step": event.planned_step, "executed step": event.executed_step,
+                "scheduled tokens": event.num_scheduled_tokens, "requests": len(event.scheduled)}
+        return [_slice(f"step {event.step}", start, round((span.end - span.start) * 1e6, 3), ENGINE_PID, STEPS_TID,
+                       args)]
     parts = [("schedule", round(event.sched_ms * 1e3, 3)), ("execute", round(event.exec_ms * 1e3, 3)),
              ("update", round(event.update_ms * 1e3, 3))]
     args = {"scheduled tokens": event.num_scheduled_tokens, "prefill tokens": event.num_prefill_tokens,
@@ -65,6 +78,17 @@ def _step_slices(event: StepEvent, start: float) -> list[dict]:
     for name, dur in parts:
         out.append(_slice(name, at, dur, ENGINE_PID, STEPS_TID))
         at += dur
+    return out
+
+
+def _phase_slices(event: StepEvent, us) -> list[dict]:
+    """The step's schedule / execute / update spans where they ran: the busy loop and the model thread."""
+    out = []
+    for phase in event.phases:
+        tid = MODEL_TID if phase.name == "execute" else BUSY_LOOP_TID
+        out.append(_slice(f"{phase.name} step {phase.step}", us(phase.start),
+                          max(0.0, round(us(phase.end) - us(phase.start), 3)), ENGINE_PID, tid,
+                          {"step": phase.step, "async scheduling": event.async_scheduling}))
     return out
 
 

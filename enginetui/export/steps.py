@@ -1,7 +1,9 @@
 """When each engine step ran, from a recording's step events (the rule both exports share).
 
 A step event is built when its step is done; the step began its scheduler, model and update
-phases (sched_ms + exec_ms + update_ms) before that.
+phases (sched_ms + exec_ms + update_ms) before that. With asynchronous scheduling the model phase
+of a busy-loop step began in the step before, so the step is its own phases (its plan, its wait,
+its update), from the first of them to the event.
 """
 
 from bisect import bisect_left
@@ -20,6 +22,9 @@ class StepSpan:
 
     @staticmethod
     def of(event: StepEvent) -> "StepSpan":
+        if event.async_scheduling:
+            own = [p.start for p in event.phases if p.name != "execute"]
+            return StepSpan(event.step, min(own, default=event.time), event.time)
         return StepSpan(event.step, event.time - step_ms(event) / 1e3, event.time)
 
 

@@ -23,6 +23,7 @@ from core.engine.events import (
     RequestEnd,
     RequestProgress,
     StepEvent,
+    StepPhase,
 )
 from core.engine.processor import EngineInfo
 from core.record import format as fmt
@@ -84,6 +85,7 @@ class StepEventWriter(Observer):
             prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
             num_dropped_events=0, total_output_tokens=self.total_output_tokens,
             total_preemptions=self.total_preemptions, step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
+            planned_step=self.step, executed_step=self.step, phases=[StepPhase(self.step, "execute", start, end)],
         )
         self.writer.write_event(_ENCODER.encode(event))
 

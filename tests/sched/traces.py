@@ -6,7 +6,16 @@ tokens it will sample, in order (its k-th output token is `outputs[k]` whenever 
 after a preemption), so both schedulers see the same tokens; some are EOS or a stop token, so
 requests finish by stop as well as by length. After the last action both run until no request is
 left. `run_ours` and tests/sched/vllm_oracle.py write the same per-step record (see STEP_FIELDS).
+
+A trace with `"async_scheduling": true` in its config is driven as vLLM's EngineCore drives its
+AsyncScheduler (step_with_batch_queue, a batch queue of depth 2): each trace step plans a new step
+(its tokens' outputs still unknown: placeholders) and applies the outputs of the oldest step in
+flight, once two are queued or nothing more can be planned. A step samples for every request it
+did not leave mid-prefill; the token is the request's next trace output when the step's outputs
+are applied.
 """
+
+from collections import deque
 
 import random
 
@@ -31,11 +40,13 @@ STEP_FIELDS = {
     "blocks": "{req_id: block ids} of every request holding blocks (vLLM's ids minus its null block 0)",
     "free": "free blocks after the step",
     "cached": "{req_id: num_cached_tokens} reported with a request's first output, this step",
-    "stats": "cumulative prefix-cache [queries, hits, preempted queries, preempted hits]",
+    "stats": "cumulative prefix-cache [queries, hits, preempted queries, preempted hits], as of the latest applied step (vLLM reports them with outputs)",
+    "placeholders": "{req_id: output placeholders} of live requests holding any, after the step",
+    "stale": "sorted ids whose applied output was stale (preempted while its step ran), this step",
 }
 
 
-def random_trace(seed: int) -> dict:
+def random_trace(seed: int, async_scheduling: bool = False) -> dict:
     """One random trace: tight budgets and pools, both policies, caching on and off, shared prefixes."""
     rng = random.Random(seed)
     block_size = rng.choice([2, 4, 4, 8])
@@ -82,6 +93,7 @@ def random_trace(seed: int) -> dict:
         steps[rng.randint(0, last_arrival_step)].append({"op": "abort", "id": rng.choice(ids)})
     if rng.random() < 0.3:
         steps[rng.randint(0, last_arrival_step)].append({"op": "reset"})
+    config["async_scheduling"] = async_scheduling
     return {"seed": seed, "config": config, "steps": steps}
 
 
@@ -104,6 +116,7 @@ def make_scheduler(config: dict) -> Scheduler:
         scheduling_policy=config["policy"],
         long_prefill_token_threshold=config["long_prefill_token_threshold"],
         scheduler_reserve_full_isl=config["scheduler_reserve_full_isl"],
+        async_scheduling=config.get("async_scheduling", False),
     )
     return Scheduler(engine_config, config["num_blocks"], config["max_model_len"])
 
@@ -111,12 +124,16 @@ def make_scheduler(config: dict) -> Scheduler:
 def run_ours(trace: dict) -> list[dict]:
     """Drive our scheduler through the trace; one record per step (STEP_FIELDS)."""
     s = make_scheduler(trace["config"])
+    is_async = trace["config"].get("async_scheduling", False)
     outputs: dict[str, list[int]] = {}  # request id -> the tokens it samples, in order
     emitted: set[str] = set()  # requests that have produced a token
+    in_flight: deque = deque()  # (plan, ids of requests it samples), newest first
     records = []
+    stats = [0, 0, 0, 0]
     step = 0
-    while step < MAX_STEPS and (step < len(trace["steps"]) or s.has_unfinished_requests()):
-        record = {"aborted": [], "reset": [], "cached": {}, "finished": []}
+    while step < MAX_STEPS and (step < len(trace["steps"]) or (s.has_requests() if is_async else s.has_unfinished_requests())
+                                or in_flight):
+        record = {"aborted": [], "reset": [], "cached": {}, "finished": [], "sched": [], "preempted": [], "stale": []}
         for action in trace["steps"][step] if step < len(trace["steps"]) else []:
             if action["op"] == "add":
                 outputs[action["id"]] = action["outputs"]
@@ -128,34 +145,52 @@ def run_ours(trace: dict) -> list[dict]:
             else:
                 record["reset"].append(s.reset_prefix_cache())
         s.take_pending_outputs()
-        out = s.schedule()
-        sampled = {}
-        for req_id in out.num_scheduled_tokens:
-            request = s.requests[req_id]
-            if request.num_computed_tokens >= request.num_tokens:
-                sampled[req_id] = outputs[req_id][request.num_output_tokens]
-        for o in s.update_from_output(out, sampled):
-            if o.finish_reason:
-                record["finished"].append([o.request_id, o.finish_reason])
-            if o.new_token_ids and o.request_id not in emitted:
-                emitted.add(o.request_id)
-                record["cached"][o.request_id] = o.num_cached_tokens
+        apply = not is_async
+        if not is_async or s.has_requests():
+            out = s.schedule()
+            record["sched"] = [[req_id, n] for req_id, n in out.num_scheduled_tokens.items()]
+            record["preempted"] = sorted(out.preempted_req_ids)
+            in_flight.appendleft((out, [r for r in out.num_scheduled_tokens if not s.requests[r].is_prefill_chunk]))
+            apply = apply or len(in_flight) == 2 or not (out.total_num_scheduled_tokens or s.has_requests())
+        elif in_flight:
+            apply = True
+        if apply:
+            _apply_oldest(s, in_flight.pop(), outputs, emitted, record)
+            stats = [s.kv.prefix_queries, s.kv.prefix_hits, s.kv.preempted_prefix_queries, s.kv.preempted_prefix_hits]
         s.check_invariants()
         kv = s.kv
+        live = s.requests.values()
         record.update(
-            sched=[[req_id, n] for req_id, n in out.num_scheduled_tokens.items()],
-            preempted=sorted(out.preempted_req_ids),
             running=[r.request_id for r in s.running],
             waiting=[r.request_id for r in s.waiting],
-            computed={r.request_id: r.num_computed_tokens for r in s.requests.values()},
+            computed={r.request_id: r.num_computed_tokens for r in live},
             blocks={req_id: [b.block_id for b in blocks] for req_id, blocks in kv.req_to_blocks.items()},
             free=kv.pool.num_free_blocks,
-            stats=[kv.prefix_queries, kv.prefix_hits, kv.preempted_prefix_queries, kv.preempted_prefix_hits],
+            stats=stats,
+            placeholders={r.request_id: r.num_output_placeholders for r in live if r.num_output_placeholders},
         )
         record["finished"].sort()
         records.append(record)
         step += 1
     return records
+
+
+def _apply_oldest(s: Scheduler, oldest: tuple, outputs: dict, emitted: set, record: dict) -> None:
+    """The oldest step in flight returns: each request it samples for (still live) gets its next trace token."""
+    out, samplers = oldest
+    record["stale"] = sorted(r for r in out.num_scheduled_tokens if r in s.requests and s.requests[r].num_stale_output_tokens)
+    sampled = {}
+    for req_id in samplers:
+        request = s.requests.get(req_id)
+        if request is not None:
+            tokens = outputs[req_id]
+            sampled[req_id] = tokens[request.num_output_tokens] if request.num_output_tokens < len(tokens) else EOS
+    for o in s.update_from_output(out, sampled):
+        if o.finish_reason:
+            record["finished"].append([o.request_id, o.finish_reason])
+        if o.new_token_ids and o.request_id not in emitted:
+            emitted.add(o.request_id)
+            record["cached"][o.request_id] = o.num_cached_tokens
 
 
 def first_difference(ours: list[dict], theirs: list[dict]) -> str | None:

@@ -7,17 +7,20 @@ do (tests/v1/core/utils.py): a model config (read from a local HF directory, no 
 cache config with one full-attention group, and fake model outputs: a request samples its next
 trace token whenever its scheduled tokens reach the end of its sequence.
 vLLM's pool has one more block than ours (its block 0 is a null placeholder), so its block ids
-are written minus one.
+are written minus one. A trace with `async_scheduling` runs vLLM's AsyncScheduler the way its
+EngineCore.step_with_batch_queue does (a batch queue of depth 2; see tests/sched/traces.py).
 """
 
 import json
 import sys
+from collections import deque
 
 import torch
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 from vllm.v1.outputs import ModelRunnerOutput
@@ -44,6 +47,7 @@ def make_scheduler(vllm_config: VllmConfig, config: dict) -> Scheduler:
     sc.enable_chunked_prefill = config["enable_chunked_prefill"]
     sc.long_prefill_token_threshold = config["long_prefill_token_threshold"]
     sc.scheduler_reserve_full_isl = config["scheduler_reserve_full_isl"]
+    sc.async_scheduling = config["async_scheduling"]
     vllm_config.model_config.max_model_len = config["max_model_len"]
     cache = vllm_config.cache_config
     cache.block_size = config["block_size"]
@@ -52,8 +56,9 @@ def make_scheduler(vllm_config: VllmConfig, config: dict) -> Scheduler:
     spec = FullAttentionSpec(block_size=config["block_size"], num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv_config = KVCacheConfig(num_blocks=cache.num_gpu_blocks, kv_cache_tensors=[],
                               kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
-    return Scheduler(vllm_config=vllm_config, kv_cache_config=kv_config, block_size=config["block_size"],
-                     structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True)
+    scheduler_class = AsyncScheduler if config["async_scheduling"] else Scheduler
+    return scheduler_class(vllm_config=vllm_config, kv_cache_config=kv_config, block_size=config["block_size"],
+                           structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True)
 
 
 def run_trace(vllm_config: VllmConfig, trace: dict) -> list[dict]:
@@ -65,9 +70,12 @@ def run_trace(vllm_config: VllmConfig, trace: dict) -> list[dict]:
     stats = [0, 0, 0, 0]
     records = []
     steps = trace["steps"]
+    is_async = config["async_scheduling"]
+    in_flight: deque = deque()  # (scheduler output, ids of requests it samples), newest first
     step = 0
-    while step < MAX_STEPS and (step < len(steps) or s.has_unfinished_requests()):
-        record = {"aborted": [], "reset": [], "cached": {}, "finished": []}
+    while step < MAX_STEPS and (step < len(steps) or (s.has_requests() if is_async else s.has_unfinished_requests())
+                                or in_flight):
+        record = {"aborted": [], "reset": [], "cached": {}, "finished": [], "sched": [], "preempted": [], "stale": []}
         for action in steps[step] if step < len(steps) else []:
             if action["op"] == "add":
                 outputs[action["id"]] = action["outputs"]
@@ -79,43 +87,62 @@ def run_trace(vllm_config: VllmConfig, trace: dict) -> list[dict]:
                 record["aborted"] += [r.request_id for r in s.finish_requests(action["id"], RequestStatus.FINISHED_ABORTED)]
             else:
                 record["reset"].append(s.reset_prefix_cache())
-        out = s.schedule()
-        req_ids = list(out.num_scheduled_tokens)
-        sampled = []
-        for req_id in req_ids:
-            request = s.requests[req_id]
-            done = request.num_computed_tokens >= request.num_tokens  # not a partial prefill chunk
-            sampled.append([outputs[req_id][request.num_output_tokens]] if done else [])
-        runner_output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                          sampled_token_ids=sampled)
-        for engine_outputs in s.update_from_output(out, runner_output).values():
-            if engine_outputs.scheduler_stats is not None:  # this step's prefix-cache lookups
-                prefix_stats = engine_outputs.scheduler_stats.prefix_cache_stats
-                stats[0] += prefix_stats.queries
-                stats[1] += prefix_stats.hits
-                stats[2] += prefix_stats.preempted_queries
-                stats[3] += prefix_stats.preempted_hits
-            for o in engine_outputs.outputs:
-                if o.finish_reason is not None:
-                    record["finished"].append([o.request_id, str(o.finish_reason)])
-                if o.new_token_ids and o.request_id not in emitted:
-                    emitted.add(o.request_id)
-                    record["cached"][o.request_id] = o.prefill_stats.num_cached_tokens
+        apply = not is_async
+        if not is_async or s.has_requests():  # EngineCore.step_with_batch_queue
+            out = s.schedule()
+            record["sched"] = [[req_id, n] for req_id, n in out.num_scheduled_tokens.items()]
+            record["preempted"] = sorted(out.preempted_req_ids)
+            in_flight.appendleft((out, [r for r in out.num_scheduled_tokens if not s.requests[r].is_prefill_chunk]))
+            apply = apply or len(in_flight) == 2 or not (out.total_num_scheduled_tokens > 0 or s.has_requests())
+        elif in_flight:
+            apply = True
+        if apply:
+            apply_oldest(s, in_flight.pop(), outputs, emitted, stats, record)
         manager = s.kv_cache_manager.coordinator.single_type_managers[0]
         record.update(
-            sched=[[req_id, n] for req_id, n in out.num_scheduled_tokens.items()],
-            preempted=sorted(out.preempted_req_ids),
             running=[r.request_id for r in s.running],
             waiting=[r.request_id for r in s.waiting] + [r.request_id for r in s.kv_holding_waiting],
             computed={r.request_id: r.num_computed_tokens for r in s.requests.values()},
             blocks={req_id: [b.block_id - 1 for b in blocks] for req_id, blocks in manager.req_to_blocks.items() if blocks},
             free=s.kv_cache_manager.block_pool.get_num_free_blocks(),
             stats=list(stats),
+            placeholders={r.request_id: r.num_output_placeholders for r in s.requests.values() if r.num_output_placeholders},
         )
         record["finished"].sort()
         records.append(record)
         step += 1
     return records
+
+
+def apply_oldest(s: Scheduler, oldest: tuple, outputs: dict, emitted: set, stats: list, record: dict) -> None:
+    """The oldest step in flight returns: each request it samples for (still live) gets its next trace token."""
+    out, samplers = oldest
+    record["stale"] = sorted(r for r in out.num_scheduled_tokens
+                             if r in s.requests and s.requests[r].num_stale_output_tokens)
+    req_ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for req_id in req_ids:
+        request = s.requests.get(req_id)
+        token = []
+        if req_id in samplers and request is not None:
+            tokens = outputs[req_id]
+            token = [tokens[request.num_output_tokens] if request.num_output_tokens < len(tokens) else EOS]
+        sampled.append(token)
+    runner_output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                                      sampled_token_ids=sampled)
+    for engine_outputs in s.update_from_output(out, runner_output).values():
+        if engine_outputs.scheduler_stats is not None:  # this step's prefix-cache lookups
+            prefix_stats = engine_outputs.scheduler_stats.prefix_cache_stats
+            stats[0] += prefix_stats.queries
+            stats[1] += prefix_stats.hits
+            stats[2] += prefix_stats.preempted_queries
+            stats[3] += prefix_stats.preempted_hits
+        for o in engine_outputs.outputs:
+            if o.finish_reason is not None:
+                record["finished"].append([o.request_id, str(o.finish_reason)])
+            if o.new_token_ids and o.request_id not in emitted:
+                emitted.add(o.request_id)
+                record["cached"][o.request_id] = o.prefill_stats.num_cached_tokens
 
 
 def main() -> None:
