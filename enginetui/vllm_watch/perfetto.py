@@ -71,7 +71,7 @@ def _batch_instant(item: BatchItem, ts: float) -> dict:
 def _request_track(view: WatchedRequest, tid: int, us) -> list[dict]:
     events = [_meta("thread_name", REQUESTS_PID, tid, f"{view.req_id} {view.method} {view.route} · {view.source}")]
     end = view.finished if view.finished is not None else view.last_token or view.arrival
-    args = {"prompt": view.prompt[:200], "tokens": view.tokens(), "status": view.status,
+    args = {"prompt": view.prompt[:200], "tokens": view.tokens(), "chunks": view.token_chunks, "status": view.status,
             "finish_reason": view.finish_reason, "detail": view.detail}
     first = view.first_token if view.first_token is not None else end
     events.append({"name": "until first token" if view.first_token is not None else view.status, "ph": "X",
@@ -79,7 +79,7 @@ def _request_track(view: WatchedRequest, tid: int, us) -> list[dict]:
                    "args": args})
     if view.first_token is not None:
         events.append({"name": "streaming", "ph": "X", "pid": REQUESTS_PID, "tid": tid, "ts": us(first),
-                       "dur": max(0.0, us(end) - us(first)), "args": {"tokens": view.tokens()}})
+                       "dur": max(0.0, us(end) - us(first)), "args": {"tokens": view.tokens(), "chunks": view.token_chunks}})
     events.append({"name": view.finish_reason or view.status, "ph": "i", "s": "t", "pid": REQUESTS_PID, "tid": tid,
                    "ts": us(end)})
     return events

@@ -34,7 +34,7 @@ class WatchedRequest:
     http_status: int | None = None  # the response's status code (None: none yet)
     first_token: float | None = None  # when the first generated text went by
     last_token: float | None = None  # when the latest generated text went by
-    token_chunks: int = 0  # chunks that carried a generated token (its text may be empty: a character cut in two)
+    token_chunks: int = 0  # chunks that carried generated tokens (one or more; the text may be empty: a character cut in two)
     prompt_tokens: int | None = None  # vLLM's usage: prompt length (None: not reported)
     output_tokens: int | None = None  # vLLM's usage: tokens generated (None: not reported)
     text: str = ""  # the generated text so far
@@ -60,15 +60,25 @@ class WatchedRequest:
         return None if self.first_token is None else self.first_token - self.arrival
 
     def itl(self) -> float | None:
-        """Mean seconds between chunks of generated text after the first (None: fewer than two)."""
-        if self.first_token is None or self.last_token is None or self.token_chunks < 2:
+        """Mean seconds per token after the first: from the first chunk's arrival to the last's over
+        the tokens between, as vLLM's usage counts them; without usage, per chunk (vLLM merges
+        tokens into one chunk when its client reads slower than it generates: then an upper
+        bound). None with fewer than two."""
+        if self.first_token is None or self.last_token is None:
             return None
-        return (self.last_token - self.first_token) / (self.token_chunks - 1)
+        steps = (self.output_tokens if self.output_tokens is not None else self.token_chunks) - 1
+        return (self.last_token - self.first_token) / steps if steps > 0 else None
 
-    def tokens(self) -> int:
-        """Tokens generated: vLLM's usage where it reported one, else chunks of text (one token each
-        in vLLM's streams)."""
-        return self.output_tokens if self.output_tokens is not None else self.token_chunks
+    def tokens(self) -> int | None:
+        """Tokens generated, as vLLM's usage reports them (None: the client asked for no usage; the
+        chunks are no count: vLLM merges tokens into one chunk when its client reads slowly)."""
+        return self.output_tokens
+
+    def tokens_text(self) -> str:
+        """The tokens generated in words: `24 tok`, or `17 chunks` without usage."""
+        if self.output_tokens is not None:
+            return f"{self.output_tokens} tok"
+        return f"{self.token_chunks} chunk{'s' if self.token_chunks != 1 else ''}"
 
     # ---- the request -------------------------------------------------------------------------
 

@@ -28,6 +28,8 @@ def progress(view: WatchedRequest) -> str:
     """Tokens generated (vLLM's usage, else chunks of text), or the status code of another route."""
     if not view.generates:
         return f"{view.method} {view.http_status or '…'}"
+    if view.tokens() is None:
+        return view.tokens_text()
     limit = f"/{view.max_tokens}" if view.max_tokens is not None and view.active else ""
     return f"{view.tokens()}{limit} tok"
 
@@ -40,7 +42,8 @@ class WatchRequestsTable(RequestsTable):
         self._drawn: tuple | None = None  # what show() drew: each row's (id, status, text length, tokens, TTFT), the selection
 
     def show(self, views: list[WatchedRequest], selected: str | None, empty: str = "") -> None:
-        drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.first_token) for v in views), selected, empty)
+        drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token) for v in views),
+                 selected, empty)
         if drawn == self._drawn:
             return  # no request moved: nothing to repaint
         self._drawn = drawn
@@ -91,14 +94,17 @@ def detail_text(view: WatchedRequest) -> Text:
     if view.generates:
         prompt = f"{view.prompt_tokens} prompt tok" if view.prompt_tokens is not None else "prompt tok —"
         limit = f"/{view.max_tokens}" if view.max_tokens is not None else ""
-        text.append(f" · {prompt} · {view.tokens()}{limit} generated")
+        text.append(f" · {prompt} · {view.tokens_text()}{limit} generated")
         if view.model:
             text.append(f" · {view.model}", style=DIM)
         end = view.finished or time.time()
         span = end - view.first_token if view.first_token is not None else 0.0
-        rate = (view.tokens() - 1) / span if view.tokens() > 1 and span >= MIN_RATE_SPAN_S else None
+        tokens = view.tokens()
+        rate = (tokens - 1) / span if tokens is not None and tokens > 1 and span >= MIN_RATE_SPAN_S else None
         text.append(f"\nTTFT {ms(view.ttft())} · ITL {ms(view.itl())}")
         text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
+        if view.tokens() is None and view.first_token is not None:
+            text.append(" (no usage asked for: ITL per chunk)", style=DIM)
         if view.finished is not None:
             text.append(f" · e2e {ms(view.finished - view.arrival)}")
         text.append("\nqueue time: not on the wire (TTFT includes it)", style=DIM)

@@ -408,7 +408,7 @@ class WatchState:
         if view.generates:
             kind = "finish" if view.status == "finished" else "error"
             what = view.finish_reason or view.status
-            self.note(view.finished or view.arrival, kind, f"{view.req_id} · {what} · {view.tokens()} tok"
+            self.note(view.finished or view.arrival, kind, f"{view.req_id} · {what} · {view.tokens_text()}"
                       + (f" · {view.detail}" if view.detail else ""))
         self.version += 1
 

@@ -61,6 +61,8 @@ def test_chat_requests_and_other_routes():
               b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', 1.2)
     chat.end(1.3)
     assert (chat.prompt, chat.text, chat.finish_reason, chat.token_chunks) == ("hi", "Hello", "stop", 2)
+    assert chat.tokens() is None and chat.tokens_text() == "2 chunks"  # no usage: chunks are no token count
+    assert chat.itl() == pytest.approx(0.0)  # both chunks in one read
     models = WatchedRequest("p3", 2, "c", "GET", "/v1/models", arrival=1.0, prompt="GET /v1/models")
     models.respond(200)
     models.read(b'{"data": []}', 1.1)
