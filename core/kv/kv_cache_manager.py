@@ -95,8 +95,8 @@ class KVCacheManager:
             held = self.req_to_blocks.get(request.request_id)
             end = request.num_computed_tokens + num_new_tokens
             if held is not None and cdiv(end, self.block_size) <= len(held):
-                if self.enable_prefix_caching:
-                    self._publish_full_blocks(request, held, end)
+                if self.enable_prefix_caching:  # only blocks of known tokens (not placeholders of steps in flight)
+                    self._publish_full_blocks(request, held, min(end, request.num_tokens))
                 return []
         computed = new_computed_blocks or []
         blocks = self.req_to_blocks.get(request.request_id, [])
