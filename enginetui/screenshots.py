@@ -6,7 +6,7 @@ pictures is on screen: two prompts streaming, a burst preempting (also in an 80x
 paused engine with one request's block table, the help screen, the engine killed under two
 streaming prompts, the timeline of a burst with a preemption. The engine runs in real time, so
 two runs never draw quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
-deterministic versions of these scenes against a FakeEngine instead.
+deterministic versions of these scenes on the real engine with a scripted model runner instead.
 """
 
 import asyncio

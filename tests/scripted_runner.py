@@ -10,10 +10,14 @@ whatever the sampling settings (requests end by max_tokens, stop strings or stop
 by EOS; a prompt of nothing but EOS tokens generates token 0).
 """
 
+import time
+
 from core.sched.output import SchedulerOutput
 from core.worker.model_runner import ModelRunnerOutput
 
 SCRIPTED_RUNNER = "tests.scripted_runner:ScriptedRunner"  # EngineConfig.model_runner value
+PACED_RUNNER = "tests.scripted_runner:PacedScriptedRunner"  # the same, taking PACED_STEP_SECONDS a step
+PACED_STEP_SECONDS = 0.01  # how long a paced step takes (as a small model's forward would)
 
 
 def scripted_token(prompt: list[int], eos_token_ids: list[int], num_generated: int) -> int:
@@ -54,3 +58,12 @@ class ScriptedRunner:
                 sampled[req_id] = scripted_token(prompt, self.eos[req_id], self.num_tokens[req_id] - len(prompt))
                 self.num_tokens[req_id] += 1  # a runner keeps the tokens it samples (the scheduler never resends them)
         return ModelRunnerOutput(sampled=sampled, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)
+
+
+class PacedScriptedRunner(ScriptedRunner):
+    """The scripted runner, taking PACED_STEP_SECONDS a step: a freely running engine streams at a
+    pace a test can watch (a step costs no CPU: it sleeps)."""
+
+    def execute(self, out: SchedulerOutput) -> ModelRunnerOutput:
+        time.sleep(PACED_STEP_SECONDS)
+        return super().execute(out)

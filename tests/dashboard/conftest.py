@@ -1,11 +1,12 @@
-"""Fixtures for the dashboard tests: the app wired to a FakeEngine, with notifications recorded."""
+"""Fixtures for the dashboard tests: the app wired to a ScriptedEngine (the real engine with the
+scripted model runner), with notifications recorded."""
 
 import pytest
 from textual.notifications import SeverityLevel
 
 from enginetui.app import EngineTUI
-from tests.dashboard.fake_engine import FakeEngine
 from tests.dashboard.scenes import FIXED_PROCESS
+from tests.dashboard.scripted_engine import ScriptedEngine
 
 SIZE = (120, 40)  # terminal size of the Pilot tests
 
@@ -13,7 +14,7 @@ SIZE = (120, 40)  # terminal size of the Pilot tests
 class RecordingApp(EngineTUI):
     """EngineTUI that remembers every notification it shows."""
 
-    def __init__(self, engine: FakeEngine, **kwargs) -> None:
+    def __init__(self, engine: ScriptedEngine, **kwargs) -> None:
         super().__init__(engine, probe=lambda pid: FIXED_PROCESS, seed=0, **kwargs)
         self.fake = engine  # the engine under the app
         self.notes: list[tuple[SeverityLevel, str]] = []  # (severity, message) of each notification
@@ -23,11 +24,19 @@ class RecordingApp(EngineTUI):
         super().notify(message, severity=severity, **kwargs)
 
 
+@pytest.fixture(autouse=True)
+def shut_down_engines():
+    """Every ScriptedEngine a test made is shut down after it (its EngineCore thread ends)."""
+    yield
+    while ScriptedEngine.made:
+        ScriptedEngine.made.pop().shutdown()
+
+
 @pytest.fixture
 def make_app():
-    """Build a RecordingApp over a FakeEngine made with the given keyword arguments."""
+    """Build a RecordingApp over a ScriptedEngine made with the given keyword arguments."""
 
     def make(**engine_kwargs) -> RecordingApp:
-        return RecordingApp(FakeEngine(**engine_kwargs))
+        return RecordingApp(ScriptedEngine(**engine_kwargs))
 
     return make

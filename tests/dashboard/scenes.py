@@ -1,9 +1,10 @@
-"""The dashboard's main states, driven against the deterministic FakeEngine: the SVG snapshot
-tests (test_snapshots.py) replay these scenes, and the Pilot tests use their helpers.
+"""The dashboard's main states, driven against the real engine with the scripted model runner
+(tests/dashboard/scripted_engine.py): the SVG snapshot tests (test_snapshots.py) replay these
+scenes, and the Pilot tests use their helpers.
 
-Every run draws the same pictures: the FakeEngine is stepped by hand on a fake clock and the
-process panel shows a fixed reading. (`python -m enginetui.screenshots` draws the same states
-from the real engine for screenshots/.)
+Every run draws the same pictures: the engine is stepped by hand (paused, one `step` control at a
+time) on a pinned clock and the process panel shows a fixed reading. (`python -m
+enginetui.screenshots` draws the same states from the real model for screenshots/.)
 """
 
 import asyncio
@@ -14,7 +15,7 @@ from textual.pilot import Pilot
 
 from enginetui.app import EngineTUI
 from enginetui.widgets.process_panel import ProcessPanel, ProcessSample
-from tests.dashboard.fake_engine import FakeEngine
+from tests.dashboard.scripted_engine import ScriptedEngine
 
 SIZE = (120, 40)  # terminal columns, rows
 FIXED_PROCESS = ProcessSample(pid=4242, cpu_percent=37.0, rss_mb=412.0)  # no live readings in pictures
@@ -32,18 +33,18 @@ class Scene:
     """One screenshot: an engine and what to do with the app before the picture."""
 
     name: str  # file name (without .svg)
-    engine: Callable[[], FakeEngine]  # builds the scene's engine
+    engine: Callable[[], ScriptedEngine]  # builds the scene's engine
     play: Callable[[Pilot], Awaitable[None]]  # drives the app into the state to picture
 
 
-def make_app(engine: FakeEngine) -> EngineTUI:
-    """The app over `engine`, with a restart that gets a new FakeEngine like it (`r`)."""
+def make_app(engine: ScriptedEngine) -> EngineTUI:
+    """The app over `engine`, with a restart that gets a new hand-stepped engine (`r`)."""
     return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1,
-                     reopen=lambda: FakeEngine(autostep=False))
+                     reopen=lambda: ScriptedEngine(autostep=False))
 
 
-async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
-    """Let the workers run until `done()` and the fake engine's output is consumed, then redraw."""
+async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 30.0) -> None:
+    """Let the workers run until `done()` and the engine's events and outputs are consumed, then redraw."""
     app = pilot.app
     assert isinstance(app, EngineTUI)
     loop = asyncio.get_running_loop()
@@ -72,9 +73,11 @@ def submit(app: EngineTUI, prompts: tuple[str, ...]) -> None:
 
 
 async def advance(pilot: Pilot, steps: int) -> None:
-    """Run `steps` engine steps one at a time, letting the app take in each."""
+    """Run `steps` engine steps one at a time (once every request sent has reached the engine),
+    letting the app take in each."""
     app = pilot.app
     assert isinstance(app, EngineTUI)
+    await settle(pilot, lambda: all(v.status != "sent" for v in app.state.requests.values()))
     for _ in range(steps):
         target = app.state.step + 1
         await app.engine.step_once()
@@ -101,12 +104,11 @@ async def pressure(pilot: Pilot) -> None:
 
 
 async def paused(pilot: Pilot) -> None:
-    """Paused after a few steps, one single step taken, the second request's block table selected."""
+    """Paused (as a hand-stepped engine is) after a few steps, one more taken with the s key, the
+    second request's block table selected."""
     app = await start(pilot)
     submit(app, PROMPTS[:3])
     await advance(pilot, 9)
-    await pilot.press("space")
-    await settle(pilot, lambda: app.state.paused)
     step = app.state.step
     await pilot.press("s")
     await settle(pilot, lambda: app.state.step == step + 1)
@@ -135,17 +137,17 @@ async def stopped(pilot: Pilot) -> None:
     app = await start(pilot)
     submit(app, PROMPTS[:2])
     await advance(pilot, 4)
-    app.engine.die("EngineCore (pid 4242) exited with code -9")
+    app.engine.die()
     await settle(pilot, lambda: app.phase == "stopped")
     app.clear_notifications()  # the toast times out; the picture shows what stays
     await settle(pilot)
 
 
 SCENES = (
-    Scene("streaming", lambda: FakeEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
-    Scene("pool-pressure", lambda: FakeEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
-    Scene("paused-block-table", lambda: FakeEngine(num_blocks=64, token_budget=48, autostep=False), paused),
-    Scene("help", lambda: FakeEngine(autostep=False), help_screen),
-    Scene("typing", lambda: FakeEngine(autostep=False), typing),
-    Scene("stopped", lambda: FakeEngine(autostep=False), stopped),
+    Scene("streaming", lambda: ScriptedEngine(num_blocks=128, token_budget=32, autostep=False), streaming),
+    Scene("pool-pressure", lambda: ScriptedEngine(num_blocks=24, token_budget=48, autostep=False), pressure),
+    Scene("paused-block-table", lambda: ScriptedEngine(num_blocks=64, token_budget=48, autostep=False), paused),
+    Scene("help", lambda: ScriptedEngine(autostep=False), help_screen),
+    Scene("typing", lambda: ScriptedEngine(autostep=False), typing),
+    Scene("stopped", lambda: ScriptedEngine(autostep=False), stopped),
 )

@@ -202,14 +202,14 @@ def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys
 
 def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
     from enginetui.app import EngineTUI
-    from tests.dashboard.fake_engine import FakeEngine
+    from tests.dashboard.scripted_engine import ScriptedEngine
 
     engines, opened, seen = [], [], {}
 
     def open_engine(kwargs, log_file=None):
         opened.append(kwargs)
         seen.update(log_file=log_file)
-        engines.append(FakeEngine())
+        engines.append(ScriptedEngine(autostep=False))
         return engines[-1]
 
     def run(app):

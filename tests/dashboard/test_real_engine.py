@@ -1,5 +1,5 @@
 """The dashboard on the REAL engine: AsyncLLM with EngineCore in its child process, the embedded
-default model (and a Llama-family directory). Slower than the FakeEngine tests (seconds: the
+default model (and a Llama-family directory). Slower than the scripted-runner tests (seconds: the
 child starts and loads the model), so there are only three, each bounded in time."""
 
 import asyncio

@@ -1,5 +1,5 @@
-"""`enginetui replay`: a recording of a FakeEngine run (chunked prefill, a preemption) opened in
-the dashboard; every state it shows equals the live fold of the same events; keys step, jump,
+"""`enginetui replay`: a recording of a hand-stepped run of the real engine with the scripted model
+runner (chunked prefill, a preemption) opened in the dashboard; every state it shows equals the live fold of the same events; keys step, jump,
 play and say where the ends are; damaged and newer files are handled with words."""
 
 import asyncio
@@ -15,7 +15,7 @@ from enginetui.replay.session import ReplaySession
 from enginetui.state import DashboardState
 from enginetui.widgets.step_panel import StepPanel
 from enginetui.widgets.timeline import TimelinePanel
-from tests.dashboard.fake_recording import record_fake_run
+from tests.dashboard.scripted_recording import record_scripted_run
 
 SIZE = (120, 40)
 
@@ -34,7 +34,7 @@ class NotingReplay(ReplayTUI):
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> str:
-    return asyncio.run(record_fake_run(tmp_path_factory.mktemp("replay") / "run.etrec"))
+    return asyncio.run(record_scripted_run(tmp_path_factory.mktemp("replay") / "run.etrec"))
 
 
 def live_states(path: str) -> list[DashboardState]:

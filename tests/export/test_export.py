@@ -1,5 +1,5 @@
-"""`enginetui export`: a recording of a FakeEngine run (chunked prefill, a preemption and its
-recompute) as a Chrome trace-event file, checked against the format's rules (and loaded by
+"""`enginetui export`: a recording of a hand-stepped run of the real engine with the scripted model
+runner (chunked prefill, a preemption and its recompute) as a Chrome trace-event file, checked against the format's rules (and loaded by
 Perfetto's trace processor when it can run here), and as CSV tables."""
 
 import asyncio
@@ -11,14 +11,14 @@ import pytest
 from core.record.reader import read_recording
 from enginetui.cli import main
 from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
-from tests.dashboard.fake_recording import record_fake_run
+from tests.dashboard.scripted_recording import record_scripted_run
 
 PHASES = {"X", "C", "M", "i"}  # the trace-event phases the export writes
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> str:
-    return asyncio.run(record_fake_run(tmp_path_factory.mktemp("export") / "run.etrec"))
+    return asyncio.run(record_scripted_run(tmp_path_factory.mktemp("export") / "run.etrec"))
 
 
 def check_trace_event_format(trace: dict) -> None:
@@ -79,10 +79,12 @@ def test_each_request_has_a_track_with_its_phases_a_preemption_and_its_end(recor
     r6 = next(tid for tid, name in names.items() if name == "r6")
     track = sorted((e for e in trace if e["pid"] == REQUESTS_PID and e.get("tid") == r6 and e["ph"] in "Xi"),
                    key=lambda e: e["ts"])
+    # preempted twice: the second time right after its recompute (the newest running request goes first)
     assert [e["name"] for e in track] == ["waiting", "prefill", "decode", "preempted", "waiting (preempted)",
-                                          "recompute", "decode", "end: length"]
-    assert track[3]["args"]["step"] == 27 and track[3]["args"]["lost tokens"] == 32
-    assert track[5]["args"]["steps"] == "33"
+                                          "recompute", "preempted", "waiting (preempted)", "recompute", "decode",
+                                          "end: length"]
+    assert track[3]["args"]["step"] == 18 and track[3]["args"]["lost tokens"] == 32
+    assert track[5]["args"]["steps"] == "25" and track[6]["args"]["step"] == 26
 
 
 def test_perfetto_trace_processor_loads_it(recording, tmp_path):
@@ -107,13 +109,13 @@ def test_csv_tables_have_a_row_per_step_and_per_request(recording, tmp_path):
     steps = list(csv.DictReader((tmp_path / "tables" / "steps.csv").open()))
     requests = {r["req_id"]: r for r in csv.DictReader((tmp_path / "tables" / "requests.csv").open())}
     assert [int(r["step"]) for r in steps] == list(range(1, 61))
-    assert int(steps[26]["preempted"]) == 1 and steps[26]["step"] == "27"
+    assert int(steps[17]["preempted"]) == 1 and steps[17]["step"] == "18"
     assert sum(int(r["decode_tokens"]) + int(r["prefill_tokens"]) for r in steps) == sum(
         int(r["scheduled_tokens"]) for r in steps)
     assert sorted(requests) == [f"r{i}" for i in range(1, 7)]
     r6 = requests["r6"]
-    assert r6["preemptions"] == "1" and r6["prefill_chunks"] == "2" and r6["finish_reason"] == "length"
-    assert int(r6["output_tokens"]) == 52 and float(r6["e2e_s"]) > float(r6["ttft_s"]) > 0
+    assert r6["preemptions"] == "2" and r6["prefill_chunks"] == "3" and r6["finish_reason"] == "length"
+    assert int(r6["output_tokens"]) == 44 and float(r6["e2e_s"]) > float(r6["ttft_s"]) > 0
 
 
 def test_the_command_writes_the_trace_and_refuses_what_it_cannot_read(recording, tmp_path, capsys):
