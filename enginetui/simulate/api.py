@@ -64,9 +64,10 @@ class SimResult:
     notes: list[str] = field(default_factory=list)  # things the reader should know
 
 
-def simulate(settings: SimSettings | None = None, **kwargs) -> SimResult:
+def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> SimResult:
     """Simulate one run. Keywords are SimSettings fields or engine flags (EngineConfig fields, e.g.
-    max_num_seqs=128, enable_prefix_caching=True, num_gpu_blocks_override=4096)."""
+    max_num_seqs=128, enable_prefix_caching=True, num_gpu_blocks_override=4096). `live(info, source)`:
+    an EventSink that is handed each step event as it is built (`--watch`)."""
     settings_fields = set(SimSettings.__dataclass_fields__)
     s = settings or SimSettings()
     s = SimSettings(**{**_asdict(s), **{k: v for k, v in kwargs.items() if k in settings_fields}})
@@ -100,7 +101,7 @@ def simulate(settings: SimSettings | None = None, **kwargs) -> SimResult:
         _check_fits(requests, num_blocks, config.block_size)
     from enginetui.simulate.progress import progress_bar
 
-    writer = workloads.event_writer(s, config, shape, num_blocks, max_model_len, step_model)
+    writer = workloads.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
             run = Simulator(config, num_blocks, max_model_len, step_model, writer).run(requests, progress)

@@ -71,6 +71,10 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
                    help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20) and plot")
     o.add_argument("--plot", metavar="FILE", help="with --sweep: where the plot goes (default: sweep-NAME.png)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--watch", action="store_true",
+                   help="show the run live in the dashboard as it is simulated (q quits and stops it)")
+    o.add_argument("--speed", type=float, default=1.0, metavar="X",
+                   help="with --watch: simulated seconds per wall second (0: as fast as it can be drawn; default: 1)")
     c = p.add_argument_group("calibration")
     c.add_argument("--calibrate", metavar="OUT.json",
                    help="measure this engine's step times on this machine over a grid of batch shapes, fit a "
@@ -102,6 +106,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         settings, flags = _settings_and_flags(args)
         if args.sweep:
             return _run_sweep(args, settings, flags)
+        if args.watch:
+            return _run_watch(args, settings, flags)
         from enginetui.simulate.api import simulate
         from enginetui.simulate.report import format_summary
 
@@ -113,6 +119,29 @@ def run_simulate(args: argparse.Namespace) -> int:
     if settings.record:
         print(f"recording     {settings.record} (enginetui replay {settings.record})")
     return 0
+
+
+def _run_watch(args, settings, flags) -> int:
+    from enginetui.simulate.api import simulate
+    from enginetui.simulate.report import format_summary
+    from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
+    from enginetui.terminal_check import refuse_without_terminal
+
+    settings.progress = False  # the dashboard shows the progress
+    live = LiveSimulation(lambda sink: simulate(settings, live=sink, **flags))
+    engine = SimulatedEngine(live, args.speed, settings.model)  # a bad --speed is refused here
+    if refuse_without_terminal("enginetui simulate --watch"):
+        return 2
+    live.start()
+    app = SimWatchTUI(engine)
+    app.run()
+    engine.shutdown()
+    live.join(timeout=5)
+    if live.result is None:
+        print("enginetui simulate: stopped before the run finished", file=sys.stderr)
+        return app.return_code or 1
+    print(format_summary(live.result))
+    return app.return_code or 0
 
 
 def _run_sweep(args, settings, flags) -> int:

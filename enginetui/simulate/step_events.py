@@ -1,6 +1,7 @@
 """A simulated run as step events: the same StepEvent EngineCore publishes, built from the same
 scheduler state, stamped with the simulated clock, written as a recording (core/record), so
-`enginetui replay`, the timeline and `enginetui export` open a simulated run like a live one.
+`enginetui replay`, the timeline and `enginetui export` open a simulated run like a live one, and
+handed to `--watch`'s dashboard as they are built.
 
 The fields come from the scheduler's step record and pool view, as EngineCore's event
 (core/engine/core.py) takes them; tests/simulate/test_exact_replay.py
@@ -33,16 +34,39 @@ from core.sched.scheduler import Scheduler
 from enginetui.simulate.simulator import Observer
 
 
-class StepEventWriter(Observer):
-    """A simulator observer: builds one event per simulated step, writing each to a recording as it is
-    built (requests added between steps go into the next step's event)."""
+class EventSink:
+    """Where built step events go (a recording file, a live dashboard)."""
+
+    def emit(self, event: StepEvent) -> None:
+        """One event, in order."""
+
+    def close(self) -> None:
+        """The run is over (or failed): no more events."""
+
+
+class RecordingSink(EventSink):
+    """Writes each event to a recording file as it comes."""
 
     def __init__(self, path: str | os.PathLike, config: EngineConfig, info: EngineInfo, source: str) -> None:
         header = fmt.Header(event_schema_version=SCHEMA_VERSION, created=time.time(), source=source,
                             enginetui_version=_version(), engine=info, config=msgspec.to_builtins(config),
                             tokenizer=None)
-        self.config = config  # the simulated engine's flags
         self.writer = RecordingWriter(path, header)  # the file
+
+    def emit(self, event: StepEvent) -> None:
+        self.writer.write_event(_ENCODER.encode(event))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class StepEventBuilder(Observer):
+    """A simulator observer: builds one event per simulated step and hands it to every sink as it is
+    built (requests added between steps go into the next step's event)."""
+
+    def __init__(self, config: EngineConfig, sinks: list[EventSink]) -> None:
+        self.config = config  # the simulated engine's flags
+        self.sinks = sinks  # where each event goes
         self.seq = 0  # events written
         self.step = 0  # steps seen
         self.total_output_tokens = 0  # tokens generated so far
@@ -87,10 +111,12 @@ class StepEventWriter(Observer):
             total_preemptions=self.total_preemptions, step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
             planned_step=self.step, executed_step=self.step, phases=[StepPhase(self.step, "execute", start, end)],
         )
-        self.writer.write_event(_ENCODER.encode(event))
+        for sink in self.sinks:
+            sink.emit(event)
 
     def close(self) -> None:
-        self.writer.close()
+        for sink in self.sinks:
+            sink.close()
 
     def _progress(self, r: Request, sched: Scheduler) -> RequestProgress:
         return RequestProgress(

@@ -78,11 +78,12 @@ def _shape_or_none(model: str | None) -> ModelShape | None:
 
 
 def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: int, max_model_len: int,
-                 model: StepTimeModel):
-    """A StepEventWriter for --record (None without)."""
-    if not s.record:
+                 model: StepTimeModel, live=None):
+    """A StepEventBuilder for --record and a live view (None with neither). `live(info, source)`: the
+    live view's EventSink for a run of the engine `info` describes."""
+    if not s.record and live is None:
         return None
-    from enginetui.simulate.step_events import StepEventWriter
+    from enginetui.simulate.step_events import RecordingSink, StepEventBuilder
 
     if s.from_recording:  # the recorded engine, simulated
         import msgspec
@@ -91,13 +92,19 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
 
         info = msgspec.structs.replace(read_recording(s.from_recording).header.engine, device=f"simulated {model.name}",
                                        pid=0)
-        return StepEventWriter(s.record, config, info, source=f"enginetui simulate --from-recording {s.from_recording}")
-    kv_values = shape.kv_elements_per_token if shape else 0
-    info = EngineInfo(
-        model_name=shape.name if shape else s.model, model_dir=None,
-        architecture=shape.architecture if shape else "unknown", num_parameters=shape.num_params if shape else 0,
-        kv_bytes_per_token=kv_values * (1 if s.kv_cache_dtype == "fp8" else 2), vocab_size=shape.vocab_size if shape else 0,
-        max_model_len=max_model_len, num_blocks=num_blocks, block_size=config.block_size,
-        device=f"simulated {model.name}", dtype=s.weight_dtype, eos_token_ids=[], default_sampling={}, pid=0)
-    rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
-    return StepEventWriter(s.record, config, info, source=f"enginetui simulate ({s.dataset}, {rate})")
+        source = f"enginetui simulate --from-recording {s.from_recording}"
+    else:
+        kv_values = shape.kv_elements_per_token if shape else 0
+        info = EngineInfo(
+            model_name=shape.name if shape else s.model, model_dir=None,
+            architecture=shape.architecture if shape else "unknown", num_parameters=shape.num_params if shape else 0,
+            kv_bytes_per_token=kv_values * (1 if s.kv_cache_dtype == "fp8" else 2),
+            vocab_size=shape.vocab_size if shape else 0, max_model_len=max_model_len, num_blocks=num_blocks,
+            block_size=config.block_size, device=f"simulated {model.name}", dtype=s.weight_dtype, eos_token_ids=[],
+            default_sampling={}, pid=0)
+        rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
+        source = f"enginetui simulate ({s.dataset}, {rate})"
+    sinks = [RecordingSink(s.record, config, info, source)] if s.record else []
+    if live is not None:
+        sinks.append(live(info, source))
+    return StepEventBuilder(config, sinks)
