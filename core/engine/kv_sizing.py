@@ -66,6 +66,11 @@ def size_kv_pool(config: EngineConfig, bytes_per_token: int, max_model_len: int)
         if wanted * block_bytes <= budget:
             return KVPoolSize(wanted, f"{config.max_num_seqs} seqs x {max_model_len:,} tok")
         rule = f"{budget_rule}, < {config.max_num_seqs} seqs x {max_model_len:,} tok"
+    return blocks_in_budget(budget, block_bytes, rule)
+
+
+def blocks_in_budget(budget: int, block_bytes: int, rule: str) -> KVPoolSize:
+    """As many whole blocks as `budget` bytes hold (the simulator sizes `--kv-cache-memory-bytes` with it too)."""
     blocks = budget // block_bytes
     if blocks < 1:
         raise ValueError(f"the KV cache budget ({rule}: {budget} bytes) holds no block of {block_bytes} bytes; "

