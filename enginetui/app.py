@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import os
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -21,21 +22,22 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
+from core.engine.events import StepEvent
 from core.sampling_params import SamplingParams
+from enginetui import keys
 from enginetui.dashboard_flags import DEFAULT_REDRAW_HZ
 from enginetui.engine_flags import POOL_HINT
 from enginetui.engine_link import Engine, describe, sampling_params
 from enginetui.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.plural import count
-from enginetui.prompting import NARROW, PromptingApp
+from enginetui.prompting import MODAL_ACTIONS, NARROW, PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
 from enginetui.state import DashboardState
 from enginetui.widgets.event_log import EventLog
-from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.model_panel import ModelPanel
 from enginetui.widgets.palette import request_color
 from enginetui.widgets.pool_grid import PoolGrid
@@ -55,46 +57,53 @@ from enginetui.widgets.timeline import TimelinePanel
 from enginetui.widgets.title_bar import TitleBar
 
 
+# What each panel shows, one line each (the help screen's "panels" rows).
+PANELS = [
+    ("title bar", "the engine's state (▶ running, ⏸ paused, ✖ stopped), its step counter, slow motion, the model"),
+    ("process", "the EngineCore process: pid, CPU (100% = one core), resident memory, device"),
+    ("Requests", "every request: status, tokens computed/total (characters before the engine lists it), its text"),
+    ("Queues", "the scheduler's running and waiting queues, in order, one colour per request"),
+    ("Selected request", "the selected request's tokens, timings (queued, TTFT, tok/s) and block table"),
+    ("Model", "what the engine reported: architecture, parameters, dtype, context length, KV bytes per token"),
+    ("KV pool", "one cell per KV block (or group of blocks), coloured by the request that holds it; legend below it"),
+    ("Step", "the latest step: tokens scheduled of the budget (prefill █, decode ▒), where its time went"),
+    ("Over time", "tokens generated per second, KV %, running and waiting: a point per interval, idle ones too"),
+    ("Event log", "admissions, split prefills, preemptions, finishes and rejections, newest last"),
+    ("Timeline", "(^t) a lane per request, a column per step: · waiting █ prefill ━ decode ✖ preempted, then its end"),
+]
+
 # Slow-motion paces the - and + keys step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
 
-class EngineTUI(PromptingApp, App[None]):
+class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
     """Live view of one engine: type prompts, watch the scheduler, pool and queues work."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
     TITLE = "enginetui"
-    AUTO_FOCUS = None  # keys drive the dashboard until the prompt box is entered (i, Enter, / or a letter)
+    AUTO_FOCUS = "#prompt"  # typing is typing: the prompt box takes every printable key (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type in the prompt box (so does / or any key "
-                "that is not one of these: it is the prompt's first character)"),
-        Binding("space", "pause", "Pause", tooltip="pause the engine (requests still arrive, and wait)"),
-        Binding("space", "resume", "Resume", tooltip="resume a paused engine"),
-        Binding("s", "step", "Step", tooltip="run exactly one engine step (while paused)"),
-        Binding("b", "burst", "Burst", tooltip="submit a burst of synthetic requests (--burst-size; /burst N): "
-                f"they ignore EOS and generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
-        Binding("x", "abort", "Abort", show=False, tooltip="abort the selected request"),  # shown on the requests panel
-        Binding("c", "clear", "Clear", show=False, tooltip="clear ended requests from the list"),  # ditto
-        Binding("minus", "pace(1)", "Slower", tooltip="slow motion: more time between engine steps "
-                f"({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})"),
-        Binding("plus,equals_sign", "pace(-1)", "Faster", key_display="+",
+        keys.PAUSE,
+        keys.RESUME,
+        keys.STEP,
+        keys.burst_key("submit a burst of synthetic requests (--burst-size; /burst N): they ignore EOS and "
+                       f"generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
+        keys.abort_key("abort the selected request"),
+        keys.CLEAR,
+        Binding(keys.SLOWER, "pace(1)", "Slower", key_display="PgDn", priority=True, tooltip="slow motion: more time between "
+                f"engine steps ({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})"),
+        Binding(keys.FASTER, "pace(-1)", "Faster", key_display="PgUp", priority=True,
                 tooltip="less time between engine steps, down to full speed"),
-        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
-        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
-        Binding("t", "toggle_timeline", "Timeline", show=False,
-                tooltip="show or hide the timeline: a lane per request, a column per engine step"),
-        Binding("r", "restart", "Restart", tooltip="after the engine died: start it again with the same settings "
-                "(the request list stays)"),
-        Binding("question_mark", "help", "Help", tooltip="this screen"),
-        Binding("q", "close", "Quit", tooltip="shut the engine down and quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, tooltip="shut the engine down and quit (also in the prompt box)"),
+        *keys.select_keys(),
+        keys.timeline_key(),
+        keys.RESTART,
+        keys.help_key(),
+        *keys.quit_keys("shut the engine down and quit"),
     ]
     # Screen classes by terminal size (app.tcss lays each out): 80x24 is -narrow -short, 100x30 -medium -tall
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
-    # App actions that still apply while the prompt box has the focus (the rest are letters typed there)
-    TYPING_ACTIONS = frozenset({"quit", "select"})
     # App actions that act on the engine: dimmed in the footer, and doing nothing, while there is none ready
     ENGINE_ACTIONS = frozenset({"pause", "resume", "step", "burst", "pace", "abort"})
 
@@ -123,6 +132,7 @@ class EngineTUI(PromptingApp, App[None]):
         step_interval_ms: int = 0,
         reopen: Callable[[], Engine] | None = None,
         random_weights: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
@@ -140,6 +150,8 @@ class EngineTUI(PromptingApp, App[None]):
         self._control_lock = asyncio.Lock()  # control calls reach the engine one at a time, in order
         self._paces_pending = 0  # slow-motion changes sent but not yet reflected in the state
         self._requested_pace_ms = 0.0  # the last slow-motion pace asked for (the base of the next - / +)
+        self._clock = clock  # the dashboard's clock (s): time since the latest event, for idle sparkline points
+        self._latest_seen: tuple[float, float] | None = None  # (engine time of the latest event, _clock() then)
         self.engine = engine  # the engine shown (started by the caller or by a restart; shut down on quit)
         self.state = DashboardState(history_interval=history_interval, tokenizer=engine.tokenizer)
 
@@ -165,6 +177,7 @@ class EngineTUI(PromptingApp, App[None]):
     def on_mount(self) -> None:
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(1.0, self._sample_process)
+        self.set_interval(self.state.history_interval, self._sample_idle_time)
         self._fit_footer(self.size.width)
         self.redraw()
         self._connect()
@@ -187,10 +200,9 @@ class EngineTUI(PromptingApp, App[None]):
             return
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
-        running = "paused" if s.paused else "running"
         restartable = self.phase == "stopped" and self._reopen is not None
-        title.show(self.engine.model_name, s.step, running if self.phase == "ready" else self.phase,
-                   s.step_interval_ms, self.random_weights, "r restarts" if restartable else "")
+        title.show(self.engine.model_name, s.step, self._title_phase(), s.step_interval_ms, self.random_weights,
+                   "^r restarts" if restartable else "")
         self.query_one(ModelPanel).show(self.engine.info, self.random_weights)
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
@@ -202,16 +214,37 @@ class EngineTUI(PromptingApp, App[None]):
         self.query_one(Sparklines).show(s.history)
         self.query_one(TimelinePanel).show(s.timeline, colors, self.selected)
 
+    def _title_phase(self) -> str:
+        """The title bar's state word (TitleBar.PHASES)."""
+        if self.phase == "ready":
+            return "paused" if self.state.paused else "running"
+        return self.phase
+
     def _sample_process(self) -> None:
         if not self._engine_closed:
             self._read_process(self.engine.engine_pid or os.getpid())
+
+    def _sample_idle_time(self) -> None:
+        """Close the sparklines' intervals that ended since the latest event (at the engine time it
+        is now: the latest event's time plus the time since it came): idle time draws as idle."""
+        if self._latest_seen is not None and self.phase == "ready":
+            event_time, seen_at = self._latest_seen
+            self.state.advance(event_time + self._clock() - seen_at)
+
+    def _follow(self, event: StepEvent) -> None:
+        """Fold one event in; note when the latest one came."""
+        self.state.apply_event(event)
+        if self.state.latest is event:
+            self._latest_seen = (event.time, self._clock())
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def _read_process(self, pid: int) -> None:
         self.call_from_thread(self._show_process, self._probe(pid))
 
     def _show_process(self, sample: ProcessSample | None) -> None:
-        self.query_one(ProcessPanel).show(sample, self.engine.engine_pid is None, self.engine.device)
+        engine = self.engine
+        server = getattr(engine, "url", None)  # a RemoteEngine's server (enginetui attach)
+        self.query_one(ProcessPanel).show(sample, engine.engine_pid is None, engine.device, server, engine.engine_pid)
 
     # ---- engine I/O (workers) ------------------------------------------------------------
 
@@ -225,7 +258,7 @@ class EngineTUI(PromptingApp, App[None]):
         except Exception as exc:
             self.post_message(self.EngineLost(self.engine, describe(exc)))
             return
-        self.state.apply_event(first)
+        self._follow(first)
         self.paused = first.paused
         self.phase = "ready"
         self._follow_events()
@@ -237,7 +270,7 @@ class EngineTUI(PromptingApp, App[None]):
         try:
             async for event in engine.events():
                 was_paused = self.state.paused
-                self.state.apply_event(event)
+                self._follow(event)
                 if self.state.paused != was_paused:  # paused or resumed, by this dashboard or another
                     self.paused = self.state.paused
             reason = "the engine closed its event stream"
@@ -263,7 +296,7 @@ class EngineTUI(PromptingApp, App[None]):
             async with self._control_lock:
                 await call()
                 if refresh:
-                    self.state.apply_event(await self.engine.snapshot())
+                    self._follow(await self.engine.snapshot())
         except Exception as exc:
             self.paused = self.state.paused  # what the engine is, not what was asked of it
             self.notify(f"engine call failed: {describe(exc)}", severity="error")
@@ -296,7 +329,7 @@ class EngineTUI(PromptingApp, App[None]):
         if self.phase == "starting":
             self.notify("the engine is still starting", severity="warning")
         elif self.phase == "stopped":
-            again = ": press r to start it again" if self._reopen else ""
+            again = ": press ^r to start it again" if self._reopen else ""
             self.notify(f"the engine is not running{again}", severity="error")
         return self.phase == "ready"
 
@@ -307,8 +340,7 @@ class EngineTUI(PromptingApp, App[None]):
         self.phase = "stopped"
         for view in self.state.ordered():
             self.state.fail(view.req_id, f"engine stopped: {message.reason}")
-        self.screen.set_focus(None)  # out of the prompt box: nothing can be sent, and r must be a key
-        again = " · r starts it again" if self._reopen else ""
+        again = " · ^r starts it again" if self._reopen else ""
         self.notify(f"{message.reason}{again}", title="The engine stopped", severity="error", timeout=10)
 
     def burst(self, count: int) -> None:
@@ -334,7 +366,7 @@ class EngineTUI(PromptingApp, App[None]):
         if not self._engine_ready():
             return
         if not self.paused:
-            self.notify("s runs one step of a paused engine: press space to pause first", severity="warning")
+            self.notify("^s runs one step of a paused engine: press ^p to pause first", severity="warning")
             return
         self._control(self.engine.step_once, refresh=False)  # the step's own event follows
 
@@ -386,21 +418,17 @@ class EngineTUI(PromptingApp, App[None]):
         if not cleared:
             self.notify("no ended requests to clear", severity="warning")
 
-    def action_focus_prompt(self) -> None:
-        self.query_one(PromptBar).focus_prompt()
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Which keys apply (the footer shows only those): in the prompt box only TYPING_ACTIONS (the
-        other keys type text); the engine's keys dimmed (None) while it is starting or stopped; `r` only
-        once the engine has stopped and can be started again; space pauses a running engine and resumes
-        a paused one."""
-        if isinstance(self.focused, Input) and action not in self.TYPING_ACTIONS:
+        """Which keys apply (the footer shows only those): over the help screen only help and quit; the
+        engine's keys dimmed (None) while it is starting or stopped; Ctrl+R only once the engine has
+        stopped and can be started again; Ctrl+P pauses a running engine and resumes a paused one."""
+        if len(self.screen_stack) > 1 and action not in MODAL_ACTIONS:
             return False
         if action in self.ENGINE_ACTIONS and self.phase != "ready":
             return None
         if action == "restart":
             return self.phase == "stopped" and self._reopen is not None
-        if action in ("pause", "resume"):  # space is one or the other
+        if action in ("pause", "resume"):  # ^p is one or the other
             return self.paused == (action == "resume")
         return True
 
@@ -409,17 +437,16 @@ class EngineTUI(PromptingApp, App[None]):
         self.query_one("#main").set_class(phase == "stopped", "-stopped")  # the engine's panels fade
 
     def watch_paused(self) -> None:
-        self.refresh_bindings()  # space: Pause or Resume
+        self.refresh_bindings()  # ^p: Pause or Resume
 
     def action_help(self) -> None:
-        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(HelpScreen(keys, self.about()))
+        self.show_help(PANELS, self.about())
 
     def _empty_hint(self) -> str:
         """What the requests panel says before the first request: how to start, where the engine log is."""
-        hint = "no requests yet: type a prompt\n(i, / or any letter); b: a burst"  # short lines: 80 columns
+        hint = "no requests yet: just type a prompt\nand press Enter · ^b sends a burst"  # lines fit 80 columns
         if self.log_file:
-            hint += f"\n\nengine output goes to (? shows it again)\n{display_path(self.log_file)}"
+            hint += f"\n\nengine output (F1 shows it again):\n{display_path(self.log_file)}"
         return hint
 
     def about(self) -> list[tuple[str, str]]:
@@ -467,10 +494,6 @@ class EngineTUI(PromptingApp, App[None]):
     def _restart_failed(self, reason: str) -> None:
         self.phase = "stopped"
         self.notify(f"the engine did not start again: {reason}", severity="error", timeout=20)
-
-    async def action_close(self) -> None:
-        """q: the same as ctrl+c, but a letter (so it types text in the prompt box instead)."""
-        await self.action_quit()
 
     async def action_quit(self) -> None:
         self._close_engine()

@@ -1,13 +1,18 @@
-"""What every dashboard app does alike: letters typed anywhere go to the prompt box, the prompt
-bar's and the requests table's messages, and a compact footer in narrow terminals."""
+"""What every dashboard app that takes prompts does alike: the prompt box takes every printable key
+(actions are on keys text never uses, enginetui/keys.py), the prompt bar's and the requests table's
+messages, the help screen, and a compact footer in narrow terminals."""
 
 from textual import events
+from textual.binding import Binding
 from textual.widgets import Footer
 
-from enginetui.widgets.prompt_bar import PromptBar, PromptInput
+from enginetui.keys import TYPING_NOTE
+from enginetui.widgets.help_screen import HelpScreen
+from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.requests_table import RequestsTable
 
 NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer
+MODAL_ACTIONS = frozenset({"help", "quit"})  # app actions that apply while a screen (help, jump) is over the dashboard
 
 
 class PromptingApp:
@@ -23,13 +28,33 @@ class PromptingApp:
             self.redraw()
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key that is not a dashboard key types into the prompt box, opening it if needed:
-        `/` starts a command, a letter a prompt. Keys typed faster than the box took the focus (sent
-        to the dashboard before it moved) arrive here too, after that one: they go into the box, in order."""
-        typing = self.focused is None or isinstance(self.focused, PromptInput)
-        if typing and len(self.screen_stack) == 1 and event.is_printable and event.key not in self.active_bindings:
-            event.prevent_default()
-            self.query_one(PromptBar).focus_prompt(event.character or "")
+        """A printable key that reaches the app (the prompt box lost the focus to a click or Tab, or
+        the help screen is open) goes into the prompt box: it takes the focus back, the help screen
+        closes. No printable key is an action (enginetui/keys.py), so text is never a command."""
+        if not self.screen_stack:  # a key that came while the app closed
+            return
+        bar = self.screen_stack[0].query_one(PromptBar)  # the dashboard's, whatever screen is on top
+        if not event.is_printable or not bar.display:
+            return
+        if isinstance(self.screen, HelpScreen):
+            self.screen.action_close()
+        elif len(self.screen_stack) > 1:  # another screen takes its own keys
+            return
+        event.prevent_default()
+        event.stop()
+        bar.focus_prompt(event.character or "")
+
+    def key_rows(self) -> list[tuple[str, str]]:
+        """The help screen's key rows: how typing works, then each binding as the footer names its key."""
+        rows = [("type", TYPING_NOTE)]
+        return rows + [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+
+    def show_help(self, panels: list[tuple[str, str]], about: list[tuple[str, str]], **options) -> None:
+        """Open the help screen (HelpScreen's `options`), or close it if it is open."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.action_close()
+        else:
+            self.push_screen(HelpScreen(self.key_rows(), panels, about, **options))
 
     def on_resize(self, event: events.Resize) -> None:
         self._fit_footer(event.size.width)

@@ -127,7 +127,7 @@ async def select(pilot: Pilot, req_id: str) -> None:
 async def streaming(pilot: Pilot) -> str:
     """Prompts streaming (the first typed), the next one being typed; a streaming one selected."""
     app = await ready(pilot)
-    await pilot.press("i", *PROMPTS[0], "enter")
+    await pilot.press(*PROMPTS[0], "enter")
     for prompt in PROMPTS[1:]:
         app.submit(prompt, SETTINGS)
     await pilot.press(*"Convert the given string to")  # still in the prompt box: the next prompt, unsent
@@ -146,7 +146,7 @@ async def streaming(pilot: Pilot) -> str:
 async def pressure(pilot: Pilot) -> str:
     """A burst into the 48-block pool: a preemption in the log, the preempted request selected."""
     app = await ready(pilot)
-    await pilot.press("b")
+    await pilot.press("ctrl+b")
 
     def pick() -> str | None:
         preempted = [v.req_id for v in app.state.ordered() if v.status == "preempted"]
@@ -156,10 +156,10 @@ async def pressure(pilot: Pilot) -> str:
 
 
 async def timeline(pilot: Pilot) -> str:
-    """A burst into the 48-block pool with the timeline shown (t): prefills, decodes, a preemption
+    """A burst into the 48-block pool with the timeline shown (^t): prefills, decodes, a preemption
     and the recompute after it; the request that was preempted and resumed selected."""
     app = await ready(pilot)
-    await pilot.press("b", "t")
+    await pilot.press("ctrl+b", "ctrl+t")
 
     def pick() -> str | None:
         resumed = [lane.req_id for lane in app.state.timeline.lanes.values()
@@ -170,18 +170,18 @@ async def timeline(pilot: Pilot) -> str:
 
 
 async def paused(pilot: Pilot) -> str:
-    """Paused first, then a typed prompt and a `/burst 3`, advanced by single steps (s) until the
+    """Paused first, then a typed prompt and a `/burst 3`, advanced by single steps (^s) until the
     prompts are well into decoding; the running request with the longest block table selected."""
     app = await ready(pilot)
-    await pilot.press("space")
+    await pilot.press("ctrl+p")
     await wait_for(pilot, lambda: app.state.paused, "paused")
-    await pilot.press("i", *PROMPTS[0], "enter")
+    await pilot.press(*PROMPTS[0], "enter")
     app.query_one("#prompt").value = "/burst 3"  # typed in one go
-    await pilot.press("enter", "escape")
+    await pilot.press("enter")
     await wait_for(pilot, lambda: len(app.state.requests) >= 4, "4 requests waiting")
     for _ in range(STEPS_WHILE_PAUSED):
         step = app.state.step
-        await pilot.press("s")
+        await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.state.step == step + 1, "one more step")
     running = [v for v in app.state.ordered() if v.status == "running"]
     if not running:
@@ -193,7 +193,7 @@ async def paused(pilot: Pilot) -> str:
 async def help_screen(pilot: Pilot) -> str:
     """The key help over the dashboard."""
     await ready(pilot)
-    await pilot.press("question_mark")
+    await pilot.press("f1")
     return await frame(pilot, "help")
 
 

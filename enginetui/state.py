@@ -85,7 +85,7 @@ class LogLine:
 
 @dataclass(slots=True)
 class History:
-    """Sparkline series, one point per sampling interval of engine time."""
+    """Sparkline series, one point per sampling interval of engine time, idle intervals included."""
 
     tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # generated tokens/s
     kv_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # KV pool usage %
@@ -105,8 +105,8 @@ class DashboardState:
     history: History = field(default_factory=History)  # sparkline series
     dropped_events: int = 0  # step events that never reached us (our queue was full)
     version: int = 0  # bumped on every change; the view redraws when it moves
-    sample_time: float | None = None  # engine time of the last history sample
-    sample_tokens: int = 0  # total_output_tokens at the last history sample
+    sample_time: float | None = None  # engine time at which the current sampling interval began
+    sample_tokens: int = 0  # total_output_tokens when it began
     num_seen: int = 0  # requests ever seen (the next one's colour index)
     cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
     tokenizer: object | None = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
@@ -160,6 +160,7 @@ class DashboardState:
         (seq, step), and nothing the old one left is any engine's state. The requests, log and
         sparklines stay."""
         self.latest = None
+        self.sample_time = None  # its token count starts from 0: sampling starts again with its first event
         self.listed = frozenset()
         self.decoders.clear()  # the dead engine's live requests will never stream again
         self.timeline = Timeline()  # its steps count from 0 again: the old lanes would not line up
@@ -233,14 +234,39 @@ class DashboardState:
         self._log_event(event)
         self.timeline.apply(event)
         self.dropped_events += event.num_dropped_events
-        if event.is_step:
-            self._sample_history(event)
+        self.advance(event.time)  # the intervals that ended before this event, as the events before it left them
         # Events and snapshot replies travel on different sockets: one published before a snapshot
         # was taken can arrive after it. Its news is folded, but the newer state stays the latest.
         latest = self.latest
         stale = latest is not None and (event.seq < latest.seq or (event.seq == latest.seq and not event.is_snapshot))
         if not stale:
             self.latest = event
+        if self.sample_time is None:
+            self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
+        self.version += 1
+
+    def advance(self, now: float) -> None:
+        """Close every sampling interval that ended by `now` (engine time) with a sparkline point:
+        the tokens generated in it per second, and the KV use and queues the latest event left. An
+        interval without events is drawn too, as the idle time it was (0 tok/s). Called with each
+        event's time, and by the live dashboard on a clock, so an idle engine's sparklines go idle."""
+        latest, start = self.latest, self.sample_time
+        if latest is None or start is None:
+            return
+        closed = int((now - start) / self.history_interval + 1e-9)  # event times are sums of floats
+        if closed <= 0:
+            return
+        h = self.history
+        used = latest.num_blocks - latest.num_free_blocks
+        kv = 100.0 * used / latest.num_blocks if latest.num_blocks else 0.0
+        for i in range(max(0, closed - HISTORY_POINTS), closed):  # a long idle stretch: only what the series keeps
+            tokens = latest.total_output_tokens - self.sample_tokens if i == 0 else 0
+            h.tok_s.append(tokens / self.history_interval)
+            h.kv_pct.append(kv)
+            h.running.append(len(latest.running))
+            h.waiting.append(len(latest.waiting))
+        self.sample_time = start + closed * self.history_interval
+        self.sample_tokens = latest.total_output_tokens
         self.version += 1
 
     def clone(self) -> "DashboardState":
@@ -368,21 +394,6 @@ class DashboardState:
             add(LogLine(step, kind, f"{end.req_id}{reason} · {end.num_output_tokens} tok{detail}"))
         for end in event.rejected:
             add(LogLine(step, "reject", f"{end.req_id} · {end.detail}"))
-
-    def _sample_history(self, event: StepEvent) -> None:
-        if self.sample_time is None:
-            self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
-            return
-        span = event.time - self.sample_time
-        if span < self.history_interval:
-            return
-        h = self.history
-        h.tok_s.append((event.total_output_tokens - self.sample_tokens) / span)
-        used = event.num_blocks - event.num_free_blocks
-        h.kv_pct.append(100.0 * used / event.num_blocks if event.num_blocks else 0.0)
-        h.running.append(len(event.running))
-        h.waiting.append(len(event.waiting))
-        self.sample_time, self.sample_tokens = event.time, event.total_output_tokens
 
 
 def _clone_decoder(decoder: IncrementalDetokenizer) -> IncrementalDetokenizer:

@@ -17,15 +17,21 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, Static
 
-from enginetui.app import EngineTUI
+from enginetui import keys
+from enginetui.app import PANELS, EngineTUI
 from enginetui.replay.engine import READ_ONLY, RecordedEngine
 from enginetui.replay.session import ReplaySession
-from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.palette import DIM
 from enginetui.widgets.process_panel import ProcessPanel
 from enginetui.widgets.prompt_bar import PromptBar
 from enginetui.widgets.timeline import TimelinePanel
 
+# What each panel shows: the live dashboard's panels (no process, no prompt box), then the replay bar.
+REPLAY_PANELS = [
+    ("title bar", "the recorded engine's step counter and model (the replay bar says where the replay is)"),
+    *((name, what) for name, what in PANELS if name not in ("title bar", "process")),
+    ("replay bar", "playing or paused, the event shown (its kind), its step and time, the play speed"),
+]
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # play speeds the - and + keys step through
 MAX_GAP_S = 2.0  # a longer stretch without events (an idle engine) plays as this long, at 1x
 PLAY_HZ = 30.0  # how often playback moves on
@@ -100,7 +106,9 @@ class ReplayBar(Static):
         text.append(f" · event {index + 1}/{len(session)} ({head.kind}) · step {head.step} of {first}–{last}")
         text.append(f" · {session.seconds_at(index):.2f} s of {session.seconds_at(len(session) - 1):.2f} s")
         text.append(f" · {speed:g}x")
-        text.append("  ← → step · , . event · space play · - + speed · g jump", style=DIM)
+        hint = "  ← → step · , . event · space play · - + speed · g jump"
+        if len(text) + len(hint) <= self.content_size.width:  # said where there is room (the footer names most)
+            text.append(hint, style=DIM)
         self.update(text)
 
 
@@ -108,26 +116,27 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
     """The dashboard on a recording."""
 
     BINDINGS = [
-        Binding("space", "play", "Play/pause", tooltip="play the recording from here, or pause it"),
-        Binding("right,s", "move_step(1)", "Step", key_display="→", tooltip="the next engine step (→ or s)"),
+        Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
+        Binding("right,ctrl+s", "move_step(1)", "Step", key_display="→", tooltip="the next engine step (or ^s)"),
         Binding("left", "move_step(-1)", "Back", key_display="←", tooltip="the previous engine step"),
         Binding("full_stop", "move_event(1)", "Event", show=False,
                 tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)"),
         Binding("comma", "move_event(-1)", "Event", show=False, tooltip="the previous event"),
         Binding("home", "move_to(0)", "Start", show=False, tooltip="the first event of the recording"),
         Binding("end", "move_to(-1)", "End", show=False, tooltip="the last event of the recording"),
-        Binding("minus", "speed(-1)", "Slower", tooltip=f"play slower (down to {SPEEDS[0]:g}x)"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+", tooltip=f"play faster (up to {SPEEDS[-1]:g}x)"),
+        Binding(f"minus,{keys.SLOWER}", "speed(-1)", "Slower", key_display="-",
+                tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)"),
+        Binding(f"plus,equals_sign,{keys.FASTER}", "speed(1)", "Faster", key_display="+",
+                tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)"),
         Binding("g", "jump", "Jump", tooltip="jump to a step (123), a time (12.5s) or an event (e40)"),
-        Binding("t", "toggle_timeline", "Timeline", tooltip="show or hide the timeline"),
-        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
-        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
-        Binding("i,enter,b,x,c", "read_only", "Read only", show=False,
-                tooltip="prompts, bursts, aborts and clearing: not in a replay (it shows what happened)"),
-        Binding("question_mark", "help", "Help", tooltip="this screen"),
-        Binding("q", "quit", "Quit", tooltip="quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
+        keys.timeline_key(plain=True),
+        *keys.select_keys(),
+        Binding("ctrl+b,ctrl+x,ctrl+l", "read_only", "Read only", show=False,
+                tooltip="bursts, aborts and clearing: not in a replay (it shows what happened)"),
+        keys.help_key(plain=True),
+        *keys.quit_keys("quit", plain=True),
     ]
+    AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
 
     def __init__(self, session: ReplaySession, *, notes: list[str] | tuple[str, ...] = (), start: int = 0,
                  redraw_hz: float = 15.0, **kwargs) -> None:
@@ -145,7 +154,9 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
     def on_mount(self) -> None:
         self.query_one(PromptBar).display = False  # nothing can be sent to a recording
         self.query_one(ProcessPanel).display = False  # no process runs (the help screen names the recording)
-        self.query_one(TimelinePanel).display = True  # the whole story is what a replay is for
+        timeline = self.query_one(TimelinePanel)
+        timeline.display = True  # the whole story is what a replay is for
+        timeline.hide_key = "t"
         self.mount(ReplayBar(id="replay-bar"), before=self.query_one(Footer))
         super().on_mount()
 
@@ -172,6 +183,15 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
 
     def _sample_process(self) -> None:
         """No process to read."""
+
+    def _sample_idle_time(self) -> None:
+        """The recording's own event times place its idle points (ReplaySession folds them in)."""
+
+    def _title_phase(self) -> str:
+        return "replay"  # the replay bar says whether it plays
+
+    def _empty_hint(self) -> str:
+        return "no requests at this point of the recording"
 
     # ---- moving --------------------------------------------------------------------------
 
@@ -280,6 +300,9 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         ]
         return rows + [("note", note) for note in self.file_notes]
 
+    def key_rows(self) -> list[tuple[str, str]]:
+        """Every binding (a replay takes no text: its keys are plain)."""
+        return [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+
     def action_help(self) -> None:
-        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(HelpScreen(keys, self.about(), prompt_keys=False, about_title="recording"))
+        self.show_help(REPLAY_PANELS, self.about(), prompt_keys=False, about_title="recording")

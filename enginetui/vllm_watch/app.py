@@ -17,9 +17,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Static
 
-from enginetui.prompting import NARROW, PromptingApp
+from enginetui import keys
+from enginetui.prompting import MODAL_ACTIONS, NARROW, PromptingApp
 from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
 from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
@@ -32,7 +33,6 @@ from enginetui.vllm_watch.requests_panel import RequestPanel, WatchRequestsTable
 from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel, TreeContext
-from enginetui.widgets.help_screen import HelpScreen
 from enginetui.widgets.prompt_bar import PromptBar
 
 POLL_S = 1.0  # /metrics reading interval
@@ -41,32 +41,42 @@ KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": tru
            "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}' and pass --kv-events "
            "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)")
 
+# What each panel shows, one line each (the help screen's "panels" rows).
+WATCH_PANELS = [
+    ("title bar", "the server, its model, whether /metrics and the KV events answer"),
+    ("Requests", "the prompts sent from here (and through the proxy, --proxy-port), streamed from vLLM"),
+    ("Queues", "vLLM's running and waiting counts over time and now, per engine"),
+    ("Selected request", "the selected request's text, TTFT and tok/s as measured here"),
+    ("Over time", "one point per /metrics reading: tokens/s generated and prompted, KV %, preemptions, hits"),
+    ("Event log", "KV events, links going up and down, server restarts, your requests"),
+    ("prefix cache", "the blocks vLLM caches, as a tree by hash chain (from its KV events)"),
+    ("Server", "KV blocks in use, tokens/s, preemptions and prefix-cache hit rate, 60 s and since start"),
+    ("Latency", "p50/p90/p99 of TTFT, inter-token, end-to-end and queue time (vLLM's histograms)"),
+]
+EMPTY_REQUESTS = "no prompts yet: just type one\nand press Enter · ^b sends a burst"  # lines fit 80 columns
 
-class VllmWatchApp(PromptingApp, App[None]):
+
+class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     """Watch one vLLM server: its queues, KV pool, rates, latencies and prefix cache; send it prompts."""
 
     CSS_PATH = [Path(__file__).parent.parent / "app.tcss", Path(__file__).with_name("watch.tcss")]
     TITLE = "enginetui · vLLM"
-    AUTO_FOCUS = None
+    AUTO_FOCUS = "#prompt"  # typing is typing (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("i,enter", "focus_prompt", "Prompt", tooltip="type a prompt: it streams from vLLM's /v1/completions"),
-        Binding("b", "burst", "Burst", tooltip="send a burst of synthetic requests (they ignore EOS, "
-                f"{BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each)"),
-        Binding("x", "abort", "Abort", tooltip="abort the selected request (closes its stream: vLLM aborts it)"),
-        Binding("c", "clear", "Clear", tooltip="clear ended requests from the list"),
-        Binding("r", "reset_cache", "Reset cache", tooltip="reset vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1)"),
-        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request"),
-        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request"),
-        Binding("question_mark", "help", "Help", tooltip="this screen"),
-        Binding("q", "quit", "Quit", tooltip="quit (the server keeps running)"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit"),
+        keys.burst_key("send a burst of synthetic requests (they ignore EOS, "
+                       f"{BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each)"),
+        keys.abort_key("abort the selected request (closes its stream: vLLM aborts it)"),
+        keys.CLEAR,
+        Binding("ctrl+r", "reset_cache", "Reset cache", tooltip="reset vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1)"),
+        *keys.select_keys(how=""),
+        keys.help_key(),
+        *keys.quit_keys("quit (the server keeps running)"),
     ]
     # Screen classes by terminal size, as the engine dashboard's (watch.tcss lays each out); its
     # module is not imported: it loads the engine (torch), which a watcher has no use for
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
-    TYPING_ACTIONS = frozenset({"quit", "select"})  # app actions that still apply while the prompt box has the focus
 
     def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
@@ -104,7 +114,7 @@ class VllmWatchApp(PromptingApp, App[None]):
             with Vertical(id="watch-left"):
                 yield WatchRequestsTable(id="watch-requests", classes="panel")
                 yield panels.TextPanel(panels.queues_text, "Queues · over time", id="watch-queues", classes="panel")
-                yield RequestPanel("your prompts go to vLLM's /v1/completions: press i (or Enter) to type one; "
+                yield RequestPanel("your prompts go to vLLM's /v1/completions: just type one, Enter sends it; "
                                    "requests through the proxy (--proxy-port) are listed too",
                                    id="watch-detail", classes="panel")
                 yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
@@ -119,7 +129,6 @@ class VllmWatchApp(PromptingApp, App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(WatchRequestsTable).border_subtitle = "typed here and proxied · ↑↓ select · x abort · c clear ended"
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(self._silence_check_s, self._check_kv_silence)
         self._fit_footer(self.size.width)
@@ -135,8 +144,8 @@ class VllmWatchApp(PromptingApp, App[None]):
     # ---- keys and drawing ----------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """In the prompt box the letters are text: only TYPING_ACTIONS apply (and the footer shows only those)."""
-        return not isinstance(self.focused, Input) or action in self.TYPING_ACTIONS
+        """Over the help screen only help and quit apply."""
+        return len(self.screen_stack) == 1 or action in MODAL_ACTIONS
 
     def _draw_key(self) -> tuple[int, str | None]:
         """What a redraw shows: (state version, selected request)."""
@@ -158,7 +167,7 @@ class VllmWatchApp(PromptingApp, App[None]):
         heading = panels.title_text(s)
         if heading != title.content:
             title.update(heading)
-        self.query_one(WatchRequestsTable).show(list(s.requests.values()), self.selected)
+        self.query_one(WatchRequestsTable).show(list(s.requests.values()), self.selected, EMPTY_REQUESTS)
         self.query_one(RequestPanel).show(s.requests.get(self.selected or ""))
         for panel in self.query(panels.TextPanel):
             panel.show(s)
@@ -248,9 +257,6 @@ class VllmWatchApp(PromptingApp, App[None]):
 
     # ---- actions -------------------------------------------------------------------------
 
-    def action_focus_prompt(self) -> None:
-        self.query_one(PromptBar).focus_prompt()
-
     def action_burst(self) -> None:
         self.burst(self._burst_size)
 
@@ -282,13 +288,12 @@ class VllmWatchApp(PromptingApp, App[None]):
             self.notify(str(exc), severity="error")
 
     def action_help(self) -> None:
-        keys = [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
         about = [("server", self.url), ("KV events", self.kv_events or "not listened to"),
                  ("replay", self.kv_replay or "none: batches missed while away are lost"),
                  ("proxy", self.state.proxy_url or "off: pass --proxy-port PORT to list every client's requests"),
                  ("not published by vLLM", "which requests run or wait, per-request block tables, its scheduler "
                                           "limits (pass them), step times, the engine process")]
-        self.push_screen(HelpScreen(keys, about))
+        self.show_help(WATCH_PANELS, about)
 
     async def action_quit(self) -> None:
         for task in list(self._streams.values()):

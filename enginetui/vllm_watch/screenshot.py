@@ -38,9 +38,8 @@ async def play(app: VllmWatchApp) -> str:
         bar = app.query_one(PromptBar)
         bar.settings = replace(bar.settings, max_tokens=48, temperature=0.0, ignore_eos=True)  # 3 blocks each
         for branch in BRANCHES:
-            await pilot.press("i")
             app.query_one("#prompt").value = SHARED + branch
-            await pilot.press("enter", "escape")
+            await pilot.press("enter")
             await until(pilot, lambda: not any(v.active for v in app.state.requests.values()))
         long = replace(bar.settings, max_tokens=300, ignore_eos=True)
         for prompt in BURST + BURST:  # twice the pool's room: requests wait, blocks are evicted

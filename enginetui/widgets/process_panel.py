@@ -45,9 +45,17 @@ class PsutilProbe:
         return ProcessSample(pid=pid, cpu_percent=cpu, rss_mb=rss / 2**20)
 
 
-def process_text(sample: ProcessSample | None, in_process: bool, device: str, columns: int) -> Text:
-    """The panel's line for a terminal `columns` wide: shorter forms leave the title bar room."""
+def process_text(sample: ProcessSample | None, in_process: bool, device: str, columns: int,
+                 server: str | None = None, pid: int | None = None) -> Text:
+    """The panel's line for a terminal `columns` wide: shorter forms leave the title bar room. An
+    attached dashboard (`server`: the URL it is attached to, `pid`: the server's EngineCore) keeps
+    both at every size: which engine it shows matters more than what the engine costs."""
     where = "EngineCore (in-process)" if in_process else "EngineCore"
+    if server is not None and columns < PID_WIDTH:  # the device's words after the server's, e.g. "watch only"
+        where = server.split("://", 1)[-1] + device.partition(server)[2]
+        return Text(f"pid {pid} · {where}" if pid else where)
+    if sample is None and server is not None:  # the server's EngineCore runs on another machine: no reading
+        return Text(f"{where} pid {pid} · {device}" if pid else device)
     if sample is None:
         return Text(f"{where} · not running · {device}" if columns >= PID_WIDTH else "not running", style=DIM)
     cost = f"{sample.cpu_percent:.0f}% CPU · {sample.rss_mb:.0f} MB"
@@ -61,18 +69,21 @@ class ProcessPanel(Widget):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._reading: tuple[ProcessSample | None, bool, str] | None = None  # (sample, in-process, device)
+        # (sample, in-process, device, attached server's URL or None, its EngineCore pid or None)
+        self._reading: tuple[ProcessSample | None, bool, str, str | None, int | None] | None = None
 
     @property
     def has_sample(self) -> bool:
         """A reading of the live process is on show."""
         return self._reading is not None and self._reading[0] is not None
 
-    def show(self, sample: ProcessSample | None, in_process: bool, device: str) -> None:
-        self._reading = (sample, in_process, device)
+    def show(self, sample: ProcessSample | None, in_process: bool, device: str, server: str | None = None,
+             pid: int | None = None) -> None:
+        self._reading = (sample, in_process, device, server, pid)
         self.refresh(layout=True)
 
     def render(self) -> Text:
         if self._reading is None:
             return Text("")
-        return process_text(*self._reading, self.app.size.width)
+        sample, in_process, device, server, pid = self._reading
+        return process_text(sample, in_process, device, self.app.size.width, server, pid)

@@ -14,21 +14,14 @@ from textual.widgets import Input, Label, Static
 from enginetui.settings import SamplingSettings, apply_set_command
 from enginetui.widgets.palette import DIM
 
-PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help · Esc leaves"
+PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help"
 
 
 class PromptInput(Input):
-    """The prompt box. Its keys are all the footer shows while it has the focus (the dashboard's
-    one-letter keys type text then)."""
+    """The prompt box: it has the focus from the start and takes every printable key (the
+    dashboard's actions are on other keys, enginetui/keys.py)."""
 
-    BINDINGS = [
-        Binding("enter", "submit", "Send", tooltip="send the prompt (or run the /command)"),
-        Binding("escape", "leave", "Leave the prompt box", tooltip="back to the dashboard's keys"),
-        Binding("ctrl+c", "app.quit", "Quit", tooltip="shut the engine down and quit"),
-    ]
-
-    def action_leave(self) -> None:
-        self.screen.set_focus(None)
+    BINDINGS = [Binding("enter", "submit", "Send", tooltip="send the prompt (or run the /command)")]
 
 
 class PromptBar(Vertical):
@@ -56,7 +49,9 @@ class PromptBar(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="prompt-row"):
             yield Label("›", id="prompt-mark")
-            yield PromptInput(placeholder=PLACEHOLDER, id="prompt", select_on_focus=False)
+            box = PromptInput(placeholder=PLACEHOLDER, id="prompt", select_on_focus=False)
+            box.cursor_blink = False  # a steady cursor: the box always has the focus, and each frame is the same
+            yield box
         yield Static(id="settings")
 
     def focus_prompt(self, typed: str = "") -> None:

@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from enginetui.plural import count
 from enginetui.state import RequestView
+from enginetui.widgets.legend import fitting, title_room
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 
 
@@ -59,10 +60,18 @@ class RequestDetail(VerticalScroll):
         yield Static(Text("select a request with ↑↓", style=DIM), id="detail-body")
 
     def on_mount(self) -> None:
-        self.border_title = "Selected request"
+        self._title = ("Selected request",)  # the title's wordings, longest first
+        self._retitle()
+
+    def on_resize(self) -> None:
+        self._retitle()
+
+    def _retitle(self) -> None:
+        self.border_title = fitting(self._title, title_room(self))
 
     def show(self, view: RequestView | None, now: float | None, block_size: int) -> None:
         if view is None:
             return
-        self.border_title = f"{view.req_id} · {view.status} · block table & timings"
+        self._title = (f"{view.req_id} · {view.status} · block table & timings", f"{view.req_id} · {view.status}")
+        self._retitle()
         self.query_one("#detail-body", Static).update(detail_text(view, now, block_size))

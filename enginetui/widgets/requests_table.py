@@ -7,6 +7,7 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
+from enginetui.keys import REQUEST_KEYS
 from enginetui.state import RequestView
 from enginetui.widgets.palette import DIM, STATUS_STYLES, request_color
 
@@ -74,7 +75,7 @@ class RequestsTable(Widget):
         self._empty = ""  # what the panel says while there are no requests
         self._start = 0  # index of the first row drawn (the list scrolls to keep the selection in view)
         self.border_title = "Requests"
-        self.border_subtitle = "↑↓ select · x abort · c clear ended"
+        self.border_subtitle = REQUEST_KEYS
 
     def show(self, views: list[RequestView], selected: str | None, empty: str = "") -> None:
         """Copies of `views` as they are now: a repaint before the next show draws this moment too."""

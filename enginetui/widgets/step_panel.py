@@ -11,14 +11,17 @@ PREFILL_STYLE = "#61afef"
 DECODE_STYLE = "#c678dd"
 
 
+UNUSED_STYLE = "on #3e4451"  # the budget left unused: blank cells on a grey ground (no glyph to explain)
+
+
 def budget_bar(prefill: int, decode: int, budget: int, width: int) -> Text:
-    """▕███▒▒░░░▏: prefill █ then decode ▒ out of the token budget."""
+    """▕███▒▒   ▏: prefill █ then decode ▒ out of the token budget, the rest blank."""
     inner = max(1, width - 2)
     p = min(inner, _cells(prefill, budget, inner))
     d = min(inner - p, _cells(decode, budget, inner))
     bar = Text("▕")
     bar.append("█" * p, style=PREFILL_STYLE).append("▒" * d, style=DECODE_STYLE)
-    bar.append("░" * (inner - p - d), style=DIM).append("▏")
+    bar.append(" " * (inner - p - d), style=UNUSED_STYLE).append("▏")
     return bar
 
 
@@ -38,9 +41,9 @@ class StepPanel(Widget):
 
     def show(self, event: StepEvent | None, dropped: int) -> None:
         self._event, self._dropped = event, dropped
-        if event is not None:  # the step's whole time in the title: its parts fit one line in 80 columns
+        if event is not None:  # the latest step's whole time in the title: its parts fit one line in 80 columns
             total = event.sched_ms + event.exec_ms + event.update_ms
-            self.border_title = f"Step {event.step} · {total:.1f} ms" + (" · snapshot" if event.is_snapshot else "")
+            self.border_title = f"Step {event.step} · {total:.1f} ms" if event.step else "Step · none yet"
             if event.async_scheduling and event.is_step:  # which step was planned while which one executed
                 self.border_title = (f"Step {event.step} · plan {event.planned_step or '-'} ∥ "
                                      f"exec {event.executed_step or '-'}")
@@ -53,11 +56,13 @@ class StepPanel(Widget):
         head = f"budget {e.num_scheduled_tokens}/{e.token_budget} "
         bar = budget_bar(e.num_prefill_tokens, e.num_decode_tokens, e.token_budget, self.content_size.width - len(head))
         text = Text(head).append_text(bar)
-        text.append("\nprefill ").append(str(e.num_prefill_tokens), style=PREFILL_STYLE)
-        text.append(" · decode ").append(str(e.num_decode_tokens), style=DECODE_STYLE)
-        text.append(f" · {count(len(e.scheduled), 'req')}")
-        if e.prefix_cache_queries:
-            text.append(f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%")
+        line = Text("█", style=PREFILL_STYLE).append(f" prefill {e.num_prefill_tokens} · ")
+        line.append("▒", style=DECODE_STYLE).append(f" decode {e.num_decode_tokens} · {count(len(e.scheduled), 'req')}")
+        if e.prefix_cache_queries:  # said where there is room (the line never wraps into the next)
+            hits = f" · prefix hits {100 * e.prefix_cache_hits / e.prefix_cache_queries:.0f}%"
+            if len(line) + len(hits) <= self.content_size.width:
+                line.append(hits)
+        text.append("\n").append_text(line)
         text.append(f"\nsched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
         if e.async_scheduling:  # tokens being sampled by steps in flight, not yet known
             text.append(f" · placeholders {sum(r.num_output_placeholders for r in e.running)}", style=DIM)

@@ -5,20 +5,22 @@
   ▶ r4     ···███━━━━━━━━━✖······██━━━━━━━━━
     r5        ·······██━━━━━━━━━━━━━━━━━⊣
 
-Each cell says what the request did in that step (the legend is in the panel's frame); the
+Each cell says what the request did in that step (a legend of the cells drawn is below them); the
 selected request's lane is highlighted. With asynchronous scheduling a lane's cell is the step's
 plan, and two rows under the ruler give, per engine step, the step it planned and the step that
 executed meanwhile (last digit): the plan of step N+1 is made while step N executes.
 
     plan   123456789
-    exec    12345678 The columns follow the run: the right edge is the latest
-step (in replay, the step shown).
+    exec    12345678
+
+The columns follow the run: the right edge is the latest step (in replay, the step shown).
 """
 
 from rich.text import Text
 from textual.widget import Widget
 
 from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
+from enginetui.widgets.legend import legend_lines
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 from enginetui.widgets.step_panel import DECODE_STYLE, PREFILL_STYLE
 from enginetui.widgets.styled_runs import append_runs
@@ -39,7 +41,23 @@ END_CELLS = {  # finish reason -> (glyph, style)
     "error": ("!", STATUS_STYLES["error"]),
     "rejected": ("⊘", STATUS_STYLES["rejected"]),
 }
-LEGEND = "█ prefill · ━ decode · · waiting · ✖ preempted · █ recompute · ✓ stop · ⊣ length · ✗ abort · ⊘ rejected"
+UNKNOWN_END = ("■", DIM)  # an end whose reason this dashboard does not know
+MEANINGS = {  # every cell the panel draws -> what it means, in legend order
+    PHASE_CELLS[WAITING]: "waiting",
+    PHASE_CELLS[PREFILL]: "prefill",
+    PHASE_CELLS[DECODE]: "decode",
+    PHASE_CELLS[STALLED]: "running, no tokens",
+    PREEMPT_CELL: "preempted",
+    PHASE_CELLS[REQUEUED]: "waiting again",
+    PHASE_CELLS[RECOMPUTE]: "recompute",
+    END_CELLS["stop"]: "stop",
+    END_CELLS["length"]: "length",
+    END_CELLS["abort"]: "abort",
+    END_CELLS["error"]: "error",
+    END_CELLS["rejected"]: "rejected",
+    UNKNOWN_END: "ended",
+}
+MAX_LEGEND_LINES = 2  # rows the legend may take below the lanes
 SELECTED_ROW = "on #2c313a"
 RULER_EVERY = 10  # steps between ruler marks
 MAX_LABEL = 12  # widest request id shown in full
@@ -55,7 +73,7 @@ def lane_cells(lane: Lane, first: int, last: int) -> list[tuple[str, str] | None
         if first <= step <= last:
             cells[step - first] = PREEMPT_CELL
     if lane.end is not None and first <= lane.end[0] <= last:
-        cells[lane.end[0] - first] = END_CELLS.get(lane.end[1], ("■", DIM))
+        cells[lane.end[0] - first] = END_CELLS.get(lane.end[1], UNKNOWN_END)
     return cells
 
 
@@ -106,7 +124,7 @@ class TimelinePanel(Widget):
         self._colors: dict[str, str] = {}  # req_id -> its colour (as in the other panels)
         self._selected: str | None = None  # the highlighted lane
         self.border_title = "Timeline"
-        self.border_subtitle = LEGEND
+        self.hide_key = "^t"  # the key that hides the panel, said in its title
 
     def show(self, timeline: Timeline, colors: dict[str, str], selected: str | None) -> None:
         self._timeline, self._colors, self._selected = timeline, colors, selected
@@ -121,18 +139,26 @@ class TimelinePanel(Widget):
         columns = max(1, width - label)
         last = timeline.last_step + 1  # room for the end marks of requests that finished at the latest step
         first = max(1, last - columns + 1)
-        self.border_title = f"Timeline · steps {first}–{timeline.last_step} · t hides"
-        lines = [Text("step".ljust(label), style=DIM).append_text(ruler(first, min(columns, last - first + 1)))]
+        self.border_title = f"Timeline · steps {first}–{timeline.last_step} · {self.hide_key} hides"
+        head = [Text("step".ljust(label), style=DIM).append_text(ruler(first, min(columns, last - first + 1)))]
         if timeline.async_steps:
-            lines += async_rows(timeline.async_steps, first, last, label)
-        for lane in visible_lanes(timeline, first, last, height - len(lines), self._selected):
-            lines.append(self._row(lane, first, last, label))
-        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+            head += async_rows(timeline.async_steps, first, last, label)
+        for legend_rows in range(1, MAX_LEGEND_LINES + 1):
+            lanes = visible_lanes(timeline, first, last, height - len(head) - legend_rows, self._selected)
+            cells = [lane_cells(lane, first, last) for lane in lanes]
+            drawn = {cell for row in cells for cell in row if cell}
+            entries = [(glyph, style, meaning) for (glyph, style), meaning in MEANINGS.items() if (glyph, style) in drawn]
+            legend = legend_lines(entries, width)[:MAX_LEGEND_LINES]
+            if len(legend) <= legend_rows:
+                break
+        lines = [*head, *(self._row(lane, row, label) for lane, row in zip(lanes, cells))]
+        lines += [Text()] * max(0, height - len(lines) - len(legend))  # the legend sits at the bottom
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines + legend)
 
-    def _row(self, lane: Lane, first: int, last: int, label: int) -> Text:
+    def _row(self, lane: Lane, cells: list[tuple[str, str] | None], label: int) -> Text:
         selected = lane.req_id == self._selected
         row = Text(no_wrap=True, overflow="ellipsis", style=SELECTED_ROW if selected else "")
         row.append("▶ " if selected else "  ", style="bold")
         name = lane.req_id if len(lane.req_id) <= MAX_LABEL else lane.req_id[: MAX_LABEL - 1] + "…"
         row.append(name.ljust(label - 2), style=f"bold {self._colors.get(lane.req_id, '')}")
-        return append_runs(row, (cell or (" ", "") for cell in lane_cells(lane, first, last)))
+        return append_runs(row, (cell or (" ", "") for cell in cells))

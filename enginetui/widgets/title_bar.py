@@ -8,6 +8,7 @@ PHASES = {
     "running": ("▶ running", "bold #98c379"),
     "paused": ("⏸ paused", "bold #e5c07b"),
     "stopped": ("✖ engine stopped", "bold #be5046"),
+    "replay": ("replay of a recording", "bold #61afef"),  # what a recording shows is over: never "running"
 }
 
 

@@ -19,6 +19,7 @@ from tests.dashboard.scripted_engine import ScriptedEngine
 
 SIZE = (120, 40)  # terminal columns, rows
 FIXED_PROCESS = ProcessSample(pid=4242, cpu_percent=37.0, rss_mb=412.0)  # no live readings in pictures
+FROZEN_CLOCK = lambda: 0.0  # noqa: E731 — the dashboard's clock stands still: only the fake engine's moves time
 PROMPTS = (
     "Once upon a time in a quiet river town",
     "Explain paged attention: the KV cache lives in fixed size blocks and a block table maps each "
@@ -40,7 +41,7 @@ class Scene:
 def make_app(engine: ScriptedEngine) -> EngineTUI:
     """The app over `engine`, with a restart that gets a new hand-stepped engine (`r`)."""
     return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1,
-                     reopen=lambda: ScriptedEngine(autostep=False))
+                     reopen=lambda: ScriptedEngine(autostep=False), clock=FROZEN_CLOCK)
 
 
 async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 30.0) -> None:
@@ -96,7 +97,7 @@ async def streaming(pilot: Pilot) -> None:
 async def pressure(pilot: Pilot) -> None:
     """A burst into a small pool: preemptions in the log, a preempted request selected."""
     app = await start(pilot)
-    await pilot.press("b")
+    await pilot.press("ctrl+b")
     while not any(line.kind == "preempt" for line in app.state.log):
         await advance(pilot, 1)
     app.selected = next(v.req_id for v in app.state.ordered() if v.num_preemptions)
@@ -110,7 +111,7 @@ async def paused(pilot: Pilot) -> None:
     submit(app, PROMPTS[:3])
     await advance(pilot, 9)
     step = app.state.step
-    await pilot.press("s")
+    await pilot.press("ctrl+s")
     await settle(pilot, lambda: app.state.step == step + 1)
     await pilot.press("down")
     await settle(pilot)
@@ -119,12 +120,12 @@ async def paused(pilot: Pilot) -> None:
 async def help_screen(pilot: Pilot) -> None:
     """The key help over the dashboard."""
     await start(pilot)
-    await pilot.press("question_mark")
+    await pilot.press("f1")
     await settle(pilot)
 
 
 async def typing(pilot: Pilot) -> None:
-    """A command half typed into the prompt box (opened by `/`): the footer offers only its keys."""
+    """A command half typed into the prompt box (it has the focus from the start)."""
     app = await start(pilot)
     submit(app, PROMPTS[:1])
     await advance(pilot, 3)

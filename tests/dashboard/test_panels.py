@@ -1,10 +1,12 @@
 """Pure rendering helpers of the panels (no running app)."""
 
+import msgspec
+
 from core.engine.events import RequestProgress
 from enginetui.plural import count
 from enginetui.state import RequestView
 from enginetui.widgets.model_panel import binary_size, short_count
-from enginetui.widgets.pool_grid import blocks_per_cell, pool_text
+from enginetui.widgets.pool_grid import GLYPHS, blocks_per_cell, pool_cells, pool_text
 from enginetui.widgets.queues import queue_line
 from enginetui.widgets.request_detail import detail_text
 from enginetui.widgets.requests_table import first_row, progress, row_note, tail
@@ -16,7 +18,8 @@ from tests.dashboard.builders import progress as req_progress
 
 def test_small_pool_gets_a_spaced_cell_per_block():
     e = event(1, running=[req_progress("r1", 20, 21, blocks=[0, 1])], allocated=[1], freed=[5], free=6)
-    text = pool_text(e, {"r1": "#ff0000"}, width=40, height=4)
+    text, drawn, per_cell = pool_cells(e, {"r1": "#ff0000"}, width=40, height=4)
+    assert (drawn, per_cell) == ({"█", "▣", "·", "▫"}, 1)
     assert text.plain == "█ ▣ · · · ▫ · ·"
     styles = {str(span.style) for span in text.spans}
     assert "#ff0000" in styles and "bold #ff0000" in styles
@@ -29,13 +32,23 @@ def test_large_pool_groups_blocks_into_cells():
 
 def test_grouped_cells_show_how_full_each_group_is():
     e = event(1, running=[req_progress("r1", 20, 21, blocks=[0, 1, 2, 3, 4])], free=3)  # 8 blocks
-    text = pool_text(e, {}, width=4, height=1)  # no room for gaps: 2 blocks per cell
-    assert text.plain == "██▓·"
+    text, _, per_cell = pool_cells(e, {}, width=4, height=1)  # no room for gaps: 2 blocks per cell
+    assert (text.plain, per_cell) == ("██▓·", 2)
 
 
 def test_grid_wraps_into_rows():
     e = event(1, free=8)
-    assert pool_text(e, {}, width=8, height=2).plain == "· · · ·\n· · · ·"
+    assert pool_cells(e, {}, width=8, height=2)[0].plain == "· · · ·\n· · · ·"
+
+
+def test_the_legend_at_the_bottom_explains_every_glyph_the_grid_draws():
+    e = event(1, running=[req_progress("r1", 20, 21, blocks=[0, 1, 2, 3, 4, 6])], allocated=[6], free=94)
+    e = msgspec.structs.replace(e, num_blocks=100)
+    text, per_cell = pool_text(e, {}, width=40, height=2)  # a row of grouped cells, the legend below
+    grid, legend = text.plain.split("\n")
+    assert per_cell == 3 and grid == "█▓▣" + "·" * 31
+    assert legend == "█ used  ▓ half+ used  ▣ new  · free"
+    assert all(f"{glyph} {GLYPHS[glyph]}" in legend for glyph in set(grid))
 
 
 def test_sparkline_scales_to_peak_or_fixed_top():
@@ -48,8 +61,8 @@ def test_sparkline_scales_to_peak_or_fixed_top():
 
 def test_budget_bar_splits_prefill_and_decode():
     bar = budget_bar(prefill=50, decode=10, budget=100, width=12)
-    assert bar.plain == "▕█████▒░░░░▏"
-    assert budget_bar(0, 1, 8192, 12).plain == "▕▒░░░░░░░░░▏"  # one token still shows
+    assert bar.plain == "▕█████▒    ▏"  # the unused budget blank (on a grey ground): no glyph to explain
+    assert budget_bar(0, 1, 8192, 12).plain == "▕▒         ▏"  # one token still shows
 
 
 def test_queue_line_counts_what_does_not_fit():

@@ -84,14 +84,14 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
             # Paused first, so the run is the same however fast the machine is.
-            await pilot.press("space")
+            await pilot.press("ctrl+p")
             await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
-            await pilot.press("i", *"Once upon a time", "enter", "escape")
+            await pilot.press(*"Once upon a time", "enter")
             await wait_for(pilot, lambda: "r1" in app.state.requests, "the request to reach the engine")
             for _ in range(SINGLE_STEPS):
                 step = app.state.step
-                await pilot.press("s")
+                await pilot.press("ctrl+s")
                 await wait_for(pilot, lambda: app.state.step == step + 1, "one single step")
 
             def streamed() -> bool:  # some generated text, and the panel shows (the end of) it
@@ -103,7 +103,7 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
             paused_at = app.state.step
             await pilot.pause(0.5)  # nothing moves while paused
             assert app.state.step == paused_at and app.state.paused
-            await pilot.press("s")
+            await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.state.step > paused_at, "the single step")
             await pilot.pause(0.5)
             assert app.state.step == paused_at + 1
@@ -111,7 +111,7 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
             assert "⏸ paused" in str(app.query_one(TitleBar).content)
             assert app.state.requests["r1"].status == "running"
 
-            await pilot.press("q")
+            await pilot.press("ctrl+q")
         assert app.return_code == 0
         assert gone(pid), "the EngineCore child outlived the app"
     finally:
@@ -131,17 +131,17 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
-            await pilot.press(*"Once upon a time", "enter", "escape")  # O is no key: it starts the prompt
+            await pilot.press(*"Once upon a time", "enter")
             await wait_for(pilot, lambda: app.state.requests["r1"].num_output_tokens >= 4, "r1 to stream")
             os.kill(first_pid, signal.SIGKILL)
             await wait_for(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
             await wait_for(pilot, lambda: "✖ engine stopped" in str(app.query_one(TitleBar).content), "the title")
             assert app.state.requests["r1"].status == "error"
-            await pilot.press("r")
+            await pilot.press("ctrl+r")
             await wait_for(pilot, lambda: app.phase == "ready", "the restarted engine", timeout=60)
             second_pid = app.engine.engine_pid
             assert second_pid not in (None, first_pid) and gone(first_pid)
-            await pilot.press(*"Return the number of", "enter", "escape")
+            await pilot.press(*"Return the number of", "enter")
             def streamed() -> bool:
                 return "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4
 
@@ -149,7 +149,7 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
             assert list(app.state.requests) == ["r1", "r2"] and app.state.requests["r1"].status == "error"
             assert [r.req_id for r in app.state.latest.running] == ["r2"]  # the new engine's state
             assert "▶ running" in str(app.query_one(TitleBar).content)
-            await pilot.press("q")
+            await pilot.press("ctrl+q")
         assert gone(second_pid), "the restarted EngineCore outlived the app"
     finally:
         engine.shutdown()
@@ -175,13 +175,13 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
-            await pilot.press(*"Once upon a time", "enter", "escape")
+            await pilot.press(*"Once upon a time", "enter")
             await wait_for(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
             model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
             assert model == (f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
                              f"{config['max_position_embeddings']:,} tok · KV {binary_size(kv_bytes)}/tok · "
                              f"pool 512 tok = {binary_size(512 * kv_bytes)} · "  # 32 blocks of 16 tokens
                              "sized by --num-gpu-blocks-override")
-            await pilot.press("q")
+            await pilot.press("ctrl+q")
     finally:
         engine.shutdown()

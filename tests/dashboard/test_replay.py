@@ -13,8 +13,11 @@ from enginetui.replay.app import ReplayBar, ReplayTUI
 from enginetui.replay.cli import open_session
 from enginetui.replay.session import ReplaySession
 from enginetui.state import DashboardState
+from enginetui.widgets.prompt_bar import PromptBar
+from enginetui.widgets.requests_table import RequestsTable
 from enginetui.widgets.step_panel import StepPanel
 from enginetui.widgets.timeline import TimelinePanel
+from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.scripted_recording import record_scripted_run
 
 SIZE = (120, 40)
@@ -140,10 +143,19 @@ async def test_space_plays_at_the_chosen_speed_and_pauses(recording):
         assert app.state == live_states(recording)[-1]
 
 
-async def test_engine_keys_say_a_recording_cannot_be_changed(recording):
+async def test_engine_keys_say_a_recording_cannot_be_changed_and_nothing_invites_typing(recording):
     app = NotingReplay(ReplaySession(read_recording(recording)))
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("b")
+        await pilot.pause()
+        assert "no requests at this point of the recording" in app.query_one(RequestsTable).render().plain
+        for _ in range(2):  # at the start, and while playing
+            title = str(app.query_one(TitleBar).content)
+            assert "replay of a recording" in title and "running" not in title and "paused" not in title
+            assert not app.query_one(PromptBar).display
+            await pilot.press("space")
+        await pilot.press(*"bxc")  # letters that are no replay key do nothing
+        assert not app.notes and not app.query_one(PromptBar).display
+        await pilot.press("ctrl+b")
         assert app.notes[-1] == ("warning", "this is a replay of a recording: it shows what happened, nothing can be "
                                             "sent to it (enginetui opens a live engine)")
         await pilot.press("t")

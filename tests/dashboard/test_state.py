@@ -4,7 +4,7 @@ import pytest
 
 from core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
 from core.sampling_params import SamplingParams
-from enginetui.state import DashboardState
+from enginetui.state import HISTORY_POINTS, DashboardState
 from tests.dashboard.builders import T0, event, output, progress
 
 
@@ -171,9 +171,34 @@ def test_history_samples_rates_over_engine_time():
     s = DashboardState(history_interval=0.5)
     for step in range(1, 12):  # 0.1 s per step, 2 tokens per step
         s.apply_event(event(step, running=[progress("r1", step, step + 1, prompt=1)], total_out=2 * step, free=6))
-    assert list(s.history.tok_s) == pytest.approx([20.0, 20.0])
+    # an interval's tokens are those of the events inside it: steps 2-5 (the first event is where counting starts), 6-10
+    assert list(s.history.tok_s) == pytest.approx([16.0, 20.0])
     assert list(s.history.kv_pct) == [25.0, 25.0]
     assert list(s.history.running) == [1, 1] and list(s.history.waiting) == [0, 0]
+
+
+def test_time_without_steps_draws_idle_points_from_the_last_events_state():
+    s = DashboardState(history_interval=0.5)
+    for step in range(1, 11):  # r1 generates 2 tokens per step, 0.1 s apart, then finishes at step 10
+        running = [progress("r1", step, step + 1, prompt=1)] if step < 10 else []
+        s.apply_event(event(step, running=running, total_out=2 * step, free=6 if step < 10 else 8))
+    assert list(s.history.running) == [1]
+    s.advance(T0 + 2.0)  # a second after the last event, none since: two more intervals closed on the dashboard's clock
+    assert list(s.history.tok_s) == pytest.approx([16.0, 20.0, 0.0])  # steps 6-10, then idle
+    assert list(s.history.running) == [1, 0, 0] and list(s.history.kv_pct) == [25.0, 0.0, 0.0]
+    s.advance(T0 + 2.05)  # inside the open interval: nothing to close
+    assert len(s.history.tok_s) == 3
+    version = s.version
+    s.apply_event(event(40, running=[progress("r2", 1, 2, prompt=1)], total_out=22, free=7))  # at T0 + 4.0
+    assert list(s.history.tok_s) == pytest.approx([16.0, 20.0] + [0.0] * 5)  # the gap before it, idle
+    assert s.version > version
+
+
+def test_a_long_idle_stretch_keeps_only_what_the_sparkline_holds():
+    s = DashboardState(history_interval=0.5)
+    s.apply_event(event(1, total_out=0))
+    s.advance(T0 + 0.1 + 10_000.0)
+    assert len(s.history.tok_s) == HISTORY_POINTS and set(s.history.tok_s) == {0.0}
 
 
 def test_dropped_events_are_counted():

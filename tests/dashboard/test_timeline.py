@@ -116,7 +116,7 @@ async def test_t_shows_the_live_timeline_following_the_engine_step_by_step(make_
         await start(pilot)
         panel = app.query_one(TimelinePanel)
         assert not panel.display  # live, it waits to be asked for
-        await pilot.press("t")
+        await pilot.press("ctrl+t")
         assert panel.display
         assert "no requests yet" in panel.render().plain
         for prompt in ("one two three", "four five six"):
@@ -126,10 +126,11 @@ async def test_t_shows_the_live_timeline_following_the_engine_step_by_step(make_
         assert app.selected == "r1"  # the first prompt sent is followed
         app.redraw()
         lines = [line.rstrip() for line in panel.render().plain.splitlines()]
-        assert panel.border_title == "Timeline · steps 1–4 · t hides"
+        assert panel.border_title == "Timeline · steps 1–4 · ^t hides"
         assert lines[1] == "▶ r1 █━━━" and lines[2] == "  r2 █━━━"  # prompts in step 1, then a token a step
         await advance(pilot, 2)
         app.redraw()
         assert panel.render().plain.splitlines()[1].rstrip() == "▶ r1 █━━━━━"
-        await pilot.press("t")
+        assert lines[-1].split() == ["█", "prefill", "━", "decode"]  # the legend: the cells on show
+        await pilot.press("ctrl+t")
         assert not panel.display

@@ -47,13 +47,13 @@ async def test_dashboard_and_server_share_one_engine():
             assert app.state.requests["cmpl-via-http"].num_output_tokens == 8
 
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=5, ignore_eos=True)
-            await pilot.press("i", *"A class is", "enter", "escape")
+            await pilot.press(*"A class is", "enter")
             await wait_for(pilot, lambda: "r1" in app.state.requests and app.state.requests["r1"].status == "finished",
                            "the typed prompt to finish")
             text = (await http.get("/metrics")).text
             assert metric(text, "vllm:e2e_request_latency_seconds_count") == 2  # both front ends count
             assert metric(text, "vllm:generation_tokens_total") == 8 + 5
-            await pilot.press("q")
+            await pilot.press("ctrl+q")
     finally:
         engine.shutdown()
     assert wait_gone(pid, 10)

@@ -50,11 +50,11 @@ async def test_a_watch_only_dashboard_says_so_and_does_not_pretend(watch_only_se
             while app.phase != "ready":
                 assert asyncio.get_running_loop().time() < deadline, "the dashboard did not attach"
                 await pilot.pause(0.05)
-            await pilot.press("space")
+            await pilot.press("ctrl+p")
             while not any("watch only" in n.message for n in app._notifications):
                 assert asyncio.get_running_loop().time() < deadline, "no 'watch only' notice"
                 await pilot.pause(0.05)
             assert not app.paused and not app.state.paused  # nothing paused, and the keys do not claim it
-            await pilot.press("q")
+            await pilot.press("ctrl+q")
     finally:
         remote.shutdown()
