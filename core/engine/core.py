@@ -9,29 +9,19 @@ outputs and one "update" event for all of it.
 
 import logging
 import time
-from dataclasses import dataclass
 
 from core.config import EngineConfig
-from core.engine.events import (
-    SCHEMA_VERSION,
-    Admission,
-    PrefillChunk,
-    Preemption,
-    RequestAdded,
-    RequestEnd,
-    RequestProgress,
-    StepEvent,
-    StepPhase,
-)
+from core.engine.events import RequestAdded, StepEvent, StepPhase
 from core.engine.batch_queue import BatchQueue
 from core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
 from core.engine.processor import EngineInfo
+from core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from core.models.generation_config import generation_defaults
 from core.models.loader import load_hf_config, load_model
 from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 from core.request import Request, RequestStatus
 from core.sched.scheduler import Scheduler
-from core.sched.step_record import Chunk, Ended, StepRecord
+from core.sched.step_record import StepRecord
 from core.worker.cpu_linear import prepare_cpu_model
 from core.worker.model_runner import ModelRunnerOutput
 from core.worker.runner_class import Runner, runner_class
@@ -76,7 +66,7 @@ class EngineCore:
         self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
         self.event_seq = 0  # seq of the latest published event
-        self._latest_step = _StepSummary({}, 0, 0, [], StepTimes())  # the latest step's plan and times (updates repeat them)
+        self._latest_step = StepSummary({}, 0, 0, [], StepTimes())  # the latest step's plan and times (updates repeat them)
         self._added: list[RequestAdded] = []  # requests added since the latest event
         self._changed = False  # state changed outside a step since the latest event
         log.info("EngineCore ready: %d KV blocks of %d tokens (%s), max_model_len %d", self.num_blocks,
@@ -189,7 +179,7 @@ class EngineCore:
         outputs, result = self._apply(plan, result, error)
         t3, w3 = time.perf_counter(), time.time()
         n = self.planned_steps
-        work = _StepWork(n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2),
+        work = StepWork(n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2),
                                 StepPhase(n, "update", w2, w3)])
         times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
                           forward_ms=result.forward_ms, sample_ms=result.sample_ms)
@@ -213,9 +203,9 @@ class EngineCore:
             phases.append(StepPhase(planned, "schedule", w0, w1))
             if not queue.is_full() and (plan.total_num_scheduled_tokens > 0 or self.scheduler.has_requests()):
                 times = StepTimes(sched_ms=sched_ms)
-                return self._finish_step([], times, _StepWork(planned, 0, phases), 0.0, time.perf_counter())
+                return self._finish_step([], times, StepWork(planned, 0, phases), 0.0, time.perf_counter())
         elif not len(queue):
-            return self._finish_step([], StepTimes(), _StepWork(0, 0, []), 0.0, time.perf_counter())
+            return self._finish_step([], StepTimes(), StepWork(0, 0, []), 0.0, time.perf_counter())
         oldest, executed = queue.pop_oldest()
         t2, w2 = time.perf_counter(), time.time()
         if executed.error:
@@ -226,7 +216,7 @@ class EngineCore:
                    StepPhase(oldest.step, "update", w2, w3)]
         times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
                           update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms)
-        return self._finish_step(outputs, times, _StepWork(planned, oldest.step, phases), result.prepare_ms, t3)
+        return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3)
 
     def _apply(self, plan, result: ModelRunnerOutput | None, error: str) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:
         """Apply one executed plan's tokens to the scheduler (a failed execution fails its requests)."""
@@ -237,7 +227,7 @@ class EngineCore:
         self.total_output_tokens += sum(len(o.new_token_ids) for o in outputs)  # discarded tokens never count
         return outputs, result
 
-    def _finish_step(self, outputs: list[EngineCoreOutput], times: "StepTimes", work: "_StepWork", prepare_ms: float,
+    def _finish_step(self, outputs: list[EngineCoreOutput], times: StepTimes, work: StepWork, prepare_ms: float,
                      t_applied: float) -> tuple[EngineCoreOutputs, StepEvent | None]:
         """Count the busy-loop step, check invariants if asked, build its event."""
         self.step_count += 1
@@ -257,15 +247,15 @@ class EngineCore:
 
     def snapshot(self) -> StepEvent:
         """The full current state as a "snapshot" event (what a late subscriber draws from)."""
-        return self._event("snapshot", StepRecord(), [], {}, _StepWork(0, 0, []))
+        return self._event("snapshot", StepRecord(), [], {}, StepWork(0, 0, []))
 
     def publishable_snapshot(self) -> StepEvent:
         """A snapshot to publish (it takes the next seq)."""
         self.event_seq += 1
         return self.snapshot()
 
-    def _build_event(self, kind: str, times: "StepTimes | None" = None,
-                     new_tokens: dict[str, list[int]] | None = None, work: "_StepWork | None" = None) -> StepEvent | None:
+    def _build_event(self, kind: str, times: StepTimes | None = None,
+                     new_tokens: dict[str, list[int]] | None = None, work: StepWork | None = None) -> StepEvent | None:
         """Drain what happened since the latest event into a new event (None with events off).
 
         A step event (`times` given) describes the step just taken; updates and snapshots repeat the
@@ -275,87 +265,16 @@ class EngineCore:
         self.total_preemptions += len(record.preempted)
         added, self._added = self._added, []
         if times is not None:
-            self._latest_step = _StepSummary(record.scheduled, record.num_prefill_tokens, record.num_decode_tokens,
-                                             record.chunks, times)
+            self._latest_step = StepSummary.of(record, times)
         if not self.config.enable_step_events:
             return None
         self.event_seq += 1
-        return self._event(kind, record, added, new_tokens or {}, work or _StepWork(0, 0, []))
+        return self._event(kind, record, added, new_tokens or {}, work or StepWork(0, 0, []))
 
     def _event(self, kind: str, record: StepRecord, added: list[RequestAdded],
-               new_tokens: dict[str, list[int]], work: "_StepWork") -> StepEvent:
+               new_tokens: dict[str, list[int]], work: StepWork) -> StepEvent:
         """`record`: what happened since the latest event; the plan and times are the latest step's."""
-        latest = self._latest_step
-        times = latest.times
-        sched = self.scheduler
-        kv = sched.kv_state()
-        is_step = kind == "step"
-        return StepEvent(
-            version=SCHEMA_VERSION, seq=self.event_seq, kind=kind, step=self.step_count, time=time.time(),
-            paused=self.paused, sched_ms=times.sched_ms, exec_ms=times.exec_ms, update_ms=times.update_ms,
-            token_budget=self.config.max_num_batched_tokens, max_num_seqs=self.config.max_num_seqs,
-            num_scheduled_tokens=sum(latest.scheduled.values()), num_prefill_tokens=latest.num_prefill_tokens,
-            num_decode_tokens=latest.num_decode_tokens, scheduled=latest.scheduled, added=added,
-            admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
-            chunks=[PrefillChunk(c.req_id, c.num_tokens, c.num_remaining) for c in latest.chunks] if is_step else [],
-            new_token_ids=new_tokens,
-            running=[self._progress(r) for r in sched.running],
-            waiting=[self._progress(r) for r in sched.waiting],
-            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.num_free_blocks,
-            num_cached_free_blocks=len(kv.cached_free_blocks), shared_blocks=kv.shared_blocks,
-            cached_free_blocks=kv.cached_free_blocks,
-            blocks_allocated=record.blocks_allocated, blocks_freed=record.blocks_freed,
-            preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
-            finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
-            prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
-            num_dropped_events=0, total_output_tokens=self.total_output_tokens,
-            total_preemptions=self.total_preemptions, step_interval_ms=self.step_interval_s * 1e3,
-            forward_ms=times.forward_ms, sample_ms=times.sample_ms,
-            async_scheduling=self.batch_queue is not None, planned_step=work.planned_step,
-            executed_step=work.executed_step, phases=work.phases,
-        )
-
-    def _progress(self, r: Request) -> RequestProgress:
-        return RequestProgress(
-            req_id=r.request_id, status=r.status.value, num_prompt_tokens=r.num_prompt_tokens,
-            num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
-            num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
-            num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
-            block_ids=self.scheduler.block_ids(r.request_id), first_scheduled_time=r.first_scheduled_time,
-            num_output_placeholders=r.num_output_placeholders,
-        )
-
-
-def _end(e: Ended) -> RequestEnd:
-    return RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens)
-
-
-@dataclass(slots=True)
-class StepTimes:
-    """Where one step's time went, in ms."""
-
-    sched_ms: float = 0.0  # in scheduler.schedule()
-    exec_ms: float = 0.0  # in the model runner (prepare + forward + sampling)
-    update_ms: float = 0.0  # in scheduler.update_from_output()
-    forward_ms: float = 0.0  # model forward + lm_head (part of exec_ms)
-    sample_ms: float = 0.0  # sampling (part of exec_ms)
-
-
-@dataclass(slots=True)
-class _StepSummary:
-    """The latest step as its events describe it (update and snapshot events repeat it)."""
-
-    scheduled: dict[str, int]  # request id -> tokens scheduled
-    num_prefill_tokens: int  # of which prompt or recompute work
-    num_decode_tokens: int  # of which one-token decodes
-    chunks: list[Chunk]  # split prefills it scheduled
-    times: StepTimes  # where its time went
-
-
-@dataclass(slots=True)
-class _StepWork:
-    """Which steps one busy-loop step planned and applied (with async scheduling, two different ones)."""
-
-    planned_step: int  # the plan made (0: none)
-    executed_step: int  # the step whose outputs were applied (0: none)
-    phases: list[StepPhase]  # wall-clock spans of its schedule / execute / update
+        totals = EngineTotals(self.event_seq, self.step_count, time.time(), self.paused, self.total_output_tokens,
+                              self.total_preemptions, self.step_interval_s * 1e3, self.batch_queue is not None)
+        return build_step_event(kind, totals, self.config, self.scheduler, record, self._latest_step, added,
+                                new_tokens, work)

@@ -3,8 +3,8 @@ scheduler state, stamped with the simulated clock, written as a recording (core/
 `enginetui replay`, the timeline and `enginetui export` open a simulated run like a live one, and
 handed to `--watch`'s dashboard as they are built.
 
-The fields come from the scheduler's step record and pool view, as EngineCore's event
-(core/engine/core.py) takes them; tests/simulate/test_exact_replay.py
+The fields are filled by core/engine/step_event.build_step_event, the function EngineCore builds
+its own events with, from the scheduler's step record and pool view; tests/simulate/test_exact_replay.py
 checks that, on a real engine's recorded run, these events equal the engine's own in every field
 that is not a measured time.
 """
@@ -15,18 +15,9 @@ import time
 import msgspec
 
 from core.config import EngineConfig
-from core.engine.events import (
-    SCHEMA_VERSION,
-    Admission,
-    PrefillChunk,
-    Preemption,
-    RequestAdded,
-    RequestEnd,
-    RequestProgress,
-    StepEvent,
-    StepPhase,
-)
+from core.engine.events import SCHEMA_VERSION, RequestAdded, StepEvent, StepPhase
 from core.engine.processor import EngineInfo
+from core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from core.record import format as fmt
 from core.record.writer import RecordingWriter
 from core.request import Request
@@ -86,50 +77,20 @@ class StepEventBuilder(Observer):
             self.first_scheduled.setdefault(admitted.req_id, start)
         self.total_preemptions += len(record.preempted)
         self.total_output_tokens += len(sampled)
-        kv = sched.kv_state()
         added, self._added = self._added, []
         exec_ms = (end - start) * 1e3
-        event = StepEvent(
-            version=SCHEMA_VERSION, seq=self.seq, kind="step", step=self.step, time=end, paused=False,
-            sched_ms=0.0, exec_ms=exec_ms, update_ms=0.0, token_budget=self.config.max_num_batched_tokens,
-            max_num_seqs=self.config.max_num_seqs, num_scheduled_tokens=sum(record.scheduled.values()),
-            num_prefill_tokens=record.num_prefill_tokens, num_decode_tokens=record.num_decode_tokens,
-            scheduled=record.scheduled, added=added,
-            admitted=[Admission(a.req_id, a.num_new_tokens, a.num_cached_tokens, a.resumed) for a in record.admitted],
-            chunks=[PrefillChunk(c.req_id, c.num_tokens, c.num_remaining) for c in record.chunks],
-            new_token_ids={req_id: [t] for req_id, t in sampled.items()},
-            running=[self._progress(r, sched) for r in sched.running],
-            waiting=[self._progress(r, sched) for r in sched.waiting],
-            num_blocks=kv.num_blocks, block_size=self.config.block_size, num_free_blocks=kv.num_free_blocks,
-            num_cached_free_blocks=len(kv.cached_free_blocks), shared_blocks=kv.shared_blocks,
-            cached_free_blocks=kv.cached_free_blocks,
-            blocks_allocated=record.blocks_allocated, blocks_freed=record.blocks_freed,
-            preempted=[Preemption(p.req_id, p.lost_tokens, p.freed_blocks) for p in record.preempted],
-            finished=[_end(e) for e in record.finished], rejected=[_end(e) for e in record.rejected],
-            prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
-            num_dropped_events=0, total_output_tokens=self.total_output_tokens,
-            total_preemptions=self.total_preemptions, step_interval_ms=0.0, forward_ms=exec_ms, sample_ms=0.0,
-            planned_step=self.step, executed_step=self.step, phases=[StepPhase(self.step, "execute", start, end)],
-        )
+        totals = EngineTotals(self.seq, self.step, end, False, self.total_output_tokens, self.total_preemptions,
+                              0.0, False)
+        latest = StepSummary.of(record, StepTimes(exec_ms=exec_ms, forward_ms=exec_ms))
+        work = StepWork(self.step, self.step, [StepPhase(self.step, "execute", start, end)])
+        event = build_step_event("step", totals, self.config, sched, record, latest, added,
+                                 {req_id: [t] for req_id, t in sampled.items()}, work, self.first_scheduled)
         for sink in self.sinks:
             sink.emit(event)
 
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
-
-    def _progress(self, r: Request, sched: Scheduler) -> RequestProgress:
-        return RequestProgress(
-            req_id=r.request_id, status=r.status.value, num_prompt_tokens=r.num_prompt_tokens,
-            num_computed_tokens=r.num_computed_tokens, num_tokens=r.num_tokens,
-            num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens, num_cached_tokens=r.num_cached_tokens,
-            num_preemptions=r.num_preemptions, priority=r.priority, arrival_time=r.arrival_time,
-            block_ids=sched.block_ids(r.request_id), first_scheduled_time=self.first_scheduled.get(r.request_id),
-        )
-
-
-def _end(e) -> RequestEnd:
-    return RequestEnd(e.req_id, e.reason, e.detail, e.num_output_tokens)
 
 
 def _version() -> str:
