@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.widgets.palette import DIM, STATUS_STYLES, request_color
-from enginetui.widgets.requests_table import RequestsTable, first_row, one_line, tail
+from enginetui.widgets.requests_table import RequestsTable, one_line, tail
 
 STATUS_WIDTH = 9  # "STREAMING"
 STYLES = {**STATUS_STYLES, "streaming": STATUS_STYLES["running"]}  # by status
@@ -51,17 +51,6 @@ class WatchRequestsTable(RequestsTable):
         live = sum(v.active for v in views)
         self.border_title = f"Requests · {live} live · {len(views) - live} ended"
         self.refresh()
-
-    def render(self) -> Text:
-        width, height = self.content_size
-        if not self._views:
-            return Text(self._empty, style=DIM)
-        ids = [v.req_id for v in self._views]
-        at = ids.index(self._selected) if self._selected in ids else len(ids) - 1
-        start = self._start = first_row(at, len(ids), height)
-        id_width = max(len(i) for i in ids)
-        lines = [self._row(v, id_width, width) for v in self._views[start : start + height]]
-        return Text("\n", no_wrap=True).join(lines)
 
     def _row(self, view: WatchedRequest, id_width: int, width: int) -> Text:
         selected = view.req_id == self._selected
