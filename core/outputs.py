@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 
 
 class EngineCoreRequest(msgspec.Struct, kw_only=True):

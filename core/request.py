@@ -2,7 +2,7 @@
 
 import enum
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 
 
 class RequestStatus(enum.Enum):

@@ -24,8 +24,8 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Footer
 
-from core.engine.events import StepEvent
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.sampling_params import SamplingParams
 from enginetui import keys
 from enginetui.dashboard_flags import DEFAULT_REDRAW_HZ
 from enginetui.engine_flags import POOL_HINT

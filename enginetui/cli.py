@@ -203,7 +203,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def _step_interval_ms(text: str) -> int:
-    from core.engine.control import MAX_STEP_INTERVAL_S
+    from enginetui.core.engine.control import MAX_STEP_INTERVAL_S
 
     try:
         value = int(text)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.config import CPU_KV_SPACE_ENV, ConfigError, EngineConfig
+from enginetui.core.config import CPU_KV_SPACE_ENV, ConfigError, EngineConfig
 
 ENGINE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(EngineConfig)}  # EngineConfig field -> default
 
@@ -154,7 +154,7 @@ def startup_problem(kwargs: dict[str, Any]) -> str | None:
     """What would stop EngineCore from starting that is found without starting it: a model (or
     tokenizer) that is not there, or a --max-model-len beyond the model's positions, in one line
     naming its flag; None when none is found."""
-    from core.models.loader import ModelLoadError, check_model, resolve_model_dir
+    from enginetui.core.models.loader import ModelLoadError, check_model, resolve_model_dir
 
     config = EngineConfig(**kwargs)
     try:

@@ -1,16 +1,16 @@
 """What the dashboard needs from an engine, and how it opens the real one.
 
-The app talks to `core.engine.async_llm.AsyncLLM` through the `Engine` protocol below, so
+The app talks to `enginetui.core.engine.async_llm.AsyncLLM` through the `Engine` protocol below, so
 tests can hand it a fake engine instead.
 """
 
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
-from core.outputs import RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.settings import SamplingSettings
 
 
@@ -60,7 +60,7 @@ def describe(exc: BaseException) -> str:
 
 def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
     """One line for an engine that did not start; points at --tokenizer when the tokenizer is what is missing."""
-    from core.models.loader import ModelLoadError
+    from enginetui.core.models.loader import ModelLoadError
 
     tokenizer = kwargs.get("tokenizer")
     if isinstance(exc, ModelLoadError) and "tokenizer" in str(exc) and not tokenizer:
@@ -76,7 +76,7 @@ def startup_error(exc: BaseException, kwargs: dict[str, Any]) -> str:
 def open_engine(engine_args: dict[str, Any], log_file: str | None = None) -> Engine:
     """Start the real engine (EngineCore child process) with vLLM-named arguments; the child's
     output (stdout, stderr, logging, warnings) goes to `log_file`."""
-    from core.engine.async_llm import AsyncLLM
+    from enginetui.core.engine.async_llm import AsyncLLM
 
     return AsyncLLM.from_engine_args(log_file=log_file, **engine_args)
 

@@ -32,12 +32,12 @@ import msgspec
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from core.engine import control
-from core.engine.events import StepEvent, decode_event
-from core.engine.processor import EngineInfo
-from core.entrypoints.openai.control_gate import DASHBOARD_HEADER
-from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.engine import control
+from enginetui.core.engine.events import StepEvent, decode_event
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER
+from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.request_names import RequestNames
 from enginetui.widgets.process_panel import ProcessSample
 

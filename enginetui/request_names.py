@@ -12,7 +12,7 @@ import re
 
 import msgspec
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 
 OWN_ID = re.compile(r"r\d+")  # the app's names for its own requests
 HOST_PREFIX = "host-"  # shown before the ids of requests typed in the dashboard hosting the server

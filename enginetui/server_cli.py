@@ -90,8 +90,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"enginetui serve: {problem}", file=sys.stderr)
         return 2
-    from core.engine.async_llm import AsyncLLM
-    from core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
+    from enginetui.core.engine.async_llm import AsyncLLM
+    from enginetui.core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
     from enginetui import record_flag
     from enginetui.engine_link import startup_error
 
@@ -156,7 +156,7 @@ class ServerBeside:
 
     def __init__(self, port: int, api_key: str | None, allow_control: bool = False,
                  max_pause_s: float | None = None) -> None:
-        from core.entrypoints.openai.api_server import listen_socket
+        from enginetui.core.entrypoints.openai.api_server import listen_socket
 
         self.sock = listen_socket("127.0.0.1", port)  # raises OSError when the port is taken
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"  # where it serves
@@ -167,8 +167,8 @@ class ServerBeside:
 
     def wrap(self, engine):
         """The engine the dashboard and the server share (its generate() feeds /metrics)."""
-        from core.entrypoints.openai.api_server import build_app
-        from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
+        from enginetui.core.entrypoints.openai.api_server import build_app
+        from enginetui.core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
 
         engine = MeteredEngine(engine, ServerMetrics(engine.model_name, engine.info, getattr(engine, "config", None)))
         limit = {} if self.max_pause_s is None else {"max_pause_s": self.max_pause_s}
@@ -194,7 +194,7 @@ class ServerBeside:
         """The server runs in this event loop while inside; it stops (open streams get a moment) on the way out."""
         import asyncio
 
-        from core.entrypoints.openai.api_server import serve_app
+        from enginetui.core.entrypoints.openai.api_server import serve_app
 
         stop = asyncio.Event()
         server = asyncio.ensure_future(serve_app(self.http_app, self.sock, stop, log_level="warning"))

@@ -11,9 +11,9 @@ events' token ids, decoded with the engine's tokenizer when the state has it.
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from core.engine.detokenizer import IncrementalDetokenizer
-from core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
-from core.outputs import RequestOutput
+from enginetui.core.engine.detokenizer import IncrementalDetokenizer
+from enginetui.core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
+from enginetui.core.outputs import RequestOutput
 from enginetui.plural import count
 from enginetui.timeline import Timeline
 

@@ -8,7 +8,7 @@ and the timeline widget draws the lanes that overlap the steps on screen.
 
 from dataclasses import dataclass, field
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 
 MAX_LANES = 512  # lanes kept: the oldest ended ones are dropped past this
 MAX_ASYNC_STEPS = 4096  # async scheduling: engine steps whose planned / executed step numbers are kept

@@ -6,6 +6,6 @@ torch reference (the specification, and the CPU fallback).
 (built at first use; the torch reference where they cannot be built).
 """
 
-from kernels.dispatch import paged_attention, reshape_and_cache, select_backend
+from enginetui.kernels.dispatch import paged_attention, reshape_and_cache, select_backend
 
 __all__ = ["paged_attention", "reshape_and_cache", "select_backend"]

@@ -1,4 +1,4 @@
-"""Compile the Triton kernels for NVIDIA GPUs on a machine without one: `python -m kernels.aot_check`.
+"""Compile the Triton kernels for NVIDIA GPUs on a machine without one: `python -m enginetui.kernels.aot_check`.
 
 Triton compiles to PTX and cubin anywhere (ptxas ships inside the triton wheel); only running
 needs a GPU. Each launch is built by the same function the engine launches through (on CPU
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.variants import DEFAULT, VARIANTS, AttentionVariant
+from enginetui.kernels.variants import DEFAULT, VARIANTS, AttentionVariant
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TARGETS = {"sm_80": 80, "sm_90": 90}  # A100; H100 / H200
@@ -114,8 +114,8 @@ def describe(target: str, kernel: str, case: str, compiled, seconds: float) -> C
 
 def attention_launches(full: bool):
     """(case name, Launch) for every attention configuration of the run."""
-    from kernels.paged_batch import make_paged_batch
-    from kernels.triton_paged_attention import paged_attention_launch
+    from enginetui.kernels.paged_batch import make_paged_batch
+    from enginetui.kernels.triton_paged_attention import paged_attention_launch
 
     shapes = ATTENTION_SHAPES if full else dict(list(ATTENTION_SHAPES.items())[:3])
     variants = VARIANTS if full else [DEFAULT, AttentionVariant(tile_n=64, num_splits=4)]
@@ -131,7 +131,7 @@ def attention_launches(full: bool):
 
 def cache_write_launches():
     """(case name, Launch) for reshape_and_cache in each dtype, at two head shapes."""
-    from kernels.triton_reshape_and_cache import reshape_and_cache_launch
+    from enginetui.kernels.triton_reshape_and_cache import reshape_and_cache_launch
 
     for kv_heads, head_size in ((12, 64), (8, 128)):
         for dtype_name, dtype in DTYPES.items():

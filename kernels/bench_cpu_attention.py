@@ -1,4 +1,4 @@
-"""Time the CPU attention backends: `python -m kernels.bench_cpu_attention`.
+"""Time the CPU attention backends: `python -m enginetui.kernels.bench_cpu_attention`.
 
 Shapes of the CPU engine's real work on opt-125m: 12 heads of 64, blocks of 16; decode batches
 of 1/16/64 requests (at a context of ~300 tokens, and at the mixed workload's spread of 33-767),
@@ -16,9 +16,9 @@ import time
 import numpy as np
 import torch
 
-from kernels.cpu_kernels import paged_attention_cpu
-from kernels.paged_batch import PagedBatch, make_paged_batch
-from kernels.reference import paged_attention_ref
+from enginetui.kernels.cpu_kernels import paged_attention_cpu
+from enginetui.kernels.paged_batch import PagedBatch, make_paged_batch
+from enginetui.kernels.reference import paged_attention_ref
 
 BACKENDS = {"torch": paged_attention_ref, "cpp": paged_attention_cpu}
 

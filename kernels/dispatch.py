@@ -13,8 +13,8 @@ import os
 
 import torch
 
-from kernels import cpu_kernels
-from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from enginetui.kernels import cpu_kernels
+from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
 
 BACKEND_ENV = "ENGINETUI_ATTENTION_BACKEND"
 BACKENDS = ("torch", "triton", "cpp")
@@ -39,7 +39,7 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, backend:
     chosen one (None: select_backend for the tensors' device)."""
     backend = backend or select_backend(key.device)
     if backend == "triton":
-        from kernels.triton_reshape_and_cache import reshape_and_cache_triton
+        from enginetui.kernels.triton_reshape_and_cache import reshape_and_cache_triton
 
         reshape_and_cache_triton(key, value, key_cache, value_cache, slot_mapping)
     elif backend == "cpp":
@@ -54,7 +54,7 @@ def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, bl
     `backend`: the chosen one (None: select_backend for the tensors' device)."""
     backend = backend or select_backend(query.device)
     if backend == "triton":
-        from kernels.triton_paged_attention import paged_attention_triton
+        from enginetui.kernels.triton_paged_attention import paged_attention_triton
 
         return paged_attention_triton(
             query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,

@@ -1,6 +1,6 @@
 """End-to-end checks of the engine on a random-weight OPT: greedy parity with transformers, throughput.
 
-Used by `kernels.gpu_check`. The model is built here with `OPTForCausalLM(OPTConfig(...))` and saved
+Used by `enginetui.kernels.gpu_check`. The model is built here with `OPTForCausalLM(OPTConfig(...))` and saved
 with `save_pretrained`; prompts are token-id lists, so no tokenizer is needed.
 """
 
@@ -104,7 +104,7 @@ def compare(model, prompt: list[int], expected: Continuation, actual: Continuati
 
 def engine_greedy(llm, prompts: list[list[int]], max_tokens: int) -> list[Continuation]:
     """The engine's greedy continuation of each prompt (ignoring EOS), with logprobs."""
-    from core import SamplingParams
+    from enginetui.core import SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, logprobs=0)
     outs = llm.generate(prompts, params, use_tqdm=False)
@@ -116,7 +116,7 @@ def engine_greedy(llm, prompts: list[list[int]], max_tokens: int) -> list[Contin
 
 def engine_tokens_per_s(llm, prompts: list[list[int]], max_tokens: int) -> tuple[float, int]:
     """(output tokens per second, output tokens) of one greedy `generate` over `prompts`."""
-    from core import SamplingParams
+    from enginetui.core import SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     start = time.perf_counter()
@@ -128,7 +128,7 @@ def engine_tokens_per_s(llm, prompts: list[list[int]], max_tokens: int) -> tuple
 def seeded_sampling_is_batch_independent(llm, vocab_size: int, max_tokens: int) -> bool:
     """A seeded request with every sampling option on gives the same tokens alone and inside a batch
     of other sampled and greedy requests (the sampler's generators run on the engine's device)."""
-    from core import SamplingParams
+    from enginetui.core import SamplingParams
 
     seeded = SamplingParams(temperature=0.9, top_k=50, top_p=0.9, min_p=0.01, presence_penalty=0.5,
                             repetition_penalty=1.1, seed=42, max_tokens=max_tokens, ignore_eos=True, logprobs=2)
@@ -154,7 +154,7 @@ def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens:
             throughput: tuple[int, int, int], num_blocks: int) -> E2EResult:
     """Greedy parity per prompt, seeded sampling, then engine throughput on
     (num_prompts, prompt_len, max_tokens)."""
-    from core import LLM
+    from enginetui.core import LLM
 
     model, tmpdir = build_random_opt(model_kwargs)
     with tmpdir:

@@ -1,7 +1,7 @@
-"""One command for a CUDA machine: `python -m kernels.gpu_check [--json PATH]`.
+"""One command for a CUDA machine: `python -m enginetui.kernels.gpu_check [--json PATH]`.
 
 1. Kernel parity: the Triton kernels against the torch reference on CUDA, several shapes and dtypes.
-2. End-to-end greedy parity: `core.LLM` against transformers' `OPTForCausalLM.generate` on a
+2. End-to-end greedy parity: `enginetui.core.LLM` against transformers' `OPTForCausalLM.generate` on a
    random-weight opt-125m, prompt by prompt.
 3. Benchmarks: decode attention (achieved GB/s against the bytes it must read) and the engine's
    output tokens per second on 64 prompts.
@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from kernels.dispatch import BACKEND_ENV
-from kernels.paged_batch import REL_TOL, PagedBatch, make_paged_batch, max_rel_error
-from kernels.reference import paged_attention_ref, reshape_and_cache_ref
-from kernels.variants import DEFAULT, VARIANTS, AttentionVariant
+from enginetui.kernels.dispatch import BACKEND_ENV
+from enginetui.kernels.paged_batch import REL_TOL, PagedBatch, make_paged_batch, max_rel_error
+from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from enginetui.kernels.variants import DEFAULT, VARIANTS, AttentionVariant
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -53,7 +53,7 @@ class Plan:
 
 def full_plan() -> Plan:
     """The CUDA check: real sizes, under 5 minutes on an H200."""
-    from kernels.e2e_check import OPT_125M
+    from enginetui.kernels.e2e_check import OPT_125M
 
     gen = torch.Generator().manual_seed(0)
     ctx = torch.randint(1, 2048, (48,), generator=gen).tolist()
@@ -87,7 +87,7 @@ def full_plan() -> Plan:
 
 def smoke_plan() -> Plan:
     """The CPU dry run: every step on tiny shapes, the kernels interpreted."""
-    from kernels.e2e_check import OPT_TINY
+    from enginetui.kernels.e2e_check import OPT_TINY
 
     return Plan(
         device="cpu",
@@ -152,7 +152,7 @@ def time_ms(fn, iters: int, device: str) -> float:
 def check_kernel_parity(plan: Plan, report: Report) -> None:
     """Both Triton kernels against the reference, on poisoned caches and NaN-filled outputs; then
     every other launch variant of the attention kernel on the last case."""
-    from kernels.triton_reshape_and_cache import reshape_and_cache_triton
+    from enginetui.kernels.triton_reshape_and_cache import reshape_and_cache_triton
 
     for name, case in plan.parity_cases.items():
         _, _, _, kv_heads, _, block_size = case
@@ -181,7 +181,7 @@ def attention_parity(plan: Plan, report: Report, label: str, case: tuple, dtype:
                      variant: AttentionVariant) -> PagedBatch:
     """One row: the attention kernel launched as `variant` against the reference on a fresh
     batch of `case`; returns the batch."""
-    from kernels.triton_paged_attention import paged_attention_triton
+    from enginetui.kernels.triton_paged_attention import paged_attention_triton
 
     q_lens, seq_lens, heads, kv_heads, head_size, block_size = case
     batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
@@ -202,11 +202,11 @@ def dtype_name(dtype: torch.dtype) -> str:
 def check_e2e(plan: Plan, report: Report) -> None:
     """Greedy parity with transformers per prompt, then the engine's output tok/s."""
     try:
-        import core  # noqa: F401  (is the engine importable at all?)
+        import enginetui.core  # noqa: F401  (is the engine importable at all?)
     except ImportError as exc:
-        report.add("e2e", "core.LLM", None if plan.engine_optional else False, "core is not importable", str(exc))
+        report.add("e2e", "enginetui.core.LLM", None if plan.engine_optional else False, "core is not importable", str(exc))
         return
-    from kernels.e2e_check import LOGPROB_TOL, NEAR_TIE, run_e2e
+    from enginetui.kernels.e2e_check import LOGPROB_TOL, NEAR_TIE, run_e2e
 
     result = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens, plan.throughput,
                      plan.num_blocks)
@@ -237,7 +237,7 @@ def copy_bandwidth_gb_s(plan: Plan) -> float:
 def bench_decode(plan: Plan, report: Report) -> None:
     """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read,
     as a share of the measured copy bandwidth. Each case is timed twice: the spread is the noise."""
-    from kernels.triton_paged_attention import paged_attention_triton
+    from enginetui.kernels.triton_paged_attention import paged_attention_triton
 
     ceiling = copy_bandwidth_gb_s(plan)
     report.add("bandwidth ceiling", f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB", None,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a CUDA machine should run, in one go (about 5 minutes on an H200):
-#   1. python -m kernels.gpu_check: kernel parity, end-to-end greedy parity with transformers,
+#   1. python -m enginetui.kernels.gpu_check: kernel parity, end-to-end greedy parity with transformers,
 #      seeded sampling, decode-attention bandwidth;
 #   2. the mixed 64-prompt throughput benchmark against transformers.generate, same weights;
 #   3. the per-stage step profile at 1/16/64 running requests.
@@ -20,7 +20,7 @@ status=0
     $py -c "import torch, triton, transformers; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__)"
 } 2>&1 | tee "$out/machine.txt"
 
-timeout 270 $py -m kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
+timeout 270 $py -m enginetui.kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
 timeout 200 $py -m enginetui bench throughput "${model[@]}" --preset mixed --compare hf --hf-batch-sizes 16 32 64 \
     --json "$out/throughput.json" 2>&1 | tee "$out/throughput.log" || status=1
 timeout 100 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1

@@ -1,6 +1,6 @@
 """Random paged-attention batches, and the error measure and bounds kernels are compared with.
 
-Shared by the tests, `kernels.bench_cpu_attention` and `kernels.gpu_check`. Every cache slot a
+Shared by the tests, `enginetui.kernels.bench_cpu_attention` and `enginetui.kernels.gpu_check`. Every cache slot a
 request does not own (block tails, spare blocks) holds `poison`, so a kernel that reads past a
 sequence shows it.
 """

@@ -1,6 +1,6 @@
 """Triton kernel: varlen causal attention over the paged KV cache, prefill chunks and decodes alike.
 
-Same contract as `kernels.reference.paged_attention_ref`. One launch serves the whole step:
+Same contract as `enginetui.kernels.reference.paged_attention_ref`. One launch serves the whole step:
 program (t, h) computes query tile t for kv head h. A tile holds BLOCK_Q query tokens of one
 request times the GROUP query heads that share kv head h (BLOCK_M = BLOCK_Q * GROUP rows, padded
 to at least 16 for `tl.dot`), so a decode with GQA still fills the tile. Request r's tiles are
@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import Launch
+from enginetui.kernels.launch import Launch
 
 # log2(e): the kernel works in base 2 (exp2) with the softmax scale folded into the scores.
 LOG2E = 1.4426950408889634

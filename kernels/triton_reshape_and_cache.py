@@ -1,6 +1,6 @@
 """Triton kernel: write each new token's K and V into its slot of the paged cache.
 
-Same contract as `kernels.reference.reshape_and_cache_ref`: cache layout
+Same contract as `enginetui.kernels.reference.reshape_and_cache_ref`: cache layout
 `[num_blocks, block_size, num_kv_heads, head_size]`, slot = block * block_size + offset,
 and a slot < 0 means "do not write this token".
 """
@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import Launch
+from enginetui.kernels.launch import Launch
 
 
 @triton.jit

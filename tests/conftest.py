@@ -32,7 +32,7 @@ def recorded_events(engine) -> Iterator[list]:
 
     The subscriber's receive queue is unbounded, so a test thread that falls behind still gets
     every event (asserted)."""
-    from core.engine.event_subscriber import EventSubscriber
+    from enginetui.core.engine.event_subscriber import EventSubscriber
 
     events: list = []
     sub = EventSubscriber(engine.client.events_address, events.append, rcvhwm=0)
@@ -72,7 +72,7 @@ def text_opt_dir(tmp_path_factory) -> str:
     """A random-weight tiny OPT that carries the embedded model's tokenizer (4096 tokens)."""
     import shutil
 
-    from core.models.default_model import DEFAULT_MODEL_DIR
+    from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
     path = tmp_path_factory.mktemp("text-opt")
     make_opt_dir(path, seed=1, vocab_size=4096)

@@ -5,7 +5,7 @@ import random
 import torch
 from transformers import AutoModelForCausalLM
 
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 from tests.conftest import recorded_events
 
 

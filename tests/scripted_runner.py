@@ -12,8 +12,8 @@ by EOS; a prompt of nothing but EOS tokens generates token 0).
 
 import time
 
-from core.sched.output import SchedulerOutput
-from core.worker.model_runner import ModelRunnerOutput
+from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.worker.model_runner import ModelRunnerOutput
 
 SCRIPTED_RUNNER = "tests.scripted_runner:ScriptedRunner"  # EngineConfig.model_runner value
 PACED_RUNNER = "tests.scripted_runner:PacedScriptedRunner"  # the same, taking PACED_STEP_SECONDS a step

@@ -9,16 +9,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "kernels", "enginetui")
+PACKAGES = {"core": "enginetui.core", "kernels": "enginetui.kernels", "enginetui": "enginetui"}  # folder -> installed name
 
 
 def project_modules() -> dict[str, Path]:
     """Dotted module name -> file, for every module of the project's packages."""
     modules = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for folder, installed in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            modules[".".join([installed, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
     return modules
 
 
@@ -104,6 +104,6 @@ def test_imports_are_resolved_including_lazy_and_relative_ones(tmp_path):
 
 def test_no_import_cycles_among_the_projects_modules():
     modules = project_modules()
-    assert "enginetui.app" in modules and "core.engine.core" in modules
+    assert "enginetui.app" in modules and "enginetui.core.engine.core" in modules
     graph = {name: imported(name, path, modules) for name, path in modules.items()}
     assert cycles(graph) == []

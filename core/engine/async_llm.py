@@ -19,16 +19,16 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any, Self
 
-from core.config import EngineConfig
-from core.engine import wire
-from core.engine.core_client import EngineCoreClient
-from core.engine.errors import EngineDeadError, EngineStartupError
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo, PromptType
-from core.engine.tokenizer import open_text_stages
-from core.outputs import RequestOutput
-from core.record.recorder import Recorder, RecordingSummary, start_recording
-from core.sampling_params import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine import wire
+from enginetui.core.engine.core_client import EngineCoreClient
+from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import EngineInfo, PromptType
+from enginetui.core.engine.tokenizer import open_text_stages
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.record.recorder import Recorder, RecordingSummary, start_recording
+from enginetui.core.sampling_params import SamplingParams
 
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError"]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.sched.output import SchedulerOutput
-from core.worker.model_runner import ModelRunnerOutput
-from core.worker.runner_class import Runner
+from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.worker.model_runner import ModelRunnerOutput
+from enginetui.core.worker.runner_class import Runner
 
 BATCH_QUEUE_DEPTH = 2  # steps in flight at most (vLLM: max_concurrent_batches with async scheduling)
 

@@ -26,13 +26,13 @@ from typing import NamedTuple
 import msgspec
 import zmq
 
-from core.config import EngineConfig
-from core.engine import control, wire
-from core.engine.core import EngineCore
-from core.engine.event_publisher import EventPublisher
-from core.engine.events import StepEvent
-from core.outputs import EngineCoreOutput, EngineCoreOutputs
-from core.worker.thread_governor import ThreadGovernor
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine import control, wire
+from enginetui.core.engine.core import EngineCore
+from enginetui.core.engine.event_publisher import EventPublisher
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs
+from enginetui.core.worker.thread_governor import ThreadGovernor
 
 log = logging.getLogger("enginetui.busy_loop")
 

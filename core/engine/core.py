@@ -10,21 +10,21 @@ outputs and one "update" event for all of it.
 import logging
 import time
 
-from core.config import EngineConfig
-from core.engine.events import RequestAdded, StepEvent, StepPhase
-from core.engine.batch_queue import BatchQueue
-from core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
-from core.engine.processor import EngineInfo
-from core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
-from core.models.generation_config import generation_defaults
-from core.models.loader import load_hf_config, load_model
-from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
-from core.request import Request, RequestStatus
-from core.sched.scheduler import Scheduler
-from core.sched.step_record import StepRecord
-from core.worker.cpu_linear import prepare_cpu_model
-from core.worker.model_runner import ModelRunnerOutput
-from core.worker.runner_class import Runner, runner_class
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
+from enginetui.core.engine.batch_queue import BatchQueue
+from enginetui.core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
+from enginetui.core.models.generation_config import generation_defaults
+from enginetui.core.models.loader import load_hf_config, load_model
+from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sched.scheduler import Scheduler
+from enginetui.core.sched.step_record import StepRecord
+from enginetui.core.worker.cpu_linear import prepare_cpu_model
+from enginetui.core.worker.model_runner import ModelRunnerOutput
+from enginetui.core.worker.runner_class import Runner, runner_class
 
 log = logging.getLogger("enginetui.core")
 

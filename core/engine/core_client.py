@@ -26,12 +26,12 @@ import msgspec
 import zmq
 import zmq.asyncio
 
-from core.config import EngineConfig
-from core.engine import control, wire
-from core.engine.engine_host import POLL_MS, EngineHost, EngineProcess, EngineThread
-from core.engine.errors import EngineDeadError
-from core.engine.events import MissedEvents, StepEvent, decode_event
-from core.outputs import EngineCoreOutputs, EngineCoreRequest
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine import control, wire
+from enginetui.core.engine.engine_host import POLL_MS, EngineHost, EngineProcess, EngineThread
+from enginetui.core.engine.errors import EngineDeadError
+from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 MULTIPROC_ENV = "ENGINETUI_MULTIPROC"
 SUB_RCVHWM = 64  # events a subscriber buffers before the publisher starts dropping

@@ -1,4 +1,4 @@
-"""The EngineCore child process: `python -m core.engine.core_proc`, started by core/engine/engine_host.py.
+"""The EngineCore child process: `python -m enginetui.core.engine.core_proc`, started by core/engine/engine_host.py.
 
 A fresh interpreter runs this module, so the parent's `__main__` (a script without a main guard,
 stdin, `-c`, a REPL, a notebook) is never executed again here. The parent writes one
@@ -22,7 +22,7 @@ log = logging.getLogger("enginetui.core_proc")
 
 
 def main() -> None:
-    from core.engine import wire  # light: msgspec and the message types
+    from enginetui.core.engine import wire  # light: msgspec and the message types
 
     launch = wire.decode_launch(sys.stdin.buffer.read())
     addresses = launch.addresses
@@ -37,9 +37,9 @@ def main() -> None:
     threading.Thread(target=_watch_parent, args=(launch.parent_pid, addresses), name="parent-watchdog",
                      daemon=True).start()
 
-    from core.engine.busy_loop import EngineAddresses, serve
-    from core.worker.cpu_threads import thread_governor
-    from core.worker.cpu_tuning import tune_cpu_allocator
+    from enginetui.core.engine.busy_loop import EngineAddresses, serve
+    from enginetui.core.worker.cpu_threads import thread_governor
+    from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
 
     governor = None
     if launch.config.torch_device.type == "cpu":  # process-wide: only in our own process, never in-process

@@ -4,7 +4,7 @@ Either way the client binds the same two sockets (ipc://), EngineCore's busy loo
 (core/engine/busy_loop.py) connects to them and answers the handshake, and the client talks
 to it with the same messages; only starting, liveness and stopping differ:
 
-    EngineProcess  `python -m core.engine.core_proc` in a fresh interpreter (the caller's
+    EngineProcess  `python -m enginetui.core.engine.core_proc` in a fresh interpreter (the caller's
                    `__main__` is never re-run), ended on every path: shutdown(), garbage
                    collection, interpreter exit, and its own watchdog if this process dies
     EngineThread   the busy loop on a daemon thread here (ENGINETUI_MULTIPROC=0)
@@ -24,12 +24,12 @@ from pathlib import Path
 import msgspec
 import zmq
 
-from core.config import EngineConfig
-from core.engine import wire
-from core.engine.busy_loop import EngineAddresses, serve
-from core.engine.errors import EngineDeadError, EngineStartupError
-from core.engine.processor import EngineInfo
-from core.worker.cpu_threads import engine_process_env
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine import wire
+from enginetui.core.engine.busy_loop import EngineAddresses, serve
+from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.worker.cpu_threads import engine_process_env
 
 log = logging.getLogger("enginetui.engine_host")
 
@@ -37,8 +37,8 @@ POLL_MS = 100  # longest a blocking read waits before checking that EngineCore i
 STARTUP_TIMEOUT_ENV = "ENGINETUI_STARTUP_TIMEOUT"  # seconds to wait for READY (default 600)
 SHUTDOWN_TIMEOUT_S = 5.0  # how long a clean shutdown may take before terminate / kill
 STDERR_TAIL_LINES = 20  # lines of the child's stderr kept to explain a failed start-up
-CHILD_MODULE = "core.engine.core_proc"  # what the child interpreter runs
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # holds the `core` package: the child imports it from here too
+CHILD_MODULE = "enginetui.core.engine.core_proc"  # what the child interpreter runs
+PACKAGE_ROOT = str(Path(sys.modules["enginetui"].__file__).resolve().parents[1])  # holds `enginetui`: the child imports it from here too
 
 
 class EngineHost:
@@ -159,7 +159,7 @@ class EngineHost:
 
 
 class EngineProcess(EngineHost):
-    """EngineCore in a fresh interpreter (`python -m core.engine.core_proc`)."""
+    """EngineCore in a fresh interpreter (`python -m enginetui.core.engine.core_proc`)."""
 
     def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None,
                  log_file: str | None = None, command: list[str] | None = None) -> None:
@@ -277,7 +277,7 @@ class EngineThread(EngineHost):
 
 
 def _child_env() -> dict[str, str]:
-    """This process's environment, with `core` importable from where this process took it."""
+    """This process's environment, with `enginetui.core` importable from where this process took it."""
     env = dict(os.environ)
     path = env.get("PYTHONPATH")
     env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + path if path else "")

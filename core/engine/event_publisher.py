@@ -11,7 +11,7 @@ Owned by one thread (EngineCore's output thread); zmq sockets are not thread-saf
 
 import zmq
 
-from core.engine.events import StepEvent, encode_event
+from enginetui.core.engine.events import StepEvent, encode_event
 
 PUB_SNDHWM = 64  # events queued per subscriber before that subscriber's copies are dropped
 

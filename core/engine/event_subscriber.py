@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import zmq
 
-from core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
 
 RCVHWM = 64  # events buffered before the publisher drops this subscriber's copies
 POLL_MS = 50  # how often the thread checks whether it should stop

@@ -13,7 +13,7 @@ by whoever holds the tokenizer.
 
 import msgspec
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 
 SCHEMA_VERSION = 3
 EVENT_KINDS = ("step", "update", "snapshot")  # StepEvent.kind values

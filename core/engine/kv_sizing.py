@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.config import CPU_KV_SPACE_ENV, EngineConfig, cpu_kv_space_bytes
+from enginetui.core.config import CPU_KV_SPACE_ENV, EngineConfig, cpu_kv_space_bytes
 
 if TYPE_CHECKING:
     import torch

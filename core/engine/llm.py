@@ -3,12 +3,12 @@
 import os
 from collections.abc import Sequence
 
-from core.config import offline_config
-from core.engine.llm_engine import LLMEngine
-from core.engine.processor import PromptType
-from core.outputs import RequestOutput
-from core.record.recorder import Recorder, RecordingSummary, start_recording
-from core.sampling_params import SamplingParams
+from enginetui.core.config import offline_config
+from enginetui.core.engine.llm_engine import LLMEngine
+from enginetui.core.engine.processor import PromptType
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.record.recorder import Recorder, RecordingSummary, start_recording
+from enginetui.core.sampling_params import SamplingParams
 
 
 class LLM:

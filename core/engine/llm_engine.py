@@ -2,13 +2,13 @@
 
 from typing import Any
 
-from core.config import EngineConfig
-from core.engine.core_client import EngineCoreClient
-from core.engine.events import StepEvent
-from core.engine.processor import PromptType
-from core.engine.tokenizer import open_text_stages
-from core.outputs import RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.core_client import EngineCoreClient
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import PromptType
+from enginetui.core.engine.tokenizer import open_text_stages
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 
 
 class LLMEngine:

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-from core.engine.detokenizer import IncrementalDetokenizer, find_stop
-from core.engine.parallel_sampling import ParentRequest
-from core.outputs import CompletionOutput, EngineCoreOutput, EngineCoreRequest, RequestMetrics, RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.detokenizer import IncrementalDetokenizer, find_stop
+from enginetui.core.engine.parallel_sampling import ParentRequest
+from enginetui.core.outputs import CompletionOutput, EngineCoreOutput, EngineCoreRequest, RequestMetrics, RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 
 
 @dataclass(slots=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 
-from core.outputs import CompletionOutput, RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.outputs import CompletionOutput, RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 
 
 def child_request_id(index: int, request_id: str) -> str:

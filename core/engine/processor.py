@@ -4,8 +4,8 @@ import time
 
 import msgspec
 
-from core.outputs import EngineCoreRequest
-from core.sampling_params import SamplingParams
+from enginetui.core.outputs import EngineCoreRequest
+from enginetui.core.sampling_params import SamplingParams
 
 PromptType = str | list[int] | dict  # text, token ids, TextPrompt {"prompt": ...}, TokensPrompt {"prompt_token_ids": ...}
 

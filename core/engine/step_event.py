@@ -7,8 +7,8 @@ the same way.
 
 from dataclasses import dataclass
 
-from core.config import EngineConfig
-from core.engine.events import (
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.events import (
     SCHEMA_VERSION,
     Admission,
     PrefillChunk,
@@ -19,9 +19,9 @@ from core.engine.events import (
     StepEvent,
     StepPhase,
 )
-from core.request import Request
-from core.sched.scheduler import Scheduler
-from core.sched.step_record import Chunk, Ended, StepRecord
+from enginetui.core.request import Request
+from enginetui.core.sched.scheduler import Scheduler
+from enginetui.core.sched.step_record import Chunk, Ended, StepRecord
 
 
 @dataclass(slots=True)

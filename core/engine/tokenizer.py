@@ -2,10 +2,10 @@
 
 import logging
 
-from core.config import EngineConfig
-from core.engine.output_processor import OutputProcessor
-from core.engine.processor import Processor
-from core.models.loader import ModelLoadError, default_model_dir, resolve_model_dir
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.output_processor import OutputProcessor
+from enginetui.core.engine.processor import Processor
+from enginetui.core.models.loader import ModelLoadError, default_model_dir, resolve_model_dir
 
 log = logging.getLogger("enginetui.tokenizer")
 

@@ -11,11 +11,11 @@ EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged
 
 import msgspec
 
-from core.config import EngineConfig
-from core.engine.control import ControlError
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
-from core.outputs import EngineCoreOutputs, EngineCoreRequest
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.control import ControlError
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 # ---- parent -> child ------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ share KV, so the hash must not collide in practice. It is deterministic across p
 import hashlib
 from array import array
 
-from core.request import Request
+from enginetui.core.request import Request
 
 BlockHash = bytes  # 32-byte SHA-256 digest
 

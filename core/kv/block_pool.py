@@ -10,7 +10,7 @@ content (vLLM keeps them all: evicting one copy does not lose the content).
 
 from collections import OrderedDict
 
-from core.kv.block_hash import BlockHash
+from enginetui.core.kv.block_hash import BlockHash
 
 
 class KVBlock:

@@ -1,8 +1,8 @@
 """Per-request block tables on top of the block pool: allocate_slots / free / prefix-cache lookup."""
 
-from core.kv.block_hash import update_block_hashes
-from core.kv.block_pool import BlockPool, KVBlock
-from core.request import Request
+from enginetui.core.kv.block_hash import update_block_hashes
+from enginetui.core.kv.block_pool import BlockPool, KVBlock
+from enginetui.core.request import Request
 
 
 def cdiv(a: int, b: int) -> int:

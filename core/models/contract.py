@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.models.layers.attention import PagedAttention
-from core.models.layers.linear import Linear
-from core.models.layers.weight_loading import shards, weight_loader
+from enginetui.core.models.layers.attention import PagedAttention
+from enginetui.core.models.layers.linear import Linear
+from enginetui.core.models.layers.weight_loading import shards, weight_loader
 
 
 class CausalLM(nn.Module):

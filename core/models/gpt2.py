@@ -5,11 +5,11 @@ GELU MLP, lm_head tied to the token embedding. Its checkpoints store linear weig
 import torch
 from torch import nn
 
-from core.models.contract import CausalLM
-from core.models.layers.activation import activation, linear_activation
-from core.models.layers.attention import PagedAttention
-from core.models.layers.linear import Linear
-from core.models.layers.row_chunks import by_row_chunks
+from enginetui.core.models.contract import CausalLM
+from enginetui.core.models.layers.activation import activation, linear_activation
+from enginetui.core.models.layers.attention import PagedAttention
+from enginetui.core.models.layers.linear import Linear
+from enginetui.core.models.layers.row_chunks import by_row_chunks
 
 
 class GPT2Attention(nn.Module):

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from core.models.contract import CausalLM
-from core.models.layers.activation import SiluAndMulMLP
-from core.models.layers.attention import PagedAttention
-from core.models.layers.linear import Linear, QKVLinear
-from core.models.layers.norm import RMSNorm
-from core.models.layers.rotary import RotaryEmbedding, apply_rotary, rope_parameters
+from enginetui.core.models.contract import CausalLM
+from enginetui.core.models.layers.activation import SiluAndMulMLP
+from enginetui.core.models.layers.attention import PagedAttention
+from enginetui.core.models.layers.linear import Linear, QKVLinear
+from enginetui.core.models.layers.norm import RMSNorm
+from enginetui.core.models.layers.rotary import RotaryEmbedding, apply_rotary, rope_parameters
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import ConfigError, EngineConfig
-from core.models.known_configs import KNOWN_NAMES
+from enginetui.core.config import ConfigError, EngineConfig
+from enginetui.core.models.known_configs import KNOWN_NAMES
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
-    from core.models.contract import CausalLM
+    from enginetui.core.models.contract import CausalLM
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.json", "*.txt", "*.model")  # files fetched for a hub id
 
@@ -30,7 +30,7 @@ class ModelLoadError(ValueError):
 
 
 def default_model_dir() -> Path:
-    from core.models.default_model import DEFAULT_MODEL_DIR
+    from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
     return DEFAULT_MODEL_DIR
 
@@ -128,7 +128,7 @@ def load_hf_config(config: EngineConfig) -> "tuple[PretrainedConfig, Path | None
     """The model's HF config and directory (directory None for a dummy model known only by name)."""
     from transformers import AutoConfig
 
-    from core.models.known_configs import known_config
+    from enginetui.core.models.known_configs import known_config
 
     dummy = config.load_format == "dummy"
     model_dir = resolve_model_dir(config.model, need_weights=not dummy)
@@ -146,8 +146,8 @@ def load_model(config: EngineConfig, hf_config: "PretrainedConfig", model_dir: P
     tensor: no full copy of the model in another dtype ever exists."""
     import torch
 
-    from core.models.checkpoint import CheckpointError, iter_weights
-    from core.models.registry import model_class
+    from enginetui.core.models.checkpoint import CheckpointError, iter_weights
+    from enginetui.core.models.registry import model_class
 
     cls = model_class(hf_config)
     dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
@@ -213,7 +213,7 @@ def _fill_dummy(model: "torch.nn.Module", seed: int) -> None:
     """Random weights: N(0, 0.02), norm gains 1 and norm biases 0; the same for any dtype or device."""
     import torch
 
-    from core.models.layers.norm import RMSNorm
+    from enginetui.core.models.layers.norm import RMSNorm
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     norm_params = {id(p) for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, RMSNorm))

@@ -1,6 +1,6 @@
 """Mistral: Llama's blocks with a sliding attention window in every layer (when the config sets one)."""
 
-from core.models.llama import AttentionOptions, LlamaForCausalLM
+from enginetui.core.models.llama import AttentionOptions, LlamaForCausalLM
 
 
 class MistralForCausalLM(LlamaForCausalLM):

@@ -4,11 +4,11 @@ after (opt-350m) each block, optional projections between embedding and hidden w
 import torch
 from torch import nn
 
-from core.models.contract import CausalLM
-from core.models.layers.activation import activation, linear_activation
-from core.models.layers.attention import PagedAttention
-from core.models.layers.linear import Linear, QKVLinear
-from core.models.layers.row_chunks import by_row_chunks
+from enginetui.core.models.contract import CausalLM
+from enginetui.core.models.layers.activation import activation, linear_activation
+from enginetui.core.models.layers.attention import PagedAttention
+from enginetui.core.models.layers.linear import Linear, QKVLinear
+from enginetui.core.models.layers.row_chunks import by_row_chunks
 
 POSITION_OFFSET = 2  # OPT's learned positions start at row 2 of the table
 

@@ -1,7 +1,7 @@
 """Qwen2 / Qwen2.5: Llama's blocks with biases on the q, k, v projections, and a sliding window in
 the layers the config's `layer_types` mark "sliding_attention" (only with use_sliding_window)."""
 
-from core.models.llama import AttentionOptions, LlamaForCausalLM
+from enginetui.core.models.llama import AttentionOptions, LlamaForCausalLM
 
 
 def layer_window(cfg, layer_idx: int) -> int | None:

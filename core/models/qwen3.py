@@ -1,8 +1,8 @@
 """Qwen3: Qwen2's layout without the q/k/v biases (unless attention_bias), with an RMSNorm over
 each head of q and of k before the rotation."""
 
-from core.models.llama import AttentionOptions, LlamaForCausalLM
-from core.models.qwen2 import layer_window
+from enginetui.core.models.llama import AttentionOptions, LlamaForCausalLM
+from enginetui.core.models.qwen2 import layer_window
 
 
 class Qwen3ForCausalLM(LlamaForCausalLM):

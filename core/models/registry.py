@@ -2,13 +2,13 @@
 
 from transformers import PretrainedConfig
 
-from core.models.contract import CausalLM
-from core.models.gpt2 import GPT2LMHeadModel
-from core.models.llama import LlamaForCausalLM
-from core.models.mistral import MistralForCausalLM
-from core.models.opt import OPTForCausalLM
-from core.models.qwen2 import Qwen2ForCausalLM
-from core.models.qwen3 import Qwen3ForCausalLM
+from enginetui.core.models.contract import CausalLM
+from enginetui.core.models.gpt2 import GPT2LMHeadModel
+from enginetui.core.models.llama import LlamaForCausalLM
+from enginetui.core.models.mistral import MistralForCausalLM
+from enginetui.core.models.opt import OPTForCausalLM
+from enginetui.core.models.qwen2 import Qwen2ForCausalLM
+from enginetui.core.models.qwen3 import Qwen3ForCausalLM
 
 ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entry -> our class
     "LlamaForCausalLM": LlamaForCausalLM,

@@ -10,7 +10,7 @@ arrives, so a recording cut short (the process killed, the disk full) still read
 last whole frame, and the checksum finds a frame that was damaged.
 
 `FORMAT_VERSION` covers this framing and the header; the events inside keep their own schema
-version (`core.engine.events.SCHEMA_VERSION`, written in the header). A reader refuses a file
+version (`enginetui.core.engine.events.SCHEMA_VERSION`, written in the header). A reader refuses a file
 of a newer version of either, rather than misreading it.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from core.engine.processor import EngineInfo
+from enginetui.core.engine.processor import EngineInfo
 
 MAGIC = b"ETUIREC\x00"  # first bytes of every recording
 FORMAT_VERSION = 1  # bump on any incompatible change of the framing, Header or Trailer

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from core.engine.events import SCHEMA_VERSION, StepEvent, decode_event
-from core.record import format as fmt
+from enginetui.core.engine.events import SCHEMA_VERSION, StepEvent, decode_event
+from enginetui.core.record import format as fmt
 
 UPGRADE = "upgrade enginetui (pip install -U enginetui, or pull the repository) to read it"
 

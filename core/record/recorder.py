@@ -21,11 +21,11 @@ from pathlib import Path
 
 import msgspec
 
-from core.engine.event_subscriber import EventSubscriber
-from core.engine.events import SCHEMA_VERSION
-from core.record import format as fmt
-from core.record.tokenizer_files import pack_tokenizer
-from core.record.writer import RecordingWriter
+from enginetui.core.engine.event_subscriber import EventSubscriber
+from enginetui.core.engine.events import SCHEMA_VERSION
+from enginetui.core.record import format as fmt
+from enginetui.core.record.tokenizer_files import pack_tokenizer
+from enginetui.core.record.writer import RecordingWriter
 
 UNBOUNDED = 0  # zmq RCVHWM: no limit on events waiting for the recorder
 

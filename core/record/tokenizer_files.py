@@ -4,7 +4,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from core.record.format import TokenizerFiles
+from enginetui.core.record.format import TokenizerFiles
 
 
 def pack_tokenizer(tokenizer) -> TokenizerFiles | None:

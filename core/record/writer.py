@@ -4,8 +4,8 @@ import os
 import time
 from collections.abc import Iterable
 
-from core.engine.events import StepEvent, encode_event
-from core.record import format as fmt
+from enginetui.core.engine.events import StepEvent, encode_event
+from enginetui.core.record import format as fmt
 
 
 class RecordingWriter:

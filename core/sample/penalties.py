@@ -2,7 +2,7 @@
 
 import torch
 
-from core.sample.metadata import SamplingMetadata
+from enginetui.core.sample.metadata import SamplingMetadata
 
 
 def apply_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> None:

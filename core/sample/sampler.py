@@ -2,9 +2,9 @@
 
 import torch
 
-from core.outputs import Logprob
-from core.sample.metadata import SamplingMetadata
-from core.sample.penalties import apply_min_tokens, apply_penalties
+from enginetui.core.outputs import Logprob
+from enginetui.core.sample.metadata import SamplingMetadata
+from enginetui.core.sample.penalties import apply_min_tokens, apply_penalties
 
 
 def argmax_rows(x: torch.Tensor) -> torch.Tensor:

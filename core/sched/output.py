@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass, field
 
-from core.request import Request
-from core.sampling_params import SamplingParams
+from enginetui.core.request import Request
+from enginetui.core.sampling_params import SamplingParams
 
 
 @dataclass(slots=True)

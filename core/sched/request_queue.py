@@ -4,7 +4,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
-from core.request import Request
+from enginetui.core.request import Request
 
 
 class FCFSQueue:

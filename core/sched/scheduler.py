@@ -16,14 +16,14 @@ reset request).
 
 import time
 
-from core.config import EngineConfig
-from core.kv.kv_cache_manager import KVCacheManager, cdiv
-from core.outputs import EngineCoreOutput, Logprob
-from core.request import Request, RequestStatus
-from core.sched.output import SchedulerOutput, cached_request_data, new_request_data
-from core.sched.request_queue import make_queue
-from core.sched.step_record import Admitted, Chunk, Ended, KVState, Preempted, StepRecord
-from core.sched.stop import check_stop
+from enginetui.core.config import EngineConfig
+from enginetui.core.kv.kv_cache_manager import KVCacheManager, cdiv
+from enginetui.core.outputs import EngineCoreOutput, Logprob
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sched.output import SchedulerOutput, cached_request_data, new_request_data
+from enginetui.core.sched.request_queue import make_queue
+from enginetui.core.sched.step_record import Admitted, Chunk, Ended, KVState, Preempted, StepRecord
+from enginetui.core.sched.stop import check_stop
 
 
 class Scheduler:

@@ -1,6 +1,6 @@
 """When a request stops: after each sampled token, EOS / stop tokens first, then the length limits."""
 
-from core.request import Request, RequestStatus
+from enginetui.core.request import Request, RequestStatus
 
 
 def check_stop(request: Request, token: int, max_model_len: int) -> None:

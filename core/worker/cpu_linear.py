@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.models.layers.linear import Linear, linear_relu
+from enginetui.core.models.layers.linear import Linear, linear_relu
 
 LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")

@@ -26,8 +26,8 @@ import os
 
 import torch
 
-from core.config import EngineConfig
-from core.worker.thread_governor import ThreadGovernor, schedstat_available
+from enginetui.core.config import EngineConfig
+from enginetui.core.worker.thread_governor import ThreadGovernor, schedstat_available
 
 DEFAULT_SPIN_COUNT = 10_000  # GOMP_SPINCOUNT: pause loops (about a millisecond) before a waiting thread sleeps
 ADAPT_ENV = "ENGINETUI_ADAPT_THREADS"  # "1" in the child's environment: its thread count may adapt

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 
 
 class InputBatch:

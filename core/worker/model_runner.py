@@ -8,14 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.kv.kv_cache_manager import cdiv
-from core.outputs import Logprob
-from core.sample.metadata import SamplingMetadata
-from core.sample.sampler import Sampler
-from core.sched.output import SchedulerOutput
-from core.worker.forward_context import AttentionMetadata, set_forward_context
-from core.worker.input_batch import InputBatch
-from kernels import select_backend
+from enginetui.core.kv.kv_cache_manager import cdiv
+from enginetui.core.outputs import Logprob
+from enginetui.core.sample.metadata import SamplingMetadata
+from enginetui.core.sample.sampler import Sampler
+from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.worker.forward_context import AttentionMetadata, set_forward_context
+from enginetui.core.worker.input_batch import InputBatch
+from enginetui.kernels import select_backend
 
 log = logging.getLogger("enginetui.model_runner")
 

@@ -13,8 +13,8 @@ from typing import Protocol
 
 import torch
 
-from core.sched.output import SchedulerOutput
-from core.worker.model_runner import ModelRunner, ModelRunnerOutput
+from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.worker.model_runner import ModelRunner, ModelRunnerOutput
 
 
 class Runner(Protocol):

@@ -4,7 +4,7 @@ import argparse
 import importlib
 import sys
 
-from core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
+from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
@@ -126,7 +126,7 @@ def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
 
 def _run(module: str, args: argparse.Namespace) -> int:
     """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
-    from core.engine.errors import EngineStartupError
+    from enginetui.core.engine.errors import EngineStartupError
 
     try:
         return importlib.import_module(f"enginetui.bench.{module}").main(args)

@@ -20,8 +20,8 @@ from pathlib import Path
 import zmq
 import zmq.asyncio
 
-from core.engine.events import MissedEvents, StepEvent, decode_event
-from core.engine.core_client import SUB_RCVHWM
+from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.core.engine.core_client import SUB_RCVHWM
 from enginetui.app import EngineTUI
 from enginetui.dashboard_flags import DEFAULT_MAX_CPU_PCT
 

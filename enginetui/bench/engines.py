@@ -25,7 +25,7 @@ def bench_engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def model_tokenizer_dir(kwargs: dict[str, Any]) -> Path | None:
     """The local directory holding the model's tokenizer, or None if it has none."""
-    from core.models.loader import ModelLoadError, resolve_model_dir
+    from enginetui.core.models.loader import ModelLoadError, resolve_model_dir
 
     try:
         model_dir = resolve_model_dir(kwargs.get("model"), need_weights=False)
@@ -38,8 +38,8 @@ def model_tokenizer_dir(kwargs: dict[str, Any]) -> Path | None:
 
 def model_vocab_size(kwargs: dict[str, Any]) -> int:
     """The vocabulary size of the model these engine arguments name (reads its config only)."""
-    from core.config import EngineConfig
-    from core.models.loader import load_hf_config
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.models.loader import load_hf_config
 
     config = EngineConfig(**kwargs)
     return load_hf_config(config)[0].vocab_size
@@ -53,8 +53,8 @@ def shared_weights(kwargs: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Pat
     same config, initialised under the engine seed, saved to a temporary directory that our engine
     then loads like any checkpoint (load_format auto) and the baseline loads with from_pretrained.
     """
-    from core.config import EngineConfig
-    from core.models.loader import load_hf_config, resolve_model_dir
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.models.loader import load_hf_config, resolve_model_dir
 
     config = EngineConfig(**kwargs)
     if config.load_format != "dummy":

@@ -6,8 +6,8 @@ subscriber costs and sum what the steps did (prefill tokens, preemptions).
 import threading
 from dataclasses import dataclass
 
-from core.engine.event_subscriber import EventSubscriber
-from core.engine.events import StepEvent
+from enginetui.core.engine.event_subscriber import EventSubscriber
+from enginetui.core.engine.events import StepEvent
 
 
 @dataclass(slots=True)

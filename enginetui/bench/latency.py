@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from core import SamplingParams
-from core.record.recorder import RecordingSummary
+from enginetui.core import SamplingParams
+from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
@@ -150,7 +150,7 @@ def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offse
                      record: str | None = None) -> tuple[list[LatencyRun], str, RecordingSummary | None]:
     """Our engine (AsyncLLM, streaming): warm up, then one pass per competing load. Returns the runs,
     the dtype the engine computed in and what the recording holds (`record`: its file, or None)."""
-    from core.engine.async_llm import AsyncLLM
+    from enginetui.core.engine.async_llm import AsyncLLM
 
     async def go() -> tuple[list[LatencyRun], str, RecordingSummary | None]:
         engine = AsyncLLM.from_engine_args(**kwargs, record=record)

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from core import SamplingParams
-from core.config import EngineConfig
-from core.engine.core import EngineCore
-from core.engine.output_processor import OutputProcessor
-from core.engine.processor import Processor
-from core.engine.tokenizer import load_tokenizer
-from core.worker.cpu_tuning import tune_cpu_allocator
+from enginetui.core import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.core import EngineCore
+from enginetui.core.engine.output_processor import OutputProcessor
+from enginetui.core.engine.processor import Processor
+from enginetui.core.engine.tokenizer import load_tokenizer
+from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
 from enginetui.bench import plot, report
 from enginetui.bench.engines import bench_engine_kwargs
 

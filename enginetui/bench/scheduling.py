@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from core import LLM, SamplingParams
-from core.config import EngineConfig
-from core.engine.core import EngineCore
-from core.engine.events import StepPhase
-from core.outputs import EngineCoreRequest
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.core import EngineCore
+from enginetui.core.engine.events import StepPhase
+from enginetui.core.outputs import EngineCoreRequest
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
 from enginetui.bench.workload import make_workload, spec_from_args

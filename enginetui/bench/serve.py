@@ -95,7 +95,7 @@ async def run_workload(url: str, api_key: str | None, workload: list[BenchReques
 
 def generate_pass(llm, workload: list[BenchRequest]) -> float:
     """LLM.generate on the workload, all at once; its duration."""
-    from core import SamplingParams
+    from enginetui.core import SamplingParams
 
     params = [SamplingParams(temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload]
     t0 = time.perf_counter()
@@ -167,7 +167,7 @@ def generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], http_s: list[float],
               repeats: int) -> OverheadResult:
     """LLM.generate passes on the same workload and engine (after the server has stopped: never side by side)."""
-    from core import LLM
+    from enginetui.core import LLM
 
     with LLM(**generate_kwargs(kwargs)) as llm:
         generate_pass(llm, warmup)

@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
-from core import LLM, SamplingParams
-from core.record.recorder import RecordingSummary
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights

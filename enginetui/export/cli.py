@@ -29,8 +29,8 @@ def run_export(args: argparse.Namespace) -> int:
         from enginetui.vllm_watch.cli import export_watch_recording
 
         return export_watch_recording(args.file, args.format, args.out)
-    from core.record.format import RecordingError
-    from core.record.reader import read_recording
+    from enginetui.core.record.format import RecordingError
+    from enginetui.core.record.reader import read_recording
 
     try:
         recording = read_recording(args.file)

@@ -12,8 +12,8 @@ Times are microseconds from the recording's first event. The request phases are 
 (enginetui/timeline.py), each step mapped to when it ran.
 """
 
-from core.engine.events import StepEvent
-from core.record.reader import Recording
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.record.reader import Recording
 from enginetui.export.steps import StepClock, StepSpan
 from enginetui.timeline import WAITING, Lane, Timeline
 

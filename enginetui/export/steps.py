@@ -9,7 +9,7 @@ its update), from the first of them to the event.
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 
 
 @dataclass(frozen=True, slots=True)

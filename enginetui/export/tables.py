@@ -9,7 +9,7 @@ is the step event that carried it.
 import csv
 from pathlib import Path
 
-from core.record.reader import Recording
+from enginetui.core.record.reader import Recording
 from enginetui.export.steps import step_ms
 from enginetui.state import DashboardState
 from enginetui.timeline import Timeline

@@ -23,8 +23,8 @@ def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
 
 def open_session(path: str):
     """(session, notes about the file) for a recording; raises RecordingError or OSError."""
-    from core.record.reader import read_recording
-    from core.record.tokenizer_files import unpack_tokenizer
+    from enginetui.core.record.reader import read_recording
+    from enginetui.core.record.tokenizer_files import unpack_tokenizer
     from enginetui.replay.session import ReplaySession
 
     recording = read_recording(path)
@@ -40,7 +40,7 @@ def run_replay(args: argparse.Namespace) -> int:
         from enginetui.vllm_watch.cli import run_watch_replay
 
         return run_watch_replay(args.file, args.at)
-    from core.record.format import RecordingError
+    from enginetui.core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
     from enginetui.terminal_check import refuse_without_terminal
 

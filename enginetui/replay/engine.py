@@ -7,10 +7,10 @@ raises ReplayOnly with words the app shows as they are.
 
 from collections.abc import AsyncIterator
 
-from core.engine.events import StepEvent
-from core.outputs import RequestOutput
-from core.record.format import Header
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.record.format import Header
+from enginetui.core.sampling_params import SamplingParams
 
 READ_ONLY = "this is a replay of a recording: it shows what happened, nothing can be sent to it"
 

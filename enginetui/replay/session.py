@@ -10,7 +10,7 @@ folding) and folds forward from it.
 
 from bisect import bisect_left, bisect_right
 
-from core.record.reader import Recording
+from enginetui.core.record.reader import Recording
 from enginetui.state import DashboardState
 
 CHECKPOINT_EVENTS = 64  # events between checkpoints, at least (more while the state holds many requests)

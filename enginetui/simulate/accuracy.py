@@ -12,7 +12,7 @@ import argparse
 import math
 from array import array
 
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.metrics import Summary, summarize
 from enginetui.simulate.simulator import RequestTimes, SimRun, Timeline

@@ -9,8 +9,8 @@
 import math
 from dataclasses import dataclass, field
 
-from core.config import EngineConfig
-from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
 from enginetui.simulate import workloads
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool

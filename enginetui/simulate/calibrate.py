@@ -25,8 +25,8 @@ DECODE_SAMPLES = 3  # pure-decode steps measured per (D, C)
 def calibrate(model: str | None, grid: str = "standard", engine_args: dict | None = None,
               log=lambda text: None) -> FittedModel:
     """Measure and fit. `model`: an HF directory (None: the embedded default model)."""
-    from core.config import EngineConfig
-    from core.engine.core import EngineCore
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.engine.core import EngineCore
 
     decodes, contexts, prefills = GRIDS[grid]
     args = dict(model=model, device="cpu", max_num_seqs=max(decodes) + 1,
@@ -76,8 +76,8 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
 
 
 def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
-    from core.outputs import EngineCoreRequest
-    from core.sampling_params import SamplingParams
+    from enginetui.core.outputs import EngineCoreRequest
+    from enginetui.core.sampling_params import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0)
     core.add_request(EngineCoreRequest(request_id=req_id, prompt_token_ids=prompt, sampling_params=params,

@@ -11,7 +11,7 @@ SIM_ENGINE_FLAGS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "num
 
 
 def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
-    from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
+    from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
 
     p = subparsers.add_parser(
         "simulate", help="the engine's scheduler at any scale, on a simulated clock (no model is run)",

@@ -10,9 +10,9 @@ after the tokens they had generated.
 
 from dataclasses import dataclass
 
-from core.config import EngineConfig
-from core.engine.events import StepEvent
-from core.record.reader import read_recording
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.record.reader import read_recording
 from enginetui.simulate.step_time import step_start
 from enginetui.simulate.workload import SimRequest
 

@@ -101,7 +101,7 @@ def _counter(tokenizer: str | None):
     if tokenizer is None or tokenizer == BYTES_RULE:
         return (lambda text: -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)), "bytes4"
     if tokenizer == "embedded":
-        from core.models.default_model import DEFAULT_MODEL_DIR
+        from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
         tokenizer = str(DEFAULT_MODEL_DIR)
     path = Path(tokenizer).expanduser()

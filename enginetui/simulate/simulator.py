@@ -15,10 +15,10 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.config import EngineConfig
-from core.request import Request
-from core.sampling_params import SamplingParams
-from core.sched.scheduler import Scheduler
+from enginetui.core.config import EngineConfig
+from enginetui.core.request import Request
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_shape import step_shape
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest

@@ -14,14 +14,14 @@ import time
 
 import msgspec
 
-from core.config import EngineConfig
-from core.engine.events import SCHEMA_VERSION, RequestAdded, StepEvent, StepPhase
-from core.engine.processor import EngineInfo
-from core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
-from core.record import format as fmt
-from core.record.writer import RecordingWriter
-from core.request import Request
-from core.sched.scheduler import Scheduler
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.events import SCHEMA_VERSION, RequestAdded, StepEvent, StepPhase
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
+from enginetui.core.record import format as fmt
+from enginetui.core.record.writer import RecordingWriter
+from enginetui.core.request import Request
+from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.simulator import Observer
 
 

@@ -6,8 +6,8 @@ tokens as computed), so it costs one pass over the scheduled requests.
 
 from dataclasses import dataclass
 
-from core.request import Request
-from core.sched.output import SchedulerOutput
+from enginetui.core.request import Request
+from enginetui.core.sched.output import SchedulerOutput
 
 
 @dataclass(frozen=True, slots=True)

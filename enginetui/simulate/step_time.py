@@ -6,7 +6,7 @@ model's FLOPs and bytes), `FittedModel` (fitted.py, fitted to this engine's meas
 `ReplayedStepTimes` here (a recorded run's own step times, to reproduce it).
 """
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 from enginetui.simulate.step_shape import StepShape
 
 

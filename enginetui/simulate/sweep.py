@@ -21,7 +21,7 @@ def parse_sweep(text: str) -> Sweep:
     parts = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not name or not parts:
         raise ValueError(f"--sweep {text!r}: write NAME=v1,v2,... (e.g. max_num_seqs=64,128,256)")
-    from core.config import EngineConfig
+    from enginetui.core.config import EngineConfig
 
     if name not in SimSettings.__dataclass_fields__ and name not in EngineConfig.__dataclass_fields__:
         raise ValueError(f"--sweep: {name!r} is neither an engine flag nor a simulate setting")

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from rich.text import Text
 from textual.binding import Binding
 
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import EngineInfo
 from enginetui.app import EngineTUI
 from enginetui.simulate.step_events import EventSink
 from enginetui.widgets.process_panel import ProcessPanel

@@ -2,8 +2,8 @@
 
 import math
 
-from core.config import EngineConfig
-from core.engine.processor import EngineInfo
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.processor import EngineInfo
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.model_shape import ModelShape, load_model_shape
 from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel
@@ -68,7 +68,7 @@ def _shape_or_none(model: str | None) -> ModelShape | None:
     if model is None:
         return None
     if model == "default":
-        from core.models.default_model import DEFAULT_MODEL_DIR
+        from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
         model = str(DEFAULT_MODEL_DIR)
     try:
@@ -88,7 +88,7 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
     if s.from_recording:  # the recorded engine, simulated
         import msgspec
 
-        from core.record.reader import read_recording
+        from enginetui.core.record.reader import read_recording
 
         info = msgspec.structs.replace(read_recording(s.from_recording).header.engine, device=f"simulated {model.name}",
                                        pid=0)

@@ -164,7 +164,7 @@ def _check_port(port: int | None) -> str | None:
 
 def run_watch_replay(path: str, at: str | None) -> int:
     """`enginetui replay FILE` on a vLLM watch recording (`--at SECONDS` into it)."""
-    from core.record.format import RecordingError
+    from enginetui.core.record.format import RecordingError
     from enginetui.terminal_check import refuse_without_terminal
     from enginetui.vllm_watch.recording import read_watch_recording
     from enginetui.vllm_watch.replay import WatchReplayApp
@@ -195,7 +195,7 @@ def export_watch_recording(path: str, form: str, out: str) -> int:
     """`enginetui export FILE --format perfetto OUT` on a vLLM watch recording."""
     import json
 
-    from core.record.format import RecordingError
+    from enginetui.core.record.format import RecordingError
     from enginetui.vllm_watch.perfetto import perfetto_trace
     from enginetui.vllm_watch.recording import read_watch_recording
 

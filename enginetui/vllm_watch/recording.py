@@ -26,8 +26,8 @@ from typing import Any
 
 import msgspec
 
-from core.record import format as fmt
-from core.record.reader import read_frames
+from enginetui.core.record import format as fmt
+from enginetui.core.record.reader import read_frames
 from enginetui.vllm_watch.kv_events import KVEventBatch
 from enginetui.vllm_watch.metrics import MetricsSample
 from enginetui.vllm_watch.state import ServerInfo, WatchState

@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
@@ -19,7 +20,7 @@ from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.widgets.prompt_bar import PromptBar
 
 SIZE = (160, 48)  # terminal columns, rows (the engine dashboard's large layout)
-MODEL = Path(__file__).resolve().parents[2] / "core" / "models" / "default_model" / "opt-tiny"
+MODEL = DEFAULT_MODEL_DIR
 WAIT_S = 120.0
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from rich.text import Text
 from textual.widget import Widget
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 from enginetui.plural import count
 from enginetui.widgets.legend import Entry, fitting, legend_lines, title_room
 from enginetui.widgets.palette import DIM

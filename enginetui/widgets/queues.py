@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from rich.text import Text
 from textual.widget import Widget
 
-from core.engine.events import RequestProgress, StepEvent
+from enginetui.core.engine.events import RequestProgress, StepEvent
 from enginetui.widgets.palette import DIM, STATUS_STYLES
 
 LABEL_WIDTH = 13  # "running 12/256": longer labels still get one space

@@ -3,7 +3,7 @@
 from rich.text import Text
 from textual.widget import Widget
 
-from core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent
 from enginetui.plural import count
 from enginetui.widgets.palette import DIM
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.worker.cpu_threads import usable_cores
+from enginetui.core.worker.cpu_threads import usable_cores
 from enginetui.bench import latency, throughput
 from enginetui.bench.throughput import greedy_agreement
 from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV, VLLMError, VLLMPeer, peer_env, vllm_engine_kwargs, vllm_python

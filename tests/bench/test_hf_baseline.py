@@ -2,7 +2,7 @@
 
 import torch
 
-from core import LLM
+from enginetui.core import LLM
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.hf_baseline import load_hf_model, run_hf
 from enginetui.bench.workload import BenchRequest

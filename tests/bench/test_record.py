@@ -3,7 +3,7 @@ what recording costs beside events on."""
 
 import pytest
 
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from enginetui.bench import latency, throughput
 from enginetui.bench.recording import event_modes
 

@@ -3,7 +3,7 @@ not a measurement: figures need a quiet machine)."""
 
 import json
 
-from core.engine.events import StepPhase
+from enginetui.core.engine.events import StepPhase
 from enginetui.bench.scheduling import overlap_ms
 
 from .conftest import bench_args

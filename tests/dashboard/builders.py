@@ -1,7 +1,7 @@
 """Builders of step events, request progress and outputs for the dashboard's pure tests."""
 
-from core.engine.events import SCHEMA_VERSION, RequestProgress, StepEvent
-from core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from enginetui.core.engine.events import SCHEMA_VERSION, RequestProgress, StepEvent
+from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 
 T0 = 1000.0
 

@@ -22,10 +22,10 @@ from typing import ClassVar
 
 import msgspec
 
-from core.engine.async_llm import AsyncLLM
-from core.engine.events import RequestProgress, StepEvent
-from core.outputs import RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.events import RequestProgress, StepEvent
+from enginetui.core.outputs import RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 from tests.scripted_runner import PACED_RUNNER, SCRIPTED_RUNNER
 
 STEP_SECONDS = 0.05  # pinned-clock time one hand step takes
@@ -141,7 +141,7 @@ class ScriptedEngine:
     def die(self) -> None:
         """End EngineCore under the client, as if its process had been killed: its busy loop gets a
         Shutdown the client did not send, and the client finds it gone."""
-        from core.engine import wire
+        from enginetui.core.engine import wire
 
         self.llm.client.host.in_sock.send(wire.encode(wire.Shutdown()))
 

@@ -3,7 +3,7 @@
 
 import asyncio
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 from tests.dashboard.scenes import PROMPTS as SCENE_PROMPTS
 from tests.dashboard.scripted_engine import ScriptedEngine
 from tests.record.recordings import write

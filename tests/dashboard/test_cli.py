@@ -117,7 +117,7 @@ def test_help_documents_the_pool_default_the_tokenizer_and_the_log_file(capsys):
 
 
 def test_help_shows_each_engine_flags_default_from_the_engine_config(capsys):
-    from core.config import EngineConfig
+    from enginetui.core.config import EngineConfig
 
     out = help_text(capsys)
     config = EngineConfig()
@@ -180,7 +180,7 @@ def test_a_model_path_that_is_not_there_fails_before_the_engine_starts(monkeypat
 
 
 def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, capsys, cache_home):
-    from core.models.loader import ModelLoadError
+    from enginetui.core.models.loader import ModelLoadError
 
     def no_tokenizer(kwargs, log_file=None):
         raise ModelLoadError(f"no tokenizer for {kwargs['model']!r}: it is not available locally; pass ...")

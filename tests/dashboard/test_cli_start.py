@@ -13,7 +13,7 @@ from enginetui import cli
 from enginetui.engine_flags import DASHBOARD_NUM_BLOCKS, byte_count, dashboard_engine_args, engine_args, flag_problem
 from tests.conftest import REPO_ROOT, checkout_env
 
-HEAVY = ("torch", "transformers", "textual", "fastapi", "core.engine.engine_host", "core.engine.async_llm")
+HEAVY = ("torch", "transformers", "textual", "fastapi", "enginetui.core.engine.engine_host", "enginetui.core.engine.async_llm")
 PROBE = """
 import sys
 from enginetui import cli

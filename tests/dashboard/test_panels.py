@@ -2,7 +2,7 @@
 
 import msgspec
 
-from core.engine.events import RequestProgress
+from enginetui.core.engine.events import RequestProgress
 from enginetui.plural import count
 from enginetui.state import RequestView
 from enginetui.widgets.model_panel import binary_size, short_count

@@ -6,8 +6,8 @@ AsyncLLM at once; the same requests on the same pool must report preemptions in 
 import asyncio
 import random
 
-from core.engine.async_llm import AsyncLLM
-from core.record.reader import read_recording
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.record.reader import read_recording
 from enginetui.engine_link import sampling_params
 from enginetui.prompts import burst_requests
 from enginetui.settings import SamplingSettings

@@ -16,8 +16,8 @@ import pytest
 from safetensors import safe_open
 from textual.pilot import Pilot
 
-from core.engine.async_llm import AsyncLLM
-from core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.app import EngineTUI
 from enginetui.engine_link import open_engine
 from enginetui.settings import SamplingSettings

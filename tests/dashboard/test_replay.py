@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from textual.notifications import SeverityLevel
 
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
 from enginetui.replay.app import ReplayBar, ReplayTUI
 from enginetui.replay.cli import open_session
@@ -209,7 +209,7 @@ def test_snapshot_of_the_replay_and_its_timeline(snap_compare, recording, size):
 
 def test_replay_shows_the_text_the_engine_returned(text_opt_dir, tmp_path):
     """A real engine's recording: prompts and outputs decoded with the recorded tokenizer, as returned live."""
-    from core import LLM, SamplingParams
+    from enginetui.core import LLM, SamplingParams
 
     path = tmp_path / "real.etrec"
     llm = LLM(model=text_opt_dir, record=str(path), num_gpu_blocks_override=32)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.settings import SamplingSettings, apply_set_command
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.state import HISTORY_POINTS, DashboardState
 from tests.dashboard.builders import T0, event, output, progress
 
@@ -272,7 +272,7 @@ def test_clearing_ended_requests_keeps_live_ones_and_their_colours():
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from core.models.default_model import DEFAULT_MODEL_DIR
+    from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
     return AutoTokenizer.from_pretrained(DEFAULT_MODEL_DIR)
 

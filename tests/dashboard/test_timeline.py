@@ -1,8 +1,8 @@
 """The timeline's lanes for a hand-built run: chunked prefill, decode, a preemption and the
 recompute after it, and every way a request ends, each aligned to its engine step."""
 
-from core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.state import DashboardState
 from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Timeline
 from enginetui.widgets.prompt_bar import PromptBar

@@ -3,8 +3,8 @@ synchronous steps, every stop rule, and events that show step N+1 planned while 
 
 import pytest
 
-from core import LLM, SamplingParams
-from core.config import EngineConfig
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.config import EngineConfig
 from enginetui.cli import build_parser
 from enginetui.engine_flags import engine_args
 from tests.conftest import make_opt_dir

@@ -21,7 +21,7 @@ def test_tiny_opt_matches_transformers(tiny_opt_dir, tiny_reference):
 
 def test_mlp_in_row_slices_matches_transformers(tiny_opt_dir, tiny_reference, monkeypatch):
     """OPT's MLP (relu fused into fc1 on CPU) a slice of 8 rows at a time from 16 rows on."""
-    from core.models.layers import row_chunks
+    from enginetui.core.models.layers import row_chunks
 
     monkeypatch.setattr(row_chunks, "CHUNK_ROWS", 8)
     monkeypatch.setattr(row_chunks, "MIN_ROWS", 16)

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.config import ConfigError, EngineConfig
-from core.engine.kv_sizing import size_kv_pool
+from enginetui.core.config import ConfigError, EngineConfig
+from enginetui.core.engine.kv_sizing import size_kv_pool
 
 GiB = 1024**3
 TINY = 4096  # KV bytes per token of the embedded model (4 layers x K and V x 128 x float32)
@@ -82,7 +82,7 @@ def test_vllm_cpu_kvcache_space_must_be_whole_gib(monkeypatch):
 
 
 def test_the_engine_reports_its_pool_and_rule_and_the_model_panel_shows_both():
-    from core import LLM
+    from enginetui.core import LLM
     from enginetui.widgets.model_panel import model_items
 
     llm = LLM(max_num_seqs=4, multiprocess=False, skip_tokenizer_init=True)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core import LLM, SamplingParams
-from core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS, EngineConfig, offline_config
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS, EngineConfig, offline_config
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,12 @@ class (here the scripted runner of tests/scripted_runner.py, which the dashboard
 
 import pytest
 
-from core import SamplingParams
-from core.config import EngineConfig
-from core.engine.core import EngineCore
-from core.outputs import EngineCoreRequest
-from core.worker.model_runner import ModelRunner
-from core.worker.runner_class import runner_class
+from enginetui.core import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.core import EngineCore
+from enginetui.core.outputs import EngineCoreRequest
+from enginetui.core.worker.model_runner import ModelRunner
+from enginetui.core.worker.runner_class import runner_class
 from tests.scripted_runner import SCRIPTED_RUNNER, ScriptedRunner, scripted_token
 
 

@@ -3,9 +3,9 @@ whose ids fit the model's vocabulary, instead of an error."""
 
 import pytest
 
-from core.config import EngineConfig
-from core.engine.tokenizer import load_tokenizer
-from core.models.loader import ModelLoadError, default_model_dir
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.tokenizer import load_tokenizer
+from enginetui.core.models.loader import ModelLoadError, default_model_dir
 
 DUMMY = EngineConfig(model="facebook/opt-125m", load_format="dummy")  # not cached here: no tokenizer files
 
@@ -40,7 +40,7 @@ def test_real_weights_without_a_tokenizer_still_ask_for_one():
 
 
 def test_random_weights_known_by_name_generate_text_without_a_tokenizer_flag():
-    from core import LLM, SamplingParams
+    from enginetui.core import LLM, SamplingParams
 
     llm = LLM("facebook/opt-125m", load_format="dummy", multiprocess=False, num_gpu_blocks_override=8, max_model_len=64)
     try:

@@ -1,6 +1,6 @@
 """An exception inside a model step fails the requests in that step; the engine keeps serving."""
 
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 
 
 def test_model_step_exception_errors_its_requests_and_the_engine_goes_on(tiny_opt_dir):

@@ -6,9 +6,9 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from core.engine.async_llm import AsyncLLM
-from core.engine.events import StepEvent
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.sampling_params import SamplingParams
 from tests.engine_proc.conftest import engine_args
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.asyncio(loop_scope="module")]

@@ -14,14 +14,14 @@ import psutil
 import pytest
 import zmq
 
-from core.config import EngineConfig
-from core.engine.async_llm import AsyncLLM
-from core.engine.errors import EngineDeadError, EngineStartupError
-from core.engine.llm import LLM
-from core.engine.core_client import EngineCoreClient, SyncClient
-from core.engine.engine_host import EngineProcess
-from core.engine.processor import Processor
-from core.sampling_params import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
+from enginetui.core.engine.llm import LLM
+from enginetui.core.engine.core_client import EngineCoreClient, SyncClient
+from enginetui.core.engine.engine_host import EngineProcess
+from enginetui.core.engine.processor import Processor
+from enginetui.core.sampling_params import SamplingParams
 from tests.conftest import checkout_env
 from tests.engine_proc.conftest import engine_args, wait_gone
 
@@ -172,8 +172,8 @@ def test_default_client_is_multiprocess_and_gc_ends_child(engine_model_dir, monk
 
 PARENT_SCRIPT = textwrap.dedent("""
     import sys, threading, time
-    from core.engine.llm import LLM
-    from core.sampling_params import SamplingParams
+    from enginetui.core.engine.llm import LLM
+    from enginetui.core.sampling_params import SamplingParams
 
     if __name__ == "__main__":
         box = []

@@ -9,9 +9,9 @@ import psutil
 import pytest
 import zmq
 
-from core.config import EngineConfig
-from core.engine.engine_host import EngineProcess
-from core.engine.errors import EngineStartupError
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.engine_host import EngineProcess
+from enginetui.core.engine.errors import EngineStartupError
 from tests.conftest import checkout_env
 from tests.engine_proc.conftest import wait_gone
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(180)
 # A plain top-level script, as users write them: no `if __name__ == "__main__":` guard.
 # Every statement fits one line, so the same text works typed into a REPL.
 SCRIPT = """\
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 llm = LLM(model=MODEL, skip_tokenizer_init=True, num_gpu_blocks_override=16)
 out = llm.generate([[2, 5, 6, 7]], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True), use_tqdm=False)
 print("ENGINE", llm.engine.client.engine_pid, "TOKENS", len(out[0].outputs[0].token_ids), flush=True)
@@ -28,7 +28,7 @@ print("ENGINE", llm.engine.client.engine_pid, "TOKENS", len(out[0].outputs[0].to
 
 THREADED = """\
 import threading
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 def work():
     llm = LLM(model=MODEL, skip_tokenizer_init=True, num_gpu_blocks_override=16)
     out = llm.generate([[2, 5, 6, 7]], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True), use_tqdm=False)

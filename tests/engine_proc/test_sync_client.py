@@ -2,11 +2,11 @@
 
 import pytest
 
-from core.config import EngineConfig
-from core.engine.llm import LLM
-from core.engine.core_client import EngineCoreClient
-from core.engine.processor import Processor
-from core.sampling_params import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.llm import LLM
+from enginetui.core.engine.core_client import EngineCoreClient
+from enginetui.core.engine.processor import Processor
+from enginetui.core.sampling_params import SamplingParams
 from tests.engine_proc.conftest import engine_args, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
@@ -64,7 +64,7 @@ def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
 
 
 def test_llm_engine_step_with_nothing_in_flight_returns_at_once(engine_model_dir):
-    from core.engine.llm_engine import LLMEngine
+    from enginetui.core.engine.llm_engine import LLMEngine
 
     engine = LLMEngine(EngineConfig(**engine_args(engine_model_dir, False)), multiprocess=True)
     try:

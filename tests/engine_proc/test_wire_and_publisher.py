@@ -7,13 +7,13 @@ import msgspec
 import pytest
 import zmq
 
-from core.engine import wire
-from core.engine.control import ControlError
-from core.engine.event_publisher import EventPublisher
-from core.engine.events import SCHEMA_VERSION, MissedEvents, StepEvent, decode_event
-from core.engine.processor import EngineInfo
-from core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
-from core.sampling_params import SamplingParams
+from enginetui.core.engine import wire
+from enginetui.core.engine.control import ControlError
+from enginetui.core.engine.event_publisher import EventPublisher
+from enginetui.core.engine.events import SCHEMA_VERSION, MissedEvents, StepEvent, decode_event
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
+from enginetui.core.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.timeout(30)
 

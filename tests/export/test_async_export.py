@@ -2,9 +2,9 @@
 on the busy-loop track while step N executes on the model track."""
 
 from enginetui.export.perfetto import BUSY_LOOP_TID, ENGINE_PID, MODEL_TID, perfetto_trace
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from tests.export.test_export import check_trace_event_format
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 from tests.conftest import recorded_events
 from tests.parity import mixed_prompts
 from tests.record.recordings import write

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
 from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
 from tests.dashboard.scripted_recording import record_scripted_run

@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.paged_batch import PagedBatch
-from kernels.reference import paged_attention_ref
+from enginetui.kernels.paged_batch import PagedBatch
+from enginetui.kernels.reference import paged_attention_ref
 
 # Attention cases every backend is tested on: (q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size)
 ATTENTION_CASES = {

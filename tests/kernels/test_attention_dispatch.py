@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from kernels import paged_attention, reshape_and_cache, select_backend
-from kernels.dispatch import BACKEND_ENV
-from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
-from kernels.reference import paged_attention_ref
+from enginetui.kernels import paged_attention, reshape_and_cache, select_backend
+from enginetui.kernels.dispatch import BACKEND_ENV
+from enginetui.kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from enginetui.kernels.reference import paged_attention_ref
 
 
 def test_backend_follows_device(monkeypatch):

@@ -1,9 +1,9 @@
-"""`python -m kernels.bench_cpu_attention`: what its timings and its K/V read rate are made of."""
+"""`python -m enginetui.kernels.bench_cpu_attention`: what its timings and its K/V read rate are made of."""
 
 import torch
 
-from kernels import bench_cpu_attention as bench
-from kernels.paged_batch import make_paged_batch
+from enginetui.kernels import bench_cpu_attention as bench
+from enginetui.kernels.paged_batch import make_paged_batch
 
 
 def test_context_kv_bytes_counts_the_keys_and_values_of_every_context_token():

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import cpu_kernels
-from kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
-from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
-from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from enginetui.kernels import cpu_kernels
+from enginetui.kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
+from enginetui.kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
 from tests.kernels.cases import ATTENTION_CASES, KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from kernels.paged_batch import make_paged_batch
-from kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from enginetui.kernels.paged_batch import make_paged_batch
+from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
 
 
 def dense_attention(batch, window: int | None = None) -> torch.Tensor:

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
-from kernels.reference import paged_attention_ref, reshape_and_cache_ref
-from kernels.triton_paged_attention import paged_attention_triton
-from kernels.triton_reshape_and_cache import reshape_and_cache_triton
+from enginetui.kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
+from enginetui.kernels.triton_paged_attention import paged_attention_triton
+from enginetui.kernels.triton_reshape_and_cache import reshape_and_cache_triton
 from tests.kernels.cases import ATTENTION_CASES, KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]

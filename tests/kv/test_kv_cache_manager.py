@@ -1,9 +1,9 @@
 """Block pool accounting and the KV cache manager's allocate / free."""
 
-from core.kv.block_hash import NONE_HASH, hash_block, update_block_hashes
-from core.kv.kv_cache_manager import KVCacheManager
-from core.request import Request
-from core.sampling_params import SamplingParams
+from enginetui.core.kv.block_hash import NONE_HASH, hash_block, update_block_hashes
+from enginetui.core.kv.kv_cache_manager import KVCacheManager
+from enginetui.core.request import Request
+from enginetui.core.sampling_params import SamplingParams
 
 
 def req(rid, n, start=3):

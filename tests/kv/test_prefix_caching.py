@@ -2,9 +2,9 @@
 
 import random
 
-from core import LLM, SamplingParams
-from core.request import Request, RequestStatus
-from core.sampling_params import SamplingParams as SP
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sampling_params import SamplingParams as SP
 from tests.conftest import recorded_events
 from tests.sched.test_scheduler import make_scheduler, run_step
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core import LLM, SamplingParams
+from enginetui.core import LLM, SamplingParams
 from tests.conftest import make_opt_dir
 from tests.models.families import make_family_dir
 from tests.parity import mixed_prompts

@@ -2,8 +2,8 @@
 
 from transformers import AutoTokenizer, OPTForCausalLM
 
-from core import LLM, SamplingParams
-from core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
 PROMPTS = ["The function", "A class is", "In Python, an exception", "The return value of"]
 

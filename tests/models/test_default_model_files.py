@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
 REQUIRED_FILES = [
     "config.json",

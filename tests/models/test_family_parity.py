@@ -76,7 +76,7 @@ def test_chunked_prefill_alone_matches_transformers(variant):
 def test_mlps_in_row_slices_match_transformers(variant, monkeypatch):
     """A long batch's MLP runs a slice of rows at a time (core/models/layers/row_chunks.py): here
     slices of 8 rows from 16 on, so every prompt of more than 15 tokens takes that path."""
-    from core.models.layers import row_chunks
+    from enginetui.core.models.layers import row_chunks
 
     monkeypatch.setattr(row_chunks, "CHUNK_ROWS", 8)
     monkeypatch.setattr(row_chunks, "MIN_ROWS", 16)

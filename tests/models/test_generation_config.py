@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from core import LLM, SamplingParams
-from core.models.default_model import DEFAULT_MODEL_DIR
-from core.models.generation_config import generation_defaults
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core.models.generation_config import generation_defaults
 from tests.conftest import make_opt_dir
 
 PROMPT = [2, 340, 61, 242, 43]
@@ -88,7 +88,7 @@ def test_a_request_without_params_gets_the_model_defaults(tmp_path):
 
 @pytest.mark.parametrize("eos", [[], [3, 3, 5]])
 def test_processor_puts_the_tokenizer_eos_first(eos):
-    from core.engine.processor import EngineInfo, Processor
+    from enginetui.core.engine.processor import EngineInfo, Processor
 
     class Tok:
         eos_token_id = 5

@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import OPTForCausalLM
 
-from core import LLM, SamplingParams
-from core.models.loader import ModelLoadError, resolve_model_dir
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.models.loader import ModelLoadError, resolve_model_dir
 from tests.conftest import make_opt_dir
 
 GREEDY = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
@@ -74,7 +74,7 @@ def run_python(code: str, env_extra: dict, timeout: float = 120) -> subprocess.C
 def test_hub_id_resolves_from_the_local_hf_cache_offline(tmp_path, tiny_opt_dir):
     build_hub_cache(str(tmp_path / "hub"), "someorg/tiny-opt", tiny_opt_dir)
     code = f"""
-        from core import LLM, SamplingParams
+        from enginetui.core import LLM, SamplingParams
         llm = LLM(model="someorg/tiny-opt", multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=32)
         outs = llm.generate({PROMPTS}, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True), use_tqdm=False)
         print([o.outputs[0].token_ids for o in outs])
@@ -90,7 +90,7 @@ def test_hub_id_resolves_from_the_local_hf_cache_offline(tmp_path, tiny_opt_dir)
 @pytest.mark.parametrize("offline", ["1", "0"])
 def test_unreachable_hub_id_fails_fast_with_what_to_do(tmp_path, offline):
     code = """
-        from core import LLM
+        from enginetui.core import LLM
         try:
             LLM(model="someorg/not-cached-anywhere", multiprocess=False)
         except ValueError as exc:

@@ -3,7 +3,7 @@
 import torch
 from transformers import AutoModelForCausalLM
 
-from core import LLM
+from enginetui.core import LLM
 from tests.models.families import make_family_dir
 
 

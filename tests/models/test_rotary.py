@@ -6,7 +6,7 @@ from transformers import LlamaConfig, Qwen3Config
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from core.models.layers.rotary import RotaryEmbedding, rope_parameters
+from enginetui.core.models.layers.rotary import RotaryEmbedding, rope_parameters
 
 ROPES = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},

@@ -2,8 +2,8 @@
 
 import torch
 
-from core.models.layers import row_chunks
-from core.models.layers.row_chunks import CHUNK_ROWS, MIN_ROWS, by_row_chunks
+from enginetui.core.models.layers import row_chunks
+from enginetui.core.models.layers.row_chunks import CHUNK_ROWS, MIN_ROWS, by_row_chunks
 
 
 def test_long_batches_run_in_slices_short_ones_at_once():

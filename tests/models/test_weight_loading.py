@@ -10,11 +10,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, OPTForCausalLM
 
-import core.models.registry as registry
-from core import LLM, SamplingParams
-from core.config import EngineConfig
-from core.models.loader import ModelLoadError, load_hf_config, load_model
-from core.models.registry import ARCHITECTURES
+import enginetui.core.models.registry as registry
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.models.loader import ModelLoadError, load_hf_config, load_model
+from enginetui.core.models.registry import ARCHITECTURES
 from tests.conftest import make_opt_dir
 from tests.models.families import make_family_dir
 from tests.models.test_loader import build_hub_cache, run_python
@@ -125,7 +125,7 @@ def test_sharded_llama_from_the_hf_cache_layout_matches_transformers(tmp_path):
     assert (sharded / "model.safetensors.index.json").is_file()
     build_hub_cache(str(tmp_path / "hub"), "someorg/tiny-llama", str(sharded))
     code = f"""
-        from core import LLM, SamplingParams
+        from enginetui.core import LLM, SamplingParams
         llm = LLM(model="someorg/tiny-llama", multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=32)
         outs = llm.generate({PROMPTS}, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True), use_tqdm=False)
         print([o.outputs[0].token_ids for o in outs])

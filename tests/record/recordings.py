@@ -1,9 +1,9 @@
 """Hand-built recordings for tests: a header for a made-up engine, written around given events."""
 
-from core.engine.events import SCHEMA_VERSION, StepEvent
-from core.engine.processor import EngineInfo
-from core.record import format as fmt
-from core.record.writer import write_recording
+from enginetui.core.engine.events import SCHEMA_VERSION, StepEvent
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.record import format as fmt
+from enginetui.core.record.writer import write_recording
 
 INFO = EngineInfo(
     model_name="fake-opt", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000, kv_bytes_per_token=64,

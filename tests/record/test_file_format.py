@@ -5,9 +5,9 @@ import struct
 
 import pytest
 
-from core.engine.events import SCHEMA_VERSION, encode_event
-from core.record import format as fmt
-from core.record.reader import read_recording
+from enginetui.core.engine.events import SCHEMA_VERSION, encode_event
+from enginetui.core.record import format as fmt
+from enginetui.core.record.reader import read_recording
 from tests.dashboard.builders import event, progress
 from tests.record.recordings import write
 

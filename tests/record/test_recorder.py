@@ -5,11 +5,11 @@ import asyncio
 
 import pytest
 
-from core import LLM, SamplingParams
-from core.engine.async_llm import AsyncLLM
-from core.engine.events import encode_event
-from core.record.reader import read_recording
-from core.record.tokenizer_files import unpack_tokenizer
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.events import encode_event
+from enginetui.core.record.reader import read_recording
+from enginetui.core.record.tokenizer_files import unpack_tokenizer
 from tests.conftest import recorded_events
 
 pytestmark = pytest.mark.timeout(120)

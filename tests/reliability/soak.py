@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import psutil
 
-from core.config import EngineConfig
-from core.engine.llm_engine import LLMEngine
-from core.sampling_params import SamplingParams
+from enginetui.core.config import EngineConfig
+from enginetui.core.engine.llm_engine import LLMEngine
+from enginetui.core.sampling_params import SamplingParams
 
 
 @dataclass

@@ -4,8 +4,8 @@ import time
 
 import zmq
 
-from core import LLM, SamplingParams
-from core.engine.events import MissedEvents, decode_event
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.engine.events import MissedEvents, decode_event
 from enginetui.bench.event_counter import EventCounter
 
 

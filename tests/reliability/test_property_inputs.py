@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import LLM, SamplingParams
-from core.engine.llm import _as_prompt_list
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.engine.llm import _as_prompt_list
 
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32), st.integers(-5, 300), st.text(max_size=2),
                    st.none(), st.booleans())

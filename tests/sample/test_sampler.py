@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from core.sample.metadata import SamplingMetadata
-from core.sample.penalties import apply_penalties
-from core.sample.sampler import CDF_CHUNK, Sampler, filter_logits, invert_cdf
+from enginetui.core.sample.metadata import SamplingMetadata
+from enginetui.core.sample.penalties import apply_penalties
+from enginetui.core.sample.sampler import CDF_CHUNK, Sampler, filter_logits, invert_cdf
 
 VOCAB = 50
 
@@ -140,7 +140,7 @@ def test_logprobs_are_sampled_first_then_top_n():
 
 @pytest.mark.parametrize("name", ["n", "top_k", "min_tokens", "temperature"])
 def test_none_where_a_number_is_required_is_a_value_error(name):
-    from core.sampling_params import SamplingParams
+    from enginetui.core.sampling_params import SamplingParams
 
     with pytest.raises(ValueError, match=name):
         SamplingParams(**{name: None})

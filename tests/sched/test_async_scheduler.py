@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.request import Request, RequestStatus
-from core.sampling_params import SamplingParams
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sampling_params import SamplingParams
 from tests.sched.test_scheduler import make_request, make_scheduler
 
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from core.config import EngineConfig
-from core.request import Request, RequestStatus
-from core.sampling_params import SamplingParams
-from core.sched.scheduler import Scheduler
+from enginetui.core.config import EngineConfig
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.scheduler import Scheduler
 
 
 def make_scheduler(num_blocks=100, block_size=16, budget=2048, max_model_len=8192, **kw) -> Scheduler:

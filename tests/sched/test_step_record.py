@@ -1,7 +1,7 @@
 """The scheduler's plain record of what it did, and its failure paths (failed step, bad request, reset)."""
 
-from core.request import RequestStatus
-from core.sched.step_record import Admitted, Chunk, Ended, Preempted
+from enginetui.core.request import RequestStatus
+from enginetui.core.sched.step_record import Admitted, Chunk, Ended, Preempted
 from tests.sched.test_scheduler import make_request, make_scheduler, run_step
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.sched.traces import first_difference, random_trace, run_ours
 
 VLLM_PYTHON = os.environ.get("ENGINETUI_VLLM_PYTHON", "")

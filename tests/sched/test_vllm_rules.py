@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.config import EngineConfig
-from core.sched.step_record import Admitted
+from enginetui.core.config import EngineConfig
+from enginetui.core.sched.step_record import Admitted
 from tests.sched.test_scheduler import make_request, make_scheduler, run_step
 
 

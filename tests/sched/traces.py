@@ -19,10 +19,10 @@ from collections import deque
 
 import random
 
-from core.config import EngineConfig
-from core.request import Request, RequestStatus
-from core.sampling_params import SamplingParams
-from core.sched.scheduler import Scheduler
+from enginetui.core.config import EngineConfig
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.scheduler import Scheduler
 
 EOS = 1  # the trace's EOS token id
 STOP = 2  # a stop token id some requests ask for

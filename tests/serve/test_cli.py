@@ -10,8 +10,8 @@ import time
 
 import httpx
 
-from core.entrypoints.openai.chat_template import NO_TEMPLATE
-from core.record.reader import read_recording
+from enginetui.core.entrypoints.openai.chat_template import NO_TEMPLATE
+from enginetui.core.record.reader import read_recording
 from tests.serve.conftest import REPO, ServerProcess
 
 

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from core.engine import control
-from core.entrypoints.openai import control_gate
-from core.entrypoints.openai.control_gate import Caller, ControlGate
+from enginetui.core.engine import control
+from enginetui.core.entrypoints.openai import control_gate
+from enginetui.core.entrypoints.openai.control_gate import Caller, ControlGate
 from enginetui import server_cli
 
 

@@ -7,9 +7,9 @@ import inspect
 import msgspec
 import pytest
 
-from core.engine import control, wire
-from core.engine.async_llm import AsyncLLM
-from core.engine.llm_engine import LLMEngine
+from enginetui.core.engine import control, wire
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.llm_engine import LLMEngine
 from enginetui.engine_link import Engine
 from enginetui.remote_engine import RemoteEngine
 from enginetui.replay.engine import RecordedEngine

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from core.engine.events import RequestEnd, decode_event
+from enginetui.core.engine.events import RequestEnd, decode_event
 from tests.serve.conftest import API_KEY, control, engine_idle
 
 LONG = {"model": "default", "prompt": "The function", "max_tokens": 300, "ignore_eos": True}

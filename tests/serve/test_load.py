@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 from websockets.sync.client import connect
 
-from core.engine.events import decode_event
+from enginetui.core.engine.events import decode_event
 from tests.serve.conftest import API_KEY, engine_idle
 
 CLIENTS = 64  # concurrent clients

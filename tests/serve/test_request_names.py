@@ -1,7 +1,7 @@
 """How an attached dashboard names requests: its own (r1), the hosting dashboard's (host-r1),
 everyone else's (as the engine knows them); and back, for aborts."""
 
-from core.engine.events import RequestEnd
+from enginetui.core.engine.events import RequestEnd
 from enginetui.request_names import RequestNames
 from tests.dashboard.builders import event, progress
 

@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from core.engine.async_llm import AsyncLLM
+from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.app import EngineTUI
 from enginetui.server_cli import ServerBeside
 from enginetui.settings import SamplingSettings

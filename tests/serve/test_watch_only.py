@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from core.engine import control
-from core.entrypoints.openai.control_gate import WATCH_ONLY
+from enginetui.core.engine import control
+from enginetui.core.entrypoints.openai.control_gate import WATCH_ONLY
 from enginetui.app import EngineTUI
 from enginetui.remote_engine import RemoteEngine
 from tests.serve.conftest import ServerProcess

@@ -11,9 +11,9 @@ import asyncio
 import msgspec
 import pytest
 
-from core.engine.async_llm import AsyncLLM
-from core.record.reader import read_recording
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.record.reader import read_recording
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.cli import main
 from enginetui.simulate.accuracy import compare_recording
 from enginetui.simulate.accuracy import main as accuracy_main

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from core.record.reader import read_recording
+from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
 from enginetui.simulate.fitted import FitInfo, fit, load_fitted
 from enginetui.simulate.step_shape import StepShape

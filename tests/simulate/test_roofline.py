@@ -72,7 +72,7 @@ def test_a_model_that_does_not_fit_says_what_to_do():
 
 
 def test_the_simulated_pool_follows_the_engines_memory_rules():
-    from core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
+    from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
     from enginetui.simulate.api import SimSettings, simulate
 
     assert SimSettings().gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION == 0.92  # vLLM 0.32's default

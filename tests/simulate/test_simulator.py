@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from core.config import EngineConfig
+from enginetui.core.config import EngineConfig
 from enginetui.simulate.metrics import parse_slos, summarize
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel

@@ -5,7 +5,7 @@ import json
 import httpx
 import pytest
 
-from core.record.format import RecordingError
+from enginetui.core.record.format import RecordingError
 from enginetui.cli import main
 from enginetui.vllm_watch.recording import MetricsItem, apply_item, is_watch_recording, read_watch_recording
 from enginetui.vllm_watch.replay import WatchReplayApp

@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from transformers import OPTConfig
 
-from core.models.layers.linear import linear_relu
-from core.models.opt import OPTForCausalLM
-from core.worker.cpu_linear import (
+from enginetui.core.models.layers.linear import linear_relu
+from enginetui.core.models.opt import OPTForCausalLM
+from enginetui.core.worker.cpu_linear import (
     LINEAR_BACKEND_ENV,
     PACKED_MIN_ROWS,
     PackedWeight,

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from core import LLM
-from core.config import EngineConfig
-from core.worker.cpu_threads import ADAPT_ENV, DEFAULT_SPIN_COUNT, engine_process_env, engine_threads, usable_cores
+from enginetui.core import LLM
+from enginetui.core.config import EngineConfig
+from enginetui.core.worker.cpu_threads import ADAPT_ENV, DEFAULT_SPIN_COUNT, engine_process_env, engine_threads, usable_cores
 
 OMP_VARS = ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 

@@ -2,10 +2,10 @@
 
 from transformers import OPTConfig
 
-from core.models.opt import OPTForCausalLM
-from core.sampling_params import SamplingParams
-from core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
-from core.worker.model_runner import ModelRunner
+from enginetui.core.models.opt import OPTForCausalLM
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from enginetui.core.worker.model_runner import ModelRunner
 
 import torch
 

@@ -6,10 +6,10 @@ import threading
 
 import torch
 
-from core import LLM, SamplingParams
-from core.worker.forward_context import AttentionMetadata, get_forward_context, set_forward_context
-from kernels import cpu_kernels
-from kernels.dispatch import BACKEND_ENV
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.worker.forward_context import AttentionMetadata, get_forward_context, set_forward_context
+from enginetui.kernels import cpu_kernels
+from enginetui.kernels.dispatch import BACKEND_ENV
 
 
 def metadata(n: int) -> AttentionMetadata:

@@ -1,8 +1,8 @@
 """The thread governor: one thread while other processes keep the compute threads waiting for a
 core, every thread again after a while; driven by a fake clock and fake run-delay readings."""
 
-from core.worker import thread_governor as tg
-from core.worker.thread_governor import ThreadGovernor, threads_run_delay_s
+from enginetui.core.worker import thread_governor as tg
+from enginetui.core.worker.thread_governor import ThreadGovernor, threads_run_delay_s
 
 
 class Machine:
@@ -75,7 +75,7 @@ def test_the_run_delay_of_this_process_is_read_from_the_kernel():
 def test_the_child_gets_a_governor_only_for_a_thread_count_of_its_own(monkeypatch):
     import torch
 
-    from core.worker.cpu_threads import ADAPT_ENV, thread_governor
+    from enginetui.core.worker.cpu_threads import ADAPT_ENV, thread_governor
 
     before = torch.get_num_threads()
     try:

@@ -21,16 +21,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from core.entrypoints.openai import live
-from core.entrypoints.openai.access_log import AccessLogMiddleware
-from core.entrypoints.openai.auth import APIKeyMiddleware
-from core.entrypoints.openai.chat_protocol import ChatCompletionRequest
-from core.entrypoints.openai.chat_template import render_chat
-from core.entrypoints.openai.completion_protocol import CompletionRequest
-from core.entrypoints.openai.control_gate import DEFAULT_MAX_PAUSE_S, ControlGate
-from core.entrypoints.openai.errors import APIError, install_error_handlers
-from core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
-from core.entrypoints.openai.protocol import (
+from enginetui.core.entrypoints.openai import live
+from enginetui.core.entrypoints.openai.access_log import AccessLogMiddleware
+from enginetui.core.entrypoints.openai.auth import APIKeyMiddleware
+from enginetui.core.entrypoints.openai.chat_protocol import ChatCompletionRequest
+from enginetui.core.entrypoints.openai.chat_template import render_chat
+from enginetui.core.entrypoints.openai.completion_protocol import CompletionRequest
+from enginetui.core.entrypoints.openai.control_gate import DEFAULT_MAX_PAUSE_S, ControlGate
+from enginetui.core.entrypoints.openai.errors import APIError, install_error_handlers
+from enginetui.core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
+from enginetui.core.entrypoints.openai.protocol import (
     DetokenizeRequest,
     DetokenizeResponse,
     ModelCard,
@@ -39,9 +39,9 @@ from core.entrypoints.openai.protocol import (
     TokenizeCompletionRequest,
     TokenizeResponse,
 )
-from core.entrypoints.openai.served_model import ServedModel
-from core.entrypoints.openai.serving_chat import create_chat_completion
-from core.entrypoints.openai.serving_completion import create_completion
+from enginetui.core.entrypoints.openai.served_model import ServedModel
+from enginetui.core.entrypoints.openai.serving_chat import create_chat_completion
+from enginetui.core.entrypoints.openai.serving_completion import create_completion
 
 GRACEFUL_SHUTDOWN_S = 3.0  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
 # uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.

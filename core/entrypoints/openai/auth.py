@@ -10,7 +10,7 @@ import secrets
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from core.entrypoints.openai.errors import error_response, unauthorized
+from enginetui.core.entrypoints.openai.errors import error_response, unauthorized
 
 OPEN_PATHS = frozenset({"/health"})  # answered without the key (liveness probes)
 WS_POLICY_VIOLATION = 1008  # WebSocket close code for a refused key

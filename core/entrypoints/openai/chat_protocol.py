@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import Field
 
-from core.entrypoints.openai.protocol import OpenAIBaseModel, SamplingRequest, UsageInfo
+from enginetui.core.entrypoints.openai.protocol import OpenAIBaseModel, SamplingRequest, UsageInfo
 
 
 class ChatCompletionRequest(SamplingRequest):

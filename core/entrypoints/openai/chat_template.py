@@ -6,7 +6,7 @@ string or a list of text parts (joined with newlines, vLLM's "string" content fo
 
 from typing import Any
 
-from core.entrypoints.openai.errors import bad_request
+from enginetui.core.entrypoints.openai.errors import bad_request
 
 # vLLM 0.32's words (vllm/renderers/hf.py) when the tokenizer has no chat template.
 NO_TEMPLATE = ("As of transformers v4.44, default chat template is no longer allowed, so you must provide "

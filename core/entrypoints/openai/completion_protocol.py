@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from core.entrypoints.openai.protocol import OpenAIBaseModel, SamplingRequest, UsageInfo
+from enginetui.core.entrypoints.openai.protocol import OpenAIBaseModel, SamplingRequest, UsageInfo
 
 TokenIds = list[Annotated[int, Field(ge=0)]]
 

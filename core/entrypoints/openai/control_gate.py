@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import control
+from enginetui.core.engine import control
 
 log = logging.getLogger("uvicorn.error")  # the server's log (access_log.py writes there too)
 

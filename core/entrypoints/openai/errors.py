@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
-from core.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
+from enginetui.core.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
 
 log = logging.getLogger("enginetui.server")
 

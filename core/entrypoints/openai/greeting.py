@@ -13,7 +13,7 @@ import time
 
 import msgspec
 
-from core.engine.events import RequestAdded, RequestProgress, StepEvent
+from enginetui.core.engine.events import RequestAdded, RequestProgress, StepEvent
 
 CATCH_UP_S = 1.0  # how long to wait for outputs the engine made before the snapshot to reach this process
 POLL_S = 0.01  # how often to look while waiting

@@ -30,13 +30,13 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from core.engine import control
-from core.engine.errors import EngineDeadError
-from core.engine.events import encode_event
-from core.entrypoints.openai.control_gate import DASHBOARD_HEADER, Caller, ControlGate
-from core.entrypoints.openai.errors import bad_request
-from core.entrypoints.openai.greeting import full_greeting
-from core.entrypoints.openai.served_model import ServedModel
+from enginetui.core.engine import control
+from enginetui.core.engine.errors import EngineDeadError
+from enginetui.core.engine.events import encode_event
+from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER, Caller, ControlGate
+from enginetui.core.entrypoints.openai.errors import bad_request
+from enginetui.core.entrypoints.openai.greeting import full_greeting
+from enginetui.core.entrypoints.openai.served_model import ServedModel
 
 PREFIX = "/v1/enginetui"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",

@@ -6,12 +6,12 @@ Completions list the sampled token plus `logprobs` candidates; chat lists the fi
 `top_logprobs` entries. -inf becomes -9999.0, as OpenAI and vLLM send it.
 """
 
-from core.entrypoints.openai.chat_protocol import (
+from enginetui.core.entrypoints.openai.chat_protocol import (
     ChatCompletionLogProb,
     ChatCompletionLogProbs,
     ChatCompletionLogProbsContent,
 )
-from core.entrypoints.openai.completion_protocol import CompletionLogProbs
+from enginetui.core.entrypoints.openai.completion_protocol import CompletionLogProbs
 
 FLOOR = -9999.0  # the lowest logprob sent (JSON has no -inf)
 

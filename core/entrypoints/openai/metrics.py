@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from core.engine.events import StepEvent
-from core.engine.processor import EngineInfo
-from core.outputs import RequestOutput
+from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.outputs import RequestOutput
 
 # vLLM 0.32's default buckets (vllm/v1/metrics/buckets.py).
 TIME_TO_FIRST_TOKEN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,

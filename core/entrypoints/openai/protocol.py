@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.sampling_params import SamplingParams
+from enginetui.core.sampling_params import SamplingParams
 
 # Request fields of vLLM / OpenAI that this server does not implement: naming one is a 400.
 UNSUPPORTED_FIELDS = frozenset({

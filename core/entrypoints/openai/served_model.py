@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from core.entrypoints.openai.errors import bad_request, model_not_found
-from core.entrypoints.openai.protocol import OpenAIBaseModel
-from core.outputs import CompletionOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.entrypoints.openai.errors import bad_request, model_not_found
+from enginetui.core.entrypoints.openai.protocol import OpenAIBaseModel
+from enginetui.core.outputs import CompletionOutput
+from enginetui.core.sampling_params import SamplingParams
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ import time
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from core.entrypoints.openai.chat_protocol import (
+from enginetui.core.entrypoints.openai.chat_protocol import (
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatCompletionResponseChoice,
@@ -19,13 +19,13 @@ from core.entrypoints.openai.chat_protocol import (
     ChatMessage,
     DeltaMessage,
 )
-from core.entrypoints.openai.chat_template import render_chat
-from core.entrypoints.openai.errors import APIError
-from core.entrypoints.openai.logprobs import chat_logprobs
-from core.entrypoints.openai.protocol import UsageInfo
-from core.entrypoints.openai.served_model import ServedModel, request_id_base
-from core.entrypoints.openai.streaming import SSE_DONE, ChoiceDelta, EngineStreams, sse, until_disconnected
-from core.sampling_params import SamplingParams
+from enginetui.core.entrypoints.openai.chat_template import render_chat
+from enginetui.core.entrypoints.openai.errors import APIError
+from enginetui.core.entrypoints.openai.logprobs import chat_logprobs
+from enginetui.core.entrypoints.openai.protocol import UsageInfo
+from enginetui.core.entrypoints.openai.served_model import ServedModel, request_id_base
+from enginetui.core.entrypoints.openai.streaming import SSE_DONE, ChoiceDelta, EngineStreams, sse, until_disconnected
+from enginetui.core.sampling_params import SamplingParams
 
 RESPONSE_ROLE = "assistant"  # the role of generated messages (vLLM's --response-role default)
 

@@ -11,19 +11,19 @@ import time
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from core.entrypoints.openai.completion_protocol import (
+from enginetui.core.entrypoints.openai.completion_protocol import (
     CompletionRequest,
     CompletionResponse,
     CompletionResponseChoice,
     CompletionResponseStreamChoice,
     CompletionStreamResponse,
 )
-from core.entrypoints.openai.errors import APIError, bad_request
-from core.entrypoints.openai.logprobs import completion_logprobs
-from core.entrypoints.openai.protocol import UsageInfo
-from core.entrypoints.openai.served_model import ServedModel, request_id_base
-from core.entrypoints.openai.streaming import SSE_DONE, ChoiceDelta, EngineStreams, sse, until_disconnected
-from core.sampling_params import SamplingParams
+from enginetui.core.entrypoints.openai.errors import APIError, bad_request
+from enginetui.core.entrypoints.openai.logprobs import completion_logprobs
+from enginetui.core.entrypoints.openai.protocol import UsageInfo
+from enginetui.core.entrypoints.openai.served_model import ServedModel, request_id_base
+from enginetui.core.entrypoints.openai.streaming import SSE_DONE, ChoiceDelta, EngineStreams, sse, until_disconnected
+from enginetui.core.sampling_params import SamplingParams
 
 
 async def create_completion(served: ServedModel, req: CompletionRequest, raw: Request):

@@ -16,10 +16,10 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from core.engine.errors import EngineDeadError
-from core.entrypoints.openai.errors import APIError, ClientDisconnected, bad_request, internal_error
-from core.outputs import CompletionOutput, RequestOutput
-from core.sampling_params import SamplingParams
+from enginetui.core.engine.errors import EngineDeadError
+from enginetui.core.entrypoints.openai.errors import APIError, ClientDisconnected, bad_request, internal_error
+from enginetui.core.outputs import CompletionOutput, RequestOutput
+from enginetui.core.sampling_params import SamplingParams
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m core.models.default_model.train --out core/models/default_model/opt-tiny --minutes 12
+    python -m enginetui.core.models.default_model.train --out core/models/default_model/opt-tiny --minutes 12
 
 Training text (everything ships with CPython itself, so no download is needed):
 
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
                      "final_train_loss": round(train_eval, 4), "final_val_loss": round(val, 4),
                      "loss_curve": log},
         "samples": rows,
-        "retrain": "python -m core.models.default_model.train --out "
+        "retrain": "python -m enginetui.core.models.default_model.train --out "
                    + (f"{args.out} --steps {args.steps}" if by_steps
                       else f"{args.out} --minutes {args.minutes:g}  # reached {step} steps"),
     }

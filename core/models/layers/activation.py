@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.models.layers.linear import Linear, MergedLinear, linear_relu
-from core.models.layers.row_chunks import by_row_chunks
+from enginetui.core.models.layers.linear import Linear, MergedLinear, linear_relu
+from enginetui.core.models.layers.row_chunks import by_row_chunks
 
 ACTIVATIONS = {
     "relu": torch.relu,

@@ -3,8 +3,8 @@
 import torch
 from torch import nn
 
-from core.worker.forward_context import get_forward_context
-from kernels import paged_attention, reshape_and_cache
+from enginetui.core.worker.forward_context import get_forward_context
+from enginetui.kernels import paged_attention, reshape_and_cache
 
 
 class PagedAttention(nn.Module):
