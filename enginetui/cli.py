@@ -1,7 +1,7 @@
 """The `enginetui` command: the live dashboard, and its subcommands (serve, attach, bench, replay, export, simulate).
 
 The dashboard's own flags are parsed here; the engine flags (vLLM's names, the engine's
-defaults) come from enginetui.engine_flags, which the subcommands use too. Building the parser
+defaults) come from enginetui.flags.engine, which the subcommands use too. Building the parser
 imports only flag definitions (no torch, no Textual, no server): `--help`, `--version` and a bad
 flag value answer at once, and every engine flag value is checked by the engine's own validator
 (core/config.py) before any engine process starts. Each subcommand's module adds its parsers;
@@ -13,13 +13,13 @@ import importlib
 import sys
 from functools import partial
 
-from enginetui.dashboard_flags import add_redraw_args, positive_int
-from enginetui.engine_flags import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
-from enginetui.logs import KEEP_LOGS
+from enginetui.dashboard.logs import KEEP_LOGS
+from enginetui.flags.dashboard import add_redraw_args, positive_int
+from enginetui.flags.engine import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
 
 SUBCOMMANDS = (  # (module, function adding its subcommands to the top-level subparsers), in help order
     ("enginetui.bench.cli", "add_bench_subparsers"),  # bench throughput | latency | serve | profile
-    ("enginetui.server_cli", "add_server_subparsers"),  # serve, attach
+    ("enginetui.serve.cli", "add_server_subparsers"),  # serve, attach
     ("enginetui.replay.cli", "add_replay_subparser"),  # replay
     ("enginetui.export.cli", "add_export_subparser"),  # export
     ("enginetui.simulate.cli", "add_simulate_subparser"),  # simulate
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="FILE",
                         help="record every step event to FILE while the dashboard runs (replay it with "
                              "`enginetui replay FILE`)")
-    from enginetui.server_cli import add_serve_beside_args
+    from enginetui.serve.cli import add_serve_beside_args
 
     add_serve_beside_args(parser)  # --serve PORT, --api-key
     subcommands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
@@ -150,15 +150,15 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"enginetui: {problem}", file=sys.stderr)
         return 2
-    from enginetui import record_flag
-    from enginetui.app import EngineTUI
-    from enginetui.engine_link import open_engine, startup_error
-    from enginetui.logs import default_log_file, display_path, route_python_output
+    from enginetui.flags import record as record_flag
+    from enginetui.dashboard.app import EngineTUI
+    from enginetui.dashboard.engine_link import open_engine, startup_error
+    from enginetui.dashboard.logs import default_log_file, display_path, route_python_output
 
     log_file = str(args.log_file or default_log_file())
     server = None
     if args.serve is not None:
-        from enginetui.server_cli import ServerBeside, api_key
+        from enginetui.serve.cli import ServerBeside, api_key
 
         try:  # binds the port now: a taken one fails before the engine starts
             server = ServerBeside(args.serve, api_key(args), args.allow_control, args.max_pause_s)

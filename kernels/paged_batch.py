@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from enginetui.core.ceil_div import cdiv
+
 # Bound on max|triton - reference| / max|reference| by dtype: fp32 differs by summation order only;
 # fp16/bf16 also round the probabilities before P@V, and the output.
 REL_TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
@@ -61,7 +63,7 @@ def make_paged_batch(
 ) -> PagedBatch:
     """Requests with these query and context lengths, their blocks at shuffled physical ids."""
     gen = torch.Generator(device=device).manual_seed(seed)
-    blocks_per_req = [-(-s // block_size) for s in seq_lens]
+    blocks_per_req = [cdiv(s, block_size) for s in seq_lens]
     num_blocks = sum(blocks_per_req) + spare_blocks
     physical = torch.randperm(num_blocks, generator=gen, device=device)  # [num_blocks] shuffled ids
     block_table = torch.full((len(seq_lens), max(blocks_per_req)), -1, dtype=torch.long, device=device)

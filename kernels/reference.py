@@ -7,6 +7,8 @@ a slot is `physical_block_id * block_size + offset_in_block`.
 
 import torch
 
+from enginetui.core.ceil_div import cdiv
+
 
 def reshape_and_cache_ref(
     key: torch.Tensor,  # [num_tokens, num_kv_heads, head_size]
@@ -83,7 +85,7 @@ def _padded_attention(
     s_lens = seq_lens.to(torch.long)  # [num_reqs]
     max_q = int(q_lens.max())
     max_s = int(s_lens.max())
-    num_ctx_blocks = (max_s + block_size - 1) // block_size
+    num_ctx_blocks = cdiv(max_s, block_size)
     device = query.device
 
     # Gather each request's history through its block table.

@@ -104,6 +104,6 @@ def test_imports_are_resolved_including_lazy_and_relative_ones(tmp_path):
 
 def test_no_import_cycles_among_the_projects_modules():
     modules = project_modules()
-    assert "enginetui.app" in modules and "enginetui.core.engine.core" in modules
+    assert "enginetui.dashboard.app" in modules and "enginetui.core.engine.core" in modules
     graph = {name: imported(name, path, modules) for name, path in modules.items()}
     assert cycles(graph) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from enginetui.serve_process import ServeProcess
+from enginetui.serve.process import ServeProcess
 from tests.conftest import REPO_ROOT, checkout_env
 
 README = Path(REPO_ROOT) / "README.md"

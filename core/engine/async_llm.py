@@ -22,9 +22,10 @@ from typing import Any, Self
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine import wire
 from enginetui.core.engine.core_client import EngineCoreClient
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.engine.processor import EngineInfo, PromptType
+from enginetui.core.engine.processor import PromptType
 from enginetui.core.engine.tokenizer import open_text_stages
 from enginetui.core.outputs import RequestOutput
 from enginetui.core.record.recorder import Recorder, RecordingSummary, start_recording

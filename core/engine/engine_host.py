@@ -27,8 +27,8 @@ import zmq
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine import wire
 from enginetui.core.engine.busy_loop import EngineAddresses, serve
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.worker.cpu_threads import engine_process_env
 
 log = logging.getLogger("enginetui.engine_host")

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import CPU_KV_SPACE_ENV, EngineConfig, cpu_kv_space_bytes
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def size_kv_pool(config: EngineConfig, bytes_per_token: int, max_model_len: int)
     else:
         budget, budget_rule = (_utilization_budget(config, DEFAULT_GPU_MEMORY_UTILIZATION) if on_cuda
                                else _cpu_default_budget())
-        blocks_per_seq = -(-max_model_len // config.block_size)
+        blocks_per_seq = cdiv(max_model_len, config.block_size)
         wanted = config.max_num_seqs * blocks_per_seq
         if wanted * block_bytes <= budget:
             return KVPoolSize(wanted, f"{config.max_num_seqs} seqs x {max_model_len:,} tok")

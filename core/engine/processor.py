@@ -2,37 +2,11 @@
 
 import time
 
-import msgspec
-
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.outputs import EngineCoreRequest
 from enginetui.core.sampling_params import SamplingParams
 
 PromptType = str | list[int] | dict  # text, token ids, TextPrompt {"prompt": ...}, TokensPrompt {"prompt_token_ids": ...}
-
-
-class EngineInfo(msgspec.Struct, kw_only=True):
-    """Facts about a started engine that the client needs to validate and display requests."""
-
-    model_name: str  # what the user asked for ("default" for the embedded model)
-    model_dir: str | None  # resolved local directory (None for a name-only dummy model)
-    architecture: str  # the model class that runs it, e.g. "LlamaForCausalLM"
-    num_parameters: int  # parameters, a tied lm_head counted once
-    kv_bytes_per_token: int  # KV cache bytes one token takes, all layers
-    vocab_size: int  # valid token ids are [0, vocab_size)
-    max_model_len: int  # prompt + output limit
-    num_blocks: int  # KV pool size
-    block_size: int  # tokens per block
-    device: str  # "cpu" / "cuda:0"
-    dtype: str  # compute dtype
-    eos_token_ids: list[int]  # the model's EOS ids (generation_config.json, else config.json)
-    default_sampling: dict[str, int | float]  # SamplingParams defaults from the generation config
-    pid: int  # EngineCore's process id
-    kv_pool_rule: str = ""  # how num_blocks was chosen, in words (core/engine/kv_sizing.py; "" in older recordings)
-
-    @property
-    def kv_pool_tokens(self) -> int:
-        """Tokens the whole KV pool holds."""
-        return self.num_blocks * self.block_size
 
 
 class Processor:

@@ -13,8 +13,8 @@ import msgspec
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.control import ControlError
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 # ---- parent -> child ------------------------------------------------------------------------

@@ -1,12 +1,9 @@
 """Per-request block tables on top of the block pool: allocate_slots / free / prefix-cache lookup."""
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.kv.block_hash import update_block_hashes
 from enginetui.core.kv.block_pool import BlockPool, KVBlock
 from enginetui.core.request import Request
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class KVCacheManager:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.engine.engine_info import EngineInfo
 
 MAGIC = b"ETUIREC\x00"  # first bytes of every recording
 FORMAT_VERSION = 1  # bump on any incompatible change of the framing, Header or Trailer

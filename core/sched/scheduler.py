@@ -16,8 +16,9 @@ reset request).
 
 import time
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
-from enginetui.core.kv.kv_cache_manager import KVCacheManager, cdiv
+from enginetui.core.kv.kv_cache_manager import KVCacheManager
 from enginetui.core.outputs import EngineCoreOutput, Logprob
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.output import SchedulerOutput, cached_request_data, new_request_data

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from enginetui.core.kv.kv_cache_manager import cdiv
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.outputs import Logprob
 from enginetui.core.sample.metadata import SamplingMetadata
 from enginetui.core.sample.sampler import Sampler

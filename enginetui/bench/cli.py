@@ -4,12 +4,12 @@ import argparse
 import importlib
 import sys
 
-from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
-from enginetui.engine_flags import ENGINE_DEFAULTS, add_engine_args
+from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
+from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args
 
 OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM's offline one
     "--max-num-batched-tokens": f"token budget of one step (default: {OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS} on CPU, "

@@ -1,6 +1,6 @@
 """The dashboard as a benchmark's competing load: `python -m enginetui.bench.dashboard_load`.
 
-Runs the real dashboard app (`enginetui.app.EngineTUI`, every panel, its default redraw rate, CPU budget and
+Runs the real dashboard app (`enginetui.dashboard.app.EngineTUI`, every panel, its default redraw rate, CPU budget and
 process probe) on an engine it does not own: `EventObserver` follows the step events of a running
 EngineCore (its PUB address) and refuses anything that would change the engine. Started by
 `enginetui.bench.competing` on a pseudo-terminal. It touches `--ready-file` once its first frame
@@ -20,10 +20,10 @@ from pathlib import Path
 import zmq
 import zmq.asyncio
 
-from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
 from enginetui.core.engine.core_client import SUB_RCVHWM
-from enginetui.app import EngineTUI
-from enginetui.dashboard_flags import DEFAULT_MAX_CPU_PCT
+from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.dashboard.app import EngineTUI
+from enginetui.flags.dashboard import DEFAULT_MAX_CPU_PCT
 
 READ_ONLY = "this dashboard only watches the engine (benchmark load)"
 

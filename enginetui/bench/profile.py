@@ -21,15 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from enginetui.bench import plot, report
+from enginetui.bench.engines import bench_engine_kwargs
 from enginetui.core import SamplingParams
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
 from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
-from enginetui.bench import plot, report
-from enginetui.bench.engines import bench_engine_kwargs
 
 STAGES = ("schedule", "prepare", "forward", "sample", "update", "event")  # EngineCore.last_timings keys
 COMPUTE_STAGES = ("forward", "sample")  # the rest is engine overhead
@@ -69,7 +70,7 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
     info = processor.info
     # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
     max_len = input_len + warmup_steps + steps + 1 + info.block_size
-    needed = batch_size * -(-max_len // info.block_size)
+    needed = batch_size * cdiv(max_len, info.block_size)
     if needed > info.num_blocks or max_len > info.max_model_len:
         raise ValueError(
             f"{batch_size} requests of {input_len} prompt tokens need {needed} KV blocks and {max_len} positions; "

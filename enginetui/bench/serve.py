@@ -27,7 +27,7 @@ from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
 from enginetui.bench.latency import LatencyRun, RequestTiming, arrival_offsets, summarize
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
-from enginetui.engine_flags import ENGINE_DEFAULTS, ENGINE_FLAGS
+from enginetui.flags.engine import ENGINE_DEFAULTS, ENGINE_FLAGS
 
 
 @dataclass(slots=True)
@@ -123,7 +123,7 @@ def serve_flags(kwargs: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> ServeResult:
-    from enginetui.serve_process import ServeProcess
+    from enginetui.serve.process import ServeProcess
 
     if not args.request_rate > 0:
         raise ValueError(f"--request-rate must be positive, got {args.request_rate}")

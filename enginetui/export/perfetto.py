@@ -9,13 +9,13 @@
                         as slices, preemptions and its end as instants
 
 Times are microseconds from the recording's first event. The request phases are the timeline's
-(enginetui/timeline.py), each step mapped to when it ran.
+(enginetui/dashboard/timeline.py), each step mapped to when it ran.
 """
 
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.record.reader import Recording
+from enginetui.dashboard.timeline import WAITING, Lane, Timeline
 from enginetui.export.steps import StepClock, StepSpan
-from enginetui.timeline import WAITING, Lane, Timeline
 
 ENGINE_PID, REQUESTS_PID = 1, 2  # trace processes
 STEPS_TID = 1  # the engine's step thread

@@ -1,7 +1,7 @@
 """A recording as two CSV tables: one row per engine step, one row per request.
 
 Times are seconds from the recording's first event; spans (queue, TTFT, end to end) are seconds.
-The request rows are the dashboard's own fold of the events (enginetui/state.py) and the
+The request rows are the dashboard's own fold of the events (enginetui/dashboard/state.py) and the
 timeline's count of prefill chunks, so they say what the dashboard said; a request's first token
 is the step event that carried it.
 """
@@ -10,9 +10,9 @@ import csv
 from pathlib import Path
 
 from enginetui.core.record.reader import Recording
+from enginetui.dashboard.state import DashboardState
+from enginetui.dashboard.timeline import Timeline
 from enginetui.export.steps import step_ms
-from enginetui.state import DashboardState
-from enginetui.timeline import Timeline
 
 STEP_COLUMNS = ("step", "time_s", "step_ms", "sched_ms", "exec_ms", "update_ms", "forward_ms", "sample_ms",
                 "scheduled_tokens", "prefill_tokens", "decode_tokens", "scheduled_requests", "running", "waiting",

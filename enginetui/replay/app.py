@@ -18,13 +18,13 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, Static
 
 from enginetui import keys
-from enginetui.app import PANELS, EngineTUI
+from enginetui.dashboard.app import PANELS, EngineTUI
+from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.process_panel import ProcessPanel
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.timeline import TimelinePanel
 from enginetui.replay.engine import READ_ONLY, RecordedEngine
 from enginetui.replay.session import ReplaySession
-from enginetui.widgets.palette import DIM
-from enginetui.widgets.process_panel import ProcessPanel
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.timeline import TimelinePanel
 
 # What each panel shows: the live dashboard's panels (no process, no prompt box), then the replay bar.
 REPLAY_PANELS = [

@@ -20,7 +20,7 @@ class ReplayOnly(RuntimeError):
 
 
 class RecordedEngine:
-    """Implements enginetui.engine_link.Engine for a recording (model, device; no process, no calls)."""
+    """Implements enginetui.dashboard.engine_link.Engine for a recording (model, device; no process, no calls)."""
 
     def __init__(self, header: Header, tokenizer) -> None:
         self.header = header  # the recording's header

@@ -11,7 +11,7 @@ folding) and folds forward from it.
 from bisect import bisect_left, bisect_right
 
 from enginetui.core.record.reader import Recording
-from enginetui.state import DashboardState
+from enginetui.dashboard.state import DashboardState
 
 CHECKPOINT_EVENTS = 64  # events between checkpoints, at least (more while the state holds many requests)
 REQUESTS_PER_EVENT = 8  # a checkpoint every (requests held / this) events when that is more

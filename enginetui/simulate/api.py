@@ -9,6 +9,7 @@
 import math
 from dataclasses import dataclass, field
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
 from enginetui.simulate import workloads
@@ -163,7 +164,7 @@ def _check_fits(requests, num_blocks: int, block_size: int) -> None:
         raise ValueError("the workload has no requests")
     biggest = max(requests, key=lambda r: r.prompt_len + (r.max_tokens or r.output_len))
     tokens = biggest.prompt_len + (biggest.max_tokens or biggest.output_len) - 1
-    need = -(-tokens // block_size)
+    need = cdiv(tokens, block_size)
     if need > num_blocks:
         raise ValueError(f"the KV pool ({num_blocks} blocks of {block_size} tokens) cannot hold request "
                          f"{biggest.request_id} ({tokens} tokens, {need} blocks): raise the pool "

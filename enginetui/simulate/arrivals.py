@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.simulate.workload import SimRequest
 
 
@@ -25,7 +26,7 @@ def arrival_times(num: int, request_rate: float, burstiness: float = 1.0, burst_
     if math.isinf(request_rate):
         return np.zeros(num)  # [num]
     rng = np.random.default_rng(seed)
-    num_bursts = -(-num // burst_size)
+    num_bursts = cdiv(num, burst_size)
     mean_gap = burst_size / request_rate
     gaps = rng.gamma(shape=burstiness, scale=mean_gap / burstiness, size=num_bursts)  # [bursts]
     gaps[0] = 0.0

@@ -62,7 +62,7 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--burst-size", type=int, default=1, metavar="N", help="requests arriving together (default: 1)")
     w.add_argument("--seed", type=int, default=quiet, help="workload and arrival seed (default: 0)")
     e = p.add_argument_group("engine (vLLM's flag names; the engine's defaults)")
-    from enginetui.engine_flags import ENGINE_FLAGS
+    from enginetui.flags.engine import ENGINE_FLAGS
 
     for spec in ENGINE_FLAGS:
         if spec.dest in SIM_ENGINE_FLAGS:

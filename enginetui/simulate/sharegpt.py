@@ -19,6 +19,7 @@ import os
 import random
 from pathlib import Path
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.simulate.workload import SimRequest
 
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048  # vLLM's ShareGPT filter
@@ -99,7 +100,7 @@ def conversation_lengths(tokenizer: str | None) -> list[tuple[int, int]]:
 def _counter(tokenizer: str | None):
     """(text -> token count, a cache key naming the rule or tokenizer)."""
     if tokenizer is None or tokenizer == BYTES_RULE:
-        return (lambda text: -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)), "bytes4"
+        return (lambda text: cdiv(len(text.encode("utf-8")), BYTES_PER_TOKEN)), "bytes4"
     if tokenizer == "embedded":
         from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 

@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Callable
 from rich.text import Text
 from textual.binding import Binding
 
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.engine.processor import EngineInfo
-from enginetui.app import EngineTUI
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.process_panel import ProcessPanel
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.simulate.step_events import EventSink
-from enginetui.widgets.process_panel import ProcessPanel
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.title_bar import TitleBar
 
 QUEUE_EVENTS = 256  # events built ahead of the dashboard, at most
 POLL_S = 0.01  # how often the dashboard looks for the next event while none is ready
@@ -98,7 +98,7 @@ class LiveSimulation:
 
 
 class SimulatedEngine:
-    """Implements enginetui.engine_link.Engine for a simulated run: step events paced by simulated time."""
+    """Implements enginetui.dashboard.engine_link.Engine for a simulated run: step events paced by simulated time."""
 
     def __init__(self, live: LiveSimulation, speed: float, model_name: str) -> None:
         if speed < 0:

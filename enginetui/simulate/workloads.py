@@ -3,7 +3,7 @@
 import math
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.engine.processor import EngineInfo
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.model_shape import ModelShape, load_model_shape
 from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel

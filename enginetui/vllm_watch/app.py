@@ -20,9 +20,10 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
 from enginetui import keys
-from enginetui.prompting import MODAL_ACTIONS, NARROW, PromptingApp
-from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
-from enginetui.redraw_pacer import RedrawPacer
+from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
+from enginetui.dashboard.prompting_app import MODAL_ACTIONS, NARROW, PromptingApp
+from enginetui.dashboard.redraw_pacer import RedrawPacer
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch import panels
@@ -33,7 +34,6 @@ from enginetui.vllm_watch.requests_panel import RequestPanel, WatchRequestsTable
 from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel, TreeContext
-from enginetui.widgets.prompt_bar import PromptBar
 
 POLL_S = 1.0  # /metrics reading interval
 SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
@@ -59,7 +59,7 @@ EMPTY_REQUESTS = "no prompts yet: just type one\nand press Enter · ^b sends a b
 class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     """Watch one vLLM server: its queues, KV pool, rates, latencies and prefix cache; send it prompts."""
 
-    CSS_PATH = [Path(__file__).parent.parent / "app.tcss", Path(__file__).with_name("watch.tcss")]
+    CSS_PATH = [Path(__file__).parent.parent / "dashboard" / "app.tcss", Path(__file__).with_name("watch.tcss")]
     TITLE = "enginetui · vLLM"
     AUTO_FOCUS = "#prompt"  # typing is typing (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from enginetui.dashboard.widgets.palette import DIM
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.panels import LINK_STYLES, duration, pct
 from enginetui.vllm_watch.prefix_tree import BlockKey, RankCache
 from enginetui.vllm_watch.state import WatchState
-from enginetui.widgets.palette import DIM
 
 REPLICA_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # each replica's letter in the fleet view
 MAX_FLEET_ROWS = 200  # prefix rows drawn

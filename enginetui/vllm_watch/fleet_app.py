@@ -34,7 +34,7 @@ class Replica:
 class FleetApp(App[None]):
     """Watch several vLLM servers: which holds what, and how each is doing."""
 
-    CSS_PATH = [Path(__file__).parent.parent / "app.tcss", Path(__file__).with_name("fleet.tcss")]
+    CSS_PATH = [Path(__file__).parent.parent / "dashboard" / "app.tcss", Path(__file__).with_name("fleet.tcss")]
     TITLE = "enginetui · vLLM fleet"
     AUTO_FOCUS = None
     ENABLE_COMMAND_PALETTE = False

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.sparklines import BARS
 from enginetui.plural import count
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
-from enginetui.widgets.palette import DIM
-from enginetui.widgets.sparklines import BARS
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
 LINK_STYLES = {"up": "bold #98c379", "connecting": "#e5c07b", "silent": "#e5c07b", "down": "bold #be5046",

@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES, request_color
+from enginetui.dashboard.widgets.requests_table import RequestsTable, one_line, tail
 from enginetui.vllm_watch.requests import WatchedRequest
-from enginetui.widgets.palette import DIM, STATUS_STYLES, request_color
-from enginetui.widgets.requests_table import RequestsTable, one_line, tail
 
 STATUS_WIDTH = 9  # "STREAMING"
 STYLES = {**STATUS_STYLES, "streaming": STATUS_STYLES["running"]}  # by status

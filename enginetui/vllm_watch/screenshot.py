@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
-from enginetui.widgets.prompt_bar import PromptBar
 
 SIZE = (160, 48)  # terminal columns, rows (the engine dashboard's large layout)
 MODEL = DEFAULT_MODEL_DIR

@@ -7,9 +7,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from enginetui.dashboard.widgets.palette import DIM
 from enginetui.vllm_watch.kv_events import short_hash
 from enginetui.vllm_watch.prefix_tree import PrefixCaches, RankCache, TreeRow
-from enginetui.widgets.palette import DIM
 
 MAX_ROWS = 400  # tree lines drawn per rank (a big cache shows its first chains, then how many more)
 HASH_STYLE = "#5c6370"

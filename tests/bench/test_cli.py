@@ -4,7 +4,7 @@ import pytest
 
 from enginetui.bench import latency, profile, throughput
 from enginetui.cli import build_parser
-from enginetui.engine_flags import engine_args
+from enginetui.flags.engine import engine_args
 
 
 def test_bench_throughput_parses_with_engine_flags_and_its_own():

@@ -4,7 +4,7 @@ scripted model runner), with notifications recorded."""
 import pytest
 from textual.notifications import SeverityLevel
 
-from enginetui.app import EngineTUI
+from enginetui.dashboard.app import EngineTUI
 from tests.dashboard.scenes import FIXED_PROCESS
 from tests.dashboard.scripted_engine import ScriptedEngine
 

@@ -4,7 +4,7 @@ scenes, and the Pilot tests use their helpers.
 
 Every run draws the same pictures: the engine is stepped by hand (paused, one `step` control at a
 time) on a pinned clock and the process panel shows a fixed reading. (`python -m
-enginetui.screenshots` draws the same states from the real model for screenshots/.)
+enginetui.dashboard.screenshots` draws the same states from the real model for screenshots/.)
 """
 
 import asyncio
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from textual.pilot import Pilot
 
-from enginetui.app import EngineTUI
-from enginetui.widgets.process_panel import ProcessPanel, ProcessSample
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.process_panel import ProcessPanel, ProcessSample
 from tests.dashboard.scripted_engine import ScriptedEngine
 
 SIZE = (120, 40)  # terminal columns, rows

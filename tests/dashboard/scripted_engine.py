@@ -33,7 +33,7 @@ START_TIME = 1_700_000_000.0  # pinned-clock reading before the first hand step
 
 
 class ScriptedEngine:
-    """Implements the dashboard's `Engine` protocol (enginetui/engine_link.py) by delegating to the
+    """Implements the dashboard's `Engine` protocol (enginetui/dashboard/engine_link.py) by delegating to the
     real AsyncLLM; adds what tests need to drive and inspect it."""
 
     made: ClassVar[list["ScriptedEngine"]] = []  # every one made (tests/dashboard/conftest.py shuts them down)

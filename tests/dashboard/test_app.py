@@ -8,18 +8,18 @@ import msgspec
 import pytest
 from textual import events
 
-from enginetui.app import EngineTUI
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.event_log import EventLog
+from enginetui.dashboard.widgets.help_screen import HelpScreen
+from enginetui.dashboard.widgets.model_panel import ModelPanel
+from enginetui.dashboard.widgets.palette import request_color
+from enginetui.dashboard.widgets.pool_grid import PoolGrid
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.sparklines import Sparklines
+from enginetui.dashboard.widgets.step_panel import StepPanel
+from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.settings import SamplingSettings
-from enginetui.widgets.event_log import EventLog
-from enginetui.widgets.help_screen import HelpScreen
-from enginetui.widgets.model_panel import ModelPanel
-from enginetui.widgets.palette import request_color
-from enginetui.widgets.pool_grid import PoolGrid
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
-from enginetui.widgets.sparklines import Sparklines
-from enginetui.widgets.step_panel import StepPanel
-from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.builders import event
 from tests.dashboard.conftest import SIZE, RecordingApp
 from tests.dashboard.scripted_engine import ScriptedEngine

@@ -3,9 +3,9 @@ executing meanwhile, drawn as two rows under the ruler."""
 
 import msgspec
 
-from enginetui.timeline import Timeline
-from enginetui.widgets.step_panel import StepPanel
-from enginetui.widgets.timeline import async_rows
+from enginetui.dashboard.timeline import Timeline
+from enginetui.dashboard.widgets.step_panel import StepPanel
+from enginetui.dashboard.widgets.timeline import async_rows
 from tests.dashboard.builders import event, progress
 
 

@@ -9,9 +9,10 @@ import types
 
 import pytest
 
-from enginetui import cli, engine_flags
-from enginetui.dashboard_flags import DEFAULT_MAX_CPU_PCT
-from enginetui.engine_flags import dashboard_engine_args, engine_args
+from enginetui import cli
+from enginetui.flags import engine as engine_flags
+from enginetui.flags.dashboard import DEFAULT_MAX_CPU_PCT
+from enginetui.flags.engine import dashboard_engine_args, engine_args
 
 
 def test_no_flags_means_the_default_model_and_engine_defaults():
@@ -166,7 +167,7 @@ def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys, cach
     def refuse(kwargs, log_file=None):
         raise RuntimeError("EngineCore failed to start: out of memory")
 
-    monkeypatch.setattr("enginetui.engine_link.open_engine", refuse)
+    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", refuse)
     assert cli.main([]) == 2
     err = capsys.readouterr().err
     assert "enginetui: could not start the engine: EngineCore failed to start: out of memory" in err
@@ -174,7 +175,7 @@ def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys, cach
 
 
 def test_a_model_path_that_is_not_there_fails_before_the_engine_starts(monkeypatch, capsys, cache_home):
-    monkeypatch.setattr("enginetui.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
+    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
     assert cli.main(["--model", "/nope"]) == 2
     assert capsys.readouterr().err.strip() == "enginetui: --model /nope: model path '/nope' does not exist"
 
@@ -185,7 +186,7 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
     def no_tokenizer(kwargs, log_file=None):
         raise ModelLoadError(f"no tokenizer for {kwargs['model']!r}: it is not available locally; pass ...")
 
-    monkeypatch.setattr("enginetui.engine_link.open_engine", no_tokenizer)
+    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", no_tokenizer)
     assert cli.main(["--model", "facebook/opt-125m", "--load-format", "dummy"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
@@ -195,13 +196,13 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
 
 
 def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys, cache_home):
-    monkeypatch.setattr("enginetui.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
+    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
     assert cli.main(["--tokenizer", "/nope-tok"]) == 2
     assert capsys.readouterr().err.strip() == "enginetui: --tokenizer /nope-tok: model path '/nope-tok' does not exist"
 
 
 def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
-    from enginetui.app import EngineTUI
+    from enginetui.dashboard.app import EngineTUI
     from tests.dashboard.scripted_engine import ScriptedEngine
 
     engines, opened, seen = [], [], {}
@@ -220,7 +221,7 @@ def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
         seen["max_cpu_share"] = app.pacer.max_cpu_share
         app.engine = app._reopen()  # as `r` does after the engine died
 
-    monkeypatch.setattr("enginetui.engine_link.open_engine", open_engine)
+    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", open_engine)
     monkeypatch.setattr(EngineTUI, "run", run)
     assert cli.main(["--step-interval-ms", "300", "--redraw-hz", "4", "--max-cpu", "25"]) == 0
     assert seen["interval"] == 300 and not seen["random_weights"] and seen["redraw_hz"] == 4

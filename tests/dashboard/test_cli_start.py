@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from enginetui import cli
-from enginetui.engine_flags import DASHBOARD_NUM_BLOCKS, byte_count, dashboard_engine_args, engine_args, flag_problem
+from enginetui.flags.engine import DASHBOARD_NUM_BLOCKS, byte_count, dashboard_engine_args, engine_args, flag_problem
 from tests.conftest import REPO_ROOT, checkout_env
 
 HEAVY = ("torch", "transformers", "textual", "fastapi", "enginetui.core.engine.engine_host", "enginetui.core.engine.async_llm")

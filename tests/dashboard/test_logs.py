@@ -5,7 +5,7 @@ import os
 import sys
 import warnings
 
-from enginetui.logs import (
+from enginetui.dashboard.logs import (
     KEEP_LOGS,
     default_log_file,
     display_path,

@@ -3,15 +3,15 @@
 import msgspec
 
 from enginetui.core.engine.events import RequestProgress
+from enginetui.dashboard.state import RequestView
+from enginetui.dashboard.widgets.model_panel import binary_size, short_count
+from enginetui.dashboard.widgets.pool_grid import GLYPHS, blocks_per_cell, pool_cells, pool_text
+from enginetui.dashboard.widgets.queues import queue_line
+from enginetui.dashboard.widgets.request_detail import detail_text
+from enginetui.dashboard.widgets.requests_table import first_row, progress, row_note, tail
+from enginetui.dashboard.widgets.sparklines import sparkline
+from enginetui.dashboard.widgets.step_panel import budget_bar
 from enginetui.plural import count
-from enginetui.state import RequestView
-from enginetui.widgets.model_panel import binary_size, short_count
-from enginetui.widgets.pool_grid import GLYPHS, blocks_per_cell, pool_cells, pool_text
-from enginetui.widgets.queues import queue_line
-from enginetui.widgets.request_detail import detail_text
-from enginetui.widgets.requests_table import first_row, progress, row_note, tail
-from enginetui.widgets.sparklines import sparkline
-from enginetui.widgets.step_panel import budget_bar
 from tests.dashboard.builders import event
 from tests.dashboard.builders import progress as req_progress
 

@@ -8,8 +8,8 @@ import random
 
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
-from enginetui.engine_link import sampling_params
-from enginetui.prompts import burst_requests
+from enginetui.dashboard.bursts import burst_requests
+from enginetui.dashboard.engine_link import sampling_params
 from enginetui.settings import SamplingSettings
 
 RECIPE_BLOCKS = 24  # the README's --num-gpu-blocks-override

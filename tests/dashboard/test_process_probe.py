@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from enginetui.widgets.process_panel import PsutilProbe
+from enginetui.dashboard.widgets.process_panel import PsutilProbe
 
 
 def test_a_live_process_is_read_and_a_dead_unreaped_one_is_gone():

@@ -18,13 +18,13 @@ from textual.pilot import Pilot
 
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from enginetui.app import EngineTUI
-from enginetui.engine_link import open_engine
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.engine_link import open_engine
+from enginetui.dashboard.widgets.model_panel import ModelPanel, binary_size, short_count
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.settings import SamplingSettings
-from enginetui.widgets.model_panel import ModelPanel, binary_size, short_count
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
-from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.conftest import SIZE
 from tests.models.families import make_family_dir
 

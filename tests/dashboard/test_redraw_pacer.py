@@ -1,6 +1,6 @@
 """The redraw pacer: timer redraws held back while the dashboard is over its CPU budget."""
 
-from enginetui.redraw_pacer import MAX_GAP_S, WINDOW_S, RedrawPacer
+from enginetui.dashboard.redraw_pacer import MAX_GAP_S, WINDOW_S, RedrawPacer
 
 
 class Clocks:

@@ -7,17 +7,17 @@ import asyncio
 import pytest
 from textual.notifications import SeverityLevel
 
-from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
+from enginetui.core.record.reader import read_recording
+from enginetui.dashboard.state import DashboardState
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.step_panel import StepPanel
+from enginetui.dashboard.widgets.timeline import TimelinePanel
+from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.replay.app import ReplayBar, ReplayTUI
 from enginetui.replay.cli import open_session
 from enginetui.replay.session import ReplaySession
-from enginetui.state import DashboardState
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
-from enginetui.widgets.step_panel import StepPanel
-from enginetui.widgets.timeline import TimelinePanel
-from enginetui.widgets.title_bar import TitleBar
 from tests.dashboard.scripted_recording import record_scripted_run
 
 SIZE = (120, 40)

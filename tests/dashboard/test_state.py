@@ -4,7 +4,7 @@ import pytest
 
 from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.state import HISTORY_POINTS, DashboardState
+from enginetui.dashboard.state import HISTORY_POINTS, DashboardState
 from tests.dashboard.builders import T0, event, output, progress
 
 

@@ -3,10 +3,10 @@ recompute after it, and every way a request ends, each aligned to its engine ste
 
 from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.state import DashboardState
-from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Timeline
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.timeline import TimelinePanel, lane_cells, ruler, visible_lanes
+from enginetui.dashboard.state import DashboardState
+from enginetui.dashboard.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Timeline
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.timeline import TimelinePanel, lane_cells, ruler, visible_lanes
 from tests.dashboard.builders import event, progress
 from tests.dashboard.conftest import SIZE
 from tests.dashboard.scenes import advance, settle, start

@@ -5,8 +5,8 @@ the app keeps running. (The vLLM watch's twin is tests/vllm_watch/test_typing.py
 from textual import events
 from textual.keys import _character_to_key
 
-from enginetui.app import EngineTUI
-from enginetui.widgets.help_screen import HelpScreen
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from tests.dashboard.conftest import SIZE
 from tests.dashboard.scenes import settle, start
 

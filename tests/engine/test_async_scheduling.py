@@ -3,10 +3,10 @@ synchronous steps, every stop rule, and events that show step N+1 planned while 
 
 import pytest
 
+from enginetui.cli import build_parser
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
-from enginetui.cli import build_parser
-from enginetui.engine_flags import engine_args
+from enginetui.flags.engine import engine_args
 from tests.conftest import make_opt_dir
 from tests.parity import engine_greedy, hf_greedy, mixed_prompts
 

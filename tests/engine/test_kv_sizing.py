@@ -83,7 +83,7 @@ def test_vllm_cpu_kvcache_space_must_be_whole_gib(monkeypatch):
 
 def test_the_engine_reports_its_pool_and_rule_and_the_model_panel_shows_both():
     from enginetui.core import LLM
-    from enginetui.widgets.model_panel import model_items
+    from enginetui.dashboard.widgets.model_panel import model_items
 
     llm = LLM(max_num_seqs=4, multiprocess=False, skip_tokenizer_init=True)
     try:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from enginetui.serve_process import wait_gone  # noqa: F401 - the tests here import it from this module
+from enginetui.serve.process import wait_gone  # noqa: F401 - the tests here import it from this module
 
 
 @pytest.fixture(scope="session")

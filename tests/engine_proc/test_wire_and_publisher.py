@@ -9,9 +9,9 @@ import zmq
 
 from enginetui.core.engine import wire
 from enginetui.core.engine.control import ControlError
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import SCHEMA_VERSION, MissedEvents, StepEvent, decode_event
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest
 from enginetui.core.sampling_params import SamplingParams
 

@@ -88,7 +88,8 @@ def test_a_request_without_params_gets_the_model_defaults(tmp_path):
 
 @pytest.mark.parametrize("eos", [[], [3, 3, 5]])
 def test_processor_puts_the_tokenizer_eos_first(eos):
-    from enginetui.core.engine.processor import EngineInfo, Processor
+    from enginetui.core.engine.engine_info import EngineInfo
+    from enginetui.core.engine.processor import Processor
 
     class Tok:
         eos_token_id = 5

@@ -1,7 +1,7 @@
 """Hand-built recordings for tests: a header for a made-up engine, written around given events."""
 
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import SCHEMA_VERSION, StepEvent
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.record import format as fmt
 from enginetui.core.record.writer import write_recording
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from enginetui.serve_process import ServeProcess
+from enginetui.serve.process import ServeProcess
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"  # the key of the shared test server

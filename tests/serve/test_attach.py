@@ -12,12 +12,12 @@ import openai
 import pytest
 from textual.pilot import Pilot
 
-from enginetui.app import EngineTUI
-from enginetui.remote_engine import AttachError, RemoteEngine
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.model_panel import ModelPanel
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.serve.remote_engine import AttachError, RemoteEngine
 from enginetui.settings import SamplingSettings
-from enginetui.widgets.model_panel import ModelPanel
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
 from tests.serve.conftest import API_KEY, NUM_BLOCKS, wait_for_line
 
 SIZE = (120, 40)

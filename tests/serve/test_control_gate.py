@@ -9,7 +9,7 @@ import pytest
 from enginetui.core.engine import control
 from enginetui.core.entrypoints.openai import control_gate
 from enginetui.core.entrypoints.openai.control_gate import Caller, ControlGate
-from enginetui import server_cli
+from enginetui.serve import cli as server_cli
 
 
 class RecordingEngine:

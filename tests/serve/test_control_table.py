@@ -10,9 +10,9 @@ import pytest
 from enginetui.core.engine import control, wire
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.engine.llm_engine import LLMEngine
-from enginetui.engine_link import Engine
-from enginetui.remote_engine import RemoteEngine
+from enginetui.dashboard.engine_link import Engine
 from enginetui.replay.engine import RecordedEngine
+from enginetui.serve.remote_engine import RemoteEngine
 
 
 @pytest.mark.parametrize("cls", [AsyncLLM, RemoteEngine, RecordedEngine])

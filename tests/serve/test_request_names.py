@@ -2,7 +2,7 @@
 everyone else's (as the engine knows them); and back, for aborts."""
 
 from enginetui.core.engine.events import RequestEnd
-from enginetui.request_names import RequestNames
+from enginetui.serve.request_names import RequestNames
 from tests.dashboard.builders import event, progress
 
 

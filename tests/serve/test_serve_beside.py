@@ -8,11 +8,11 @@ import httpx
 import pytest
 
 from enginetui.core.engine.async_llm import AsyncLLM
-from enginetui.app import EngineTUI
-from enginetui.server_cli import ServerBeside
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.serve.cli import ServerBeside
+from enginetui.serve.process import wait_gone
 from enginetui.settings import SamplingSettings
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.serve_process import wait_gone
 
 WAIT_S = 60.0  # every wait below is bounded by this
 

@@ -9,8 +9,8 @@ import pytest
 
 from enginetui.core.engine import control
 from enginetui.core.entrypoints.openai.control_gate import WATCH_ONLY
-from enginetui.app import EngineTUI
-from enginetui.remote_engine import RemoteEngine
+from enginetui.dashboard.app import EngineTUI
+from enginetui.serve.remote_engine import RemoteEngine
 from tests.serve.conftest import ServerProcess
 
 WAIT_S = 60.0  # bound on every wait below

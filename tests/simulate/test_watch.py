@@ -4,10 +4,10 @@ import asyncio
 
 import pytest
 
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.simulate.api import simulate
 from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
-from enginetui.widgets.requests_table import RequestsTable
-from enginetui.widgets.title_bar import TitleBar
 
 RUN = dict(model="opt-125m", hardware="h100", dataset="random", num_prompts=6, input_len=48, output_len=5,
            request_rate=float("inf"), num_gpu_blocks_override=64, max_num_seqs=4)

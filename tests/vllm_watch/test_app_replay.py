@@ -5,12 +5,12 @@ import asyncio
 import pytest
 from textual.widgets._footer import FooterKey
 
+from enginetui.dashboard.widgets.help_screen import HelpScreen
+from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
-from enginetui.widgets.help_screen import HelpScreen
-from enginetui.widgets.requests_table import RequestsTable
 from tests.vllm_watch import recorded
 from tests.vllm_watch.fake_vllm import FakeVllm
 

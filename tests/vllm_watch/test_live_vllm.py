@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, SHARED
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()

@@ -5,8 +5,8 @@ whole into the prompt box whatever letter it starts with, no action runs, the ap
 from textual import events
 from textual.keys import _character_to_key
 
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.widgets.help_screen import HelpScreen
 from tests.dashboard.test_typing import SENTENCES
 from tests.vllm_watch.test_app_replay import POLL_S, fake, step_time, until  # noqa: F401 (fake: a fixture)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.outputs import RequestOutput
 
 # vLLM 0.32's default buckets (vllm/v1/metrics/buckets.py).

@@ -8,7 +8,7 @@ OPT-architecture causal LM and its 4096-token byte-level BPE tokenizer (OPT conv
 ``<unk>``=3). It was trained from scratch, offline, on English prose that ships with
 CPython (``pydoc_data.topics`` and the standard library's docstrings), so ``enginetui``
 runs with no network and no flags and still prints recognisable English. It knows the
-register of Python documentation, not facts. ``train.py`` in this package rebuilds it;
+register of Python documentation, not facts. ``tools/train_default_model.py`` (in the repository, not installed) rebuilds it;
 ``opt-tiny/TRAINING.md`` and ``opt-tiny/training_info.json`` record how it was made.
 """
 

@@ -1,17 +1,17 @@
 """KV block pool grid: one cell per block (or per group of blocks), coloured by owning request,
 with a legend below it of the glyphs it draws."""
 
-import math
 from collections.abc import Mapping
 
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.widgets.legend import Entry, fitting, legend_lines, title_room
+from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.styled_runs import append_runs
 from enginetui.plural import count
-from enginetui.widgets.legend import Entry, fitting, legend_lines, title_room
-from enginetui.widgets.palette import DIM
-from enginetui.widgets.styled_runs import append_runs
 
 # Every glyph the grid draws and what it means, in legend order (the legend lists those on screen).
 GLYPHS: dict[str, str] = {
@@ -29,7 +29,7 @@ MAX_LEGEND_LINES = 2  # the legend never takes more rows than this (every glyph 
 
 def blocks_per_cell(num_blocks: int, width: int, height: int) -> int:
     """How many blocks one cell stands for so the whole pool fits in width x height."""
-    return max(1, math.ceil(num_blocks / max(1, width * height)))
+    return max(1, cdiv(num_blocks, max(1, width * height)))
 
 
 def pool_cells(event: StepEvent, colors: Mapping[str, str], width: int, height: int) -> tuple[Text, set[str], int]:
@@ -49,7 +49,7 @@ def pool_cells(event: StepEvent, colors: Mapping[str, str], width: int, height: 
     drawn: set[str] = set()
 
     def pieces():  # each cell's glyph after its separator, in the cell's style
-        for cell in range(math.ceil(n / per_cell)):
+        for cell in range(cdiv(n, per_cell)):
             sep = "" if not cell else "\n" if cell % per_row == 0 else " " if spaced else ""
             group = range(cell * per_cell, min((cell + 1) * per_cell, n))
             glyph, style = _cell(group, owner, colors, new, freed, shared, cached)

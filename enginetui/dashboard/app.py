@@ -24,37 +24,37 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Footer
 
+from enginetui import keys
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.sampling_params import SamplingParams
-from enginetui import keys
-from enginetui.dashboard_flags import DEFAULT_REDRAW_HZ
-from enginetui.engine_flags import POOL_HINT
-from enginetui.engine_link import Engine, describe, sampling_params
-from enginetui.logs import KEEP_LOGS, display_path, log_dir
+from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
+from enginetui.dashboard.engine_link import Engine, describe, sampling_params
+from enginetui.dashboard.logs import KEEP_LOGS, display_path, log_dir
+from enginetui.dashboard.prompting_app import MODAL_ACTIONS, NARROW, PromptingApp
+from enginetui.dashboard.redraw_pacer import RedrawPacer
+from enginetui.dashboard.state import DashboardState
+from enginetui.dashboard.widgets.event_log import EventLog
+from enginetui.dashboard.widgets.model_panel import ModelPanel
+from enginetui.dashboard.widgets.palette import request_color
+from enginetui.dashboard.widgets.pool_grid import PoolGrid
+from enginetui.flags.dashboard import DEFAULT_REDRAW_HZ
+from enginetui.flags.engine import POOL_HINT
 from enginetui.plural import count
-from enginetui.prompting import MODAL_ACTIONS, NARROW, PromptingApp
-from enginetui.prompts import BURST_MAX_TOKENS, burst_requests
-from enginetui.redraw_pacer import RedrawPacer
 from enginetui.settings import SamplingSettings
-from enginetui.state import DashboardState
-from enginetui.widgets.event_log import EventLog
-from enginetui.widgets.model_panel import ModelPanel
-from enginetui.widgets.palette import request_color
-from enginetui.widgets.pool_grid import PoolGrid
-from enginetui.widgets.process_panel import (
+from enginetui.dashboard.widgets.process_panel import (
     ProcessPanel,
     ProcessProbe,
     ProcessSample,
     PsutilProbe,
 )
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.queues import QueuesPanel
-from enginetui.widgets.request_detail import RequestDetail
-from enginetui.widgets.requests_table import RequestsTable
-from enginetui.widgets.sparklines import Sparklines
-from enginetui.widgets.step_panel import StepPanel
-from enginetui.widgets.timeline import TimelinePanel
-from enginetui.widgets.title_bar import TitleBar
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.queues import QueuesPanel
+from enginetui.dashboard.widgets.request_detail import RequestDetail
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.sparklines import Sparklines
+from enginetui.dashboard.widgets.step_panel import StepPanel
+from enginetui.dashboard.widgets.timeline import TimelinePanel
+from enginetui.dashboard.widgets.title_bar import TitleBar
 
 
 # What each panel shows, one line each (the help screen's "panels" rows).

@@ -8,7 +8,7 @@ import argparse
 # 0.83x, 6 Hz 0.90x. 10 Hz still moves smoothly; --redraw-hz changes it.
 DEFAULT_REDRAW_HZ = 10.0
 REDRAW_HZ_RANGE = (0.5, 60.0)  # the rates --redraw-hz accepts
-# Most of one core the dashboard may use (enginetui/redraw_pacer.py). A full 160x50 screen of 64
+# Most of one core the dashboard may use (enginetui/dashboard/redraw_pacer.py). A full 160x50 screen of 64
 # running requests costs about 14 ms a frame on that machine, on top of ~4% of a core for the
 # events: at 10 Hz the dashboard took 17-19% of a core and left the engine 0.84x of its headless
 # throughput (mixed workload, dashboard attached), at 4 Hz 9-10% and 0.92x; under 8% it took 7%,

@@ -5,8 +5,8 @@ that sized the pool)."""
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.core.engine.processor import EngineInfo
-from enginetui.widgets.palette import DIM
+from enginetui.core.engine.engine_info import EngineInfo
+from enginetui.dashboard.widgets.palette import DIM
 
 RANDOM_WEIGHTS_STYLE = "bold #d19a66"  # the same warning colour as in the title bar
 SEPARATOR = " · "

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.widgets.palette import DIM
+from enginetui.dashboard.widgets.palette import DIM
 
 Entry = tuple[str, str, str]  # (glyph, its style, what it means)
 

@@ -5,9 +5,9 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.dashboard.state import LogLine
+from enginetui.dashboard.widgets.palette import DIM, LOG_STYLES
 from enginetui.plural import count
-from enginetui.state import LogLine
-from enginetui.widgets.palette import DIM, LOG_STYLES
 
 KIND_WIDTH = 7  # "preempt"
 

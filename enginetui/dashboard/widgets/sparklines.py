@@ -6,8 +6,8 @@ from copy import deepcopy
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.state import History
-from enginetui.widgets.palette import DIM
+from enginetui.dashboard.state import History
+from enginetui.dashboard.widgets.palette import DIM
 
 BARS = "▁▂▃▄▅▆▇█"
 LABEL_WIDTH = 8  # "running "

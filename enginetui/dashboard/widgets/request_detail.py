@@ -5,10 +5,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from enginetui.dashboard.state import RequestView
+from enginetui.dashboard.widgets.legend import fitting, title_room
+from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES
 from enginetui.plural import count
-from enginetui.state import RequestView
-from enginetui.widgets.legend import fitting, title_room
-from enginetui.widgets.palette import DIM, STATUS_STYLES
 
 
 def seconds(value: float | None) -> str:

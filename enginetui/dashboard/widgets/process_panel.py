@@ -7,7 +7,7 @@ import psutil
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.widgets.palette import DIM
+from enginetui.dashboard.widgets.palette import DIM
 
 FULL_WIDTH = 120  # terminal columns from which the panel names EngineCore in full
 PID_WIDTH = 100  # terminal columns from which it shows the pid and device (below: CPU and memory only)

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m enginetui.core.models.default_model.train --out core/models/default_model/opt-tiny --minutes 12
+    python tools/train_default_model.py --out core/models/default_model/opt-tiny --minutes 12
 
 Training text (everything ships with CPython itself, so no download is needed):
 
@@ -255,7 +255,7 @@ def samples(model, tok, prompts: list[str], seed: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=pathlib.Path,
-                    default=pathlib.Path(__file__).resolve().parent / "opt-tiny")
+                    default=pathlib.Path(__file__).resolve().parents[1] / "core" / "models" / "default_model" / "opt-tiny")
     ap.add_argument("--minutes", type=float, default=12.0, help="training time budget")
     ap.add_argument("--steps", type=int, default=0, help="exact step count (overrides --minutes)")
     ap.add_argument("--vocab-size", type=int, default=4096)
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
         "architecture": {"vocab_size": config.vocab_size, "hidden_size": args.hidden,
                          "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
                          "ffn_dim": 4 * args.hidden, "max_position_embeddings": 512},
-        "text": {"source": "pydoc_data.topics.topics + stdlib docstrings (see train.py)",
+        "text": {"source": "pydoc_data.topics.topics + stdlib docstrings (see tools/train_default_model.py)",
                  "python": platform.python_version(), "documents": len(docs),
                  "characters": n_chars, "tokens": int(data.numel()),
                  "train_tokens": int(train_data.numel()), "val_tokens": int(val_data.numel())},
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
                      "final_train_loss": round(train_eval, 4), "final_val_loss": round(val, 4),
                      "loss_curve": log},
         "samples": rows,
-        "retrain": "python -m enginetui.core.models.default_model.train --out "
+        "retrain": "python tools/train_default_model.py --out "
                    + (f"{args.out} --steps {args.steps}" if by_steps
                       else f"{args.out} --minutes {args.minutes:g}  # reached {step} steps"),
     }
@@ -383,7 +383,7 @@ def write_training_md(out: pathlib.Path, info: dict) -> None:
     lines = [
         "# opt-tiny: the embedded default model",
         "",
-        "A tiny OPT-architecture causal LM trained from scratch by `train.py` in this package",
+        "A tiny OPT-architecture causal LM trained from scratch by `tools/train_default_model.py`",
         "on English prose that ships with CPython: the Python Language Reference topics",
         "(`pydoc_data.topics.topics`) and the docstrings of the pure-Python standard library.",
         "It exists so `enginetui` runs offline with no flags; its output is plausible",

@@ -6,10 +6,10 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Footer
 
+from enginetui.dashboard.widgets.help_screen import HelpScreen
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.keys import TYPING_NOTE
-from enginetui.widgets.help_screen import HelpScreen
-from enginetui.widgets.prompt_bar import PromptBar
-from enginetui.widgets.requests_table import RequestsTable
 
 NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer
 MODAL_ACTIONS = frozenset({"help", "quit"})  # app actions that apply while a screen (help, jump) is over the dashboard

@@ -1,4 +1,4 @@
-"""The README's picture of a dashboard watching HTTP traffic: `python -m enginetui.serve_screenshot [OUT_DIR]`.
+"""The README's picture of a dashboard watching HTTP traffic: `python -m enginetui.serve.screenshot [OUT_DIR]`.
 
 Starts `enginetui serve` (the embedded model, a 48-block pool), attaches the dashboard to it
 (RemoteEngine), sends a handful of streamed completions and chat requests with the `openai`
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from enginetui.app import EngineTUI
-from enginetui.remote_engine import RemoteEngine
-from enginetui.screenshots import PROMPTS, SIZE, frame_when, ready, streaming_requests
-from enginetui.serve_process import ServeProcess
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.screenshots import PROMPTS, SIZE, frame_when, ready, streaming_requests
+from enginetui.serve.process import ServeProcess
+from enginetui.serve.remote_engine import RemoteEngine
 
 NAME = "serve-attach"  # the picture's file name (without .svg)
 QUESTIONS = ("What is a class?", "What does the with statement do?")  # chat requests

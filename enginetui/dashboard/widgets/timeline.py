@@ -19,11 +19,11 @@ The columns follow the run: the right edge is the latest step (in replay, the st
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
-from enginetui.widgets.legend import legend_lines
-from enginetui.widgets.palette import DIM, STATUS_STYLES
-from enginetui.widgets.step_panel import DECODE_STYLE, PREFILL_STYLE
-from enginetui.widgets.styled_runs import append_runs
+from enginetui.dashboard.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
+from enginetui.dashboard.widgets.legend import legend_lines
+from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES
+from enginetui.dashboard.widgets.step_panel import DECODE_STYLE, PREFILL_STYLE
+from enginetui.dashboard.widgets.styled_runs import append_runs
 
 PHASE_CELLS = {  # phase -> (glyph, style)
     WAITING: ("·", DIM),

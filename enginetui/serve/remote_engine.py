@@ -33,13 +33,13 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from enginetui.core.engine import control
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent, decode_event
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER
 from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.request_names import RequestNames
-from enginetui.widgets.process_panel import ProcessSample
+from enginetui.dashboard.widgets.process_panel import ProcessSample
+from enginetui.serve.request_names import RequestNames
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the server at all
 MAX_EVENT_BYTES = 64 * 2**20  # largest step event accepted (a huge pool's block lists)
@@ -50,7 +50,7 @@ class AttachError(RuntimeError):
 
 
 class RemoteEngine:
-    """Implements enginetui.engine_link.Engine over HTTP and a WebSocket."""
+    """Implements enginetui.dashboard.engine_link.Engine over HTTP and a WebSocket."""
 
     def __init__(self, url: str, api_key: str | None, info: dict, tokenizer) -> None:
         self.url = url.rstrip("/")  # http://HOST:PORT
@@ -276,7 +276,7 @@ def _load_tokenizer(files: dict[str, str]):
 def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_hz: float,
                      max_cpu_share: float) -> int:
     """`enginetui attach URL`: the dashboard on a running server, until q."""
-    from enginetui.app import EngineTUI
+    from enginetui.dashboard.app import EngineTUI
 
     print(f"enginetui attach: connecting to {url}…", file=sys.stderr)
     try:

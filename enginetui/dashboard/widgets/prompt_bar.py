@@ -11,8 +11,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Input, Label, Static
 
+from enginetui.dashboard.widgets.palette import DIM
 from enginetui.settings import SamplingSettings, apply_set_command
-from enginetui.widgets.palette import DIM
 
 PLACEHOLDER = "type a prompt, Enter sends · /set temp 0.7 · /burst 16 · /help"
 

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from enginetui.core.engine.events import RequestProgress, StepEvent
-from enginetui.widgets.palette import DIM, STATUS_STYLES
+from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES
 
 LABEL_WIDTH = 13  # "running 12/256": longer labels still get one space
 

@@ -4,8 +4,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.widgets.palette import DIM
 from enginetui.plural import count
-from enginetui.widgets.palette import DIM
 
 PREFILL_STYLE = "#61afef"
 DECODE_STYLE = "#c678dd"

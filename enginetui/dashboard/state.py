@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from enginetui.core.engine.detokenizer import IncrementalDetokenizer
 from enginetui.core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from enginetui.core.outputs import RequestOutput
+from enginetui.dashboard.timeline import Timeline
 from enginetui.plural import count
-from enginetui.timeline import Timeline
 
 LOG_LINES = 500  # event-log lines kept
 HISTORY_POINTS = 240  # sparkline samples kept

@@ -18,7 +18,7 @@ DEFAULT_MAX_PAUSE_S = 300.0
 
 
 def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
-    from enginetui.engine_flags import add_engine_args
+    from enginetui.flags.engine import add_engine_args
 
     serve = subparsers.add_parser(
         "serve", help="serve the engine over an OpenAI-compatible HTTP API (like `vllm serve`)",
@@ -43,7 +43,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
-    from enginetui.dashboard_flags import add_redraw_args, positive_int
+    from enginetui.flags.dashboard import add_redraw_args, positive_int
     from enginetui.vllm_watch.cli import add_vllm_args
 
     attach = subparsers.add_parser(
@@ -81,7 +81,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Bind the port, start the engine, serve until Ctrl-C / SIGTERM, then end the engine."""
-    from enginetui.engine_flags import engine_args, startup_problem
+    from enginetui.flags.engine import engine_args, startup_problem
 
     kwargs = engine_args(args)
     if args.skip_tokenizer_init:
@@ -92,8 +92,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     from enginetui.core.engine.async_llm import AsyncLLM
     from enginetui.core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
-    from enginetui import record_flag
-    from enginetui.engine_link import startup_error
+    from enginetui.flags import record as record_flag
+    from enginetui.dashboard.engine_link import startup_error
 
     try:
         sock = listen_socket(args.host, args.port)
@@ -228,7 +228,7 @@ def run_attach(args: argparse.Namespace) -> int:
         return 2
     if refuse_without_terminal("enginetui attach"):
         return 2
-    from enginetui.remote_engine import attach_dashboard
+    from enginetui.serve.remote_engine import attach_dashboard
 
     return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz,
                             max_cpu_share=args.max_cpu / 100)

@@ -7,9 +7,9 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
+from enginetui.dashboard.state import RequestView
+from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES, request_color
 from enginetui.keys import REQUEST_KEYS
-from enginetui.state import RequestView
-from enginetui.widgets.palette import DIM, STATUS_STYLES, request_color
 
 STATUS_WIDTH = 9  # "PREEMPTED"
 PROGRESS_WIDTH = 9  # "1234/5678"

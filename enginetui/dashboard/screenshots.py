@@ -1,4 +1,4 @@
-"""Regenerate the dashboard screenshots in screenshots/: `python -m enginetui.screenshots [OUT_DIR]`.
+"""Regenerate the dashboard screenshots in screenshots/: `python -m enginetui.dashboard.screenshots [OUT_DIR]`.
 
 Each scene starts the REAL engine (the embedded default model, EngineCore in its child
 process, a 48-block KV pool) and drives the app through App.run_test until the state it
@@ -20,13 +20,13 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from enginetui.app import EngineTUI
-from enginetui.engine_link import open_engine
-from enginetui.logs import default_log_file, route_python_output
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.engine_link import open_engine
+from enginetui.dashboard.logs import default_log_file, route_python_output
+from enginetui.dashboard.timeline import RECOMPUTE
+from enginetui.dashboard.widgets.process_panel import ProcessPanel
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.settings import SamplingSettings
-from enginetui.timeline import RECOMPUTE
-from enginetui.widgets.process_panel import ProcessPanel
-from enginetui.widgets.prompt_bar import PromptBar
 
 SIZE = (120, 36)  # terminal columns, rows
 ENGINE_ARGS: dict[str, Any] = {"model": None, "num_gpu_blocks_override": 48, "seed": 0}  # embedded model, small pool

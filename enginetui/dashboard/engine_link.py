@@ -7,8 +7,8 @@ tests can hand it a fake engine instead.
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.engine.processor import EngineInfo
 from enginetui.core.outputs import RequestOutput
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.settings import SamplingSettings
