@@ -3,8 +3,11 @@ batch shapes, fit a step-time model (fitted.py) to them and save it.
 
 Each grid point is D requests decoding at context C, plus (for P > 0) one new request whose P-token
 prompt is prefilled in the same step. The engine is the real one (EngineCore in this process, step
-events on, as a live engine runs); a step's time is the wall time of `EngineCore.step()`. Timings
-taken on a loaded machine are what that machine did then: calibrate on a quiet one.
+events on, as a live engine runs); a step's time is the wall time of `EngineCore.step()`. Each point
+runs one untimed step of its shape first (the first step of a new shape pays for the math library's
+set-up of that shape, which a running engine has long paid), then REPEATS timed ones, of which the
+median is kept. Timings taken on a loaded machine are what that machine did then: calibrate on a
+quiet one.
 """
 
 import argparse
@@ -17,9 +20,9 @@ from enginetui.simulate.step_shape import StepShape, step_shape
 
 GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
     "tiny": ((1, 2), (16,), (0, 8)),
-    "standard": ((1, 4, 16, 48), (64, 256), (0, 32, 128, 384)),
+    "standard": ((1, 4, 16, 48), (64, 256), (0, 32, 128, 512, 1536)),
 }
-DECODE_SAMPLES = 3  # pure-decode steps measured per (D, C)
+REPEATS = 3  # timed steps per grid point (after one untimed step of the same shape); the median is kept
 
 
 def calibrate(model: str | None, grid: str = "standard", engine_args: dict | None = None,
@@ -47,7 +50,7 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
     n = 0
     for context in contexts:
         for batch in decodes:
-            if context + 2 + DECODE_SAMPLES * len(prefills) >= core.max_model_len:
+            if context + 2 + (1 + REPEATS) * len(prefills) >= core.max_model_len:
                 continue
             ids = [f"cal-{n + i}" for i in range(batch)]
             for i, req_id in enumerate(ids):
@@ -57,17 +60,21 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
             while any(r.num_output_tokens == 0 for r in core.scheduler.running) or len(core.scheduler.waiting):
                 core.step()  # prefill them (not measured)
             for prefill in prefills:
-                samples = 1 if prefill else DECODE_SAMPLES
-                if prefill:
-                    _add(core, f"cal-{n}", [(11 * n + j) % (vocab - 3) + 3 for j in range(prefill)], 1)
-                    n += 1
-                for _ in range(samples):
+                timed: list[tuple[float, StepShape]] = []  # (seconds, shape) of the timed steps
+                for repeat in range(1 + REPEATS):
+                    if prefill:  # a new request each step: its P-token prompt is prefilled alongside the D decodes
+                        _add(core, f"cal-{n}", [(11 * n + j) % (vocab - 3) + 3 for j in range(prefill)], 1)
+                        n += 1
                     captured.clear()
                     t0 = time.perf_counter()
                     core.step()
-                    seconds.append(time.perf_counter() - t0)
-                    shapes.append(captured[-1])
-                log(f"D={batch:<3} C={context:<4} P={prefill:<4} {seconds[-1] * 1e3:8.2f} ms")
+                    if repeat:  # the first step of the shape is not timed
+                        timed.append((time.perf_counter() - t0, captured[-1]))
+                median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
+                seconds.append(median_s)
+                shapes.append(shape)
+                log(f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "
+                    f"(median of {REPEATS}, {min(timed)[0] * 1e3:.2f}-{max(timed)[0] * 1e3:.2f})")
             core.abort_requests([r.request_id for r in [*core.scheduler.running, *core.scheduler.waiting]])
             core.take_update()
     info = FitInfo(model=model or "default", machine=machine(), num_steps=0, r2=0.0, mean_abs_error_pct=0.0,

@@ -34,7 +34,7 @@ def test_calibrate_then_simulate_with_the_fit(tmp_path, capsys):
     assert main(["simulate", "--calibrate", str(out), "--calibrate-grid", "tiny", "--no-progress"]) == 0
     assert "saved to" in capsys.readouterr().out
     fitted = load_fitted(out)
-    assert fitted.info.num_steps == 2 * (3 + 1)  # per batch size: 3 decode samples + one with a prefill
+    assert fitted.info.num_steps == 2 * 2  # per batch size: decode alone, and with a prefill (each a median)
     assert fitted.info.engine_config["max_model_len"] == 512
     assert fitted.step_seconds(StepShape(1, 1, 0, 1, 1, 20, 0, 0)) > 0
     assert main(["simulate", "--step-times", str(out), "--num-prompts", "20", "--random-input-len", "64",
