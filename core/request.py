@@ -27,7 +27,8 @@ class Request:
         "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_ids",
         "arrival_time", "priority", "status", "num_computed_tokens", "num_cached_tokens",
         "num_preemptions", "max_tokens", "first_scheduled_time", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
-        "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens", "is_prefill_chunk",
+        "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens", "num_void_tokens",
+        "is_prefill_chunk",
     )
 
     def __init__(
@@ -60,6 +61,7 @@ class Request:
         self.num_output_placeholders = 0  # tokens being sampled by steps in flight, not yet appended
         self.num_in_flight_tokens = 0  # tokens scheduled for it in steps whose outputs are not yet applied
         self.num_stale_output_tokens = 0  # of those, tokens of steps in flight when it was preempted
+        self.num_void_tokens = 0  # of those, tokens of steps planned on KV a failed step never wrote (dropped)
         self.is_prefill_chunk = False  # its latest planned step leaves prompt or recompute work (samples nothing)
 
     @property

@@ -86,13 +86,12 @@ class BlockPool:
         copies = self.cached.get(block_hash)
         return next(iter(copies.values())) if copies else None
 
-    def cache_block(self, block: KVBlock, block_hash: BlockHash) -> bool:
-        """Make a full block findable by its hash (another copy of known content too). True if newly so."""
+    def cache_block(self, block: KVBlock, block_hash: BlockHash) -> None:
+        """Make a full block findable by its hash (another copy of known content too)."""
         if block.block_hash is not None:
-            return False
+            return
         block.block_hash = block_hash
         self.cached.setdefault(block_hash, {})[block.block_id] = block
-        return True
 
     def uncache_block(self, block: KVBlock) -> None:
         """Make a block unfindable by hash (evicted, or its contents are not to be trusted)."""

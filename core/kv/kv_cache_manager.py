@@ -21,7 +21,6 @@ class KVCacheManager:
         self.prefix_hits = 0  # of which served from the cache
         self.preempted_prefix_queries = 0  # tokens of re-admissions (after a preemption) looked up
         self.preempted_prefix_hits = 0  # of which served from the cache
-        self.published_this_step: list[KVBlock] = []  # blocks made findable by hash in the current step
 
     @property
     def num_blocks(self) -> int:
@@ -30,15 +29,17 @@ class KVCacheManager:
     def block_ids(self, request_id: str) -> list[int]:
         return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
 
-    def new_step(self) -> None:
-        """A schedule() begins: blocks published from now on belong to this step."""
-        self.published_this_step = []
-
-    def forget_step_blocks(self) -> None:
-        """The current step's forward failed: blocks published for it hold no KV, so unpublish them."""
-        for block in self.published_this_step:
+    def forget_unwritten_blocks(self, request: Request, num_written: int) -> list[KVBlock]:
+        """A step writing the request's KV failed: only its first `num_written` tokens hold KV, so
+        its later blocks stop being findable by hash. Returns the blocks forgotten."""
+        blocks = self.req_to_blocks.get(request.request_id, [])
+        first = num_written // self.block_size  # the first block not wholly written
+        forgotten = [b for b in blocks[first:] if b.block_hash is not None]
+        for block in forgotten:
             self.pool.uncache_block(block)
-        self.published_this_step = []
+        if request.request_id in self.num_cached_blocks:
+            self.num_cached_blocks[request.request_id] = min(self.num_cached_blocks[request.request_id], first)
+        return forgotten
 
     def get_computed_blocks(self, request: Request) -> tuple[list[KVBlock], int]:
         """The longest chain of cached full blocks matching the request's tokens, and the tokens it covers.
@@ -132,8 +133,7 @@ class KVCacheManager:
             return
         hashes = update_block_hashes(request, self.block_size)
         for i in range(start, end):
-            if self.pool.cache_block(blocks[i], hashes[i]):
-                self.published_this_step.append(blocks[i])
+            self.pool.cache_block(blocks[i], hashes[i])
         self.num_cached_blocks[request.request_id] = end
 
     def free(self, request: Request) -> int:

@@ -11,7 +11,8 @@ flight, and is planned on as if the token were there (the model runner feeds it 
 sampled itself). A request that reaches max_tokens with a step in flight is not planned again; one
 that stops on a token found one step late has its extra step's token discarded; a request preempted
 while its step is in flight still receives that step's token (stale: it moves no counter of the
-reset request).
+reset request). A step that fails is seen after the next plan was made: `fail_step` forgets what
+it was to write, not what the next plan writes.
 """
 
 import time
@@ -96,7 +97,6 @@ class Scheduler:
 
         Follows vLLM's Scheduler.schedule() rule for rule (see the README's "Scheduling rules").
         """
-        self.kv.new_step()
         step = _StepPlan(self.config.max_num_batched_tokens)
         threshold = self._long_prefill_threshold()
         self._schedule_running(step, threshold)
@@ -268,6 +268,9 @@ class Scheduler:
             if request is None or request.status.finished:
                 continue  # ended while its step ran (a failed step, an abort, a stop found one step late)
             request.num_in_flight_tokens -= num_scheduled
+            if request.num_void_tokens:  # planned on KV a failed step never wrote: its token is dropped
+                request.num_void_tokens -= num_scheduled
+                continue
             is_stale = request.num_stale_output_tokens > 0
             if is_stale:
                 request.num_stale_output_tokens -= num_scheduled
@@ -340,10 +343,23 @@ class Scheduler:
         return ended
 
     def fail_step(self, output: SchedulerOutput, detail: str) -> list[str]:
-        """The model step that was to compute `output` failed: its requests end with "error", and no
-        block it was to fill stays findable by hash (its KV was never written). Returns the ids ended."""
-        self.kv.forget_step_blocks()
-        return self.finish_requests(list(output.num_scheduled_tokens), RequestStatus.FINISHED_ERROR, detail)
+        """The model step that was to compute `output` failed: its requests end with "error", and
+        none of their blocks past the KV that earlier, applied steps wrote stays findable by hash
+        (with asynchronous scheduling that includes blocks published by the plan made after it).
+        A request of that later plan which found such a block by prefix was planned on KV never
+        written: it starts over (preempted; its step in flight delivers nothing). Returns the ids ended."""
+        failed = [self.requests[r] for r in output.num_scheduled_tokens if r in self.requests]
+        forgotten: set[int] = set()
+        for request in failed:
+            if request.status is RequestStatus.RUNNING:  # a preempted one's blocks are already free
+                written = request.num_computed_tokens - request.num_in_flight_tokens  # by steps already applied
+                forgotten.update(b.block_id for b in self.kv.forget_unwritten_blocks(request, written))
+        ended = self.finish_requests([r.request_id for r in failed], RequestStatus.FINISHED_ERROR, detail)
+        for request in [r for r in self.running if set(self.kv.block_ids(r.request_id)) & forgotten]:
+            self.running.remove(request)
+            self._preempt(request)
+            request.num_void_tokens, request.num_stale_output_tokens = request.num_stale_output_tokens, 0
+        return ended
 
     def reset_prefix_cache(self) -> bool:
         """Forget the prefix cache; refused (False) while any request holds blocks, as in vLLM."""

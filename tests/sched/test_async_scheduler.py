@@ -74,3 +74,68 @@ def test_a_stop_found_one_step_late_discards_the_extra_token():
     assert s.update_from_output(out2, {"A": 55}) == []  # the extra token: never shown, never counted
     assert a.output_token_ids == [99]
     s.check_invariants()
+
+
+def _cached_owners(s) -> dict[str, int]:
+    """Request id -> how many of its blocks are findable by hash."""
+    return {rid: sum(1 for b in blocks if b.block_hash is not None) for rid, blocks in s.kv.req_to_blocks.items()}
+
+
+def test_a_failed_step_unpublishes_its_own_blocks_not_those_of_the_next_plan():
+    """Step 1 fails after step 2 was planned: the blocks step 1 was to write are forgotten (as the
+    synchronous path forgets them), the blocks step 2 writes for another request stay findable."""
+    s = make_scheduler(num_blocks=32, block_size=4, budget=64, enable_prefix_caching=True, async_scheduling=True)
+    s.add_request(make_request("A", 10, max_tokens=4))
+    out1 = s.schedule()  # A's prompt: blocks 0-1 fill in step 1 and are published at once
+    s.add_request(make_request("B", 10, max_tokens=4, first_token=100))
+    out2 = s.schedule()  # B's prompt (its blocks 0-1 published) and A's decode on a placeholder
+    assert _cached_owners(s) == {"A": 2, "B": 2}
+    assert s.fail_step(out1, "model step failed: RuntimeError: boom") == ["A"]
+    s.update_from_output(out1, {})
+    assert _cached_owners(s) == {"B": 2}  # B's blocks, computed by step 2, are still findable
+    assert len(s.kv.pool.cached) == 2  # and A's are not (free, forgotten)
+    s.update_from_output(out2, {"A": 9, "B": 8})  # A's token of step 2 is dropped: A has ended
+    assert s.requests["B"].output_token_ids == [8] and "A" not in s.requests
+    s.add_request(make_request("C", 10, max_tokens=4))  # A's prompt: nothing was ever written for it
+    s.add_request(make_request("D", 10, max_tokens=4, first_token=100))  # B's prompt: written by step 2
+    s.schedule()
+    assert s.requests["C"].num_cached_tokens == 0 and s.requests["D"].num_cached_tokens == 8
+    s.check_invariants()
+
+
+def test_a_failed_steps_decode_blocks_published_by_the_next_plan_are_forgotten():
+    """A decode's full block is published when its last token becomes known, which can be while
+    the step writing its KV is still in flight: that step failing forgets it too."""
+    s = make_scheduler(num_blocks=32, block_size=4, budget=64, enable_prefix_caching=True, async_scheduling=True)
+    s.add_request(make_request("A", 3, max_tokens=8))
+    out1 = s.schedule()  # KV of tokens 0-2, samples token 3
+    out2 = s.schedule()  # KV of token 3 (a placeholder), samples token 4
+    s.update_from_output(out1, {"A": 40})
+    out3 = s.schedule()  # block 0 (tokens 0-3) is full and known: published, though step 2 writes its last token
+    assert _cached_owners(s) == {"A": 1}
+    s.fail_step(out2, "model step failed")
+    s.update_from_output(out2, {})
+    assert s.kv.pool.cached == {}
+    s.update_from_output(out3, {"A": 41})
+    s.check_invariants()
+
+
+def test_a_request_of_the_next_plan_that_hit_a_failed_steps_blocks_starts_over():
+    """B, planned while A's step 1 runs, finds A's prompt blocks by prefix; step 1 fails, so B was
+    planned on KV never written: B starts over (its step in flight delivers nothing) and is served."""
+    s = make_scheduler(num_blocks=32, block_size=4, budget=64, enable_prefix_caching=True, async_scheduling=True)
+    s.add_request(make_request("A", 10, max_tokens=4))
+    out1 = s.schedule()
+    s.add_request(make_request("B", 10, max_tokens=2))  # the same prompt
+    out2 = s.schedule()
+    b = s.requests["B"]
+    assert out2.num_scheduled_tokens["B"] == 2  # 8 tokens found in A's blocks
+    s.fail_step(out1, "model step failed")
+    s.update_from_output(out1, {})
+    assert b.status is RequestStatus.PREEMPTED and b.num_computed_tokens == 0 and s.kv.block_ids("B") == []
+    assert s.update_from_output(out2, {"A": 5, "B": 6}) == [] and b.output_token_ids == []
+    out3 = s.schedule()
+    assert out3.num_scheduled_tokens == {"B": 10}  # nothing cached to find: the whole prompt again
+    s.update_from_output(out3, {"B": 7})
+    assert b.output_token_ids == [7] and b.num_in_flight_tokens == 0
+    s.check_invariants()
