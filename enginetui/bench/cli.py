@@ -55,19 +55,37 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     _add_plot_arg(lat)
     _add_common(lat, "latency")
 
-    srv = kinds.add_parser("serve", help="online serving over HTTP (like `vllm bench serve`), and its overhead",
-                           description="Requests arrive by a seeded Poisson process and stream from `enginetui serve` "
-                                       "(started with the engine flags given, or --base-url); --compare generate adds "
-                                       "the server's overhead against LLM.generate on the same workload.")
+    srv = kinds.add_parser("serve", help="online serving over HTTP (like `vllm bench serve`), its overhead, and "
+                           "against vLLM's server", description="Requests arrive by a seeded Poisson process and "
+                           "stream from `enginetui serve` (started with the engine flags given, or --base-url); "
+                           "--compare generate adds the server's overhead against LLM.generate on the same workload; "
+                           "--compare vllm-server runs vLLM's OpenAI server after ours on the same weights, "
+                           "requests and arrivals, at each --request-rate.")
     add_workload_args(srv)
-    srv.add_argument("--request-rate", type=float, default=float("inf"),
-                     help="mean requests per second of the Poisson arrivals (default inf: all at once)")
+    srv.add_argument("--request-rate", type=_rate, nargs="+", default=[float("inf")], metavar="RATE",
+                     help="mean requests per second of the Poisson arrivals (default inf: all at once); several "
+                          "with --compare vllm-server, e.g. 0.5 1 2 (each server runs them in turn)")
     srv.add_argument("--base-url", metavar="URL", help="benchmark this running server (its engine flags are its "
                      "own); default: start `enginetui serve` with the engine flags given")
     srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url)")
-    srv.add_argument("--compare", choices=("generate",),
-                     help="also run the workload all at once through the server and through LLM.generate")
-    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare (default 3)")
+    srv.add_argument("--compare", choices=("generate", "vllm-server"),
+                     help="generate: also run the workload all at once through the server and through "
+                          "LLM.generate; vllm-server: also run vLLM's OpenAI server (through --vllm-python, on "
+                          "every core) on the same weights, requests and arrivals, and print ours / vLLM's")
+    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate "
+                     "(default 3)")
+    srv.add_argument("--goodput", nargs="+", metavar="NAME:MS",
+                     help="SLOs of goodput (requests per second meeting every one), as vLLM's bench names them: "
+                          "ttft, tpot, e2el in milliseconds, e.g. --goodput ttft:2000 tpot:200")
+    srv.add_argument("--timeout-s", type=float, default=1800.0,
+                     help="most seconds one pass of the workload may take; past it the benchmark fails "
+                          "(default 1800)")
+    srv.add_argument("--vllm-python", metavar="PATH",
+                     help=f"vLLM's interpreter, for --compare vllm-server (default: ${VLLM_PYTHON_ENV})")
+    srv.add_argument("--record", metavar="FILE",
+                     help="the server this benchmark starts records every step event to FILE (`enginetui serve "
+                          "--record`): replay it, or compare it with its simulation (python -m "
+                          "enginetui.simulate.accuracy FILE)")
     _add_common(srv, "serve")
 
     prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",
@@ -128,9 +146,11 @@ def _run(module: str, args: argparse.Namespace) -> int:
     """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
     from enginetui.core.engine.errors import EngineStartupError
 
+    if module == "serve" and args.compare == "vllm-server":
+        module = "serve_vs_vllm"
     try:
         return importlib.import_module(f"enginetui.bench.{module}").main(args)
-    except (ValueError, EngineStartupError) as exc:
+    except (ValueError, TimeoutError, EngineStartupError) as exc:
         print(f"enginetui bench {module}: error: {exc}", file=sys.stderr)
         return 2
 
@@ -139,4 +159,12 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    """A request rate: a positive number of requests per second, or inf (all at once)."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (or inf), got {text}")
     return value

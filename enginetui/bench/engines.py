@@ -7,9 +7,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginetui.flags.engine import engine_args
+
+if TYPE_CHECKING:
+    from enginetui.bench.workload import BenchRequest, WorkloadSpec
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")  # any one will do
 
@@ -43,6 +46,24 @@ def model_vocab_size(kwargs: dict[str, Any]) -> int:
 
     config = EngineConfig(**kwargs)
     return load_hf_config(config)[0].vocab_size
+
+
+def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> list["BenchRequest"]:
+    """The workload for the model these engine arguments name: its vocabulary, its tokenizer for
+    ShareGPT prompts (the --tokenizer given, else the model's own; none: the bytes/4 rule), checked
+    to fit the model's length."""
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.models.loader import load_hf_config
+    from enginetui.bench.workload import check_fits, make_workload
+
+    hf_config = load_hf_config(EngineConfig(**kwargs))[0]
+    tokenizer = None
+    if spec.dataset == "sharegpt":
+        folder = kwargs.get("tokenizer") or model_tokenizer_dir(kwargs)
+        tokenizer = str(folder) if folder is not None else None
+    workload = make_workload(spec, hf_config.vocab_size, tokenizer)
+    check_fits(workload, kwargs.get("max_model_len") or hf_config.max_position_embeddings)
+    return workload
 
 
 @contextmanager

@@ -20,9 +20,9 @@ from enginetui.core import SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
-from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 
 
 @dataclass(slots=True)
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
         raise ValueError(f"--request-rate must be positive, got {args.request_rate}")
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
-    workload = make_workload(spec, model_vocab_size(kwargs))
+    workload = bench_workload(spec, kwargs)
     offsets = arrival_offsets(len(workload), args.request_rate, spec.seed)
     loads = list(dict.fromkeys(args.competing))
     python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs

@@ -42,6 +42,10 @@ def finish(result: Any, json_path: str | None) -> None:
 
 def workload_line(result: Any) -> str:
     w = result.workload
+    if w.dataset == "sharegpt":
+        return (f"workload sharegpt: {w.num_prompts} ShareGPT conversations (vLLM's filter: prompt {w.min_input_len}-"
+                f"{w.max_input_len}, prompt + output at most {w.min_input_len + w.max_output_len}), seed {w.seed} "
+                f"({result.prompt_tokens} prompt + {result.output_tokens} output tokens)")
     prefix = f"{w.prefix_len}-token shared prefix + " if w.prefix_len else ""
     return (
         f"workload {w.name}: {w.num_prompts} prompts, input {prefix}{w.min_input_len}-{w.max_input_len}, "

@@ -25,8 +25,8 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.events import StepPhase
 from enginetui.core.outputs import EngineCoreRequest
 from enginetui.bench import report
-from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
-from enginetui.bench.workload import make_workload, spec_from_args
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload
+from enginetui.bench.workload import spec_from_args
 
 MODES = {"sync": False, "async": True}  # mode name -> async_scheduling
 
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> SchedulingResult:
     kwargs = bench_engine_kwargs(args)
     kwargs.pop("async_scheduling", None)  # set per mode
     result = SchedulingResult(engine_args=kwargs)
-    workload = make_workload(spec_from_args(args), model_vocab_size(kwargs))
+    workload = bench_workload(spec_from_args(args), kwargs)
     for mode in args.modes:
         config = EngineConfig(**kwargs, async_scheduling=MODES[mode])
         for n in args.batch_sizes:

@@ -10,6 +10,8 @@ throughput over the run. With --compare generate it also runs the workload all a
 --repeats times through the server, then (the server stopped) --repeats times through
 LLM.generate (offline, EngineCore in its own process as well); the best passes' throughput ratio
 is what HTTP, the asyncio front end and streaming cost, and each side's spread is printed.
+--goodput adds the requests per second that met every SLO (goodput.py); --record has the server
+record its step events. --compare vllm-server is serve_vs_vllm.py (the CLI dispatches there).
 """
 
 import argparse
@@ -17,17 +19,20 @@ import asyncio
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 
 from enginetui.bench import report
-from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
+from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, RequestTiming, arrival_offsets, summarize
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 from enginetui.flags.engine import ENGINE_DEFAULTS, ENGINE_FLAGS
+
+DEFAULT_TIMEOUT_S = 1800.0  # most seconds one pass of the workload may take
 
 
 @dataclass(slots=True)
@@ -55,6 +60,9 @@ class ServeResult:
     url: str  # the server benchmarked
     run: LatencyRun  # the Poisson run over HTTP, as the client saw it
     overhead: OverheadResult | None  # with --compare generate
+    slos_ms: dict[str, float] = field(default_factory=dict)  # the --goodput SLOs (ttft, tpot, e2e), milliseconds
+    goodput: float | None = None  # requests per second that met every SLO (None: no --goodput)
+    record: str | None = None  # the file the server recorded its step events to (--record)
     summary: str = ""  # the one-line summary printed last
 
 
@@ -80,17 +88,25 @@ async def send(client: httpx.AsyncClient, model: str, req: BenchRequest, delay: 
 
 
 async def run_workload(url: str, api_key: str | None, workload: list[BenchRequest], warmup: list[BenchRequest],
-                       rate: float, seed: int) -> tuple[list[RequestTiming], float]:
-    """Warm the server up, then send the workload on its arrival schedule; timings and duration."""
+                       rate: float, seed: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[RequestTiming], float]:
+    """Warm the server up, then send the workload on its arrival schedule; timings and duration.
+    A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None, limits=limits) as client:
-        model = (await client.get("/v1/models")).raise_for_status().json()["data"][0]["id"]
-        await asyncio.gather(*(send(client, model, r, 0.0, time.perf_counter()) for r in warmup))
-        offsets = arrival_offsets(len(workload), rate, seed)
-        t0 = time.perf_counter()
-        timings = await asyncio.gather(*(send(client, model, r, offsets[i], t0) for i, r in enumerate(workload)))
-    return list(timings), max(t.done for t in timings) - t0
+
+    async def go() -> tuple[list[RequestTiming], float]:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None, limits=limits) as client:
+            model = (await client.get("/v1/models")).raise_for_status().json()["data"][0]["id"]
+            await asyncio.gather(*(send(client, model, r, 0.0, time.perf_counter()) for r in warmup))
+            offsets = arrival_offsets(len(workload), rate, seed)
+            t0 = time.perf_counter()
+            timings = await asyncio.gather(*(send(client, model, r, offsets[i], t0) for i, r in enumerate(workload)))
+        return list(timings), max(t.done for t in timings) - t0
+
+    try:
+        return await asyncio.wait_for(go(), timeout_s)
+    except TimeoutError:
+        raise TimeoutError(f"a pass of the workload against {url} ran past --timeout-s {timeout_s:g}") from None
 
 
 def generate_pass(llm, workload: list[BenchRequest]) -> float:
@@ -125,23 +141,27 @@ def serve_flags(kwargs: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> ServeResult:
     from enginetui.serve.process import ServeProcess
 
-    if not args.request_rate > 0:
-        raise ValueError(f"--request-rate must be positive, got {args.request_rate}")
-    if args.compare and args.base_url:
-        raise ValueError("--compare generate starts its own server: leave out --base-url")
+    if len(args.request_rate) > 1:
+        raise ValueError("several --request-rate values are for --compare vllm-server; give one")
+    rate = args.request_rate[0]
+    if args.base_url and (args.compare or args.record):
+        raise ValueError(f"{'--compare generate' if args.compare else '--record'} needs the server this benchmark "
+                         "starts: leave out --base-url")
+    slos_ms = request_slos(args.goodput)
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     vocab_size = model_vocab_size(kwargs)
-    workload, warmup = make_workload(spec, vocab_size), warmup_workload(vocab_size)
-    server = None if args.base_url else ServeProcess(*serve_flags(kwargs))
+    workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
+    server = None if args.base_url else ServeProcess(*serve_flags(kwargs),
+                                                     *(["--record", args.record] if args.record else []))
     url = args.base_url or server.url
     overhead = None
     try:
-        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, args.request_rate,
-                                                     spec.seed))
+        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, rate, spec.seed,
+                                                     args.timeout_s))
         if args.compare:
-            http_s = [asyncio.run(run_workload(url, args.api_key, workload, warmup, math.inf, spec.seed))[1]
-                      for _ in range(args.repeats)]
+            http_s = [asyncio.run(run_workload(url, args.api_key, workload, warmup, math.inf, spec.seed,
+                                               args.timeout_s))[1] for _ in range(args.repeats)]
     finally:
         if server is not None:
             server.stop()
@@ -149,10 +169,10 @@ def run(args: argparse.Namespace) -> ServeResult:
         overhead = _overhead(kwargs, workload, warmup, http_s, args.repeats)
     result = ServeResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=sum(r.output_len for r in workload),
-        request_rate=None if math.isinf(args.request_rate) else args.request_rate,
+        output_tokens=sum(r.output_len for r in workload), request_rate=None if math.isinf(rate) else rate,
         model=kwargs["model"] or "default", engine_args={} if args.base_url else kwargs, url=url,
-        run=summarize("enginetui-http", "none", workload, timings, duration), overhead=overhead)
+        run=summarize("enginetui-http", "none", workload, timings, duration), overhead=overhead,
+        slos_ms=slos_ms, goodput=goodput(timings, duration, slos_ms), record=args.record)
     result.summary = serve_summary(result)
     return result
 
@@ -188,6 +208,11 @@ def print_serve(result: ServeResult) -> None:
     rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
             (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))]
     print(report.table(["ms", "mean", "median", "p99", "samples"], rows))
+    if result.goodput is not None:
+        slos = ", ".join(f"{k} <= {v:g} ms" for k, v in result.slos_ms.items())
+        print(f"goodput {result.goodput:.2f} req/s ({slos})")
+    if result.record:
+        print(f"the server's step events were recorded to {result.record}")
     o = result.overhead
     if o is not None:
         print(f"all at once, {o.output_tokens} output tokens, {len(o.http_s)} passes each (the best counts):")

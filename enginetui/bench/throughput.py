@@ -24,12 +24,12 @@ from enginetui.core import LLM, SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
-from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size, shared_weights
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.event_counter import EventCounter, StepCounts
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, make_workload, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 
 @dataclass(slots=True)
 class EngineRun:
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> ThroughputResult:
     """The whole `bench throughput` command: engine runs, then the baselines asked for."""
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
-    workload = make_workload(spec, model_vocab_size(kwargs))
+    workload = bench_workload(spec, kwargs)
     modes = event_modes(args)
     loads = list(dict.fromkeys(args.competing))
     compare = set(args.compare or ())

@@ -104,7 +104,7 @@ class VLLMPeer:
                 self.proc.wait(timeout=30)
             except (VLLMError, subprocess.TimeoutExpired, OSError):
                 pass
-        _end_group(self.proc)  # the runner, and any engine process vLLM left behind
+        end_group(self.proc)  # the runner, and any engine process vLLM left behind
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
@@ -152,12 +152,12 @@ def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         if not sel.select(timeout_s):
-            _end_group(proc)
+            end_group(proc)
             return ""
     return proc.stdout.readline()
 
 
-def _end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     """End every process of the runner's session (it started its own): SIGTERM, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

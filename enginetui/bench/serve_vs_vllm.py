@@ -1,0 +1,168 @@
+"""`enginetui bench serve --compare vllm-server`: this engine's server against vLLM's OpenAI server.
+
+Both serve the same weights (one model directory: with --load-format dummy, random weights saved
+once under the engine seed) and get the same requests (token-id prompts, ignore_eos, max_tokens =
+the request's output length, streamed from /v1/completions) on the same seeded Poisson arrivals, at
+each --request-rate in turn. One server at a time, back to back: `enginetui serve` over every rate,
+stopped; then vLLM's api_server (vLLM's interpreter, the model on every core, the dtype our engine
+ran in, prefix caching off on both so a rate never finds the previous rate's prompts cached), stopped.
+Both listen on 127.0.0.1 only; a pass that runs past --timeout-s fails the benchmark, and the
+servers are stopped whatever happens. Per rate: TTFT, TPOT, ITL (p50, p99), end-to-end latency,
+request and output throughput, goodput under the --goodput SLOs, and each figure ours / vLLM's.
+"""
+
+import argparse
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from enginetui.bench import report
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
+from enginetui.bench.goodput import goodput, request_slos
+from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.serve import run_workload, serve_flags
+from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
+
+FIGURES = (  # (label, how to read it from a RatePoint, higher is better)
+    ("output tok/s", lambda p: p.run.output_tokens_per_s, True),
+    ("requests/s", lambda p: p.run.requests_per_s, True),
+    ("goodput req/s", lambda p: p.goodput, True),
+    ("TTFT p50 ms", lambda p: p.run.ttft_ms.median, False),
+    ("TTFT p99 ms", lambda p: p.run.ttft_ms.p99, False),
+    ("TPOT p50 ms", lambda p: p.run.tpot_ms.median, False),
+    ("TPOT p99 ms", lambda p: p.run.tpot_ms.p99, False),
+    ("ITL p50 ms", lambda p: p.run.itl_ms.median, False),
+    ("ITL p99 ms", lambda p: p.run.itl_ms.p99, False),
+    ("E2E p50 ms", lambda p: p.run.e2e_ms.median, False),
+)
+
+
+@dataclass(slots=True)
+class RatePoint:
+    """One server's pass over the workload at one request rate."""
+
+    request_rate: float | None  # mean arrivals per second (None: all at once)
+    run: LatencyRun  # the pass as the client saw it
+    goodput: float | None  # requests per second that met every SLO (None: no --goodput)
+
+
+@dataclass(slots=True)
+class ServeVsVLLMResult:
+    """Everything `bench serve --compare vllm-server` measured (its --json)."""
+
+    workload: WorkloadSpec  # how the requests were drawn
+    prompt_tokens: int  # total prompt tokens of the workload
+    output_tokens: int  # total output tokens of one pass
+    request_rates: list[float | None]  # the rates, in the order run (None: all at once)
+    slos_ms: dict[str, float]  # the goodput SLOs (ttft, tpot, e2e), milliseconds
+    model: str  # the model asked for ("default": the embedded one)
+    engine_args: dict[str, Any]  # our server's engine arguments, as given (the weights then shared)
+    vllm_args: dict[str, Any]  # vLLM's engine arguments besides the model (its defaults otherwise)
+    vllm_version: str  # vLLM's version, from its /version
+    ours: list[RatePoint]  # our server, one point per rate
+    vllm: list[RatePoint]  # vLLM's server, one point per rate
+    ratios: list[dict[str, float | None]] = field(default_factory=list)  # per rate: figure -> ours / vLLM's
+    summary: str = ""  # the one-line summary printed last
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None or not theirs or math.isnan(ours) or math.isnan(theirs):
+        return None
+    return ours / theirs
+
+
+def serve_rates(server_url: str, label: str, workload: list[BenchRequest], warmup: list[BenchRequest],
+                rates: list[float], seed: int, slos_ms: dict[str, float], timeout_s: float) -> list[RatePoint]:
+    """Every rate in turn against one running server."""
+    points = []
+    for rate in rates:
+        timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
+        points.append(RatePoint(None if math.isinf(rate) else rate, summarize(label, "none", workload, timings,
+                                                                              duration),
+                                goodput(timings, duration, slos_ms)))
+    return points
+
+
+def run(args: argparse.Namespace) -> ServeVsVLLMResult:
+    from enginetui.bench.vllm_server import VLLMServer
+    from enginetui.serve.process import ServeProcess
+
+    rates = list(args.request_rate)
+    if args.base_url:
+        raise ValueError("--compare vllm-server starts both servers itself: leave out --base-url")
+    slos_ms = request_slos(args.goodput)
+    spec = spec_from_args(args)
+    kwargs = bench_engine_kwargs(args)
+    if kwargs.get("enable_prefix_caching"):
+        raise ValueError("--compare vllm-server runs every rate on one server: with prefix caching a rate would "
+                         "find the previous rate's prompts cached; leave --enable-prefix-caching out")
+    python = vllm_python(args.vllm_python)  # fail before any server starts
+    vocab_size = model_vocab_size(kwargs)
+    workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
+    report.quiet_transformers()
+    with shared_weights(kwargs) as (shared, weights_dir):
+        server = ServeProcess(*serve_flags(shared), *(["--record", args.record] if args.record else []))
+        try:
+            dtype = httpx.get(f"{server.url}/v1/enginetui/info", timeout=30.0).raise_for_status().json()["engine"]["dtype"]
+            ours = serve_rates(server.url, "enginetui-serve", workload, warmup, rates, spec.seed, slos_ms,
+                               args.timeout_s)
+        finally:
+            server.stop()
+        engine = {**vllm_engine_kwargs(shared, dtype), "enable_prefix_caching": False}
+        if shared.get("skip_tokenizer_init"):
+            engine["skip_tokenizer_init"] = True
+        elif shared.get("tokenizer"):
+            engine["tokenizer"] = shared["tokenizer"]
+        with VLLMServer(python, str(weights_dir), engine) as vllm:
+            version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
+            theirs = serve_rates(vllm.url, "vllm-serve", workload, warmup, rates, spec.seed, slos_ms, args.timeout_s)
+    result = ServeVsVLLMResult(
+        workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        output_tokens=sum(r.output_len for r in workload), request_rates=[p.request_rate for p in ours],
+        slos_ms=slos_ms, model=kwargs["model"] or "default", engine_args=kwargs,
+        vllm_args=engine, vllm_version=version, ours=ours, vllm=theirs,
+        ratios=[{label: ratio(read(a), read(b)) for label, read, _ in FIGURES} for a, b in zip(ours, theirs)],
+    )
+    result.summary = summary(result)
+    return result
+
+
+def _rate_text(rate: float | None) -> str:
+    return "inf" if rate is None else f"{rate:g}"
+
+
+def print_result(result: ServeVsVLLMResult) -> None:
+    print(report.workload_line(result))
+    slos = ", ".join(f"{k} <= {v:g} ms" for k, v in result.slos_ms.items()) or "none (--goodput NAME:MS ...)"
+    print(f"streamed /v1/completions, seeded Poisson arrivals; enginetui serve {result.engine_args} against vLLM "
+          f"{result.vllm_version} api_server {result.vllm_args}; goodput SLOs: {slos}")
+    for rate, a, b, ratios in zip(result.request_rates, result.ours, result.vllm, result.ratios):
+        print(f"\nrequest rate {_rate_text(rate)} req/s (ours {a.run.duration_s:.1f} s, vLLM {b.run.duration_s:.1f} s):")
+        rows = [[label, read(a), read(b), ratios[label], "higher" if higher else "lower"]
+                for label, read, higher in FIGURES]
+        print(report.table(["", "enginetui", "vLLM", "ours/vLLM", "better"], rows))
+
+
+def summary(result: ServeVsVLLMResult) -> str:
+    parts = []
+    for rate, ratios in zip(result.request_rates, result.ratios):
+        out, ttft = ratios["output tok/s"], ratios["TTFT p50 ms"]
+        parts.append(f"@{_rate_text(rate)}: output tok/s {_x(out)}, TTFT p50 {_x(ttft)}, TPOT p50 "
+                     f"{_x(ratios['TPOT p50 ms'])}" + (f", goodput {_x(ratios['goodput req/s'])}"
+                                                        if result.slos_ms else ""))
+    return f"serve {result.workload.name} vs vLLM {result.vllm_version} server, ours/vLLM " + "; ".join(parts)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def main(args: argparse.Namespace) -> int:
+    result = run(args)
+    print_result(result)
+    report.finish(result, args.json)
+    return 0

@@ -1,0 +1,112 @@
+"""`enginetui bench serve --compare vllm-server`, `--goodput` and `--record`: our server and vLLM's
+(a stand-in vLLM server always; the real one when ENGINETUI_VLLM_PYTHON names its interpreter), one
+after the other, on the same requests and arrivals; no process outlives the benchmark. No timing
+assertions: the numbers are not the point here."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from enginetui.bench.goodput import goodput, request_slos
+from enginetui.bench.latency import RequestTiming
+from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
+from enginetui.bench.vllm_server import server_flags
+from tests.bench.conftest import SMALL_WORKLOAD, bench_args
+from tests.conftest import make_opt_dir
+
+FAKE_VLLM = Path(__file__).parent.parent / "bench" / "fake_vllm"  # the stand-in vLLM package
+REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")
+needs_real_vllm = pytest.mark.skipif(not (REAL_VLLM and os.path.exists(REAL_VLLM)),
+                                     reason=f"{VLLM_PYTHON_ENV} does not name vLLM's interpreter")
+
+
+def test_vllm_gets_its_engine_keywords_as_flags_on_localhost():
+    flags = server_flags("/m", {"dtype": "float32", "seed": 0, "enable_prefix_caching": False,
+                                "skip_tokenizer_init": True}, 8123)
+    assert flags[:6] == ["--model", "/m", "--host", "127.0.0.1", "--port", "8123"]
+    assert flags[6:] == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
+                         "--no-enable-prefix-caching", "--skip-tokenizer-init"]
+
+
+def test_goodput_counts_requests_within_every_slo():
+    fast = RequestTiming(sent=0.0, token_times=[0.1, 0.2, 0.3], num_output_tokens=3, done=0.3)  # TTFT 100, TPOT 100
+    slow = RequestTiming(sent=0.0, token_times=[0.5, 0.6], num_output_tokens=2, done=0.6)  # TTFT 500
+    one = RequestTiming(sent=0.0, token_times=[0.2], num_output_tokens=1, done=0.2)  # no TPOT: passes it
+    slos = request_slos(["ttft:200", "tpot:150"])
+    assert slos == {"ttft": 200.0, "tpot": 150.0}
+    assert goodput([fast, slow, one], 2.0, slos) == pytest.approx(1.0)  # 2 good requests in 2 s
+    assert goodput([fast, slow, one], 2.0, {}) is None
+    with pytest.raises(ValueError, match="unknown SLO"):
+        request_slos(["latency:5"])
+
+
+def test_several_rates_need_the_vllm_server_comparison(tiny_opt_dir, capsys):
+    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "1", "2")
+    assert args.func(args) == 2
+    assert "several --request-rate values are for --compare vllm-server" in capsys.readouterr().err
+
+
+def test_bench_serve_records_for_the_accuracy_check(tiny_opt_dir, tmp_path):
+    from enginetui.simulate.accuracy import compare_recording
+
+    path, record = tmp_path / "serve.json", tmp_path / "serve.etrec"
+    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--record", str(record),
+                      "--goodput", "ttft:60000", "--json", str(path))
+    assert args.func(args) == 0
+    data = json.loads(path.read_text())
+    assert data["record"] == str(record) and data["goodput"] > 0
+    rows = {label: (m, p) for label, m, p, _ in compare_recording(str(record), "recorded")}
+    assert rows["output tok/s"][0] == pytest.approx(rows["output tok/s"][1])  # recorded step times: exact
+
+
+def _descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch, capsys):
+    log = tmp_path / "fake-server.jsonl"
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM))
+    monkeypatch.setenv("FAKE_VLLM_SERVER_LOG", str(log))
+    path = tmp_path / "vs.json"
+    before = _descendants()
+    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm-server", "--vllm-python",
+                      sys.executable, "--request-rate", "50", "inf", "--goodput", "ttft:60000", "--json", str(path))
+    assert args.func(args) == 0
+    data = json.loads(path.read_text())
+    assert data["request_rates"] == [50.0, None] and data["vllm_version"] == "0.0-fake"
+    for side in ("ours", "vllm"):
+        assert [p["run"]["e2e_ms"]["count"] for p in data[side]] == [5, 5]
+        assert all(p["goodput"] > 0 for p in data[side])
+    for ratios, ours, theirs in zip(data["ratios"], data["ours"], data["vllm"]):
+        assert ratios["output tok/s"] == pytest.approx(ours["run"]["output_tokens_per_s"]
+                                                       / theirs["run"]["output_tokens_per_s"])
+    started = json.loads(log.read_text())
+    argv = started["argv"]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--dtype") + 1] == "float32"
+    assert "--no-enable-prefix-caching" in argv and "--skip-tokenizer-init" in argv
+    assert started["env"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0" and started["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert not psutil.pid_exists(started["engine_core_pid"]) or \
+        psutil.Process(started["engine_core_pid"]).status() == psutil.STATUS_ZOMBIE
+    assert _descendants() <= before  # both servers and everything they started are gone
+    out = capsys.readouterr().out
+    assert "request rate 50 req/s" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
+
+
+@needs_real_vllm
+def test_compare_with_the_real_vllm_server(tmp_path):
+    model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32
+    path = tmp_path / "vs.json"
+    before = _descendants()
+    args = bench_args("serve", model, *SMALL_WORKLOAD, "--compare", "vllm-server", "--request-rate", "50",
+                      "--goodput", "ttft:60000", "tpot:60000", "--json", str(path))
+    assert args.func(args) == 0
+    data = json.loads(path.read_text())
+    assert data["vllm_version"] and data["vllm_args"]["dtype"] == "float32"
+    theirs = data["vllm"][0]["run"]
+    assert theirs["e2e_ms"]["count"] == 5 and theirs["output_tokens_per_s"] > 0
+    assert data["vllm"][0]["goodput"] > 0 and data["ratios"][0]["output tok/s"] > 0
+    assert _descendants() <= before
