@@ -1,8 +1,9 @@
 """The engine's command-line flags (vLLM's names) and their defaults, in one place.
 
-`enginetui` (cli.py), its dashboard (app.py) and `enginetui bench` take them from here. Each
-flag's default is the engine's own (core.config.EngineConfig), written into its help text; the
-dashboard's one default of its own, a small KV pool, is here too.
+`enginetui` (enginetui/cli.py), its dashboard (enginetui/dashboard/app.py), `enginetui serve`,
+`enginetui simulate` and `enginetui bench` take them from here. Each flag's default is the
+engine's own (core.config.EngineConfig), written into its help text; the dashboard's one default
+of its own, a small KV pool, is here too.
 """
 
 import argparse
