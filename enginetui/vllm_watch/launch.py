@@ -80,6 +80,8 @@ def start_vllm(python: str, model: str, *, workdir: str | None = None, num_block
     A small KV pool (`num_blocks` blocks of BLOCK_SIZE tokens) so evictions happen; prefix caching
     on; the dev-mode routes (/reset_prefix_cache) enabled. Raises RuntimeError with the log's tail
     if it dies or does not answer within `timeout`."""
+    if Path(model).exists():
+        model = str(Path(model).resolve())  # vLLM runs in `folder` (below): a relative path would miss
     folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
     folder.mkdir(parents=True, exist_ok=True)
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"
@@ -93,8 +95,10 @@ def start_vllm(python: str, model: str, *, workdir: str | None = None, num_block
                VLLM_SERVER_DEV_MODE="1")
     log_path = str(folder / "vllm.log")
     with open(log_path, "wb") as log:
+        # Run from its own folder: `python -m` puts the working directory first on sys.path, and this
+        # repository's root holds a `kernels/` package that would shadow the `kernels` vLLM probes for.
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+                                start_new_session=True, cwd=folder)
     server = VllmServer(proc, f"http://127.0.0.1:{port}", kv, replay, log_path, command)
     deadline = time.monotonic() + timeout
     while True:
