@@ -233,6 +233,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         if shown is None or not shown.active:
             self.selected = req_id
         self._streams[req_id] = asyncio.ensure_future(self._stream(req_id, prompt, settings))
+        self.feed.wake()  # the server has work: read /metrics at the busy interval
 
     async def _stream(self, req_id: str, prompt: str, settings: SamplingSettings) -> None:
         state = self.state

@@ -1,6 +1,6 @@
-"""One vLLM server's feeds folded into its `WatchState`: /metrics read every `poll_s` (and
-/v1/models with the tokenizer, once and after each restart), and its KV events, one ZMQ
-subscriber per data-parallel rank that /metrics reports. The dashboard of one server and the fleet
+"""One vLLM server's feeds folded into its `WatchState`: /metrics read every `poll_s` (less often
+while the server idles: poll_pacing.py), /v1/models with the tokenizer (once, and after each
+restart), and its KV events, one ZMQ subscriber per data-parallel rank that /metrics reports. The dashboard of one server and the fleet
 view (one feed per replica) both run them; each runs its long tasks through `start`."""
 
 import asyncio
@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Coroutine
 
 from enginetui.vllm_watch.kv_events import KVEventBatch, rank_endpoint
+from enginetui.vllm_watch.poll_pacing import PollPacing
 from enginetui.vllm_watch.server import ServerError, VllmClient, load_decoder
 from enginetui.vllm_watch.state import WatchState
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
@@ -27,32 +28,46 @@ class ServerFeed:
         self.kv_events = kv_events  # rank 0's KV events PUB endpoint (None: don't listen)
         self.kv_replay = kv_replay  # rank 0's replay endpoint (None: no catching up)
         self.tokenizer = tokenizer  # where to load the tokenizer from (None: the served model's path)
-        self.poll_s = poll_s  # /metrics reading interval
+        self.poll_s = poll_s  # /metrics reading interval while the server works
+        self.pacing = PollPacing(poll_s)  # the wait between readings (longer while the server idles)
+        self.num_readings = 0  # /metrics readings attempted
         self.on_tokenizer = on_tokenizer  # told the directory of a tokenizer once it is loaded (the recorder)
         self.subscribers: dict[int, KvSubscriber] = {}  # rank -> its subscriber
         self._decoder_source: str | None = None  # what the tokenizer was loaded for
 
     async def poll_metrics(self) -> None:
-        """Read /metrics every poll_s; on the way, learn the model (once, and again after a restart)."""
+        """Read /metrics every poll_s (less often while the server idles); on the way, learn
+        the model (once, and again after a restart)."""
         while True:
             started = time.monotonic()
+            sample = await self.read_metrics()
+            wait = self.pacing.after_reading(sample)
+            await self.pacing.wait(max(0.02, wait - (time.monotonic() - started)))
+
+    async def read_metrics(self):
+        """One reading of /metrics folded into the state (None: it failed)."""
+        self.num_readings += 1
+        try:
+            sample = await self.client.metrics()
+            restarts = self.state.restarts
+            self.state.apply_metrics(sample)
+            if self.state.restarts != restarts:
+                for sub in self.subscribers.values():
+                    sub.resync()
+            self.follow_new_ranks(sample.engines)
+        except ServerError as exc:
+            self.state.metrics_failed(time.time(), str(exc))
+            return None
+        if self.state.server is None or self.state.restarts != restarts:
             try:
-                sample = await self.client.metrics()
-                restarts = self.state.restarts
-                self.state.apply_metrics(sample)
-                if self.state.restarts != restarts:
-                    for sub in self.subscribers.values():
-                        sub.resync()
-                self.follow_new_ranks(sample.engines)
+                await self.learn_model()
             except ServerError as exc:
-                self.state.metrics_failed(time.time(), str(exc))
-            else:
-                if self.state.server is None or self.state.restarts != restarts:
-                    try:
-                        await self.learn_model()
-                    except ServerError as exc:
-                        self.state.models_failed(time.time(), str(exc))
-            await asyncio.sleep(max(0.02, self.poll_s - (time.monotonic() - started)))
+                self.state.models_failed(time.time(), str(exc))
+        return sample
+
+    def wake(self) -> None:
+        """Work shows outside /metrics: read it soon, at the busy interval."""
+        self.pacing.wake()
 
     async def learn_model(self) -> None:
         info = await self.client.models()
@@ -93,6 +108,8 @@ class ServerFeed:
 
     def _on_batch(self, batch: KVEventBatch, replayed: bool) -> None:
         self.state.apply_batch(batch, replayed)
+        if not replayed:  # the server is caching blocks now
+            self.wake()
 
     async def _run_subscriber(self, sub: KvSubscriber) -> None:
         try:
