@@ -16,6 +16,30 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout under test
+SHARED_SCOPES = ("module", "class")  # tests sharing a fixture of these scopes stay on one xdist worker
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order and group the tests for parallel runs (`-n N --dist loadgroup`, the README's command).
+
+    - The tests marked `slow` (minutes: vLLM starts, kernel compiles) come first, so that a worker
+      does not start one when the others are nearly done.
+    - The tests of a module that share a module- or class-scoped fixture (the vLLM oracle's run,
+      an engine built once) form one xdist group: one worker builds that fixture once.
+    - The tests of the shared `enginetui serve` process (tests/serve's session `server`) form one
+      group too: one server, not one per worker.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise in file order
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        fixtures = getattr(item, "_fixtureinfo", None)
+        definitions = [d for defs in (fixtures.name2fixturedefs.values() if fixtures else ()) for d in defs]
+        if any(d.scope in SHARED_SCOPES for d in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        elif "server" in item.fixturenames and item.nodeid.startswith("tests/serve/"):
+            item.add_marker(pytest.mark.xdist_group("tests/serve/conftest.py::server"))
 
 
 def checkout_env(**extra: str) -> dict[str, str]:

@@ -87,7 +87,9 @@ def start_vllm(python: str, model: str, *, workdir: str | None = None, num_block
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"
     port = port or free_port()
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv, "replay_endpoint": replay}
-    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--dtype", "float32",
+    # -P: the working directory must not shadow installed packages (run from this repository's root,
+    # its kernels/ folder would be what transformers imports as the `kernels` package, and fail)
+    command = [python, "-P", "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--dtype", "float32",
                "--host", "127.0.0.1", "--port", str(port), "--block-size", str(BLOCK_SIZE),
                "--num-gpu-blocks-override", str(num_blocks), "--max-model-len", str(max_model_len),
                "--enable-prefix-caching", "--kv-events-config", json.dumps(config), *extra_args]

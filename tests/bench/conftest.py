@@ -1,7 +1,11 @@
-"""Helpers for the benchmark tests: CLI arguments for small, fast runs on the tiny model."""
+"""Helpers for the benchmark tests: CLI arguments for small, fast runs on the tiny model, and the
+wait for a quiet machine made instant."""
 
 import argparse
 
+import pytest
+
+from enginetui.bench import competing, quiet
 from enginetui.cli import build_parser
 
 SMALL_ENGINE = ["--num-gpu-blocks-override", "64", "--device", "cpu"]  # a small pool keeps steps cheap
@@ -12,3 +16,19 @@ SMALL_WORKLOAD = ["--num-prompts", "5", "--min-input-len", "8", "--max-input-len
 def bench_args(kind: str, model_dir: str, *extra: str) -> argparse.Namespace:
     """Parse `enginetui bench KIND --model DIR ...` with the real parser."""
     return build_parser().parse_args(["bench", kind, "--model", model_dir, *SMALL_ENGINE, *extra])
+
+
+@pytest.fixture(autouse=True)
+def quiet_waits(monkeypatch) -> list[bool]:
+    """Every timed pass still runs the wait for a quiet machine (enginetui.bench.quiet), on a sampler
+    that finds the machine quiet at once: the tests check counts, not speed, and on a machine busy
+    with other tests (or with the pass before) each wait would cost up to quiet.TIMEOUT_S. What the
+    wait itself does is tested on a fake machine in test_quiet.py. The list holds each wait's result."""
+    waits: list[bool] = []
+
+    def wait_on_a_quiet_machine() -> bool:
+        waits.append(quiet.wait_until_quiet(sample=lambda seconds: 0.0))
+        return waits[-1]
+
+    monkeypatch.setattr(competing, "wait_until_quiet", wait_on_a_quiet_machine)
+    return waits

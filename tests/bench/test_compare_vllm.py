@@ -82,10 +82,11 @@ def test_throughput_compares_with_vllm_per_cores_mode_and_load(tiny_opt_dir, fak
     assert set(result.competing_ratio) == {"busy"} and "vllm-all" in result.summary
 
 
-def test_every_vllm_pass_starts_from_a_cold_prefix_cache(tiny_opt_dir, fake_vllm):
+def test_every_vllm_pass_starts_from_a_cold_prefix_cache(tiny_opt_dir, fake_vllm, quiet_waits):
     """vLLM keeps the blocks of the last pass's prompts: timed from them, its passes would skip prefill."""
     args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm", "--repeats", "3")
     result = throughput.run(args)
+    assert len(quiet_waits) == len(result.runs) + len(result.vllm_runs) == 6  # each timed pass waited for quiet
     assert [v.repeat for v in result.vllm_runs] == [0, 1, 2]
     assert [v.cached_prompt_tokens for v in result.vllm_runs] == [0, 0, 0]
     assert [r.cached_prompt_tokens for r in result.runs] == [0, 0, 0]
@@ -129,6 +130,7 @@ def test_the_dashboard_load_needs_step_events(tiny_opt_dir, monkeypatch):
         throughput.run(args)
 
 
+@pytest.mark.slow
 @needs_real_vllm
 def test_real_vllm_same_weights_greedy_tokens_agree(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32
@@ -140,6 +142,7 @@ def test_real_vllm_same_weights_greedy_tokens_agree(tmp_path):
     assert result.hf_runs and result.vllm_ratio["vllm-default"] > 0
 
 
+@pytest.mark.slow
 @needs_real_vllm
 def test_real_vllm_latency_streams_every_token(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # a minute of CPU: started first in parallel runs (tests/conftest.py)
 
 
 def test_kernels_compile_for_sm90_without_spills_in_half_precision(tmp_path):

@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # a minute of CPU: started first in parallel runs (tests/conftest.py)
 
 
 def test_gpu_check_cpu_smoke_passes_every_section(tmp_path):

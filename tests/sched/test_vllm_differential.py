@@ -24,10 +24,9 @@ NUM_TRACES = 300
 NUM_ASYNC_TRACES = 150
 ORACLE = Path(__file__).with_name("vllm_oracle.py")
 
-pytestmark = pytest.mark.skipif(
-    not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
-    reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed",
-)
+pytestmark = [pytest.mark.skipif(not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
+                                 reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed"),
+              pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

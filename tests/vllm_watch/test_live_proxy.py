@@ -18,7 +18,7 @@ from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(1800)]
+              pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything the live server does
 BURST = 12  # concurrent streamed requests through the proxy (more than max_num_seqs: some wait)

@@ -21,7 +21,7 @@ from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(1800)]
+              pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (150, 50)
 WAIT_S = 120.0  # for anything the live server does
 
