@@ -141,7 +141,8 @@ def print_result(result: ServeVsVLLMResult) -> None:
     print(f"streamed /v1/completions, seeded Poisson arrivals; enginetui serve {result.engine_args} against vLLM "
           f"{result.vllm_version} api_server {result.vllm_args}; goodput SLOs: {slos}")
     for rate, a, b, ratios in zip(result.request_rates, result.ours, result.vllm, result.ratios):
-        print(f"\nrequest rate {_rate_text(rate)} req/s (ours {a.run.duration_s:.1f} s, vLLM {b.run.duration_s:.1f} s):")
+        arrivals = "all at once" if rate is None else f"request rate {rate:g} req/s"
+        print(f"\n{arrivals} (ours {a.run.duration_s:.1f} s, vLLM {b.run.duration_s:.1f} s):")
         rows = [[label, read(a), read(b), ratios[label], "higher" if higher else "lower"]
                 for label, read, higher in FIGURES]
         print(report.table(["", "enginetui", "vLLM", "ours/vLLM", "better"], rows))
