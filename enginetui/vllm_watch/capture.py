@@ -16,9 +16,18 @@ It writes to OUT:
 - metrics.jsonl.xz: every /metrics reading, one per line: {"t", "text"} (xz: the texts repeat);
 - completion_stream.txt: the server-sent events of the streamed completion;
 - session.json: vLLM's version and command line, /v1/models, the workload's steps with their times.
+
+With --burst it records the scheduler rebuild's workload instead (enginetui/vllm_watch/burst.py):
+BURST_REQUESTS streamed requests at once through the watcher's proxy into a BURST_BLOCKS-block pool
+with BURST_LIMITS (preemptions), the watcher's state recorded as `enginetui attach --record` does:
+
+- burst.etrec.xz: the watch recording (every /metrics reading, each request through the proxy and
+  each piece of its response, with when it went by), xz-compressed;
+- session.json: vLLM's version and command line, the limits given, the workload.
 """
 
 import argparse
+import asyncio
 import base64
 import json
 import lzma
@@ -31,7 +40,9 @@ from pathlib import Path
 import httpx
 import zmq
 
+from enginetui.vllm_watch.burst import proxied_burst
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.vllm_watch.state import SchedulerLimits
 
 SHARED = ("Return the number of items in the list. This function reads a file and returns a new list of "
           "the items in the file, in the order they were read. If the file is empty, the list is empty. ")
@@ -43,6 +54,11 @@ BURST = tuple(f"{topic} The function returns a new object of the same type, and 
                             "A tuple", "The iterator", "A generator", "The context manager", "A set"))
 BURST_TOKENS = 300  # each burst request's length past its prompt: ten of them need more blocks than the pool has
 POLL_S = 0.25  # /metrics reading interval (the tiny model serves the whole workload in seconds)
+BURST_REQUESTS = 64  # --burst: requests sent at once
+BURST_MAX_TOKENS = 96  # --burst: each one's length (ignore_eos)
+BURST_BLOCKS = 32  # --burst: the KV pool (32-token blocks): 16 requests of ~120 tokens need more, so vLLM preempts
+BURST_LIMITS = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=512)  # --burst: vLLM's scheduler flags
+BURST_POLL_S = 0.2  # --burst: /metrics reading interval
 
 
 class Recorder:
@@ -129,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-python", default=vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
     parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
     parser.add_argument("--out", required=True, help="folder for the fixture files")
+    parser.add_argument("--burst", action="store_true", help="record the scheduler rebuild's burst through the proxy")
     args = parser.parse_args(argv)
     if not args.vllm_python:
         parser.error("pass --vllm-python or set ENGINETUI_VLLM_PYTHON")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = str(Path(args.model).resolve())
+    if args.burst:
+        return capture_burst(args.vllm_python, model, out)
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     with start_vllm(args.vllm_python, model) as server:
         rec = Recorder(server.url, server.kv_endpoint)
@@ -152,6 +171,36 @@ def main(argv: list[str] | None = None) -> int:
                "num_frames": len(rec.frames), "num_metrics": len(rec.metrics)}
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     print(f"{len(rec.frames)} KV event batches, {len(rec.metrics)} /metrics readings -> {out}", file=sys.stderr)
+    return 0
+
+
+def burst_args(limits: SchedulerLimits) -> tuple[str, ...]:
+    """vLLM's flags for the scheduler limits the burst runs under."""
+    return ("--max-num-seqs", str(limits.max_num_seqs), "--max-num-batched-tokens", str(limits.max_num_batched_tokens))
+
+
+def capture_burst(python: str, model: str, out: Path) -> int:
+    print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
+    record = out / "burst.etrec"
+    with start_vllm(python, model, num_blocks=BURST_BLOCKS, extra_args=burst_args(BURST_LIMITS)) as server:
+        state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=BURST_REQUESTS,
+                                          max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=BURST_POLL_S))
+        version = httpx.get(server.url + "/version").json().get("version")
+        command = [Path(server.command[0]).name, *server.command[1:]]
+    with lzma.open(out / "burst.etrec.xz", "wb") as f:
+        f.write(record.read_bytes())
+    record.unlink()
+    session = {"vllm_version": version, "model": model, "command": command,
+               "limits": {"max_num_seqs": BURST_LIMITS.max_num_seqs,
+                          "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens},
+               "requests": BURST_REQUESTS, "max_tokens": BURST_MAX_TOKENS, "poll_s": BURST_POLL_S}
+    (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
+    rebuild = state.rebuild
+    if rebuild is not None:
+        agree = sum(c.agrees for c in rebuild.checks)
+        print(f"rebuild agrees on {agree}/{len(rebuild.checks)} readings; preemptions "
+              f"{rebuild.num_preemptions} rebuilt", file=sys.stderr)
+    print(f"{len(state.requests)} requests -> {out}", file=sys.stderr)
     return 0
 
 

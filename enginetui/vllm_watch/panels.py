@@ -16,6 +16,7 @@ from enginetui.dashboard.widgets.sparklines import BARS
 from enginetui.plural import count
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
+from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
@@ -147,13 +148,28 @@ def why_text(state: WatchState) -> Text:
         most = f" (none over {steps.max_tokens:g})" if steps.max_tokens is not None and math.isfinite(steps.max_tokens) else ""
         budget = f" of a {limits.max_num_batched_tokens}-token budget" if limits.max_num_batched_tokens else ""
         text.append(f"\n{rate}{steps.mean_tokens:.1f} tok/step{most}{budget}")
-    if state.queue_checks:
+    rebuild = state.rebuild
+    if rebuild is not None and rebuild.checks:
+        text.append_text(rebuild_text(rebuild))
+    elif state.queue_checks:
         last = state.queue_checks[-1]
         agree, total = agreement(state.queue_checks)
         text.append(f"\nrebuilt from requests seen: running {last.rebuilt_running} · waiting {last.rebuilt_waiting}"
                     f" · within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)")
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
         text.append("\nlimits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens", style=DIM)
+    return text
+
+
+def rebuild_text(rebuild: SchedRebuild) -> Text:
+    """The scheduler rebuild's latest state and how often it agreed with vLLM's gauges."""
+    last = rebuild.checks[-1]
+    agree, total = agreement(rebuild.checks)
+    text = Text(f"\nrebuilt with this engine's scheduler: running {last.rebuilt_running} · waiting "
+                f"{last.rebuilt_waiting} · agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings"
+                f" · preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})")
+    if rebuild.num_skipped:
+        text.append(f" · {rebuild.num_skipped} requests left out (no usage)", style=DIM)
     return text
 
 

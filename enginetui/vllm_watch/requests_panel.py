@@ -42,7 +42,8 @@ class WatchRequestsTable(RequestsTable):
         self._drawn: tuple | None = None  # what show() drew: each row's (id, status, text length, tokens, TTFT), the selection
 
     def show(self, views: list[WatchedRequest], selected: str | None, empty: str = "") -> None:
-        drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token) for v in views),
+        drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token,
+                        v.rebuilt_preemptions) for v in views),
                  selected, empty)
         if drawn == self._drawn:
             return  # no request moved: nothing to repaint
@@ -64,6 +65,8 @@ class WatchRequestsTable(RequestsTable):
         if view.status in ("rejected", "error"):
             return row.append(tail(one_line(view.detail or view.status), room), style=STYLES[view.status])
         note = Text()
+        if view.rebuilt_preemptions:
+            note.append(f"preempted ×{view.rebuilt_preemptions} (rebuilt) · ", style="yellow")
         if not view.active and view.finish_reason:
             note.append(f"{view.finish_reason} · ", style=DIM)
         body = view.text if view.text else view.prompt

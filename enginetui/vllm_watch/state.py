@@ -14,6 +14,7 @@ from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues
 from enginetui.vllm_watch.requests import WatchedRequest
+from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
 
 HISTORY_POINTS = 240  # sparkline points kept (one per /metrics reading)
 LOG_LINES = 500  # event-log lines kept
@@ -115,6 +116,7 @@ class WatchState:
     proxy_error: str = ""  # why the proxy is not serving
     log: deque[WatchLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
     limits: SchedulerLimits = field(default_factory=SchedulerLimits)  # vLLM's scheduler limits, where given
+    rebuild: SchedRebuild | None = None  # vLLM's scheduler rebuilt with this engine's (None: its config not known yet)
     restarts: int = 0  # server restarts seen
     missed_batches: int = 0  # KV event batches lost for good (not in the replay buffer)
     batches_seen: int = 0  # KV event batches received since we attached, across restarts (the endpoint works)
@@ -151,6 +153,7 @@ class WatchState:
             h.step_tokens.append(steps.mean() if steps is not None else None)
         self.window.append(sample)
         self._check_queues(sample)
+        self._rebuild_step(sample)
         while self.window and sample.time - self.window[0].time > WINDOW_S:
             self.window.popleft()
         self.latest = sample
@@ -167,6 +170,30 @@ class WatchState:
         rebuilt = rebuilt_queues(self.requests.values(), sample.time)
         if running or waiting or any(rebuilt):  # readings with traffic only (idle ones agree trivially)
             self.queue_checks.append(QueueCheck(sample.time, running, waiting, *rebuilt))
+
+    def _rebuild_step(self, sample: MetricsSample) -> None:
+        """Start the scheduler rebuild once vLLM's pool and limits are known; hand it the reading."""
+        if self.rebuild is None:
+            setup = self._rebuild_setup()
+            if setup is None:
+                return
+            self.rebuild = SchedRebuild(setup)
+            for view in self.requests.values():
+                self.rebuild.track(view)
+        self.rebuild.reading(sample.time, sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0,
+                             sample.total(m.PREEMPTIONS) or 0.0)
+        self.rebuild.advance()
+
+    def _rebuild_setup(self) -> RebuildSetup | None:
+        """vLLM's configuration for the rebuild: its pool (/metrics), its limits (given), its max_model_len
+        (/v1/models); None until all are known."""
+        limits, blocks, size = self.limits, self.config("num_gpu_blocks"), self.config("block_size")
+        if not (limits.max_num_seqs and limits.max_num_batched_tokens and blocks and size and self.server
+                and self.server.max_model_len):
+            return None
+        # vLLM's block pool keeps one of its blocks as the null block (never handed to a request)
+        return RebuildSetup(int(blocks) - 1, int(size), self.config("enable_prefix_caching") == "True",
+                            limits.max_num_seqs, limits.max_num_batched_tokens, self.server.max_model_len)
 
     def metrics_failed(self, when: float, reason: str) -> None:
         """A /metrics reading failed (the server is down, restarting, or not there)."""
@@ -187,6 +214,7 @@ class WatchState:
                 self.caches.start_over(rank)
         self.window.clear()
         self.latest = None
+        self.rebuild = None  # a new server: its scheduler starts empty (rebuilt again from the next reading)
         self.tokens_at_attach = 0.0  # the new server counts its tokens from zero
         self.note(when, "restart", f"the server restarted ({why}): its prefix cache starts empty")
 
@@ -337,13 +365,14 @@ class WatchState:
         if view is None or not view.active:
             return
         view.status = "streaming"
+        view.prompt_tokens = prompt_tokens if prompt_tokens is not None else view.prompt_tokens
+        view.output_tokens = output_tokens if output_tokens is not None else view.output_tokens
         if text:
             view.text += text
             view.token_chunks += 1
             view.first_token = view.first_token or when
             view.last_token = when
-        view.prompt_tokens = prompt_tokens if prompt_tokens is not None else view.prompt_tokens
-        view.output_tokens = output_tokens if output_tokens is not None else view.output_tokens
+            view.tokens_seen(when)
         self.version += 1
 
     def end_request(self, req_id: str, status: str, reason: str, detail: str, when: float) -> None:
@@ -398,6 +427,8 @@ class WatchState:
 
     def _add(self, view: WatchedRequest) -> WatchedRequest:
         self.requests[view.req_id] = view
+        if self.rebuild is not None:
+            self.rebuild.track(view)
         if len(self.requests) > MAX_REQUESTS:  # the oldest ended ones go first
             for old in [k for k, v in self.requests.items() if not v.active][: len(self.requests) - MAX_REQUESTS]:
                 del self.requests[old]

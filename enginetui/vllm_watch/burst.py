@@ -1,0 +1,76 @@
+"""A burst of streamed requests through the watcher's proxy, with no dashboard: the watcher's state
+(recorded when a file is given) reads vLLM's /metrics while every request goes through the proxy.
+The capture script records a fixture with it (`capture --burst`) and the live rebuild test runs it.
+
+Each request streams with vLLM's usage on every chunk (`continuous_usage_stats`), so the state
+knows each request's prompt length and when each of its tokens went by.
+"""
+
+import asyncio
+import time
+
+import httpx
+
+from enginetui.vllm_watch import proxy as proxy_server
+from enginetui.vllm_watch.feed import ServerFeed
+from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder
+from enginetui.vllm_watch.server import VllmClient
+from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+
+TOPICS = ("A class is", "An exception", "The module", "A dictionary", "The method", "A tuple", "The iterator",
+          "A generator")  # burst prompts start with one of these
+SETTLE_READINGS = 3  # /metrics readings after the last request ended (vLLM's gauges back at rest)
+READING_TIMEOUT_S = 60.0  # most to wait for those
+
+
+def burst_prompt(i: int) -> str:
+    """The i-th burst request's prompt: 20 to 40 tokens of the embedded model's tokenizer."""
+    return f"{i} {TOPICS[i % len(TOPICS)]} a thing that " + "returns the items in order, " * (1 + i % 4)
+
+
+async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int = 64, max_tokens: int = 64,
+                        record: str | None = None, poll_s: float = 0.25) -> WatchState:
+    """Send `num_requests` streamed completions at once through a proxy in front of `url`; return the
+    watcher's state once all ended and vLLM's gauges were read a few times more."""
+    client = VllmClient(url, None)
+    recorder = WatchRecorder(record, url, None) if record else None
+    state = (RecordingWatchState(url, None, recorder, limits=limits) if recorder
+             else WatchState(url, None, limits=limits))
+    tasks: list[asyncio.Task] = []
+    feed = ServerFeed(state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=None,
+                      poll_s=poll_s)
+    sock = proxy_server.listen("127.0.0.1", 0)
+    proxy_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    state.proxy_listening(time.time(), proxy_url)
+    tasks.append(asyncio.create_task(proxy_server.serve(proxy_server.VllmProxy(url, state), sock)))
+    tasks.append(asyncio.create_task(feed.poll_metrics()))
+    try:
+        async with httpx.AsyncClient(timeout=600) as http:
+            model = (await http.get(f"{url}/v1/models")).json()["data"][0]["id"]
+            while state.latest is None:  # a reading before the burst
+                await asyncio.sleep(0.05)
+
+            async def one(i: int) -> None:
+                body = {"model": model, "prompt": burst_prompt(i), "max_tokens": max_tokens, "temperature": 0,
+                        "ignore_eos": True, "stream": True,
+                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+                async with http.stream("POST", f"{proxy_url}/v1/completions", json=body) as r:
+                    r.raise_for_status()
+                    async for _ in r.aiter_bytes():
+                        pass
+
+            await asyncio.gather(*(one(i) for i in range(num_requests)))
+        deadline = time.monotonic() + READING_TIMEOUT_S
+        while any(v.active for v in state.requests.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        settled = time.time() + SETTLE_READINGS * poll_s
+        while state.latest.time < settled and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client.close()
+        if recorder is not None:
+            recorder.close()
+    return state

@@ -1,0 +1,308 @@
+"""vLLM's scheduler state rebuilt step by step with this engine's own Scheduler and KV cache
+manager, driven by what the proxy saw, and checked against every /metrics reading.
+
+What drives it, per request through the proxy (or typed here): its arrival, its prompt length
+(vLLM's `usage.prompt_tokens`), when each generated token went by (`WatchedRequest.token_times`)
+and how many it generated in the end. What configures it: vLLM's pool (`num_gpu_blocks`,
+`block_size`, `enable_prefix_caching` of `vllm:cache_config_info`), its scheduler limits (the
+watcher's --max-num-seqs / --max-num-batched-tokens: /metrics does not carry them) and
+`max_model_len` (/v1/models). The scheduler is stepped exactly as the simulator steps it
+(`schedule()`, then `update_from_output()` with a stand-in token for each request that samples);
+the wire decides only two things the scheduler cannot know:
+
+- when a step happened: the median time at which the tokens it sampled went by (a step that
+  samples nothing, a prefill chunk, takes the time of the next one that does);
+- where a request stops: at the token count it finished with (until then, at its max_tokens).
+
+A step is applied only once every token it samples has gone by (or its request ended), so the
+rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
+has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
+passes their arrival. vLLM reports a prompt's length with its first chunk: until then the request
+waits in the rebuild with a stand-in prompt, and the rebuild does not plan a step that might
+admit it (it is among the first waiting requests for the free seats).
+
+What it cannot see: prompt token ids (each prompt is made of tokens no other prompt shares, so
+prefix-cache hits are not rebuilt), requests sent to vLLM around the proxy, and asynchronous
+scheduling (the rebuild plans each step after the previous one's tokens, as vLLM does on CPU).
+"""
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from statistics import median
+
+from enginetui.core.config import EngineConfig
+from enginetui.core.request import Request, RequestStatus
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.scheduler import Scheduler
+from enginetui.simulate.step_shape import step_shape
+from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.requests import WatchedRequest
+
+STAND_IN_TOKEN = 0  # the token every rebuilt request "samples" (its stop comes from the wire)
+MAX_CHECKS = 10_000  # readings kept
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildSetup:
+    """vLLM's configuration, as far as the rebuild needs it."""
+
+    num_blocks: int  # KV blocks requests can hold (vLLM's num_gpu_blocks less its null block)
+    block_size: int  # tokens per KV block
+    prefix_caching: bool  # enable_prefix_caching
+    max_num_seqs: int  # most requests running at once
+    max_num_batched_tokens: int  # token budget of one step
+    max_model_len: int  # longest prompt + output
+
+
+@dataclass(frozen=True, slots=True)
+class RebuiltStep:
+    """The rebuilt state after one step."""
+
+    time: float  # when the step ended, by the tokens it sampled going by (seconds, time.time())
+    running: int  # requests running
+    waiting: int  # requests waiting (preempted ones included)
+    used_blocks: int  # KV blocks referenced
+    preemptions: int  # preemptions so far
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildCheck:
+    """One /metrics reading against the rebuilt state at its time."""
+
+    time: float  # when it was read
+    running: float  # vLLM's num_requests_running
+    waiting: float  # vLLM's num_requests_waiting
+    preemptions: float  # vLLM's num_preemptions since the rebuild started
+    rebuilt_running: int  # the rebuild's running requests
+    rebuilt_waiting: int  # the rebuild's waiting requests
+    rebuilt_preemptions: int  # the rebuild's preemptions so far
+
+    @property
+    def agrees(self) -> bool:
+        return abs(self.running - self.rebuilt_running) <= TOLERANCE and \
+            abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A /metrics reading waiting for the rebuild to pass its time."""
+
+    time: float  # when it was read
+    running: float  # vLLM's gauges then
+    waiting: float
+    preemptions: float  # vLLM's preemption counter then (since the rebuild started)
+
+
+@dataclass(slots=True)
+class SchedRebuild:
+    """The rebuild of one vLLM server's scheduler; feed it requests and readings, call advance()."""
+
+    setup: RebuildSetup  # vLLM's configuration
+    sched: Scheduler = field(init=False)  # this engine's scheduler, standing in for vLLM's
+    views: deque[WatchedRequest] = field(default_factory=deque)  # generating requests not yet in the scheduler, by arrival
+    entered: dict[str, WatchedRequest] = field(default_factory=dict)  # requests in the scheduler (and ended there), by id
+    steps: list[RebuiltStep] = field(default_factory=list)  # the rebuilt state after each timed step, in time order
+    checks: deque[RebuildCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings checked
+    num_preemptions: int = 0  # preemptions rebuilt so far
+    num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
+    clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
+    _plan: object = None  # the step scheduled and not applied yet (its tokens have not all gone by)
+    _unsized: set[str] = field(default_factory=set)  # ids of requests in the scheduler whose prompt length is not known yet
+    _sampling: list[str] = field(default_factory=list)  # ids of the requests that sample in _plan
+    _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
+    _pending: deque[_Pending] = field(default_factory=deque)  # readings not yet passed
+    _preempt_base: float | None = None  # vLLM's preemption counter at the first reading
+
+    def __post_init__(self) -> None:
+        s = self.setup
+        config = EngineConfig(device="cpu", block_size=s.block_size, enable_prefix_caching=s.prefix_caching,
+                              max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
+                              max_model_len=s.max_model_len, async_scheduling=False)
+        self.sched = Scheduler(config, s.num_blocks, s.max_model_len)
+
+    # ---- input ---------------------------------------------------------------------------
+
+    def track(self, view: WatchedRequest) -> None:
+        """A generating request seen (in arrival order)."""
+        if view.generates:
+            self.views.append(view)
+
+    def reading(self, time: float, running: float, waiting: float, preemptions: float) -> None:
+        """A /metrics reading: vLLM's gauges and its preemption counter (total since it started)."""
+        if self._preempt_base is None:
+            self._preempt_base = preemptions
+        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base))
+
+    # ---- stepping ------------------------------------------------------------------------
+
+    def advance(self) -> None:
+        """Step as far as the wire allows, then check the readings the rebuild has passed."""
+        sched = self.sched
+        while True:
+            if self._plan is None:
+                self._admit()
+                self._size_prompts()
+                self._end_finished()
+                if self._unsized_may_run():
+                    break  # the step might admit a request whose prompt length is not known yet
+                if not sched.has_unfinished_requests():
+                    sched.drain_step_record()
+                    if not self.views:
+                        break
+                    continue
+                self._plan = sched.schedule()
+                self._sampling = []
+                step_shape(0, self._plan, sched.requests, self._sampling)
+            times = self._token_times()
+            if times is None:
+                break  # a token this step samples has not gone by yet
+            self._apply(times)
+        self._check()
+
+    def _admit(self) -> None:
+        """Put the requests that arrived by the next step into the scheduler, in the order vLLM took
+        them in: by their first token (requests that arrive together reach vLLM in no set order;
+        vLLM admits first come, first served, so the first it took in are the first to sample)."""
+        gate = self._gate()
+        arrived = []
+        while self.views and self.views[0].arrival <= gate:
+            arrived.append(self.views.popleft())
+        arrived.sort(key=lambda v: v.first_token if v.first_token is not None else float("inf"))
+        for view in arrived:
+            if view.prompt_tokens is None and not view.active:
+                self.num_skipped += 1  # never reported (refused, failed, or no usage): left out
+                continue
+            self.clock = view.arrival if self.clock is None else self.clock
+            self.entered[view.req_id] = view
+            if view.prompt_tokens is None:
+                self._unsized.add(view.req_id)
+            self.sched.add_request(_engine_request(view, self.setup.max_model_len))
+
+    def _gate(self) -> float:
+        """Requests that arrived by this time enter before the next step: the previous step's end; after
+        idle, the first token of the step that ends it (every request that arrived by then could be in it)."""
+        if self.sched.has_unfinished_requests() or not self.views:
+            return self.clock if self.clock is not None else float("-inf")
+        first = min((v.first_token for v in self.views if v.first_token is not None), default=self.views[0].arrival)
+        self.clock = max(self.clock or self.views[0].arrival, self.views[0].arrival)
+        return max(first, self.clock)
+
+    def _size_prompts(self) -> None:
+        """Give the waiting requests whose prompt length came meanwhile their prompt; leave out those
+        that ended without one."""
+        for req_id in list(self._unsized):
+            view, request = self.entered[req_id], self.sched.requests.get(req_id)
+            if view.prompt_tokens is not None:
+                self._unsized.discard(req_id)
+                if request is not None:
+                    fresh = _engine_request(view, self.setup.max_model_len)
+                    request.prompt_token_ids, request.max_tokens = fresh.prompt_token_ids, fresh.max_tokens
+            elif not view.active:
+                self._unsized.discard(req_id)
+                self.num_skipped += 1
+                if request is not None:
+                    self.sched.finish_requests([req_id], RequestStatus.FINISHED_ABORTED, "no prompt length")
+
+    def _unsized_may_run(self) -> bool:
+        """A request of unknown prompt length is among the first waiting ones for the free seats."""
+        if not self._unsized:
+            return False
+        seats = self.setup.max_num_seqs - len(self.sched.running)
+        for i, request in enumerate(self.sched.waiting):
+            if i >= seats:
+                return False
+            if request.request_id in self._unsized:
+                return True
+        return False
+
+    def _end_finished(self) -> None:
+        """Requests whose response ended with no more tokens than the rebuild gave them end now."""
+        done = [r.request_id for r in self.sched.requests.values()
+                if not self.entered[r.request_id].active
+                and r.num_output_tokens >= len(self.entered[r.request_id].token_times)]
+        if done:
+            self.sched.finish_requests(done, RequestStatus.FINISHED_ABORTED, "ended on the wire")
+
+    def _token_times(self) -> list[float] | None:
+        """When the tokens the planned step samples went by (None: one has not yet)."""
+        times = []
+        for req_id in self._sampling:
+            request = self.sched.requests[req_id]
+            view = self.entered[req_id]
+            k = request.num_output_tokens
+            if k < len(view.token_times):
+                times.append(view.token_times[k])
+            elif view.active:
+                return None
+        return times
+
+    def _apply(self, times: list[float]) -> None:
+        sched = self.sched
+        for req_id in self._sampling:
+            view = self.entered[req_id]
+            if not view.active:  # stop where the wire stopped
+                request = sched.requests[req_id]
+                request.max_tokens = max(len(view.token_times), request.num_output_tokens + 1)
+        sched.update_from_output(self._plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN))
+        for req_id in self._plan.preempted_req_ids:
+            self.entered[req_id].rebuilt_preemptions += 1
+        self.num_preemptions += len(self._plan.preempted_req_ids)
+        sched.drain_step_record()
+        self._plan = None
+        state = (len(sched.running), len(sched.waiting), sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
+                 self.num_preemptions)
+        if not times:
+            self._untimed.append(state)
+            return
+        end = max(median(times), self.clock or 0.0, self.steps[-1].time if self.steps else 0.0)
+        for earlier in self._untimed:
+            self.steps.append(RebuiltStep(end, *earlier))
+        self._untimed.clear()
+        self.steps.append(RebuiltStep(end, *state))
+        self.clock = end
+
+    # ---- checking ------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Check every pending reading the rebuild has passed (all of them once the traffic ended)."""
+        idle = self._plan is None and not self.views and not self.sched.has_unfinished_requests()
+        passed = self.steps[-1].time if self.steps else None
+        while self._pending and (idle or (passed is not None and self._pending[0].time < passed)):
+            p = self._pending.popleft()
+            running, waiting, preempted = self.state_at(p.time)
+            if p.running or p.waiting or running or waiting:  # readings with traffic only
+                self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
+                                                preempted))
+
+    def state_at(self, when: float) -> tuple[int, int, int]:
+        """(running, waiting, preemptions so far) rebuilt at `when`: after the last step that ended by
+        then; before any, the requests that had arrived all wait."""
+        lo, hi = 0, len(self.steps)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.steps[mid].time <= when:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            arrived = sum(v.arrival <= when for v in self.entered.values()) + \
+                sum(v.arrival <= when and v.prompt_tokens is not None for v in self.views)
+            return 0, arrived, 0
+        step = self.steps[lo - 1]
+        return step.running, step.waiting, step.preemptions
+
+
+def _engine_request(view: WatchedRequest, max_model_len: int) -> Request:
+    """The scheduler's Request for a request seen: its prompt length in tokens no other prompt shares
+    (the wire has no token ids), its max_tokens (the wire's final count once it ended)."""
+    prompt_len = view.prompt_tokens or 1
+    if not view.active:
+        max_tokens = max(1, len(view.token_times))
+    else:
+        max_tokens = view.max_tokens if view.max_tokens is not None else max_model_len - prompt_len
+    max_tokens = max(1, min(max_tokens, max_model_len - prompt_len))
+    rng = random.Random(view.req_id)
+    prompt = [rng.randrange(2, 1 << 30) for _ in range(prompt_len)]
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    return Request(view.req_id, prompt, params, [], view.arrival, 0, max_tokens)
