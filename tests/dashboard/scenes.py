@@ -44,15 +44,17 @@ def make_app(engine: ScriptedEngine) -> EngineTUI:
                      reopen=lambda: ScriptedEngine(autostep=False), clock=FROZEN_CLOCK)
 
 
-async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 30.0) -> None:
-    """Let the workers run until `done()` and the engine's events and outputs are consumed, then redraw."""
+async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 120.0) -> None:
+    """Let the workers run until `done()` and the engine's events and outputs are consumed, then redraw.
+    The deadline is generous: on 2 cores beside parallel test workers and a vLLM compile, the
+    engine thread can lag well behind the app."""
     app = pilot.app
     assert isinstance(app, EngineTUI)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not (done() and app.engine.drained()):
         if loop.time() > deadline:
-            raise TimeoutError("the dashboard did not settle")
+            raise TimeoutError(f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()})")
         await pilot.pause(0.01)
     app.redraw()
     await pilot.pause()
