@@ -7,8 +7,8 @@ when vLLM's interpreter is configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/
 (skipped otherwise).
 """
 
-import asyncio
 import tempfile
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -19,6 +19,7 @@ from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 from enginetui.vllm_watch.launch import VllmServer, start_vllm, vllm_python
+from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTH
               pytest.mark.timeout(2400)]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything a live server does
+until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
 MAX_TOKENS = 48  # past EOS: 58-60 prompt tokens + 48 = 3 full blocks of 32 per prompt
 A_PROMPTS = (SHARED + BRANCHES[0], SHARED + BRANCHES[1])  # the shared prefix, twice: its blocks are reused
 B_PROMPT = BURST[0]  # nothing in common with A's
@@ -54,15 +56,6 @@ def two_servers():
     finally:
         for server in servers:
             server.stop()
-
-
-async def until(pilot, done, what: str, timeout: float = WAIT_S) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise TimeoutError(f"the fleet view did not get to: {what}")
-        await pilot.pause(0.1)
 
 
 async def complete(http: httpx.AsyncClient, server: VllmServer, model: str, prompt: str) -> None:

@@ -4,6 +4,7 @@ ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise)."""
 
 import asyncio
 import tempfile
+from functools import partial
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.recording import apply_item, read_watch_recording
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
@@ -21,17 +23,8 @@ pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTH
               pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything the live server does
+until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
 BURST = 12  # concurrent streamed requests through the proxy (more than max_num_seqs: some wait)
-
-
-async def until(pilot, done, what: str, timeout: float = WAIT_S) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise TimeoutError(f"the dashboard did not get to: {what}")
-        await pilot.pause(0.1)
-    await pilot.pause(0.2)
 
 
 async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):

@@ -4,8 +4,8 @@ Starts vLLM twice (minutes each on a small CPU), so it runs only when vLLM's int
 configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise).
 """
 
-import asyncio
 import tempfile
+from functools import partial
 from dataclasses import replace
 
 import pytest
@@ -17,6 +17,7 @@ from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, SHARED
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
@@ -24,16 +25,7 @@ pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTH
               pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (150, 50)
 WAIT_S = 120.0  # for anything the live server does
-
-
-async def until(pilot, done, what: str, timeout: float = WAIT_S) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise TimeoutError(f"the dashboard did not get to: {what}")
-        await pilot.pause(0.1)
-    await pilot.pause(0.2)
+until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
 
 
 async def send(pilot, app: VllmWatchApp, line: str) -> None:
