@@ -173,9 +173,11 @@ class AsyncLLM:
         subscription is a snapshot (is_snapshot=True). A subscriber that falls behind loses events
         (counted in the next event's num_dropped_events); neither the engine nor the other
         subscribers wait for it.
-        With conflate=True only the newest event is kept. Raises EngineDeadError if EngineCore dies."""
+        With conflate=True only the newest event is kept. Either way the stream ends level with the
+        engine: a subscriber that lost the last events before a quiet spell is sent a snapshot of
+        the current state. Raises EngineDeadError if EngineCore dies."""
         self._check_usable()
-        return self.client.events(conflate=conflate)
+        return self.client.events(conflate=conflate, catch_up=self.snapshot)
 
     # ---- recording -------------------------------------------------------------------------
 

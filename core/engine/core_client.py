@@ -19,7 +19,7 @@ import itertools
 import os
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -35,6 +35,7 @@ from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
 
 MULTIPROC_ENV = "ENGINETUI_MULTIPROC"
 SUB_RCVHWM = 64  # events a subscriber buffers before the publisher starts dropping
+CATCH_UP_QUIET_MS = 100  # quiet after an event before a subscriber fetches a snapshot to end level
 
 
 def use_multiprocess(flag: bool | None) -> bool:
@@ -194,9 +195,16 @@ class AsyncClient(EngineCoreClient):
         finally:
             self._calls.pop(msg.call_id, None)
 
-    async def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
+    async def events(self, conflate: bool = False,
+                     catch_up: Callable[[], Awaitable[StepEvent]] | None = None) -> AsyncIterator[StepEvent]:
         """Live events; the first one is a snapshot sent because this subscriber joined.
-        Ends when the client is shut down; raises EngineDeadError if EngineCore dies."""
+        Ends when the client is shut down; raises EngineDeadError if EngineCore dies.
+
+        A subscriber that fell behind may have lost the last events before the engine went quiet,
+        and nothing newer would come to show the state it lost. So once the stream has been quiet
+        for CATCH_UP_QUIET_MS after an event, `catch_up()` (a control call for a snapshot) is
+        awaited, and its snapshot yielded if it is newer than the latest event (the stream then
+        always ends level with the engine). Conflating skips that: its newest event is never dropped."""
         self.host.check()
         ctx = zmq.asyncio.Context()  # its own: the client's context is destroyed at shutdown, not waited on
         sock = ctx.socket(zmq.SUB)
@@ -212,18 +220,28 @@ class AsyncClient(EngineCoreClient):
         # before the snapshot; the snapshot already holds their effect, so they are dropped.
         # (Conflating keeps only the newest event: the snapshot may be gone, nothing is dropped.)
         greeted = conflate
+        level = True  # no event arrived since the latest catch-up (or there is nothing to catch up)
         try:
             while True:
-                if await sock.poll(POLL_MS):
+                if await sock.poll(POLL_MS if level else CATCH_UP_QUIET_MS):
                     event = decode_event(await sock.recv())
                     if not greeted and not event.is_snapshot:
                         continue
                     greeted = True
+                    level = missed is None or catch_up is None
                     yield event if missed is None else missed.mark(event)
                     continue
                 if self.host.closed:
                     return  # shut down: the stream ends
                 self.host.check()
+                if not level:
+                    level = True
+                    try:
+                        latest = await catch_up()
+                    except EngineDeadError:
+                        continue  # the next poll's check ends the stream
+                    if latest.seq > missed.last_seq:
+                        yield missed.mark(latest)
         finally:
             sock.close(linger=0)
             ctx.term()
