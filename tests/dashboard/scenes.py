@@ -54,7 +54,8 @@ async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout:
     deadline = loop.time() + timeout
     while not (done() and app.engine.drained()):
         if loop.time() > deadline:
-            raise TimeoutError(f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()})")
+            raise TimeoutError(f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()}; "
+                               f"{app.engine.why_not_drained()})")
         await pilot.pause(0.01)
     app.redraw()
     await pilot.pause()

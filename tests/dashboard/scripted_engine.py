@@ -138,6 +138,12 @@ class ScriptedEngine:
             return outputs_taken
         return outputs_taken and self._steps_asked == 0 and self._latest_seq >= self.core.event_seq
 
+    def why_not_drained(self) -> str:
+        """What drained() waits for (for a test's timeout message)."""
+        waiting = {rid: q.qsize() for rid, q in self.llm._queues.items() if not q.empty()}
+        return (f"outputs not taken: {waiting}, hand steps under way: {self._steps_asked}, latest event handed "
+                f"to a subscriber: {self._latest_seq}, engine's latest event: {self.core.event_seq}")
+
     def die(self) -> None:
         """End EngineCore under the client, as if its process had been killed: its busy loop gets a
         Shutdown the client did not send, and the client finds it gone."""
