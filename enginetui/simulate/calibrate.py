@@ -8,21 +8,32 @@ runs one untimed step of its shape first (the first step of a new shape pays for
 set-up of that shape, which a running engine has long paid), then REPEATS timed ones, of which the
 median is kept. Timings taken on a loaded machine are what that machine did then: calibrate on a
 quiet one.
+
+`enginetui simulate --calibrate-from-recording RUN.etrec FIT.json` (`calibrate_from_recording`) fits the
+same model to the steps of a recorded run instead: the engine as it ran there, e.g. behind `enginetui
+serve` with its HTTP front-end and streaming clients sharing the CPU, which an engine measured alone
+in its process does not see.
 """
 
 import argparse
+import dataclasses
+import os
 import platform
 import sys
 import time
 
-from enginetui.simulate.fitted import FitInfo, FittedModel, fit
+from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit
 from enginetui.simulate.step_shape import StepShape, step_shape
+from enginetui.simulate.step_time import ReplayedStepTimes, step_start
 
 GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
     "tiny": ((1, 2), (16,), (0, 8)),
     "standard": ((1, 4, 16, 48), (64, 256), (0, 32, 128, 512, 1536)),
 }
 REPEATS = 3  # timed steps per grid point (after one untimed step of the same shape); the median is kept
+MIN_RECORDED_STEPS = 20  # busy steps (followed at once by the next) a recording needs for a fit
+MIN_RECORDED_SHAPES = len(FEATURES)  # distinct (prompt tokens, decoding requests) among them: one per coefficient
+MIN_OF_EACH_KIND = 3  # steps with prompt tokens, and steps of decodes alone, among them
 
 
 def calibrate(model: str | None, grid: str = "standard", engine_args: dict | None = None,
@@ -82,6 +93,137 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
     return fit(shapes, seconds, info)
 
 
+@dataclasses.dataclass(slots=True)
+class RecordedSteps:
+    """A recording's busy steps, as the fit sees them."""
+
+    shapes: list[StepShape]  # each busy step's shape, as the simulator computes it
+    seconds: list[float]  # its time: from its start to the next step's start
+    gaps: list[float]  # of which between steps: from its event being built to the next step's start
+    num_steps: int  # steps in the recording, busy or not
+    model_name: str  # the recorded engine's model
+    device: str  # where it ran
+    num_blocks: int  # its KV pool
+    max_model_len: int  # its longest request
+
+
+def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
+    """The busy steps of one recording: shape and duration of each.
+
+    The shapes come from replaying the recording through the simulator on its own clock (the
+    engine's scheduler reproduces the recorded steps exactly: tests/simulate/test_exact_replay.py),
+    so each is computed by the very function the simulator prices steps with; each is checked
+    against the recorded step's token counts.
+
+    The duration fitted is the time from a step's start to the next step's start, while the engine
+    stays busy. The simulator's clock runs a busy engine's steps back to back (the next one starts when
+    the step-time model says the previous one ended), so a step's modelled time has to hold all the time
+    the engine spends per step, not only its schedule / execute / update: building and publishing the
+    step's event, streaming its tokens out, taking in new requests, and the CPU that other threads and
+    processes take meanwhile (behind `enginetui serve`, the HTTP front-end and its streaming clients on
+    the same cores). Steps after which the engine had nothing left to run (running and waiting queues
+    empty) are left out, since the time to the next start then includes waiting for a request; so are
+    paused or slow-motion steps, and any step whose successor the recording lacks.
+    """
+    from enginetui.core.record.format import RecordingError
+    from enginetui.simulate.from_recording import recorded_run
+    from enginetui.simulate.simulator import Simulator
+
+    try:
+        recorded = recorded_run(str(path))
+    except RecordingError as exc:
+        raise ValueError(str(exc)) from None
+    steps = recorded.steps
+    if not steps:
+        raise ValueError(f"{path} holds no engine step to fit")
+    if any(e.async_scheduling for e in steps):
+        raise ValueError(f"{path} was recorded with --async-scheduling: its steps overlap, and the simulator "
+                         f"models synchronous steps only")
+
+    class CapturingReplay(ReplayedStepTimes):
+        def __init__(self) -> None:
+            super().__init__(steps)
+            self.shapes: list[StepShape] = []  # per simulated step
+
+        def advance(self, now: float, shape: StepShape) -> float:
+            self.shapes.append(shape)
+            return super().advance(now, shape)
+
+    replay = CapturingReplay()
+    config = dataclasses.replace(recorded.config, num_gpu_blocks_override=recorded.num_blocks,
+                                 max_model_len=recorded.max_model_len)
+    Simulator(config, recorded.num_blocks, recorded.max_model_len, replay).run(recorded.requests)
+    if len(replay.shapes) != len(steps):
+        raise ValueError(f"replaying {path} took {len(replay.shapes)} steps where the engine took {len(steps)}: "
+                         f"the simulated scheduler diverged from the recorded one")
+    for shape, event in zip(replay.shapes, steps):
+        if (shape.num_prefill_tokens, shape.num_decode_tokens, shape.num_reqs) != (
+                event.num_prefill_tokens, event.num_decode_tokens, len(event.scheduled)):
+            raise ValueError(f"replaying {path} diverged from the recorded engine at step {event.step}")
+    starts = [step_start(e) for e in steps]
+    shapes, seconds, gaps = [], [], []
+    for k, (event, following) in enumerate(zip(steps, steps[1:])):
+        if not (event.running or event.waiting):
+            continue  # idle after it: the next start waited for a request
+        if event.paused or event.step_interval_ms or following.paused or following.step != event.step + 1:
+            continue  # single-stepped, slowed down, or the next step is missing
+        period = starts[k + 1] - starts[k]
+        if period <= 0:
+            continue  # clocks out of order (a wall-clock jump)
+        shapes.append(replay.shapes[k])
+        seconds.append(period)
+        gaps.append(starts[k + 1] - event.time)
+    return RecordedSteps(shapes, seconds, gaps, len(steps), recorded.model_name, _recorded_device(path),
+                         recorded.num_blocks, recorded.max_model_len)
+
+
+def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
+    """Fit the step-time model (fitted.py) to the busy steps of one or more recorded runs of one model
+    (`recorded_steps`): e.g. `enginetui bench serve ... --record RUN.etrec`, for a fit of the server path.
+    A recording with too few busy steps, or too few kinds of them to fit every coefficient, is refused."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+        raise ValueError("give at least one recording to fit")
+    runs = [recorded_steps(path) for path in paths]
+    models = sorted({run.model_name for run in runs})
+    if len(models) > 1:
+        raise ValueError(f"the recordings ran different models ({', '.join(models)}): fit each on its own")
+    shapes = [shape for run in runs for shape in run.shapes]
+    seconds = [s for run in runs for s in run.seconds]
+    gaps = [g for run in runs for g in run.gaps]
+    names = ", ".join(str(p) for p in paths)
+    total = sum(run.num_steps for run in runs)
+    if len(shapes) < MIN_RECORDED_STEPS:
+        raise ValueError(f"{names}: only {len(shapes)} of its {total} steps ran back to back with work left "
+                         f"(the fit needs at least {MIN_RECORDED_STEPS}): record a longer or busier run")
+    distinct = len({(shape.num_prefill_tokens, shape.num_decode_tokens) for shape in shapes})
+    if distinct < MIN_RECORDED_SHAPES:
+        raise ValueError(f"{names}: its busy steps have only {distinct} distinct shapes (prompt tokens, decoding "
+                         f"requests; the fit needs at least {MIN_RECORDED_SHAPES}, one per coefficient): record a "
+                         f"run with varied prompt lengths and batch sizes")
+    num_prefill = sum(1 for shape in shapes if shape.num_prefill_tokens)
+    num_decode = sum(1 for shape in shapes if not shape.num_prefill_tokens and shape.num_decode_tokens)
+    if num_prefill < MIN_OF_EACH_KIND or num_decode < MIN_OF_EACH_KIND:
+        raise ValueError(f"{names}: its busy steps hold {num_prefill} steps with prompt tokens and {num_decode} "
+                         f"of decodes alone (the fit needs at least {MIN_OF_EACH_KIND} of each, or it cannot price "
+                         f"both): record a run where requests arrive while others decode")
+    mean_gap_ms = sum(gaps) / len(gaps) * 1e3
+    info = FitInfo(model=models[0], machine=runs[0].device, num_steps=0, r2=0.0, mean_abs_error_pct=0.0,
+                   note=f"fitted with enginetui simulate --calibrate-from-recording to {len(shapes)} busy steps of "
+                        f"{total} in {names}: each step's time from its start to the next step's start (the "
+                        f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included)",
+                   engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len})
+    return fit(shapes, seconds, info)
+
+
+def _recorded_device(path) -> str:
+    """Where a recording's engine ran, as its header says."""
+    from enginetui.core.record.reader import read_recording
+
+    header = read_recording(str(path)).header
+    return f"{header.engine.device} ({header.engine.dtype}), recorded {time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC"
+
+
 def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
     from enginetui.core.outputs import EngineCoreRequest
     from enginetui.core.sampling_params import SamplingParams
@@ -115,4 +257,23 @@ def run_calibration(args: argparse.Namespace) -> int:
     print(f"fitted {model.info.num_steps} steps on {model.info.machine}: {coefficients}")
     print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {args.calibrate} "
           f"(use it: enginetui simulate --step-times {args.calibrate})")
+    return 0
+
+
+def run_recording_calibration(args: argparse.Namespace) -> int:
+    """`--calibrate-from-recording RUN.etrec [RUN2.etrec ...] FIT.json`."""
+    *paths, out = args.calibrate_from_recording
+    if not paths:
+        raise ValueError("--calibrate-from-recording takes the recording(s), then the fit file to write: "
+                         "RUN.etrec FIT.json")
+    if str(out).endswith(".etrec"):
+        raise ValueError(f"--calibrate-from-recording: the last file is where the fit goes (FIT.json), not a "
+                         f"recording: {out}")
+    model = calibrate_from_recording(paths)
+    model.save(out)
+    coefficients = ", ".join(f"{k} {v * 1e6:.3g} us" for k, v in model.coefficients.items() if v)
+    print(f"fitted {model.info.num_steps} recorded steps ({model.info.model}, {model.info.machine}): {coefficients}")
+    print(f"{model.info.note}")
+    print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {out} "
+          f"(use it: enginetui simulate --step-times {out})")
     return 0

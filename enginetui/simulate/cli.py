@@ -84,6 +84,11 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
                         "step-time model and save it (use it with --step-times OUT.json); measure on a quiet machine")
     c.add_argument("--calibrate-model", metavar="DIR", help="the engine's model to measure (default: embedded)")
     c.add_argument("--calibrate-grid", default="standard", choices=("tiny", "standard"), help="default: standard")
+    c.add_argument("--calibrate-from-recording", nargs="+", metavar="FILE",
+                   help="RUN.etrec [RUN2.etrec ...] FIT.json: fit the same step-time model to the steps of recorded "
+                        "runs of this engine (each step's time from its start to the next step's start, what the "
+                        "engine spent per step as it ran there), e.g. `enginetui bench serve ... --record RUN.etrec` "
+                        "for the server path, where the HTTP front-end shares the CPU; save it to FIT.json")
     p.set_defaults(func=run_simulate)
 
 
@@ -106,6 +111,10 @@ def run_simulate(args: argparse.Namespace) -> int:
             from enginetui.simulate.calibrate import run_calibration
 
             return run_calibration(args)
+        if args.calibrate_from_recording:
+            from enginetui.simulate.calibrate import run_recording_calibration
+
+            return run_recording_calibration(args)
         settings, flags = _settings_and_flags(args)
         if args.sweep:
             return _run_sweep(args, settings, flags)

@@ -1,0 +1,171 @@
+"""`enginetui simulate --calibrate-from-recording`: the step-time model fitted to a recorded run's busy
+steps (each step's time from its start to the next step's start), and what it refuses.
+
+Recordings whose step times follow a known law: the simulator's own (its clock moved by that law, a
+pause between steps added), and a real engine's (in-process, the scripted model runner sleeping by
+the law in each step)."""
+
+import asyncio
+import time
+
+import pytest
+
+from enginetui.cli import main
+from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.sampling_params import SamplingParams
+from enginetui.simulate import workloads
+from enginetui.simulate.api import simulate
+from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
+from enginetui.simulate.fitted import FitInfo, FittedModel, load_fitted
+from enginetui.simulate.step_shape import StepShape
+from tests.scripted_runner import ScriptedRunner
+
+pytestmark = pytest.mark.timeout(120)
+
+LAW = {"constant": 2e-3, "prefill_tokens": 5e-5, "decode_tokens": 3e-4, "decode_context": 1e-6}  # seconds per unit
+GAP_S = 1.5e-3  # the simulated engine's pause between one step's end and the next one's start
+
+
+class GappedLaw(FittedModel):
+    """LAW's step times, and GAP_S between a step's end and the next start (what publishing, taking in
+    requests and a front-end on the same CPU add between the steps of a real engine)."""
+
+    def __init__(self) -> None:
+        super().__init__(LAW, FitInfo("law", "here", 0, 1.0, 0.0))
+
+    def next_start(self, now: float, step: int) -> float:
+        return now + GAP_S
+
+
+def _simulated_recording(path, monkeypatch, **workload) -> str:
+    monkeypatch.setattr(workloads, "step_model", lambda s, steps: (GappedLaw(), None, {}))
+    settings = dict(num_prompts=40, input_len=64, output_len=16, range_ratio=0.8, request_rate=60, seed=3,
+                    model="law", num_gpu_blocks_override=400, max_model_len=512, record=str(path))
+    simulate(**{**settings, **workload})
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def law_recording(tmp_path_factory) -> str:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _simulated_recording(tmp_path_factory.mktemp("law") / "law.etrec", monkeypatch)
+
+
+def test_a_recording_whose_steps_follow_a_law_gives_that_law_back_with_the_time_between_steps(law_recording):
+    steps = recorded_steps(law_recording)
+    assert steps.gaps and all(g == pytest.approx(GAP_S) for g in steps.gaps)
+    assert len(steps.shapes) < steps.num_steps  # the steps before an idle engine are left out
+    model = calibrate_from_recording(law_recording)
+    truth = {**dict.fromkeys(model.coefficients, 0.0), **LAW, "constant": LAW["constant"] + GAP_S}
+    for name, value in truth.items():
+        assert model.coefficients[name] == pytest.approx(value, rel=1e-6, abs=1e-12), name
+    assert model.info.r2 == pytest.approx(1.0) and model.info.mean_abs_error_pct < 1e-6
+    assert model.info.num_steps == len(steps.shapes) and "1.50 ms on average" in model.info.note
+    assert model.info.engine_config == {"num_blocks": 400, "max_model_len": 512}
+
+
+def test_the_command_writes_the_fit_prints_its_error_and_the_simulator_takes_it(law_recording, tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    assert main(["simulate", "--calibrate-from-recording", law_recording, str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "R^2 1.000, mean error 0.0%" in text and f"saved to {out}" in text
+    fitted = load_fitted(out)
+    shape = StepShape(1, 3, 40, 2, 3, 300, 40, 820)
+    assert fitted.step_seconds(shape) == pytest.approx(GappedLaw().step_seconds(shape) + GAP_S)
+    # simulated on the fitted clock, the recorded run comes back: every step ends where a recorded step started
+    assert main(["simulate", "--from-recording", law_recording, "--step-times", str(out), "--no-progress"]) == 0
+    assert "40 completed of 40" in capsys.readouterr().out
+
+
+def test_several_recordings_fit_together(law_recording, tmp_path, monkeypatch):
+    other = _simulated_recording(tmp_path / "other.etrec", monkeypatch, seed=4, request_rate=30)
+    both = calibrate_from_recording([law_recording, other])
+    assert both.info.num_steps == len(recorded_steps(law_recording).shapes) + len(recorded_steps(other).shapes)
+    assert both.coefficients["prefill_tokens"] == pytest.approx(LAW["prefill_tokens"], rel=1e-6)
+
+
+@pytest.mark.parametrize("workload, message", [
+    (dict(num_prompts=2, request_rate=1.0), "the fit needs at least 20"),  # two lone requests: few busy steps
+    (dict(num_prompts=12, input_len=32, output_len=40, range_ratio=0.0, request_rate=float("inf")),
+     "distinct shapes"),  # one batch of equal requests: one prefill and uniform decodes
+], ids=["too-few-steps", "too-few-shapes"])
+def test_a_recording_too_thin_to_fit_is_refused(tmp_path, monkeypatch, capsys, workload, message):
+    path = _simulated_recording(tmp_path / "thin.etrec", monkeypatch, **workload)
+    with pytest.raises(ValueError, match=message):
+        calibrate_from_recording(path)
+    assert main(["simulate", "--calibrate-from-recording", path, str(tmp_path / "fit.json")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "fit.json").exists()
+
+
+def test_a_recording_without_steps_of_both_kinds_is_refused(tmp_path, monkeypatch):
+    # one batch, all at once: a single step carries prompt tokens (the fit could not price them), then
+    # decode batches that shrink as requests of different lengths finish
+    path = _simulated_recording(tmp_path / "decode.etrec", monkeypatch, num_prompts=8, input_len=16, output_len=30,
+                                range_ratio=0.9, request_rate=float("inf"))
+    with pytest.raises(ValueError, match="at least 3 of each"):
+        calibrate_from_recording(path)
+
+
+def test_bad_arguments_are_refused(tmp_path, law_recording, capsys):
+    not_a_recording = tmp_path / "x.etrec"
+    not_a_recording.write_bytes(b"hello")
+    for argv, message in [
+        ([str(not_a_recording), str(tmp_path / "fit.json")], "is not an enginetui recording"),
+        ([str(tmp_path / "missing.etrec"), str(tmp_path / "fit.json")], "No such file"),
+        ([law_recording], "the recording(s), then the fit file"),
+        ([law_recording, str(tmp_path / "b.etrec")], "the last file is where the fit goes"),
+    ]:
+        assert main(["simulate", "--calibrate-from-recording", *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    with pytest.raises(ValueError, match="at least one recording"):
+        calibrate_from_recording([])
+
+
+# ---- a real engine's recording -------------------------------------------------------------------------
+
+SLEEP_CONSTANT_S = 4e-3  # the sleeping runner's step: this much,
+SLEEP_PER_PREFILL_TOKEN_S = 60e-6  # plus this per prompt token,
+SLEEP_PER_DECODE_S = 5e-4  # plus this per decoding request
+
+
+class SleepingRunner(ScriptedRunner):
+    """The scripted runner, sleeping by a law of the step's shape (a model whose forward costs that)."""
+
+    def execute(self, out):
+        time.sleep(SLEEP_CONSTANT_S + SLEEP_PER_PREFILL_TOKEN_S * out.num_prefill_tokens
+                   + SLEEP_PER_DECODE_S * out.num_decode_tokens)
+        return super().execute(out)
+
+
+async def _record_engine(path) -> None:
+    engine = AsyncLLM.from_engine_args(model=None, model_runner=f"{__name__}:SleepingRunner", multiprocess=False,
+                                       device="cpu", seed=0, num_gpu_blocks_override=128, max_num_seqs=8,
+                                       max_model_len=512, record=str(path))
+    try:
+        async def run(i: int, prompt_len: int, max_tokens: int, delay: float) -> None:
+            await asyncio.sleep(delay)
+            params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0)
+            async for _ in engine.generate(list(range(5 + i, 5 + i + prompt_len)), params, f"r{i}"):
+                pass
+
+        lengths = [(30, 24), (90, 12), (16, 30), (120, 20), (50, 16), (70, 26), (24, 18), (100, 14)]
+        await asyncio.gather(*(run(i, p, o, 0.03 * i) for i, (p, o) in enumerate(lengths)))
+        await engine.stop_recording()
+    finally:
+        engine.shutdown()
+
+
+def test_a_real_engines_recording_gives_back_the_law_its_steps_slept(tmp_path):
+    path = tmp_path / "engine.etrec"
+    asyncio.run(_record_engine(path))
+    steps = recorded_steps(path)
+    assert len(steps.shapes) >= 20 and all(g >= 0 for g in steps.gaps)
+    model = calibrate_from_recording(path)
+    # each busy step took at least its sleep: the engine's own work and the time between steps come on top
+    # (loose bounds: other processes share this machine's CPU)
+    assert model.coefficients["constant"] + model.coefficients["sampled"] >= 0.7 * SLEEP_CONSTANT_S
+    assert 0.5 * SLEEP_PER_PREFILL_TOKEN_S <= model.coefficients["prefill_tokens"] <= 2 * SLEEP_PER_PREFILL_TOKEN_S
+    decode = StepShape(1, 8, 0, 8, 8, 8 * 80, 0, 0)
+    law = SLEEP_CONSTANT_S + 8 * SLEEP_PER_DECODE_S
+    assert 0.8 * law <= model.step_seconds(decode) <= 2 * law
