@@ -22,7 +22,7 @@ import platform
 import sys
 import time
 
-from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit
+from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, fit_relative_to_prediction
 from enginetui.simulate.step_shape import StepShape, step_shape
 from enginetui.simulate.step_time import ReplayedStepTimes, step_start
 
@@ -213,7 +213,7 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
                         f"{total} in {names}: each step's time from its start to the next step's start (the "
                         f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included)",
                    engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len})
-    return fit(shapes, seconds, info)
+    return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
 
 
 def _recorded_device(path) -> str:

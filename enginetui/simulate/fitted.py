@@ -3,7 +3,9 @@
 `fit(shapes, seconds)` solves least squares over FEATURES with non-negative coefficients (a feature
 whose coefficient comes out negative is dropped and the rest refitted, so no step is ever predicted
 cheaper for doing more work), on relative errors (each step weighted by 1 / its time: a 40 ms decode
-step and a 4 s prefill step count alike, as TPOT and TTFT both depend on them); `save` /
+step and a 4 s prefill step count alike, as TPOT and TTFT both depend on them);
+`fit_relative_to_prediction` weights by the predicted time instead, for single noisy steps (a
+recorded run's, `--calibrate-from-recording`); `save` /
 `load_fitted` keep it in a JSON file with where it was measured.
 """
 
@@ -73,19 +75,21 @@ def load_fitted(path: str | os.PathLike) -> FittedModel:
     return FittedModel(data["coefficients"], FitInfo(**data["info"]))
 
 
-def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo) -> FittedModel:
+def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo, relative_to: list[float] | None = None) -> FittedModel:
     """Non-negative least squares of the relative error over FEATURES (features that do not vary are left
-    out; every measured time must be positive)."""
+    out; every measured time must be positive). `relative_to`: per step, the time its error is relative
+    to (default: its measured time; see fit_relative_to_prediction for noisy single steps)."""
     if len(shapes) != len(seconds) or not shapes:
         raise ValueError("fit needs as many measured times as shapes, and at least one")
     x = np.array([features(s) for s in shapes], dtype=np.float64)  # [steps, features]
     y = np.array(seconds, dtype=np.float64)  # [steps]
     if (y <= 0).any():
         raise ValueError("fit needs positive step times")
+    w = y if relative_to is None else np.maximum(np.array(relative_to, dtype=np.float64), 1e-9)  # [steps]
     active = [i for i in range(len(FEATURES)) if i == 0 or np.ptp(x[:, i]) > 0]
     while True:
         scale = np.abs(x[:, active]).max(axis=0)  # [active] columns scaled to 1 for conditioning
-        coef, *_ = np.linalg.lstsq(x[:, active] / scale / y[:, None], np.ones_like(y), rcond=None)  # rows / y
+        coef, *_ = np.linalg.lstsq(x[:, active] / scale / w[:, None], y / w, rcond=None)  # rows / w
         coef = coef / scale
         negative = [active[j] for j, c in enumerate(coef) if c < 0]
         if not negative:
@@ -102,3 +106,21 @@ def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo) -> FittedM
     info.mean_abs_error_pct = float(np.mean(np.abs(predicted - y) / np.maximum(y, 1e-12)) * 100)
     info.num_steps = len(shapes)
     return FittedModel(coefficients, info)
+
+
+def fit_relative_to_prediction(shapes: list[StepShape], seconds: list[float], info: FitInfo,
+                               rounds: int = 5) -> FittedModel:
+    """The relative-error fit, each step's error taken relative to the model's prediction for it rather than
+    to its own measured time (iteratively reweighted: first relative to the measured times, then
+    `rounds` refits relative to the latest fit's predictions).
+
+    For single noisy steps (a recorded run's, where another thread or process now and then holds the CPU)
+    weighting by the measured time itself favours the steps that happened to run fast: a step measured
+    twice as long counts a quarter as much, and the fit comes out below the mean time of its shape (on a
+    recorded server run, a constant-only fit 30% under the decode steps' mean). The clock's error adds up
+    over steps, so the mean is what it needs; weighting by the prediction keeps errors relative (a 40 ms
+    decode step and a 1 s prefill count alike) without that bias."""
+    model = fit(shapes, seconds, info)
+    for _ in range(rounds):
+        model = fit(shapes, seconds, info, [model.step_seconds(s) for s in shapes])
+    return model

@@ -169,3 +169,19 @@ def test_a_real_engines_recording_gives_back_the_law_its_steps_slept(tmp_path):
     decode = StepShape(1, 8, 0, 8, 8, 8 * 80, 0, 0)
     law = SLEEP_CONSTANT_S + 8 * SLEEP_PER_DECODE_S
     assert 0.8 * law <= model.step_seconds(decode) <= 2 * law
+
+
+def test_noisy_steps_are_fitted_to_their_mean_not_to_the_fast_ones():
+    # a law's steps, every fourth slowed 2.5x (another process held the CPU): the clock needs the mean
+    from enginetui.simulate.fitted import fit, fit_relative_to_prediction
+
+    law = GappedLaw()
+    shapes = [StepShape(k, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
+              for k, (d, c, p) in enumerate((d, c, p) for d in (1, 2, 4, 8) for c in (50, 200) for p in (0, 0, 0, 40))]
+    seconds = [law.step_seconds(s) * (2.5 if k % 4 == 1 else 1.0) for k, s in enumerate(shapes)]
+    mean_ratio = sum(s / law.step_seconds(shape) for s, shape in zip(seconds, shapes)) / len(shapes)  # 1.375
+    biased = fit(shapes, seconds, FitInfo("m", "x", 0, 0.0, 0.0))
+    unbiased = fit_relative_to_prediction(shapes, seconds, FitInfo("m", "x", 0, 0.0, 0.0))
+    ratios = lambda model: [model.step_seconds(s) / law.step_seconds(s) for s in shapes]  # noqa: E731
+    assert max(ratios(biased)) < 1.2  # weighted by their own times, the slow steps barely count
+    assert sum(ratios(unbiased)) / len(shapes) == pytest.approx(mean_ratio, rel=0.02)
