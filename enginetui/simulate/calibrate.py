@@ -123,7 +123,9 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     processes take meanwhile (behind `enginetui serve`, the HTTP front-end and its streaming clients on
     the same cores). Steps after which the engine had nothing left to run (running and waiting queues
     empty) are left out, since the time to the next start then includes waiting for a request; so are
-    paused or slow-motion steps, and any step whose successor the recording lacks.
+    paused or slow-motion steps, and any step whose successor the recording lacks. (So a simulated step's
+    tokens come out at the next step's start, where the engine's came out when its event was built: later
+    by the time between steps, `gaps`, under a millisecond on average in a server run.)
     """
     from enginetui.core.record.format import RecordingError
     from enginetui.simulate.from_recording import recorded_run
