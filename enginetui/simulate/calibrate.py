@@ -223,7 +223,8 @@ def _recorded_device(path) -> str:
     from enginetui.core.record.reader import read_recording
 
     header = read_recording(str(path)).header
-    return f"{header.engine.device} ({header.engine.dtype}), recorded {time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC"
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(header.created))
+    return f"{header.engine.device} ({header.engine.dtype}), recorded {when} UTC"
 
 
 def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:

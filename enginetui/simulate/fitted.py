@@ -75,7 +75,8 @@ def load_fitted(path: str | os.PathLike) -> FittedModel:
     return FittedModel(data["coefficients"], FitInfo(**data["info"]))
 
 
-def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo, relative_to: list[float] | None = None) -> FittedModel:
+def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo,
+        relative_to: list[float] | None = None) -> FittedModel:
     """Non-negative least squares of the relative error over FEATURES (features that do not vary are left
     out; every measured time must be positive). `relative_to`: per step, the time its error is relative
     to (default: its measured time; see fit_relative_to_prediction for noisy single steps)."""
