@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from enginetui.vllm_eager import vllm_eager
+
 VLLM_PYTHON_ENV = "ENGINETUI_VLLM_PYTHON"  # the vLLM interpreter, when --vllm-python is not given
 RUNNER = Path(__file__).with_name("vllm_runner.py")  # run by that interpreter
 VLLM_COMPETING = ("none", "busy")  # the competing loads vLLM is timed beside too (it has no dashboard)
@@ -45,9 +47,11 @@ PASSED_THROUGH = ("seed", "max_model_len", "max_num_seqs", "max_num_batched_toke
 
 def vllm_engine_kwargs(engine_kwargs: dict[str, Any], dtype: str) -> dict[str, Any]:
     """vLLM's `LLM` keywords for our engine's: the dtype our engine ran in, and the flags given that
-    vLLM shares; vLLM's own defaults otherwise."""
+    vLLM shares; vLLM's own defaults otherwise (eager only where ENGINETUI_VLLM_EAGER asks)."""
     kwargs = {"dtype": dtype}
     kwargs.update({k: engine_kwargs[k] for k in PASSED_THROUGH if engine_kwargs.get(k) is not None})
+    if vllm_eager():
+        kwargs["enforce_eager"] = True  # ENGINETUI_VLLM_EAGER (the tests): no compile at start
     return kwargs
 
 

@@ -19,6 +19,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from enginetui.vllm_eager import vllm_eager
+
 VLLM_PYTHON_ENV = "ENGINETUI_VLLM_PYTHON"  # vLLM's interpreter
 STARTUP_TIMEOUT_S = 900.0  # vLLM on a shared 2-core CPU takes minutes to start
 # vLLM's CPU backend wants blocks of a multiple of 32 tokens; 32 keeps the tree's blocks short.
@@ -93,6 +95,8 @@ def start_vllm(python: str, model: str, *, workdir: str | None = None, num_block
                "--host", "127.0.0.1", "--port", str(port), "--block-size", str(BLOCK_SIZE),
                "--num-gpu-blocks-override", str(num_blocks), "--max-model-len", str(max_model_len),
                "--enable-prefix-caching", "--kv-events-config", json.dumps(config), *extra_args]
+    if vllm_eager():
+        command.append("--enforce-eager")  # ENGINETUI_VLLM_EAGER (the tests): no compile at start
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                VLLM_SERVER_DEV_MODE="1")
     log_path = str(folder / "vllm.log")

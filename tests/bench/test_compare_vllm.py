@@ -15,6 +15,7 @@ from enginetui.bench import latency, throughput
 from enginetui.bench.throughput import greedy_agreement
 from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV, VLLMError, VLLMPeer, peer_env, vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import make_workload, spec_from_args
+from enginetui.vllm_eager import EAGER_ENV
 from tests.conftest import make_opt_dir
 
 from .conftest import SMALL_WORKLOAD, bench_args
@@ -55,9 +56,13 @@ def test_core_modes_set_vllms_thread_binding_and_kv_space():
         peer_env("half")
 
 
-def test_vllm_keeps_its_defaults_but_shares_the_flags_given():
+def test_vllm_keeps_its_defaults_but_shares_the_flags_given(monkeypatch):
     ours = {"model": "m", "seed": 3, "max_num_seqs": 8, "num_gpu_blocks_override": 64, "skip_tokenizer_init": True}
+    monkeypatch.delenv(EAGER_ENV, raising=False)  # as a benchmark runs: vLLM compiles, as its users run it
     assert vllm_engine_kwargs(ours, "float32") == {"dtype": "float32", "seed": 3, "max_num_seqs": 8}
+    monkeypatch.setenv(EAGER_ENV, "1")  # as the tests run it
+    assert vllm_engine_kwargs(ours, "float32") == {"dtype": "float32", "seed": 3, "max_num_seqs": 8,
+                                                   "enforce_eager": True}
 
 
 def test_greedy_agreement_counts_identical_requests_and_the_agreeing_prefix():

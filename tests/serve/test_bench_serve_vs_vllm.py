@@ -26,10 +26,10 @@ needs_real_vllm = pytest.mark.skipif(not (REAL_VLLM and os.path.exists(REAL_VLLM
 
 def test_vllm_gets_its_engine_keywords_as_flags_on_localhost():
     flags = server_flags("/m", {"dtype": "float32", "seed": 0, "enable_prefix_caching": False,
-                                "skip_tokenizer_init": True}, 8123)
+                                "skip_tokenizer_init": True, "enforce_eager": True}, 8123)
     assert flags[:6] == ["--model", "/m", "--host", "127.0.0.1", "--port", "8123"]
     assert flags[6:] == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
-                         "--no-enable-prefix-caching", "--skip-tokenizer-init"]
+                         "--no-enable-prefix-caching", "--skip-tokenizer-init", "--enforce-eager"]
 
 
 def test_goodput_counts_requests_within_every_slo():
