@@ -29,9 +29,10 @@ def burst_prompt(i: int) -> str:
 
 
 async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int = 64, max_tokens: int = 64,
-                        record: str | None = None, poll_s: float = 0.25) -> WatchState:
+                        record: str | None = None, poll_s: float = 0.25, first: int = 0) -> WatchState:
     """Send `num_requests` streamed completions at once through a proxy in front of `url`; return the
-    watcher's state once all ended and vLLM's gauges were read a few times more."""
+    watcher's state once all ended and vLLM's gauges were read a few times more. Their prompts are
+    burst_prompt(first), burst_prompt(first + 1), …"""
     client = VllmClient(url, None)
     recorder = WatchRecorder(record, url, None) if record else None
     state = (RecordingWatchState(url, None, recorder, limits=limits) if recorder
@@ -59,7 +60,7 @@ async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int 
                     async for _ in r.aiter_bytes():
                         pass
 
-            await asyncio.gather(*(one(i) for i in range(num_requests)))
+            await asyncio.gather(*(one(i) for i in range(first, first + num_requests)))
         deadline = time.monotonic() + READING_TIMEOUT_S
         while any(v.active for v in state.requests.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

@@ -58,7 +58,10 @@ BURST_REQUESTS = 64  # --burst: requests sent at once
 BURST_MAX_TOKENS = 96  # --burst: each one's length (ignore_eos)
 BURST_BLOCKS = 32  # --burst: the KV pool (32-token blocks): 16 requests of ~120 tokens need more, so vLLM preempts
 BURST_LIMITS = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=512)  # --burst: vLLM's scheduler flags
-BURST_POLL_S = 0.2  # --burst: /metrics reading interval
+BURST_POLL_S = 0.1  # --burst: /metrics reading interval (--poll-s): ~35 readings in a burst of ~4 s (at 0.2 s: 15).
+# Not much shorter: the proxy and the poller share the watcher's event loop, and vLLM's API server renders
+# /metrics on the loop that streams the tokens; at 0.02 s a reading took ~0.5 s under the burst and slowed
+# the burst itself (6 readings in 7 s)
 
 
 class Recorder:
@@ -146,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
     parser.add_argument("--out", required=True, help="folder for the fixture files")
     parser.add_argument("--burst", action="store_true", help="record the scheduler rebuild's burst through the proxy")
+    parser.add_argument("--requests", type=int, default=BURST_REQUESTS, help="--burst: requests sent at once")
+    parser.add_argument("--poll-s", type=float, default=BURST_POLL_S, help="--burst: /metrics reading interval")
+    parser.add_argument("--first", type=int, default=0,
+                        help="--burst: the first request's number (its prompt: burst_prompt; another number, other prompts)")
     args = parser.parse_args(argv)
     if not args.vllm_python:
         parser.error("pass --vllm-python or set ENGINETUI_VLLM_PYTHON")
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model = str(Path(args.model).resolve())
     if args.burst:
-        return capture_burst(args.vllm_python, model, out)
+        return capture_burst(args.vllm_python, model, out, args.requests, args.first, args.poll_s)
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     with start_vllm(args.vllm_python, model) as server:
         rec = Recorder(server.url, server.kv_endpoint)
@@ -179,12 +186,14 @@ def burst_args(limits: SchedulerLimits) -> tuple[str, ...]:
     return ("--max-num-seqs", str(limits.max_num_seqs), "--max-num-batched-tokens", str(limits.max_num_batched_tokens))
 
 
-def capture_burst(python: str, model: str, out: Path) -> int:
+def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_REQUESTS, first: int = 0,
+                  poll_s: float = BURST_POLL_S) -> int:
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     record = out / "burst.etrec"
     with start_vllm(python, model, num_blocks=BURST_BLOCKS, extra_args=burst_args(BURST_LIMITS)) as server:
-        state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=BURST_REQUESTS,
-                                          max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=BURST_POLL_S))
+        state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=num_requests,
+                                          max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=poll_s,
+                                          first=first))
         version = httpx.get(server.url + "/version").json().get("version")
         command = [Path(server.command[0]).name, *server.command[1:]]
     with lzma.open(out / "burst.etrec.xz", "wb") as f:
@@ -193,7 +202,7 @@ def capture_burst(python: str, model: str, out: Path) -> int:
     session = {"vllm_version": version, "model": model, "command": command,
                "limits": {"max_num_seqs": BURST_LIMITS.max_num_seqs,
                           "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens},
-               "requests": BURST_REQUESTS, "max_tokens": BURST_MAX_TOKENS, "poll_s": BURST_POLL_S}
+               "requests": num_requests, "first": first, "max_tokens": BURST_MAX_TOKENS, "poll_s": poll_s}
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     rebuild = state.rebuild
     if rebuild is not None:

@@ -17,7 +17,17 @@ the wire decides only two things the scheduler cannot know:
 A step is applied only once every token it samples has gone by (or its request ended), so the
 rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
 has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
-passes their arrival. vLLM reports a prompt's length with its first chunk: until then the request
+passes their arrival; after idle, not before the first token of the step that ends the idle has
+gone by (until then nobody knows when that step ran, nor which requests vLLM had taken in by then).
+
+A reading is compared with the state after the last rebuilt step that ended by its time, as vLLM
+sets its gauges: from the scheduler's stats made after each step (`make_stats()` at the end of
+`update_from_output()`), recorded by the front end as it handles that step's outputs. So before
+the first step of a burst the gauges still read idle, however many requests have arrived. vLLM's
+preemption counter moves later still: it counts a preemption when the preempted request's next
+output (its next sampled token, after the recompute) carries the PREEMPTED event; the rebuilt
+count shown against it (`RebuiltStep.preemptions`, `RebuildCheck.rebuilt_preemptions`) does the
+same, while `num_preemptions` counts each preemption when it happens. vLLM reports a prompt's length with its first chunk: until then the request
 waits in the rebuild with a stand-in prompt, and the rebuild does not plan a step that might
 admit it (it is among the first waiting requests for the free seats).
 
@@ -63,7 +73,7 @@ class RebuiltStep:
     running: int  # requests running
     waiting: int  # requests waiting (preempted ones included)
     used_blocks: int  # KV blocks referenced
-    preemptions: int  # preemptions so far
+    preemptions: int  # preemptions so far, as vLLM's counter shows them (each once its request samples again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +115,8 @@ class SchedRebuild:
     steps: list[RebuiltStep] = field(default_factory=list)  # the rebuilt state after each timed step, in time order
     checks: deque[RebuildCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings checked
     num_preemptions: int = 0  # preemptions rebuilt so far
+    num_preemptions_counted: int = 0  # of those, the ones vLLM's counter shows by now (see _apply)
+    _uncounted: dict[str, int] = field(default_factory=dict)  # preemptions not counted yet, by request id
     num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
     clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
     _plan: object = None  # the step scheduled and not applied yet (its tokens have not all gone by)
@@ -148,8 +160,8 @@ class SchedRebuild:
                     break  # the step might admit a request whose prompt length is not known yet
                 if not sched.has_unfinished_requests():
                     sched.drain_step_record()
-                    if not self.views:
-                        break
+                    if not self.views or self._gate() is None:
+                        break  # idle, or idle until the first token of the next step shows
                     continue
                 self._plan = sched.schedule()
                 self._sampling = []
@@ -164,11 +176,25 @@ class SchedRebuild:
         """Put the requests that arrived by the next step into the scheduler, in the order vLLM took
         them in: by their first token (requests that arrive together reach vLLM in no set order;
         vLLM admits first come, first served, so the first it took in are the first to sample)."""
+        idle = not self.sched.has_unfinished_requests()
         gate = self._gate()
         arrived = []
-        while self.views and self.views[0].arrival <= gate:
-            arrived.append(self.views.popleft())
-        arrived.sort(key=lambda v: v.first_token if v.first_token is not None else float("inf"))
+        if gate is None:
+            return
+        if idle and self.views:
+            # The step that ends an idle spell: vLLM's engine ran it as soon as it had a request, with
+            # the requests its API server had handed it by then (however many reached the proxy), and
+            # a request never run before samples its first token in the step that admits it. So the
+            # requests it ran are those whose first token went by first; the others enter before the
+            # next step, which admits every request that arrived by the end of this one.
+            first = min(t for v in self.views if (t := _first_token(v)) is not None)
+            arrived = [v for v in self.views if v.arrival <= gate and _first_token(v) == first]
+            chosen = {id(v) for v in arrived}
+            self.views = deque(v for v in self.views if id(v) not in chosen)
+        else:
+            while self.views and self.views[0].arrival <= gate:
+                arrived.append(self.views.popleft())
+        arrived.sort(key=lambda v: t if (t := _first_token(v)) is not None else float("inf"))
         for view in arrived:
             if view.prompt_tokens is None and not view.active:
                 self.num_skipped += 1  # never reported (refused, failed, or no usage): left out
@@ -179,12 +205,17 @@ class SchedRebuild:
                 self._unsized.add(view.req_id)
             self.sched.add_request(_engine_request(view, self.setup.max_model_len))
 
-    def _gate(self) -> float:
+    def _gate(self) -> float | None:
         """Requests that arrived by this time enter before the next step: the previous step's end; after
-        idle, the first token of the step that ends it (every request that arrived by then could be in it)."""
+        idle, the first token of the step that ends it (every request that arrived by then could be in it).
+        None: idle, and no waiting request has a token yet, so when the next step ends is not known (the
+        requests wait outside until then: they may reach vLLM's engine in any order, and vLLM's engine
+        takes in what its API server handed it by then, not what reached the proxy)."""
         if self.sched.has_unfinished_requests() or not self.views:
             return self.clock if self.clock is not None else float("-inf")
-        first = min((v.first_token for v in self.views if v.first_token is not None), default=self.views[0].arrival)
+        first = min((t for v in self.views if (t := _first_token(v)) is not None), default=None)
+        if first is None:
+            return None
         self.clock = max(self.clock or self.views[0].arrival, self.views[0].arrival)
         return max(first, self.clock)
 
@@ -247,11 +278,18 @@ class SchedRebuild:
         sched.update_from_output(self._plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN))
         for req_id in self._plan.preempted_req_ids:
             self.entered[req_id].rebuilt_preemptions += 1
+            self._uncounted[req_id] = self._uncounted.get(req_id, 0) + 1
         self.num_preemptions += len(self._plan.preempted_req_ids)
+        # vLLM's num_preemptions counter moves late: the scheduler records a PREEMPTED event on the
+        # request, and the event leaves the engine core with that request's next output (its next
+        # sampled token, after the recompute), where the front end counts it. So a preemption
+        # shows in /metrics at the step in which the preempted request next samples.
+        for req_id in self._sampling:
+            self.num_preemptions_counted += self._uncounted.pop(req_id, 0)
         sched.drain_step_record()
         self._plan = None
         state = (len(sched.running), len(sched.waiting), sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
-                 self.num_preemptions)
+                 self.num_preemptions_counted)
         if not times:
             self._untimed.append(state)
             return
@@ -286,11 +324,19 @@ class SchedRebuild:
             else:
                 hi = mid
         if lo == 0:
-            arrived = sum(v.arrival <= when for v in self.entered.values()) + \
-                sum(v.arrival <= when and v.prompt_tokens is not None for v in self.views)
-            return 0, arrived, 0
+            # vLLM sets its gauges from the stats of a step (logged after it), so before its first step
+            # they read as it left them: nothing running or waiting (requests that reached it meanwhile
+            # do not show until a step runs)
+            return 0, 0, 0
         step = self.steps[lo - 1]
         return step.running, step.waiting, step.preemptions
+
+
+def _first_token(view: WatchedRequest) -> float | None:
+    """When the request's first generated token went by (None: not yet)."""
+    if view.first_token is not None:
+        return view.first_token
+    return view.token_times[0] if view.token_times else None
 
 
 def _engine_request(view: WatchedRequest, max_model_len: int) -> Request:
