@@ -155,6 +155,7 @@ class SchedRebuild:
             if self._plan is None:
                 self._admit()
                 self._size_prompts()
+                self._order_waiting()
                 self._end_finished()
                 if self._unsized_may_run():
                     break  # the step might admit a request whose prompt length is not known yet
@@ -234,6 +235,25 @@ class SchedRebuild:
                 self.num_skipped += 1
                 if request is not None:
                     self.sched.finish_requests([req_id], RequestStatus.FINISHED_ABORTED, "no prompt length")
+
+    def _order_waiting(self) -> None:
+        """Keep the requests that never ran in the order vLLM admits them: by their first token, as it
+        goes by. vLLM admits first come, first served (whoever reached its engine first samples first),
+        so a request whose first token went by earlier was ahead of one whose first token went by later,
+        whatever order they reached the proxy in; one whose first token has not gone by yet is behind
+        all that have (and, unsized, it holds the rebuild while it might be admitted: _unsized_may_run).
+        Preempted requests stay where vLLM put them: at the head, in the order they were preempted."""
+        waiting = self.sched.waiting
+        fresh = [r for r in waiting if r.num_preemptions == 0]
+        key = [_first_token(self.entered[r.request_id]) for r in fresh]
+        key = [t if t is not None else float("inf") for t in key]
+        if all(a <= b for a, b in zip(key, key[1:])):
+            return
+        order = [r for _, _, r in sorted(zip(key, range(len(fresh)), fresh), key=lambda x: (x[0], x[1]))]
+        for request in fresh:
+            waiting.remove(request)
+        for request in order:
+            waiting.add(request)
 
     def _unsized_may_run(self) -> bool:
         """A request of unknown prompt length is among the first waiting ones for the free seats."""

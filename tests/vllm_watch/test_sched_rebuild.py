@@ -155,7 +155,7 @@ def test_the_rebuild_agrees_with_a_recorded_real_vllm_burst():
     agree, total = agreement(rebuild.checks)
     print(f"agrees ±1 on {agree}/{total}; preemptions rebuilt {rebuild.num_preemptions}, "
           f"vLLM {rebuild.checks[-1].preemptions}")
-    # measured: 12 of 42 readings (29%; the target, 95%, is not reached yet): the first ten, through
-    # the first wave of preemptions, agree exactly; preemptions 83 rebuilt against vLLM's 76
-    assert total >= 40 and agree >= 12
-    assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 8
+    # measured: 35 of 42 readings (83%; the target, 95%, is not reached yet); preemptions 78 rebuilt
+    # against vLLM's 76
+    assert total >= 40 and agree >= 35
+    assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 2
