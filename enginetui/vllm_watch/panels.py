@@ -168,6 +168,10 @@ def rebuild_text(rebuild: SchedRebuild) -> Text:
     text = Text(f"\nrebuilt with this engine's scheduler: running {last.rebuilt_running} · waiting "
                 f"{last.rebuilt_waiting} · agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings"
                 f" · preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})")
+    blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
+    if blocks:
+        text.append(f" · KV blocks held {last.rebuilt_kv_blocks}, ±{TOLERANCE} of vLLM's on "
+                    f"{100 * sum(blocks) / len(blocks):.0f}%")
     if rebuild.num_skipped:
         text.append(f" · {rebuild.num_skipped} requests left out (no usage)", style=DIM)
     return text

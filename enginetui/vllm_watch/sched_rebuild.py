@@ -19,6 +19,9 @@ rebuild follows the wire as far as it goes and waits there; a reading is checked
 has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
 passes their arrival; after idle, not before the first token of the step that ends the idle has
 gone by (until then nobody knows when that step ran, nor which requests vLLM had taken in by then).
+The requests that never ran wait in the order vLLM admits them: by their first token, as it goes
+by (vLLM admits first come, first served; the order they reached the proxy in is not the order
+they reached vLLM's engine in).
 
 A reading is compared with the state after the last rebuilt step that ended by its time, as vLLM
 sets its gauges: from the scheduler's stats made after each step (`make_stats()` at the end of
@@ -87,6 +90,13 @@ class RebuildCheck:
     rebuilt_running: int  # the rebuild's running requests
     rebuilt_waiting: int  # the rebuild's waiting requests
     rebuilt_preemptions: int  # the rebuild's preemptions so far
+    kv_blocks: float | None = None  # KV blocks vLLM held: its kv_cache_usage_perc of its pool (None: not reported)
+    rebuilt_kv_blocks: int = 0  # KV blocks the rebuild held (cached free blocks count as free, as in vLLM)
+
+    @property
+    def blocks_agree(self) -> bool | None:
+        """The KV blocks held within one block of vLLM's (None: vLLM did not report its usage)."""
+        return None if self.kv_blocks is None else abs(self.kv_blocks - self.rebuilt_kv_blocks) <= TOLERANCE
 
     @property
     def agrees(self) -> bool:
@@ -102,6 +112,7 @@ class _Pending:
     running: float  # vLLM's gauges then
     waiting: float
     preemptions: float  # vLLM's preemption counter then (since the rebuild started)
+    kv_blocks: float | None  # KV blocks vLLM held then (None: not reported)
 
 
 @dataclass(slots=True)
@@ -140,11 +151,14 @@ class SchedRebuild:
         if view.generates:
             self.views.append(view)
 
-    def reading(self, time: float, running: float, waiting: float, preemptions: float) -> None:
-        """A /metrics reading: vLLM's gauges and its preemption counter (total since it started)."""
+    def reading(self, time: float, running: float, waiting: float, preemptions: float,
+                kv_usage: float | None = None) -> None:
+        """A /metrics reading: vLLM's gauges, its preemption counter (total since it started) and its
+        kv_cache_usage_perc (a fraction of its pool less the null block: vLLM's BlockPool.get_usage())."""
         if self._preempt_base is None:
             self._preempt_base = preemptions
-        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base))
+        blocks = None if kv_usage is None else kv_usage * self.setup.num_blocks
+        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base, blocks))
 
     # ---- stepping ------------------------------------------------------------------------
 
@@ -328,13 +342,13 @@ class SchedRebuild:
         passed = self.steps[-1].time if self.steps else None
         while self._pending and (idle or (passed is not None and self._pending[0].time < passed)):
             p = self._pending.popleft()
-            running, waiting, preempted = self.state_at(p.time)
+            running, waiting, preempted, blocks = self.state_at(p.time)
             if p.running or p.waiting or running or waiting:  # readings with traffic only
                 self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
-                                                preempted))
+                                                preempted, p.kv_blocks, blocks))
 
-    def state_at(self, when: float) -> tuple[int, int, int]:
-        """(running, waiting, preemptions so far) rebuilt at `when`: after the last step that ended by
+    def state_at(self, when: float) -> tuple[int, int, int, int]:
+        """(running, waiting, preemptions so far, KV blocks held) rebuilt at `when`: after the last step that ended by
         then; before any, the requests that had arrived all wait."""
         lo, hi = 0, len(self.steps)
         while lo < hi:
@@ -347,9 +361,9 @@ class SchedRebuild:
             # vLLM sets its gauges from the stats of a step (logged after it), so before its first step
             # they read as it left them: nothing running or waiting (requests that reached it meanwhile
             # do not show until a step runs)
-            return 0, 0, 0
+            return 0, 0, 0, 0
         step = self.steps[lo - 1]
-        return step.running, step.waiting, step.preemptions
+        return step.running, step.waiting, step.preemptions, step.used_blocks
 
 
 def _first_token(view: WatchedRequest) -> float | None:

@@ -180,8 +180,9 @@ class WatchState:
             self.rebuild = SchedRebuild(setup)
             for view in self.requests.values():
                 self.rebuild.track(view)
+        kv = sample.per_engine(m.KV_USAGE)  # one engine's pool (the rebuild is one scheduler)
         self.rebuild.reading(sample.time, sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0,
-                             sample.total(m.PREEMPTIONS) or 0.0)
+                             sample.total(m.PREEMPTIONS) or 0.0, next(iter(kv.values())) if len(kv) == 1 else None)
         self.rebuild.advance()
 
     def _rebuild_setup(self) -> RebuildSetup | None:
