@@ -30,9 +30,13 @@ the first step of a burst the gauges still read idle, however many requests have
 preemption counter moves later still: it counts a preemption when the preempted request's next
 output (its next sampled token, after the recompute) carries the PREEMPTED event; the rebuilt
 count shown against it (`RebuiltStep.preemptions`, `RebuildCheck.rebuilt_preemptions`) does the
-same, while `num_preemptions` counts each preemption when it happens. vLLM reports a prompt's length with its first chunk: until then the request
-waits in the rebuild with a stand-in prompt, and the rebuild does not plan a step that might
-admit it (it is among the first waiting requests for the free seats).
+same, while `num_preemptions` counts each preemption when it happens. The KV blocks the rebuild
+holds are checked against vLLM's `kv_cache_usage_perc` of its pool (cached free blocks count as
+free on both sides).
+
+vLLM reports a prompt's length with its first chunk: until then the request waits in the rebuild
+with a stand-in prompt, and the rebuild does not plan a step that might admit it (it is among the
+first waiting requests for the free seats).
 
 What it cannot see: prompt token ids (each prompt is made of tokens no other prompt shares, so
 prefix-cache hits are not rebuilt), requests sent to vLLM around the proxy, and asynchronous
