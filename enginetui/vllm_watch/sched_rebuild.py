@@ -58,6 +58,7 @@ from enginetui.vllm_watch.requests import WatchedRequest
 
 STAND_IN_TOKEN = 0  # the token every rebuilt request "samples" (its stop comes from the wire)
 MAX_CHECKS = 10_000  # readings kept
+ORDER_TOKENS = 4  # a request that never ran is ordered by when its first this many tokens went by
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,15 +256,16 @@ class SchedRebuild:
                     self.sched.finish_requests([req_id], RequestStatus.FINISHED_ABORTED, "no prompt length")
 
     def _order_waiting(self) -> None:
-        """Keep the requests that never ran in the order vLLM admits them: by their first token, as it
-        goes by. vLLM admits first come, first served (whoever reached its engine first samples first),
-        so a request whose first token went by earlier was ahead of one whose first token went by later,
-        whatever order they reached the proxy in; one whose first token has not gone by yet is behind
-        all that have (and, unsized, it holds the rebuild while it might be admitted: _unsized_may_run).
+        """Keep the requests that never ran in the order vLLM admits them: by when their first tokens
+        went by (_admission_time), as they go by. vLLM admits first come, first served (whoever reached
+        its engine first samples first), so a request whose first tokens went by earlier was ahead of
+        one whose first tokens went by later, whatever order they reached the proxy in; one whose first
+        token has not gone by yet is behind all that have (and, unsized, it holds the rebuild while it
+        might be admitted: _unsized_may_run).
         Preempted requests stay where vLLM put them: at the head, in the order they were preempted."""
         waiting = self.sched.waiting
         fresh = [r for r in waiting if r.num_preemptions == 0]
-        key = [_first_token(self.entered[r.request_id]) for r in fresh]
+        key = [_admission_time(self.entered[r.request_id]) for r in fresh]
         key = [t if t is not None else float("inf") for t in key]
         if all(a <= b for a, b in zip(key, key[1:])):
             return
@@ -375,6 +377,15 @@ def _first_token(view: WatchedRequest) -> float | None:
     if view.first_token is not None:
         return view.first_token
     return view.token_times[0] if view.token_times else None
+
+
+def _admission_time(view: WatchedRequest) -> float | None:
+    """When the request's first tokens went by: the median time of its first ORDER_TOKENS (of those
+    gone by so far). Not its first token alone: vLLM's front end may hold a new stream's first chunk
+    back while the requests admitted with it stream on (their tokens then go by together, a few steps
+    late), and the median of a few tokens sampled one step apart ignores one late chunk."""
+    times = view.token_times[:ORDER_TOKENS]
+    return sorted(times)[len(times) // 2] if times else _first_token(view)
 
 
 def _engine_request(view: WatchedRequest, max_model_len: int) -> Request:
