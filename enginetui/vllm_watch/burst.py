@@ -29,16 +29,18 @@ def burst_prompt(i: int) -> str:
 
 
 async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int = 64, max_tokens: int = 64,
-                        record: str | None = None, poll_s: float = 0.25, first: int = 0) -> WatchState:
+                        record: str | None = None, poll_s: float = 0.25, first: int = 0,
+                        kv_endpoint: str | None = None) -> WatchState:
     """Send `num_requests` streamed completions at once through a proxy in front of `url`; return the
     watcher's state once all ended and vLLM's gauges were read a few times more. Their prompts are
-    burst_prompt(first), burst_prompt(first + 1), …"""
+    burst_prompt(first), burst_prompt(first + 1), … With `kv_endpoint` the watcher also listens to
+    vLLM's KV events there (the recording keeps each batch)."""
     client = VllmClient(url, None)
-    recorder = WatchRecorder(record, url, None) if record else None
+    recorder = WatchRecorder(record, url, kv_endpoint) if record else None
     state = (RecordingWatchState(url, None, recorder, limits=limits) if recorder
              else WatchState(url, None, limits=limits))
     tasks: list[asyncio.Task] = []
-    feed = ServerFeed(state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=None,
+    feed = ServerFeed(state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=kv_endpoint,
                       poll_s=poll_s)
     sock = proxy_server.listen("127.0.0.1", 0)
     proxy_url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -24,6 +24,12 @@ with BURST_LIMITS (preemptions), the watcher's state recorded as `enginetui atta
 - burst.etrec.xz: the watch recording (every /metrics reading, each request through the proxy and
   each piece of its response, with when it went by), xz-compressed;
 - session.json: vLLM's version and command line, the limits given, the workload.
+
+--requests N and --first K send N requests with the prompts burst_prompt(K)… (another burst than the
+fixture's), --poll-s the reading interval; --kv-events listens to vLLM's KV events too and records
+each batch (the rebuild's cached blocks are checked against them). On a small machine that starves the
+/metrics readings: the watcher's one event loop decodes every batch while it proxies the burst (a
+64-request burst was read twice in 4.4 s, its batches delivered up to 2 s late).
 """
 
 import argparse
@@ -151,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", action="store_true", help="record the scheduler rebuild's burst through the proxy")
     parser.add_argument("--requests", type=int, default=BURST_REQUESTS, help="--burst: requests sent at once")
     parser.add_argument("--poll-s", type=float, default=BURST_POLL_S, help="--burst: /metrics reading interval")
+    parser.add_argument("--kv-events", action="store_true",
+                        help="--burst: record vLLM's KV event batches too (the rebuild's cached blocks are checked against them)")
     parser.add_argument("--first", type=int, default=0,
                         help="--burst: the first request's number (its prompt: burst_prompt; another number, other prompts)")
     args = parser.parse_args(argv)
@@ -160,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model = str(Path(args.model).resolve())
     if args.burst:
-        return capture_burst(args.vllm_python, model, out, args.requests, args.first, args.poll_s)
+        return capture_burst(args.vllm_python, model, out, args.requests, args.first, args.poll_s,
+                             args.kv_events)
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     with start_vllm(args.vllm_python, model) as server:
         rec = Recorder(server.url, server.kv_endpoint)
@@ -187,13 +196,13 @@ def burst_args(limits: SchedulerLimits) -> tuple[str, ...]:
 
 
 def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_REQUESTS, first: int = 0,
-                  poll_s: float = BURST_POLL_S) -> int:
+                  poll_s: float = BURST_POLL_S, kv_events: bool = False) -> int:
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     record = out / "burst.etrec"
     with start_vllm(python, model, num_blocks=BURST_BLOCKS, extra_args=burst_args(BURST_LIMITS)) as server:
         state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=num_requests,
                                           max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=poll_s,
-                                          first=first))
+                                          first=first, kv_endpoint=server.kv_endpoint if kv_events else None))
         version = httpx.get(server.url + "/version").json().get("version")
         command = [Path(server.command[0]).name, *server.command[1:]]
     with lzma.open(out / "burst.etrec.xz", "wb") as f:
@@ -202,7 +211,7 @@ def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_
     session = {"vllm_version": version, "model": model, "command": command,
                "limits": {"max_num_seqs": BURST_LIMITS.max_num_seqs,
                           "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens},
-               "requests": num_requests, "first": first, "max_tokens": BURST_MAX_TOKENS, "poll_s": poll_s}
+               "requests": num_requests, "first": first, "max_tokens": BURST_MAX_TOKENS, "poll_s": poll_s, "kv_events": kv_events}
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     rebuild = state.rebuild
     if rebuild is not None:

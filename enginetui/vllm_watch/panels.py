@@ -172,6 +172,10 @@ def rebuild_text(rebuild: SchedRebuild) -> Text:
     if blocks:
         text.append(f" · KV blocks held {last.rebuilt_kv_blocks}, ±{TOLERANCE} of vLLM's on "
                     f"{100 * sum(blocks) / len(blocks):.0f}%")
+    cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
+    if cached:
+        text.append(f" · cached {last.rebuilt_cached_blocks}, ±{TOLERANCE} of the KV events' on "
+                    f"{100 * sum(cached) / len(cached):.0f}%")
     if rebuild.num_skipped:
         text.append(f" · {rebuild.num_skipped} requests left out (no usage)", style=DIM)
     return text

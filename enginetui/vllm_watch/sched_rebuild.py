@@ -82,6 +82,7 @@ class RebuiltStep:
     waiting: int  # requests waiting (preempted ones included)
     used_blocks: int  # KV blocks referenced
     preemptions: int  # preemptions so far, as vLLM's counter shows them (each once its request samples again)
+    cached_blocks: int = 0  # KV blocks with a hash (full blocks, held or cached free): what vLLM's KV events show cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +98,19 @@ class RebuildCheck:
     rebuilt_preemptions: int  # the rebuild's preemptions so far
     kv_blocks: float | None = None  # KV blocks vLLM held: its kv_cache_usage_perc of its pool (None: not reported)
     rebuilt_kv_blocks: int = 0  # KV blocks the rebuild held (cached free blocks count as free, as in vLLM)
+    cached_blocks: int | None = None  # blocks cached by vLLM's KV events (stored less removed; None: not listened to)
+    rebuilt_cached_blocks: int = 0  # blocks the rebuild has cached (full blocks with a hash, held or free)
 
     @property
     def blocks_agree(self) -> bool | None:
         """The KV blocks held within one block of vLLM's (None: vLLM did not report its usage)."""
         return None if self.kv_blocks is None else abs(self.kv_blocks - self.rebuilt_kv_blocks) <= TOLERANCE
+
+    @property
+    def cached_agree(self) -> bool | None:
+        """The cached blocks within one of vLLM's, by its KV events (None: they were not listened to)."""
+        return (None if self.cached_blocks is None
+                else abs(self.cached_blocks - self.rebuilt_cached_blocks) <= TOLERANCE)
 
     @property
     def agrees(self) -> bool:
@@ -118,6 +127,7 @@ class _Pending:
     waiting: float
     preemptions: float  # vLLM's preemption counter then (since the rebuild started)
     kv_blocks: float | None  # KV blocks vLLM held then (None: not reported)
+    cached_blocks: int | None  # blocks vLLM had cached then, by its KV events (None: not listened to)
 
 
 @dataclass(slots=True)
@@ -157,13 +167,15 @@ class SchedRebuild:
             self.views.append(view)
 
     def reading(self, time: float, running: float, waiting: float, preemptions: float,
-                kv_usage: float | None = None) -> None:
+                kv_usage: float | None = None, cached_blocks: int | None = None) -> None:
         """A /metrics reading: vLLM's gauges, its preemption counter (total since it started) and its
-        kv_cache_usage_perc (a fraction of its pool less the null block: vLLM's BlockPool.get_usage())."""
+        kv_cache_usage_perc (a fraction of its pool less the null block: vLLM's BlockPool.get_usage()),
+        and the blocks its KV events show cached by then (stored, less removed)."""
         if self._preempt_base is None:
             self._preempt_base = preemptions
         blocks = None if kv_usage is None else kv_usage * self.setup.num_blocks
-        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base, blocks))
+        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base, blocks,
+                                      cached_blocks))
 
     # ---- stepping ------------------------------------------------------------------------
 
@@ -329,7 +341,7 @@ class SchedRebuild:
         sched.drain_step_record()
         self._plan = None
         state = (len(sched.running), len(sched.waiting), sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
-                 self.num_preemptions_counted)
+                 self.num_preemptions_counted, sum(map(len, sched.kv.pool.cached.values())))
         if not times:
             self._untimed.append(state)
             return
@@ -348,13 +360,13 @@ class SchedRebuild:
         passed = self.steps[-1].time if self.steps else None
         while self._pending and (idle or (passed is not None and self._pending[0].time < passed)):
             p = self._pending.popleft()
-            running, waiting, preempted, blocks = self.state_at(p.time)
+            running, waiting, preempted, blocks, cached = self.state_at(p.time)
             if p.running or p.waiting or running or waiting:  # readings with traffic only
                 self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
-                                                preempted, p.kv_blocks, blocks))
+                                                preempted, p.kv_blocks, blocks, p.cached_blocks, cached))
 
-    def state_at(self, when: float) -> tuple[int, int, int, int]:
-        """(running, waiting, preemptions so far, KV blocks held) rebuilt at `when`: after the last step that ended by
+    def state_at(self, when: float) -> tuple[int, int, int, int, int]:
+        """(running, waiting, preemptions so far, KV blocks held, blocks cached) rebuilt at `when`: after the last step that ended by
         then; before any, the requests that had arrived all wait."""
         lo, hi = 0, len(self.steps)
         while lo < hi:
@@ -367,9 +379,9 @@ class SchedRebuild:
             # vLLM sets its gauges from the stats of a step (logged after it), so before its first step
             # they read as it left them: nothing running or waiting (requests that reached it meanwhile
             # do not show until a step runs)
-            return 0, 0, 0, 0
+            return 0, 0, 0, 0, 0
         step = self.steps[lo - 1]
-        return step.running, step.waiting, step.preemptions, step.used_blocks
+        return step.running, step.waiting, step.preemptions, step.used_blocks, step.cached_blocks
 
 
 def _first_token(view: WatchedRequest) -> float | None:

@@ -182,8 +182,16 @@ class WatchState:
                 self.rebuild.track(view)
         kv = sample.per_engine(m.KV_USAGE)  # one engine's pool (the rebuild is one scheduler)
         self.rebuild.reading(sample.time, sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0,
-                             sample.total(m.PREEMPTIONS) or 0.0, next(iter(kv.values())) if len(kv) == 1 else None)
+                             sample.total(m.PREEMPTIONS) or 0.0, next(iter(kv.values())) if len(kv) == 1 else None,
+                             self._cached_blocks())
         self.rebuild.advance()
+
+    def _cached_blocks(self) -> int | None:
+        """The blocks vLLM has cached, by its KV events (None: none heard, or more than one rank)."""
+        if len(self.caches.ranks) != 1:
+            return None
+        cache = next(iter(self.caches.ranks.values()))
+        return cache.num_cached if cache.num_batches else None
 
     def _rebuild_setup(self) -> RebuildSetup | None:
         """vLLM's configuration for the rebuild: its pool (/metrics), its limits (given), its max_model_len
