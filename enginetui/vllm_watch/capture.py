@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vllm-python", default=vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
     parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
-    parser.add_argument("--out", required=True, help="folder for the fixture files")
+    parser.add_argument("--out", help="folder for the fixture files")
+    parser.add_argument("--measure", metavar="DIR",
+                        help="replay a --burst capture in DIR and print each reading against the rebuild")
     parser.add_argument("--burst", action="store_true", help="record the scheduler rebuild's burst through the proxy")
     parser.add_argument("--requests", type=int, default=BURST_REQUESTS, help="--burst: requests sent at once")
     parser.add_argument("--poll-s", type=float, default=BURST_POLL_S, help="--burst: /metrics reading interval")
@@ -162,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0,
                         help="--burst: the first request's number (its prompt: burst_prompt; another number, other prompts)")
     args = parser.parse_args(argv)
+    if args.measure:
+        return measure_burst(Path(args.measure))
+    if not args.out:
+        parser.error("pass --out (or --measure DIR)")
     if not args.vllm_python:
         parser.error("pass --vllm-python or set ENGINETUI_VLLM_PYTHON")
     out = Path(args.out)
@@ -219,6 +225,44 @@ def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_
         print(f"rebuild agrees on {agree}/{len(rebuild.checks)} readings; preemptions "
               f"{rebuild.num_preemptions} rebuilt", file=sys.stderr)
     print(f"{len(state.requests)} requests -> {out}", file=sys.stderr)
+    return 0
+
+
+def replay_burst(folder: Path):
+    """The watcher's state after replaying a --burst capture, given the limits vLLM was started with."""
+    import tempfile
+
+    from enginetui.vllm_watch.recording import apply_item, read_watch_recording
+    from enginetui.vllm_watch.state import WatchState
+
+    session = json.loads((folder / "session.json").read_text())
+    with lzma.open(folder / "burst.etrec.xz") as f, tempfile.NamedTemporaryFile(suffix=".etrec") as tmp:
+        tmp.write(f.read())
+        tmp.flush()
+        recording = read_watch_recording(tmp.name)
+    state = WatchState(recording.header.url, None, limits=SchedulerLimits(**session["limits"]))
+    for item in recording.items:
+        apply_item(state, item)
+    return state
+
+
+def measure_burst(folder: Path) -> int:
+    """Print every reading of a --burst capture against the rebuild (seconds from the first request)."""
+    rebuild = replay_burst(folder).rebuild
+    if rebuild is None or not rebuild.checks:
+        print(f"{folder}: no rebuild (no limits, pool or model known) or no reading with traffic", file=sys.stderr)
+        return 1
+    t0 = min(v.arrival for v in rebuild.entered.values())
+    print("     t   vLLM run wait pre kv  | rebuilt run wait pre kv")
+    for c in rebuild.checks:
+        kv = f"{c.kv_blocks:4.0f}" if c.kv_blocks is not None else "   -"
+        print(f"{c.time - t0:6.3f}   {c.running:8.0f} {c.waiting:4.0f} {c.preemptions:3.0f} {kv}  | "
+              f"{c.rebuilt_running:11d} {c.rebuilt_waiting:4d} {c.rebuilt_preemptions:3d} {c.rebuilt_kv_blocks:3d}"
+              f"  {'' if c.agrees else 'DISAGREES'}")
+    agree = sum(c.agrees for c in rebuild.checks)
+    blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
+    print(f"agrees ±1 on {agree}/{len(rebuild.checks)} readings; preemptions {rebuild.num_preemptions} rebuilt, "
+          f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}")
     return 0
 
 

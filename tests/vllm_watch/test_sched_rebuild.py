@@ -1,19 +1,17 @@
 """The scheduler rebuild: against a server whose truth is known (the simulator, this engine's
 scheduler on a fixed clock, standing in for vLLM), and against the recorded real vLLM burst."""
 
-import lzma
-
 import pytest
 
 from enginetui.core.config import EngineConfig
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest
+from enginetui.vllm_watch.capture import replay_burst
 from enginetui.vllm_watch.reconstruct import agreement
-from enginetui.vllm_watch.recording import apply_item, read_watch_recording
 from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
-from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+from enginetui.vllm_watch.state import WatchState
 from tests.vllm_watch.recorded import FIXTURE
 
 BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst")  # capture --burst: 64 requests through the proxy
@@ -133,19 +131,7 @@ def test_the_watcher_starts_the_rebuild_once_the_pool_and_the_limits_are_known()
 
 def burst_state() -> WatchState:
     """The recorded burst replayed into a watcher given the limits vLLM was started with."""
-    session = __import__("json").loads((BURST_FIXTURE / "session.json").read_text())
-    with lzma.open(BURST_FIXTURE / "burst.etrec.xz") as f:
-        data = f.read()
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(suffix=".etrec") as tmp:
-        tmp.write(data)
-        tmp.flush()
-        recording = read_watch_recording(tmp.name)
-    state = WatchState(recording.header.url, None, limits=SchedulerLimits(**session["limits"]))
-    for item in recording.items:
-        apply_item(state, item)
-    return state
+    return replay_burst(BURST_FIXTURE)
 
 
 @pytest.mark.skipif(not (BURST_FIXTURE / "burst.etrec.xz").exists(), reason="no recorded burst")
