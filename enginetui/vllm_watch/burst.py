@@ -1,6 +1,6 @@
 """A burst of streamed requests through the watcher's proxy, with no dashboard: the watcher's state
 (recorded when a file is given) reads vLLM's /metrics while every request goes through the proxy.
-The capture script records a fixture with it (`capture --burst`) and the live rebuild test runs it.
+The capture script records a fixture with it (`capture --burst`), which tests/vllm_watch/test_sched_rebuild.py replays.
 
 Each request streams with vLLM's usage on every chunk (`continuous_usage_stats`), so the state
 knows each request's prompt length and when each of its tokens went by.
