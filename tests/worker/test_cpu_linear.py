@@ -9,9 +9,10 @@ from enginetui.core.models.layers.linear import linear_relu
 from enginetui.core.models.opt import OPTForCausalLM
 from enginetui.core.worker.cpu_linear import (
     LINEAR_BACKEND_ENV,
-    PACKED_MIN_ROWS,
+    MAX_MIN_ROWS,
     PackedWeight,
     linear_backend,
+    measure_min_rows,
     packable,
     prepack_linear_weights,
 )
@@ -40,32 +41,46 @@ def test_every_linear_weight_and_the_tied_head_are_packed_under_their_names():
     assert all(isinstance(params[n], torch.nn.Parameter) for n in packed)
 
 
-@pytest.mark.parametrize("rows", [1, PACKED_MIN_ROWS - 1, PACKED_MIN_ROWS, 64])
-def test_packed_linear_equals_dense_linear(rows):
+@pytest.mark.parametrize("min_rows", [1, MAX_MIN_ROWS])
+@pytest.mark.parametrize("rows", [1, 2, 3, 64])
+def test_packed_linear_equals_dense_linear(rows, min_rows):
     weight = torch.randn(48, 32)
     bias = torch.randn(48)
     model = torch.nn.Linear(32, 48)
     model.weight.data, model.bias.data = weight.clone(), bias.clone()
-    prepack_linear_weights(model)
+    prepack_linear_weights(model, min_rows)
     x = torch.randn(rows, 32)
     out = F.linear(x, model.weight, model.bias)  # [rows, 48]
     assert type(out) is torch.Tensor
     torch.testing.assert_close(out, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)  # summation order only
 
 
-@pytest.mark.parametrize("rows", [1, PACKED_MIN_ROWS, 64])
+@pytest.mark.parametrize("rows", [1, MAX_MIN_ROWS, 64])
 def test_linear_relu_runs_relu_as_onednns_post_op_with_the_same_result(rows, monkeypatch):
     weight, bias, x = torch.randn(48, 32), torch.randn(48), torch.randn(rows, 32)
     model = torch.nn.Linear(32, 48)
     model.weight.data, model.bias.data = weight.clone(), bias.clone()
-    prepack_linear_weights(model)
+    prepack_linear_weights(model, MAX_MIN_ROWS)
     calls = []
     pointwise = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[3]) or pointwise(*a))
     out = linear_relu(x, model.weight, model.bias)  # [rows, 48]
-    assert calls == (["relu"] if rows >= PACKED_MIN_ROWS else [])  # fused where the packed weight runs it
+    assert calls == (["relu"] if rows >= MAX_MIN_ROWS else [])  # fused where the packed weight runs it
     assert type(out) is torch.Tensor and out.min() >= 0
     torch.testing.assert_close(out, torch.relu(F.linear(x, weight, bias)), rtol=1e-5, atol=1e-5)
+
+
+def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_every_weight_of_the_model():
+    """The dense GEMM or oneDNN's for a row or two, whichever this CPU runs faster: measured once,
+    on one weight, and given to every weight of the model."""
+    model = small_opt()
+    prepack_linear_weights(model)
+    chosen = {p._min_rows for p in model.parameters() if isinstance(p, PackedWeight)}
+    assert len(chosen) == 1 and chosen <= {1, 2, MAX_MIN_ROWS}
+    weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
+    for packed_wins_from, expected in ((1, 1), (2, 2), (99, MAX_MIN_ROWS)):  # clocks that make each CPU's case
+        clock = lambda w, rows, packed, k=packed_wins_from: 1.0 if packed == (rows >= k) else 2.0  # noqa: E731
+        assert measure_min_rows(weight, clock) == expected
 
 
 def test_the_model_computes_the_same_logits_and_embeddings():
