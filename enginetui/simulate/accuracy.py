@@ -2,8 +2,9 @@
 requests with a step-time model (`python -m enginetui.simulate.accuracy RUN.etrec --step-times FIT.json`).
 
 The measured figures are read from the recording with the simulator's conventions, so both sides
-are defined alike: a request arrives when the recorded engine first could schedule it (the start of
-the step after it was announced), a token is out when its step's event was built. With the
+are defined alike: a request arrives when the recorded engine received it (kept within the step it
+came in during: from_recording.py), so a measured TTFT holds the wait for that step as a predicted one
+holds the wait for the simulated step in flight; a token is out when its step's event was built. With the
 recording's own step times (`--step-times recorded`) every figure matches exactly; with a fitted or
 roofline model the differences are the model's error.
 """
