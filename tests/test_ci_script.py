@@ -1,5 +1,5 @@
-"""CI (`.ci/run`) installs what the README says and runs the README's test command, with vLLM's CPU
-build configured so the tests against vLLM (the scheduler differential, the comparison tests and
+"""CI (`.ci/run`) installs what the README says and runs the README's test command and then the slow
+tests it leaves out, with vLLM's CPU build configured so the tests against vLLM (the scheduler differential, the comparison tests and
 the live vLLM watch) run instead of skipping."""
 
 import re
@@ -16,10 +16,11 @@ def commands(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def test_the_last_line_is_the_readmes_test_command():
+def test_it_runs_the_readmes_test_command_then_the_slow_tests_it_leaves_out():
     section = README.split("## Run the tests", 1)[1]
-    readme_command = re.search(r"```bash\n(.*?)\n```", section, flags=re.S).group(1).strip()
-    assert commands(CI)[-1] == readme_command
+    quick, slow = (block.strip() for block in re.findall(r"```bash\n(.*?)\n```", section, flags=re.S)[:2])
+    assert quick.endswith('-m "not slow"') and slow == quick.replace('-m "not slow"', "-m slow")
+    assert commands(CI)[-2:] == [quick, slow]  # together, the whole suite
 
 
 def test_vllm_is_installed_as_the_readme_says_and_configured_for_the_tests():
@@ -29,4 +30,4 @@ def test_vllm_is_installed_as_the_readme_says_and_configured_for_the_tests():
     assert lines[install].startswith(".vllm-venv/bin/python -m pip")  # its own virtual environment
     assert "pip uninstall -q -y torchvision torchaudio torchcodec" in lines[install + 1]
     assert 'export ENGINETUI_VLLM_PYTHON="$PWD/.vllm-venv/bin/python"' in lines
-    assert lines.index('export ENGINETUI_VLLM_PYTHON="$PWD/.vllm-venv/bin/python"') < len(lines) - 1
+    assert lines.index('export ENGINETUI_VLLM_PYTHON="$PWD/.vllm-venv/bin/python"') < len(lines) - 2

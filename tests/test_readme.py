@@ -30,6 +30,7 @@ def test_the_readme_shows_every_screenshot_and_each_one_it_shows_exists():
     assert shown == files
 
 
+@pytest.mark.slow  # each example a fresh interpreter that imports torch and starts an engine: 10-40 s
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
 def test_readme_example_runs_as_a_script(index, tmp_path):

@@ -203,8 +203,11 @@ class AsyncClient(EngineCoreClient):
         A subscriber that fell behind may have lost the last events before the engine went quiet,
         and nothing newer would come to show the state it lost. So once the stream has been quiet
         for CATCH_UP_QUIET_MS after an event, `catch_up()` (a control call for a snapshot) is
-        awaited, and its snapshot yielded if it is newer than the latest event (the stream then
-        always ends level with the engine). Conflating skips that: its newest event is never dropped."""
+        awaited. A snapshot newer than the latest event is held for one more quiet spell, since the
+        events it covers may still be on their way (they come by another socket than the reply):
+        if they arrive, it is dropped; if not, it is yielded, and events it covers that arrive later
+        are skipped. The stream then always ends level with the engine, in order. Conflating skips
+        all that: its newest event is never dropped."""
         self.host.check()
         ctx = zmq.asyncio.Context()  # its own: the client's context is destroyed at shutdown, not waited on
         sock = ctx.socket(zmq.SUB)
@@ -221,27 +224,36 @@ class AsyncClient(EngineCoreClient):
         # (Conflating keeps only the newest event: the snapshot may be gone, nothing is dropped.)
         greeted = conflate
         level = True  # no event arrived since the latest catch-up (or there is nothing to catch up)
+        held: StepEvent | None = None  # a catch-up snapshot newer than the latest event, held one quiet spell
+        covered = -1  # seq of the latest catch-up snapshot yielded: events up to it are in it
         try:
             while True:
-                if await sock.poll(POLL_MS if level else CATCH_UP_QUIET_MS):
+                if await sock.poll(POLL_MS if level and held is None else CATCH_UP_QUIET_MS):
                     event = decode_event(await sock.recv())
-                    if not greeted and not event.is_snapshot:
+                    if (not greeted and not event.is_snapshot) or event.seq <= covered:
                         continue
                     greeted = True
                     level = missed is None or catch_up is None
+                    if held is not None and event.seq >= held.seq:
+                        held = None  # the events it stood for arrived
                     yield event if missed is None else missed.mark(event)
                     continue
                 if self.host.closed:
                     return  # shut down: the stream ends
                 self.host.check()
-                if not level:
+                if held is not None:
+                    if held.seq > missed.last_seq:
+                        covered = held.seq
+                        yield missed.mark(held)
+                    held = None
+                elif not level:
                     level = True
                     try:
                         latest = await catch_up()
                     except EngineDeadError:
                         continue  # the next poll's check ends the stream
                     if latest.seq > missed.last_seq:
-                        yield missed.mark(latest)
+                        held = latest
         finally:
             sock.close(linger=0)
             ctx.term()

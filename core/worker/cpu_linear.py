@@ -122,10 +122,10 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
 
 
 def _time_gemm(weight: "PackedWeight", rows: int, packed: bool) -> float:
-    """Seconds of the fastest of TIMED_RUNS GEMMs of `rows` random rows by `weight`, packed (oneDNN)
-    or dense, after one untimed run."""
+    """Seconds of the fastest of TIMED_RUNS GEMMs of `rows` rows by `weight`, packed (oneDNN) or
+    dense, after one untimed run."""
     dense = weight.as_subclass(torch.Tensor)  # [out_features, in_features]
-    x = torch.randn(rows, dense.shape[1], dtype=dense.dtype)  # [rows, in_features]
+    x = torch.full((rows, dense.shape[1]), 0.5, dtype=dense.dtype)  # [rows, in_features] (no RNG drawn)
     if packed:
         run = lambda: torch.ops.mkldnn._linear_pointwise(x, weight._packed, None, "none", [], "")  # noqa: E731
     else:

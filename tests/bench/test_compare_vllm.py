@@ -115,6 +115,7 @@ def test_a_failing_runner_raises_with_its_log_and_keeps_it(tmp_path, fake_vllm):
     os.unlink(log)
 
 
+@pytest.mark.slow
 def test_busy_and_dashboard_loads_run_beside_the_engine(tiny_opt_dir):
     # a pass of over 1 s: the dashboard, paced by its CPU budget, redraws at least once a second
     long_enough = ["--num-prompts", "10", "--min-output-len", "420", "--max-output-len", "460"]

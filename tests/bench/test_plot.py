@@ -26,6 +26,7 @@ def plotted(monkeypatch) -> list:
     return results
 
 
+@pytest.mark.slow
 def test_throughput_bars_are_the_best_passes_and_the_dots_every_pass(tiny_opt_dir, tmp_path, capsys, plotted):
     path = tmp_path / "tp.png"
     args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "on", "record", "--repeats", "2",

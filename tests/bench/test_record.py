@@ -10,6 +10,7 @@ from enginetui.bench.recording import event_modes
 from .conftest import SMALL_WORKLOAD, bench_args
 
 
+@pytest.mark.slow
 def test_throughput_record_mode_beside_on_reports_the_ratio_and_removes_its_temporary_file(tiny_opt_dir, capsys):
     args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "on", "record")
     result = throughput.run(args)

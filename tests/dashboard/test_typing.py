@@ -2,6 +2,7 @@
 box of the engine dashboard, whatever letter it starts with; no letter of it runs an action, and
 the app keeps running. (The vLLM watch's twin is tests/vllm_watch/test_typing.py.)"""
 
+import pytest
 from textual import events
 from textual.keys import _character_to_key
 
@@ -54,6 +55,7 @@ async def type_each_sentence(pilot, app: EngineTUI) -> None:
     box.value = ""
 
 
+@pytest.mark.slow
 async def test_sentences_starting_with_any_key_are_typed_at_start_and_after_every_action(make_app):
     app = make_app(autostep=False, num_blocks=48)
     async with app.run_test(size=SIZE) as pilot:

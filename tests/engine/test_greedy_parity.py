@@ -54,6 +54,7 @@ def test_post_layernorm_projected_opt_matches_transformers(tmp_path):
     assert got == hf_greedy(d, prompts, 12)
 
 
+@pytest.mark.slow
 def test_opt125m_architecture_matches_transformers(opt125m_dir):
     prompts = mixed_prompts(4, 50272, 5, 60, seed=2)
     expected = hf_greedy(opt125m_dir, prompts, 8)

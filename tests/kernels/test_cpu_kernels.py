@@ -130,6 +130,7 @@ def _cpu_flags() -> set[str]:
         return set()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif("avx512_bf16" not in _cpu_flags(), reason="the CPU has no AVX512-BF16: the tests above cover it")
 def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
     """This CPU takes bf16 dot products with vdpbf16ps; built without them (as for a CPU that lacks
@@ -151,6 +152,7 @@ def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
     assert len(errors) == len(CASES) and max(errors) < REL_TOL[torch.bfloat16]
 
 
+@pytest.mark.slow
 def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
     env.pop("ENGINETUI_ATTENTION_BACKEND", None)

@@ -3,6 +3,8 @@ with LLM.generate on the same workload, on the tiny model (the numbers are not t
 
 import json
 
+import pytest
+
 from enginetui.bench.serve import generate_kwargs, serve_flags
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 
@@ -19,6 +21,7 @@ def test_llm_generate_runs_the_servers_step_budget():
     assert generate_kwargs({"model": None, "max_num_batched_tokens": 512})["max_num_batched_tokens"] == 512
 
 
+@pytest.mark.slow
 def test_bench_serve_runs_the_workload_over_http_and_against_generate(tiny_opt_dir, tmp_path):
     path = tmp_path / "serve.json"
     args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--compare", "generate",

@@ -50,6 +50,7 @@ def test_several_rates_need_the_vllm_server_comparison(tiny_opt_dir, capsys):
     assert "several --request-rate values are for --compare vllm-server" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bench_serve_records_for_the_accuracy_check(tiny_opt_dir, tmp_path):
     from enginetui.simulate.accuracy import compare_recording
 
@@ -96,6 +97,7 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     assert "request rate 50 req/s" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
 
 
+@pytest.mark.slow
 @needs_real_vllm
 def test_compare_with_the_real_vllm_server(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32

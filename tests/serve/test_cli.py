@@ -9,6 +9,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from enginetui.core.entrypoints.openai.chat_template import NO_TEMPLATE
 from enginetui.core.record.reader import read_recording
@@ -49,6 +50,7 @@ def test_a_bad_model_is_one_line(tmp_path):
     assert r.stderr.strip() == f"enginetui serve: --model {tmp_path / 'none'}: model path '{tmp_path / 'none'}' does not exist"
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_in_engine_core_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text('{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}')
     r = subprocess.run([sys.executable, "-m", "enginetui", "serve", str(tmp_path), "--port", "0"],  # vLLM's positional
@@ -56,6 +58,7 @@ def test_a_model_that_fails_in_engine_core_is_one_line(tmp_path):
     assert r.returncode == 2 and "could not start the engine" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_health_is_503_once_the_engine_died_and_requests_get_an_error():
     srv = ServerProcess("--num-gpu-blocks-override", "32")
     try:

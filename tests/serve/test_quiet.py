@@ -28,6 +28,7 @@ def quiet_server():
         srv.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_access_lines_a_client_that_leaves_and_a_stop_with_open_streams(quiet_server):
     srv = quiet_server

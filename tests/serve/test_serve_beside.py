@@ -28,6 +28,7 @@ def metric(text: str, name: str) -> float:
     return float(re.search(rf'^{re.escape(name)}{{engine="0",model_name="default"}} (\S+)$', text, re.M).group(1))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 async def test_dashboard_and_server_share_one_engine():
     server = ServerBeside(0, "beside-key")

@@ -124,8 +124,8 @@ def test_bad_arguments_are_refused(tmp_path, law_recording, capsys):
 
 # ---- a real engine's recording -------------------------------------------------------------------------
 
-SLEEP_CONSTANT_S = 4e-3  # the sleeping runner's step: this much,
-SLEEP_PER_PREFILL_TOKEN_S = 60e-6  # plus this per prompt token,
+SLEEP_CONSTANT_S = 10e-3  # the sleeping runner's step: this much,
+SLEEP_PER_PREFILL_TOKEN_S = 400e-6  # plus this per prompt token (well above a loaded machine's noise per step),
 SLEEP_PER_DECODE_S = 5e-4  # plus this per decoding request
 
 

@@ -24,7 +24,7 @@ from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(2400)]
+              pytest.mark.timeout(2400), pytest.mark.slow]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything a live server does
 until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline

@@ -2,6 +2,7 @@
 whole into the prompt box whatever letter it starts with, no action runs, the app keeps running.
 (The sentences are some of the engine dashboard's, tests/dashboard/test_typing.py.)"""
 
+import pytest
 from textual import events
 from textual.keys import _character_to_key
 
@@ -52,6 +53,7 @@ async def type_each_sentence(pilot, app: VllmWatchApp) -> None:
     box.value = ""
 
 
+@pytest.mark.slow
 async def test_sentences_starting_with_any_key_are_typed_at_start_and_after_every_action(fake):
     app = NotingWatch(fake.url, kv_events=fake.kv_endpoint, kv_replay=fake.replay_endpoint, poll_s=POLL_S)
     async with app.run_test(size=(80, 24)) as pilot:
