@@ -15,7 +15,7 @@ from enginetui.core.engine.errors import EngineStartupError
 from tests.conftest import checkout_env
 from tests.engine_proc.conftest import wait_gone
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # each a fresh interpreter starting an engine: ~10 s
 
 # A plain top-level script, as users write them: no `if __name__ == "__main__":` guard.
 # Every statement fits one line, so the same text works typed into a REPL.
