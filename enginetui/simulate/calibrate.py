@@ -175,8 +175,11 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
         shapes.append(replay.shapes[k])
         seconds.append(period)
         gaps.append(starts[k + 1] - event.time)
-    return RecordedSteps(shapes, seconds, gaps, len(steps), recorded.model_name, _recorded_device(path),
-                         recorded.num_blocks, recorded.max_model_len)
+    header = recorded.header
+    device = (f"{header.engine.device} ({header.engine.dtype}), recorded "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC")
+    return RecordedSteps(shapes, seconds, gaps, len(steps), recorded.model_name, device, recorded.num_blocks,
+                         recorded.max_model_len)
 
 
 def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
@@ -218,15 +221,6 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
 
 
-def _recorded_device(path) -> str:
-    """Where a recording's engine ran, as its header says."""
-    from enginetui.core.record.reader import read_recording
-
-    header = read_recording(str(path)).header
-    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(header.created))
-    return f"{header.engine.device} ({header.engine.dtype}), recorded {when} UTC"
-
-
 def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
     from enginetui.core.outputs import EngineCoreRequest
     from enginetui.core.sampling_params import SamplingParams
@@ -255,11 +249,7 @@ def run_calibration(args: argparse.Namespace) -> int:
     say = (lambda text: print(text, file=sys.stderr)) if not args.no_progress else (lambda text: None)
     say("enginetui simulate --calibrate: measuring; the figures are this machine's now (calibrate on a quiet one)")
     model = calibrate(args.calibrate_model, args.calibrate_grid, log=say)
-    model.save(args.calibrate)
-    coefficients = ", ".join(f"{k} {v * 1e6:.3g} us" for k, v in model.coefficients.items() if v)
-    print(f"fitted {model.info.num_steps} steps on {model.info.machine}: {coefficients}")
-    print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {args.calibrate} "
-          f"(use it: enginetui simulate --step-times {args.calibrate})")
+    _save_and_report(model, args.calibrate, f"fitted {model.info.num_steps} steps on {model.info.machine}")
     return 0
 
 
@@ -273,10 +263,17 @@ def run_recording_calibration(args: argparse.Namespace) -> int:
         raise ValueError(f"--calibrate-from-recording: the last file is where the fit goes (FIT.json), not a "
                          f"recording: {out}")
     model = calibrate_from_recording(paths)
+    _save_and_report(model, out, f"fitted {model.info.num_steps} recorded steps ({model.info.model}, "
+                                 f"{model.info.machine})", model.info.note)
+    return 0
+
+
+def _save_and_report(model: FittedModel, out: str, fitted: str, note: str | None = None) -> None:
+    """Save the fit to `out` and print its coefficients (after `fitted`), `note`, and its own error."""
     model.save(out)
     coefficients = ", ".join(f"{k} {v * 1e6:.3g} us" for k, v in model.coefficients.items() if v)
-    print(f"fitted {model.info.num_steps} recorded steps ({model.info.model}, {model.info.machine}): {coefficients}")
-    print(f"{model.info.note}")
+    print(f"{fitted}: {coefficients}")
+    if note:
+        print(note)
     print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {out} "
           f"(use it: enginetui simulate --step-times {out})")
-    return 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.events import StepEvent
+from enginetui.core.record.format import Header
 from enginetui.core.record.reader import read_recording
 from enginetui.simulate.step_time import step_start
 from enginetui.simulate.workload import SimRequest
@@ -41,6 +42,7 @@ class RecordedRun:
     max_model_len: int  # its longest request
     model_name: str  # what it ran
     num_partial: int  # requests aborted or still running at the end (they stop after their recorded tokens)
+    header: Header  # the recording's header (where and when it ran)
 
 
 def recorded_run(path: str) -> RecordedRun:
@@ -89,4 +91,4 @@ def recorded_run(path: str) -> RecordedRun:
             max_tokens=a.max_tokens if reason == "rejected" or not out else None))
     num_partial = sum(1 for r in requests if ended.get(r.request_id) not in ("stop", "length", "rejected"))
     return RecordedRun(requests, steps, config, header.engine.num_blocks, header.engine.max_model_len,
-                       header.engine.model_name, num_partial)
+                       header.engine.model_name, num_partial, header)
