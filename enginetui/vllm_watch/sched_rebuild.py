@@ -277,11 +277,10 @@ class SchedRebuild:
         Preempted requests stay where vLLM put them: at the head, in the order they were preempted."""
         waiting = self.sched.waiting
         fresh = [r for r in waiting if r.num_preemptions == 0]
-        key = [_admission_time(self.entered[r.request_id]) for r in fresh]
-        key = [t if t is not None else float("inf") for t in key]
+        key = [t if (t := _admission_time(self.entered[r.request_id])) is not None else float("inf") for r in fresh]
         if all(a <= b for a, b in zip(key, key[1:])):
             return
-        order = [r for _, _, r in sorted(zip(key, range(len(fresh)), fresh), key=lambda x: (x[0], x[1]))]
+        order = [r for _, r in sorted(zip(key, fresh), key=lambda pair: pair[0])]  # stable: ties keep their order
         for request in fresh:
             waiting.remove(request)
         for request in order:
