@@ -218,7 +218,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
             return
         bound = sock.getsockname()[1]
         self.state.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
-        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.state), sock)
+        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.state, self.feed.wake), sock)
 
     # ---- prompts -------------------------------------------------------------------------
 

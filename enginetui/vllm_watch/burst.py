@@ -45,7 +45,7 @@ async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int 
     sock = proxy_server.listen("127.0.0.1", 0)
     proxy_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     state.proxy_listening(time.time(), proxy_url)
-    tasks.append(asyncio.create_task(proxy_server.serve(proxy_server.VllmProxy(url, state), sock)))
+    tasks.append(asyncio.create_task(proxy_server.serve(proxy_server.VllmProxy(url, state, feed.wake), sock)))
     tasks.append(asyncio.create_task(feed.poll_metrics()))
     try:
         async with httpx.AsyncClient(timeout=600) as http:

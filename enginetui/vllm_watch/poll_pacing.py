@@ -4,7 +4,7 @@ idles, and at once again when work shows.
 An idle vLLM's readings repeat themselves (nothing running or waiting, no counter moves), yet each
 one costs a parse and a redraw of every panel. After each reading that shows no work and no change
 from the one before, the wait doubles, up to IDLE_BACKOFF times `base_s`; a reading that shows work, a KV event batch,
-or a prompt sent from the dashboard brings it back to `base_s` (a wake cuts the current wait short).
+or a prompt sent from the dashboard or through its proxy brings it back to `base_s` (a wake cuts the current wait short).
 So an idle screen is at most IDLE_BACKOFF x `base_s` behind the server (8 s at the default 1 s),
 and a busy one `base_s`.
 """

@@ -13,7 +13,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import httpx
@@ -43,9 +43,10 @@ class ProxyReport(Protocol):
 class VllmProxy:
     """The ASGI app: every request to `upstream`, every response back, each reported."""
 
-    def __init__(self, upstream: str, report: ProxyReport) -> None:
+    def __init__(self, upstream: str, report: ProxyReport, on_arrival: Callable[[], None] | None = None) -> None:
         self.upstream = upstream.rstrip("/")  # vLLM's http://HOST:PORT
         self.report = report  # where requests and responses are told
+        self.on_arrival = on_arrival  # called after each arrival is reported (the watcher reads /metrics at once)
         self.http = httpx.AsyncClient(base_url=self.upstream, timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
 
@@ -61,6 +62,8 @@ class VllmProxy:
             path += "?" + scope["query_string"].decode("latin-1")
         client = f"{scope['client'][0]}:{scope['client'][1]}" if scope.get("client") else "?"
         req_id = self.report.proxy_arrived(scope["method"], path, body, client, time.time())
+        if self.on_arrival is not None:
+            self.on_arrival()
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_BY_HOP]
         relay = asyncio.ensure_future(self._relay(req_id, scope["method"], path, headers, body, send))
         gone = asyncio.ensure_future(_disconnected(receive))

@@ -138,3 +138,16 @@ async def test_a_proxy_before_vllm_answers_says_so():
         assert r.status_code == 502 and "did not answer" in r.json()["error"]["message"]
         await until(pilot, lambda: app.state.requests and not next(iter(app.state.requests.values())).active)
         assert next(iter(app.state.requests.values())).status == "error"
+
+
+async def test_a_request_through_the_proxy_has_metrics_read_at_once(fake):
+    """A proxied request is work that /metrics has not shown yet: the next reading comes now, not a
+    whole interval later (else a short burst can start and end between two readings)."""
+    app = VllmWatchApp(fake.url, api_key="sesame", kv_events=None, poll_s=120.0, proxy=("127.0.0.1", 0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.proxy_url is not None and app.feed.num_readings == 1)
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await http.post(f"{app.state.proxy_url}/v1/completions", headers=AUTH,
+                                json={"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24})
+        assert r.status_code == 200
+        await until(pilot, lambda: app.feed.num_readings == 2)  # long before the 120 s interval ends
