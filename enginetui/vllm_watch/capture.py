@@ -261,8 +261,10 @@ def measure_burst(folder: Path) -> int:
               f"  {'' if c.agrees else 'DISAGREES'}")
     agree = sum(c.agrees for c in rebuild.checks)
     blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
+    cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
     print(f"agrees ±1 on {agree}/{len(rebuild.checks)} readings; preemptions {rebuild.num_preemptions} rebuilt, "
-          f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}")
+          f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}"
+          + (f"; blocks cached ±1 of the KV events' on {sum(cached)}/{len(cached)}" if cached else ""))
     return 0
 
 
