@@ -155,9 +155,10 @@ def test_the_rebuilds_cached_blocks_agree_with_vllms_kv_events():
     """A burst captured with vLLM's KV events heard: the blocks the rebuild has cached against the
     blocks the events show cached, at every reading with traffic."""
     rebuild = replay_burst(KV_BURST_FIXTURE).rebuild
-    cached = [c.cached_agree for c in rebuild.checks]
+    cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
     agree, total = agreement(rebuild.checks)
-    # measured (2026-12-02, Intel Xeon): cached blocks ±1 on 26 of 31 readings, queues on 26 of 31; the
-    # readings stop 2 s into the 4.4 s burst (none came back while vLLM's streams and KV batches stalled)
-    assert None not in cached and len(cached) == total >= 30
-    assert sum(cached) >= 26 and agree >= 26
+    # measured (2026-12-02, Intel Xeon): cached blocks ±1 on 86 of the 94 readings after the first KV
+    # batch, queues on 84 of 95 readings; preemptions 79 rebuilt against vLLM's 79
+    assert total >= 90 and len(cached) >= total - 1
+    assert sum(cached) >= 86 and agree >= 84
+    assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 2
