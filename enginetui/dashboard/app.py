@@ -25,6 +25,7 @@ from textual.reactive import var
 from textual.widgets import Footer
 
 from enginetui import keys
+from enginetui.core.engine.errors import EngineDeadError
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
@@ -280,11 +281,16 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
 
     @work(group="requests", exit_on_error=False)
     async def _stream(self, req_id: str, prompt: str, params: SamplingParams) -> None:
+        engine = self.engine
         try:
-            async for out in self.engine.generate(prompt, params, req_id):
+            async for out in engine.generate(prompt, params, req_id):
                 self.state.apply_output(out)
         except ValueError as exc:
             self._refuse(req_id, describe(exc))
+        except EngineDeadError as exc:
+            if engine is self.engine and not self._engine_closed:
+                return  # its event stream ends too: EngineLost fails every request at once, with one reason
+            self.state.fail(req_id, describe(exc))
         except Exception as exc:
             self.state.fail(req_id, describe(exc))
 
