@@ -287,11 +287,9 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
                 self.state.apply_output(out)
         except ValueError as exc:
             self._refuse(req_id, describe(exc))
-        except EngineDeadError as exc:
-            if engine is self.engine and not self._engine_closed:
-                return  # its event stream ends too: EngineLost fails every request at once, with one reason
-            self.state.fail(req_id, describe(exc))
         except Exception as exc:
+            if isinstance(exc, EngineDeadError) and engine is self.engine and not self._engine_closed:
+                return  # its event stream ends too: EngineLost fails every request at once, with one reason
             self.state.fail(req_id, describe(exc))
 
     @work(group="control", exit_on_error=False)

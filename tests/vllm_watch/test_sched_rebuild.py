@@ -15,7 +15,7 @@ from enginetui.vllm_watch.state import WatchState
 from tests.vllm_watch.recorded import FIXTURE
 
 BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst")  # capture --burst: 64 requests through the proxy
-KV_BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst-kv")  # capture --burst --kv-events --first 300: with vLLM's KV events
+KV_BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst-kv")  # capture --burst --kv-events --first 300
 STEP_S = 0.01  # the stand-in server's step time
 
 
