@@ -72,8 +72,8 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                      help="generate: also run the workload all at once through the server and through "
                           "LLM.generate; vllm-server: also run vLLM's OpenAI server (through --vllm-python, on "
                           "every core) on the same weights, requests and arrivals, and print ours / vLLM's")
-    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate "
-                     "(default 3)")
+    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate, "
+                     "and of each server at each rate with --compare vllm-server (taking turns; default 3)")
     srv.add_argument("--goodput", nargs="+", metavar="NAME:MS",
                      help="SLOs of goodput (requests per second meeting every one), as vLLM's bench names them: "
                           "ttft, tpot, e2el in milliseconds, e.g. --goodput ttft:2000 tpot:200")

@@ -3,18 +3,23 @@
 Both serve the same weights (one model directory: with --load-format dummy, random weights saved
 once under the engine seed) and get the same requests (token-id prompts, ignore_eos, max_tokens =
 the request's output length, streamed from /v1/completions) on the same seeded Poisson arrivals, at
-each --request-rate in turn. One server at a time, back to back: `enginetui serve` over every rate,
-stopped; then vLLM's api_server (vLLM's interpreter, the model on every core, the dtype our engine
-ran in, prefix caching off on both so a rate never finds the previous rate's prompts cached), stopped.
-Both listen on 127.0.0.1 only; a pass that runs past --timeout-s fails the benchmark, and the
-servers are stopped whatever happens. Per rate: TTFT, TPOT, ITL (p50, p99), end-to-end latency,
-request and output throughput, goodput under the --goodput SLOs, and each figure ours / vLLM's.
+each --request-rate in turn. `enginetui serve` and vLLM's api_server (vLLM's interpreter, the model
+on every core, the dtype our engine ran in, prefix caching off on both so a pass never finds the
+previous pass's prompts cached) are both up, and take turns: at each rate, --repeats passes each,
+interleaved ours, vLLM's, vLLM's, ours, ... so a machine whose speed drifts from minute to minute
+(a shared 2-core machine moves 10-25%) drifts for both alike. An idle server takes about 1% of a
+core. Both listen on 127.0.0.1 only; a pass that runs past --timeout-s fails the benchmark, and the
+servers are stopped whatever happens. Per rate and server: TTFT, TPOT, ITL (p50, p99), end-to-end
+latency, request and output throughput and goodput under the --goodput SLOs, each the median over
+the passes (with their range), and each figure ours / vLLM's.
 """
 
 import argparse
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 import httpx
@@ -27,7 +32,16 @@ from enginetui.bench.serve import run_workload, serve_flags
 from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 
-FIGURES = (  # (label, how to read it from a RatePoint, higher is better)
+@dataclass(slots=True)
+class ServePass:
+    """One server's pass over the workload at one request rate."""
+
+    run: LatencyRun  # the pass as the client saw it
+    goodput: float | None  # requests per second that met every SLO (None: no --goodput)
+
+
+# (label, how to read it from a pass, higher is better)
+FIGURES: tuple[tuple[str, Callable[[ServePass], float | None], bool], ...] = (
     ("output tok/s", lambda p: p.run.output_tokens_per_s, True),
     ("requests/s", lambda p: p.run.requests_per_s, True),
     ("goodput req/s", lambda p: p.goodput, True),
@@ -43,11 +57,24 @@ FIGURES = (  # (label, how to read it from a RatePoint, higher is better)
 
 @dataclass(slots=True)
 class RatePoint:
-    """One server's pass over the workload at one request rate."""
+    """One server's passes over the workload at one request rate."""
 
     request_rate: float | None  # mean arrivals per second (None: all at once)
-    run: LatencyRun  # the pass as the client saw it
-    goodput: float | None  # requests per second that met every SLO (None: no --goodput)
+    passes: list[ServePass]  # in the order run
+
+    def figure(self, read: Callable[[ServePass], float | None]) -> float | None:
+        """A figure's median over the passes (None: no pass has it)."""
+        values = _values(self, read)
+        return median(values) if values else None
+
+    def spread(self, read: Callable[[ServePass], float | None]) -> tuple[float, float] | None:
+        """A figure's lowest and highest pass (None: no pass has it)."""
+        values = _values(self, read)
+        return (min(values), max(values)) if values else None
+
+
+def _values(point: RatePoint, read: Callable[[ServePass], float | None]) -> list[float]:
+    return [v for p in point.passes if (v := read(p)) is not None and not math.isnan(v)]
 
 
 @dataclass(slots=True)
@@ -63,9 +90,10 @@ class ServeVsVLLMResult:
     engine_args: dict[str, Any]  # our server's engine arguments, as given (the weights then shared)
     vllm_args: dict[str, Any]  # vLLM's engine arguments besides the model (its defaults otherwise)
     vllm_version: str  # vLLM's version, from its /version
+    repeats: int  # passes of each server at each rate
     ours: list[RatePoint]  # our server, one point per rate
     vllm: list[RatePoint]  # vLLM's server, one point per rate
-    ratios: list[dict[str, float | None]] = field(default_factory=list)  # per rate: figure -> ours / vLLM's
+    ratios: list[dict[str, float | None]] = field(default_factory=list)  # per rate: figure -> ours / vLLM's (medians)
     summary: str = ""  # the one-line summary printed last
 
 
@@ -75,16 +103,17 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs
 
 
-def serve_rates(server_url: str, label: str, workload: list[BenchRequest], warmup: list[BenchRequest],
-                rates: list[float], seed: int, slos_ms: dict[str, float], timeout_s: float) -> list[RatePoint]:
-    """Every rate in turn against one running server."""
-    points = []
-    for rate in rates:
-        timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
-        points.append(RatePoint(None if math.isinf(rate) else rate, summarize(label, "none", workload, timings,
-                                                                              duration),
-                                goodput(timings, duration, slos_ms)))
-    return points
+def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup: list[BenchRequest], rate: float,
+               seed: int, slos_ms: dict[str, float], timeout_s: float) -> ServePass:
+    """One pass of the workload at one rate against a running server."""
+    timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
+    return ServePass(summarize(label, "none", workload, timings, duration), goodput(timings, duration, slos_ms))
+
+
+def turns(repeats: int) -> list[int]:
+    """Which server runs each pass at one rate (0 ours, 1 vLLM's): ABBA order, so a steady drift of the
+    machine's speed weighs on both alike."""
+    return [0 if i % 4 in (0, 3) else 1 for i in range(2 * repeats)]
 
 
 def run(args: argparse.Namespace) -> ServeVsVLLMResult:
@@ -107,25 +136,35 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     with shared_weights(kwargs) as (shared, weights_dir):
         server = ServeProcess(*serve_flags(shared), *(["--record", args.record] if args.record else []))
         try:
-            dtype = httpx.get(f"{server.url}/v1/enginetui/info", timeout=30.0).raise_for_status().json()["engine"]["dtype"]
-            ours = serve_rates(server.url, "enginetui-serve", workload, warmup, rates, spec.seed, slos_ms,
-                               args.timeout_s)
+            info = httpx.get(f"{server.url}/v1/enginetui/info", timeout=30.0).raise_for_status().json()
+            dtype = info["engine"]["dtype"]
+            engine = {**vllm_engine_kwargs(shared, dtype), "enable_prefix_caching": False}
+            if shared.get("skip_tokenizer_init"):
+                engine["skip_tokenizer_init"] = True
+            elif shared.get("tokenizer"):
+                engine["tokenizer"] = shared["tokenizer"]
+            with VLLMServer(python, str(weights_dir), engine) as vllm:
+                version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
+                sides = ((server.url, "enginetui-serve"), (vllm.url, "vllm-serve"))
+                ours, theirs = [], []
+                for rate in rates:
+                    passes: tuple[list[ServePass], list[ServePass]] = ([], [])
+                    for side in turns(args.repeats):
+                        url, label = sides[side]
+                        passes[side].append(serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms,
+                                                       args.timeout_s))
+                    point_rate = None if math.isinf(rate) else rate
+                    ours.append(RatePoint(point_rate, passes[0]))
+                    theirs.append(RatePoint(point_rate, passes[1]))
         finally:
             server.stop()
-        engine = {**vllm_engine_kwargs(shared, dtype), "enable_prefix_caching": False}
-        if shared.get("skip_tokenizer_init"):
-            engine["skip_tokenizer_init"] = True
-        elif shared.get("tokenizer"):
-            engine["tokenizer"] = shared["tokenizer"]
-        with VLLMServer(python, str(weights_dir), engine) as vllm:
-            version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
-            theirs = serve_rates(vllm.url, "vllm-serve", workload, warmup, rates, spec.seed, slos_ms, args.timeout_s)
     result = ServeVsVLLMResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=sum(r.output_len for r in workload), request_rates=[p.request_rate for p in ours],
         slos_ms=slos_ms, model=kwargs["model"] or "default", engine_args=kwargs,
-        vllm_args=engine, vllm_version=version, ours=ours, vllm=theirs,
-        ratios=[{label: ratio(read(a), read(b)) for label, read, _ in FIGURES} for a, b in zip(ours, theirs)],
+        vllm_args=engine, vllm_version=version, repeats=args.repeats, ours=ours, vllm=theirs,
+        ratios=[{label: ratio(a.figure(read), b.figure(read)) for label, read, _ in FIGURES}
+                for a, b in zip(ours, theirs)],
     )
     result.summary = summary(result)
     return result
@@ -142,10 +181,11 @@ def print_result(result: ServeVsVLLMResult) -> None:
           f"{result.vllm_version} api_server {result.vllm_args}; goodput SLOs: {slos}")
     for rate, a, b, ratios in zip(result.request_rates, result.ours, result.vllm, result.ratios):
         arrivals = "all at once" if rate is None else f"request rate {rate:g} req/s"
-        print(f"\n{arrivals} (ours {a.run.duration_s:.1f} s, vLLM {b.run.duration_s:.1f} s):")
-        rows = [[label, read(a), read(b), ratios[label], "higher" if higher else "lower"]
-                for label, read, higher in FIGURES]
-        print(report.table(["", "enginetui", "vLLM", "ours/vLLM", "better"], rows))
+        print(f"\n{arrivals}, median of {result.repeats} passes each, interleaved (ours "
+              f"{_range(a.spread(_duration), 's')}, vLLM {_range(b.spread(_duration), 's')}):")
+        rows = [[label, a.figure(read), _range(a.spread(read)), b.figure(read), _range(b.spread(read)), ratios[label],
+                 "higher" if higher else "lower"] for label, read, higher in FIGURES]
+        print(report.table(["", "enginetui", "passes", "vLLM", "passes", "ours/vLLM", "better"], rows))
 
 
 def summary(result: ServeVsVLLMResult) -> str:
@@ -156,6 +196,18 @@ def summary(result: ServeVsVLLMResult) -> str:
                      f"{_x(ratios['TPOT p50 ms'])}" + (f", goodput {_x(ratios['goodput req/s'])}"
                                                         if result.slos_ms else ""))
     return f"serve {result.workload.name} vs vLLM {result.vllm_version} server, ours/vLLM " + "; ".join(parts)
+
+
+def _duration(p: ServePass) -> float:
+    return p.run.duration_s
+
+
+def _range(spread: tuple[float, float] | None, unit: str = "") -> str:
+    """A figure's passes as "low-high" (one value when they are equal)."""
+    if spread is None:
+        return "-"
+    low, high = (f"{v:.1f}" if v >= 10 else f"{v:.3g}" for v in spread)
+    return (low if low == high else f"{low}-{high}") + (f" {unit}" if unit else "")
 
 
 def _x(value: float | None) -> str:

@@ -1,7 +1,7 @@
 """`enginetui bench serve --compare vllm-server`, `--goodput` and `--record`: our server and vLLM's
-(a stand-in vLLM server always; the real one when ENGINETUI_VLLM_PYTHON names its interpreter), one
-after the other, on the same requests and arrivals; no process outlives the benchmark. No timing
-assertions: the numbers are not the point here."""
+(a stand-in vLLM server always; the real one when ENGINETUI_VLLM_PYTHON names its interpreter),
+taking turns pass by pass on the same requests and arrivals; no process outlives the benchmark. No
+timing assertions: the numbers are not the point here."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import pytest
 
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import RequestTiming
+from enginetui.bench.serve_vs_vllm import turns
 from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
 from enginetui.bench.vllm_server import server_flags
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
@@ -42,6 +43,13 @@ def test_goodput_counts_requests_within_every_slo():
     assert goodput([fast, slow, one], 2.0, {}) is None
     with pytest.raises(ValueError, match="unknown SLO"):
         request_slos(["latency:5"])
+
+
+def test_the_servers_take_turns_abba_so_a_drift_weighs_on_both_alike():
+    assert turns(1) == [0, 1]
+    assert turns(2) == [0, 1, 1, 0]
+    assert turns(3) == [0, 1, 1, 0, 0, 1]
+    assert all(turns(n).count(0) == turns(n).count(1) == n for n in range(1, 8))
 
 
 def test_several_rates_need_the_vllm_server_comparison(tiny_opt_dir, capsys):
@@ -75,16 +83,20 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     path = tmp_path / "vs.json"
     before = _descendants()
     args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm-server", "--vllm-python",
-                      sys.executable, "--request-rate", "50", "inf", "--goodput", "ttft:60000", "--json", str(path))
+                      sys.executable, "--request-rate", "50", "inf", "--goodput", "ttft:60000", "--repeats", "2",
+                      "--json", str(path))
     assert args.func(args) == 0
     data = json.loads(path.read_text())
-    assert data["request_rates"] == [50.0, None] and data["vllm_version"] == "0.0-fake"
+    assert data["request_rates"] == [50.0, None] and data["vllm_version"] == "0.0-fake" and data["repeats"] == 2
     for side in ("ours", "vllm"):
-        assert [p["run"]["e2e_ms"]["count"] for p in data[side]] == [5, 5]
-        assert all(p["goodput"] > 0 for p in data[side])
+        assert [[p["run"]["e2e_ms"]["count"] for p in point["passes"]] for point in data[side]] == [[5, 5], [5, 5]]
+        assert all(p["goodput"] > 0 for point in data[side] for p in point["passes"])
+
+    def median_tok_s(point):  # the median of two passes: their mean
+        return sum(p["run"]["output_tokens_per_s"] for p in point["passes"]) / 2
+
     for ratios, ours, theirs in zip(data["ratios"], data["ours"], data["vllm"]):
-        assert ratios["output tok/s"] == pytest.approx(ours["run"]["output_tokens_per_s"]
-                                                       / theirs["run"]["output_tokens_per_s"])
+        assert ratios["output tok/s"] == pytest.approx(median_tok_s(ours) / median_tok_s(theirs))
     started = json.loads(log.read_text())
     argv = started["argv"]
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--dtype") + 1] == "float32"
@@ -94,7 +106,7 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
         psutil.Process(started["engine_core_pid"]).status() == psutil.STATUS_ZOMBIE
     assert _descendants() <= before  # both servers and everything they started are gone
     out = capsys.readouterr().out
-    assert "request rate 50 req/s" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
+    assert "request rate 50 req/s, median of 2 passes each, interleaved" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
 
 
 @pytest.mark.slow
@@ -104,11 +116,11 @@ def test_compare_with_the_real_vllm_server(tmp_path):
     path = tmp_path / "vs.json"
     before = _descendants()
     args = bench_args("serve", model, *SMALL_WORKLOAD, "--compare", "vllm-server", "--request-rate", "50",
-                      "--goodput", "ttft:60000", "tpot:60000", "--json", str(path))
+                      "--repeats", "1", "--goodput", "ttft:60000", "tpot:60000", "--json", str(path))
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["vllm_version"] and data["vllm_args"]["dtype"] == "float32"
-    theirs = data["vllm"][0]["run"]
+    theirs = data["vllm"][0]["passes"][0]["run"]
     assert theirs["e2e_ms"]["count"] == 5 and theirs["output_tokens_per_s"] > 0
-    assert data["vllm"][0]["goodput"] > 0 and data["ratios"][0]["output tok/s"] > 0
+    assert data["vllm"][0]["passes"][0]["goodput"] > 0 and data["ratios"][0]["output tok/s"] > 0
     assert _descendants() <= before
