@@ -19,6 +19,8 @@ from typing import Protocol
 import httpx
 import uvicorn
 
+from enginetui.core.entrypoints.tcp_listen import tcp_listener
+
 CONNECT_TIMEOUT_S = 5.0  # to reach vLLM; a response may take as long as it takes
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
                         b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})  # not forwarded
@@ -117,15 +119,7 @@ class _QuietServer(uvicorn.Server):
 
 def listen(host: str, port: int) -> socket.socket:
     """The proxy's listening socket (port 0: any free one); raises OSError when it cannot bind."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(2048)
+    sock = tcp_listener(host, port)
     sock.setblocking(False)
     return sock
 

@@ -42,9 +42,9 @@ from enginetui.core.entrypoints.openai.protocol import (
 from enginetui.core.entrypoints.openai.served_model import ServedModel
 from enginetui.core.entrypoints.openai.serving_chat import create_chat_completion
 from enginetui.core.entrypoints.openai.serving_completion import create_completion
+from enginetui.core.entrypoints.tcp_listen import tcp_listener
 
 GRACEFUL_SHUTDOWN_S = 3.0  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
-LISTEN_BACKLOG = 2048  # connections the kernel queues before the server accepts them (uvicorn's default)
 # uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.
 UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to close. (CTRL+C to force quit)",
                                 "Waiting for background tasks to complete. (CTRL+C to force quit)",
@@ -175,16 +175,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
     """A socket listening on host:port (port 0: a free one), so a taken port fails before anything starts.
     It listens at once: the server prints its URL before uvicorn runs, and a client that connects in
     between waits in the backlog until uvicorn accepts (before, it was refused)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return tcp_listener(host, port)
     except OSError as exc:
-        sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(LISTEN_BACKLOG)
-    return sock
 
 
 async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None,
