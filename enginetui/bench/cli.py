@@ -59,8 +59,8 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                            "against vLLM's server", description="Requests arrive by a seeded Poisson process and "
                            "stream from `enginetui serve` (started with the engine flags given, or --base-url); "
                            "--compare generate adds the server's overhead against LLM.generate on the same workload; "
-                           "--compare vllm-server runs vLLM's OpenAI server after ours on the same weights, "
-                           "requests and arrivals, at each --request-rate.")
+                           "--compare vllm-server runs vLLM's OpenAI server beside ours on the same weights, "
+                           "requests and arrivals, the two taking turns at each --request-rate.")
     add_workload_args(srv)
     srv.add_argument("--request-rate", type=_rate, nargs="+", default=[float("inf")], metavar="RATE",
                      help="mean requests per second of the Poisson arrivals (default inf: all at once); several "
@@ -86,6 +86,10 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                      help="the server this benchmark starts records every step event to FILE (`enginetui serve "
                           "--record`): replay it, or compare it with its simulation (python -m "
                           "enginetui.simulate.accuracy FILE)")
+    srv.add_argument("--step-times", action="store_true",
+                     help="with --compare vllm-server: also time every engine step of both servers (ours from "
+                          "its recorded step events, vLLM's from its --enable-logging-iteration-details log) "
+                          "and print the median model time per step kind, ours against vLLM's")
     _add_common(srv, "serve")
 
     prof = kinds.add_parser("profile", help="share of each step stage at 1, 16 and 64 running decode requests",

@@ -144,6 +144,8 @@ def run(args: argparse.Namespace) -> ServeResult:
     if len(args.request_rate) > 1:
         raise ValueError("several --request-rate values are for --compare vllm-server; give one")
     rate = args.request_rate[0]
+    if args.step_times:
+        raise ValueError("--step-times compares the steps of two servers: it needs --compare vllm-server")
     if args.base_url and (args.compare or args.record):
         raise ValueError(f"{'--compare generate' if args.compare else '--record'} needs the server this benchmark "
                          "starts: leave out --base-url")

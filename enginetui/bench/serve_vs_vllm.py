@@ -11,12 +11,14 @@ interleaved ours, vLLM's, vLLM's, ours, ... so a machine whose speed drifts from
 core. Both listen on 127.0.0.1 only; a pass that runs past --timeout-s fails the benchmark, and the
 servers are stopped whatever happens. Per rate and server: TTFT, TPOT, ITL (p50, p99), end-to-end
 latency, request and output throughput and goodput under the --goodput SLOs, each the median over
-the passes (with their range), and each figure ours / vLLM's.
+the passes (with their range), and each figure ours / vLLM's. --step-times adds the model time of
+every engine step of both servers, per step kind (step_kinds.py).
 """
 
 import argparse
 import asyncio
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
@@ -29,6 +31,7 @@ from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_v
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.serve import run_workload, serve_flags
+from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 
@@ -94,6 +97,7 @@ class ServeVsVLLMResult:
     ours: list[RatePoint]  # our server, one point per rate
     vllm: list[RatePoint]  # vLLM's server, one point per rate
     ratios: list[dict[str, float | None]] = field(default_factory=list)  # per rate: figure -> ours / vLLM's (medians)
+    steps: StepComparison | None = None  # model time per step kind, both servers (None: no --step-times)
     summary: str = ""  # the one-line summary printed last
 
 
@@ -133,8 +137,10 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     vocab_size = model_vocab_size(kwargs)
     workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
     report.quiet_transformers()
-    with shared_weights(kwargs) as (shared, weights_dir):
-        server = ServeProcess(*serve_flags(shared), *(["--record", args.record] if args.record else []))
+    with shared_weights(kwargs) as (shared, weights_dir), tempfile.TemporaryDirectory() as scratch:
+        record = args.record or (f"{scratch}/ours.etrec" if args.step_times else None)
+        server = ServeProcess(*serve_flags(shared), *(["--record", record] if record else []))
+        vllm_log = ""
         try:
             info = httpx.get(f"{server.url}/v1/enginetui/info", timeout=30.0).raise_for_status().json()
             dtype = info["engine"]["dtype"]
@@ -143,7 +149,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                 engine["skip_tokenizer_init"] = True
             elif shared.get("tokenizer"):
                 engine["tokenizer"] = shared["tokenizer"]
-            with VLLMServer(python, str(weights_dir), engine) as vllm:
+            with VLLMServer(python, str(weights_dir), engine, log_steps=args.step_times) as vllm:
                 version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
                 sides = ((server.url, "enginetui-serve"), (vllm.url, "vllm-serve"))
                 ours, theirs = [], []
@@ -156,8 +162,10 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                     point_rate = None if math.isinf(rate) else rate
                     ours.append(RatePoint(point_rate, passes[0]))
                     theirs.append(RatePoint(point_rate, passes[1]))
+                vllm_log = vllm.log_text()
         finally:
             server.stop()
+        steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times else None
     result = ServeVsVLLMResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=sum(r.output_len for r in workload), request_rates=[p.request_rate for p in ours],
@@ -165,6 +173,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
         vllm_args=engine, vllm_version=version, repeats=args.repeats, ours=ours, vllm=theirs,
         ratios=[{label: ratio(a.figure(read), b.figure(read)) for label, read, _ in FIGURES}
                 for a, b in zip(ours, theirs)],
+        steps=steps,
     )
     result.summary = summary(result)
     return result
@@ -186,6 +195,18 @@ def print_result(result: ServeVsVLLMResult) -> None:
         rows = [[label, a.figure(read), _range(a.spread(read)), b.figure(read), _range(b.spread(read)), ratios[label],
                  "higher" if higher else "lower"] for label, read, higher in FIGURES]
         print(report.table(["", "enginetui", "passes", "vLLM", "passes", "ours/vLLM", "better"], rows))
+    if result.steps is not None:
+        print_steps(result.steps)
+
+
+def print_steps(steps: StepComparison) -> None:
+    print("\nmodel time per engine step, every pass and the warm-ups (ours: the model runner's time of each "
+          "recorded step; vLLM: its iteration elapsed time), medians in ms:")
+    rows = [[r.kind, r.ours_steps, r.ours_ms, r.vllm_steps, r.vllm_ms, r.ratio] for r in steps.rows]
+    print(report.table(["step kind", "our steps", "ours ms", "vLLM steps", "vLLM ms", "ours/vLLM"], rows))
+    total = ratio(steps.ours_total_ms, steps.vllm_total_ms)
+    print(f"all steps: ours {steps.ours_steps} in {steps.ours_total_ms / 1e3:.1f} s, vLLM {steps.vllm_steps} in "
+          f"{steps.vllm_total_ms / 1e3:.1f} s of model time (ours/vLLM {_x(total)})")
 
 
 def summary(result: ServeVsVLLMResult) -> str:

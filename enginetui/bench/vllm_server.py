@@ -23,11 +23,12 @@ STARTUP_TIMEOUT_S = 900.0  # vLLM's CPU start (imports, model load, warm-up comp
 POLL_S = 0.5  # how often /health is asked during the start
 
 
-def server_flags(model_dir: str, engine: dict[str, Any], port: int) -> list[str]:
+def server_flags(model_dir: str, engine: dict[str, Any], port: int, log_steps: bool = False) -> list[str]:
     """vLLM's api_server flags: the model, 127.0.0.1:port, and the engine keywords (vllm_engine_kwargs'
-    dict: dtype, the shared flags given; booleans as --x / --no-x, skip_tokenizer_init as its flag)."""
-    flags = ["--model", model_dir, "--host", "127.0.0.1", "--port", str(port), "--disable-log-stats",
-             "--uvicorn-log-level", "warning"]
+    dict: dtype, the shared flags given; booleans as --x / --no-x, skip_tokenizer_init as its flag).
+    Its statistics are off unless `log_steps`, which has it log a line per engine step instead."""
+    stats = ["--enable-logging-iteration-details"] if log_steps else ["--disable-log-stats"]
+    flags = ["--model", model_dir, "--host", "127.0.0.1", "--port", str(port), *stats, "--uvicorn-log-level", "warning"]
     for name, value in engine.items():
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
@@ -45,17 +46,18 @@ def free_port() -> int:
 
 
 class VLLMServer:
-    """One vLLM OpenAI server, started on construction; `url` once it answers /health."""
+    """One vLLM OpenAI server, started on construction; `url` once it answers /health. With `log_steps`
+    its log has a line per engine step (`log_text()`; see enginetui/bench/step_kinds.py)."""
 
     def __init__(self, python: str, model_dir: str, engine: dict[str, Any],
-                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S, log_steps: bool = False) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"  # where it serves
         self.log = tempfile.NamedTemporaryFile(prefix="enginetui-vllm-server-", suffix=".log", delete=False)  # noqa: SIM115
         self.log_path = self.log.name  # its output
         self.failed = False  # it failed: keep the log
         self.proc = subprocess.Popen(  # -P: the working directory (this repository's kernels/) must not shadow packages
-            [python, "-P", "-m", "vllm.entrypoints.openai.api_server", *server_flags(model_dir, engine, port)],
+            [python, "-P", "-m", "vllm.entrypoints.openai.api_server", *server_flags(model_dir, engine, port, log_steps)],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=peer_env("all"),
             start_new_session=True,
         )
@@ -81,9 +83,13 @@ class VLLMServer:
         raise VLLMError(f"vLLM's server did not answer /health within {timeout_s:.0f} s; "
                         f"log {self.log_path}:\n{self.log_tail()}")
 
-    def log_tail(self) -> str:
+    def log_text(self) -> str:
+        """Everything the server has logged so far."""
         self.log.flush()
-        return Path(self.log_path).read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        return Path(self.log_path).read_text(errors="replace")
+
+    def log_tail(self) -> str:
+        return self.log_text()[-LOG_TAIL_CHARS:]
 
     def stop(self) -> None:
         """End the server's process group (SIGTERM, then SIGKILL) and drop its log unless it failed.

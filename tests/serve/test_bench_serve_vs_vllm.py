@@ -31,6 +31,8 @@ def test_vllm_gets_its_engine_keywords_as_flags_on_localhost():
     assert flags[:6] == ["--model", "/m", "--host", "127.0.0.1", "--port", "8123"]
     assert flags[6:] == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
                          "--no-enable-prefix-caching", "--skip-tokenizer-init", "--enforce-eager"]
+    logged = server_flags("/m", {}, 8123, log_steps=True)
+    assert "--enable-logging-iteration-details" in logged and "--disable-log-stats" not in logged
 
 
 def test_goodput_counts_requests_within_every_slo():
@@ -56,6 +58,9 @@ def test_several_rates_need_the_vllm_server_comparison(tiny_opt_dir, capsys):
     args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "1", "2")
     assert args.func(args) == 2
     assert "several --request-rate values are for --compare vllm-server" in capsys.readouterr().err
+    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--step-times")
+    assert args.func(args) == 2
+    assert "--step-times compares the steps of two servers: it needs --compare vllm-server" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -84,7 +89,7 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     before = _descendants()
     args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm-server", "--vllm-python",
                       sys.executable, "--request-rate", "50", "inf", "--goodput", "ttft:60000", "--repeats", "2",
-                      "--json", str(path))
+                      "--step-times", "--json", str(path))
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["request_rates"] == [50.0, None] and data["vllm_version"] == "0.0-fake" and data["repeats"] == 2
@@ -105,8 +110,18 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     assert not psutil.pid_exists(started["engine_core_pid"]) or \
         psutil.Process(started["engine_core_pid"]).status() == psutil.STATUS_ZOMBIE
     assert _descendants() <= before  # both servers and everything they started are gone
+    assert "--enable-logging-iteration-details" in argv
+    # the stand-in logs a step per token: each request's first a prompt step, the rest one-request decodes
+    steps = data["steps"]
+    tokens = sum(p["run"]["itl_ms"]["count"] + p["run"]["e2e_ms"]["count"] for point in data["vllm"]
+                 for p in point["passes"])  # every pass's tokens (the warm-ups add more)
+    assert steps["vllm_steps"] >= tokens and steps["ours_steps"] > 0
+    rows = {r["kind"]: r for r in steps["rows"]}
+    assert rows["decode 1"]["vllm_ms"] == 1.0 and rows["prompt 1-128 tok"]["vllm_steps"] >= 20
+    assert sum(r["ours_steps"] for r in steps["rows"]) == steps["ours_steps"]
     out = capsys.readouterr().out
     assert "request rate 50 req/s, median of 2 passes each, interleaved" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
+    assert "model time per engine step" in out and "all steps: ours" in out
 
 
 @pytest.mark.slow
@@ -116,11 +131,14 @@ def test_compare_with_the_real_vllm_server(tmp_path):
     path = tmp_path / "vs.json"
     before = _descendants()
     args = bench_args("serve", model, *SMALL_WORKLOAD, "--compare", "vllm-server", "--request-rate", "50",
-                      "--repeats", "1", "--goodput", "ttft:60000", "tpot:60000", "--json", str(path))
+                      "--repeats", "1", "--goodput", "ttft:60000", "tpot:60000", "--step-times", "--json", str(path))
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["vllm_version"] and data["vllm_args"]["dtype"] == "float32"
     theirs = data["vllm"][0]["passes"][0]["run"]
     assert theirs["e2e_ms"]["count"] == 5 and theirs["output_tokens_per_s"] > 0
     assert data["vllm"][0]["passes"][0]["goodput"] > 0 and data["ratios"][0]["output tok/s"] > 0
+    steps = data["steps"]  # vLLM logged its steps: as many model steps as ours, give or take the warm-up's
+    assert steps["vllm_steps"] > 0 and steps["ours_steps"] > 0 and steps["vllm_total_ms"] > 0
+    assert sum(r["vllm_steps"] for r in steps["rows"]) == steps["vllm_steps"]
     assert _descendants() <= before

@@ -2,7 +2,9 @@
 --compare vllm-server` uses (/health, /version, /v1/models, streamed /v1/completions with token ids),
 answering each request with the tokens after the prompt's last one. It writes the flags it was
 given and its environment's vLLM CPU variables to $FAKE_VLLM_SERVER_LOG (a JSON line), so a test can
-check them, and it starts a child process that must not outlive it (as vLLM's EngineCore)."""
+check them, and it starts a child process that must not outlive it (as vLLM's EngineCore). With
+--enable-logging-iteration-details it prints a line per token as vLLM's front-end logs an engine step
+(a request's first token a step of its prompt, each later one a one-request decode step)."""
 
 import argparse
 import asyncio
@@ -23,7 +25,9 @@ def main() -> None:
     parser.add_argument("--model")
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
+    parser.add_argument("--enable-logging-iteration-details", action="store_true")
     args, rest = parser.parse_known_args()
+    steps = iter(range(1 << 62))
     engine_core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     with open(os.environ["FAKE_VLLM_SERVER_LOG"], "a") as log:
         log.write(json.dumps({"argv": sys.argv[1:], "engine_core_pid": engine_core.pid,
@@ -49,6 +53,12 @@ def main() -> None:
         async def chunks():
             for i in range(body["max_tokens"]):
                 await asyncio.sleep(0.001)
+                if args.enable_logging_iteration_details:
+                    prompt = 0 if i else len(body["prompt"])
+                    print(f"(APIServer pid={os.getpid()}) INFO 12-03 06:00:00 [loggers.py:203] "
+                          f"Iteration({next(steps)}): {int(not i)} context requests, {prompt} context tokens, "
+                          f"{int(bool(i))} generation requests, {int(bool(i))} generation tokens, iteration elapsed "
+                          f"time: 1.00 ms, CPU KV cache usage: 0.1%", flush=True)
                 choice = {"index": 0, "text": "", "token_ids": [(last + 1 + i) % 512]}
                 yield f"data: {json.dumps({'choices': [choice]})}\n\n"
             yield "data: [DONE]\n\n"
