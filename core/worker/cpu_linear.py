@@ -8,12 +8,16 @@ oneDNN's post-op, no pass of its own), runs `torch.ops.mkldnn._linear_pointwise`
 copy for batches of its model's `min_rows` rows or more, and the dense GEMM (MKL) below that;
 anything else (an embedding lookup on a tied weight, a comparison in a test) sees the dense tensor.
 
-Which one is faster for a row or two depends on the CPU, so `min_rows` is measured at load
-(`measure_min_rows`: both on one of the model's own weights, 1 and 2 rows). On an Intel Xeon
+Which one is faster for a row or two depends on the CPU and on the weight's shape, so `min_rows`
+is measured at load for each shape of weight the model has (`measure_min_rows`: both, 1 and 2
+rows; opt-125m has five shapes, about 0.3 s). On an Intel Xeon
 (AVX-512) MKL's dense GEMM won below 3 rows; on an AMD EPYC (Zen 3, AVX2) MKL's is 4-9x slower
 than oneDNN's there (opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at 2 rows
 1.75 against 0.19 ms; the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2
-requests took 65-140 ms where 3 requests took 45. It is model-agnostic: it finds the weights through the
+requests took 65-140 ms where 3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are
+even for a layer's weight at 1 row (fc1 0.20 against 0.21 ms) while MKL's lm_head takes 12.9 ms
+against oneDNN's 3.4: one choice for the whole model, measured on a layer, could cost a decode
+step of one request 9 ms. It is model-agnostic: it finds the weights through the
 model contract (every `Linear` layer, and the token embedding when the lm_head is tied to it).
 
 Measured on this repository's machine (opt-125m shapes, fp32, one thread): decode GEMMs of 8 rows
@@ -93,19 +97,21 @@ def packable(dtype: torch.dtype) -> bool:
     return False
 
 
-def prepack_linear_weights(model: nn.Module, min_rows: int | None = None) -> int:
+def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_gemm=None) -> int:
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
-    (None: measured on this CPU, `measure_min_rows`)."""
+    (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`)."""
     owners = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
-    weights = [_packed_weight(module.weight.data) for module in owners]
-    if weights and min_rows is None:
-        min_rows = measure_min_rows(sorted(weights, key=torch.Tensor.numel)[len(weights) // 2])  # a layer's, not the lm_head
-    for module, weight in zip(owners, weights):
-        weight._min_rows = min_rows
+    measured: dict[tuple, int] = {}  # (shape, dtype) -> its min_rows: each shape measured once
+    for module in owners:
+        weight = _packed_weight(module.weight.data)
+        key = (tuple(weight.shape), weight.dtype)
+        if min_rows is None and key not in measured:
+            measured[key] = measure_min_rows(weight, time_gemm)
+        weight._min_rows = min_rows if min_rows is not None else measured[key]
         module.weight = nn.Parameter(weight, requires_grad=False)
     return len(owners)
 
