@@ -90,7 +90,7 @@ def ours_steps(recording: str) -> Iterator[StepSample]:
     """Our server's steps, from the step events it recorded (steps that computed nothing left out)."""
     rec = read_recording(recording)
     for event in rec.events():
-        if event.kind == "step" and event.num_scheduled_tokens:
+        if event.is_step and event.num_scheduled_tokens:
             yield StepSample(event.num_prefill_tokens, event.num_decode_tokens, event.exec_ms)
 
 

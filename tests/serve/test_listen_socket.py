@@ -22,7 +22,6 @@ def test_a_client_that_connects_before_the_server_runs_waits_instead_of_being_re
         sock.close()
 
 
-
 @pytest.mark.parametrize("listen", [listen_socket, proxy_listen], ids=["server", "vllm-watch proxy"])
 def test_the_servers_send_each_chunk_at_once_nagle_off(listen):
     """asyncio sets TCP_NODELAY on an accepted connection only when the listening socket says it is
