@@ -102,6 +102,31 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     _add_plot_arg(prof)
     _add_common(prof, "profile")
 
+    ops = kinds.add_parser("ops", help="where a decode step's milliseconds go, operator by operator; --compare "
+                           "vllm: against vLLM's on the same batch", description="Decode steps of a full batch, timed "
+                           "then under the torch profiler, each operator's self time summed by kind of work "
+                           "(attention, KV writes, GEMMs, sampling, compiled regions, other operators, outside "
+                           "operators); with --compare vllm the same for vLLM's in-process engine, the engines "
+                           "taking turns. Measure on a quiet machine.")
+    ops.add_argument("--batch-sizes", type=_positive, nargs="+", default=[1, 8, 32], metavar="N",
+                     help="decoding requests of each measured batch (default 1 8 32)")
+    ops.add_argument("--input-len", type=_positive, default=512, help="prompt tokens of each request (default 512)")
+    ops.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before measuring (default 5)")
+    ops.add_argument("--steps", type=_positive, default=10,
+                     help="decode steps timed, and as many profiled, per pass (default 10)")
+    ops.add_argument("--repeats", type=_positive, default=3, help="passes of each engine per batch size, in turns "
+                     "(default 3)")
+    ops.add_argument("--temperature", type=float, default=1.0,
+                     help="sampling temperature of every request (default 1.0; 0 is greedy)")
+    ops.add_argument("--compare", choices=("vllm",), nargs="+", default=[], metavar="PEER",
+                     help="vllm: also measure vLLM's engine (through --vllm-python) on the same weights and prompts")
+    ops.add_argument("--vllm-python", metavar="PATH",
+                     help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})")
+    ops.add_argument("--vllm-cores", choices=CORE_MODES, default="all",
+                     help="vLLM's CPU threads: all (the model on every core, as ours; default) or default (its "
+                          "own binding: one core kept for its front-end)")
+    _add_common(ops, "ops")
+
     sch = kinds.add_parser("scheduling", help="synchronous steps against --async-scheduling: decode at 1, 16 and 64 "
                            "running, and a workload", description="Throughput, TPOT and the step overhead the "
                            "overlap hides, with and without asynchronous scheduling. Measure on a quiet machine.")

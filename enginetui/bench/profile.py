@@ -27,6 +27,7 @@ from enginetui.core import SamplingParams
 from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
@@ -68,28 +69,11 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
                    input_len: int, warmup_steps: int, steps: int, seed: int = 0) -> ProfileRow:
     """Average `steps` decode steps with `batch_size` requests running (after `warmup_steps`)."""
     info = processor.info
-    # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
-    max_len = input_len + warmup_steps + steps + 1 + info.block_size
-    needed = batch_size * cdiv(max_len, info.block_size)
-    if needed > info.num_blocks or max_len > info.max_model_len:
-        raise ValueError(
-            f"{batch_size} requests of {input_len} prompt tokens need {needed} KV blocks and {max_len} positions; "
-            f"the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower --input-len or "
-            f"--steps, or raise --num-gpu-blocks-override"
-        )
+    check_decode_capacity(info, batch_size, input_len, warmup_steps + steps)
     rng = np.random.default_rng(seed)
-    # Long enough for the chunked prefill, warmup and measured steps; aborted once measured.
-    params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=info.max_model_len - input_len)
-    req_ids = [f"profile-{batch_size}-{i}" for i in range(batch_size)]
-    for req_id in req_ids:
-        request, text = processor.process(req_id, rng.integers(0, info.vocab_size, size=input_len).tolist(), params)
-        output_processor.register(request, text)
-        core.add_request(request)
+    prompts = [rng.integers(0, info.vocab_size, size=input_len).tolist() for _ in range(batch_size)]
+    req_ids = start_decode_batch(core, processor, output_processor, prompts, 1.0, f"profile-{batch_size}")
     sched = core.scheduler
-    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        output_processor.process(core.step()[0].outputs)  # prefill, chunked over as many steps as the budget needs
-        if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
-            raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
     for _ in range(warmup_steps):
         output_processor.process(core.step()[0].outputs)
     totals = dict.fromkeys(STAGES, 0.0)
@@ -114,6 +98,39 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
         stage_share={s: 100.0 * v / step_ms for s, v in stage_ms.items()}, overhead_pct=100.0 * overhead / step_ms,
         client_ms=client_ms / steps, tokens_per_s=batch_size * 1e3 / (step_ms + client_ms / steps),
     )
+
+
+def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, steps: int) -> None:
+    """Refuse a batch the engine cannot keep decoding for `steps` steps (pool or max_model_len too small)."""
+    # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
+    max_len = input_len + steps + 1 + info.block_size
+    needed = batch_size * cdiv(max_len, info.block_size)
+    if needed > info.num_blocks or max_len > info.max_model_len:
+        raise ValueError(
+            f"{batch_size} requests of {input_len} prompt tokens need {needed} KV blocks and {max_len} positions; "
+            f"the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower --input-len or "
+            f"--steps, or raise --num-gpu-blocks-override"
+        )
+
+
+def start_decode_batch(core: EngineCore, processor: Processor, output_processor: OutputProcessor,
+                       prompts: list[list[int]], temperature: float, tag: str) -> list[str]:
+    """Add a request per prompt (long enough to decode until aborted) and step until every one has
+    its prompt computed: from the next step on, the batch decodes. Returns the requests' ids."""
+    info = processor.info
+    longest = max(map(len, prompts))
+    params = SamplingParams(temperature=temperature, ignore_eos=True, max_tokens=info.max_model_len - longest)
+    req_ids = [f"{tag}-{i}" for i in range(len(prompts))]
+    for req_id, prompt in zip(req_ids, prompts):
+        request, text = processor.process(req_id, prompt, params)
+        output_processor.register(request, text)
+        core.add_request(request)
+    sched = core.scheduler
+    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
+        output_processor.process(core.step()[0].outputs)  # prefill, chunked over as many steps as the budget needs
+        if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
+            raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
+    return req_ids
 
 
 def run(args: argparse.Namespace) -> ProfileResult:

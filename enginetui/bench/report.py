@@ -2,6 +2,7 @@
 that every benchmark prints last."""
 
 import os
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,6 +156,55 @@ def print_profile(result) -> None:
 def profile_summary(result) -> str:
     parts = ", ".join(f"{r.overhead_pct:.1f}% at {r.batch_size} ({r.step_ms:.1f} ms/step)" for r in result.rows)
     return f"profile: engine overhead (all but forward + sample) {parts}"
+
+
+# ---- ops -----------------------------------------------------------------------------------
+
+
+def print_ops(result) -> None:
+    from enginetui.bench.op_kinds import ORDER
+
+    peer = f", against vLLM {result.vllm_version} on the same weights and prompts" if result.vllm_version else ""
+    print(f"decode step operators: {result.model} on {result.device} ({result.dtype}), prompts of {result.input_len} "
+          f"tokens, temperature {result.temperature:g}, {result.steps} steps timed and {result.steps} profiled per "
+          f"pass{peer}; ms per step, median of the passes (range); our args {result.engine_args}")
+    for row in result.rows:
+        engines = list(row.median_ms)
+        print(f"\n{row.batch_size} decoding requests ({sum(p.engine == engines[0] for p in row.passes)} passes each)")
+        rows = []
+        for kind in (*ORDER, "step"):
+            cells = []
+            for engine in engines:
+                values = [statistics.median(p.step_ms) if kind == "step" else p.kind_ms[kind]
+                          for p in row.passes if p.engine == engine]
+                cells.append(f"{row.median_ms[engine][kind]:.2f} ({min(values):.2f}-{max(values):.2f})")
+            ratio = _ratio(row.median_ms, kind) if len(engines) > 1 else None
+            rows.append([kind if kind != "step" else "step, unprofiled", *cells, *([ratio] if len(engines) > 1 else [])])
+        headers = ["kind", *(_ENGINE_NAMES[e] for e in engines), *(["ours / vLLM"] if len(engines) > 1 else [])]
+        print(table(headers, rows))
+        for engine in engines:
+            last = [p for p in row.passes if p.engine == engine][-1]
+            ops = ", ".join(f"{name} {ms:.2f} ms ({calls}x)" for name, ms, calls in last.top_ops)
+            print(f"  {_ENGINE_NAMES[engine]} costliest operators (last pass): {ops}")
+
+
+_ENGINE_NAMES = {"ours": "ours", "vllm": "vLLM"}  # column headers
+
+
+def _ratio(median_ms: dict[str, dict[str, float]], kind: str) -> str:
+    ours, theirs = median_ms["ours"][kind], median_ms["vllm"][kind]
+    return f"{ours / theirs:.2f}x" if theirs > 0.005 else "-"
+
+
+def ops_summary(result) -> str:
+    parts = []
+    for row in result.rows:
+        m = row.median_ms
+        text = f"{m['ours']['step']:.1f} ms at {row.batch_size}"
+        if "vllm" in m:
+            text += f" (vLLM {m['vllm']['step']:.1f}; attention {_ratio(m, 'attention')}, gemm {_ratio(m, 'gemm')})"
+        parts.append(text)
+    return f"ops: decode step, prompts of {result.input_len}: " + ", ".join(parts)
 
 
 # ---- latency -------------------------------------------------------------------------------

@@ -55,10 +55,13 @@ def vllm_engine_kwargs(engine_kwargs: dict[str, Any], dtype: str) -> dict[str, A
     return kwargs
 
 
-def peer_env(cores: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment vLLM runs in for a cores mode (see the module docstring)."""
+def peer_env(cores: str, base: dict[str, str] | None = None, in_process: bool = False) -> dict[str, str]:
+    """The environment vLLM runs in for a cores mode (see the module docstring); `in_process`: its
+    EngineCore runs in the runner's process (what `ops` profiles) rather than a child of its own."""
     env = dict(os.environ if base is None else base)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_SPACE_GIB)
+    if in_process:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if cores == "all":
         cpus = sorted(os.sched_getaffinity(0))
         env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
@@ -72,14 +75,14 @@ class VLLMPeer:
     """One vLLM engine in its own interpreter; `throughput` / `latency` time it on a workload."""
 
     def __init__(self, python: str, model_dir: str, engine: dict[str, Any], cores: str = "default",
-                 use_async: bool = False, startup_timeout_s: float = 900.0) -> None:
+                 use_async: bool = False, startup_timeout_s: float = 900.0, in_process: bool = False) -> None:
         self.cores = cores  # "default" or "all"
         self.log = tempfile.NamedTemporaryFile(prefix="enginetui-vllm-", suffix=".log", delete=False)  # noqa: SIM115
         self.log_path = self.log.name  # where vLLM's output goes
         self.failed = False  # a command failed: keep the log
         self.proc = subprocess.Popen(  # -P: the runner's folder must not shadow stdlib modules (profile.py)
             [python, "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            env=peer_env(cores), text=True, start_new_session=True,
+            env=peer_env(cores, in_process=in_process), text=True, start_new_session=True,
         )
         try:
             reply = self._call({"cmd": "start", "model": model_dir, "engine": engine, "async": use_async},
@@ -99,6 +102,13 @@ class VLLMPeer:
         """Requests at their arrival offsets, streamed: {"duration_s", "timings"}."""
         return self._call({"cmd": "latency", "prompts": prompts, "output_lens": output_lens, "offsets": offsets,
                            "temperature": temperature})
+
+    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int,
+            temperature: float) -> dict[str, Any]:
+        """Decode steps of one request per prompt, timed then profiled (needs `in_process`):
+        step_profiler.profile_steps's dict, and "batch_sizes" (requests out of each timed step)."""
+        return self._call({"cmd": "ops", "prompts": prompts, "max_tokens": max_tokens, "warmup_steps": warmup_steps,
+                           "steps": steps, "temperature": temperature})
 
     def close(self) -> None:
         """Ask vLLM to shut down; end the process group if it does not. Idempotent."""

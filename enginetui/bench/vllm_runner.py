@@ -16,6 +16,11 @@ Commands (`cmd`):
               time.perf_counter()).
 Every timed pass starts from a cold prefix cache, as ours does: the pool keeps the blocks of the
 last pass's prompts, and a pass served from them would time far less prefill.
+  ops         {prompts, max_tokens, warmup_steps, steps, temperature}: one request per prompt through the in-process
+              engine (`LLM.llm_engine`, started with VLLM_ENABLE_V1_MULTIPROCESSING=0) stepped until every
+              prompt is computed, `warmup_steps` decode steps, then `steps` timed and `steps` profiled
+              (step_profiler.py, the code that measures ours); the requests are aborted after. Answers
+              step_profiler's dict and "batch_sizes" (requests in each measured step's output).
   quit        shut the engine down and exit.
 A failed command answers {"error": "<traceback>"}.
 """
@@ -26,7 +31,9 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
+STEPS_TO_FILL = 4096  # at most this many steps to compute an `ops` batch's prompts
 WARMUP_PROMPTS = [[11 + i, 22 + i, 33 + i, 44 + i] * 4 for i in range(4)]  # 16 tokens each
 
 
@@ -53,6 +60,7 @@ class Runner:
         self.llm = None  # vllm.LLM, for throughput
         self.engine = None  # vllm AsyncLLM, for latency
         self.loop = asyncio.new_event_loop()  # runs AsyncLLM's tasks between commands
+        self.num_ops_batches = 0  # `ops` commands served (their request ids are distinct)
 
     def handle(self, command: dict) -> dict:
         cmd = command["cmd"]
@@ -64,6 +72,9 @@ class Runner:
             return self.loop.run_until_complete(
                 self.latency(command["prompts"], command["output_lens"], command["offsets"], command["temperature"])
             )
+        if cmd == "ops":
+            return self.ops(command["prompts"], command["max_tokens"], command["warmup_steps"], command["steps"],
+                            command["temperature"])
         if cmd == "quit":
             return {"ok": True}
         raise ValueError(f"unknown command {cmd!r}")
@@ -100,6 +111,29 @@ class Runner:
         return {"elapsed_s": elapsed, "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs],
                 "cached_prompt_tokens": sum(o.num_cached_tokens or 0 for o in outputs)}
 
+    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int, temperature: float) -> dict:
+        from vllm.inputs import TokensPrompt
+
+        engine = self.llm.llm_engine
+        self.num_ops_batches += 1
+        req_ids = [f"ops-{self.num_ops_batches}-{i}" for i in range(len(prompts))]
+        params = _params(max_tokens, temperature)
+        for req_id, prompt in zip(req_ids, prompts):
+            engine.add_request(req_id, TokensPrompt(prompt_token_ids=prompt), params)
+        started: set[str] = set()
+        for _ in range(STEPS_TO_FILL):  # until every request has its first token: from then on, all decode
+            started.update(out.request_id for out in engine.step() if out.outputs[0].token_ids)
+            if len(started) == len(req_ids):
+                break
+        else:
+            raise RuntimeError(f"{len(started)} of {len(req_ids)} requests decoding after {STEPS_TO_FILL} steps")
+        for _ in range(warmup_steps):
+            engine.step()
+        batch_sizes: list[int] = []
+        result = _step_profiler().profile_steps(lambda: batch_sizes.append(len(engine.step())), steps)
+        engine.abort_request(req_ids)
+        return {**result, "batch_sizes": batch_sizes}
+
     async def latency(self, prompts: list[list[int]], output_lens: list[int], offsets: list[float],
                       temperature: float, prefix: str = "bench") -> dict:
         if not await self.engine.reset_prefix_cache():
@@ -132,6 +166,16 @@ class Runner:
             self.engine.shutdown()
         if self.llm is not None:
             self.llm.llm_engine.engine_core.shutdown()  # its EngineCore and worker processes
+
+
+def _step_profiler():
+    """enginetui/bench/step_profiler.py, loaded by path (this folder is not on sys.path: see `python -P`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("step_profiler", Path(__file__).with_name("step_profiler.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _params(output_len: int, temperature: float):

@@ -2,11 +2,14 @@
 wait for a quiet machine made instant."""
 
 import argparse
+import sys
 
 import pytest
 
 from enginetui.bench import competing, quiet
+from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
 from enginetui.cli import build_parser
+from tests.vllm_peer_marks import FAKE_VLLM
 
 SMALL_ENGINE = ["--num-gpu-blocks-override", "64", "--device", "cpu"]  # a small pool keeps steps cheap
 SMALL_WORKLOAD = ["--num-prompts", "5", "--min-input-len", "8", "--max-input-len", "40",
@@ -32,3 +35,11 @@ def quiet_waits(monkeypatch) -> list[bool]:
 
     monkeypatch.setattr(competing, "wait_until_quiet", wait_on_a_quiet_machine)
     return waits
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch) -> str:
+    """This interpreter, seeing the stand-in vLLM package: the runner's interpreter for these tests."""
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM))
+    monkeypatch.setenv(VLLM_PYTHON_ENV, sys.executable)
+    return sys.executable

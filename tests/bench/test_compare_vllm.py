@@ -6,7 +6,6 @@ No timing assertions: the benchmarks measure speed, the tests check the plumbing
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,22 +16,9 @@ from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV, VLLMError, VLLMPeer, peer
 from enginetui.bench.workload import make_workload, spec_from_args
 from enginetui.vllm_eager import EAGER_ENV
 from tests.conftest import make_opt_dir
+from tests.vllm_peer_marks import needs_real_vllm
 
 from .conftest import SMALL_WORKLOAD, bench_args
-
-FAKE_VLLM = Path(__file__).with_name("fake_vllm")  # a package named vllm with the names the runner uses
-REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")
-needs_real_vllm = pytest.mark.skipif(not (REAL_VLLM and os.path.exists(REAL_VLLM)),
-                                     reason=f"{VLLM_PYTHON_ENV} does not name vLLM's interpreter")
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch) -> str:
-    """This interpreter, seeing the stand-in vLLM package: the runner's interpreter for these tests."""
-    monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM))
-    monkeypatch.setenv(VLLM_PYTHON_ENV, sys.executable)
-    return sys.executable
-
 
 def test_the_interpreter_comes_from_the_flag_or_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(VLLM_PYTHON_ENV, raising=False)

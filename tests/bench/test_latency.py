@@ -7,7 +7,7 @@ import math
 import pytest
 
 from enginetui.bench.latency import Distribution, RequestTiming, arrival_offsets, summarize
-from enginetui.bench.workload import PRESETS, BenchRequest
+from enginetui.bench.workload import BenchRequest
 
 from .conftest import SMALL_WORKLOAD, bench_args
 

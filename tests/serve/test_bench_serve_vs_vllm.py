@@ -4,9 +4,7 @@ taking turns pass by pass on the same requests and arrivals; no process outlives
 timing assertions: the numbers are not the point here."""
 
 import json
-import os
 import sys
-from pathlib import Path
 
 import psutil
 import pytest
@@ -14,15 +12,10 @@ import pytest
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import RequestTiming
 from enginetui.bench.serve_vs_vllm import turns
-from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
 from enginetui.bench.vllm_server import server_flags
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 from tests.conftest import make_opt_dir
-
-FAKE_VLLM = Path(__file__).parent.parent / "bench" / "fake_vllm"  # the stand-in vLLM package
-REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")
-needs_real_vllm = pytest.mark.skipif(not (REAL_VLLM and os.path.exists(REAL_VLLM)),
-                                     reason=f"{VLLM_PYTHON_ENV} does not name vLLM's interpreter")
+from tests.vllm_peer_marks import FAKE_VLLM, needs_real_vllm
 
 
 def test_vllm_gets_its_engine_keywords_as_flags_on_localhost():

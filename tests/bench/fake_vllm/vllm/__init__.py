@@ -21,7 +21,8 @@ class _Completion:
 
 
 class RequestOutput:
-    def __init__(self, token_ids, finished, num_cached_tokens=0):
+    def __init__(self, token_ids, finished, num_cached_tokens=0, request_id=""):
+        self.request_id = request_id
         self.outputs = [_Completion(token_ids)]
         self.finished = finished
         self.num_cached_tokens = num_cached_tokens
@@ -55,8 +56,40 @@ class _EngineCore:
         pass
 
 
+class _Request:
+    def __init__(self, request_id, prompt, params):
+        self.request_id, self.prompt, self.params = request_id, prompt, params
+        self.token_ids: list[int] = []  # generated so far
+
+
 class _LLMEngine:
+    """The engine `LLM.llm_engine` steps by hand (bench ops): each step gives every request its next
+    token, through a small torch matrix product (an operator for the profiler to see)."""
+
     engine_core = _EngineCore()
+
+    def __init__(self):
+        self.requests: dict[str, _Request] = {}  # unfinished, by id
+
+    def add_request(self, request_id, prompt, params):
+        self.requests[request_id] = _Request(request_id, prompt, params)
+
+    def abort_request(self, request_ids):
+        for request_id in request_ids:
+            self.requests.pop(request_id, None)
+
+    def step(self):
+        import torch
+
+        torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+        outputs = []
+        for request in list(self.requests.values()):
+            request.token_ids = complete(request.prompt, request.params)[: len(request.token_ids) + 1]
+            finished = len(request.token_ids) == request.params.max_tokens
+            outputs.append(RequestOutput(list(request.token_ids), finished, request_id=request.request_id))
+            if finished:
+                del self.requests[request.request_id]
+        return outputs
 
 
 class LLM:

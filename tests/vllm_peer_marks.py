@@ -1,0 +1,14 @@
+"""Where the tests find vLLM: the stand-in package (always there) and the real vLLM's interpreter
+(the ENGINETUI_VLLM_PYTHON environment variable, when set; the tests that need it are skipped otherwise)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
+
+FAKE_VLLM = Path(__file__).parent / "bench" / "fake_vllm"  # a package named vllm with the names the runners use
+REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")  # the real vLLM's interpreter, or ""
+needs_real_vllm = pytest.mark.skipif(not (REAL_VLLM and os.path.exists(REAL_VLLM)),
+                                     reason=f"{VLLM_PYTHON_ENV} does not name vLLM's interpreter")
