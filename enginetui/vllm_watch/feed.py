@@ -40,6 +40,7 @@ class ServerFeed:
         the model (once, and again after a restart)."""
         while True:
             started = time.monotonic()
+            self.pacing.reading_starts()
             sample = await self.read_metrics()
             wait = self.pacing.after_reading(sample)
             await self.pacing.wait(max(0.02, wait - (time.monotonic() - started)))

@@ -38,12 +38,19 @@ class PollPacing:
         self.max_s = IDLE_BACKOFF * base_s  # the longest interval while it idles
         self.interval_s = base_s  # the wait after the latest reading
         self._last: tuple[float | None, ...] | None = None  # the previous reading's activity figures
-        self._woken = asyncio.Event()  # set by wake() until the next reading: the wait ends now
+        self._woken = asyncio.Event()  # set by wake() until the next reading starts: the wait ends now
+        self._reading_woken = False  # the reading under way was asked for by a wake
+
+    def reading_starts(self) -> None:
+        """A reading begins: it answers the wakes so far. A wake from now on (work that this reading may
+        have started too early to see) is kept, and ends the wait after it at once."""
+        self._reading_woken = self._woken.is_set()
+        self._woken.clear()
 
     def after_reading(self, sample: MetricsSample | None) -> float:
         """The wait after a reading (None: the reading failed; the link's state is kept fresh)."""
         figures = activity(sample) if sample is not None else None
-        woken, _ = self._woken.is_set(), self._woken.clear()
+        woken = self._reading_woken or self._woken.is_set()
         if woken or sample is None or busy(sample) or figures != self._last:
             self.interval_s = self.base_s
         else:
@@ -57,7 +64,7 @@ class PollPacing:
         self._woken.set()
 
     async def wait(self, seconds: float) -> None:
-        """Sleep `seconds`, or less if woken (since the latest reading)."""
+        """Sleep `seconds`, or less if woken (since the latest reading started)."""
         try:
             await asyncio.wait_for(self._woken.wait(), timeout=seconds)
         except TimeoutError:

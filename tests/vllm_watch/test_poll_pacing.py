@@ -99,3 +99,17 @@ async def test_wait_returns_at_once_when_woken():
     asyncio.get_running_loop().call_soon(pacing.wake)
     await asyncio.wait_for(pacing.wait(3600.0), timeout=30.0)  # woken, not timed out
     assert pacing.after_reading(sample(0.0)) == 1.0
+
+
+async def test_a_wake_during_a_reading_asks_for_another_at_once():
+    # the reading began before the work it may have missed (a prompt sent through the proxy while
+    # /metrics was being read): the wait after it must not swallow that wake
+    pacing = PollPacing(120.0)
+    pacing.reading_starts()
+    pacing.wake()  # while the reading is under way
+    assert pacing.after_reading(sample(0.0)) == 120.0
+    await asyncio.wait_for(pacing.wait(3600.0), timeout=30.0)  # no 120 s wait: read again now
+    pacing.reading_starts()  # that next reading answers it
+    pacing.after_reading(sample(0.0))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pacing.wait(3600.0), timeout=0.1)  # and nothing else is pending
