@@ -26,6 +26,16 @@ def bench_engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
+def allocate_as_the_engine_child(args: argparse.Namespace) -> None:
+    """For a benchmark that runs its engine in this process: on CPU, take the EngineCore child's
+    allocator settings (core/worker/cpu_tuning.py), so the steps it times cost what they cost there."""
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
+
+    if EngineConfig(**bench_engine_kwargs(args)).torch_device.type == "cpu":
+        tune_cpu_allocator()
+
+
 def model_tokenizer_dir(kwargs: dict[str, Any]) -> Path | None:
     """The local directory holding the model's tokenizer, or None if it has none."""
     from enginetui.core.models.loader import ModelLoadError, resolve_model_dir

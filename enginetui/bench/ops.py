@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from enginetui.bench import report
-from enginetui.bench.engines import bench_engine_kwargs, shared_weights
+from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs, shared_weights
 from enginetui.bench.op_kinds import ORDER, ms_per_kind
 from enginetui.bench.profile import check_decode_capacity, start_decode_batch
 from enginetui.bench.step_profiler import profile_steps
@@ -31,7 +31,6 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
-from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
 
 TOP_OPS = 8  # operators listed by name per engine and batch size
 
@@ -166,8 +165,7 @@ def run(args: argparse.Namespace) -> OpsResult:
 
 
 def main(args: argparse.Namespace) -> int:
-    if EngineConfig(**bench_engine_kwargs(args)).torch_device.type == "cpu":
-        tune_cpu_allocator()  # the command's process is its own: allocate as the EngineCore child does
+    allocate_as_the_engine_child(args)
     result = run(args)
     report.print_ops(result)
     report.finish(result, args.json)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from enginetui.bench import plot, report
-from enginetui.bench.engines import bench_engine_kwargs
+from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs
 from enginetui.core import SamplingParams
 from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
@@ -31,7 +31,6 @@ from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
-from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
 
 STAGES = ("schedule", "prepare", "forward", "sample", "update", "event")  # EngineCore.last_timings keys
 COMPUTE_STAGES = ("forward", "sample")  # the rest is engine overhead
@@ -150,8 +149,7 @@ def run(args: argparse.Namespace) -> ProfileResult:
 
 
 def main(args: argparse.Namespace) -> int:
-    if EngineConfig(**bench_engine_kwargs(args)).torch_device.type == "cpu":
-        tune_cpu_allocator()  # the command's process is its own: allocate as the EngineCore child does
+    allocate_as_the_engine_child(args)
     result = run(args)
     report.print_profile(result)
     if args.plot:

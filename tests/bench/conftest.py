@@ -8,6 +8,7 @@ import pytest
 
 from enginetui.bench import competing, quiet
 from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
+from enginetui.core.worker import cpu_tuning
 from enginetui.cli import build_parser
 from tests.vllm_peer_marks import FAKE_VLLM
 
@@ -43,3 +44,12 @@ def fake_vllm(monkeypatch) -> str:
     monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM))
     monkeypatch.setenv(VLLM_PYTHON_ENV, sys.executable)
     return sys.executable
+
+
+@pytest.fixture(autouse=True)
+def allocator_tunings(monkeypatch) -> list[bool]:
+    """Record the allocator tuning of the benchmarks that run their engine in this process (profile, ops)
+    instead of changing the test process's allocator."""
+    calls: list[bool] = []
+    monkeypatch.setattr(cpu_tuning, "tune_cpu_allocator", lambda: calls.append(True) or True)
+    return calls

@@ -49,7 +49,7 @@ def test_the_kinds_add_up_to_the_step_and_what_no_operator_covers_is_outside():
     assert ms_per_kind({"aten::addmm": (9000.0, 1)}, steps=1, step_ms=8.0)[OUTSIDE] == 0.0  # never below 0
 
 
-def test_our_engine_alone_every_batch_size_in_passes(tiny_opt_dir, capsys):
+def test_our_engine_alone_every_batch_size_in_passes(tiny_opt_dir, capsys, allocator_tunings):
     args = bench_args("ops", tiny_opt_dir, *SMALL)
     result = ops.run(args)
     assert [row.batch_size for row in result.rows] == [1, 3]
@@ -62,6 +62,7 @@ def test_our_engine_alone_every_batch_size_in_passes(tiny_opt_dir, capsys):
             assert any("paged_attention" in name for name, _, _ in p.top_ops)
         assert set(row.median_ms) == {"ours"} and row.median_ms["ours"]["step"] > 0
     assert main(["bench", "ops", "--model", tiny_opt_dir, "--device", "cpu", *SMALL]) == 0
+    assert allocator_tunings == [True]  # on CPU the command allocates as the EngineCore child does
     out = capsys.readouterr().out
     assert "3 decoding requests (2 passes each)" in out and "step, unprofiled" in out
     assert "ours costliest operators" in out and out.strip().splitlines()[-1].startswith("ops: decode step")

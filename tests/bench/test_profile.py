@@ -5,17 +5,7 @@ import re
 
 import pytest
 
-from enginetui.bench import profile
-
 from .conftest import bench_args
-
-
-@pytest.fixture(autouse=True)
-def allocator_tunings(monkeypatch):
-    """Record the command's allocator tuning instead of changing the test process's allocator."""
-    calls = []
-    monkeypatch.setattr(profile, "tune_cpu_allocator", lambda: calls.append(True) or True)
-    return calls
 
 
 def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_path, capsys, allocator_tunings):
