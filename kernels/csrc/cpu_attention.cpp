@@ -6,10 +6,10 @@
 //
 // Work is split into items, run by OpenMP threads that each take the next one when free
 // (heaviest first), all in fp32 (bf16 / fp16 keys and values are widened as they are loaded; only
-// the prefill path widens its key tile into a buffer first). A decode (one query token) is an item per range of kv heads
-// (all of them when there are enough decodes to keep every thread busy): it reads each cache
-// block's rows for its heads in one run, keys then values, and takes the softmax over its whole
-// context at once. Attention is memory-bound there, and long runs are what the prefetchers follow
+// the prefill path widens its key tile into a buffer first). A decode (one query token) is an item
+// per range of kv heads (all of them when there are enough decodes to keep every thread busy): it
+// reads each cache block's rows for its heads in one run, keys then values, and takes the softmax
+// over its whole context at once. Attention is memory-bound there, and long runs are what the prefetchers follow
 // (one head's 16 rows of a block, 3 KB apart, they did not: 1.6x slower). Query chunks are items
 // (request, kv head, tile of query tokens) holding their tokens' rows times the query heads of the
 // kv head (grouped-query attention shares each key between them); they walk the keys 16 at a time
@@ -598,6 +598,15 @@ inline void prefetch_block(const T* src, int64_t tok_stride, int64_t nv, int64_t
   }
 }
 
+// Ask for the first cache block of a decode item's heads (keys or values, by `cache`).
+template <typename T>
+inline void prefetch_first_block(const Problem<T>& p, const Item& it, const T* cache) {
+  const int64_t tok_stride = p.num_kv_heads * p.head_size;
+  const int32_t first = p.block_table[static_cast<int64_t>(it.req) * p.bt_stride];
+  prefetch_block(cache + first * p.block_size * tok_stride + it.kv_head * p.head_size, tok_stride,
+                 std::min(p.block_size, p.seq_lens[it.req]), (it.kv_end - it.kv_head) * p.head_size);
+}
+
 // Decodes: one query token over a range of kv heads. The item walks the request's blocks twice,
 // keys then values, reading each block row's heads of the range together: memory in long runs,
 // which the prefetchers follow, unlike a head's 16 strided rows. Scores of the whole context are
@@ -617,8 +626,7 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
   // Each pass's first block is asked for ahead too, while other work runs: keys before the query is
   // set up, values before the softmax (1-5% faster decodes on an AMD EPYC Zen 5, most for short
   // contexts, where the first block is a larger part of the reading).
-  auto prefetch_first = [&](const T* cache) { prefetch_block(rows_of(cache, 0), tok_stride, block_len(0), width); };
-  prefetch_first(p.key_cache);
+  prefetch_first_block(p, it, p.key_cache);
   DotQuery<T>* q = w.dq.data();  // [heads, d], query head kv0 * group + h in row h
   for (int64_t h = 0; h < heads; ++h) {
     const T* src = p.query + token * p.q_tok_stride + (kv0 * group + h) * p.q_head_stride;
@@ -654,7 +662,7 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
     }
   });
 
-  prefetch_first(p.value_cache);
+  prefetch_first_block(p, it, p.value_cache);
   // Softmax per head, over the whole context at once; `inv` keeps each head's 1 / sum of exp.
   float* inv = w.s.data();  // [heads]
   const int64_t c16 = ctx - ctx % 16;
@@ -682,11 +690,7 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
   float* acc = w.acc.data();  // [heads, d], lane order
   std::fill_n(acc, heads * d, 0.0f);
   for_each_block(p.value_cache, [&](int64_t b, int64_t nv, const T* v) {
-    if (b + 1 == num_blocks && next != nullptr) {
-      const int32_t* next_blocks = p.block_table + static_cast<int64_t>(next->req) * p.bt_stride;
-      prefetch_block(p.key_cache + next_blocks[0] * block_elems + next->kv_head * d, tok_stride,
-                     std::min(p.block_size, p.seq_lens[next->req]), (next->kv_end - next->kv_head) * d);
-    }
+    if (b + 1 == num_blocks && next != nullptr) prefetch_first_block(p, *next, p.key_cache);
     for (int64_t g = 0; g < num_kv; ++g) {
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
