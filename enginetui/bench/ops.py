@@ -23,7 +23,7 @@ import numpy as np
 from enginetui.bench import report
 from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs, shared_weights
 from enginetui.bench.op_kinds import ORDER, ms_per_kind
-from enginetui.bench.profile import check_decode_capacity, start_decode_batch
+from enginetui.bench.profile import check_decode_capacity, end_decode_batch, start_decode_batch
 from enginetui.bench.step_profiler import profile_steps
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs, vllm_python
 from enginetui.core.config import EngineConfig
@@ -45,6 +45,10 @@ class OpsPass:
     profiled_step_ms: float  # mean wall time of the profiled steps (the profiler adds its own cost)
     kind_ms: dict[str, float]  # op_kinds.ORDER -> ms per profiled step
     top_ops: list[tuple[str, float, int]]  # the TOP_OPS costliest operators: name, self ms per step, calls per step
+
+    def ms(self, kind: str) -> float:
+        """This pass's ms per step of a kind (op_kinds.ORDER), or for "step" its median plain step."""
+        return statistics.median(self.step_ms) if kind == "step" else self.kind_ms[kind]
 
 
 @dataclass(slots=True)
@@ -86,8 +90,7 @@ def measure_ours(core: EngineCore, processor: Processor, output_processor: Outpu
     for _ in range(warmup_steps):
         step()
     measured = profile_steps(step, steps)
-    core.abort_requests(req_ids)
-    output_processor.process(core.take_update()[0])
+    end_decode_batch(core, output_processor, req_ids)
     _check_batch(running, len(prompts), "ours")
     return _pass("ours", repeat, measured, steps)
 
@@ -118,9 +121,7 @@ def _pass(engine: str, repeat: int, measured: dict, steps: int) -> OpsPass:
 
 def medians(passes: list[OpsPass]) -> dict[str, float]:
     """Median over passes of each kind's ms, and "step": of each pass's median plain step."""
-    out = {kind: statistics.median(p.kind_ms[kind] for p in passes) for kind in ORDER}
-    out["step"] = statistics.median(statistics.median(p.step_ms) for p in passes)
-    return out
+    return {kind: statistics.median(p.ms(kind) for p in passes) for kind in (*ORDER, "step")}
 
 
 def run(args: argparse.Namespace) -> OpsResult:

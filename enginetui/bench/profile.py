@@ -87,8 +87,7 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
         client_ms += (time.perf_counter() - start) * 1e3
         for stage in STAGES:
             totals[stage] += core.last_timings[stage]
-    core.abort_requests(req_ids)
-    output_processor.process(core.take_update()[0])
+    end_decode_batch(core, output_processor, req_ids)
     stage_ms = {s: totals[s] / steps for s in STAGES}
     step_ms = sum(stage_ms.values())
     overhead = sum(v for s, v in stage_ms.items() if s not in COMPUTE_STAGES)
@@ -130,6 +129,12 @@ def start_decode_batch(core: EngineCore, processor: Processor, output_processor:
         if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
             raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
     return req_ids
+
+
+def end_decode_batch(core: EngineCore, output_processor: OutputProcessor, req_ids: list[str]) -> None:
+    """Abort a batch start_decode_batch began, and let the client side see it end."""
+    core.abort_requests(req_ids)
+    output_processor.process(core.take_update()[0])
 
 
 def run(args: argparse.Namespace) -> ProfileResult:

@@ -2,7 +2,6 @@
 that every benchmark prints last."""
 
 import os
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -175,8 +174,7 @@ def print_ops(result) -> None:
         for kind in (*ORDER, "step"):
             cells = []
             for engine in engines:
-                values = [statistics.median(p.step_ms) if kind == "step" else p.kind_ms[kind]
-                          for p in row.passes if p.engine == engine]
+                values = [p.ms(kind) for p in row.passes if p.engine == engine]
                 cells.append(f"{row.median_ms[engine][kind]:.2f} ({min(values):.2f}-{max(values):.2f})")
             ratio = _ratio(row.median_ms, kind) if len(engines) > 1 else None
             rows.append([kind if kind != "step" else "step, unprofiled", *cells, *([ratio] if len(engines) > 1 else [])])
