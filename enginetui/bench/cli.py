@@ -102,19 +102,24 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     _add_plot_arg(prof)
     _add_common(prof, "profile")
 
-    ops = kinds.add_parser("ops", help="where a decode step's milliseconds go, operator by operator; --compare "
-                           "vllm: against vLLM's on the same batch", description="Decode steps of a full batch, timed "
-                           "then under the torch profiler, each operator's self time summed by kind of work "
-                           "(attention, KV writes, GEMMs, sampling, compiled regions, other operators, outside "
-                           "operators); with --compare vllm the same for vLLM's in-process engine, the engines "
-                           "taking turns. Measure on a quiet machine.")
-    ops.add_argument("--batch-sizes", type=_positive, nargs="+", default=[1, 8, 32], metavar="N",
-                     help="decoding requests of each measured batch (default 1 8 32)")
-    ops.add_argument("--input-len", type=_positive, default=512, help="prompt tokens of each request (default 512)")
-    ops.add_argument("--warmup-steps", type=int, default=5, help="decode steps run before measuring (default 5)")
+    ops = kinds.add_parser("ops", help="where a step's milliseconds go, operator by operator; --compare "
+                           "vllm: against vLLM's on the same batch", description="Decode steps of a full batch (with "
+                           "--prompt-lens, each also computing a new prompt), timed then under the torch profiler, "
+                           "each operator's self time summed by kind of work (attention, KV writes, GEMMs, sampling, "
+                           "compiled regions, other operators, outside operators); with --compare vllm the same for "
+                           "vLLM's in-process engine, the engines taking turns. Measure on a quiet machine.")
+    ops.add_argument("--batch-sizes", type=_non_negative, nargs="+", default=[1, 8, 32], metavar="N",
+                     help="decoding requests of each measured batch (default 1 8 32; 0 with --prompt-lens: the "
+                          "prompt alone)")
+    ops.add_argument("--input-len", type=_positive, default=512,
+                     help="prompt tokens of each decoding request: its context (default 512)")
+    ops.add_argument("--prompt-lens", type=_positive, nargs="+", default=[], metavar="L",
+                     help="also measure steps that compute a new prompt of L tokens beside the batch (a request "
+                          "arriving; one shape per batch size and L); default: decode steps only")
+    ops.add_argument("--warmup-steps", type=int, default=5, help="steps run before measuring (default 5)")
     ops.add_argument("--steps", type=_positive, default=10,
-                     help="decode steps timed, and as many profiled, per pass (default 10)")
-    ops.add_argument("--repeats", type=_positive, default=3, help="passes of each engine per batch size, in turns "
+                     help="steps timed, and as many profiled, per pass (default 10)")
+    ops.add_argument("--repeats", type=_positive, default=3, help="passes of each engine per step shape, in turns "
                      "(default 3)")
     ops.add_argument("--temperature", type=float, default=1.0,
                      help="sampling temperature of every request (default 1.0; 0 is greedy)")
@@ -188,6 +193,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 

@@ -1,14 +1,16 @@
-"""`enginetui bench ops`: where a decode step's milliseconds go, operator by operator, in this engine
-and (`--compare vllm`) in vLLM, on the same weights, prompts and batch, one machine, in turns.
+"""`enginetui bench ops`: where a step's milliseconds go, operator by operator, in this engine and
+(`--compare vllm`) in vLLM, on the same weights, prompts and batch, one machine, in turns.
 
 Each engine runs in one process with its EngineCore inside (ours in this process, as `bench profile`
 runs it; vLLM's in its runner with VLLM_ENABLE_V1_MULTIPROCESSING=0), fills a batch of N requests
 of --input-len random prompt tokens, decodes --warmup-steps, then times --steps decode steps
-plainly and --steps more under the torch profiler (step_profiler.py, the same code for both). The
-profiler's self time of each operator goes to a kind of work (op_kinds.py): attention, KV writes,
-GEMMs, sampling, torch.compile'd regions, other operators, and what no operator covers (Python and
-the framework). The engines take turns, --repeats times per batch size; medians are reported, with
-the range of the passes.
+plainly and --steps more under the torch profiler (step_profiler.py, the same code for both). With
+--prompt-lens, every one of those steps also computes a new prompt of L tokens (a request added
+before the step, untimed, with one output token): the steps with prompt work, as when requests
+arrive (--batch-sizes 0: the prompt alone). The profiler's self time of each operator goes to a
+kind of work (op_kinds.py): attention, KV writes, GEMMs, sampling, torch.compile'd regions, other
+operators, and what no operator covers (Python and the framework). The engines take turns,
+--repeats times per step shape; medians are reported, with the range of the passes.
 """
 
 import argparse
@@ -31,13 +33,14 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
+from enginetui.core.sampling_params import SamplingParams
 
 TOP_OPS = 8  # operators listed by name per engine and batch size
 
 
 @dataclass(slots=True)
 class OpsPass:
-    """One engine's measured decode steps at one batch size, one pass."""
+    """One engine's measured steps of one shape, one pass."""
 
     engine: str  # "ours" or "vllm"
     repeat: int  # 0-based pass number
@@ -53,11 +56,19 @@ class OpsPass:
 
 @dataclass(slots=True)
 class OpsRow:
-    """Both engines at one batch size."""
+    """Both engines at one step shape."""
 
     batch_size: int  # decoding requests in every measured step
+    prompt_len: int  # prompt tokens a new request adds to every measured step (0: decode only)
     passes: list[OpsPass] = field(default_factory=list)  # in the order they ran (the engines in turns)
     median_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # engine -> kind (and "step") -> median ms
+
+    def shape(self) -> str:
+        """The measured step in words: '8 decoding requests and a 128-token prompt'."""
+        if not self.prompt_len:
+            return f"{self.batch_size} decoding requests"
+        prompt = f"a {self.prompt_len}-token prompt"
+        return f"{self.batch_size} decoding requests and {prompt}" if self.batch_size else f"{prompt} alone"
 
 
 @dataclass(slots=True)
@@ -70,43 +81,68 @@ class OpsResult:
     dtype: str  # compute dtype
     input_len: int  # prompt tokens of each request
     warmup_steps: int  # decode steps before the measured ones
-    steps: int  # decode steps timed, and as many profiled, per pass
+    steps: int  # steps timed, and as many profiled, per pass
     temperature: float  # sampling temperature of every request
     vllm_version: str | None = None  # with --compare vllm
-    rows: list[OpsRow] = field(default_factory=list)  # one per batch size
+    rows: list[OpsRow] = field(default_factory=list)  # one per step shape: batch size, then prompt length
     summary: str = ""  # the one-line summary printed last
 
 
 def measure_ours(core: EngineCore, processor: Processor, output_processor: OutputProcessor, prompts: list[list[int]],
-                 warmup_steps: int, steps: int, temperature: float, repeat: int) -> OpsPass:
-    """Our engine's pass: the batch filled, warmed up, then timed and profiled; aborted after."""
-    req_ids = start_decode_batch(core, processor, output_processor, prompts, temperature, f"ops-{repeat}")
-    running: list[int] = []
+                 step_prompts: list[list[int]], warmup_steps: int, steps: int, temperature: float,
+                 repeat: int) -> OpsPass:
+    """Our engine's pass: the batch filled, warmed up, then timed and profiled, each step adding the
+    next of `step_prompts` when given; the batch aborted after."""
+    tag = f"ops-{repeat}"
+    req_ids = start_decode_batch(core, processor, output_processor, prompts, temperature, tag) if prompts else []
+    fresh = iter(enumerate(step_prompts))
+    params = SamplingParams(temperature=temperature, ignore_eos=True, max_tokens=1)
+    outputs: list[int] = []
+
+    def add_step_prompt() -> None:
+        if step_prompts:
+            i, prompt = next(fresh)
+            request, text = processor.process(f"{tag}-step-{i}", prompt, params)
+            output_processor.register(request, text)
+            core.add_request(request)
 
     def step() -> None:
-        running.append(len(core.scheduler.running))
-        output_processor.process(core.step()[0].outputs)
+        out = core.step()[0].outputs
+        outputs.append(len(out))
+        output_processor.process(out)
 
     for _ in range(warmup_steps):
+        add_step_prompt()
         step()
-    measured = profile_steps(step, steps)
-    end_decode_batch(core, output_processor, req_ids)
-    _check_batch(running, len(prompts), "ours")
+    outputs.clear()
+    measured = profile_steps(step, steps, add_step_prompt)
+    if req_ids:
+        end_decode_batch(core, output_processor, req_ids)
+    _check_outputs(outputs, len(prompts) + bool(step_prompts), "ours")
     return _pass("ours", repeat, measured, steps)
 
 
-def measure_vllm(peer: VLLMPeer, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int,
-                 temperature: float, repeat: int) -> OpsPass:
+def measure_vllm(peer: VLLMPeer, prompts: list[list[int]], step_prompts: list[list[int]], max_tokens: int,
+                 warmup_steps: int, steps: int, temperature: float, repeat: int) -> OpsPass:
     """vLLM's pass, the same way in its runner."""
-    measured = peer.ops(prompts, max_tokens, warmup_steps, steps, temperature)
-    _check_batch(measured["batch_sizes"], len(prompts), "vLLM")
+    measured = peer.ops(prompts, max_tokens, warmup_steps, steps, temperature, step_prompts)
+    _check_outputs(measured["outputs"], len(prompts) + bool(step_prompts), "vLLM")
     return _pass("vllm", repeat, measured, steps)
 
 
-def _check_batch(sizes: list[int], expected: int, engine: str) -> None:
-    if any(n != expected for n in sizes):
-        raise RuntimeError(f"{engine}: a measured step ran {min(sizes)}-{max(sizes)} requests, not {expected} "
-                           f"(KV pool or max_model_len too small for --input-len and --steps?)")
+def _check_outputs(counts: list[int], expected: int, engine: str) -> None:
+    """Every measured step gave a token to each request of the batch and to its new prompt's request."""
+    if any(n != expected for n in counts):
+        raise RuntimeError(f"{engine}: a measured step gave tokens to {min(counts)}-{max(counts)} requests, not "
+                           f"{expected} (KV pool, max_model_len or the token budget too small for the step shape?)")
+
+
+def check_budget(config: EngineConfig, batch_size: int, prompt_len: int) -> None:
+    """Refuse a step shape whose new prompt the token budget cannot compute whole beside the batch."""
+    if prompt_len and batch_size + prompt_len > config.max_num_batched_tokens:
+        raise ValueError(f"{batch_size} decoding requests and a {prompt_len}-token prompt need {batch_size + prompt_len} "
+                         f"tokens in one step; the budget is {config.max_num_batched_tokens}: lower --prompt-lens or "
+                         f"raise --max-num-batched-tokens")
 
 
 def _pass(engine: str, repeat: int, measured: dict, steps: int) -> OpsPass:
@@ -141,22 +177,30 @@ def run(args: argparse.Namespace) -> OpsResult:
         result = OpsResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
                            dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps,
                            steps=args.steps, temperature=args.temperature)
+        shapes = [(b, n) for b in args.batch_sizes for n in (args.prompt_lens or [0])]
+        steps = args.warmup_steps + 2 * args.steps  # each step of a pass computes one new prompt (with --prompt-lens)
+        for batch_size, prompt_len in shapes:  # every shape, before any engine is measured
+            if batch_size == prompt_len == 0:
+                raise ValueError("a step of 0 decoding requests needs --prompt-lens")
+            check_decode_capacity(info, batch_size, args.input_len, steps, prompt_len)
+            check_budget(config, batch_size, prompt_len)
         peer = None
         if python is not None:
             peer = stack.enter_context(VLLMPeer(python, str(weights_dir), vllm_engine_kwargs(engine_kwargs, info.dtype),
                                                 args.vllm_cores, in_process=True))
             result.vllm_version = peer.version
-        for batch_size in args.batch_sizes:  # every batch, before any is measured
-            check_decode_capacity(info, batch_size, args.input_len, args.warmup_steps + 2 * args.steps)
         rng = np.random.default_rng(config.seed)
-        for batch_size in args.batch_sizes:
+        for batch_size, prompt_len in shapes:
             prompts = [rng.integers(0, info.vocab_size, size=args.input_len).tolist() for _ in range(batch_size)]
-            row = OpsRow(batch_size=batch_size)
+            row = OpsRow(batch_size=batch_size, prompt_len=prompt_len)
             for repeat in range(args.repeats):  # in turns: a drift of the machine hits both engines alike
-                row.passes.append(measure_ours(core, processor, output_processor, prompts, args.warmup_steps,
-                                               args.steps, args.temperature, repeat))
+                # fresh prompts each pass, the same for both engines: none is found in a prefix cache
+                step_prompts = [rng.integers(0, info.vocab_size, size=prompt_len).tolist()
+                                for _ in range(steps if prompt_len else 0)]
+                row.passes.append(measure_ours(core, processor, output_processor, prompts, step_prompts,
+                                               args.warmup_steps, args.steps, args.temperature, repeat))
                 if peer is not None:
-                    row.passes.append(measure_vllm(peer, prompts, info.max_model_len - args.input_len,
+                    row.passes.append(measure_vllm(peer, prompts, step_prompts, info.max_model_len - args.input_len,
                                                    args.warmup_steps, args.steps, args.temperature, repeat))
             for engine in dict.fromkeys(p.engine for p in row.passes):
                 row.median_ms[engine] = medians([p for p in row.passes if p.engine == engine])

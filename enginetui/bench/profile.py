@@ -98,16 +98,18 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
     )
 
 
-def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, steps: int) -> None:
-    """Refuse a batch the engine cannot keep decoding for `steps` steps (pool or max_model_len too small)."""
+def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, steps: int, prompt_len: int = 0) -> None:
+    """Refuse a batch the engine cannot keep decoding for `steps` steps (pool or max_model_len too small),
+    beside a new prompt of `prompt_len` tokens in each step when given (computed and finished in it)."""
     # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
     max_len = input_len + steps + 1 + info.block_size
-    needed = batch_size * cdiv(max_len, info.block_size)
-    if needed > info.num_blocks or max_len > info.max_model_len:
+    needed = batch_size * cdiv(max_len, info.block_size) + cdiv(prompt_len + 1, info.block_size) * bool(prompt_len)
+    if needed > info.num_blocks or max(max_len, prompt_len + 1) > info.max_model_len:
+        what = f" and a {prompt_len}-token prompt" if prompt_len else ""
         raise ValueError(
-            f"{batch_size} requests of {input_len} prompt tokens need {needed} KV blocks and {max_len} positions; "
-            f"the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower --input-len or "
-            f"--steps, or raise --num-gpu-blocks-override"
+            f"{batch_size} requests of {input_len} prompt tokens{what} need {needed} KV blocks and "
+            f"{max(max_len, prompt_len + 1)} positions; the pool has {info.num_blocks} blocks, max_model_len is "
+            f"{info.max_model_len}: lower --input-len or --steps, or raise --num-gpu-blocks-override"
         )
 
 

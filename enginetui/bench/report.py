@@ -164,12 +164,13 @@ def print_ops(result) -> None:
     from enginetui.bench.op_kinds import ORDER
 
     peer = f", against vLLM {result.vllm_version} on the same weights and prompts" if result.vllm_version else ""
-    print(f"decode step operators: {result.model} on {result.device} ({result.dtype}), prompts of {result.input_len} "
-          f"tokens, temperature {result.temperature:g}, {result.steps} steps timed and {result.steps} profiled per "
-          f"pass{peer}; ms per step, median of the passes (range); our args {result.engine_args}")
+    print(f"step operators: {result.model} on {result.device} ({result.dtype}), decoding requests of "
+          f"{result.input_len} prompt tokens, temperature {result.temperature:g}, {result.steps} steps timed and "
+          f"{result.steps} profiled per pass{peer}; ms per step, median of the passes (range); our args "
+          f"{result.engine_args}")
     for row in result.rows:
         engines = list(row.median_ms)
-        print(f"\n{row.batch_size} decoding requests ({sum(p.engine == engines[0] for p in row.passes)} passes each)")
+        print(f"\n{row.shape()} ({sum(p.engine == engines[0] for p in row.passes)} passes each)")
         rows = []
         for kind in (*ORDER, "step"):
             cells = []
@@ -198,11 +199,11 @@ def ops_summary(result) -> str:
     parts = []
     for row in result.rows:
         m = row.median_ms
-        text = f"{m['ours']['step']:.1f} ms at {row.batch_size}"
+        text = f"{m['ours']['step']:.1f} ms at {row.shape()}"
         if "vllm" in m:
             text += f" (vLLM {m['vllm']['step']:.1f}; attention {_ratio(m, 'attention')}, gemm {_ratio(m, 'gemm')})"
         parts.append(text)
-    return f"ops: decode step, prompts of {result.input_len}: " + ", ".join(parts)
+    return f"ops: step, decoding requests of {result.input_len} prompt tokens: " + ", ".join(parts)
 
 
 # ---- latency -------------------------------------------------------------------------------

@@ -104,11 +104,12 @@ class VLLMPeer:
                            "temperature": temperature})
 
     def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int,
-            temperature: float) -> dict[str, Any]:
-        """Decode steps of one request per prompt, timed then profiled (needs `in_process`):
-        step_profiler.profile_steps's dict, and "batch_sizes" (requests out of each timed step)."""
+            temperature: float, step_prompts: list[list[int]]) -> dict[str, Any]:
+        """Decode steps of one request per prompt, each step also computing the next of `step_prompts`
+        when given (one per warm-up and measured step), timed then profiled (needs `in_process`):
+        step_profiler.profile_steps's dict, and "outputs" (requests out of each measured step)."""
         return self._call({"cmd": "ops", "prompts": prompts, "max_tokens": max_tokens, "warmup_steps": warmup_steps,
-                           "steps": steps, "temperature": temperature})
+                           "steps": steps, "temperature": temperature, "step_prompts": step_prompts})
 
     def close(self) -> None:
         """Ask vLLM to shut down; end the process group if it does not. Idempotent."""

@@ -16,11 +16,13 @@ Commands (`cmd`):
               time.perf_counter()).
 Every timed pass starts from a cold prefix cache, as ours does: the pool keeps the blocks of the
 last pass's prompts, and a pass served from them would time far less prefill.
-  ops         {prompts, max_tokens, warmup_steps, steps, temperature}: one request per prompt through the in-process
-              engine (`LLM.llm_engine`, started with VLLM_ENABLE_V1_MULTIPROCESSING=0) stepped until every
-              prompt is computed, `warmup_steps` decode steps, then `steps` timed and `steps` profiled
-              (step_profiler.py, the code that measures ours); the requests are aborted after. Answers
-              step_profiler's dict and "batch_sizes" (requests in each measured step's output).
+  ops         {prompts, max_tokens, warmup_steps, steps, temperature, step_prompts}: one request per prompt
+              through the in-process engine (`LLM.llm_engine`, started with VLLM_ENABLE_V1_MULTIPROCESSING=0)
+              stepped until every prompt is computed, `warmup_steps` decode steps, then `steps` timed and
+              `steps` profiled (step_profiler.py, the code that measures ours); before each of those steps,
+              when `step_prompts` are given (one per step), one more request of the next of them with one
+              output token, so that the step computes its prompt too. The requests are aborted after.
+              Answers step_profiler's dict and "outputs" (requests in each measured step's output).
   quit        shut the engine down and exit.
 A failed command answers {"error": "<traceback>"}.
 """
@@ -74,7 +76,7 @@ class Runner:
             )
         if cmd == "ops":
             return self.ops(command["prompts"], command["max_tokens"], command["warmup_steps"], command["steps"],
-                            command["temperature"])
+                            command["temperature"], command["step_prompts"])
         if cmd == "quit":
             return {"ok": True}
         raise ValueError(f"unknown command {cmd!r}")
@@ -111,28 +113,33 @@ class Runner:
         return {"elapsed_s": elapsed, "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs],
                 "cached_prompt_tokens": sum(o.num_cached_tokens or 0 for o in outputs)}
 
-    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int, temperature: float) -> dict:
+    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int, temperature: float,
+            step_prompts: list[list[int]]) -> dict:
         from vllm.inputs import TokensPrompt
 
         engine = self.llm.llm_engine
         self.num_ops_batches += 1
-        req_ids = [f"ops-{self.num_ops_batches}-{i}" for i in range(len(prompts))]
+        tag = f"ops-{self.num_ops_batches}"
+        req_ids = [f"{tag}-{i}" for i in range(len(prompts))]
         params = _params(max_tokens, temperature)
         for req_id, prompt in zip(req_ids, prompts):
             engine.add_request(req_id, TokensPrompt(prompt_token_ids=prompt), params)
-        started: set[str] = set()
-        for _ in range(STEPS_TO_FILL):  # until every request has its first token: from then on, all decode
-            started.update(out.request_id for out in engine.step() if out.outputs[0].token_ids)
-            if len(started) == len(req_ids):
-                break
-        else:
-            raise RuntimeError(f"{len(started)} of {len(req_ids)} requests decoding after {STEPS_TO_FILL} steps")
+        if req_ids:
+            _fill(engine, req_ids)
+        fresh = iter(enumerate(step_prompts))
+
+        def add_step_prompt() -> None:
+            if step_prompts:
+                i, prompt = next(fresh)
+                engine.add_request(f"{tag}-step-{i}", TokensPrompt(prompt_token_ids=prompt), _params(1, temperature))
+
         for _ in range(warmup_steps):
+            add_step_prompt()
             engine.step()
-        batch_sizes: list[int] = []
-        result = _step_profiler().profile_steps(lambda: batch_sizes.append(len(engine.step())), steps)
+        outputs: list[int] = []
+        result = _step_profiler().profile_steps(lambda: outputs.append(len(engine.step())), steps, add_step_prompt)
         engine.abort_request(req_ids)
-        return {**result, "batch_sizes": batch_sizes}
+        return {**result, "outputs": outputs}
 
     async def latency(self, prompts: list[list[int]], output_lens: list[int], offsets: list[float],
                       temperature: float, prefix: str = "bench") -> dict:
@@ -166,6 +173,16 @@ class Runner:
             self.engine.shutdown()
         if self.llm is not None:
             self.llm.llm_engine.engine_core.shutdown()  # its EngineCore and worker processes
+
+
+def _fill(engine, req_ids: list[str]) -> None:
+    """Step until every request has its first token: from then on, all of them decode."""
+    started: set[str] = set()
+    for _ in range(STEPS_TO_FILL):
+        started.update(out.request_id for out in engine.step() if out.outputs[0].token_ids)
+        if len(started) == len(req_ids):
+            return
+    raise RuntimeError(f"{len(started)} of {len(req_ids)} requests decoding after {STEPS_TO_FILL} steps")
 
 
 def _step_profiler():

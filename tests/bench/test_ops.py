@@ -1,5 +1,5 @@
-"""`enginetui bench ops`: decode steps timed and profiled, each operator's self time summed by kind of
-work; ours alone, against the stand-in vLLM (the runner's `ops` command and its pipe), and against
+"""`enginetui bench ops`: steps timed and profiled (decode only, or each also computing a new prompt),
+each operator's self time summed by kind of work; ours alone, against the stand-in vLLM (the runner's `ops` command and its pipe), and against
 the real vLLM when ENGINETUI_VLLM_PYTHON names its interpreter (skipped otherwise).
 
 No timing assertions: the benchmark measures speed, the tests check what is counted where."""
@@ -66,7 +66,32 @@ def test_our_engine_alone_every_batch_size_in_passes(tiny_opt_dir, capsys, alloc
     assert allocator_tunings == [True]  # on CPU the command allocates as the EngineCore child does
     out = capsys.readouterr().out
     assert "3 decoding requests (2 passes each)" in out and "step, unprofiled" in out
-    assert "ours costliest operators" in out and out.strip().splitlines()[-1].startswith("ops: decode step")
+    assert "ours costliest operators" in out and out.strip().splitlines()[-1].startswith("ops: step")
+
+
+def test_steps_that_compute_a_new_prompt_beside_the_batch_or_alone(tiny_opt_dir, capsys, allocator_tunings):
+    args = bench_args("ops", tiny_opt_dir, *SMALL, "--batch-sizes", "0", "3", "--prompt-lens", "16", "40")
+    result = ops.run(args)
+    assert [(row.batch_size, row.prompt_len) for row in result.rows] == [(0, 16), (0, 40), (3, 16), (3, 40)]
+    assert [row.shape() for row in result.rows[1:3]] == ["a 40-token prompt alone",
+                                                         "3 decoding requests and a 16-token prompt"]
+    for row in result.rows:  # every measured step computed its prompt (else the pass would have raised)
+        for p in row.passes:
+            assert p.kind_ms["attention"] > 0 and p.kind_ms["gemm"] > 0 and p.kind_ms["kv write"] > 0
+    assert main(["bench", "ops", "--model", tiny_opt_dir, "--device", "cpu", *SMALL, "--batch-sizes", "2",
+                 "--prompt-lens", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "2 decoding requests and a 20-token prompt (2 passes each)" in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch-sizes", "0"], "needs --prompt-lens"),
+    (["--batch-sizes", "8", "--prompt-lens", "60", "--max-num-batched-tokens", "64"], "the budget is 64"),
+    (["--batch-sizes", "1", "--prompt-lens", "300", "--num-gpu-blocks-override", "8"], "300-token prompt need"),
+])
+def test_a_step_shape_the_engine_cannot_run_whole_is_refused(tiny_opt_dir, capsys, flags, message):
+    assert main(["bench", "ops", "--model", tiny_opt_dir, "--device", "cpu", "--input-len", "12", *flags]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_against_vllm_the_engines_take_turns_on_the_same_batch(tiny_opt_dir, fake_vllm):
@@ -78,6 +103,8 @@ def test_against_vllm_the_engines_take_turns_on_the_same_batch(tiny_opt_dir, fak
         assert all(p.kind_ms["gemm"] > 0 for p in theirs)  # the stand-in's one torch.mm a step
         assert set(row.median_ms) == {"ours", "vllm"}
     assert "(vLLM " in result.summary and "gemm" in result.summary
+    with_prompt = ops.run(bench_args("ops", tiny_opt_dir, *SMALL, "--prompt-lens", "8", "--compare", "vllm"))
+    assert [p.engine for p in with_prompt.rows[1].passes] == ["ours", "vllm", "ours", "vllm"]  # 4 outputs a step
 
 
 def test_a_batch_the_pool_cannot_hold_is_refused(tiny_opt_dir, capsys):
@@ -90,8 +117,10 @@ def test_a_batch_the_pool_cannot_hold_is_refused(tiny_opt_dir, capsys):
 @needs_real_vllm
 def test_real_vllm_operators_are_counted_by_kind(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32
-    result = ops.run(bench_args("ops", model, "--batch-sizes", "2", "--input-len", "20", "--steps", "3",
-                                "--repeats", "1", "--compare", "vllm"))
-    theirs = next(p for p in result.rows[0].passes if p.engine == "vllm")
-    assert result.vllm_version and theirs.kind_ms["attention"] > 0 and theirs.kind_ms["gemm"] > 0
-    assert theirs.kind_ms["kv write"] > 0 and theirs.kind_ms["sampling"] > 0
+    result = ops.run(bench_args("ops", model, "--batch-sizes", "2", "0", "--input-len", "20", "--prompt-lens", "24",
+                                "--steps", "3", "--repeats", "1", "--compare", "vllm"))
+    assert result.vllm_version
+    for row in result.rows:  # decode beside a prompt, and the prompt alone
+        theirs = next(p for p in row.passes if p.engine == "vllm")
+        assert theirs.kind_ms["attention"] > 0 and theirs.kind_ms["gemm"] > 0
+        assert theirs.kind_ms["kv write"] > 0 and theirs.kind_ms["sampling"] > 0
