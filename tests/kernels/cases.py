@@ -22,6 +22,8 @@ ATTENTION_CASES = {
     "head96": ([2, 1], [19, 33], 2, 1, 96, 16),
     "block8": ([1, 9, 1], [40, 30, 17], 4, 2, 16, 8),
     "block1": ([1, 3], [20, 7], 4, 2, 16, 1),
+    # 45 tokens x 4 grouped heads: items of 32 rows across tokens, the last one part-filled, over history
+    "long_chunk_gqa": ([45, 1], [90, 30], 8, 2, 64, 16),
 }
 
 # K/V write cases: (dtype of the step's keys and values, dtype of the cache, block_size)
