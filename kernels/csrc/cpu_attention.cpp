@@ -150,7 +150,10 @@ inline void from_lanes(const float* src, float scale, int64_t d, T* dst) {
   for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(src[lane_index<T>(c, d)] * scale);
 }
 inline void store16(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
-inline vf splat(float x) { return vf{} + x; }
+// x in every lane. Written x - 0, which is x for every x (0 + x is not, for x = -0): the compiler
+// then broadcasts x as it is, where 0 + x cost an add and a shuffle per broadcast (prompt attention
+// 5-13% faster on an AMD EPYC Zen 5).
+inline vf splat(float x) { return x - vf{}; }
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 
 // exp(x) for x <= 0 (scores minus their running max): Cephes' expf polynomial after x = n ln2 + r,
