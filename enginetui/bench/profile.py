@@ -103,13 +103,15 @@ def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, ste
     beside a new prompt of `prompt_len` tokens in each step when given (computed and finished in it)."""
     # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
     max_len = input_len + steps + 1 + info.block_size
-    needed = batch_size * cdiv(max_len, info.block_size) + cdiv(prompt_len + 1, info.block_size) * bool(prompt_len)
-    if needed > info.num_blocks or max(max_len, prompt_len + 1) > info.max_model_len:
+    prompt_blocks = cdiv(prompt_len + 1, info.block_size) if prompt_len else 0  # the new prompt and its one token
+    needed = batch_size * cdiv(max_len, info.block_size) + prompt_blocks
+    positions = max(max_len, prompt_len + 1)
+    if needed > info.num_blocks or positions > info.max_model_len:
         what = f" and a {prompt_len}-token prompt" if prompt_len else ""
         raise ValueError(
-            f"{batch_size} requests of {input_len} prompt tokens{what} need {needed} KV blocks and "
-            f"{max(max_len, prompt_len + 1)} positions; the pool has {info.num_blocks} blocks, max_model_len is "
-            f"{info.max_model_len}: lower --input-len or --steps, or raise --num-gpu-blocks-override"
+            f"{batch_size} requests of {input_len} prompt tokens{what} need {needed} KV blocks and {positions} "
+            f"positions; the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower "
+            f"--input-len or --steps, or raise --num-gpu-blocks-override"
         )
 
 

@@ -7,11 +7,12 @@
 // Work is split into items, run by OpenMP threads that each take the next one when free
 // (heaviest first, but a request's query chunks of one kv head one after the other, so that the
 // keys and values they all read stay in cache), all in fp32 (bf16 / fp16 keys and values are
-// widened as they are loaded; the prefill path widens its key and value tiles into buffers first). A decode (one query token) is an item
-// per range of kv heads (all of them when there are enough decodes to keep every thread busy): it
-// reads each cache block's rows for its heads in one run, keys then values, and takes the softmax
-// over its whole context at once. Attention is memory-bound there, and long runs are what the prefetchers follow
-// (one head's 16 rows of a block, 3 KB apart, they did not: 1.6x slower). Query chunks are items
+// widened as they are loaded; the prefill path widens its key and value tiles into buffers
+// first). A decode (one query token) is an item per range of kv heads (all of them when there are
+// enough decodes to keep every thread busy): it reads each cache block's rows for its heads in one
+// run, keys then values, and takes the softmax over its whole context at once. Attention is
+// memory-bound there, and long runs are what the prefetchers follow (one head's 16 rows of a
+// block, 3 KB apart, they did not: 1.6x slower). Query chunks are items
 // (request, kv head, tile of query tokens) holding their tokens' rows times the query heads of the
 // kv head (grouped-query attention shares each key between them); they walk the keys 16 at a time
 // with an online softmax, scores from a dot product per key for a few rows, else with the rows side
@@ -216,7 +217,7 @@ struct Item {
   int32_t row_end;    // one past the last; row i is token i / group, query head kv_head * group + i % group
   bool decode;        // a request's single query token over kv heads [kv_head, kv_end): run_item_decode
   int64_t cost;       // rows x keys, to run heavy items first
-  int64_t group_cost; // chunk items: the cost of the heaviest item of their request and kv head
+  int64_t group_cost; // the cost of the heaviest item of its request and kv head (a decode item's own)
 };
 
 template <typename T>
@@ -378,16 +379,17 @@ inline void accumulate_values_rows(const float* s, int64_t rows, const T* v, int
   }
 }
 
-// Normalize and store the item's outputs.
+// Normalize and store the item's outputs: row i's channel c is acc[i * row_stride + c * channel_stride]
+// (rows one after the other in the dot path; rows in lanes, transposed, in the lanes path).
 template <typename T>
-void store_rows(const Problem<T>& p, const Item& it, const ItemView<T>& view, const float* acc, const float* l) {
+void store_rows(const Problem<T>& p, const Item& it, const ItemView<T>& view, const float* acc, int64_t row_stride,
+                int64_t channel_stride, const float* l) {
   const int64_t d = p.head_size;
   for (int64_t i = 0; i < view.rows; ++i) {
     T* dst = p.out + (view.q_start + view.token(it, i)) * p.o_tok_stride + view.head(it, i) * p.o_head_stride;
     const float inv = 1.0f / l[i];
-    const float* a = acc + i * d;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(a[c] * inv);
+    const float* a = acc + i * row_stride;
+    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(a[c * channel_stride] * inv);
   }
 }
 
@@ -491,11 +493,7 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
   }
   float sums[kItemRows];
   for (int g = 0; g < kLaneGroups; ++g) store16(sums + g * kLanes, l[g]);
-  for (int64_t i = 0; i < rows; ++i) {
-    T* dst = p.out + (view.q_start + view.token(it, i)) * p.o_tok_stride + view.head(it, i) * p.o_head_stride;
-    const float inv = 1.0f / sums[i];
-    for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(acct[c * kItemRows + i] * inv);
-  }
+  store_rows(p, it, view, acct, 1, kItemRows, sums);
 }
 
 // The scores of one query row (to_dot_query) against four keys: dot products times `scale`.
@@ -596,7 +594,7 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
     }
     accumulate_values_rows(s, rows, p.value_cache + off, view.tok_stride, nv, d, acc);
   }
-  store_rows(p, it, view, acc, l);
+  store_rows(p, it, view, acc, d, 1, l);
 }
 
 // acc += sum_n w[n] * v_n: one output row in lane order, up to four vectors of channels in registers.
@@ -773,7 +771,8 @@ void attention(const Problem<T>& p, int64_t num_reqs) {
       for (int64_t g = 0; g < p.num_kv_heads; g += per_range) {
         const int64_t g1 = std::min(p.num_kv_heads, g + per_range);
         items.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g), static_cast<int32_t>(g1), 0,
-                         static_cast<int32_t>(group), true, (g1 - g) * group * p.seq_lens[r], 0});
+                         static_cast<int32_t>(group), true, (g1 - g) * group * p.seq_lens[r],
+                         (g1 - g) * group * p.seq_lens[r]});
       }
       continue;
     }
@@ -793,11 +792,10 @@ void attention(const Problem<T>& p, int64_t num_reqs) {
   // Heaviest first, but a request's chunk items of one kv head together (they read the same keys and
   // values, which then stay in the cores' caches): ordered by the group's heaviest item, then their own.
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    if (!a.decode && !b.decode && a.req == b.req && a.kv_head == b.kv_head) return a.cost > b.cost;
-    const int64_t ga = a.decode ? a.cost : a.group_cost, gb = b.decode ? b.cost : b.group_cost;
-    if (ga != gb) return ga > gb;
+    if (a.group_cost != b.group_cost) return a.group_cost > b.group_cost;
     if (a.req != b.req) return a.req < b.req;
-    return a.kv_head < b.kv_head;
+    if (a.kv_head != b.kv_head) return a.kv_head < b.kv_head;
+    return a.cost > b.cost;
   });
   const int64_t num_items = static_cast<int64_t>(items.size());
   const int threads = static_cast<int>(std::min<int64_t>(threads_max, num_items));

@@ -1,6 +1,7 @@
 """`enginetui bench ops`: steps timed and profiled (decode only, or each also computing a new prompt),
-each operator's self time summed by kind of work; ours alone, against the stand-in vLLM (the runner's `ops` command and its pipe), and against
-the real vLLM when ENGINETUI_VLLM_PYTHON names its interpreter (skipped otherwise).
+each operator's self time summed by kind of work; ours alone, against the stand-in vLLM (the runner's
+`ops` command and its pipe), and against the real vLLM when ENGINETUI_VLLM_PYTHON names its
+interpreter (skipped otherwise).
 
 No timing assertions: the benchmark measures speed, the tests check what is counted where."""
 
