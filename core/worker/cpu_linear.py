@@ -10,15 +10,18 @@ anything else (an embedding lookup on a tied weight, a comparison in a test) see
 
 Which one is faster for a row or two depends on the CPU and on the weight's shape, so `min_rows`
 is measured at load for each shape of weight the model has (`measure_min_rows`: both, 1 and 2
-rows; opt-125m has five shapes, about 0.3 s). On an Intel Xeon
-(AVX-512) MKL's dense GEMM won below 3 rows; on an AMD EPYC (Zen 3, AVX2) MKL's is 4-9x slower
-than oneDNN's there (opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at 2 rows
-1.75 against 0.19 ms; the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2
-requests took 65-140 ms where 3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are
-even for a layer's weight at 1 row (fc1 0.20 against 0.21 ms) while MKL's lm_head takes 12.9 ms
-against oneDNN's 3.4: one choice for the whole model, measured on a layer, could cost a decode
-step of one request 9 ms. It is model-agnostic: it finds the weights through the
-model contract (every `Linear` layer, and the token embedding when the lm_head is tied to it).
+rows; opt-125m has five shapes, under a second), as a decode step meets the weight: read from
+memory, the caches emptied before each timed GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's
+dense GEMM won below 3 rows with the weight in the caches; on an AMD EPYC (Zen 3, AVX2) MKL's is
+4-9x slower than oneDNN's there (opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at
+2 rows 1.75 against 0.19 ms; the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2
+requests took 65-140 ms where 3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are even
+for a layer's weight at 1 row while it is in the caches (fc1 0.20 against 0.21 ms), so a timing
+with a hot cache chose either, run to run; from memory MKL's takes 2.3x oneDNN's time at 1 row and
+3.9x at 2 (all 49 GEMMs of an opt-125m decode step: 35.8 against 15.7 ms, 69.7 against 18.0), and
+a decode step of one request ran 31 ms where vLLM's ran 24. It is model-agnostic: it finds the
+weights through the model contract (every `Linear` layer, and the token embedding when the lm_head
+is tied to it).
 
 Measured on this repository's machine (opt-125m shapes, fp32, one thread): decode GEMMs of 8 rows
 about 2x faster, 64 rows 15-20%, the 8-row lm_head 37 -> 14 ms; large prefill batches about even.
@@ -29,6 +32,7 @@ summation order (the parity tests compare with transformers).
 has oneDNN) keeps it.
 """
 
+import glob
 import os
 import time
 
@@ -43,6 +47,9 @@ LINEAR_BACKENDS = ("onednn", "torch")
 PACK_FOR_ROWS = 64  # the batch size oneDNN chooses the packed layout for (any batch size works with it)
 MAX_MIN_ROWS = 3  # from this many rows oneDNN's packed GEMM is used on every CPU measured
 TIMED_RUNS = 5  # timed runs of each GEMM when measuring (after one untimed), the fastest kept
+EVICT_CACHE_FACTOR = 2  # bytes read between timed GEMMs: this many times the largest CPU cache
+DEFAULT_CACHE_BYTES = 64 << 20  # the largest CPU cache where sysfs does not say
+CACHE_SIZE_FILES = "/sys/devices/system/cpu/cpu0/cache/index*/size"  # each cache level's size, e.g. "32768K"
 
 
 class PackedWeight(torch.Tensor):
@@ -105,6 +112,8 @@ def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_g
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
+    if min_rows is None and time_gemm is None:
+        time_gemm = GemmClock()  # one eviction buffer for every shape, freed with the clock
     measured: dict[tuple, int] = {}  # (shape, dtype) -> its min_rows: each shape measured once
     for module in owners:
         weight = _packed_weight(module.weight.data)
@@ -118,31 +127,59 @@ def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_g
 
 def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
     """The smallest batch (1, 2 or MAX_MIN_ROWS rows) from which oneDNN's packed GEMM on `weight`
-    is as fast as the dense one on this CPU, with this thread count (a few milliseconds).
-    `time_gemm(weight, rows, packed)`: seconds of one such GEMM (default: timed here)."""
-    time_gemm = time_gemm or _time_gemm
+    is as fast as the dense one on this CPU, with this thread count (under a second).
+    `time_gemm(weight, rows, packed)`: seconds of one such GEMM (default: a `GemmClock`)."""
+    time_gemm = time_gemm or GemmClock()
     for rows in range(1, MAX_MIN_ROWS):
         if time_gemm(weight, rows, True) <= time_gemm(weight, rows, False):
             return rows
     return MAX_MIN_ROWS
 
 
-def _time_gemm(weight: "PackedWeight", rows: int, packed: bool) -> float:
-    """Seconds of the fastest of TIMED_RUNS GEMMs of `rows` rows by `weight`, packed (oneDNN) or
-    dense, after one untimed run."""
-    dense = weight.as_subclass(torch.Tensor)  # [out_features, in_features]
-    x = torch.full((rows, dense.shape[1]), 0.5, dtype=dense.dtype)  # [rows, in_features] (no RNG drawn)
-    if packed:
-        run = lambda: torch.ops.mkldnn._linear_pointwise(x, weight._packed, None, "none", [], "")  # noqa: E731
-    else:
-        run = lambda: F.linear(x, dense)  # noqa: E731
-    run()
-    best = float("inf")
-    for _ in range(TIMED_RUNS):
-        start = time.perf_counter()
+class GemmClock:
+    """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN) or dense, as a decode step
+    runs it: the weight read from memory. Before each timed run it reads a buffer of twice the
+    largest CPU cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
+    layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike)."""
+
+    def __init__(self) -> None:
+        self._evict: torch.Tensor | None = None  # [EVICT_CACHE_FACTOR x cache bytes / 4] fp32, made at first use
+
+    def __call__(self, weight: "PackedWeight", rows: int, packed: bool) -> float:
+        """Seconds of the fastest of TIMED_RUNS GEMMs, after one untimed run."""
+        dense = weight.as_subclass(torch.Tensor)  # [out_features, in_features]
+        x = torch.full((rows, dense.shape[1]), 0.5, dtype=dense.dtype)  # [rows, in_features] (no RNG drawn)
+        if packed:
+            run = lambda: torch.ops.mkldnn._linear_pointwise(x, weight._packed, None, "none", [], "")  # noqa: E731
+        else:
+            run = lambda: F.linear(x, dense)  # noqa: E731
         run()
-        best = min(best, time.perf_counter() - start)
-    return best
+        best = float("inf")
+        for _ in range(TIMED_RUNS):
+            self._empty_caches()
+            start = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    def _empty_caches(self) -> None:
+        if self._evict is None:
+            self._evict = torch.ones(EVICT_CACHE_FACTOR * largest_cache_bytes() // 4)
+        self._evict.sum()  # reads every byte: the caches now hold the buffer
+
+
+def largest_cache_bytes() -> int:
+    """The size of this CPU's largest cache (cpu0's, from sysfs), else DEFAULT_CACHE_BYTES."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = []
+    for path in glob.glob(CACHE_SIZE_FILES):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+        except (OSError, ValueError, IndexError):
+            continue
+    return max(sizes, default=DEFAULT_CACHE_BYTES)
 
 
 def _packed_weight(dense: torch.Tensor) -> PackedWeight:

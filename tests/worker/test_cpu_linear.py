@@ -7,10 +7,14 @@ from transformers import OPTConfig
 
 from enginetui.core.models.layers.linear import linear_relu
 from enginetui.core.models.opt import OPTForCausalLM
+from enginetui.core.worker import cpu_linear
 from enginetui.core.worker.cpu_linear import (
+    EVICT_CACHE_FACTOR,
     LINEAR_BACKEND_ENV,
     MAX_MIN_ROWS,
+    GemmClock,
     PackedWeight,
+    largest_cache_bytes,
     linear_backend,
     measure_min_rows,
     packable,
@@ -97,6 +101,29 @@ def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_each_shape_of_wei
     assert {r for n, r in rows.items() if "embed_tokens" not in n} == {2}
     assert set(timed) == {(96, 32), (32, 32), (64, 32), (32, 64), (128, 32)}  # qkv, out, fc1, fc2, the head
     assert len(timed) == 2 * (1 + 4 * 2)  # each shape once: the head at one row, the layers at one and two
+
+
+def test_the_clock_times_each_gemm_with_the_caches_emptied_first(monkeypatch):
+    """A decode step reads each weight from memory: a weight that fits the caches must not be timed
+    from them (on a Zen 5 EPYC that made the choice random, and MKL's dense GEMM from memory 2-4x slower)."""
+    model = torch.nn.Linear(32, 48)
+    prepack_linear_weights(model, MAX_MIN_ROWS)
+    clock, reads = GemmClock(), []
+    empty = clock._empty_caches
+    monkeypatch.setattr(clock, "_empty_caches", lambda: reads.append(1) or empty())
+    assert clock(model.weight, 1, True) > 0 and clock(model.weight, 2, False) > 0
+    assert len(reads) == 2 * 5  # before every timed run (TIMED_RUNS), not before the untimed one
+    assert clock._evict.numel() * 4 == EVICT_CACHE_FACTOR * largest_cache_bytes()
+
+
+def test_the_largest_cache_is_read_from_sysfs(tmp_path, monkeypatch):
+    for index, size in enumerate(["48K", "1024K", "32768K", "garbage"]):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    monkeypatch.setattr(cpu_linear, "CACHE_SIZE_FILES", str(tmp_path / "index*" / "size"))
+    assert largest_cache_bytes() == 32 << 20
+    monkeypatch.setattr(cpu_linear, "CACHE_SIZE_FILES", str(tmp_path / "nothing" / "size"))
+    assert largest_cache_bytes() == cpu_linear.DEFAULT_CACHE_BYTES
 
 
 def test_the_model_computes_the_same_logits_and_embeddings():
