@@ -11,7 +11,8 @@ anything else (an embedding lookup on a tied weight, a comparison in a test) see
 Which one is faster for a row or two depends on the CPU and on the weight's shape, so `min_rows`
 is measured at load for each shape of weight the model has (`measure_min_rows`: both, 1 and 2
 rows; opt-125m has five shapes, under a second), as a decode step meets the weight: read from
-memory, the caches emptied before each timed GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's
+memory where the model's weights exceed the largest cache, the caches emptied before each timed
+GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's
 dense GEMM won below 3 rows with the weight in the caches; on an AMD EPYC (Zen 3, AVX2) MKL's is
 4-9x slower than oneDNN's there (opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at
 2 rows 1.75 against 0.19 ms; the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2
@@ -112,8 +113,9 @@ def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_g
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
-    if min_rows is None and time_gemm is None:
-        time_gemm = GemmClock()  # one eviction buffer for every shape, freed with the clock
+    if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
+        weight_bytes = sum(m.weight.nbytes for m in owners)
+        time_gemm = GemmClock(from_memory=weight_bytes > largest_cache_bytes())
     measured: dict[tuple, int] = {}  # (shape, dtype) -> its min_rows: each shape measured once
     for module in owners:
         weight = _packed_weight(module.weight.data)
@@ -138,11 +140,14 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
 
 class GemmClock:
     """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN) or dense, as a decode step
-    runs it: the weight read from memory. Before each timed run it reads a buffer of twice the
-    largest CPU cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
-    layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike)."""
+    runs it. A step reads each weight once: from memory when the model's weights exceed the largest
+    cache (`from_memory`), and then, before each timed run, the clock reads a buffer of twice that
+    cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a layer's
+    weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model that fits
+    the cache is timed from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, from_memory: bool = True) -> None:
+        self.from_memory = from_memory  # empty the caches before each timed run
         self._evict: torch.Tensor | None = None  # [EVICT_CACHE_FACTOR x cache bytes / 4] fp32, made at first use
 
     def __call__(self, weight: "PackedWeight", rows: int, packed: bool) -> float:
@@ -156,7 +161,8 @@ class GemmClock:
         run()
         best = float("inf")
         for _ in range(TIMED_RUNS):
-            self._empty_caches()
+            if self.from_memory:
+                self._empty_caches()
             start = time.perf_counter()
             run()
             best = min(best, time.perf_counter() - start)

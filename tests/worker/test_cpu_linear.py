@@ -114,6 +114,20 @@ def test_the_clock_times_each_gemm_with_the_caches_emptied_first(monkeypatch):
     assert clock(model.weight, 1, True) > 0 and clock(model.weight, 2, False) > 0
     assert len(reads) == 2 * 5  # before every timed run (TIMED_RUNS), not before the untimed one
     assert clock._evict.numel() * 4 == EVICT_CACHE_FACTOR * largest_cache_bytes()
+    cached = GemmClock(from_memory=False)  # a model whose weights fit the largest cache is timed from it
+    monkeypatch.setattr(cached, "_empty_caches", lambda: reads.append(1))
+    assert cached(model.weight, 1, True) > 0 and len(reads) == 2 * 5
+
+
+def test_weights_are_timed_from_memory_only_when_the_model_exceeds_the_largest_cache(monkeypatch):
+    clocks = []
+    monkeypatch.setattr(cpu_linear, "measure_min_rows", lambda weight, clock: clocks.append(clock) or 1)
+    model = small_opt()  # a few KB of weights
+    prepack_linear_weights(model)
+    assert clocks and not clocks[0].from_memory
+    monkeypatch.setattr(cpu_linear, "largest_cache_bytes", lambda: 1024)
+    prepack_linear_weights(small_opt())
+    assert clocks[-1].from_memory
 
 
 def test_the_largest_cache_is_read_from_sysfs(tmp_path, monkeypatch):
