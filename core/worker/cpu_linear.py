@@ -11,12 +11,12 @@ anything else (an embedding lookup on a tied weight, a comparison in a test) see
 Which one is faster for a row or two depends on the CPU and on the weight's shape, so `min_rows`
 is measured at load for each shape of weight the model has (`measure_min_rows`: both, 1 and 2
 rows; opt-125m has five shapes, under a second), as a decode step meets the weight: read from
-memory where the model's weights exceed the largest cache, the caches emptied before each timed
-GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's
-dense GEMM won below 3 rows with the weight in the caches; on an AMD EPYC (Zen 3, AVX2) MKL's is
-4-9x slower than oneDNN's there (opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at
-2 rows 1.75 against 0.19 ms; the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2
-requests took 65-140 ms where 3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are even
+memory where the model's linear weights exceed the largest cache, the caches emptied before each
+timed GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's dense GEMM won below 3 rows with the
+weight in the caches; on an AMD EPYC (Zen 3, AVX2) MKL's is 4-9x slower than oneDNN's there
+(opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at 2 rows 1.75 against 0.19 ms;
+the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2 requests took 65-140 ms where
+3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are even
 for a layer's weight at 1 row while it is in the caches (fc1 0.20 against 0.21 ms), so a timing
 with a hot cache chose either, run to run; from memory MKL's takes 2.3x oneDNN's time at 1 row and
 3.9x at 2 (all 49 GEMMs of an opt-125m decode step: 35.8 against 15.7 ms, 69.7 against 18.0), and
@@ -140,11 +140,11 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
 
 class GemmClock:
     """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN) or dense, as a decode step
-    runs it. A step reads each weight once: from memory when the model's weights exceed the largest
-    cache (`from_memory`), and then, before each timed run, the clock reads a buffer of twice that
-    cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a layer's
-    weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model that fits
-    the cache is timed from it."""
+    runs it. A step reads each weight once: from memory when the model's linear weights exceed the
+    largest cache (`from_memory`), and then, before each timed run, the clock reads a buffer of
+    twice that cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
+    layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model
+    that fits the cache is timed from it."""
 
     def __init__(self, from_memory: bool = True) -> None:
         self.from_memory = from_memory  # empty the caches before each timed run
