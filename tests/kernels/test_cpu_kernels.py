@@ -117,7 +117,7 @@ def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
     assert built, "the library should be in the cache directory"
     newest = max(built, key=lambda p: p.stat().st_mtime)
     stamp = newest.stat().st_mtime_ns
-    code = "from kernels import cpu_kernels; assert cpu_kernels.available()"
+    code = "from enginetui.kernels import cpu_kernels; assert cpu_kernels.available()"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
     assert newest.stat().st_mtime_ns == stamp  # loaded, not rebuilt
 
@@ -139,8 +139,8 @@ def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
     compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" -mno-avx512bf16\n')
     compiler.chmod(0o755)
     env = {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
-    code = ("import torch; from kernels import cpu_kernels; from kernels.paged_batch import max_rel_error; "
-            "from kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
+    code = ("import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
+            "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
             "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
             "for case in CASES.values():\n"
             "    b = _batch(case, torch.bfloat16)\n"
@@ -156,7 +156,7 @@ def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
 def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
     env.pop("ENGINETUI_ATTENTION_BACKEND", None)
-    code = ("import torch; from kernels import select_backend; "
+    code = ("import torch; from enginetui.kernels import select_backend; "
             "print(select_backend(torch.device('cpu')), select_backend(torch.device('cpu')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
