@@ -44,6 +44,16 @@ class Watcher:
             await asyncio.sleep(0.01)
         raise AssertionError(f"no matching event within {seconds} s; latest: {self.events[-1] if self.events else None}")
 
+    async def any_within(self, seconds: float, pred) -> StepEvent:
+        """The first event so far that satisfies `pred`, waiting up to `seconds` for one."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            found = next((e for e in self.events if pred(e)), None)
+            if found is not None:
+                return found
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"no matching event within {seconds} s among {len(self.events)}")
+
     async def close(self) -> None:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
@@ -99,6 +109,8 @@ async def test_every_change_reaches_subscribers_at_once(llm):
         too_big = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)  # 420 tokens: never fits
         outs = [o async for o in llm.generate(ids(20, 2), too_big, "huge")]
         assert outs[-1].outputs[0].finish_reason == "rejected"
+        # The output and the event travel apart: the event may land just after the output.
+        await watcher.any_within(1.0, lambda e: any(r.req_id == "huge" for r in e.rejected))
         await matches_engine(watcher)
         rejected = [r for e in watcher.events for r in e.rejected if r.req_id == "huge"]
         assert len(rejected) == 1 and "KV blocks" in rejected[0].detail
