@@ -22,7 +22,8 @@ async def test_a_subscriber_that_lost_the_last_events_gets_the_engine_state_once
         stream = llm.events()
         first = await anext(stream)  # subscribed (the greeting snapshot)
         assert first.is_snapshot
-        # Far more steps than both queues hold, while the subscriber reads nothing: it loses the tail.
+        # Far more steps than both queues hold, while the subscriber reads nothing: it loses the tail
+        # (as a rule: the transport's own buffers can keep more than the queues).
         max_tokens = 3 * (PUB_SNDHWM + SUB_RCVHWM)  # 384
         outs = [out async for out in llm.generate("one two three", SamplingParams(max_tokens=max_tokens), "r1")]
         assert outs[-1].finished
@@ -32,9 +33,12 @@ async def test_a_subscriber_that_lost_the_last_events_gets_the_engine_state_once
             while not got or got[-1].seq < engine_seq:
                 got.append(await anext(stream))
         last = got[-1]
-        assert last.seq == engine_seq and last.is_snapshot  # level with the engine, by the catch-up snapshot
+        assert last.seq == engine_seq  # level with the engine
         assert not last.running and not last.waiting and last.num_free_blocks == 64
-        assert sum(e.num_dropped_events for e in got) > 0  # and the loss is counted
+        if last.is_snapshot:  # the tail was lost: the catch-up snapshot stands for it, and the loss is counted
+            assert sum(e.num_dropped_events for e in got) > 0
+        else:  # the sockets' buffers happened to keep the tail (seen once under CI's load): it arrived in order
+            assert [e.seq for e in got[-3:]] == [engine_seq - 2, engine_seq - 1, engine_seq]
         await stream.aclose()
     finally:
         llm.shutdown()
