@@ -114,8 +114,8 @@ def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_g
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
     if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
-        weight_bytes = sum(m.weight.nbytes for m in owners)
-        time_gemm = GemmClock(from_memory=weight_bytes > largest_cache_bytes())
+        weight_bytes, cache_bytes = sum(m.weight.nbytes for m in owners), largest_cache_bytes()
+        time_gemm = GemmClock(cache_bytes if weight_bytes > cache_bytes else None)
     measured: dict[tuple, int] = {}  # (shape, dtype) -> its min_rows: each shape measured once
     for module in owners:
         weight = _packed_weight(module.weight.data)
@@ -130,8 +130,8 @@ def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_g
 def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
     """The smallest batch (1, 2 or MAX_MIN_ROWS rows) from which oneDNN's packed GEMM on `weight`
     is as fast as the dense one on this CPU, with this thread count (under a second).
-    `time_gemm(weight, rows, packed)`: seconds of one such GEMM (default: a `GemmClock`)."""
-    time_gemm = time_gemm or GemmClock()
+    `time_gemm(weight, rows, packed)`: seconds of one such GEMM (default: a `GemmClock` from memory)."""
+    time_gemm = time_gemm or GemmClock(largest_cache_bytes())
     for rows in range(1, MAX_MIN_ROWS):
         if time_gemm(weight, rows, True) <= time_gemm(weight, rows, False):
             return rows
@@ -141,14 +141,14 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
 class GemmClock:
     """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN) or dense, as a decode step
     runs it. A step reads each weight once: from memory when the model's linear weights exceed the
-    largest cache (`from_memory`), and then, before each timed run, the clock reads a buffer of
-    twice that cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
+    largest cache, and then, before each timed run, the clock reads a buffer of twice that cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
     layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model
-    that fits the cache is timed from it."""
+    that fits the cache is timed from it. `cache_bytes`: the largest cache's size, or None to time
+    from the caches."""
 
-    def __init__(self, from_memory: bool = True) -> None:
-        self.from_memory = from_memory  # empty the caches before each timed run
-        self._evict: torch.Tensor | None = None  # [EVICT_CACHE_FACTOR x cache bytes / 4] fp32, made at first use
+    def __init__(self, cache_bytes: int | None) -> None:
+        self.cache_bytes = cache_bytes  # the largest cache's bytes (None: do not empty the caches)
+        self._evict: torch.Tensor | None = None  # [EVICT_CACHE_FACTOR x cache_bytes / 4] fp32, made at first use
 
     def __call__(self, weight: "PackedWeight", rows: int, packed: bool) -> float:
         """Seconds of the fastest of TIMED_RUNS GEMMs, after one untimed run."""
@@ -161,7 +161,7 @@ class GemmClock:
         run()
         best = float("inf")
         for _ in range(TIMED_RUNS):
-            if self.from_memory:
+            if self.cache_bytes is not None:
                 self._empty_caches()
             start = time.perf_counter()
             run()
@@ -170,7 +170,7 @@ class GemmClock:
 
     def _empty_caches(self) -> None:
         if self._evict is None:
-            self._evict = torch.ones(EVICT_CACHE_FACTOR * largest_cache_bytes() // 4)
+            self._evict = torch.ones(EVICT_CACHE_FACTOR * self.cache_bytes // 4)
         self._evict.sum()  # reads every byte: the caches now hold the buffer
 
 

@@ -283,22 +283,24 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
     async def _stream(self, req_id: str, prompt: str, params: SamplingParams) -> None:
         engine = self.engine
         final_error = None  # a final "error" output: if EngineDeadError follows it, EngineLost tells it
+        failure = None  # why the stream broke off (None: it ended)
         try:
             async for out in engine.generate(prompt, params, req_id):
                 if out.finished and out.outputs[0].finish_reason == "error":
                     final_error = out  # held: whichever of it and EngineLost comes first, one picture
                 else:
                     self.state.apply_output(out)
-            if final_error is not None:
-                self.state.apply_output(final_error)
         except ValueError as exc:
             self._refuse(req_id, describe(exc))
+            return
         except Exception as exc:
             if isinstance(exc, EngineDeadError) and engine is self.engine and not self._engine_closed:
                 return  # its event stream ends too: EngineLost fails every request at once, with one reason
-            if final_error is not None:
-                self.state.apply_output(final_error)
-            self.state.fail(req_id, describe(exc))
+            failure = describe(exc)
+        if final_error is not None:
+            self.state.apply_output(final_error)
+        if failure is not None:
+            self.state.fail(req_id, failure)
 
     @work(group="control", exit_on_error=False)
     async def _control(self, call: Callable[[], Awaitable[None]], refresh: bool = True, pace: bool = False) -> None:

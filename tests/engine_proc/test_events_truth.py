@@ -37,22 +37,23 @@ class Watcher:
             self.events.append(event)
 
     async def latest_within(self, seconds: float, pred) -> StepEvent:
-        deadline = asyncio.get_running_loop().time() + seconds
-        while asyncio.get_running_loop().time() < deadline:
-            if self.events and pred(self.events[-1]):
-                return self.events[-1]
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"no matching event within {seconds} s; latest: {self.events[-1] if self.events else None}")
+        """The latest event once it satisfies `pred`, waiting up to `seconds` for that."""
+        return await self._within(seconds, pred, lambda: self.events[-1:])
 
     async def any_within(self, seconds: float, pred) -> StepEvent:
         """The first event so far that satisfies `pred`, waiting up to `seconds` for one."""
+        return await self._within(seconds, pred, lambda: self.events)
+
+    async def _within(self, seconds: float, pred, candidates) -> StepEvent:
+        """The first of `candidates()` that satisfies `pred`, asked again until one does or `seconds` pass."""
         deadline = asyncio.get_running_loop().time() + seconds
         while asyncio.get_running_loop().time() < deadline:
-            found = next((e for e in self.events if pred(e)), None)
+            found = next((e for e in candidates() if pred(e)), None)
             if found is not None:
                 return found
             await asyncio.sleep(0.01)
-        raise AssertionError(f"no matching event within {seconds} s among {len(self.events)}")
+        raise AssertionError(f"no matching event within {seconds} s among {len(self.events)}; "
+                             f"latest: {self.events[-1] if self.events else None}")
 
     async def close(self) -> None:
         self._task.cancel()

@@ -108,13 +108,13 @@ def test_the_clock_times_each_gemm_with_the_caches_emptied_first(monkeypatch):
     from them (on a Zen 5 EPYC that made the choice random, and MKL's dense GEMM from memory 2-4x slower)."""
     model = torch.nn.Linear(32, 48)
     prepack_linear_weights(model, MAX_MIN_ROWS)
-    clock, reads = GemmClock(), []
+    clock, reads = GemmClock(largest_cache_bytes()), []
     empty = clock._empty_caches
     monkeypatch.setattr(clock, "_empty_caches", lambda: reads.append(1) or empty())
     assert clock(model.weight, 1, True) > 0 and clock(model.weight, 2, False) > 0
     assert len(reads) == 2 * 5  # before every timed run (TIMED_RUNS), not before the untimed one
     assert clock._evict.numel() * 4 == EVICT_CACHE_FACTOR * largest_cache_bytes()
-    cached = GemmClock(from_memory=False)  # a model whose weights fit the largest cache is timed from it
+    cached = GemmClock(None)  # a model whose weights fit the largest cache is timed from it
     monkeypatch.setattr(cached, "_empty_caches", lambda: reads.append(1))
     assert cached(model.weight, 1, True) > 0 and len(reads) == 2 * 5
 
@@ -124,10 +124,10 @@ def test_weights_are_timed_from_memory_only_when_the_model_exceeds_the_largest_c
     monkeypatch.setattr(cpu_linear, "measure_min_rows", lambda weight, clock: clocks.append(clock) or 1)
     model = small_opt()  # a few KB of weights
     prepack_linear_weights(model)
-    assert clocks and not clocks[0].from_memory
+    assert clocks and clocks[0].cache_bytes is None
     monkeypatch.setattr(cpu_linear, "largest_cache_bytes", lambda: 1024)
     prepack_linear_weights(small_opt())
-    assert clocks[-1].from_memory
+    assert clocks[-1].cache_bytes == 1024
 
 
 def test_the_largest_cache_is_read_from_sysfs(tmp_path, monkeypatch):
