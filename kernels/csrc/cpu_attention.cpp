@@ -16,9 +16,9 @@
 // (request, kv head, tile of query tokens) holding their tokens' rows times the query heads of the
 // kv head (grouped-query attention shares each key between them); they walk the keys 16 at a time
 // with an online softmax, scores from a dot product per key for a few rows, else with the rows side
-// by side in vector lanes (32 rows with AVX-512, 16 with AVX2): each key or value element is
-// broadcast against the lanes, blocked so that 16 vectors of multiply-adds stay in registers (a
-// prompt's attention 20% faster than 16 rows and 4 vectors at a time, on an AMD EPYC Zen 5).
+// by side in vector lanes (32 rows with AVX-512, 16 with AVX2, 8 with SSE): each key or value element is
+// broadcast against the lanes, blocked so that 16 vectors of multiply-adds stay in registers (8 with
+// AVX2; a prompt's attention 20% faster than 16 rows and 4 vectors at a time, on an AMD EPYC Zen 5).
 // Loops are plain C++ written for the compiler's vectorizer (built with -O3 -march=native on the
 // machine that runs it).
 //
@@ -45,23 +45,33 @@
 
 namespace {
 
+// Vectors are the CPU's widest registers: 16 fp32 lanes (512 bits) with AVX-512, 8 (256 bits) with
+// AVX / AVX2, else 4 (SSE). Never wider: GCC keeps arrays of wider vector-extension values on the
+// stack (an AVX2 build of 512-bit vectors ran a prompt's attention 10-14x and decodes 1.6-2.1x slower).
+#if defined(__AVX512F__)
+constexpr int kW = 16;  // fp32 lanes in a vector
+#elif defined(__AVX__)
+constexpr int kW = 8;
+#else
+constexpr int kW = 4;
+#endif
 constexpr int64_t kKeyTile = 16;  // keys per inner step; a tile never crosses a cache block
-constexpr int64_t kLanes = 16;    // query rows side by side in one vector (16 fp32 lanes: 512 bits)
+static_assert(kKeyTile % kW == 0, "a key tile's scores are whole vectors");
+constexpr int64_t kLanes = kW;    // query rows side by side in one vector
 constexpr int64_t kDotRows = 3;   // items of at most this many rows (short chunks) take a dot product per key
 // The lanes path's register blocking: independent vectors of multiply-adds enough to cover the
-// FMA units' latency (two 512-bit units with AVX-512; with AVX2 each vector is two registers, so half
-// as many), and rows per item in groups of kLanes (two groups with AVX-512: every key and value
-// element read serves twice the multiply-adds).
+// FMA units' latency (K x 2 accumulators: 16 of the 32 registers with AVX-512, 8 of the 16
+// elsewhere), and rows per item in two groups of kLanes (every key and value element read serves
+// twice the multiply-adds).
 #if defined(__AVX512F__)
 constexpr int kScoreKeys = 8;      // keys scored at once
 constexpr int kValueChannels = 8;  // value channels accumulated at once
-constexpr int kLaneGroups = 2;     // vectors of kLanes rows per item
 #else
 constexpr int kScoreKeys = 4;
 constexpr int kValueChannels = 4;
-constexpr int kLaneGroups = 1;
 #endif
-constexpr int64_t kItemRows = kLanes * kLaneGroups;  // query rows per lanes-path item
+constexpr int kLaneGroups = 2;     // vectors of kLanes rows per item
+constexpr int64_t kItemRows = kLanes * kLaneGroups;  // query rows per lanes-path item: 32 with AVX-512, 16 with AVX2
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename T>
@@ -69,55 +79,56 @@ inline float to_float(T x) {
   return static_cast<float>(x);
 }
 
-// 16 floats / int32s as one value (GCC / Clang vector extensions: one 512-bit register where the
-// CPU has them, two or four narrower ones elsewhere).
-using vf = float __attribute__((vector_size(64)));
-using vi = int32_t __attribute__((vector_size(64)));
-using vf_unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));  // to load / store rows
+// kW floats / int32s as one value (GCC / Clang vector extensions: one register).
+using vf = float __attribute__((vector_size(4 * kW)));
+using vi = int32_t __attribute__((vector_size(4 * kW)));
+using vf_unaligned = float __attribute__((vector_size(4 * kW), aligned(4), may_alias));  // to load / store rows
 
-using vu16 = uint16_t __attribute__((vector_size(32), aligned(2), may_alias));  // 16 bf16 bit patterns
-using vu = uint32_t __attribute__((vector_size(64)));
-using vu_unaligned = uint32_t __attribute__((vector_size(64), aligned(2), may_alias));  // 32 bf16 bit patterns
+using vu16 = uint16_t __attribute__((vector_size(2 * kW), aligned(2), may_alias));  // kW bf16 bit patterns
+using vu = uint32_t __attribute__((vector_size(4 * kW)));
+using vu_unaligned = uint32_t __attribute__((vector_size(4 * kW), aligned(2), may_alias));  // 2 kW bf16 bit patterns
 
-inline vf load16(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
-// 16 bf16 values widened to fp32: a bf16 is the top half of the fp32 with the same value.
-inline vf load16(const c10::BFloat16* p) {
+inline vf loadv(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
+// kW bf16 values widened to fp32: a bf16 is the top half of the fp32 with the same value.
+inline vf loadv(const c10::BFloat16* p) {
   const vu wide = __builtin_convertvector(*reinterpret_cast<const vu16*>(p), vu) << 16;
   return reinterpret_cast<vf>(wide);
 }
-inline vf load16(const c10::Half* p) {
+inline vf loadv(const c10::Half* p) {
   vf v;
-  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(p[i]);
+  for (int i = 0; i < kW; ++i) v[i] = static_cast<float>(p[i]);
   return v;
 }
 
-// Lane order: how the dot products and decode outputs hold a row's channels. Runs of 32 channels;
-// in a bf16 run the 16 even channels come first, then the 16 odd ones: that is how one 512-bit load
-// of 32 bf16 widens to two fp32 vectors with a shift and a mask, no shuffle (shuffles share one
-// port, and widening in order made bf16 decodes compute-bound). Other dtypes, and the channels past
-// the last whole run, keep their order. Queries are put in lane order, outputs taken out of it.
+// Lane order: how the dot products and decode outputs hold a row's channels. Runs of 2 kW channels
+// (a run: two vectors); in a bf16 run the kW even channels come first, then the kW odd ones: that is
+// how one load of 2 kW bf16 widens to two fp32 vectors with a shift and a mask, no shuffle (shuffles
+// share one port, and widening in order made bf16 decodes compute-bound). Other dtypes, and the
+// channels past the last whole run, keep their order. Queries are put in lane order, outputs taken
+// out of it.
 template <typename T>
 constexpr bool kPairs = std::is_same_v<T, c10::BFloat16>;
 
-inline int64_t whole_runs(int64_t d) { return d - d % 32; }
+constexpr int64_t kRun = 2 * kW;  // channels in a run
+inline int64_t whole_runs(int64_t d) { return d - d % kRun; }
 
 template <typename T>
 inline int64_t lane_index(int64_t c, int64_t d) {
   if (!kPairs<T> || c >= whole_runs(d)) return c;
-  const int64_t r = c % 32;
-  return c - r + (r % 2) * 16 + r / 2;
+  const int64_t r = c % kRun;
+  return c - r + (r % 2) * kW + r / 2;
 }
 
-// Channels [c, c + 32) of a row as two fp32 vectors, in lane order.
+// Channels [c, c + kRun) of a row as two fp32 vectors, in lane order.
 template <typename T>
-inline void load32(const T* p, vf& lo, vf& hi) {
+inline void load_run(const T* p, vf& lo, vf& hi) {
   if constexpr (kPairs<T>) {
     const vu w = *reinterpret_cast<const vu_unaligned*>(p);  // bf16 2i in the low half of word i
     lo = reinterpret_cast<vf>(w << 16);
     hi = reinterpret_cast<vf>(w & 0xFFFF0000u);
   } else {
-    lo = load16(p);
-    hi = load16(p + 16);
+    lo = loadv(p);
+    hi = loadv(p + kW);
   }
 }
 
@@ -150,7 +161,7 @@ template <typename T>
 inline void from_lanes(const float* src, float scale, int64_t d, T* dst) {
   for (int64_t c = 0; c < d; ++c) dst[c] = static_cast<T>(src[lane_index<T>(c, d)] * scale);
 }
-inline void store16(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
+inline void storev(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
 // x in every lane. Written x - 0, which is x for every x (0 + x is not, for x = -0): the compiler
 // then broadcasts x as it is, where 0 + x cost an add and a shuffle per broadcast (prompt attention
 // 5-13% faster on an AMD EPYC Zen 5).
@@ -178,15 +189,16 @@ __attribute__((always_inline)) inline vf vexp(vf x) {
   return x < -87.0f ? splat(0.0f) : p * scale;
 }
 
-// Lane permutations of one or two vectors by constant indices (the second vector's lanes are 16-31).
+// Lane permutations of one or two vectors by constant indices (the second vector's lanes are kW to 2 kW - 1).
 #if defined(__clang__)
 #define SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
 #define SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, vi{__VA_ARGS__})
 #endif
 
-// The sums of four vectors' lanes, in lanes 0, 4, 8 and 12: a pairwise tree shared by the four.
-inline vf hsum4(vf a0, vf a1, vf a2, vf a3) {
+// The sums of four vectors' lanes, out[j] the sum of aj's: a pairwise tree shared by the four.
+inline void hsum4(vf a0, vf a1, vf a2, vf a3, float out[4]) {
+#if defined(__AVX512F__)
   const vf x = SHUFFLE2(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
                SHUFFLE2(a0, a1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
   const vf y = SHUFFLE2(a2, a3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
@@ -194,20 +206,53 @@ inline vf hsum4(vf a0, vf a1, vf a2, vf a3) {
   const vf z = SHUFFLE2(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
                SHUFFLE2(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
   const vf u = z + SHUFFLE2(z, z, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  return u + SHUFFLE2(u, u, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  const vf v = u + SHUFFLE2(u, u, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  for (int j = 0; j < 4; ++j) out[j] = v[4 * j];
+#elif defined(__AVX__)
+  const vf x = SHUFFLE2(a0, a1, 0, 1, 2, 3, 8, 9, 10, 11) + SHUFFLE2(a0, a1, 4, 5, 6, 7, 12, 13, 14, 15);
+  const vf y = SHUFFLE2(a2, a3, 0, 1, 2, 3, 8, 9, 10, 11) + SHUFFLE2(a2, a3, 4, 5, 6, 7, 12, 13, 14, 15);
+  const vf z = SHUFFLE2(x, y, 0, 1, 4, 5, 8, 9, 12, 13) + SHUFFLE2(x, y, 2, 3, 6, 7, 10, 11, 14, 15);
+  const vf v = z + SHUFFLE2(z, z, 1, 0, 3, 2, 5, 4, 7, 6);
+  for (int j = 0; j < 4; ++j) out[j] = v[2 * j];
+#else
+  const vf x = SHUFFLE2(a0, a1, 0, 1, 4, 5) + SHUFFLE2(a0, a1, 2, 3, 6, 7);
+  const vf y = SHUFFLE2(a2, a3, 0, 1, 4, 5) + SHUFFLE2(a2, a3, 2, 3, 6, 7);
+  const vf v = SHUFFLE2(x, y, 0, 2, 4, 6) + SHUFFLE2(x, y, 1, 3, 5, 7);
+  for (int j = 0; j < 4; ++j) out[j] = v[j];
+#endif
+}
+
+// The sum of a vector's lanes.
+inline float hsum(vf a) {
+  float out[4];
+  hsum4(a, vf{}, vf{}, vf{}, out);
+  return out[0];
 }
 
 // The largest lane of a vector.
 inline float hmax(vf a) {
+#if defined(__AVX512F__)
   a = vmax(a, SHUFFLE2(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
   a = vmax(a, SHUFFLE2(a, a, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
   a = vmax(a, SHUFFLE2(a, a, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
   a = vmax(a, SHUFFLE2(a, a, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+#elif defined(__AVX__)
+  a = vmax(a, SHUFFLE2(a, a, 4, 5, 6, 7, 0, 1, 2, 3));
+  a = vmax(a, SHUFFLE2(a, a, 2, 3, 0, 1, 6, 7, 4, 5));
+  a = vmax(a, SHUFFLE2(a, a, 1, 0, 3, 2, 5, 4, 7, 6));
+#else
+  a = vmax(a, SHUFFLE2(a, a, 2, 3, 0, 1));
+  a = vmax(a, SHUFFLE2(a, a, 1, 0, 3, 2));
+#endif
   return a[0];
 }
 
-// The lane numbers 0..15.
-inline vf iota16() { return vf{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; }
+// The lane numbers 0 .. kW - 1.
+inline vf iota() {
+  vf v;
+  for (int i = 0; i < kW; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
 
 struct Item {
   int32_t req;        // request index
@@ -327,12 +372,12 @@ inline const float* widened_rows(const T* src, int64_t tok_stride, int64_t nv, i
     stride = tok_stride;
     return src;
   } else {
-    const int64_t d16 = d - d % 16;
+    const int64_t dw = d - d % kW;
     for (int64_t n = 0; n < nv; ++n) {
       const T* row = src + n * tok_stride;
       float* dst = buf + n * d;
-      for (int64_t c = 0; c < d16; c += 16) store16(dst + c, load16(row + c));
-      for (int64_t c = d16; c < d; ++c) dst[c] = to_float(row[c]);
+      for (int64_t c = 0; c < dw; c += kW) storev(dst + c, loadv(row + c));
+      for (int64_t c = dw; c < d; ++c) dst[c] = to_float(row[c]);
     }
     stride = d;
     return buf;
@@ -340,21 +385,21 @@ inline const float* widened_rows(const T* src, int64_t tok_stride, int64_t nv, i
 }
 
 // acc[lane0 + j] += sum_n s[n][lane0 + j] * v_n for j < R: R rows' accumulators in registers per
-// 16-channel chunk, each value row loaded once for all R rows.
+// vector of channels, each value row loaded once for all R rows.
 template <int R, typename T>
 inline void accumulate_values(const float* s, int64_t lane0, const T* v, int64_t v_stride, int64_t nv, int64_t d,
                               float* acc) {
   int64_t c0 = 0;
-  for (; c0 + 16 <= d; c0 += 16) {
+  for (; c0 + kW <= d; c0 += kW) {
     vf a[R];
-    for (int j = 0; j < R; ++j) a[j] = load16(acc + (lane0 + j) * d + c0);
+    for (int j = 0; j < R; ++j) a[j] = loadv(acc + (lane0 + j) * d + c0);
     for (int64_t n = 0; n < nv; ++n) {
-      const vf vn = load16(v + n * v_stride + c0);
+      const vf vn = loadv(v + n * v_stride + c0);
       for (int j = 0; j < R; ++j) a[j] += s[n * kLanes + lane0 + j] * vn;
     }
-    for (int j = 0; j < R; ++j) store16(acc + (lane0 + j) * d + c0, a[j]);
+    for (int j = 0; j < R; ++j) storev(acc + (lane0 + j) * d + c0, a[j]);
   }
-  if (c0 < d) {  // head sizes that are not a multiple of 16
+  if (c0 < d) {  // head sizes that are not a multiple of kW
     for (int j = 0; j < R; ++j) {
       float* aj = acc + (lane0 + j) * d;
       for (int64_t n = 0; n < nv; ++n) {
@@ -400,14 +445,14 @@ inline void lane_scores(const float* qt, const float* k, int64_t ks, int64_t d, 
   vf a[K][kLaneGroups] = {};
   for (int64_t c = 0; c < d; ++c) {
     vf qc[kLaneGroups];
-    for (int g = 0; g < kLaneGroups; ++g) qc[g] = load16(qt + c * kItemRows + g * kLanes);
+    for (int g = 0; g < kLaneGroups; ++g) qc[g] = loadv(qt + c * kItemRows + g * kLanes);
     for (int j = 0; j < K; ++j) {
       const vf kj = splat(k[j * ks + c]);
       for (int g = 0; g < kLaneGroups; ++g) a[j][g] += kj * qc[g];
     }
   }
   for (int j = 0; j < K; ++j)
-    for (int g = 0; g < kLaneGroups; ++g) store16(s + j * kItemRows + g * kLanes, a[j][g]);
+    for (int g = 0; g < kLaneGroups; ++g) storev(s + j * kItemRows + g * kLanes, a[j][g]);
 }
 
 // accT[c] += sum_n v_n[c] * p_n (kLaneGroups vectors of the rows in lanes) for the CH channels from
@@ -416,10 +461,10 @@ template <int CH>
 inline void accumulate_values_lanes(const float* s, const float* v, int64_t vs, int64_t nv, int64_t c0, float* acct) {
   vf a[CH][kLaneGroups];
   for (int j = 0; j < CH; ++j)
-    for (int g = 0; g < kLaneGroups; ++g) a[j][g] = load16(acct + (c0 + j) * kItemRows + g * kLanes);
+    for (int g = 0; g < kLaneGroups; ++g) a[j][g] = loadv(acct + (c0 + j) * kItemRows + g * kLanes);
   for (int64_t n = 0; n < nv; ++n) {
     vf pn[kLaneGroups];
-    for (int g = 0; g < kLaneGroups; ++g) pn[g] = load16(s + n * kItemRows + g * kLanes);
+    for (int g = 0; g < kLaneGroups; ++g) pn[g] = loadv(s + n * kItemRows + g * kLanes);
     const float* vn = v + n * vs + c0;
     for (int j = 0; j < CH; ++j) {
       const vf vj = splat(vn[j]);
@@ -427,7 +472,7 @@ inline void accumulate_values_lanes(const float* s, const float* v, int64_t vs, 
     }
   }
   for (int j = 0; j < CH; ++j)
-    for (int g = 0; g < kLaneGroups; ++g) store16(acct + (c0 + j) * kItemRows + g * kLanes, a[j][g]);
+    for (int g = 0; g < kLaneGroups; ++g) storev(acct + (c0 + j) * kItemRows + g * kLanes, a[j][g]);
 }
 
 // Many rows (prefill chunks): up to kItemRows rows side by side in vector lanes. Scores of a key for
@@ -469,8 +514,8 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
       float* sg = s + g * kLanes;
       vf mx = splat(kNegInf);
       for (n = 0; n < nv; ++n) {
-        const vf sn = pos[g] < static_cast<float>(n0 + n) ? splat(kNegInf) : load16(sg + n * kItemRows);
-        store16(sg + n * kItemRows, sn);
+        const vf sn = pos[g] < static_cast<float>(n0 + n) ? splat(kNegInf) : loadv(sg + n * kItemRows);
+        storev(sg + n * kItemRows, sn);
         mx = vmax(mx, sn);
       }
       const vf m_new = vmax(m[g], mx);
@@ -478,12 +523,12 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
       m[g] = m_new;
       l[g] *= alpha;
       for (n = 0; n < nv; ++n) {
-        const vf pn = vexp(load16(sg + n * kItemRows) - m_new);
-        store16(sg + n * kItemRows, pn);
+        const vf pn = vexp(loadv(sg + n * kItemRows) - m_new);
+        storev(sg + n * kItemRows, pn);
         l[g] += pn;
       }
       float* ag = acct + g * kLanes;
-      for (int64_t c = 0; c < d; ++c) store16(ag + c * kItemRows, load16(ag + c * kItemRows) * alpha);
+      for (int64_t c = 0; c < d; ++c) storev(ag + c * kItemRows, loadv(ag + c * kItemRows) * alpha);
     }
     int64_t vs;
     const float* v = widened_rows(p.value_cache + off, view.tok_stride, nv, d, w.vals.data(), vs);
@@ -492,19 +537,19 @@ void run_item_lanes(const Problem<T>& p, const Item& it, Scratch<T>& w) {
     for (; c0 < d; ++c0) accumulate_values_lanes<1>(s, v, vs, nv, c0, acct);
   }
   float sums[kItemRows];
-  for (int g = 0; g < kLaneGroups; ++g) store16(sums + g * kLanes, l[g]);
+  for (int g = 0; g < kLaneGroups; ++g) storev(sums + g * kLanes, l[g]);
   store_rows(p, it, view, acct, 1, kItemRows, sums);
 }
 
 // The scores of one query row (to_dot_query) against four keys: dot products times `scale`.
 template <typename T>
 inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float scale, float out[4]) {
-  const int64_t d32 = whole_runs(d), d16 = d - d % 16;
+  const int64_t runs = whole_runs(d), dw = d - d % kW;
   vf a[4] = {};
   int64_t c = 0;
   if constexpr (kBf16Dot<T>) {
 #if defined(__AVX512BF16__)
-    for (; c < d32; c += 32) {
+    for (; c < runs; c += kRun) {
       const __m512bh q = reinterpret_cast<__m512bh>(_mm512_loadu_si512(qi + c));
       for (int j = 0; j < 4; ++j) {
         const __m512bh k = reinterpret_cast<__m512bh>(_mm512_loadu_si512(kn[j] + c));
@@ -513,24 +558,25 @@ inline void dot4(const DotQuery<T>* qi, const T* const kn[4], int64_t d, float s
     }
 #endif
   } else {
-    for (; c < d32; c += 32) {
-      const vf q0 = load16(qi + c), q1 = load16(qi + c + 16);
+    for (; c < runs; c += kRun) {
+      const vf q0 = loadv(qi + c), q1 = loadv(qi + c + kW);
       for (int j = 0; j < 4; ++j) {
         vf lo, hi;
-        load32(kn[j] + c, lo, hi);
+        load_run(kn[j] + c, lo, hi);
         a[j] += q0 * lo + q1 * hi;
       }
     }
   }
-  for (; c < d16; c += 16) {
-    const vf qc = load16(qi + c);
-    for (int j = 0; j < 4; ++j) a[j] += qc * load16(kn[j] + c);
+  for (; c < dw; c += kW) {
+    const vf qc = loadv(qi + c);
+    for (int j = 0; j < 4; ++j) a[j] += qc * loadv(kn[j] + c);
   }
-  const vf sums = hsum4(a[0], a[1], a[2], a[3]);
+  float sums[4];
+  hsum4(a[0], a[1], a[2], a[3], sums);
   for (int j = 0; j < 4; ++j) {
     float tail = 0.0f;
-    for (int64_t t = d16; t < d; ++t) tail += to_float(qi[t]) * to_float(kn[j][t]);
-    out[j] = (sums[4 * j] + tail) * scale;
+    for (int64_t t = dw; t < d; ++t) tail += to_float(qi[t]) * to_float(kn[j][t]);
+    out[j] = (sums[j] + tail) * scale;
   }
 }
 
@@ -571,11 +617,16 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
         dot4(qi, kn, d, p.scale, four);
         for (int j = 0; j < 4 && n + j < kKeyTile; ++j) si[n + j] = four[j];
       }
-      const vf lane = iota16();
-      vf sv = lane < static_cast<float>(visible) ? load16(si) : splat(kNegInf);  // masked keys: -inf
+      constexpr int kTileVecs = kKeyTile / kW;  // vectors of a tile's scores
+      vf sv[kTileVecs];
+      vf mx = splat(kNegInf);
+      for (int t = 0; t < kTileVecs; ++t) {  // masked keys: -inf
+        sv[t] = iota() + static_cast<float>(t * kW) < static_cast<float>(visible) ? loadv(si + t * kW) : splat(kNegInf);
+        mx = vmax(mx, sv[t]);
+      }
       float sum = 0.0f;
       if (visible > 0) {
-        const float m_new = std::max(m[i], hmax(sv));
+        const float m_new = std::max(m[i], hmax(mx));
         const float alpha = vexp(splat(m[i] - m_new))[0];  // 0 on the first tile
         if (alpha != 1.0f) {
           float* a = acc + i * d;
@@ -584,13 +635,15 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
         }
         m[i] = m_new;
         l[i] *= alpha;
-        sv = vexp(sv - m_new);
-        for (int j = 0; j < kKeyTile; ++j) sum += sv[j];
+        for (int t = 0; t < kTileVecs; ++t) {
+          sv[t] = vexp(sv[t] - m_new);
+          for (int j = 0; j < kW; ++j) sum += sv[t][j];
+        }
       } else {
-        sv = vf{};
+        for (int t = 0; t < kTileVecs; ++t) sv[t] = vf{};
       }
       l[i] += sum;
-      for (int64_t n = 0; n < nv; ++n) s[n * kLanes + i] = sv[n];  // rows side by side, as the lanes path
+      for (int64_t n = 0; n < nv; ++n) s[n * kLanes + i] = sv[n / kW][n % kW];  // rows side by side, as the lanes path
     }
     accumulate_values_rows(s, rows, p.value_cache + off, view.tok_stride, nv, d, acc);
   }
@@ -601,35 +654,35 @@ void run_item_dot(const Problem<T>& p, const Item& it, Scratch<T>& w) {
 template <typename T>
 inline void accumulate_weighted(const float* w, const T* v, int64_t v_stride, int64_t nv, int64_t d, float* acc) {
   int64_t c0 = 0;
-  for (; c0 + 64 <= d; c0 += 64) {
-    vf a0 = load16(acc + c0), a1 = load16(acc + c0 + 16), a2 = load16(acc + c0 + 32), a3 = load16(acc + c0 + 48);
+  for (; c0 + 2 * kRun <= d; c0 += 2 * kRun) {
+    vf a0 = loadv(acc + c0), a1 = loadv(acc + c0 + kW), a2 = loadv(acc + c0 + 2 * kW), a3 = loadv(acc + c0 + 3 * kW);
     for (int64_t n = 0; n < nv; ++n) {
       const T* vn = v + n * v_stride + c0;
       const float wn = w[n];
       vf x0, x1, x2, x3;
-      load32(vn, x0, x1);
-      load32(vn + 32, x2, x3);
+      load_run(vn, x0, x1);
+      load_run(vn + kRun, x2, x3);
       a0 += wn * x0;
       a1 += wn * x1;
       a2 += wn * x2;
       a3 += wn * x3;
     }
-    store16(acc + c0, a0), store16(acc + c0 + 16, a1), store16(acc + c0 + 32, a2), store16(acc + c0 + 48, a3);
+    storev(acc + c0, a0), storev(acc + c0 + kW, a1), storev(acc + c0 + 2 * kW, a2), storev(acc + c0 + 3 * kW, a3);
   }
-  for (; c0 + 32 <= whole_runs(d); c0 += 32) {
-    vf a0 = load16(acc + c0), a1 = load16(acc + c0 + 16);
+  for (; c0 + kRun <= whole_runs(d); c0 += kRun) {
+    vf a0 = loadv(acc + c0), a1 = loadv(acc + c0 + kW);
     for (int64_t n = 0; n < nv; ++n) {
       vf x0, x1;
-      load32(v + n * v_stride + c0, x0, x1);
+      load_run(v + n * v_stride + c0, x0, x1);
       a0 += w[n] * x0;
       a1 += w[n] * x1;
     }
-    store16(acc + c0, a0), store16(acc + c0 + 16, a1);
+    storev(acc + c0, a0), storev(acc + c0 + kW, a1);
   }
-  for (; c0 + 16 <= d; c0 += 16) {
-    vf a = load16(acc + c0);
-    for (int64_t n = 0; n < nv; ++n) a += w[n] * load16(v + n * v_stride + c0);
-    store16(acc + c0, a);
+  for (; c0 + kW <= d; c0 += kW) {
+    vf a = loadv(acc + c0);
+    for (int64_t n = 0; n < nv; ++n) a += w[n] * loadv(v + n * v_stride + c0);
+    storev(acc + c0, a);
   }
   for (; c0 < d; ++c0) {
     for (int64_t n = 0; n < nv; ++n) acc[c0] += w[n] * to_float(v[n * v_stride + c0]);
@@ -712,21 +765,21 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
   prefetch_first_block(p, it, p.value_cache);
   // Softmax per head, over the whole context at once; `inv` keeps each head's 1 / sum of exp.
   float* inv = w.s.data();  // [heads]
-  const int64_t c16 = ctx - ctx % 16;
+  const int64_t cw = ctx - ctx % kW;
   for (int64_t h = 0; h < heads; ++h) {
     float* sh = sc + h * ctx_stride;
     vf mv = splat(kNegInf);
-    for (int64_t n = 0; n < c16; n += 16) mv = vmax(mv, load16(sh + n));
+    for (int64_t n = 0; n < cw; n += kW) mv = vmax(mv, loadv(sh + n));
     float m = hmax(mv);
-    for (int64_t n = c16; n < ctx; ++n) m = std::max(m, sh[n]);
+    for (int64_t n = cw; n < ctx; ++n) m = std::max(m, sh[n]);
     vf lv{};
-    for (int64_t n = 0; n < c16; n += 16) {
-      const vf e = vexp(load16(sh + n) - m);
-      store16(sh + n, e);
+    for (int64_t n = 0; n < cw; n += kW) {
+      const vf e = vexp(loadv(sh + n) - m);
+      storev(sh + n, e);
       lv += e;
     }
-    float total = hsum4(lv, vf{}, vf{}, vf{})[0];
-    for (int64_t n = c16; n < ctx; ++n) {
+    float total = hsum(lv);
+    for (int64_t n = cw; n < ctx; ++n) {
       sh[n] = vexp(splat(sh[n] - m))[0];
       total += sh[n];
     }

@@ -130,26 +130,41 @@ def _cpu_flags() -> set[str]:
         return set()
 
 
+# Builds for CPUs with fewer instructions than this one: (the compiler flag that takes them away, the
+# CPU flag without which the native build already is that build, the dtypes to check).
+NARROWER_BUILDS = {
+    "no-avx512-bf16": ("-mno-avx512bf16", "avx512_bf16", [torch.bfloat16]),  # widened bf16, no vdpbf16ps
+    "avx2": ("-mno-avx512f", "avx512f", DTYPES),  # 8-lane vectors
+    "sse": ("-mno-avx", "avx", DTYPES),  # 4-lane vectors
+}
+
+
 @pytest.mark.slow
-@pytest.mark.skipif("avx512_bf16" not in _cpu_flags(), reason="the CPU has no AVX512-BF16: the tests above cover it")
-def test_bf16_without_avx512_bf16_instructions_matches_reference(tmp_path):
-    """This CPU takes bf16 dot products with vdpbf16ps; built without them (as for a CPU that lacks
-    them), the widening path must match the reference too."""
-    compiler = tmp_path / "c++-no-bf16"
-    compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" -mno-avx512bf16\n')
+@pytest.mark.parametrize("build", list(NARROWER_BUILDS))
+def test_builds_for_narrower_cpus_match_reference(tmp_path, build):
+    """The kernels as built for a CPU without AVX512-BF16, without AVX-512 (AVX2) or without AVX (SSE):
+    each vector width and dot product path must match the reference, whatever CPU runs the tests."""
+    flag, cpu_flag, dtypes = NARROWER_BUILDS[build]
+    if cpu_flag not in _cpu_flags():
+        pytest.skip(f"the CPU has no {cpu_flag}: the native build is this build, and the tests above cover it")
+    compiler = tmp_path / f"c++-{build}"
+    compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" {flag}\n')
     compiler.chmod(0o755)
     env = {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
     code = ("import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
             "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
             "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
-            "for case in CASES.values():\n"
-            "    b = _batch(case, torch.bfloat16)\n"
-            "    print(max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
+            f"for dtype in {[str(d) for d in dtypes]}:\n"
+            "    for case in CASES.values():\n"
+            "        b = _batch(case, getattr(torch, dtype.removeprefix('torch.')))\n"
+            "        print(dtype, max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
             "paged_attention_ref(*b.args(*b.clean_caches()))))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    errors = [float(x) for x in done.stdout.split()]
-    assert len(errors) == len(CASES) and max(errors) < REL_TOL[torch.bfloat16]
+    errors = [line.split() for line in done.stdout.split("\n") if line]
+    assert len(errors) == len(CASES) * len(dtypes)
+    for dtype, error in errors:
+        assert float(error) < REL_TOL[getattr(torch, dtype.removeprefix("torch."))], (dtype, error)
 
 
 @pytest.mark.slow
