@@ -59,6 +59,7 @@ constexpr int64_t kKeyTile = 16;  // keys per inner step; a tile never crosses a
 static_assert(kKeyTile % kW == 0, "a key tile's scores are whole vectors");
 constexpr int64_t kLanes = kW;    // query rows side by side in one vector
 constexpr int64_t kDotRows = 3;   // items of at most this many rows (short chunks) take a dot product per key
+static_assert(kDotRows <= kLanes, "the dot path keeps its rows side by side in one vector's lanes");
 // The lanes path's register blocking: independent vectors of multiply-adds enough to cover the
 // FMA units' latency (K x 2 accumulators: 16 of the 32 registers with AVX-512, 8 of the 16
 // elsewhere), and rows per item in two groups of kLanes (every key and value element read serves
