@@ -12,18 +12,16 @@ its first output token; ours counts prompt and recompute work alike, which diffe
 preemption (none below saturation).
 """
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
 
+from enginetui.bench.vllm_step_log import logged_steps
 from enginetui.core.record.reader import read_recording
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 32)  # decode-only steps: "decode N" up to each of these requests
 PREFILL_BUCKETS = (128, 512, 2048)  # steps with prompt work: up to each of these prompt tokens
-VLLM_ITERATION = re.compile(r"Iteration\(\d+\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
-                            r"requests, \d+ generation tokens, iteration elapsed time: ([\d.]+) ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +94,8 @@ def ours_steps(recording: str) -> Iterator[StepSample]:
 
 def vllm_steps(log_text: str) -> Iterator[StepSample]:
     """vLLM's steps, from its server's log with --enable-logging-iteration-details."""
-    for match in VLLM_ITERATION.finditer(log_text):
-        _, context_tokens, generation_requests, elapsed_ms = match.groups()
-        yield StepSample(int(context_tokens), int(generation_requests), float(elapsed_ms))
+    for step in logged_steps(log_text):
+        yield StepSample(step.context_tokens, step.generation_requests, step.elapsed_ms)
 
 
 def compare_steps(ours: Iterable[StepSample], theirs: Iterable[StepSample]) -> StepComparison:

@@ -23,6 +23,9 @@ with BURST_LIMITS (preemptions), the watcher's state recorded as `enginetui atta
 
 - burst.etrec.xz: the watch recording (every /metrics reading, each request through the proxy and
   each piece of its response, with when it went by), xz-compressed;
+- vllm_steps.log.xz: vLLM's own line for each engine step (`--enable-logging-iteration-details`: the
+  requests and tokens it scheduled, its KV cache usage after), the truth the rebuild's steps are
+  checked against (enginetui/bench/vllm_step_log.py reads it);
 - session.json: vLLM's version and command line, the limits given, the workload.
 
 --requests N and --first K send N requests with the prompts burst_prompt(K)… (another burst than the
@@ -46,8 +49,10 @@ from pathlib import Path
 import httpx
 import zmq
 
+from enginetui.bench.vllm_step_log import ITERATION, LoggedStep, logged_steps
 from enginetui.vllm_watch.burst import proxied_burst
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import SchedulerLimits
 
 SHARED = ("Return the number of items in the list. This function reads a file and returns a new list of "
@@ -58,6 +63,7 @@ BURST = tuple(f"{topic} The function returns a new object of the same type, and 
               f"to the constructor in the order they were given. It is an error to call it twice."
               for topic in ("A class is", "An exception", "The module", "A dictionary", "The method",
                             "A tuple", "The iterator", "A generator", "The context manager", "A set"))
+STEP_LOG = "vllm_steps.log.xz"  # --burst: vLLM's step lines, in the fixture
 BURST_TOKENS = 300  # each burst request's length past its prompt: ten of them need more blocks than the pool has
 POLL_S = 0.25  # /metrics reading interval (the tiny model serves the whole workload in seconds)
 BURST_REQUESTS = 64  # --burst: requests sent at once
@@ -205,15 +211,20 @@ def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_
                   poll_s: float = BURST_POLL_S, kv_events: bool = False) -> int:
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     record = out / "burst.etrec"
-    with start_vllm(python, model, num_blocks=BURST_BLOCKS, extra_args=burst_args(BURST_LIMITS)) as server:
+    with start_vllm(python, model, num_blocks=BURST_BLOCKS,
+                    extra_args=(*burst_args(BURST_LIMITS), "--enable-logging-iteration-details")) as server:
         state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=num_requests,
                                           max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=poll_s,
                                           first=first, kv_endpoint=server.kv_endpoint if kv_events else None))
         version = httpx.get(server.url + "/version").json().get("version")
         command = [Path(server.command[0]).name, *server.command[1:]]
+        step_lines = [line for line in Path(server.log_path).read_text(errors="replace").splitlines()
+                      if ITERATION.search(line)]
     with lzma.open(out / "burst.etrec.xz", "wb") as f:
         f.write(record.read_bytes())
     record.unlink()
+    with lzma.open(out / STEP_LOG, "wt") as f:
+        f.writelines(line + "\n" for line in step_lines)
     session = {"vllm_version": version, "model": model, "command": command,
                "limits": {"max_num_seqs": BURST_LIMITS.max_num_seqs,
                           "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens},
@@ -246,8 +257,27 @@ def replay_burst(folder: Path):
     return state
 
 
+def vllm_logged_steps(folder: Path) -> list[LoggedStep] | None:
+    """vLLM's own steps in a --burst capture (None: captured before they were kept)."""
+    path = folder / STEP_LOG
+    if not path.exists():
+        return None
+    with lzma.open(path, "rt") as f:
+        return list(logged_steps(f.read()))
+
+
+def matching_steps(rebuild: SchedRebuild, logged: list[LoggedStep]) -> int:
+    """How many of vLLM's steps the rebuild made alike, in order: the same requests and tokens scheduled,
+    the same KV blocks held after."""
+    size = rebuild.setup.num_blocks
+    return sum(ours.scheduled_requests == theirs.requests and ours.scheduled_tokens == theirs.tokens
+               and (theirs.kv_usage is None or round(theirs.kv_usage * size) == ours.used_blocks)
+               for ours, theirs in zip(rebuild.steps, logged))
+
+
 def measure_burst(folder: Path) -> int:
-    """Print every reading of a --burst capture against the rebuild (seconds from the first request)."""
+    """Print every reading of a --burst capture against the rebuild (seconds from the first request),
+    and how many of vLLM's own steps the rebuild made alike."""
     rebuild = replay_burst(folder).rebuild
     if rebuild is None or not rebuild.checks:
         print(f"{folder}: no rebuild (no limits, pool or model known) or no reading with traffic", file=sys.stderr)
@@ -265,6 +295,10 @@ def measure_burst(folder: Path) -> int:
     print(f"agrees ±1 on {agree}/{len(rebuild.checks)} readings; preemptions {rebuild.num_preemptions} rebuilt, "
           f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}"
           + (f"; blocks cached ±1 of the KV events' on {sum(cached)}/{len(cached)}" if cached else ""))
+    logged = vllm_logged_steps(folder)
+    if logged is not None:
+        print(f"steps: {len(rebuild.steps)} rebuilt, vLLM logged {len(logged)}; alike, in order: "
+              f"{matching_steps(rebuild, logged)}")
     return 0
 
 

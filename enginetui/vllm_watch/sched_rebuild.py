@@ -8,11 +8,16 @@ and how many it generated in the end. What configures it: vLLM's pool (`num_gpu_
 watcher's --max-num-seqs / --max-num-batched-tokens: /metrics does not carry them) and
 `max_model_len` (/v1/models). The scheduler is stepped exactly as the simulator steps it
 (`schedule()`, then `update_from_output()` with a stand-in token for each request that samples);
-the wire decides only two things the scheduler cannot know:
+the wire decides what the scheduler cannot know:
 
 - when a step happened: the median time at which the tokens it sampled went by (a step that
   samples nothing, a prefill chunk, takes the time of the next one that does);
-- where a request stops: at the token count it finished with (until then, at its max_tokens).
+- where a request stops: at the token count it finished with (until then, at its max_tokens);
+- whom vLLM preempted among requests it admitted in one step (their order in its running list is
+  the order they reached its engine, which the wire does not show): the one whose next token went
+  by last (_order_victims);
+- which requests vLLM's engine had when the proxy had more (under a burst its API server hands
+  requests over a few at a time): those whose first token went by with the step (_admitted_later).
 
 A step is applied only once every token it samples has gone by (or its request ended), so the
 rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
@@ -23,10 +28,15 @@ The requests that never ran wait in the order vLLM admits them: by their first t
 by (vLLM admits first come, first served; the order they reached the proxy in is not the order
 they reached vLLM's engine in).
 
-A reading is compared with the state after the last rebuilt step that ended by its time, as vLLM
-sets its gauges: from the scheduler's stats made after each step (`make_stats()` at the end of
-`update_from_output()`), recorded by the front end as it handles that step's outputs. So before
-the first step of a burst the gauges still read idle, however many requests have arrived. vLLM's
+A reading is compared with the rebuilt state after the same step as vLLM's gauges. vLLM sets them
+from the scheduler's stats made after each step (`make_stats()` at the end of
+`update_from_output()`), recorded by the front end as it handles that step's outputs, in the same
+call that counts the step in `vllm:iteration_tokens_total` (steps with outputs only). So a reading
+whose count is n shows the state after vLLM's n-th step with outputs: the rebuild compares it with
+its own state after its n-th (the counts are matched where vLLM reads idle, _anchor), however late
+the reading came back. Without the count (another vLLM), it is compared with the state after the
+last rebuilt step that ended by its time. Before the first step of a burst the gauges still read
+idle, however many requests have arrived. vLLM's
 preemption counter moves later still: it counts a preemption when the preempted request's next
 output (its next sampled token, after the recompute) carries the PREEMPTED event; the rebuilt
 count shown against it (`RebuiltStep.preemptions`, `RebuildCheck.rebuilt_preemptions`) does the
@@ -44,6 +54,7 @@ scheduling (the rebuild plans each step after the previous one's tokens, as vLLM
 """
 
 import random
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from statistics import median
@@ -59,6 +70,7 @@ from enginetui.vllm_watch.requests import WatchedRequest
 STAND_IN_TOKEN = 0  # the token every rebuilt request "samples" (its stop comes from the wire)
 MAX_CHECKS = 10_000  # readings kept
 ORDER_TOKENS = 4  # a request that never ran is ordered by when its first this many tokens went by
+MIN_STEP_GAP_S = 0.003  # the least gap between two steps' tokens on the wire that sets them apart (_admitted_later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,9 @@ class RebuiltStep:
     used_blocks: int  # KV blocks referenced
     preemptions: int  # preemptions so far, as vLLM's counter shows them (each once its request samples again)
     cached_blocks: int = 0  # KV blocks with a hash (full blocks, held or cached free): what vLLM's KV events show cached
+    output_steps: int = 0  # steps so far in which a request sampled (this one included): vLLM's step count (see reading())
+    scheduled_requests: int = 0  # requests the step computed tokens for
+    scheduled_tokens: int = 0  # tokens it computed
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +143,7 @@ class _Pending:
     preemptions: float  # vLLM's preemption counter then (since the rebuild started)
     kv_blocks: float | None  # KV blocks vLLM held then (None: not reported)
     cached_blocks: int | None  # blocks vLLM had cached then, by its KV events (None: not listened to)
+    steps: float | None  # vLLM's steps with outputs by then (its iteration_tokens_total count; None: not reported)
 
 
 @dataclass(slots=True)
@@ -143,6 +159,10 @@ class SchedRebuild:
     num_preemptions: int = 0  # preemptions rebuilt so far
     num_preemptions_counted: int = 0  # of those, the ones vLLM's counter shows by now (see _apply)
     _uncounted: dict[str, int] = field(default_factory=dict)  # preemptions not counted yet, by request id
+    output_steps: int = 0  # rebuilt steps in which a request sampled (vLLM's steps with outputs), so far
+    _steps_base: float | None = None  # vLLM's step count when the rebuild's was 0 (None: not anchored, see _anchor)
+    _spells: list[tuple[float, int]] = field(default_factory=list)  # busy spells: (first step's end, output_steps before)
+    _admitted_fresh: dict[str, int] = field(default_factory=dict)  # running requests never preempted: id -> admitting step
     num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
     clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
     _plan: object = None  # the step scheduled and not applied yet (its tokens have not all gone by)
@@ -167,15 +187,19 @@ class SchedRebuild:
             self.views.append(view)
 
     def reading(self, time: float, running: float, waiting: float, preemptions: float,
-                kv_usage: float | None = None, cached_blocks: int | None = None) -> None:
+                kv_usage: float | None = None, cached_blocks: int | None = None, steps: float | None = None) -> None:
         """A /metrics reading: vLLM's gauges, its preemption counter (total since it started) and its
         kv_cache_usage_perc (a fraction of its pool less the null block: vLLM's BlockPool.get_usage()),
-        and the blocks its KV events show cached by then (stored, less removed)."""
+        the blocks its KV events show cached by then (stored, less removed), and its steps with outputs so
+        far: the count of `vllm:iteration_tokens_total`, which vLLM's front end observes once per engine
+        step that sent outputs, in the same call that sets the gauges from that step's stats. So a reading
+        shows the state after vLLM's n-th step with outputs (or a step without any right after it), and
+        the rebuild compares it with its own state after its n-th, whenever its tokens went by."""
         if self._preempt_base is None:
             self._preempt_base = preemptions
         blocks = None if kv_usage is None else kv_usage * self.setup.num_blocks
         self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base, blocks,
-                                      cached_blocks))
+                                      cached_blocks, steps))
 
     # ---- stepping ------------------------------------------------------------------------
 
@@ -195,7 +219,19 @@ class SchedRebuild:
                     if not self.views or self._gate() is None:
                         break  # idle, or idle until the first token of the next step shows
                     continue
+                if not self._order_victims():
+                    break  # the step may preempt, and whom is not known yet
+                late = self._admitted_later()
+                if late is None:
+                    break  # the step may admit, and whom is not known yet
+                for request in late:  # out of the scheduler's reach for this step, still waiting after it
+                    sched.waiting.remove(request)
                 self._plan = sched.schedule()
+                for request in late:
+                    sched.waiting.add(request)
+                for new in self._plan.scheduled_new_reqs:
+                    if not sched.requests[new.req_id].num_preemptions:
+                        self._admitted_fresh[new.req_id] = len(self.steps) + len(self._untimed)
                 self._sampling = []
                 step_shape(0, self._plan, sched.requests, self._sampling)
             times = self._token_times()
@@ -221,6 +257,7 @@ class SchedRebuild:
             # next step, which admits every request that arrived by the end of this one.
             first = min(t for v in self.views if (t := _first_token(v)) is not None)
             arrived = [v for v in self.views if v.arrival <= gate and _first_token(v) == first]
+            self._spells.append((first, self.output_steps))
             chosen = {id(v) for v in arrived}
             self.views = deque(v for v in self.views if id(v) not in chosen)
         else:
@@ -298,6 +335,82 @@ class SchedRebuild:
                 return True
         return False
 
+    def _order_victims(self) -> bool:
+        """Order the requests vLLM would preempt first as the wire shows it did; False: the next step
+        may preempt and the wire does not show yet whom. vLLM preempts the running request it admitted
+        last; requests it admitted fresh in one step were admitted in the order they reached its engine,
+        which the wire does not show (their first tokens went by together). So the trailing run of such
+        requests is ordered by when their next tokens went by, latest last: a request vLLM preempted
+        samples its next token only after it is admitted again, later than the others of the step that
+        preempted it. While one of them has not sampled it yet (and is still streaming), the order waits
+        for it if the step may preempt."""
+        running = self.sched.running
+        if len(running) < 2 or (last := self._admitted_fresh.get(running[-1].request_id)) is None:
+            return True
+        start = len(running) - 1
+        while start > 0 and self._admitted_fresh.get(running[start - 1].request_id) == last:
+            start -= 1
+        if start == len(running) - 1:
+            return True
+        times = {r.request_id: self._next_token_time(r) for r in running[start:]}
+        if any(t == float("inf") and self.entered[i].active for i, t in times.items()) and self._may_preempt():
+            return False
+        running[start:] = sorted(running[start:], key=lambda r: times[r.request_id])
+        return True
+
+    def _admitted_later(self) -> list[Request] | None:
+        """The requests that never ran and that the next step could admit, but which vLLM admitted in a
+        later step, as the wire shows (None: it does not show yet). vLLM's engine admits the requests its
+        API server has handed it by then; under a burst that server hands them over a few at a time, so
+        the first steps admit fewer than the seats, budget and pool allow. A request admitted in a step
+        samples its first token in it, as the requests already decoding sample their next: so one whose
+        first token went by no earlier than the first of the decoding requests' tokens of the step after
+        was admitted later (one whose first token has not gone by then, too). That holds where the wire
+        sets the two steps apart: a gap between them of MIN_STEP_GAP_S at least, and no narrower than
+        the spread of the step's own tokens. Elsewhere (a stream that fell behind sends several tokens
+        at once, one stream after another) it tells nothing, and the scheduler admits as it would."""
+        sched = self.sched
+        seats = self.setup.max_num_seqs - len(sched.running)
+        fresh = [r for r in sched.waiting if r.num_preemptions == 0]
+        if seats <= 0 or not fresh:
+            return []
+        decoding = [r for r in sched.running if r.num_computed_tokens == r.num_tokens - 1]  # they sample next
+        if not decoding:
+            return []  # nothing samples on the wire's clock: admit as the scheduler does
+        lanes = [self.entered[r.request_id].token_times[r.num_output_tokens:r.num_output_tokens + 2] for r in decoding]
+        if any(len(times) < 2 for times in lanes):
+            if any(len(times) < 2 and self.entered[r.request_id].active for r, times in zip(decoding, lanes)):
+                return None  # those tokens have not all gone by yet
+            lanes = [times for times in lanes if len(times) == 2]
+            if not lanes:
+                return []
+        step_starts, step_ends = min(t[0] for t in lanes), max(t[0] for t in lanes)
+        next_starts = min(t[1] for t in lanes)
+        if next_starts - step_ends < max(MIN_STEP_GAP_S, step_ends - step_starts):
+            return []  # the wire does not set the two steps apart
+        late = []
+        for request in fresh:
+            if seats == 0:
+                break
+            times = self.entered[request.request_id].token_times
+            if times and times[0] < next_starts:
+                seats -= 1
+            else:
+                late.append(request)
+        return late
+
+    def _may_preempt(self) -> bool:
+        """The running requests' next tokens could need more blocks than are free."""
+        kv, size = self.sched.kv, self.setup.block_size
+        need = sum(-(-r.num_tokens // size) - len(kv.block_ids(r.request_id)) for r in self.sched.running)
+        return need + len(self.sched.running) > kv.pool.num_free_blocks
+
+    def _next_token_time(self, request: Request) -> float:
+        """When the request's next token went by (inf: not yet, or never)."""
+        times = self.entered[request.request_id].token_times
+        k = request.num_output_tokens
+        return times[k] if k < len(times) else float("inf")
+
     def _end_finished(self) -> None:
         """Requests whose response ended with no more tokens than the rebuild gave them end now."""
         done = [r.request_id for r in self.sched.requests.values()
@@ -327,7 +440,9 @@ class SchedRebuild:
                 request = sched.requests[req_id]
                 request.max_tokens = max(len(view.token_times), request.num_output_tokens + 1)
         sched.update_from_output(self._plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN))
+        self.output_steps += bool(self._sampling)
         for req_id in self._plan.preempted_req_ids:
+            self._admitted_fresh.pop(req_id, None)
             self.entered[req_id].rebuilt_preemptions += 1
             self._uncounted[req_id] = self._uncounted.get(req_id, 0) + 1
         self.num_preemptions += len(self._plan.preempted_req_ids)
@@ -338,9 +453,13 @@ class SchedRebuild:
         for req_id in self._sampling:
             self.num_preemptions_counted += self._uncounted.pop(req_id, 0)
         sched.drain_step_record()
+        scheduled = self._plan.num_scheduled_tokens
         self._plan = None
+        for req_id in [i for i in self._admitted_fresh if i not in sched.requests]:
+            del self._admitted_fresh[req_id]  # ended
         state = (len(sched.running), len(sched.waiting), sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
-                 self.num_preemptions_counted, sum(map(len, sched.kv.pool.cached.values())))
+                 self.num_preemptions_counted, sum(map(len, sched.kv.pool.cached.values())), self.output_steps,
+                 len(scheduled), sum(scheduled.values()))
         if not times:
             self._untimed.append(state)
             return
@@ -354,32 +473,74 @@ class SchedRebuild:
     # ---- checking ------------------------------------------------------------------------
 
     def _check(self) -> None:
-        """Check every pending reading the rebuild has passed (all of them once the traffic ended)."""
-        idle = self._plan is None and not self.views and not self.sched.has_unfinished_requests()
+        """Check every pending reading the rebuild has passed (all of them once the traffic ended).
+        A reading with vLLM's step count is compared with the rebuilt state after the same number of steps
+        with outputs (_step_index); one without (or before the count is anchored), with the state at its
+        time. A reading of an idle vLLM re-anchors the count (_anchor)."""
+        idle = self._is_idle()
         passed = self.steps[-1].time if self.steps else None
-        while self._pending and (idle or (passed is not None and self._pending[0].time < passed)):
-            p = self._pending.popleft()
-            running, waiting, preempted, blocks, cached = self.state_at(p.time)
+        while self._pending:
+            p = self._pending[0]
+            n = self._step_index(p)
+            vllm_idle = p.steps is not None and not (p.running or p.waiting)
+            if n is not None and not vllm_idle:
+                ready = idle or self.output_steps > n
+            else:
+                ready = idle or (passed is not None and p.time < passed)
+            if not ready:
+                break
+            self._pending.popleft()
+            state = self.state_at(p.time) if n is None or vllm_idle else self.state_after(n)
+            running, waiting, preempted, blocks, cached = state
+            if p.steps is not None and (vllm_idle or self._steps_base is None):
+                self._anchor(p, vllm_idle)
             if p.running or p.waiting or running or waiting:  # readings with traffic only
                 self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
                                                 preempted, p.kv_blocks, blocks, p.cached_blocks, cached))
 
+    def _is_idle(self) -> bool:
+        """Nothing left to rebuild: no step planned, no request waiting outside or in the scheduler."""
+        return self._plan is None and not self.views and not self.sched.has_unfinished_requests()
+
+    def _step_index(self, p: _Pending) -> int | None:
+        """How many steps with outputs vLLM had made, by the rebuild's count, when `p` was read (None:
+        vLLM does not report its steps, or the count is not anchored yet)."""
+        if p.steps is None or self._steps_base is None:
+            return None
+        return round(p.steps - self._steps_base)
+
+    def _anchor(self, p: _Pending, vllm_idle: bool) -> None:
+        """Match vLLM's step count with the rebuild's. Where vLLM read idle, its count is the rebuild's at
+        the end of a busy spell: the one nearest to where the count stood (the two may differ by a few
+        steps within a spell, which is much longer), so every idle spell anchors it again. Until vLLM is
+        first read idle (a watcher started while it was busy), the rebuild's count at `p`'s time stands in."""
+        if self._steps_base is None:
+            lo = bisect_right(self.steps, p.time, key=lambda s: s.time)
+            guess = self.steps[lo - 1].output_steps if lo else 0
+        else:
+            guess = p.steps - self._steps_base
+        if vllm_idle:
+            ends = [before for _, before in self._spells] + ([self.output_steps] if self._is_idle() else [])
+            guess = min([0, *ends], key=lambda end: abs(end - guess))
+        self._steps_base = p.steps - guess
+
+    def state_after(self, n: int) -> tuple[int, int, int, int, int]:
+        """The rebuilt state after its n-th step with outputs (and the steps without any after it)."""
+        return self._state(bisect_right(self.steps, n, key=lambda s: s.output_steps))
+
     def state_at(self, when: float) -> tuple[int, int, int, int, int]:
-        """(running, waiting, preemptions so far, KV blocks held, blocks cached) rebuilt at `when`: after the last step that ended by
-        then; before any, the requests that had arrived all wait."""
-        lo, hi = 0, len(self.steps)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.steps[mid].time <= when:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == 0:
+        """(running, waiting, preemptions so far, KV blocks held, blocks cached) rebuilt at `when`: after
+        the last step that ended by then."""
+        return self._state(bisect_right(self.steps, when, key=lambda s: s.time))
+
+    def _state(self, done: int) -> tuple[int, int, int, int, int]:
+        """The state after the first `done` rebuilt steps."""
+        if done == 0:
             # vLLM sets its gauges from the stats of a step (logged after it), so before its first step
             # they read as it left them: nothing running or waiting (requests that reached it meanwhile
             # do not show until a step runs)
             return 0, 0, 0, 0, 0
-        step = self.steps[lo - 1]
+        step = self.steps[done - 1]
         return step.running, step.waiting, step.preemptions, step.used_blocks, step.cached_blocks
 
 

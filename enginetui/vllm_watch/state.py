@@ -181,9 +181,10 @@ class WatchState:
             for view in self.requests.values():
                 self.rebuild.track(view)
         kv = sample.per_engine(m.KV_USAGE)  # one engine's pool (the rebuild is one scheduler)
+        steps = sample.histograms.get(m.ITERATION_TOKENS, {})  # one engine's steps with outputs
         self.rebuild.reading(sample.time, sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0,
                              sample.total(m.PREEMPTIONS) or 0.0, next(iter(kv.values())) if len(kv) == 1 else None,
-                             self._cached_blocks())
+                             self._cached_blocks(), next(iter(steps.values())).count if len(steps) == 1 else None)
         self.rebuild.advance()
 
     def _cached_blocks(self) -> int | None:
