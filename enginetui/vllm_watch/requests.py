@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
+TYPED_HERE = "typed here"  # the source of a prompt typed in the dashboard
 ACTIVE = ("sent", "streaming")  # statuses of a request still under way
 
 
@@ -22,7 +23,7 @@ class WatchedRequest:
 
     req_id: str  # r1, r2, ... typed here; p1, p2, ... through the proxy
     index: int  # order of arrival (its colour)
-    source: str  # "typed here", or the client's address (HOST:PORT)
+    source: str  # TYPED_HERE, or the client's address (HOST:PORT)
     method: str  # GET | POST | ...
     route: str  # the path, e.g. /v1/completions
     arrival: float  # when the proxy received it (time.time())
@@ -32,6 +33,7 @@ class WatchedRequest:
     stream: bool = False  # asked for server-sent events
     status: str = "sent"  # sent | streaming | finished | aborted | error | rejected
     http_status: int | None = None  # the response's status code (None: none yet)
+    responded: float | None = None  # when the response's status line went by (None: not yet, or typed here)
     first_token: float | None = None  # when the first generated text went by
     last_token: float | None = None  # when the latest generated text went by
     token_chunks: int = 0  # chunks that carried generated tokens (one or more; the text may be empty: a character cut in two)
@@ -102,9 +104,17 @@ class WatchedRequest:
 
     # ---- the response ------------------------------------------------------------------------
 
-    def respond(self, http_status: int) -> None:
+    @property
+    def handed_over(self) -> float | None:
+        """About when vLLM's API server handed the request to its engine (None: not yet). vLLM sends a
+        response's status line when it starts the response, and then adds the request to its engine; under a
+        burst that comes well after the request reached the proxy (its API server takes requests in a few
+        at a time). A prompt typed here: when it was sent (its status line is not watched)."""
+        return self.arrival if self.source == TYPED_HERE else self.responded
+
+    def respond(self, http_status: int, when: float) -> None:
         """The response's status line arrived."""
-        self.http_status = http_status
+        self.http_status, self.responded = http_status, when
         if http_status < 400:
             self.status = "streaming"
 

@@ -17,12 +17,14 @@ the wire decides what the scheduler cannot know:
   the order they reached its engine, which the wire does not show): the one whose next token went
   by last (_order_victims);
 - which requests vLLM's engine had when the proxy had more (under a burst its API server hands
-  requests over a few at a time): those whose first token went by with the step (_admitted_later).
+  requests over a few at a time): those whose response had started (WatchedRequest.handed_over), and
+  of those, where the wire sets steps apart, the ones whose first token went by with the step
+  (_admitted_later).
 
 A step is applied only once every token it samples has gone by (or its request ended), so the
 rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
 has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
-passes their arrival; after idle, not before the first token of the step that ends the idle has
+passes their hand-over to vLLM's engine (their status line); after idle, not before the first token of the step that ends the idle has
 gone by (until then nobody knows when that step ran, nor which requests vLLM had taken in by then).
 The requests that never ran wait in the order vLLM admits them: by their first token, as it goes
 by (vLLM admits first come, first served; the order they reached the proxy in is not the order
@@ -256,13 +258,13 @@ class SchedRebuild:
             # requests it ran are those whose first token went by first; the others enter before the
             # next step, which admits every request that arrived by the end of this one.
             first = min(t for v in self.views if (t := _first_token(v)) is not None)
-            arrived = [v for v in self.views if v.arrival <= gate and _first_token(v) == first]
+            arrived = [v for v in self.views if _handed_over_by(v, gate) and _first_token(v) == first]
             self._spells.append((first, self.output_steps))
+        else:
+            arrived = [v for v in self.views if _handed_over_by(v, gate)]
+        if arrived:
             chosen = {id(v) for v in arrived}
             self.views = deque(v for v in self.views if id(v) not in chosen)
-        else:
-            while self.views and self.views[0].arrival <= gate:
-                arrived.append(self.views.popleft())
         arrived.sort(key=lambda v: t if (t := _first_token(v)) is not None else float("inf"))
         for view in arrived:
             if view.prompt_tokens is None and not view.active:
@@ -285,7 +287,8 @@ class SchedRebuild:
         first = min((t for v in self.views if (t := _first_token(v)) is not None), default=None)
         if first is None:
             return None
-        self.clock = max(self.clock or self.views[0].arrival, self.views[0].arrival)
+        handed = min(t for v in self.views if (t := v.handed_over) is not None)  # a view with a token was
+        self.clock = max(self.clock or handed, handed)
         return max(first, self.clock)
 
     def _size_prompts(self) -> None:
@@ -542,6 +545,11 @@ class SchedRebuild:
             return 0, 0, 0, 0, 0
         step = self.steps[done - 1]
         return step.running, step.waiting, step.preemptions, step.used_blocks, step.cached_blocks
+
+
+def _handed_over_by(view: WatchedRequest, when: float) -> bool:
+    """vLLM's engine had the request by `when` (WatchedRequest.handed_over)."""
+    return (handed := view.handed_over) is not None and handed <= when
 
 
 def _first_token(view: WatchedRequest) -> float | None:

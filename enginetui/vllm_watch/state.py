@@ -13,7 +13,7 @@ from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, Block
 from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues
-from enginetui.vllm_watch.requests import WatchedRequest
+from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
 
 HISTORY_POINTS = 240  # sparkline points kept (one per /metrics reading)
@@ -362,7 +362,7 @@ class WatchState:
 
     def add_request(self, req_id: str, prompt: str, max_tokens: int, when: float) -> WatchedRequest:
         """A prompt typed here, sent to /v1/completions (streamed)."""
-        view = self._add(WatchedRequest(req_id=req_id, index=self._next_index(), source="typed here", method="POST",
+        view = self._add(WatchedRequest(req_id=req_id, index=self._next_index(), source=TYPED_HERE, method="POST",
                                         route="/v1/completions", arrival=when, prompt=prompt, max_tokens=max_tokens,
                                         stream=True))
         self.note(when, "send", f"{req_id} · {prompt[:60]!r}")
@@ -409,7 +409,7 @@ class WatchState:
     def proxy_responded(self, req_id: str, status: int, when: float) -> None:
         view = self.requests.get(req_id)
         if view is not None:
-            view.respond(status)
+            view.respond(status, when)
             self.version += 1
 
     def proxy_data(self, req_id: str, data: bytes, when: float) -> None:

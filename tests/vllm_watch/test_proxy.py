@@ -28,7 +28,7 @@ def completion(**body) -> WatchedRequest:
 @pytest.mark.parametrize("piece", [1, 7, 500, len(STREAM)])
 def test_a_stream_is_read_event_by_event_however_it_is_cut(piece):
     view = completion(stream=True)
-    view.respond(200)
+    view.respond(200, 1.0)
     for i, at in enumerate(range(0, len(STREAM), piece)):
         view.read(STREAM[at : at + piece], 10.5 + 0.001 * i)
     view.end(12.0)
@@ -40,14 +40,14 @@ def test_a_stream_is_read_event_by_event_however_it_is_cut(piece):
 
 def test_a_whole_json_response_and_a_refusal():
     view = completion()
-    view.respond(200)
+    view.respond(200, 1.0)
     view.read(json.dumps(FakeVllm.whole_completion(_Stream())).encode(), 11.0)
     view.end(11.0)
     assert view.status == "finished" and view.text == "".join(recorded.stream_texts()) and view.tokens() == 24
     assert view.ttft() is None  # not streamed: the first token's time never went by
     assert "not streamed" in detail_text(view).plain
     refused = completion(max_tokens=0)
-    refused.respond(400)
+    refused.respond(400, 1.0)
     refused.read(b'{"error": {"message": "max_tokens must be at least 1"}}', 10.1)
     refused.end(10.1)
     assert refused.status == "rejected" and refused.detail == "HTTP 400: max_tokens must be at least 1"
@@ -56,7 +56,7 @@ def test_a_whole_json_response_and_a_refusal():
 def test_chat_requests_and_other_routes():
     chat = WatchedRequest("p2", 1, "c", "POST", "/v1/chat/completions", arrival=1.0)
     chat.read_body(json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode())
-    chat.respond(200)
+    chat.respond(200, 1.0)
     chat.read(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
               b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', 1.2)
     chat.end(1.3)
@@ -64,7 +64,7 @@ def test_chat_requests_and_other_routes():
     assert chat.tokens() is None and chat.tokens_text() == "2 chunks"  # no usage: chunks are no token count
     assert chat.itl() == pytest.approx(0.0)  # both chunks in one read
     models = WatchedRequest("p3", 2, "c", "GET", "/v1/models", arrival=1.0, prompt="GET /v1/models")
-    models.respond(200)
+    models.respond(200, 1.0)
     models.read(b'{"data": []}', 1.1)
     models.end(1.1)
     assert models.status == "finished" and not models.generates

@@ -80,11 +80,13 @@ def stand_in_run(num: int = 32, arrivals: list[float] | None = None) -> tuple[li
     return workload, truth
 
 
-def seen(r: SimRequest, truth: Truth, by: float = float("inf"), arrival: float | None = None) -> WatchedRequest:
-    """The request as the proxy saw it by time `by` (having reached the proxy at `arrival`, default: when
-    it reached the server)."""
+def seen(r: SimRequest, truth: Truth, by: float = float("inf"), arrival: float | None = None,
+         responded: float | None = None) -> WatchedRequest:
+    """The request as the proxy saw it by time `by`: having reached the proxy at `arrival`, its response's
+    status line at `responded` (both by default when it reached the server)."""
     view = WatchedRequest(r.request_id, 0, "c", "POST", "/v1/completions", arrival=r.arrival if arrival is None
                           else arrival, max_tokens=r.output_len, stream=True)
+    view.respond(200, r.arrival if responded is None else responded)
     times = [t for t in truth.token_times[r.request_id] if t <= by]
     if times:
         view.prompt_tokens, view.token_times, view.status = r.prompt_len, times, "streaming"
@@ -137,13 +139,16 @@ def test_it_follows_the_wire_as_far_as_it_goes_and_waits_there():
 
 
 def replay_stand_in(workload: list[SimRequest], truth: Truth, proxy_arrivals: list[float] | None = None,
-                    reading_lag: float = 0.0) -> SchedRebuild:
+                    reading_lag: float = 0.0, early_status: bool = False) -> SchedRebuild:
     """The rebuild of the stand-in's run, read once before it and every 13 ms from its first step on: each
     reading with the state and the step count at its instant, reported `reading_lag` seconds later (as a
     reading slow to come back); the requests reached the proxy at `proxy_arrivals` (default: when they
-    reached the server), in that order."""
+    reached the server), in that order, and their status lines went by when the server took them in
+    (`early_status`: as soon as they reached the proxy)."""
     rebuild = SchedRebuild(SETUP)
-    views = [seen(r, truth, arrival=None if proxy_arrivals is None else proxy_arrivals[i]) for i, r in enumerate(workload)]
+    proxy_arrivals = proxy_arrivals or [r.arrival for r in workload]
+    views = [seen(r, truth, arrival=proxy_arrivals[i], responded=proxy_arrivals[i] if early_status else None)
+             for i, r in enumerate(workload)]
     for view in sorted(views, key=lambda v: v.arrival):
         rebuild.track(view)
     rebuild.reading(workload[0].arrival - 1.0, 0, 0, 0, steps=0)
@@ -216,14 +221,33 @@ def test_whom_vllm_preempted_among_requests_admitted_together_comes_from_the_wir
         != truth.preempted
 
 
-def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_wire_shows(monkeypatch):
+BURST_OVER_STEPS = [1000.0] + [1000.012] * 7 + [1000.022] * 8  # reaching the server over three steps
+
+
+def test_requests_enter_when_their_status_line_shows_the_server_took_them_in(monkeypatch):
     # the server got the burst over three steps (its API server handing requests over a few at a time);
-    # the proxy saw every request at once
-    arrivals = [1000.0] + [1000.012] * 7 + [1000.022] * 8
+    # the proxy saw every request at once, and each status line when the server took the request in
+    monkeypatch.setattr(SchedRebuild, "_admitted_later", lambda self: [])  # the status lines alone
+    workload, truth = stand_in_run(16, BURST_OVER_STEPS)
+    rebuild = replay_stand_in(workload, truth, [1000.0] * 16)
+    assert [(s.scheduled_requests, s.scheduled_tokens) for s in rebuild.steps] == truth.scheduled
+    assert agreement(rebuild.checks)[0] == len(rebuild.checks)
+    blind = SchedRebuild(SETUP)  # taken in when they reached the proxy: every one at the first step
+    for r in workload:
+        blind.track(seen(r, truth, arrival=1000.0, responded=1000.0))
+    blind.reading(999.0, 0, 0, 0, steps=0)
+    blind.advance()
+    assert [(s.scheduled_requests, s.scheduled_tokens) for s in blind.steps] != truth.scheduled
+
+
+def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_wire_shows(monkeypatch):
+    # as above, but the status lines went by at once (vLLM's API server starts a response before it hands
+    # the request to its engine, and under load well before): the tokens show when each was admitted
+    arrivals = BURST_OVER_STEPS
     workload, truth = stand_in_run(16, arrivals)
     proxy = [1000.0] * 16
     assert truth.scheduled[1][0] == 1 and truth.scheduled[2][0] == 8  # step 1 ran p1 alone; step 2 took in 7
-    rebuild = replay_stand_in(workload, truth, proxy)
+    rebuild = replay_stand_in(workload, truth, proxy, early_status=True)
     assert [(s.scheduled_requests, s.scheduled_tokens) for s in rebuild.steps] == truth.scheduled
     # vLLM's gauges do not count a request its API server has not handed to its engine yet; the rebuild
     # counts it waiting from when it reached the proxy: so the readings agree from the first step that
@@ -231,7 +255,7 @@ def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_
     taken_in = [c for c in rebuild.checks if c.time >= truth.steps[3][0]]
     assert len(taken_in) > 100 and agreement(taken_in)[0] == len(taken_in)
     monkeypatch.setattr(SchedRebuild, "_admitted_later", lambda self: [])  # whoever reached the proxy
-    blind = replay_stand_in(workload, truth, proxy)
+    blind = replay_stand_in(workload, truth, proxy, early_status=True)
     assert [(s.scheduled_requests, s.scheduled_tokens) for s in blind.steps] != truth.scheduled
 
 
