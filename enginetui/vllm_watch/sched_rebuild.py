@@ -172,6 +172,7 @@ class SchedRebuild:
     _sampling: list[str] = field(default_factory=list)  # ids of the requests that sample in _plan
     _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
     _pending: deque[_Pending] = field(default_factory=deque)  # readings not yet passed
+    _last_had_traffic: bool = False  # the latest reading checked had traffic (the next idle one is checked too)
     _preempt_base: float | None = None  # vLLM's preemption counter at the first reading
 
     def __post_init__(self) -> None:
@@ -380,27 +381,40 @@ class SchedRebuild:
         decoding = [r for r in sched.running if r.num_computed_tokens == r.num_tokens - 1]  # they sample next
         if not decoding:
             return []  # nothing samples on the wire's clock: admit as the scheduler does
-        lanes = [self.entered[r.request_id].token_times[r.num_output_tokens:r.num_output_tokens + 2] for r in decoding]
-        if any(len(times) < 2 for times in lanes):
-            if any(len(times) < 2 and self.entered[r.request_id].active for r, times in zip(decoding, lanes)):
-                return None  # those tokens have not all gone by yet
-            lanes = [times for times in lanes if len(times) == 2]
-            if not lanes:
-                return []
+        lanes = self._lanes(decoding, 2)
+        if lanes is None:
+            return None  # those tokens have not all gone by yet
+        if not lanes:
+            return []
         step_starts, step_ends = min(t[0] for t in lanes), max(t[0] for t in lanes)
-        next_starts = min(t[1] for t in lanes)
-        if next_starts - step_ends < max(MIN_STEP_GAP_S, step_ends - step_starts):
-            return []  # the wire does not set the two steps apart
+        admitted_before = min(t[1] for t in lanes)  # the next step's first token
+        if admitted_before - step_ends < max(MIN_STEP_GAP_S, step_ends - step_starts):
+            # the wire does not set this step and the next apart: try this one and the one after that
+            lanes = self._lanes(decoding, 3)
+            if lanes is None:
+                return None
+            admitted_before = min((t[2] for t in lanes), default=0.0)
+            if not lanes or admitted_before - max(t[0] for t in lanes) < MIN_STEP_GAP_S:
+                return []  # nor those: it tells nothing here
         late = []
         for request in fresh:
             if seats == 0:
                 break
             times = self.entered[request.request_id].token_times
-            if times and times[0] < next_starts:
+            if times and times[0] < admitted_before:
                 seats -= 1
             else:
                 late.append(request)
         return late
+
+    def _lanes(self, decoding: list[Request], n: int) -> list[list[float]] | None:
+        """When the decoding requests' next `n` tokens went by, for those whose went by (None: one still
+        streaming has not sent them yet)."""
+        lanes = [self.entered[r.request_id].token_times[r.num_output_tokens:r.num_output_tokens + n]
+                 for r in decoding]
+        if any(len(times) < n and self.entered[r.request_id].active for r, times in zip(decoding, lanes)):
+            return None
+        return [times for times in lanes if len(times) == n]
 
     def _may_preempt(self) -> bool:
         """The running requests' next tokens could need more blocks than are free."""
@@ -497,7 +511,9 @@ class SchedRebuild:
             running, waiting, preempted, blocks, cached = state
             if p.steps is not None and (vllm_idle or self._steps_base is None):
                 self._anchor(p, vllm_idle)
-            if p.running or p.waiting or running or waiting:  # readings with traffic only
+            traffic = bool(p.running or p.waiting or running or waiting)
+            if traffic or self._last_had_traffic:  # readings with traffic, and the first back at rest
+                self._last_had_traffic = traffic
                 self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
                                                 preempted, p.kv_blocks, blocks, p.cached_blocks, cached))
 

@@ -279,14 +279,14 @@ def test_the_rebuild_agrees_with_a_recorded_real_vllm_burst():
     agree, total = agreement(rebuild.checks)
     print(f"agrees ±1 on {agree}/{total}; preemptions rebuilt {rebuild.num_preemptions}, "
           f"vLLM {rebuild.checks[-1].preemptions}")
-    # measured: 32 of 42 readings (76%); preemptions 78 rebuilt against vLLM's 76. The hardest capture:
+    # measured: 33 of 43 readings (77%); preemptions 78 rebuilt against vLLM's 76. The hardest capture:
     # taken on a 2-core machine so loaded that the wire carried a step's tokens over 40-180 ms (steps took
     # 10), so whom vLLM preempted and took in is not always to be told from it
-    assert total >= 40 and agree >= 32
+    assert total >= 40 and agree >= 33
     assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 2
-    # the KV blocks held (vLLM's kv_cache_usage_perc of its pool): measured within ±1 on 33 of 42 readings
+    # the KV blocks held (vLLM's kv_cache_usage_perc of its pool): measured within ±1 on 34 of 43 readings
     blocks = [c.blocks_agree for c in rebuild.checks]
-    assert None not in blocks and sum(blocks) >= 33
+    assert None not in blocks and sum(blocks) >= 34
 
 
 def test_the_rebuilds_cached_blocks_agree_with_vllms_kv_events():
@@ -295,10 +295,10 @@ def test_the_rebuilds_cached_blocks_agree_with_vllms_kv_events():
     rebuild = replay_burst(KV_BURST_FIXTURE).rebuild
     cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
     agree, total = agreement(rebuild.checks)
-    # captured 2026-12-02 on an Intel Xeon; measured: cached blocks ±1 on 87 of the 94 readings after the
-    # first KV batch, queues on 94 of 95 readings; preemptions 79 rebuilt against vLLM's 79
+    # captured 2026-12-02 on an Intel Xeon; measured: cached blocks ±1 on 87 of the 95 readings after the
+    # first KV batch, queues on 95 of 96 readings; preemptions 79 rebuilt against vLLM's 79
     assert total >= 90 and len(cached) >= total - 1
-    assert sum(cached) >= 87 and agree >= 94
+    assert sum(cached) >= 87 and agree >= 95
     assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 2
 
 
