@@ -24,8 +24,9 @@ the wire decides what the scheduler cannot know:
 A step is applied only once every token it samples has gone by (or its request ended), so the
 rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
 has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
-passes their hand-over to vLLM's engine (their status line); after idle, not before the first token of the step that ends the idle has
-gone by (until then nobody knows when that step ran, nor which requests vLLM had taken in by then).
+passes their hand-over to vLLM's engine (their status line); after idle, not before the first token
+of the step that ends the idle has gone by (until then nobody knows when that step ran, nor which
+requests vLLM had taken in by then).
 The requests that never ran wait in the order vLLM admits them: by their first token, as it goes
 by (vLLM admits first come, first served; the order they reached the proxy in is not the order
 they reached vLLM's engine in).
@@ -163,7 +164,7 @@ class SchedRebuild:
     _uncounted: dict[str, int] = field(default_factory=dict)  # preemptions not counted yet, by request id
     output_steps: int = 0  # rebuilt steps in which a request sampled (vLLM's steps with outputs), so far
     _steps_base: float | None = None  # vLLM's step count when the rebuild's was 0 (None: not anchored, see _anchor)
-    _spells: list[tuple[float, int]] = field(default_factory=list)  # busy spells: (first step's end, output_steps before)
+    _spell_starts: list[int] = field(default_factory=list)  # output_steps when each busy spell began
     _admitted_fresh: dict[str, int] = field(default_factory=dict)  # running requests never preempted: id -> admitting step
     num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
     clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
@@ -260,7 +261,7 @@ class SchedRebuild:
             # next step, which admits every request that arrived by the end of this one.
             first = min(t for v in self.views if (t := _first_token(v)) is not None)
             arrived = [v for v in self.views if _handed_over_by(v, gate) and _first_token(v) == first]
-            self._spells.append((first, self.output_steps))
+            self._spell_starts.append(self.output_steps)
         else:
             arrived = [v for v in self.views if _handed_over_by(v, gate)]
         if arrived:
@@ -393,8 +394,10 @@ class SchedRebuild:
             lanes = self._lanes(decoding, 3)
             if lanes is None:
                 return None
-            admitted_before = min((t[2] for t in lanes), default=0.0)
-            if not lanes or admitted_before - max(t[0] for t in lanes) < MIN_STEP_GAP_S:
+            if not lanes:
+                return []
+            admitted_before = min(t[2] for t in lanes)
+            if admitted_before - max(t[0] for t in lanes) < MIN_STEP_GAP_S:
                 return []  # nor those: it tells nothing here
         late = []
         for request in fresh:
@@ -539,8 +542,8 @@ class SchedRebuild:
         else:
             guess = p.steps - self._steps_base
         if vllm_idle:
-            ends = [before for _, before in self._spells] + ([self.output_steps] if self._is_idle() else [])
-            guess = min([0, *ends], key=lambda end: abs(end - guess))
+            ends = [0, *self._spell_starts, *([self.output_steps] if self._is_idle() else [])]
+            guess = min(ends, key=lambda end: abs(end - guess))
         self._steps_base = p.steps - guess
 
     def state_after(self, n: int) -> tuple[int, int, int, int, int]:

@@ -182,10 +182,11 @@ def test_the_step_count_is_anchored_again_after_each_idle_spell():
     later = [1010.0 + 0.002 * i for i in range(12)]
     second, truth_b = stand_in_run(12, later)
     rebuild = SchedRebuild(SETUP)
-    for r in [*first, *(SimRequest(f"q{r.request_id}", r.arrival, r.prompt_len, r.output_len) for r in second)]:
-        truth = truth_a if r.request_id.startswith("p") else truth_b
-        view = seen(SimRequest(r.request_id.removeprefix("q"), r.arrival, r.prompt_len, r.output_len), truth)
-        view.req_id = r.request_id
+    for r in first:
+        rebuild.track(seen(r, truth_a))
+    for r in second:
+        view = seen(r, truth_b)
+        view.req_id = f"q{r.request_id}"  # other requests than the first spell's
         rebuild.track(view)
     # vLLM made 5 steps with outputs the rebuild did not (served another client in between, say)
     counted = truth_a.output_steps[-1] + 5
@@ -250,8 +251,8 @@ def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_
     rebuild = replay_stand_in(workload, truth, proxy, early_status=True)
     assert [(s.scheduled_requests, s.scheduled_tokens) for s in rebuild.steps] == truth.scheduled
     # vLLM's gauges do not count a request its API server has not handed to its engine yet; the rebuild
-    # counts it waiting from when it reached the proxy: so the readings agree from the first step that
-    # had every request in (the server takes in new requests between steps)
+    # counts it waiting from when its status line went by (here, as it reached the proxy): so the readings
+    # agree from the first step that had every request in (the server takes in new requests between steps)
     taken_in = [c for c in rebuild.checks if c.time >= truth.steps[3][0]]
     assert len(taken_in) > 100 and agreement(taken_in)[0] == len(taken_in)
     monkeypatch.setattr(SchedRebuild, "_admitted_later", lambda self: [])  # whoever reached the proxy
