@@ -801,10 +801,11 @@ void run_item_decode(const Problem<T>& p, const Item& it, Scratch<T>& w, int64_t
   for (int64_t b = 0; b < num_blocks; ++b) {
     const int64_t nv = block_len(b);
     const T* v = rows_of(p.value_cache, b);
+    const T* v_ahead = ahead(b) ? rows_of(p.value_cache, b + kPrefetchBlocks) : nullptr;
+    const int64_t nv_ahead = ahead(b) ? block_len(b + kPrefetchBlocks) : 0;
     if (b + 1 == num_blocks && next != nullptr) prefetch_first_block(p, *next, p.key_cache);
     for (int64_t g = 0; g < num_kv; ++g) {
-      if (ahead(b)) prefetch_block(rows_of(p.value_cache, b + kPrefetchBlocks) + g * d, tok_stride,
-                                   block_len(b + kPrefetchBlocks), d);
+      if (nv_ahead > 0) prefetch_block(v_ahead + g * d, tok_stride, nv_ahead, d);
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
         accumulate_weighted(sc + h * ctx_stride + b * p.block_size, v + g * d, tok_stride, nv, d, acc + h * d);
