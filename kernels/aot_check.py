@@ -118,7 +118,7 @@ def attention_launches(full: bool):
     from enginetui.kernels.triton_paged_attention import paged_attention_launch
 
     shapes = ATTENTION_SHAPES if full else dict(list(ATTENTION_SHAPES.items())[:3])
-    variants = VARIANTS if full else [DEFAULT, AttentionVariant(tile_n=64, num_splits=4)]
+    variants = VARIANTS if full else [DEFAULT, AttentionVariant(num_splits=4)]
     for shape, (heads, kv_heads, head_size, block_size) in shapes.items():
         for dtype_name, dtype in DTYPES.items():
             batch = make_paged_batch([1, 5], [20, 40], num_heads=heads, num_kv_heads=kv_heads,

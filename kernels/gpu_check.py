@@ -3,8 +3,8 @@
 1. Kernel parity: the Triton kernels against the torch reference on CUDA, several shapes and dtypes.
 2. End-to-end greedy parity: `enginetui.core.LLM` against transformers' `OPTForCausalLM.generate` on a
    random-weight opt-125m, prompt by prompt.
-3. Benchmarks: decode attention (achieved GB/s against the bytes it must read) and the engine's
-   output tokens per second on 64 prompts.
+3. Benchmarks: decode attention (achieved GB/s against the bytes it must read), prefill attention
+   (achieved TFLOP/s), each per launch variant, and the engine's output tokens per second on 64 prompts.
 
 Prints a markdown table, writes it as JSON with --json, and exits nonzero on any parity failure.
 `--cpu-smoke` runs the same steps on CPU with tiny shapes and the Triton kernels interpreted
@@ -43,6 +43,8 @@ class Plan:
     num_blocks: int  # the engine's KV pool, in blocks
     # name: (num_reqs, context_len, num_heads, num_kv_heads, head_size), decode steps in bf16, block 16
     bench_cases: dict[str, tuple]
+    # name: (num_reqs, prompt_len, num_heads, num_kv_heads, head_size), whole causal prompts in bf16, block 16
+    prefill_cases: dict[str, tuple]
     bench_iters: int  # timed calls per benchmark case
     # launch variants of the attention kernel: parity on the last parity case, then timed on
     # every bench case; the first is the default launch
@@ -78,6 +80,10 @@ def full_plan() -> Plan:
             "decode 64 x ctx 4096, 32/8 heads (GQA), h128": (64, 4096, 32, 8, 128),
             "decode 64 x ctx 1024, 12 heads, h64 (opt-125m)": (64, 1024, 12, 12, 64),
         },
+        prefill_cases={
+            "prefill 8 x 2048, 32/8 heads (GQA), h128": (8, 2048, 32, 8, 128),
+            "prefill 16 x 512, 12 heads, h64 (opt-125m)": (16, 512, 12, 12, 64),
+        },
         bench_iters=20,
         variants=VARIANTS,
         copy_bytes=2 * 1024**3,
@@ -98,6 +104,7 @@ def smoke_plan() -> Plan:
         throughput=(4, 8, 4),
         num_blocks=64,
         bench_cases={"decode 4 x ctx 64, 4 heads, h16": (4, 64, 4, 4, 16)},
+        prefill_cases={"prefill 2 x 40, 4/2 heads, h16": (2, 40, 4, 2, 16)},
         bench_iters=2,
         variants=[DEFAULT, AttentionVariant(tile_n=32, num_warps=8, num_splits=3)],
         copy_bytes=1024**2,
@@ -236,9 +243,7 @@ def copy_bandwidth_gb_s(plan: Plan) -> float:
 
 def bench_decode(plan: Plan, report: Report) -> None:
     """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read,
-    as a share of the measured copy bandwidth. Each case is timed twice: the spread is the noise."""
-    from enginetui.kernels.triton_paged_attention import paged_attention_triton
-
+    as a share of the measured copy bandwidth."""
     ceiling = copy_bandwidth_gb_s(plan)
     report.add("bandwidth ceiling", f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB", None,
                f"{ceiling:.0f} GB/s", "(read + written)", gb_s=ceiling)
@@ -246,24 +251,45 @@ def bench_decode(plan: Plan, report: Report) -> None:
         batch = make_paged_batch([1] * num_reqs, [ctx] * num_reqs, num_heads=heads, num_kv_heads=kv_heads,
                                  head_size=head_size, block_size=16, dtype=torch.bfloat16, device=plan.device,
                                  spare_blocks=0, poison=0.0)
-        out = torch.empty_like(batch.query)  # [num_reqs, num_heads, head_size]
         elt = batch.query.element_size()
         kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
         q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
-        ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
-        for variant in plan.variants:
-            def call():
-                paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
+        for variant, ms, detail in time_variants(plan, batch):
+            gb_s = (kv_bytes + q_out_bytes) / (ms * 1e-3) / 1e9
+            report.add("decode attention bf16", f"{name}, {variant}", None, f"{ms:.3f} ms, {gb_s:.0f} GB/s",
+                       f"({gb_s / ceiling:.0%} of copy; {detail['text']})", **variant.kwargs(), triton_ms=ms,
+                       runs_ms=detail["runs"], ref_ms=detail["ref_ms"], gb_s=gb_s, bytes=kv_bytes + q_out_bytes)
 
-            runs = [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)]
-            triton_ms = min(runs)
-            gb_s = (kv_bytes + q_out_bytes) / (triton_ms * 1e-3) / 1e9
-            report.add("decode attention bf16", f"{name}, {variant}", None,
-                       f"{triton_ms:.3f} ms, {gb_s:.0f} GB/s",
-                       f"({gb_s / ceiling:.0%} of copy; runs {runs[0]:.3f} / {runs[1]:.3f} ms; "
-                       f"torch reference {ref_ms:.3f} ms)",
-                       **variant.kwargs(), triton_ms=triton_ms, runs_ms=runs, ref_ms=ref_ms,
-                       gb_s=gb_s, bytes=kv_bytes + q_out_bytes)
+
+def bench_prefill(plan: Plan, report: Report) -> None:
+    """Prefill attention in bf16, block 16, whole causal prompts: time per call and TFLOP/s."""
+    for name, (num_reqs, prompt_len, heads, kv_heads, head_size) in plan.prefill_cases.items():
+        batch = make_paged_batch([prompt_len] * num_reqs, [prompt_len] * num_reqs, num_heads=heads,
+                                 num_kv_heads=kv_heads, head_size=head_size, block_size=16, dtype=torch.bfloat16,
+                                 device=plan.device, spare_blocks=0, poison=0.0)
+        pairs = num_reqs * prompt_len * (prompt_len + 1) // 2  # (query, key) pairs a causal prompt scores
+        flops = 4 * pairs * heads * head_size  # QK^T and PV, a multiply and an add each
+        for variant, ms, detail in time_variants(plan, batch):
+            tflop_s = flops / (ms * 1e-3) / 1e12
+            report.add("prefill attention bf16", f"{name}, {variant}", None, f"{ms:.3f} ms, {tflop_s:.0f} TFLOP/s",
+                       f"({detail['text']})", **variant.kwargs(), triton_ms=ms, runs_ms=detail["runs"],
+                       ref_ms=detail["ref_ms"], tflop_s=tflop_s, flops=flops)
+
+
+def time_variants(plan: Plan, batch: PagedBatch):
+    """(variant, best ms, detail) for each launch variant on `batch`; each is timed twice (the
+    spread is the noise), beside the torch reference's time."""
+    from enginetui.kernels.triton_paged_attention import paged_attention_triton
+
+    out = torch.empty_like(batch.query)  # [num_tokens, num_heads, head_size]
+    ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
+    for variant in plan.variants:
+        def call():
+            paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
+
+        runs = [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)]
+        text = f"runs {runs[0]:.3f} / {runs[1]:.3f} ms; torch reference {ref_ms:.3f} ms"
+        yield variant, min(runs), {"runs": runs, "ref_ms": ref_ms, "text": text}
 
 
 def main() -> int:
@@ -289,7 +315,7 @@ def main() -> int:
     report = Report(device=device_name)
     print(f"gpu_check on {device_name}: torch {torch.__version__}", flush=True)
     start = time.perf_counter()
-    for step in (check_kernel_parity, check_e2e, bench_decode):
+    for step in (check_kernel_parity, check_e2e, bench_decode, bench_prefill):
         try:
             step(plan, report)
         except Exception as exc:  # a crash fails the run but the other steps still report

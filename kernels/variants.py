@@ -11,7 +11,7 @@ from dataclasses import dataclass
 class AttentionVariant:
     """Keyword arguments of `paged_attention_triton` beyond the tensors."""
 
-    tile_n: int | None = None  # keys per inner step (None: one cache block, at least 16)
+    tile_n: int | None = None  # keys per inner step (None: the kernel's DEFAULT_TILE_N, or one block if larger)
     num_warps: int = 4  # warps per program
     num_splits: int = 1  # programs sharing each query tile's keys, then combined (flash-decoding)
 
@@ -25,14 +25,13 @@ class AttentionVariant:
 
 
 DEFAULT = AttentionVariant()
-# What a GPU run compares: wider key tiles, more warps, and splitting long contexts.
+# What a GPU run compares: narrower and wider key tiles, more warps, and splitting long contexts.
 VARIANTS = [
     DEFAULT,
-    AttentionVariant(tile_n=64),
+    AttentionVariant(tile_n=16),
     AttentionVariant(tile_n=128),
-    AttentionVariant(tile_n=64, num_warps=8),
+    AttentionVariant(num_warps=8),
     AttentionVariant(tile_n=128, num_warps=8),
     AttentionVariant(num_splits=4),
-    AttentionVariant(tile_n=64, num_splits=4),
-    AttentionVariant(tile_n=64, num_splits=8),
+    AttentionVariant(num_splits=8),
 ]

@@ -20,7 +20,7 @@ def test_gpu_check_cpu_smoke_passes_every_section(tmp_path):
     report = json.loads(out.read_text())
     sections = {row["section"] for row in report["rows"]}
     assert sections == {"attention parity", "cache-write parity", "e2e greedy parity", "e2e sampling",
-                        "e2e throughput", "bandwidth ceiling", "decode attention bf16"}
+                        "e2e throughput", "bandwidth ceiling", "decode attention bf16", "prefill attention bf16"}
     assert all(row["ok"] is not False for row in report["rows"])
     assert report["ok"] is True
     throughput = next(row for row in report["rows"] if row["section"] == "e2e throughput")
