@@ -42,7 +42,9 @@ def load_hf_model(model_dir: Path, dtype: str, device: str) -> torch.nn.Module:
 def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
     """Generate every request of the workload in static batches of `batch_size`; time it all."""
     pad_id = _pad_token_id(model)
-    _generate(model, warmup_workload(model.config.vocab_size, 2), pad_id, temperature)
+    # Warm up at the timed batch size, so that a first batch of a new size pays no one-off cost in the
+    # timing (on an H200, after a 2-request warm-up, one bf16 batch of 64 took 22 s: kernels/GPU_NOTES.md).
+    _generate(model, warmup_workload(model.config.vocab_size, min(batch_size, len(workload))), pad_id, temperature)
     batches = [workload[i : i + batch_size] for i in range(0, len(workload), batch_size)]
     generated = 0
     start = time.perf_counter()

@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="request rates of the calibration runs (default: 0.75 1.5 3)")
     parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 2.0],
                         help="request rates of the runs to predict (default: 1 2)")
-    parser.add_argument("--num-prompts", type=int, default=32, help="requests per run (default: 32)")
+    parser.add_argument("--num-prompts", type=int, default=96,
+                        help="requests per run (default: 96; longer runs average more of the machine's drift)")
     parser.add_argument("--rounds", type=int, default=1, help="times to take every run (default: 1)")
     args, engine_args = parser.parse_known_args(argv)
     out = Path(args.out)
