@@ -124,8 +124,7 @@ def attention_launches(full: bool):
             batch = make_paged_batch([1, 5], [20, 40], num_heads=heads, num_kv_heads=kv_heads,
                                      head_size=head_size, block_size=block_size, dtype=dtype)
             for variant in variants:
-                launch, _ = paged_attention_launch(*batch.args(), torch.empty_like(batch.query), variant.tile_n,
-                                                   variant.num_warps, variant.num_splits)
+                launch, _ = paged_attention_launch(*batch.args(), torch.empty_like(batch.query), **variant.kwargs())
                 yield f"{shape}, {dtype_name}, {variant}", launch
 
 

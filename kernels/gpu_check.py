@@ -106,7 +106,7 @@ def smoke_plan() -> Plan:
         bench_cases={"decode 4 x ctx 64, 4 heads, h16": (4, 64, 4, 4, 16)},
         prefill_cases={"prefill 2 x 40, 4/2 heads, h16": (2, 40, 4, 2, 16)},
         bench_iters=2,
-        variants=[DEFAULT, AttentionVariant(tile_n=32, num_warps=8, num_splits=3)],
+        variants=[DEFAULT, AttentionVariant(tile_n=32, num_warps=8, num_splits=3, block_m=32)],
         copy_bytes=1024**2,
         engine_optional=True,
     )

@@ -205,9 +205,10 @@ def _dot_dtype(dtype: torch.dtype) -> tuple[tl.dtype, str]:
     return _TL_DTYPES[dtype], "tf32"
 
 
-def _tile_shape(group: int) -> tuple[int, int]:
-    """(BLOCK_Q, BLOCK_M): query tokens per tile and tile rows for `group` query heads per kv head."""
-    block_m = max(16, triton.next_power_of_2(group))
+def _tile_shape(group: int, block_m: int | None) -> tuple[int, int]:
+    """(BLOCK_Q, BLOCK_M): query tokens per tile and tile rows for `group` query heads per kv head;
+    `block_m` asks for more rows than the smallest tile (16, or the group rounded up)."""
+    block_m = max(block_m or 16, triton.next_power_of_2(group))
     return max(1, block_m // group), block_m
 
 
@@ -232,15 +233,17 @@ def paged_attention_triton(
     num_warps: int = 4,  # warps per program
     num_splits: int = 1,  # > 1: each query tile's keys are shared among this many programs
     sliding_window: int | None = None,  # keys a query sees, itself included (None: every earlier key)
+    block_m: int | None = None,  # rows (query token x head in group) per tile, a power of two >= 16; None: 16
 ) -> torch.Tensor:
     """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch
     (plus one combine when num_splits > 1).
 
-    `tile_n`, `num_warps` and `num_splits` change only the speed (kernels.gpu_check times them)."""
+    `tile_n`, `num_warps`, `num_splits` and `block_m` change only the speed (kernels.gpu_check
+    times them)."""
     if out is None:
         out = torch.empty_like(query)
     launch, partials = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table,
-                                              scale, out, tile_n, num_warps, num_splits, sliding_window)
+                                              scale, out, tile_n, num_warps, num_splits, sliding_window, block_m)
     if launch is not None:
         launch.run()
     if partials is not None:
@@ -250,8 +253,8 @@ def paged_attention_triton(
 
 def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale: float,
                            out: torch.Tensor, tile_n: int | None, num_warps: int,
-                           num_splits: int = 1,
-                           sliding_window: int | None = None) -> tuple[Launch | None, SplitPartials | None]:
+                           num_splits: int = 1, sliding_window: int | None = None,
+                           block_m: int | None = None) -> tuple[Launch | None, SplitPartials | None]:
     """The launch `paged_attention_triton` makes (same arguments) and the partials its splits
     write (None for one split); (None, None) when there is nothing to do."""
     num_tokens, num_heads, head_size = query.shape
@@ -271,6 +274,8 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
         raise ValueError(f"tile_n must be a power of two >= 16, got {tile_n}")
     if num_splits < 1:
         raise ValueError(f"num_splits must be at least 1, got {num_splits}")
+    if block_m is not None and (block_m < 16 or block_m & (block_m - 1)):
+        raise ValueError(f"block_m must be a power of two >= 16, got {block_m}")
     if num_tokens == 0 or num_reqs == 0:
         return None, None
 
@@ -282,7 +287,7 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
         )
     part_acc, part_ml = (partials.acc, partials.ml) if partials else (out, out)  # unused with one split
     group = num_heads // num_kv_heads
-    block_q, block_m = _tile_shape(group)
+    block_q, block_m = _tile_shape(group, block_m)
     dot_dtype, dot_precision = _dot_dtype(query.dtype)
     args = (
         out, query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale * LOG2E, num_reqs,

@@ -43,6 +43,18 @@ def test_paged_attention_tile_variants_match_reference(tile_n, block_size):
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
 
 
+@pytest.mark.parametrize("block_m,num_heads,num_kv_heads", [(32, 4, 2), (64, 4, 4), (64, 8, 1), (16, 32, 1)])
+def test_taller_query_tiles_match_reference(block_m, num_heads, num_kv_heads):
+    """More rows per tile (block_m): several query tokens of a prompt, or of a GQA group, per program;
+    a block_m under the group (32 heads on one kv head) is raised to the group. Only the speed may change."""
+    batch = make_paged_batch([1, 37, 1, 70], [29, 37, 130, 95], num_heads=num_heads, num_kv_heads=num_kv_heads,
+                             head_size=16, block_size=16)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, block_m=block_m)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
+    assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
 @pytest.mark.parametrize("num_splits", [2, 3, 8])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 def test_split_kv_matches_reference(num_splits, dtype):
@@ -113,6 +125,8 @@ def test_paged_attention_rejects_unsupported_shapes():
         paged_attention_triton(*batch.args(), tile_n=48)
     with pytest.raises(ValueError, match="num_splits"):
         paged_attention_triton(*batch.args(), num_splits=0)
+    with pytest.raises(ValueError, match="block_m"):
+        paged_attention_triton(*batch.args(), block_m=24)
 
 
 @pytest.mark.parametrize("key_dtype,cache_dtype,block_size", KV_WRITE_CASES, ids=str)
