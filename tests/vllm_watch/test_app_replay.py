@@ -115,6 +115,7 @@ async def test_the_footer_shows_the_keys_and_the_prompt_box_has_the_focus(fake):
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.state.server is not None)
         assert app.focused is app.query_one("#prompt")
+        await until(pilot, lambda: footer_keys(app))  # the footer recomposes its keys after the focus settles
         assert footer_keys(app) == ["Send", "Burst", "Reset cache", "Help", "Quit"]
         assert "^x abort" in str(app.query_one(RequestsTable).border_subtitle)
         assert "just type one" in shown(app, RequestsTable)
