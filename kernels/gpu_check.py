@@ -254,11 +254,11 @@ def bench_decode(plan: Plan, report: Report) -> None:
         elt = batch.query.element_size()
         kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
         q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
-        for variant, ms, detail in time_variants(plan, batch):
-            gb_s = (kv_bytes + q_out_bytes) / (ms * 1e-3) / 1e9
-            report.add("decode attention bf16", f"{name}, {variant}", None, f"{ms:.3f} ms, {gb_s:.0f} GB/s",
-                       f"({gb_s / ceiling:.0%} of copy; {detail['text']})", **variant.kwargs(), triton_ms=ms,
-                       runs_ms=detail["runs"], ref_ms=detail["ref_ms"], gb_s=gb_s, bytes=kv_bytes + q_out_bytes)
+        for t in time_variants(plan, batch):
+            gb_s = (kv_bytes + q_out_bytes) / (t.ms * 1e-3) / 1e9
+            report.add("decode attention bf16", f"{name}, {t.variant}", None, f"{t.ms:.3f} ms, {gb_s:.0f} GB/s",
+                       f"({gb_s / ceiling:.0%} of copy; {t.runs_text()})", **t.data(), gb_s=gb_s,
+                       bytes=kv_bytes + q_out_bytes)
 
 
 def bench_prefill(plan: Plan, report: Report) -> None:
@@ -269,16 +269,36 @@ def bench_prefill(plan: Plan, report: Report) -> None:
                                  device=plan.device, spare_blocks=0, poison=0.0)
         pairs = num_reqs * prompt_len * (prompt_len + 1) // 2  # (query, key) pairs a causal prompt scores
         flops = 4 * pairs * heads * head_size  # QK^T and PV, a multiply and an add each
-        for variant, ms, detail in time_variants(plan, batch):
-            tflop_s = flops / (ms * 1e-3) / 1e12
-            report.add("prefill attention bf16", f"{name}, {variant}", None, f"{ms:.3f} ms, {tflop_s:.0f} TFLOP/s",
-                       f"({detail['text']})", **variant.kwargs(), triton_ms=ms, runs_ms=detail["runs"],
-                       ref_ms=detail["ref_ms"], tflop_s=tflop_s, flops=flops)
+        for t in time_variants(plan, batch):
+            tflop_s = flops / (t.ms * 1e-3) / 1e12
+            report.add("prefill attention bf16", f"{name}, {t.variant}", None,
+                       f"{t.ms:.3f} ms, {tflop_s:.0f} TFLOP/s", f"({t.runs_text()})", **t.data(),
+                       tflop_s=tflop_s, flops=flops)
+
+
+@dataclass(frozen=True, slots=True)
+class VariantTiming:
+    """One launch variant timed on one batch."""
+
+    variant: AttentionVariant  # the launch
+    runs: list[float]  # ms per call in each timed run (their spread is the noise)
+    ref_ms: float  # ms per call of the torch reference on the same batch
+
+    @property
+    def ms(self) -> float:
+        """The best run's ms per call."""
+        return min(self.runs)
+
+    def runs_text(self) -> str:
+        return f"runs {self.runs[0]:.3f} / {self.runs[1]:.3f} ms; torch reference {self.ref_ms:.3f} ms"
+
+    def data(self) -> dict:
+        """The row's JSON fields: the launch's arguments and the times."""
+        return {**self.variant.kwargs(), "triton_ms": self.ms, "runs_ms": self.runs, "ref_ms": self.ref_ms}
 
 
 def time_variants(plan: Plan, batch: PagedBatch):
-    """(variant, best ms, detail) for each launch variant on `batch`; each is timed twice (the
-    spread is the noise), beside the torch reference's time."""
+    """A VariantTiming for each launch variant on `batch`, each timed twice."""
     from enginetui.kernels.triton_paged_attention import paged_attention_triton
 
     out = torch.empty_like(batch.query)  # [num_tokens, num_heads, head_size]
@@ -287,9 +307,7 @@ def time_variants(plan: Plan, batch: PagedBatch):
         def call():
             paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
 
-        runs = [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)]
-        text = f"runs {runs[0]:.3f} / {runs[1]:.3f} ms; torch reference {ref_ms:.3f} ms"
-        yield variant, min(runs), {"runs": runs, "ref_ms": ref_ms, "text": text}
+        yield VariantTiming(variant, [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)], ref_ms)
 
 
 def main() -> int:

@@ -205,6 +205,13 @@ def _dot_dtype(dtype: torch.dtype) -> tuple[tl.dtype, str]:
     return _TL_DTYPES[dtype], "tf32"
 
 
+def _check_tile_size(name: str, value: int) -> None:
+    """A tile edge (keys per step, rows per tile) must be a power of two >= 16: tl.arange needs a
+    power of two and tl.dot at least 16."""
+    if value < 16 or value & (value - 1):
+        raise ValueError(f"{name} must be a power of two >= 16, got {value}")
+
+
 def _tile_shape(group: int, block_m: int | None) -> tuple[int, int]:
     """(BLOCK_Q, BLOCK_M): query tokens per tile and tile rows for `group` query heads per kv head;
     `block_m` asks for more rows than the smallest tile (16, or the group rounded up)."""
@@ -270,12 +277,11 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
         raise ValueError("key_cache and value_cache must have the same strides")
     if tile_n is None:
         tile_n = max(DEFAULT_TILE_N[key_cache.dtype], triton.next_power_of_2(block_size))
-    if tile_n < 16 or tile_n & (tile_n - 1):
-        raise ValueError(f"tile_n must be a power of two >= 16, got {tile_n}")
+    _check_tile_size("tile_n", tile_n)
     if num_splits < 1:
         raise ValueError(f"num_splits must be at least 1, got {num_splits}")
-    if block_m is not None and (block_m < 16 or block_m & (block_m - 1)):
-        raise ValueError(f"block_m must be a power of two >= 16, got {block_m}")
+    if block_m is not None:
+        _check_tile_size("block_m", block_m)
     if num_tokens == 0 or num_reqs == 0:
         return None, None
 
