@@ -10,7 +10,10 @@ threads share the work:
                  on `in_q` while there is nothing to step, so an idle engine uses no CPU
 - output thread: `out_q` -> encode -> PUSH socket (outputs, control replies) or PUB (events)
 
-so socket work and (de)serialization overlap the model's forward pass. Every change of the
+so socket work and (de)serialization overlap the model's forward pass. No thread wakes on a
+timer: the IO threads sleep in zmq polls (`out_q` is a WakeQueue, and the order to stop reaches
+the input thread the same way), since on a machine whose cores the model's threads fill, every
+wake stalls a step. Every change of the
 engine's state reaches subscribers at once: a step publishes its event, and anything done
 between steps (adds, aborts, rejections, controls) publishes one "update" event as soon as the
 loop has nothing more to do at once.
@@ -31,14 +34,11 @@ from enginetui.core.engine import control, wire
 from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.wake_queue import WakeQueue
 from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs
 from enginetui.core.worker.thread_governor import ThreadGovernor
 
 log = logging.getLogger("enginetui.busy_loop")
-
-INPUT_POLL_MS = 200  # input thread wakes this often to notice a stop
-OUTPUT_POLL_S = 0.1  # output thread wakes this often to notice new subscribers
-
 
 class EngineAddresses(NamedTuple):
     """The three sockets between a client and its EngineCore (ipc:// paths)."""
@@ -109,8 +109,8 @@ class EngineLoop:
         self.events_on = core.config.enable_step_events  # False: no events built or sent at all
         self.publisher = EventPublisher(ctx, addresses.events) if self.events_on else None  # step events
         self.in_q: queue.Queue = queue.Queue()  # decoded input messages, in arrival order
-        self.out_q: queue.Queue = queue.Queue()  # wire messages and StepEvents to send, in order
-        self._stop = threading.Event()  # tells the input thread to exit
+        self.out_q = WakeQueue(ctx)  # wire messages and StepEvents to send, in order (loop -> output thread)
+        self._stop = WakeQueue(ctx)  # an item here tells the input thread to exit (loop -> input thread)
         self._threads = [
             threading.Thread(target=self._input_loop, name="engine-input", daemon=True),
             threading.Thread(target=self._output_loop, name="engine-output", daemon=True),
@@ -130,7 +130,7 @@ class EngineLoop:
             self.out_q.put(wire.EngineFailed(error=wire.describe(exc)))
             code = 1
         self.core.close()
-        self._stop.set()
+        self._stop.put(_STOP)
         self.out_q.put(_STOP)
         for t in self._threads:
             t.join(timeout=3.0)
@@ -138,6 +138,8 @@ class EngineLoop:
             return code  # a thread is stuck in a socket call: leave the sockets to process exit
         self.in_sock.close(linger=0)
         self.out_sock.close(linger=1000)
+        self.out_q.close()
+        self._stop.close()
         if self.publisher is not None:
             self.publisher.close()
         self.ctx.term()
@@ -256,9 +258,12 @@ class EngineLoop:
 
     def _input_loop(self) -> None:
         sock = self.in_sock
-        while not self._stop.is_set():
-            if not sock.poll(INPUT_POLL_MS):
-                continue
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._stop.socket, zmq.POLLIN)
+        while True:
+            if self._stop.socket in dict(poller.poll()):
+                return
             data = sock.recv()
             try:
                 msg = wire.decode_input(data)
@@ -270,19 +275,21 @@ class EngineLoop:
 
     def _output_loop(self) -> None:
         publisher = self.publisher
+        poller = zmq.Poller()
+        poller.register(self.out_q.socket, zmq.POLLIN)
+        if publisher is not None:  # readable when a subscriber joins
+            poller.register(publisher.sock, zmq.POLLIN)
         while True:
-            try:
-                item = self.out_q.get(timeout=OUTPUT_POLL_S)
-            except queue.Empty:
-                item = None
-            if item is _STOP:
-                return
-            if isinstance(item, StepEvent):
-                if publisher is not None:
-                    publisher.publish(item)
-            elif item is not None:
-                self.out_sock.send(wire.encode(item))
-            if publisher is not None and publisher.new_subscribers():
+            ready = dict(poller.poll())
+            for item in self.out_q.drain():
+                if item is _STOP:
+                    return
+                if isinstance(item, StepEvent):
+                    if publisher is not None:
+                        publisher.publish(item)
+                else:
+                    self.out_sock.send(wire.encode(item))
+            if publisher is not None and publisher.sock in ready and publisher.new_subscribers():
                 self.in_q.put(_SUBSCRIBER_JOINED)
 
 

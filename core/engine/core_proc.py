@@ -11,13 +11,14 @@ import contextlib
 import ctypes
 import logging
 import os
+import select
 import signal
 import sys
 import threading
 import time
 
 
-WATCHDOG_INTERVAL_S = 0.25  # how often the child checks that its parent is alive
+WATCHDOG_INTERVAL_S = 0.25  # how often the child checks that its parent is alive, where it has no pidfd
 log = logging.getLogger("enginetui.core_proc")
 
 
@@ -78,11 +79,21 @@ def _exit(code: int) -> None:
 
 
 def _watch_parent(parent_pid: int, addresses) -> None:
-    """Exit as soon as the parent is gone (we get re-parented, so getppid() changes)."""
+    """Exit as soon as the parent is gone. Where Linux gives a process file descriptor (pidfd,
+    readable once the process has ended) this thread sleeps on it, never waking while the parent
+    lives (a timer's wakes would stall the model's threads: core/engine/wake_queue.py); elsewhere
+    it looks every WATCHDOG_INTERVAL_S whether we were re-parented (getppid() changes)."""
+    try:
+        pidfd = os.pidfd_open(parent_pid)
+    except (AttributeError, OSError):  # no pidfd on this system: look on a timer
+        pidfd = None
+    if pidfd is not None and os.getppid() == parent_pid:  # still our parent, so the pidfd is the parent's
+        select.select([pidfd], [], [])
+        _exit_now(addresses)
     while True:
-        time.sleep(WATCHDOG_INTERVAL_S)
         if os.getppid() != parent_pid:
             _exit_now(addresses)
+        time.sleep(WATCHDOG_INTERVAL_S)
 
 
 def _exit_now(addresses) -> None:

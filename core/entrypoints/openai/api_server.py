@@ -45,6 +45,7 @@ from enginetui.core.entrypoints.openai.serving_completion import create_completi
 from enginetui.core.entrypoints.tcp_listen import tcp_listener
 
 GRACEFUL_SHUTDOWN_S = 3.0  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
+TICK_S = 1.0  # how often the server looks whether it should stop (it is also woken when told to)
 # uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.
 UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to close. (CTRL+C to force quit)",
                                 "Waiting for background tasks to complete. (CTRL+C to force quit)",
@@ -141,12 +142,36 @@ async def _json_body(raw: Request):
 class _Server(uvicorn.Server):
     """uvicorn's server; `handle_signals=False` leaves SIGINT / SIGTERM to the host (e.g. the dashboard).
     At a stop, every open request is aborted first, so each answer (a stream too) ends with
-    finish_reason "abort" (and `data: [DONE]`) before its connection closes."""
+    finish_reason "abort" (and `data: [DONE]`) before its connection closes.
+
+    uvicorn's own loop wakes ten times a second to look whether it should stop; on a machine whose
+    cores the engine's threads fill, each wake stalls an engine step (core/engine/wake_queue.py).
+    This one ticks once a second (the Date header it refreshes is per second anyway) and is woken
+    the moment `should_exit` is set, from a signal handler or from the host."""
+
+    _exit_asked: asyncio.Event | None = None  # set with should_exit, while main_loop runs
+    _loop: asyncio.AbstractEventLoop | None = None  # main_loop's event loop
 
     def __init__(self, config: uvicorn.Config, app: FastAPI, handle_signals: bool) -> None:
         super().__init__(config)
         self.app = app  # the served app: its engine's open requests are ended at a stop
         self.handle_signals = handle_signals  # install uvicorn's SIGINT / SIGTERM handlers
+
+    @property
+    def should_exit(self) -> bool:
+        return self._should_exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._should_exit = value  # uvicorn sets it in __init__, from its signal handler, and we at a host's stop
+        if value and self._exit_asked is not None:
+            self._loop.call_soon_threadsafe(self._exit_asked.set)  # safe from a signal handler too
+
+    async def main_loop(self) -> None:
+        self._loop, self._exit_asked = asyncio.get_running_loop(), asyncio.Event()
+        while not await self.on_tick(0):  # tick 0: the Date header is refreshed on every tick
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit_asked.wait(), TICK_S)
 
     @contextlib.contextmanager
     def capture_signals(self):
