@@ -7,9 +7,12 @@ the request's output length) arriving by a seeded Poisson process at --request-r
 measures on the client, per request: TTFT (sent to first token), TPOT (mean time per output
 token after the first), ITL (every gap between chunks carrying tokens), end-to-end latency; and
 throughput over the run. With --compare generate it also runs the workload all at once
---repeats times through the server, then (the server stopped) --repeats times through
-LLM.generate (offline, EngineCore in its own process as well); the best passes' throughput ratio
-is what HTTP, the asyncio front end and streaming cost, and each side's spread is printed.
+--repeats times through a server and --repeats times through LLM.generate (offline, EngineCore in
+its own process as well), taking turns (server, generate, generate, server, ...: a machine whose
+speed drifts weighs on both alike), each pass in an engine started for it and stopped after (so
+no idle engine sits beside the other: on 2 cores even its few wakes slow a run); the best passes'
+throughput ratio is what HTTP, the asyncio front end and streaming cost, and each side's spread
+is printed.
 --goodput adds the requests per second that met every SLO (goodput.py); --record has the server
 record its step events. --compare vllm-server is serve_vs_vllm.py (the CLI dispatches there).
 """
@@ -39,8 +42,8 @@ DEFAULT_TIMEOUT_S = 1800.0  # most seconds one pass of the workload may take
 class OverheadResult:
     """The workload all at once: through the server vs through LLM.generate."""
 
-    http_s: list[float]  # duration of each pass through the server (first send to last token)
-    generate_s: list[float]  # duration of each LLM.generate pass (call to return)
+    http_s: list[float]  # duration of each pass through the server (first send to last token), in order
+    generate_s: list[float]  # duration of each LLM.generate pass (call to return), in order
     output_tokens: int  # output tokens of one pass
     http_tok_s: float  # best pass through the server, output tokens / s
     generate_tok_s: float  # best LLM.generate pass, output tokens / s
@@ -161,14 +164,11 @@ def run(args: argparse.Namespace) -> ServeResult:
     try:
         timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, rate, spec.seed,
                                                      args.timeout_s))
-        if args.compare:
-            http_s = [asyncio.run(run_workload(url, args.api_key, workload, warmup, math.inf, spec.seed,
-                                               args.timeout_s))[1] for _ in range(args.repeats)]
     finally:
         if server is not None:
             server.stop()
     if args.compare:
-        overhead = _overhead(kwargs, workload, warmup, http_s, args.repeats)
+        overhead = _overhead(kwargs, workload, warmup, args.repeats, spec.seed, args.timeout_s)
     result = ServeResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=sum(r.output_len for r in workload), request_rate=None if math.isinf(rate) else rate,
@@ -186,18 +186,42 @@ def generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "max_num_batched_tokens": budget}
 
 
-def _overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], http_s: list[float],
-              repeats: int) -> OverheadResult:
-    """LLM.generate passes on the same workload and engine (after the server has stopped: never side by side)."""
-    from enginetui.core import LLM
-
-    with LLM(**generate_kwargs(kwargs)) as llm:
-        generate_pass(llm, warmup)
-        generate_s = [generate_pass(llm, workload) for _ in range(repeats)]
+def _overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], repeats: int,
+              seed: int, timeout_s: float) -> OverheadResult:
+    """The workload all at once through a server and through LLM.generate, `repeats` passes each,
+    taking turns; every pass alone on the machine, in an engine started for it."""
+    http_s, generate_s = [], []
+    for i in range(repeats):
+        for side in ("server", "generate") if i % 2 == 0 else ("generate", "server"):
+            if side == "server":
+                http_s.append(_server_pass(kwargs, workload, warmup, seed, timeout_s))
+            else:
+                generate_s.append(_generate_pass_alone(kwargs, workload, warmup))
     tokens = sum(r.output_len for r in workload)
     http_tok_s, generate_tok_s = tokens / min(http_s), tokens / min(generate_s)
     return OverheadResult(http_s=http_s, generate_s=generate_s, output_tokens=tokens, http_tok_s=http_tok_s,
                           generate_tok_s=generate_tok_s, ratio=http_tok_s / generate_tok_s)
+
+
+def _server_pass(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], seed: int,
+                 timeout_s: float) -> float:
+    """Start `enginetui serve`, warm it up, send the workload all at once, stop it; the pass's duration."""
+    from enginetui.serve.process import ServeProcess
+
+    server = ServeProcess(*serve_flags(kwargs))
+    try:
+        return asyncio.run(run_workload(server.url, None, workload, warmup, math.inf, seed, timeout_s))[1]
+    finally:
+        server.stop()
+
+
+def _generate_pass_alone(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest]) -> float:
+    """Start an LLM with the server's engine flags, warm it up, run the workload, shut it down; the duration."""
+    from enginetui.core import LLM
+
+    with LLM(**generate_kwargs(kwargs)) as llm:
+        generate_pass(llm, warmup)
+        return generate_pass(llm, workload)
 
 
 def print_serve(result: ServeResult) -> None:
@@ -217,7 +241,8 @@ def print_serve(result: ServeResult) -> None:
         print(f"the server's step events were recorded to {result.record}")
     o = result.overhead
     if o is not None:
-        print(f"all at once, {o.output_tokens} output tokens, {len(o.http_s)} passes each (the best counts):")
+        print(f"all at once, {o.output_tokens} output tokens, {len(o.http_s)} passes each, taking turns, "
+              f"each in an engine of its own (the best counts):")
         rows = [["server (HTTP, streamed)", *_spread(o.http_s), o.http_tok_s],
                 ["LLM.generate", *_spread(o.generate_s), o.generate_tok_s]]
         print(report.table(["", "best s", "median s", "worst s", "output tok/s"], rows))

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
+from enginetui.bench import serve
 from enginetui.bench.serve import generate_kwargs, serve_flags
+from enginetui.bench.workload import BenchRequest
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 
 
@@ -19,6 +21,16 @@ def test_engine_arguments_become_serve_flags():
 def test_llm_generate_runs_the_servers_step_budget():
     assert generate_kwargs({"model": None})["max_num_batched_tokens"] == 2048  # not LLM's offline 4096 on CPU
     assert generate_kwargs({"model": None, "max_num_batched_tokens": 512})["max_num_batched_tokens"] == 512
+
+
+def test_server_and_generate_passes_take_turns_each_alone(monkeypatch):
+    calls = []
+    monkeypatch.setattr(serve, "_server_pass", lambda *a: calls.append("server") or 4.0)
+    monkeypatch.setattr(serve, "_generate_pass_alone", lambda *a: calls.append("generate") or 2.0)
+    o = serve._overhead({}, [BenchRequest([1, 2], 10), BenchRequest([3], 30)], [], 3, 0, 60.0)
+    assert calls == ["server", "generate", "generate", "server", "server", "generate"]
+    assert o.http_s == [4.0] * 3 and o.generate_s == [2.0] * 3
+    assert (o.http_tok_s, o.generate_tok_s, o.ratio) == (10.0, 20.0, 0.5)
 
 
 @pytest.mark.slow
