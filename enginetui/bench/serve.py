@@ -32,6 +32,7 @@ from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, RequestTiming, arrival_offsets, summarize
+from enginetui.bench.stream_client import stream_events
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
 from enginetui.flags.engine import ENGINE_DEFAULTS, ENGINE_FLAGS
 
@@ -69,23 +70,21 @@ class ServeResult:
     summary: str = ""  # the one-line summary printed last
 
 
-async def send(client: httpx.AsyncClient, model: str, req: BenchRequest, delay: float, t0: float) -> RequestTiming:
+async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest, delay: float,
+               t0: float) -> RequestTiming:
     """One streamed request, sent `delay` s after `t0`; its timings as the client saw them."""
     await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
     body = {"model": model, "prompt": req.prompt_token_ids, "max_tokens": req.output_len, "ignore_eos": True,
             "temperature": 1.0, "top_p": 1.0, "stream": True, "return_token_ids": True}
     timing = RequestTiming(sent=time.perf_counter())
-    async with client.stream("POST", "/v1/completions", json=body) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"the server answered {r.status_code}: {(await r.aread()).decode()}")
-        async for line in r.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            choices = json.loads(line[6:])["choices"]
-            new = sum(len(c.get("token_ids") or []) for c in choices)
-            if new:
-                timing.token_times.append(time.perf_counter())
-                timing.num_output_tokens += new
+    async for data in stream_events(url, "/v1/completions", body, headers):
+        if not data.startswith(b"{"):
+            continue
+        choices = json.loads(data)["choices"]
+        new = sum(len(c.get("token_ids") or []) for c in choices)
+        if new:
+            timing.token_times.append(time.perf_counter())
+            timing.num_output_tokens += new
     timing.done = time.perf_counter()
     return timing
 
@@ -95,15 +94,14 @@ async def run_workload(url: str, api_key: str | None, workload: list[BenchReques
     """Warm the server up, then send the workload on its arrival schedule; timings and duration.
     A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 
     async def go() -> tuple[list[RequestTiming], float]:
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as client:
             model = (await client.get("/v1/models")).raise_for_status().json()["data"][0]["id"]
-            await asyncio.gather(*(send(client, model, r, 0.0, time.perf_counter()) for r in warmup))
-            offsets = arrival_offsets(len(workload), rate, seed)
-            t0 = time.perf_counter()
-            timings = await asyncio.gather(*(send(client, model, r, offsets[i], t0) for i, r in enumerate(workload)))
+        await asyncio.gather(*(send(url, headers, model, r, 0.0, time.perf_counter()) for r in warmup))
+        offsets = arrival_offsets(len(workload), rate, seed)
+        t0 = time.perf_counter()
+        timings = await asyncio.gather(*(send(url, headers, model, r, offsets[i], t0) for i, r in enumerate(workload)))
         return list(timings), max(t.done for t in timings) - t0
 
     try:
