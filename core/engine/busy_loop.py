@@ -13,10 +13,11 @@ threads share the work:
 so socket work and (de)serialization overlap the model's forward pass. No thread wakes on a
 timer: the IO threads sleep in zmq polls (`out_q` is a WakeQueue, and the order to stop reaches
 the input thread the same way), since on a machine whose cores the model's threads fill, every
-wake stalls a step. Every change of the
-engine's state reaches subscribers at once: a step publishes its event, and anything done
-between steps (adds, aborts, rejections, controls) publishes one "update" event as soon as the
-loop has nothing more to do at once.
+wake stalls a step.
+
+Every change of the engine's state reaches subscribers at once: a step publishes its event, and
+anything done between steps (adds, aborts, rejections, controls) publishes one "update" event as
+soon as the loop has nothing more to do at once.
 """
 
 import logging

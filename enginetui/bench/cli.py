@@ -70,8 +70,9 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url)")
     srv.add_argument("--compare", choices=("generate", "vllm-server"),
                      help="generate: also run the workload all at once through a server and through "
-                          "LLM.generate, taking turns, each pass in an engine started for it; vllm-server: also run vLLM's OpenAI server (through --vllm-python, on "
-                          "every core) on the same weights, requests and arrivals, and print ours / vLLM's")
+                          "LLM.generate, taking turns, each pass in an engine started for it; vllm-server: also "
+                          "run vLLM's OpenAI server (through --vllm-python, on every core) on the same weights, "
+                          "requests and arrivals, and print ours / vLLM's")
     srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate, "
                      "and of each server at each rate with --compare vllm-server (taking turns; default 3)")
     srv.add_argument("--goodput", nargs="+", metavar="NAME:MS",
