@@ -67,7 +67,10 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
             print("streamed:", [(v.status, v.finish_reason, v.tokens(), v.output_tokens, v.token_chunks) for v in streamed])
             assert len(streamed) == BURST and all(v.status == "finished" and v.finish_reason == "length" for v in streamed)
             assert all(v.tokens() is None and 1 <= v.token_chunks <= 48 for v in streamed)  # no usage asked for
-            assert all(v.ttft() is not None and v.itl() is not None for v in streamed)
+            # vLLM merges a stream's tokens into fewer chunks when it runs ahead of its client (seen: all 48
+            # in one under CI's load): an ITL needs two chunks, and most streams have them
+            assert all(v.ttft() is not None and (v.itl() is None) == (v.token_chunks < 2) for v in streamed)
+            assert sum(v.itl() is not None for v in streamed) >= BURST // 2
             await until(pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up")
             reasons = app.state.waiting_by_reason()
             assert set(reasons) >= {"capacity", "deferred"}
