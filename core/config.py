@@ -57,6 +57,7 @@ class EngineConfig:
     scheduler_reserve_full_isl: bool = True  # admit a waiting request only if its whole sequence fits free blocks
     long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
     async_scheduling: bool | None = None  # plan step N+1 while step N executes; None: on for CUDA, off on CPU (as vLLM)
+    stream_interval: int = 1  # new tokens a streamed output carries at least (first and last at once), as vLLM's
     # CPU engines (core/worker/cpu_threads.py; None: the environment's OMP_NUM_THREADS / GOMP_SPINCOUNT, else measured defaults):
     cpu_threads: int | None = None  # threads EngineCore computes with; default every usable core less the reserved
     cpu_reserved_cores: int = 0  # usable cores left to the front-end (client, dashboard) when cpu_threads is not given
@@ -94,6 +95,7 @@ class EngineConfig:
         _check_positive("max_model_len", self.max_model_len)
         _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _check_positive("max_num_seqs", self.max_num_seqs)
+        _check_positive("stream_interval", self.stream_interval)
         _check_positive("cpu_threads", self.cpu_threads)
         _check_non_negative("cpu_reserved_cores", self.cpu_reserved_cores)
         _check_non_negative("cpu_spin_count", self.cpu_spin_count)

@@ -2,8 +2,8 @@
 
 import msgspec
 
-_INT_FIELDS = ("n", "top_k", "max_tokens", "min_tokens", "logprobs", "seed")
-_NULLABLE_FIELDS = ("max_tokens", "logprobs", "seed")  # None is a valid value for these
+_INT_FIELDS = ("n", "top_k", "max_tokens", "min_tokens", "logprobs", "seed", "stream_interval")
+_NULLABLE_FIELDS = ("max_tokens", "logprobs", "seed", "stream_interval")  # None is a valid value for these
 _FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
@@ -27,6 +27,9 @@ class SamplingParams(msgspec.Struct, kw_only=True, omit_defaults=True):
     include_stop_str_in_output: bool = False  # keep the matched stop string in the text
     logprobs: int | None = None  # return this many top logprobs per generated token (plus the sampled one)
     skip_special_tokens: bool = True  # drop special tokens when detokenizing
+    # Streamed outputs carry this many new tokens at least (the first and the last at once); raises
+    # the engine's --stream-interval for this request, never lowers it. None: the engine's.
+    stream_interval: int | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -55,6 +58,8 @@ class SamplingParams(msgspec.Struct, kw_only=True, omit_defaults=True):
             raise ValueError(f"logprobs must be in [0, 20], got {self.logprobs}")
         if self.seed is not None and not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
+        if self.stream_interval is not None and self.stream_interval < 1:
+            raise ValueError(f"stream_interval must be at least 1, got {self.stream_interval}")
         self._check_stops()
 
     def _check_types(self) -> None:

@@ -1,5 +1,10 @@
 """Client-side output processing: detokenize, apply stop strings, assemble RequestOutputs
-(folding the samples of an n > 1 request back into one, core/engine/parallel_sampling.py)."""
+(folding the samples of an n > 1 request back into one, core/engine/parallel_sampling.py).
+
+Every engine output is detokenized as it comes; under a stream interval above 1 (the engine's
+--stream-interval, or a request's own) a request's RequestOutput is passed on only every that many
+tokens, its first and last at once, as vLLM's OutputProcessor does: fewer outputs for the caller
+(a server's chunks) to handle, each carrying several tokens."""
 
 import time
 from dataclasses import dataclass
@@ -27,14 +32,17 @@ class RequestState:
     cumulative_logprob: float = 0.0  # sum of the sampled tokens' logprobs (reported when logprobs are asked for)
     parent: ParentRequest | None = None  # the n > 1 request this is one sample of
     index: int = 0  # which sample (0 when n == 1)
+    stream_interval: int = 1  # new tokens an output carries at least (the first and the last go at once)
+    sent_tokens: int = 0  # tokens generated when the latest output was passed on
 
 
 class OutputProcessor:
     """Folds EngineCoreOutputs into per-request RequestOutputs."""
 
-    def __init__(self, tokenizer, stream: bool) -> None:
+    def __init__(self, tokenizer, stream: bool, stream_interval: int = 1) -> None:
         self.tokenizer = tokenizer  # HF tokenizer or None
         self.stream = stream  # n > 1: pass on every sample's progress (True) or only the final aggregate
+        self.stream_interval = stream_interval  # the engine's --stream-interval; a request's own may raise it
         self.states: dict[str, RequestState] = {}  # live engine requests by id
         self.parents: dict[str, ParentRequest] = {}  # live n > 1 requests by the caller's id
 
@@ -60,6 +68,7 @@ class OutputProcessor:
             detok=IncrementalDetokenizer(self.tokenizer, params.skip_special_tokens),
             metrics=RequestMetrics(arrival_time=request.arrival_time),
             logprobs=[] if params.logprobs is not None else None, parent=parent, index=index,
+            stream_interval=max(self.stream_interval, params.stream_interval or 1),
         )
 
     def is_live(self, request_id: str) -> bool:
@@ -93,6 +102,8 @@ class OutputProcessor:
                 to_abort.append(out.request_id)
             if result.finished:
                 del self.states[out.request_id]
+            elif not _due(state):
+                continue  # its tokens go with a later output (outputs are cumulative)
             result = self._fold(state, result)
             if result is not None:
                 results.append(result)
@@ -170,3 +181,15 @@ class OutputProcessor:
         self.states.clear()
         self.parents.clear()
         return results
+
+
+def _due(state: RequestState) -> bool:
+    """Whether an unfinished request's output goes out now, under its stream interval (vLLM's rule:
+    its first output, then once `stream_interval` tokens came since the last one passed on)."""
+    if state.stream_interval == 1:
+        return True
+    tokens = len(state.detok.token_ids)
+    if state.sent_tokens and tokens - state.sent_tokens < state.stream_interval:
+        return False
+    state.sent_tokens = tokens
+    return True

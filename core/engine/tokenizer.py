@@ -80,4 +80,4 @@ def open_text_stages(config: EngineConfig, client, stream: bool) -> tuple[object
     except Exception:
         client.shutdown()
         raise
-    return tokenizer, Processor(tokenizer, client.info), OutputProcessor(tokenizer, stream)
+    return tokenizer, Processor(tokenizer, client.info), OutputProcessor(tokenizer, stream, config.stream_interval)

@@ -72,6 +72,8 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--async-scheduling", "plan step N+1 while step N executes (vLLM's AsyncScheduler; output "
                "placeholders)", unset="on for CUDA, off on CPU, as vLLM decides",
                kwargs={"action": argparse.BooleanOptionalAction}),
+    EngineFlag("--stream-interval", "new tokens a streamed output carries at least, the first and the last sent "
+               "at once (fewer outputs, less front-end work per token)", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--max-model-len", "longest prompt + output in tokens", unset="the model's max positions",
                kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--dtype", "weights / activations dtype: auto (float32 on CPU, the checkpoint's on CUDA), "

@@ -171,3 +171,12 @@ def test_chat_n_and_streamed_chat_n(client):
     for chunk in chunks:
         texts[chunk.choices[0].index] += chunk.choices[0].delta.content or ""
     assert texts == {c.index: c.message.content for c in whole.choices}
+
+
+def test_stream_interval_sends_the_tokens_in_chunks_of_that_many(client):
+    whole = client.completions.create(model="default", prompt="A class is", max_tokens=11, temperature=0)
+    chunks = list(client.completions.create(model="default", prompt="A class is", max_tokens=11, temperature=0,
+                                            stream=True, extra_body={"stream_interval": 4, "return_token_ids": True}))
+    assert [len(c.choices[0].token_ids) for c in chunks] == [1, 4, 4, 2]  # the first at once, then 4, the rest last
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert [c.choices[0].finish_reason for c in chunks] == [None, None, None, "length"]

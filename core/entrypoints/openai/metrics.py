@@ -170,8 +170,12 @@ class ServerMetrics:
             self.prompt_tokens.inc(len(out.prompt_token_ids))
             self.ttft.observe(max(0.0, m.first_token_time - m.arrival_time))
         elif m.last_token_time is not None and seen.last_token_time is not None and m.last_token_time > seen.last_token_time:
-            self.itl.observe(m.last_token_time - seen.last_token_time)
+            # Under a stream interval an output carries several tokens: the gap is shared out among them.
+            new_tokens = max(1, sum(len(c.token_ids) - seen.tokens.get(c.index, 0) for c in out.outputs))
+            for _ in range(new_tokens):
+                self.itl.observe((m.last_token_time - seen.last_token_time) / new_tokens)
         seen.last_token_time = m.last_token_time
+        seen.tokens.update((c.index, len(c.token_ids)) for c in out.outputs)
         for c in out.outputs:
             if c.finish_reason in self.success and c.index not in seen.finished:
                 seen.finished.add(c.index)
@@ -198,6 +202,7 @@ class RequestSeen:
 
     first_token: bool = False  # its first token was counted
     last_token_time: float | None = None  # when its latest token reached the client
+    tokens: dict[int, int] = field(default_factory=dict)  # tokens seen so far, per completion index
     finished: set[int] = field(default_factory=set)  # completions whose end was counted
 
 

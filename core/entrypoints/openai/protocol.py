@@ -80,6 +80,7 @@ class SamplingRequest(OpenAIBaseModel):
     skip_special_tokens: bool = True  # drop special tokens from the text
     stream: bool | None = False  # answer as server-sent events
     stream_options: StreamOptions | None = None  # usage in the stream
+    stream_interval: int | None = None  # tokens per streamed chunk at least; raises the server's --stream-interval
     priority: int = 0  # scheduling priority (lower first, under --scheduling-policy priority)
     request_id: str | None = None  # base of the engine request id (else X-Request-Id, else random)
     user: str | None = None  # accepted and ignored
@@ -112,6 +113,7 @@ class SamplingRequest(OpenAIBaseModel):
             include_stop_str_in_output=self.include_stop_str_in_output,
             logprobs=logprobs,
             skip_special_tokens=self.skip_special_tokens,
+            stream_interval=self.stream_interval if self.stream else None,  # an answer in one piece has no chunks
         )
 
     def usage_in_stream(self) -> tuple[bool, bool]:

@@ -1,0 +1,51 @@
+"""--stream-interval and a request's `stream_interval` against vLLM 0.32's server: the same
+streamed request, greedy, on the same model, is cut into chunks of the same token counts. Runs only
+when vLLM's interpreter is configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python."""
+
+import json
+
+import httpx
+import pytest
+
+from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from tests.serve.conftest import ServerProcess
+from tests.vllm_watch.recorded import MODEL_DIR
+
+PYTHON = vllm_python()
+pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+              pytest.mark.slow]
+SERVER_INTERVAL = 3  # both servers' --stream-interval
+
+
+def chunk_tokens(url: str, model: str, max_tokens: int, interval: int | None) -> list[int]:
+    """Tokens in each chunk of one streamed greedy completion (its own token ids, as both servers return them)."""
+    body = {"model": model, "prompt": "The function", "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": True, "return_token_ids": True}
+    if interval is not None:
+        body["stream_interval"] = interval
+    counts = []
+    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                choice = json.loads(line[6:])["choices"][0]
+                counts.append(len(choice["token_ids"]))
+    return counts
+
+
+def test_chunks_carry_the_same_tokens_as_vllms():
+    vllm = start_vllm(PYTHON, str(MODEL_DIR), extra_args=("--stream-interval", str(SERVER_INTERVAL)))
+    ours = None
+    try:
+        ours = ServerProcess("--model", str(MODEL_DIR), "--stream-interval", str(SERVER_INTERVAL))
+        model = httpx.get(f"{vllm.url}/v1/models").json()["data"][0]["id"]
+        ours_model = httpx.get(f"{ours.url}/v1/models").json()["data"][0]["id"]
+        for max_tokens, interval in ((10, None), (10, 1), (12, 5), (7, 2)):
+            theirs = chunk_tokens(vllm.url, model, max_tokens, interval)
+            print(f"max_tokens {max_tokens}, stream_interval {interval}: vLLM {theirs}")
+            assert chunk_tokens(ours.url, ours_model, max_tokens, interval) == theirs
+            assert sum(theirs) == max_tokens
+    finally:
+        vllm.stop()
+        if ours is not None:
+            assert ours.stop() == 0
