@@ -24,6 +24,7 @@ import numpy as np
 
 from enginetui.bench import report
 from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs, shared_weights
+from enginetui.bench.frozen import frozen
 from enginetui.bench.op_kinds import ORDER, ms_per_kind
 from enginetui.bench.profile import check_decode_capacity, end_decode_batch, start_decode_batch
 from enginetui.bench.step_profiler import profile_steps
@@ -197,8 +198,9 @@ def run(args: argparse.Namespace) -> OpsResult:
                 # fresh prompts each pass, the same for both engines: none is found in a prefix cache
                 step_prompts = [rng.integers(0, info.vocab_size, size=prompt_len).tolist()
                                 for _ in range(steps if prompt_len else 0)]
-                row.passes.append(measure_ours(core, processor, output_processor, prompts, step_prompts,
-                                               args.warmup_steps, args.steps, args.temperature, repeat))
+                with frozen(*([peer.proc] if peer is not None else [])):  # an idle vLLM wakes ~1,300 times a second
+                    row.passes.append(measure_ours(core, processor, output_processor, prompts, step_prompts,
+                                                   args.warmup_steps, args.steps, args.temperature, repeat))
                 if peer is not None:
                     row.passes.append(measure_vllm(peer, prompts, step_prompts, info.max_model_len - args.input_len,
                                                    args.warmup_steps, args.steps, args.temperature, repeat))

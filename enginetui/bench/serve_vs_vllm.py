@@ -28,6 +28,7 @@ import httpx
 
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
+from enginetui.bench.frozen import frozen
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.serve import run_workload, serve_flags
@@ -157,8 +158,9 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                     passes: tuple[list[ServePass], list[ServePass]] = ([], [])
                     for side in turns(args.repeats):
                         url, label = sides[side]
-                        passes[side].append(serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms,
-                                                       args.timeout_s))
+                        with frozen(*([vllm.proc] if side == 0 else [])):  # an idle vLLM wakes ~1,300 times a second
+                            passes[side].append(serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms,
+                                                           args.timeout_s))
                     point_rate = None if math.isinf(rate) else rate
                     ours.append(RatePoint(point_rate, passes[0]))
                     theirs.append(RatePoint(point_rate, passes[1]))

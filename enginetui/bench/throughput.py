@@ -26,6 +26,7 @@ from enginetui.bench import plot, report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.event_counter import EventCounter, StepCounts
+from enginetui.bench.frozen import frozen
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
@@ -285,22 +286,25 @@ def run(args: argparse.Namespace) -> ThroughputResult:
                                                    list(dict.fromkeys(args.vllm_cores))))
         vllm_loads = [x for x in loads if x in VLLM_COMPETING]
         for repeat in range(args.repeats):  # the engines take turns, so a drift of the machine hits them alike
-            for mode in modes:
-                for load in loads:
-                    run, out = our_pass(*engines[mode], workload, mode, load, repeat, args.temperature)
-                    runs.append(run)
-                    tokens = tokens or out
+            with frozen(*(p.proc for p in peers.values())):  # an idle vLLM wakes ~1,300 times a second
+                for mode in modes:
+                    for load in loads:
+                        run, out = our_pass(*engines[mode], workload, mode, load, repeat, args.temperature)
+                        runs.append(run)
+                        tokens = tokens or out
             for peer in peers.values():
-                for load in vllm_loads:
-                    run, out = vllm_pass(peer, workload, load, repeat, args.temperature)
-                    vllm_runs.append(run)
-                    vllm_tokens = vllm_tokens or out
+                with frozen(*(p.proc for p in peers.values() if p is not peer)):
+                    for load in vllm_loads:
+                        run, out = vllm_pass(peer, workload, load, repeat, args.temperature)
+                        vllm_runs.append(run)
+                        vllm_tokens = vllm_tokens or out
         recording = engines["record"][0].stop_recording() if "record" in engines else None
         vllm_version = next(iter(peers.values())).version if peers else None
         if "hf" in compare:
             model = load_hf_model(weights_dir, info["dtype"], info["device"])
             sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
-            hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
+            with frozen(*(p.proc for p in peers.values())):
+                hf_runs = [run_hf(model, workload, b, args.temperature) for b in sizes]
             del model
     best = _best(runs)
     base_mode = next((m for m in modes if m != "off"), modes[0])  # the dashboard needs events

@@ -1,0 +1,52 @@
+"""frozen(): the engine not being timed is stopped, every process of its group, and continued after."""
+
+import subprocess
+import sys
+import time
+
+import psutil
+
+from enginetui.bench.frozen import frozen
+
+# A session leader with a child of its own, both asleep, as vLLM's runner and its EngineCore are.
+FAMILY = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+
+
+def status_of_all(root: psutil.Process) -> set[str]:
+    return {p.status() for p in [root, *root.children(recursive=True)]}
+
+
+def eventually(check) -> bool:
+    """A signal reaches a process a moment after it is sent: wait (a few seconds at most) for `check`."""
+    deadline = time.monotonic() + 10
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return check()
+
+
+def wait_for_child(root: psutil.Process) -> None:
+    deadline = time.monotonic() + 30
+    while not root.children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert root.children(), "the child never started"
+
+
+def test_every_process_of_the_group_is_stopped_inside_and_continued_after():
+    proc = subprocess.Popen([sys.executable, "-c", FAMILY], start_new_session=True)
+    root = psutil.Process(proc.pid)
+    try:
+        wait_for_child(root)
+        with frozen(proc):
+            assert eventually(lambda: status_of_all(root) == {psutil.STATUS_STOPPED})
+        assert eventually(lambda: psutil.STATUS_STOPPED not in status_of_all(root))
+    finally:
+        for p in [*root.children(recursive=True), root]:
+            p.kill()
+        proc.wait()
+
+
+def test_a_group_that_ended_is_skipped():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    proc.wait()
+    with frozen(proc):
+        pass
