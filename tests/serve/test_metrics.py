@@ -112,3 +112,13 @@ def test_our_own_vllm_watcher_reads_it_as_it_reads_vllms(http):
     for name in ("vllm:request_queue_time_seconds", "vllm:time_to_first_token_seconds", "vllm:iteration_tokens_total"):
         assert sample.histogram(name) is not None, name
     assert sample.engines == ["0"]
+
+
+def test_a_stream_interval_counts_an_inter_token_latency_per_token_not_per_chunk(http):
+    engine_idle(http)
+    before = scrape(http)
+    body = {"prompt": "The function", "max_tokens": 11, "ignore_eos": True, "stream": True, "stream_interval": 4}
+    r = http.post("/v1/completions", json=body)
+    assert r.status_code == 200 and r.text.count('"text"') == 4  # chunks of 1, 4, 4 and 2 tokens
+    grew = scrape(http)["vllm:inter_token_latency_seconds_count"] - before["vllm:inter_token_latency_seconds_count"]
+    assert grew == 10  # every token after the first, as vLLM counts them
