@@ -41,6 +41,7 @@ from enginetui.core.worker.thread_governor import ThreadGovernor
 
 log = logging.getLogger("enginetui.busy_loop")
 
+
 class EngineAddresses(NamedTuple):
     """The three sockets between a client and its EngineCore (ipc:// paths)."""
 

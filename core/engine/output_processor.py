@@ -100,10 +100,10 @@ class OutputProcessor:
             result, stopped = self._process_one(state, out, now)
             if stopped:
                 to_abort.append(out.request_id)
+            if result is None:
+                continue  # its tokens go with a later output (outputs are cumulative)
             if result.finished:
                 del self.states[out.request_id]
-            elif not _due(state):
-                continue  # its tokens go with a later output (outputs are cumulative)
             result = self._fold(state, result)
             if result is not None:
                 results.append(result)
@@ -119,7 +119,9 @@ class OutputProcessor:
             self.parents.pop(parent.request_id, None)
         return folded
 
-    def _process_one(self, state: RequestState, out: EngineCoreOutput, now: float) -> tuple[RequestOutput, bool]:
+    def _process_one(self, state: RequestState, out: EngineCoreOutput, now: float) -> tuple[RequestOutput | None, bool]:
+        """Take in one engine output: (the request's output, or None when it is not due under its stream
+        interval; whether a stop string ended it here)."""
         m = state.metrics
         if out.first_scheduled_time is not None and m.first_scheduled_time is None:
             m.first_scheduled_time = out.first_scheduled_time
@@ -150,6 +152,8 @@ class OutputProcessor:
         finished = finish_reason is not None
         if finished:
             m.finished_time = now
+        elif not _due(state):
+            return None, False  # not built: under a stream interval most outputs are not passed on
         completion = CompletionOutput(
             index=state.index, text=state.detok.text, token_ids=list(state.detok.token_ids),
             finish_reason=finish_reason, stop_reason=stop_reason,

@@ -17,25 +17,18 @@ def status_of_all(root: psutil.Process) -> set[str]:
 
 
 def eventually(check) -> bool:
-    """A signal reaches a process a moment after it is sent: wait (a few seconds at most) for `check`."""
+    """A child starts, and a signal reaches a process, a moment later: wait (a few seconds at most) for `check`."""
     deadline = time.monotonic() + 10
     while not check() and time.monotonic() < deadline:
         time.sleep(0.01)
     return check()
 
 
-def wait_for_child(root: psutil.Process) -> None:
-    deadline = time.monotonic() + 30
-    while not root.children() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert root.children(), "the child never started"
-
-
 def test_every_process_of_the_group_is_stopped_inside_and_continued_after():
     proc = subprocess.Popen([sys.executable, "-c", FAMILY], start_new_session=True)
     root = psutil.Process(proc.pid)
     try:
-        wait_for_child(root)
+        assert eventually(lambda: bool(root.children())), "the child never started"
         with frozen(proc):
             assert eventually(lambda: status_of_all(root) == {psutil.STATUS_STOPPED})
         assert eventually(lambda: psutil.STATUS_STOPPED not in status_of_all(root))
