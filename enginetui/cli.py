@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         parser.error(problem)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line after `enginetui`: a command that restarts itself reruns it
     problem = flag_problem(args)  # a value the engine would refuse, named by its flag: before anything starts
     if problem is not None:
         parser.error(problem)

@@ -11,8 +11,6 @@ import importlib.util
 import os
 import sys
 
-from enginetui.kernels.dispatch import paged_attention, reshape_and_cache, select_backend
-
 
 def _installed_namesake() -> importlib.machinery.ModuleSpec | None:
     """The installed `kernels` distribution (Hugging Face's, which transformers >= 5.25 requires and
@@ -31,3 +29,13 @@ if __name__ == "kernels" and (_namesake := _installed_namesake()) is not None:
     _namesake.loader.exec_module(_module)
 
 __all__ = ["paged_attention", "reshape_and_cache", "select_backend"]
+
+
+def __getattr__(name: str):
+    """The dispatch functions, imported at first use: the package itself imports no torch, so the
+    command line can read `enginetui.kernels.cpu_isa` without it."""
+    if name in __all__:
+        from enginetui.kernels import dispatch
+
+        return getattr(dispatch, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from enginetui.kernels.cpu_isa import kernel_compile_flags
+
 SOURCE = Path(__file__).with_name("csrc") / "cpu_attention.cpp"
 CACHE_ENV = "ENGINETUI_KERNEL_CACHE"  # where built kernels are kept
 COMPILER_ENV = "CXX"  # the C++ compiler (default: c++, else g++)
@@ -90,9 +92,10 @@ def _build() -> Path:
     torch_lib = _torch_lib_dir()
     openmp = _torch_openmp_runtime(torch_lib)
     source = SOURCE.read_bytes()
+    flags = [*COMPILE_FLAGS, *kernel_compile_flags()]  # narrower under ENGINETUI_CPU_ISA (kernels/cpu_isa.py)
     key = hashlib.sha256(b"\0".join([
         source, torch.__version__.encode(), compiler.encode(), _compiler_version(compiler), _cpu_fingerprint(),
-        " ".join(COMPILE_FLAGS).encode(), str(openmp).encode(),
+        " ".join(flags).encode(), str(openmp).encode(),
     ])).hexdigest()[:16]
     folder = cache_dir()
     target = folder / f"enginetui_cpu_{key}.so"
@@ -105,12 +108,12 @@ def _build() -> Path:
             log.warning("enginetui: building the C++ CPU attention kernels for this CPU and torch "
                         "(once; about 10-30 s) into %s", target)
             started = time.perf_counter()
-            _compile(compiler, torch_lib, openmp, target)
+            _compile(compiler, flags, torch_lib, openmp, target)
             log.warning("enginetui: C++ CPU attention kernels built in %.1f s", time.perf_counter() - started)
     return target
 
 
-def _compile(compiler: str, torch_lib: str, openmp: str | None, target: Path) -> None:
+def _compile(compiler: str, flags: list[str], torch_lib: str, openmp: str | None, target: Path) -> None:
     """Compile and link in two steps: OpenMP pragmas at compile time, torch's runtime at link time."""
     from torch.utils.cpp_extension import include_paths
 
@@ -120,7 +123,7 @@ def _compile(compiler: str, torch_lib: str, openmp: str | None, target: Path) ->
         includes = [f"-I{p}" for p in include_paths()]
         runtime = [openmp] if openmp else ["-fopenmp"]  # torch's own libgomp, else the compiler's
         for command in (
-            [compiler, *COMPILE_FLAGS, abi, *includes, "-c", str(SOURCE), "-o", str(obj)],
+            [compiler, *flags, abi, *includes, "-c", str(SOURCE), "-o", str(obj)],
             [compiler, "-shared", str(obj), "-o", str(lib), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", *runtime,
              f"-Wl,-rpath,{torch_lib}"],
         ):

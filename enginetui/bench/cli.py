@@ -2,6 +2,7 @@
 
 import argparse
 import importlib
+import os
 import sys
 
 from enginetui.bench.competing import COMPETING_MODES
@@ -10,6 +11,7 @@ from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args
+from enginetui.kernels import cpu_isa
 
 OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM's offline one
     "--max-num-batched-tokens": f"token budget of one step (default: {OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS} on CPU, "
@@ -174,6 +176,10 @@ def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
     parser.add_argument("--disable-detokenize", action="store_true",
                         help="run without a tokenizer (outputs are not detokenized); automatic if the model has none")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--cpu-isa", choices=tuple(cpu_isa.NARROWER_ISAS), metavar="ISA",
+                        help="run every engine (and vLLM) as if on a CPU with only this instruction set: avx2 "
+                        "(torch, oneDNN, MKL, our C++ kernels and vLLM's build all take their AVX2 code; "
+                        "the benchmark restarts itself with ENGINETUI_CPU_ISA=avx2, see kernels/cpu_isa.py)")
     parser.set_defaults(func=lambda args: _run(module, args))
 
 
@@ -181,6 +187,11 @@ def _run(module: str, args: argparse.Namespace) -> int:
     """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
     from enginetui.core.engine.errors import EngineStartupError
 
+    if args.cpu_isa and not cpu_isa.applied(args.cpu_isa):  # restart with the libraries told before they start
+        os.execve(sys.executable, [sys.executable, "-m", "enginetui", *args.argv], cpu_isa.environment(args.cpu_isa))
+    if args.cpu_isa:
+        print(f"bench: as if on a CPU with only {args.cpu_isa.upper()} ({cpu_isa.CPU_ISA_ENV}={args.cpu_isa}): "
+              "the code paths of that CPU, on this machine's cores, caches and memory")
     if module == "serve" and args.compare == "vllm-server":
         module = "serve_vs_vllm"
     try:
