@@ -7,7 +7,8 @@ The source is compiled on the machine that runs it (-O3 -march=native, OpenMP) a
 headers and libraries (paths from `torch.utils.cpp_extension`), and linked to torch's own OpenMP
 runtime, so the kernels and torch's operators share one thread pool and one thread count. The
 shared library is cached in `$ENGINETUI_KERNEL_CACHE` (default `~/.cache/enginetui/kernels`), one
-file per source, torch version, compiler and CPU: the first use builds it (about 10-30 s), later
+file per source, torch version, compiler, CPU and flags (`ENGINETUI_CPU_ISA=avx2` builds without
+AVX-512: kernels/cpu_isa.py): the first use builds it (about 10-30 s), later
 processes load it in milliseconds. Where it cannot be built (no compiler, another platform),
 `available()` is False, one warning line says why, and the dispatch uses the torch reference.
 """
