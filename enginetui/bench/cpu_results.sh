@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every figure of the README's CPU results rows (#19), in one go: about 40 minutes on an idle
+# Every figure of the README's CPU results rows (#19), in one go: about 45 minutes on an idle
 # 2-core machine. Run it from the repository root with vLLM's interpreter given:
 #   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
 #   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 3 passes of each: ours
@@ -8,7 +8,9 @@
 #      compared with vLLM's;
 #   2. the same in bfloat16 (headless): ours, vLLM with its defaults and on both cores;
 #   3. the same workload through transformers.generate (static batches of 8; one pass of ours with it);
-#   4. the step profile at 1 / 16 / 64 running decode requests (engine overhead share).
+#   4. the step profile at 1 / 16 / 64 running decode requests (engine overhead share);
+#   5. on a CPU with AVX-512: the mixed workload against vLLM on both cores with both engines on their
+#      AVX2 code (--cpu-isa avx2, kernels/cpu_isa.py), 3 passes each.
 # Logs and JSON land in OUTDIR (every pass is listed, so the spread shows); the summaries print last.
 set -uo pipefail
 out=${1:?usage: enginetui/bench/cpu_results.sh OUTDIR}
@@ -34,9 +36,15 @@ $py -m enginetui bench throughput "${mixed[@]}" --dtype bfloat16 --compare vllm 
 $py -m enginetui bench throughput "${mixed[@]}" --compare hf --hf-batch-sizes 8 \
     --json "$out/hf.json" 2>&1 | tee "$out/hf.log" || status=1
 $py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
+logs=("$out/vllm.log" "$out/vllm-bf16.log" "$out/hf.log" "$out/profile.log")
+if grep -qw avx512f /proc/cpuinfo; then
+    $py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores all --repeats 3 --cpu-isa avx2 \
+        --json "$out/vllm-avx2.json" 2>&1 | tee "$out/vllm-avx2.log" || status=1
+    logs+=("$out/vllm-avx2.log")
+fi
 
 echo
 uptime
-tail -n 1 "$out/vllm.log" "$out/vllm-bf16.log" "$out/hf.log" "$out/profile.log"
+tail -n 1 "${logs[@]}"
 echo "cpu_results: exit $status"
 exit $status
