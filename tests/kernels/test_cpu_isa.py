@@ -5,19 +5,14 @@ takes its AVX2 code (torch's ATen, oneDNN, our C++ kernels, vLLM's build), and t
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-import torch
 
 from enginetui import cli
 from enginetui.kernels import cpu_isa, cpu_kernels
-from enginetui.kernels.paged_batch import REL_TOL, max_rel_error
-from enginetui.kernels.reference import paged_attention_ref
 from enginetui.vllm_watch.launch import vllm_python
-from tests.kernels.test_cpu_kernels import CASES, DTYPES, _batch, _cpu_flags
+from tests.kernels.test_cpu_kernels import DTYPES, _cpu_flags, assert_build_matches_reference
 
-REPO = Path(__file__).resolve().parents[2]
 HAS_AVX512 = "avx512f" in _cpu_flags()  # else the emulation narrows nothing, and the native build is it
 ISA_PROBE = ("import torch, torch.cpu; print(torch.backends.cpu.get_cpu_capability(), "
              "torch.cpu._is_avx512_supported(), torch.cpu._is_amx_tile_supported())")
@@ -62,21 +57,8 @@ def test_torch_and_onednn_take_their_avx2_code():
 def test_the_kernels_build_without_avx512_and_match_the_reference(tmp_path):
     """Under ENGINETUI_CPU_ISA=avx2 the C++ kernels are a build of their own, with no 512-bit
     (zmm) register anywhere in it, and it computes every case as the reference does."""
-    env = {**cpu_isa.environment("avx2"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
-    code = ("import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
-            "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
-            "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
-            f"for dtype in {[str(d) for d in DTYPES]}:\n"
-            "    for case in CASES.values():\n"
-            "        b = _batch(case, getattr(torch, dtype.removeprefix('torch.')))\n"
-            "        print(dtype, max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
-            "paged_attention_ref(*b.args(*b.clean_caches()))))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    errors = [line.split() for line in done.stdout.split("\n") if line]
-    assert len(errors) == len(CASES) * len(DTYPES)
-    for dtype, error in errors:
-        assert float(error) < REL_TOL[getattr(torch, dtype.removeprefix("torch."))], (dtype, error)
+    assert_build_matches_reference({**cpu_isa.environment("avx2"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")},
+                                   DTYPES)
     (library,) = (tmp_path / "cache").glob("enginetui_cpu_*.so")
     disassembly = subprocess.run(["objdump", "-d", str(library)], capture_output=True, text=True, timeout=120).stdout
     assert "ymm" in disassembly and "zmm" not in disassembly

@@ -150,7 +150,13 @@ def test_builds_for_narrower_cpus_match_reference(tmp_path, build):
     compiler = tmp_path / f"c++-{build}"
     compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" {flag}\n')
     compiler.chmod(0o755)
-    env = {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
+    assert_build_matches_reference({**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")},
+                                   dtypes)
+
+
+def assert_build_matches_reference(env: dict[str, str], dtypes: list[torch.dtype]) -> None:
+    """In a fresh Python with `env` (which decides the build), the kernels match the reference on
+    every case in every dtype of `dtypes`."""
     code = ("import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
             "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
             "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
