@@ -182,7 +182,8 @@ class EngineCore:
         work = StepWork(n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2),
                                 StepPhase(n, "update", w2, w3)])
         times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
-                          forward_ms=result.forward_ms, sample_ms=result.sample_ms)
+                          forward_ms=result.forward_ms, sample_ms=result.sample_ms,
+                          compute_threads=result.compute_threads)
         return self._finish_step(outputs, times, work, result.prepare_ms, t3)
 
     def _step_async(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
@@ -215,7 +216,8 @@ class EngineCore:
         phases += [StepPhase(oldest.step, "execute", executed.start, executed.end),
                    StepPhase(oldest.step, "update", w2, w3)]
         times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
-                          update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms)
+                          update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms,
+                          compute_threads=result.compute_threads)
         return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3)
 
     def _apply(self, plan, result: ModelRunnerOutput | None, error: str) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:

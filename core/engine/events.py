@@ -136,6 +136,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     step_interval_ms: float  # slow motion: the least time between step starts (0 = full speed)
     forward_ms: float = 0.0  # latest step: model forward + lm_head (part of exec_ms)
     sample_ms: float = 0.0  # latest step: sampling (part of exec_ms)
+    compute_threads: int = 0  # latest step: CPU threads the model ran on (0: no model step on a CPU)
     async_scheduling: bool = False  # the engine plans step N+1 while step N executes (vLLM's --async-scheduling)
     planned_step: int = 0  # the step whose plan `scheduled` is (0: nothing planned by this busy-loop step)
     executed_step: int = 0  # the step whose outputs (new_token_ids, finished) this event applies (0: none)

@@ -33,6 +33,7 @@ class StepTimes:
     update_ms: float = 0.0  # in scheduler.update_from_output()
     forward_ms: float = 0.0  # model forward + lm_head (part of exec_ms)
     sample_ms: float = 0.0  # sampling (part of exec_ms)
+    compute_threads: int = 0  # CPU threads the model ran on (0: not on a CPU, or not a model's step)
 
 
 @dataclass(slots=True)
@@ -115,7 +116,7 @@ def build_step_event(kind: str, totals: EngineTotals, config: EngineConfig, sche
         prefix_cache_queries=kv.prefix_cache_queries, prefix_cache_hits=kv.prefix_cache_hits,
         num_dropped_events=0, total_output_tokens=totals.total_output_tokens,
         total_preemptions=totals.total_preemptions, step_interval_ms=totals.step_interval_ms,
-        forward_ms=times.forward_ms, sample_ms=times.sample_ms,
+        forward_ms=times.forward_ms, sample_ms=times.sample_ms, compute_threads=times.compute_threads,
         async_scheduling=totals.async_scheduling, planned_step=work.planned_step,
         executed_step=work.executed_step, phases=work.phases,
     )

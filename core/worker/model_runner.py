@@ -41,6 +41,7 @@ class ModelRunnerOutput:
     forward_ms: float  # model forward + lm_head
     sample_ms: float  # sampling
     prepare_ms: float  # applying deltas and packing inputs
+    compute_threads: int = 0  # CPU threads its operators ran on (torch.get_num_threads(); 0 on CUDA)
 
 
 class ModelRunner:
@@ -128,7 +129,7 @@ class ModelRunner:
         t0 = time.perf_counter()
         self.update_states(out)
         if out.total_num_scheduled_tokens == 0:
-            return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3)
+            return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3, self._compute_threads())
         inputs = self.prepare_inputs(out)
         t1 = time.perf_counter()
         with set_forward_context(inputs.attn):
@@ -152,7 +153,12 @@ class ModelRunner:
                 if lps is not None and wanted is not None:
                     logprobs[req_id] = lps[i][: 1 + wanted]
         t3 = time.perf_counter()
-        return ModelRunnerOutput(sampled_ids, logprobs, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t1 - t0) * 1e3)
+        return ModelRunnerOutput(sampled_ids, logprobs, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t1 - t0) * 1e3,
+                                 self._compute_threads())
+
+    def _compute_threads(self) -> int:
+        """The CPU threads this thread's operators run on (the thread governor may have changed them)."""
+        return torch.get_num_threads() if self.device.type == "cpu" else 0
 
     def _sampling_metadata(self, rows: list[int], vocab: int) -> SamplingMetadata:
         b = self.batch

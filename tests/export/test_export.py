@@ -109,6 +109,7 @@ def test_csv_tables_have_a_row_per_step_and_per_request(recording, tmp_path):
     steps = list(csv.DictReader((tmp_path / "tables" / "steps.csv").open()))
     requests = {r["req_id"]: r for r in csv.DictReader((tmp_path / "tables" / "requests.csv").open())}
     assert [int(r["step"]) for r in steps] == list(range(1, 61))
+    assert {r["compute_threads"] for r in steps} == {"0"}  # the scripted runner runs no model on a CPU
     assert int(steps[17]["preempted"]) == 1 and steps[17]["step"] == "18"
     assert sum(int(r["decode_tokens"]) + int(r["prefill_tokens"]) for r in steps) == sum(
         int(r["scheduled_tokens"]) for r in steps)

@@ -22,8 +22,9 @@ from enginetui.simulate.replay import replay_recording
 
 pytestmark = pytest.mark.timeout(240)
 
-# Keys of a step event that are measured times (or counters of them), not scheduling decisions.
-TIMED = {"seq", "time", "sched_ms", "exec_ms", "update_ms", "forward_ms", "sample_ms", "step_interval_ms", "phases"}
+# Keys of a step event that are measured times (or counters of them) or the machine's state, not scheduling decisions.
+TIMED = {"seq", "time", "sched_ms", "exec_ms", "update_ms", "forward_ms", "sample_ms", "compute_threads",
+         "step_interval_ms", "phases"}
 
 
 async def _record(path, model_dir, engine_args: dict) -> None:

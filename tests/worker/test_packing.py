@@ -78,3 +78,20 @@ def test_removed_rows_are_refilled_by_the_last_row():
     runner.batch.remove("A")
     assert runner.batch.req_ids == ["C", "B"]
     assert runner.batch.block_table[0, 0] == 3 and runner.batch.index == {"C": 0, "B": 1}
+
+
+def test_the_output_says_how_many_threads_the_step_ran_on():
+    """What the thread governor sets is what the step event reports: the runner reads the count the
+    step's operators ran on, in the thread that ran them."""
+    runner = make_runner()
+    before = torch.get_num_threads()
+    plan = lambda req_id: SchedulerOutput(  # noqa: E731
+        scheduled_new_reqs=[new_req(req_id, 4, 0, [len(req_id)])], scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={req_id: 4}, total_num_scheduled_tokens=4, finished_req_ids=set(), preempted_req_ids=set())
+    try:
+        torch.set_num_threads(1)
+        assert runner.execute(plan("A")).compute_threads == 1
+        torch.set_num_threads(2)
+        assert runner.execute(plan("BB")).compute_threads == 2
+    finally:
+        torch.set_num_threads(before)
