@@ -187,9 +187,10 @@ def _run(module: str, args: argparse.Namespace) -> int:
     """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
     from enginetui.core.engine.errors import EngineStartupError
 
-    if args.cpu_isa and not cpu_isa.applied(args.cpu_isa):  # restart with the libraries told before they start
-        os.execve(sys.executable, [sys.executable, "-m", "enginetui", *args.argv], cpu_isa.environment(args.cpu_isa))
     if args.cpu_isa:
+        if not cpu_isa.applied(args.cpu_isa):  # restart with the libraries told before they start
+            os.execve(sys.executable, [sys.executable, "-m", "enginetui", *args.argv],
+                      cpu_isa.environment(args.cpu_isa))
         print(f"bench: as if on a CPU with only {args.cpu_isa.upper()} ({cpu_isa.CPU_ISA_ENV}={args.cpu_isa}): "
               "the code paths of that CPU, on this machine's cores, caches and memory")
     if module == "serve" and args.compare == "vllm-server":
