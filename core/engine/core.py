@@ -10,6 +10,8 @@ outputs and one "update" event for all of it.
 import logging
 import time
 
+import torch
+
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
 from enginetui.core.engine.batch_queue import BatchQueue
@@ -42,6 +44,8 @@ class EngineCore:
         self.model_dir = model_dir  # where weights / tokenizer live (None for name-only dummy models)
         model = load_model(config, hf_config, model_dir)
         prepare_cpu_model(model, config.torch_device)
+        # compute threads before any step (the thread governor, if any, starts from all of them)
+        self.cpu_threads = torch.get_num_threads() if config.torch_device.type == "cpu" else 0
         dtype = next(model.parameters()).dtype
         self.max_model_len = config.max_model_len or hf_config.max_position_embeddings  # longest request
         if self.max_model_len > hf_config.max_position_embeddings:
@@ -93,6 +97,7 @@ class EngineCore:
             eos_token_ids=generation.eos_token_ids,
             default_sampling=generation.sampling,
             pid=pid,
+            cpu_threads=self.cpu_threads,
         )
 
     # ---- changes between steps -------------------------------------------------------------

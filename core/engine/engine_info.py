@@ -23,6 +23,9 @@ class EngineInfo(msgspec.Struct, kw_only=True):
     default_sampling: dict[str, int | float]  # SamplingParams defaults from the generation config
     pid: int  # EngineCore's process id
     kv_pool_rule: str = ""  # how num_blocks was chosen, in words (core/engine/kv_sizing.py; "" in older recordings)
+    # CPU threads a step computes with on an uncontended machine (the thread governor may drop a step
+    # to fewer beside busy processes: StepEvent.compute_threads); 0: not on a CPU, or an older recording
+    cpu_threads: int = 0
 
     @property
     def kv_pool_tokens(self) -> int:

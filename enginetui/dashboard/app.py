@@ -67,7 +67,7 @@ PANELS = [
     ("Selected request", "the selected request's tokens, timings (queued, TTFT, tok/s) and block table"),
     ("Model", "what the engine reported: architecture, parameters, dtype, context length, KV bytes per token"),
     ("KV pool", "one cell per KV block (or group of blocks), coloured by the request that holds it; legend below it"),
-    ("Step", "the latest step: tokens scheduled of the budget (prefill █, decode ▒), where its time went"),
+    ("Step", "the latest step: tokens scheduled of the budget (prefill █, decode ▒), its time, its CPU threads"),
     ("Over time", "tokens generated per second, KV %, running and waiting: a point per interval, idle ones too"),
     ("Event log", "admissions, split prefills, preemptions, finishes and rejections, newest last"),
     ("Timeline", "(^t) a lane per request, a column per step: · waiting █ prefill ━ decode ✖ preempted, then its end"),
@@ -204,12 +204,13 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         restartable = self.phase == "stopped" and self._reopen is not None
         title.show(self.engine.model_name, s.step, self._title_phase(), s.step_interval_ms, self.random_weights,
                    "^r restarts" if restartable else "")
-        self.query_one(ModelPanel).show(self.engine.info, self.random_weights)
+        info = self.engine.info
+        self.query_one(ModelPanel).show(info, self.random_weights)
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
         self.query_one(PoolGrid).show(s.latest, colors)
-        self.query_one(StepPanel).show(s.latest, s.dropped_events)
+        self.query_one(StepPanel).show(s.latest, s.dropped_events, info.cpu_threads if info is not None else 0)
         self.query_one(QueuesPanel).show(s.latest, colors)
         self.query_one(EventLog).show(s.log, s.latest.total_preemptions if s.latest else 0)
         self.query_one(Sparklines).show(s.history)

@@ -6,7 +6,9 @@ are defined alike: a request arrives when the recorded engine received it (kept 
 came in during: from_recording.py), so a measured TTFT holds the wait for that step as a predicted one
 holds the wait for the simulated step in flight; a token is out when its step's event was built. With the
 recording's own step times (`--step-times recorded`) every figure matches exactly; with a fitted or
-roofline model the differences are the model's error.
+roofline model the differences are the model's error. Where the recorded engine ran steps on fewer CPU
+threads than it has (a busy neighbour: core/worker/thread_governor.py), it says how many and how much of
+the run's step time they took: a machine no step-time model describes.
 """
 
 import argparse
@@ -62,6 +64,24 @@ def measured_run(path: str) -> SimRun:
     return SimRun(reqs, times, tl, recorded.num_blocks, num_rejected, "measured", 0.0)
 
 
+def fewer_threads(path: str) -> tuple[int, int, float]:
+    """(steps the recorded engine ran on fewer CPU threads than it has, its steps, the share of its
+    steps' time those took)."""
+    recorded = recorded_run(path)
+    seconds = [e.sched_ms + e.exec_ms + e.update_ms for e in recorded.steps]
+    fewer = [s for e, s in zip(recorded.steps, seconds) if recorded.on_fewer_threads(e)]
+    return len(fewer), len(recorded.steps), sum(fewer) / sum(seconds) if sum(seconds) else 0.0
+
+
+def fewer_threads_line(counts: tuple[int, int, float]) -> str:
+    """What `fewer_threads` found, in words ("" when every step ran on all the engine's threads)."""
+    fewer, total, share = counts
+    if not fewer:
+        return ""
+    return (f"{fewer} of the measured run's {total} steps ran on fewer CPU threads than the engine has "
+            f"({share:.0%} of its step time): another process was competing for the cores")
+
+
 def figure(summary: Summary, name: str) -> float:
     value = summary
     for part in name.split("."):
@@ -90,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'figure':<20}{'measured':>12}{'predicted':>12}{'error':>9}")
     for label, m, p, err in compare_recording(args.recording, args.step_times):
         print(f"{label:<20}{m:>12.2f}{p:>12.2f}{err:>+8.1f}%")
+    if line := fewer_threads_line(fewer_threads(args.recording)):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ class RecordedSteps:
     seconds: list[float]  # its time: from its start to the next step's start
     gaps: list[float]  # of which between steps: from its event being built to the next step's start
     num_steps: int  # steps in the recording, busy or not
+    fewer_threads: int  # busy steps left out because they ran on fewer CPU threads than the engine has
     model_name: str  # the recorded engine's model
     device: str  # where it ran
     num_blocks: int  # its KV pool
@@ -123,7 +124,9 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     processes take meanwhile (behind `enginetui serve`, the HTTP front-end and its streaming clients on
     the same cores). Steps after which the engine had nothing left to run (running and waiting queues
     empty) are left out, since the time to the next start then includes waiting for a request; so are
-    paused or slow-motion steps, and any step whose successor the recording lacks. (So a simulated step's
+    paused or slow-motion steps, any step whose successor the recording lacks, and steps the thread
+    governor ran on fewer CPU threads than the engine has (another process was competing for the
+    cores: `fewer_threads` counts them). (So a simulated step's
     tokens come out at the next step's start, where the engine's came out when its event was built: later
     by the time between steps, `gaps`, under a millisecond on average in a server run.)
     """
@@ -164,9 +167,13 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
             raise ValueError(f"replaying {path} diverged from the recorded engine at step {event.step}")
     starts = [step_start(e) for e in steps]
     shapes, seconds, gaps = [], [], []
+    fewer_threads = 0
     for k, (event, following) in enumerate(zip(steps, steps[1:])):
         if not (event.running or event.waiting):
             continue  # idle after it: the next start waited for a request
+        if recorded.on_fewer_threads(event):
+            fewer_threads += 1
+            continue  # beside a busy process: not the machine the fit describes
         if event.paused or event.step_interval_ms or following.paused or following.step != event.step + 1:
             continue  # single-stepped, slowed down, or the next step is missing
         period = starts[k + 1] - starts[k]
@@ -178,8 +185,8 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     header = recorded.header
     device = (f"{header.engine.device} ({header.engine.dtype}), recorded "
               f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC")
-    return RecordedSteps(shapes, seconds, gaps, len(steps), recorded.model_name, device, recorded.num_blocks,
-                         recorded.max_model_len)
+    return RecordedSteps(shapes, seconds, gaps, len(steps), fewer_threads, recorded.model_name, device,
+                         recorded.num_blocks, recorded.max_model_len)
 
 
 def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
@@ -213,10 +220,12 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
                          f"of decodes alone (the fit needs at least {MIN_OF_EACH_KIND} of each, or it cannot price "
                          f"both): record a run where requests arrive while others decode")
     mean_gap_ms = sum(gaps) / len(gaps) * 1e3
+    fewer = sum(run.fewer_threads for run in runs)
+    left_out = f"; {fewer} busy steps on fewer CPU threads than the engine's left out" if fewer else ""
     info = FitInfo(model=models[0], machine=runs[0].device, num_steps=0, r2=0.0, mean_abs_error_pct=0.0,
                    note=f"fitted with enginetui simulate --calibrate-from-recording to {len(shapes)} busy steps of "
                         f"{total} in {names}: each step's time from its start to the next step's start (the "
-                        f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included)",
+                        f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included){left_out}",
                    engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len})
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
 

@@ -44,6 +44,18 @@ class RecordedRun:
     num_partial: int  # requests aborted or still running at the end (they stop after their recorded tokens)
     header: Header  # the recording's header (where and when it ran)
 
+    @property
+    def cpu_threads(self) -> int:
+        """The recorded engine's CPU threads when uncontended: its EngineInfo's, else (an older
+        recording) the most any step ran on; 0 where no step ran a model on a CPU."""
+        return self.header.engine.cpu_threads or max((e.compute_threads for e in self.steps), default=0)
+
+    def on_fewer_threads(self, event: StepEvent) -> bool:
+        """The step ran on fewer CPU threads than the engine has: the thread governor's answer to other
+        processes competing for the cores (core/worker/thread_governor.py), a machine the step-time
+        models do not describe."""
+        return 0 < event.compute_threads < self.cpu_threads
+
 
 def recorded_run(path: str) -> RecordedRun:
     recording = read_recording(path)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from enginetui.simulate.accuracy import compare_recording
+from enginetui.simulate.accuracy import compare_recording, fewer_threads, fewer_threads_line
 from enginetui.simulate.calibrate import calibrate_from_recording
 
 CAL_SEED = 1  # the calibration runs' workload seed
@@ -77,7 +77,8 @@ def sitting(runs: list[Run], record: Callable[[Run], None], out: Path, log=print
         if run.kind == "test":
             rows = compare_recording(run.path, fit_path)
             tested.append({"run": asdict(run), "figures": [dict(zip(("figure", "measured", "predicted", "error_pct"),
-                                                                    row)) for row in rows]})
+                                                                    row)) for row in rows],
+                           "fewer_threads": dict(zip(("steps", "of_steps", "time_share"), fewer_threads(run.path)))})
     return {"fit": {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct,
                     "coefficients": fit.coefficients}, "tested": tested}
 
@@ -96,6 +97,9 @@ def report(results: dict) -> str:
                   if row["figure"] in TARGET_FIGURES and not abs(row["error_pct"]) <= TARGET_PCT]
         lines.append(f"within {TARGET_PCT:g}%: " + ("all of " + ", ".join(TARGET_FIGURES) if not misses
                                                    else "not " + ", ".join(misses)))
+        counts = entry["fewer_threads"]
+        if line := fewer_threads_line((counts["steps"], counts["of_steps"], counts["time_share"])):
+            lines.append(line)  # a busy neighbour in the measured run: an error the fit cannot help
     return "\n".join(lines)
 
 

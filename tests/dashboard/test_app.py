@@ -508,6 +508,20 @@ async def test_step_panel_shows_the_prefix_cache_hit_rate(make_app):
         assert "prefix hits 45%" in shown(app, StepPanel)
 
 
+async def test_step_panel_says_when_a_step_ran_on_fewer_threads_than_the_engine_has(make_app):
+    app = make_app(autostep=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await settle(pilot)
+        assert "thread" not in shown(app, StepPanel)  # the scripted runner runs no model on a CPU
+        app.fake.info = msgspec.structs.replace(app.fake.info, cpu_threads=4)
+        for threads, words in ((4, "· 4 threads"), (1, "· 1 of 4 threads")):  # all of them, then the governor's one
+            app.state.apply_event(msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1),
+                                                         compute_threads=threads))
+            app.redraw()
+            assert words in shown(app, StepPanel)
+
+
 def footer_actions(app: EngineTUI) -> list[str]:
     """The actions the footer offers right now, in its order."""
     return [b.action.removeprefix("app.").split("(")[0] for _, b, enabled, _ in app.screen.active_bindings.values()

@@ -10,7 +10,7 @@ from enginetui.dashboard.widgets.queues import queue_line
 from enginetui.dashboard.widgets.request_detail import detail_text
 from enginetui.dashboard.widgets.requests_table import first_row, progress, row_note, tail
 from enginetui.dashboard.widgets.sparklines import sparkline
-from enginetui.dashboard.widgets.step_panel import budget_bar
+from enginetui.dashboard.widgets.step_panel import FEWER_THREADS_STYLE, budget_bar, threads_text
 from enginetui.plural import count
 from tests.dashboard.builders import event
 from tests.dashboard.builders import progress as req_progress
@@ -63,6 +63,15 @@ def test_budget_bar_splits_prefill_and_decode():
     bar = budget_bar(prefill=50, decode=10, budget=100, width=12)
     assert bar.plain == "▕█████▒    ▏"  # the unused budget blank (on a grey ground): no glyph to explain
     assert budget_bar(0, 1, 8192, 12).plain == "▕▒         ▏"  # one token still shows
+
+
+def test_threads_are_named_and_fewer_than_the_engines_highlighted():
+    assert threads_text(2, 2).plain == " · 2 threads"
+    assert threads_text(1, 0).plain == " · 1 thread"  # an older recording: the engine's count unknown
+    fewer = threads_text(1, 2)
+    assert fewer.plain == " · 1 of 2 threads"
+    assert [span.style for span in fewer.spans] == [FEWER_THREADS_STYLE]
+    assert threads_text(0, 2).plain == ""  # no model step on a CPU
 
 
 def test_queue_line_counts_what_does_not_fit():

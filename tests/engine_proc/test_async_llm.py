@@ -190,7 +190,7 @@ async def test_events_consistent_with_scheduler_every_step(llm, has_tokenizer):
     for ev in steps:
         check_event(ev)
         if ev.is_step and ev.num_scheduled_tokens:  # the model ran on the CPU, on the threads it says
-            assert 1 <= ev.compute_threads <= os.cpu_count(), ev.compute_threads
+            assert 1 <= ev.compute_threads <= llm.info.cpu_threads <= os.cpu_count(), ev.compute_threads
     finished = {f.req_id: f for e in steps for f in e.finished}
     assert {"ev-0", "ev-1", "ev-2"} <= set(finished)
     assert finished["ev-2"].num_output_tokens == 11 and finished["ev-2"].reason == "length"

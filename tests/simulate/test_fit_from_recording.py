@@ -8,12 +8,16 @@ the law in each step)."""
 import asyncio
 import time
 
+import msgspec
 import pytest
 
 from enginetui.cli import main
 from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.record.reader import read_recording
+from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.simulate import workloads
+from enginetui.simulate.accuracy import fewer_threads, fewer_threads_line
 from enginetui.simulate.api import simulate
 from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
 from enginetui.simulate.fitted import FitInfo, FittedModel, load_fitted
@@ -75,6 +79,31 @@ def test_the_command_writes_the_fit_prints_its_error_and_the_simulator_takes_it(
     # simulated on the fitted clock, the recorded run comes back: every step ends where a recorded step started
     assert main(["simulate", "--from-recording", law_recording, "--step-times", str(out), "--no-progress"]) == 0
     assert "40 completed of 40" in capsys.readouterr().out
+
+
+def test_steps_on_fewer_threads_than_the_engine_has_are_left_out_of_the_fit(law_recording, tmp_path):
+    # the law's run as an engine on 4 CPU threads would record it, every 7th step on 1 (a busy neighbour)
+    recording = read_recording(law_recording)
+    events = [msgspec.structs.replace(e, compute_threads=(1 if e.step % 7 == 0 else 4) if e.is_step else 0)
+              for e in recording.events()]
+    header = msgspec.structs.replace(recording.header,
+                                     engine=msgspec.structs.replace(recording.header.engine, cpu_threads=4))
+    path = str(tmp_path / "neighbour.etrec")
+    write_recording(path, header, events)
+    all_steps, steps = recorded_steps(law_recording), recorded_steps(path)
+    assert all_steps.fewer_threads == 0 and steps.fewer_threads > 0
+    assert len(steps.shapes) + steps.fewer_threads == len(all_steps.shapes)
+    model = calibrate_from_recording(path)
+    assert f"{steps.fewer_threads} busy steps on fewer CPU threads than the engine's left out" in model.info.note
+    assert model.coefficients["prefill_tokens"] == pytest.approx(LAW["prefill_tokens"], rel=1e-6)
+    fewer, total, share = fewer_threads(path)  # what the accuracy report says of such a measured run
+    assert (fewer, total) == (sum(1 for e in events if e.is_step and e.compute_threads == 1), steps.num_steps)
+    assert 0 < share < 1 and fewer_threads(law_recording)[0] == 0
+    assert fewer_threads_line((fewer, total, share)).startswith(f"{fewer} of the measured run's {total} steps")
+    # an older recording (no cpu_threads in its header): the most threads any step ran on stands for the engine's
+    older = str(tmp_path / "older.etrec")
+    write_recording(older, recording.header, events)
+    assert recorded_steps(older).fewer_threads == steps.fewer_threads
 
 
 def test_several_recordings_fit_together(law_recording, tmp_path, monkeypatch):

@@ -38,14 +38,19 @@ def test_a_sitting_fits_the_calibration_runs_and_predicts_the_tested_ones(tmp_pa
         errors = {row["figure"]: row["error_pct"] for row in entry["figures"]}
         for figure in serve_accuracy.TARGET_FIGURES:
             assert abs(errors[figure]) < 1.0, (entry["run"], figure)
+    assert all(entry["fewer_threads"]["steps"] == 0 for entry in results["tested"])  # no model ran on a CPU
     text = report(results)
     assert text.count("within 15%: all of TTFT p50 ms, TTFT p90 ms, TPOT p50 ms") == 2
+    assert "fewer CPU threads" not in text
     json.dumps(results)  # main() writes it as accuracy.json
 
 
 def test_the_report_names_the_figures_that_miss():
     rows = [{"figure": f, "measured": 100.0, "predicted": p, "error_pct": p - 100.0}
             for f, p in (("TTFT p50 ms", 110.0), ("TTFT p90 ms", 60.0), ("TPOT p50 ms", 116.0))]
-    text = report({"tested": [{"run": {"rate": 1.0, "path": "/x/test-1-0.etrec"}, "figures": rows}]})
+    neighbour = {"steps": 120, "of_steps": 2810, "time_share": 0.08}
+    text = report({"tested": [{"run": {"rate": 1.0, "path": "/x/test-1-0.etrec"}, "figures": rows,
+                               "fewer_threads": neighbour}]})
     assert "tested run at 1 req/s (test-1-0.etrec)" in text
     assert "within 15%: not TTFT p90 ms, TPOT p50 ms" in text and "-40.0%" in text
+    assert "120 of the measured run's 2810 steps ran on fewer CPU threads than the engine has (8% of its" in text

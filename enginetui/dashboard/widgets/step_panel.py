@@ -12,6 +12,7 @@ DECODE_STYLE = "#c678dd"
 
 
 UNUSED_STYLE = "on #3e4451"  # the budget left unused: blank cells on a grey ground (no glyph to explain)
+FEWER_THREADS_STYLE = "bold #e5c07b"  # a step on fewer CPU threads than the engine has (a busy neighbour)
 
 
 def budget_bar(prefill: int, decode: int, budget: int, width: int) -> Text:
@@ -23,6 +24,17 @@ def budget_bar(prefill: int, decode: int, budget: int, width: int) -> Text:
     bar.append("█" * p, style=PREFILL_STYLE).append("▒" * d, style=DECODE_STYLE)
     bar.append(" " * (inner - p - d), style=UNUSED_STYLE).append("▏")
     return bar
+
+
+def threads_text(compute_threads: int, cpu_threads: int) -> Text:
+    """" · 2 threads" for a step on every thread the engine has; " · 1 of 2 threads", highlighted,
+    for one the thread governor ran on fewer (other processes competing for the cores); nothing for
+    a step that ran no model on a CPU. `cpu_threads`: the engine's count (0: unknown)."""
+    if compute_threads <= 0:
+        return Text()
+    if 0 < cpu_threads and compute_threads < cpu_threads:
+        return Text(" · ").append(f"{compute_threads} of {cpu_threads} threads", style=FEWER_THREADS_STYLE)
+    return Text(f" · {count(compute_threads, 'thread')}")
 
 
 def _cells(tokens: int, budget: int, width: int) -> int:
@@ -37,10 +49,11 @@ class StepPanel(Widget):
         super().__init__(**kwargs)
         self._event: StepEvent | None = None  # latest step event
         self._dropped = 0  # step events that never reached the dashboard (it fell behind)
+        self._cpu_threads = 0  # the engine's CPU threads when uncontended (EngineInfo; 0: unknown)
         self.border_title = "Step"
 
-    def show(self, event: StepEvent | None, dropped: int) -> None:
-        self._event, self._dropped = event, dropped
+    def show(self, event: StepEvent | None, dropped: int, cpu_threads: int = 0) -> None:
+        self._event, self._dropped, self._cpu_threads = event, dropped, cpu_threads
         if event is not None:  # the latest step's whole time in the title: its parts fit one line in 80 columns
             total = event.sched_ms + event.exec_ms + event.update_ms
             self.border_title = f"Step {event.step} · {total:.1f} ms" if event.step else "Step · none yet"
@@ -63,7 +76,11 @@ class StepPanel(Widget):
             if len(line) + len(hits) <= self.content_size.width:
                 line.append(hits)
         text.append("\n").append_text(line)
-        text.append(f"\nsched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
+        times = Text(f"sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
+        threads = threads_text(e.compute_threads, self._cpu_threads)
+        if len(times) + len(threads) <= self.content_size.width:  # said where there is room
+            times.append_text(threads)
+        text.append("\n").append_text(times)
         if e.async_scheduling:  # tokens being sampled by steps in flight, not yet known
             text.append(f" · placeholders {sum(r.num_output_placeholders for r in e.running)}", style=DIM)
         if self._dropped:
