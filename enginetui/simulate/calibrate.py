@@ -171,14 +171,14 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     for k, (event, following) in enumerate(zip(steps, steps[1:])):
         if not (event.running or event.waiting):
             continue  # idle after it: the next start waited for a request
-        if recorded.on_fewer_threads(event):
-            fewer_threads += 1
-            continue  # beside a busy process: not the machine the fit describes
         if event.paused or event.step_interval_ms or following.paused or following.step != event.step + 1:
             continue  # single-stepped, slowed down, or the next step is missing
         period = starts[k + 1] - starts[k]
         if period <= 0:
             continue  # clocks out of order (a wall-clock jump)
+        if recorded.on_fewer_threads(event):
+            fewer_threads += 1
+            continue  # beside a busy process: not the machine the fit describes
         shapes.append(replay.shapes[k])
         seconds.append(period)
         gaps.append(starts[k + 1] - event.time)

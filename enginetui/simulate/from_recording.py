@@ -43,12 +43,9 @@ class RecordedRun:
     model_name: str  # what it ran
     num_partial: int  # requests aborted or still running at the end (they stop after their recorded tokens)
     header: Header  # the recording's header (where and when it ran)
-
-    @property
-    def cpu_threads(self) -> int:
-        """The recorded engine's CPU threads when uncontended: its EngineInfo's, else (an older
-        recording) the most any step ran on; 0 where no step ran a model on a CPU."""
-        return self.header.engine.cpu_threads or max((e.compute_threads for e in self.steps), default=0)
+    # the engine's CPU threads when uncontended: its EngineInfo's, else (an older recording) the most any
+    # step ran on; 0 where no step ran a model on a CPU
+    cpu_threads: int
 
     def on_fewer_threads(self, event: StepEvent) -> bool:
         """The step ran on fewer CPU threads than the engine has: the thread governor's answer to other
@@ -102,5 +99,6 @@ def recorded_run(path: str) -> RecordedRun:
             output_token_ids=out, priority=a.priority, arrival_time=a.arrival_time,
             max_tokens=a.max_tokens if reason == "rejected" or not out else None))
     num_partial = sum(1 for r in requests if ended.get(r.request_id) not in ("stop", "length", "rejected"))
+    cpu_threads = header.engine.cpu_threads or max((e.compute_threads for e in steps), default=0)
     return RecordedRun(requests, steps, config, header.engine.num_blocks, header.engine.max_model_len,
-                       header.engine.model_name, num_partial, header)
+                       header.engine.model_name, num_partial, header, cpu_threads)
