@@ -4,7 +4,8 @@
                         threads "busy loop" and "model" - each step's schedule and update, and its
                                          execution, at the wall-clock times the events give (with
                                          async scheduling the plan of step N+1 overlaps N's execution)
-                        counters         - KV usage, running, waiting, batch tokens (prefill / decode)
+                        counters         - KV usage, running, waiting, batch tokens (prefill / decode),
+                                           CPU threads (steps that ran a model on a CPU)
     process "requests": a thread per request - its phases (waiting, prefill, decode, recompute, ...)
                         as slices, preemptions and its end as instants
 
@@ -101,6 +102,8 @@ def _counters(event: StepEvent, ts: float) -> list[dict]:
         "batch tokens": {"prefill": event.num_prefill_tokens if event.is_step else 0,
                          "decode": event.num_decode_tokens if event.is_step else 0},
     }
+    if event.is_step and event.compute_threads:  # a model step on a CPU: fewer threads beside a busy process
+        values["CPU threads"] = {"threads": event.compute_threads}
     return [{"ph": "C", "name": name, "ts": ts, "pid": ENGINE_PID, "args": args} for name, args in values.items()]
 
 

@@ -6,10 +6,12 @@ import asyncio
 import csv
 import json
 
+import msgspec
 import pytest
 
-from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
+from enginetui.core.record.reader import read_recording
+from enginetui.core.record.writer import write_recording
 from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
 from tests.dashboard.scripted_recording import record_scripted_run
 
@@ -69,6 +71,19 @@ def test_engine_steps_are_slices_split_into_schedule_execute_update_with_counter
     assert counters == {"KV usage %", "running", "waiting", "batch tokens"}
     full = [e for e in trace if e["ph"] == "C" and e["name"] == "KV usage %" and e["args"]["used"] == 100.0]
     assert full  # the 16-block pool filled up (that is why r6 was preempted)
+
+
+def test_cpu_threads_are_a_counter_where_steps_ran_a_model_on_a_cpu(recording, tmp_path):
+    rec = read_recording(recording)
+    trace = perfetto_trace(rec)["traceEvents"]
+    assert not [e for e in trace if e["ph"] == "C" and e["name"] == "CPU threads"]  # the scripted runner: none
+    threads = lambda e: (1 if e.step % 5 == 0 else 2) if e.is_step else 0  # noqa: E731 - a neighbour every 5th
+    events = [msgspec.structs.replace(e, compute_threads=threads(e)) for e in rec.events()]
+    path = tmp_path / "threads.etrec"
+    write_recording(path, rec.header, events)
+    counted = [e["args"]["threads"] for e in perfetto_trace(read_recording(path))["traceEvents"]
+               if e["ph"] == "C" and e["name"] == "CPU threads"]
+    assert counted == [threads(e) for e in events if e.is_step]
 
 
 def test_each_request_has_a_track_with_its_phases_a_preemption_and_its_end(recording):
