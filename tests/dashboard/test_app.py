@@ -520,6 +520,13 @@ async def test_step_panel_says_when_a_step_ran_on_fewer_threads_than_the_engine_
                                                          compute_threads=threads))
             app.redraw()
             assert words in shown(app, StepPanel)
+        # asynchronous scheduling adds the placeholders to the same line: the threads give way, never wrap it
+        app.state.apply_event(msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1), compute_threads=1,
+                                                     async_scheduling=True))
+        app.redraw()
+        width = app.query_one(StepPanel).content_size.width
+        assert "placeholders 0" in shown(app, StepPanel)
+        assert all(len(line) <= width for line in shown(app, StepPanel).splitlines())
 
 
 def footer_actions(app: EngineTUI) -> list[str]:

@@ -77,12 +77,13 @@ class StepPanel(Widget):
                 line.append(hits)
         text.append("\n").append_text(line)
         times = Text(f"sched {e.sched_ms:.1f} · exec {e.exec_ms:.1f} · upd {e.update_ms:.1f} ms")
-        threads = threads_text(e.compute_threads, self._cpu_threads)
-        if len(times) + len(threads) <= self.content_size.width:  # said where there is room
-            times.append_text(threads)
-        text.append("\n").append_text(times)
+        placeholders = Text()
         if e.async_scheduling:  # tokens being sampled by steps in flight, not yet known
-            text.append(f" · placeholders {sum(r.num_output_placeholders for r in e.running)}", style=DIM)
+            placeholders.append(f" · placeholders {sum(r.num_output_placeholders for r in e.running)}", style=DIM)
+        threads = threads_text(e.compute_threads, self._cpu_threads)
+        if len(times) + len(threads) + len(placeholders) <= self.content_size.width:  # said where there is room
+            times.append_text(threads)
+        text.append("\n").append_text(times).append_text(placeholders)
         if self._dropped:
             text.append(f"\n{count(self._dropped, 'event')} dropped (dashboard slower than engine)", style=DIM)
         return text
