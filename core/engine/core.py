@@ -10,8 +10,6 @@ outputs and one "update" event for all of it.
 import logging
 import time
 
-import torch
-
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
 from enginetui.core.engine.batch_queue import BatchQueue
@@ -25,7 +23,7 @@ from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.core.sched.step_record import StepRecord
 from enginetui.core.worker.cpu_linear import prepare_cpu_model
-from enginetui.core.worker.model_runner import ModelRunnerOutput
+from enginetui.core.worker.model_runner import ModelRunnerOutput, compute_threads
 from enginetui.core.worker.runner_class import Runner, runner_class
 
 log = logging.getLogger("enginetui.core")
@@ -45,7 +43,7 @@ class EngineCore:
         model = load_model(config, hf_config, model_dir)
         prepare_cpu_model(model, config.torch_device)
         # compute threads before any step (the thread governor, if any, starts from all of them)
-        self.cpu_threads = torch.get_num_threads() if config.torch_device.type == "cpu" else 0
+        self.cpu_threads = compute_threads(config.torch_device)
         dtype = next(model.parameters()).dtype
         self.max_model_len = config.max_model_len or hf_config.max_position_embeddings  # longest request
         if self.max_model_len > hf_config.max_position_embeddings:

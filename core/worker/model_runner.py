@@ -44,6 +44,12 @@ class ModelRunnerOutput:
     compute_threads: int = 0  # CPU threads its operators ran on (torch.get_num_threads(); 0 on CUDA)
 
 
+def compute_threads(device: torch.device) -> int:
+    """The CPU threads the calling thread's operators run on (the thread governor may have changed
+    them); 0 for a model that does not run on a CPU."""
+    return torch.get_num_threads() if device.type == "cpu" else 0
+
+
 class ModelRunner:
     """Owns the model, its paged KV cache and the persistent input batch."""
 
@@ -129,7 +135,7 @@ class ModelRunner:
         t0 = time.perf_counter()
         self.update_states(out)
         if out.total_num_scheduled_tokens == 0:
-            return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3, self._compute_threads())
+            return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3, compute_threads(self.device))
         inputs = self.prepare_inputs(out)
         t1 = time.perf_counter()
         with set_forward_context(inputs.attn):
@@ -154,11 +160,7 @@ class ModelRunner:
                     logprobs[req_id] = lps[i][: 1 + wanted]
         t3 = time.perf_counter()
         return ModelRunnerOutput(sampled_ids, logprobs, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t1 - t0) * 1e3,
-                                 self._compute_threads())
-
-    def _compute_threads(self) -> int:
-        """The CPU threads this thread's operators run on (the thread governor may have changed them)."""
-        return torch.get_num_threads() if self.device.type == "cpu" else 0
+                                 compute_threads(self.device))
 
     def _sampling_metadata(self, rows: list[int], vocab: int) -> SamplingMetadata:
         b = self.batch

@@ -16,6 +16,7 @@ import math
 from array import array
 
 from enginetui.core.record.reader import read_recording
+from enginetui.export.steps import step_ms
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.metrics import Summary, summarize
 from enginetui.simulate.simulator import RequestTimes, SimRun, Timeline
@@ -68,7 +69,7 @@ def fewer_threads(path: str) -> tuple[int, int, float]:
     """(steps the recorded engine ran on fewer CPU threads than it has, its steps, the share of its
     steps' time those took)."""
     recorded = recorded_run(path)
-    seconds = [e.sched_ms + e.exec_ms + e.update_ms for e in recorded.steps]
+    seconds = [step_ms(e) for e in recorded.steps]
     fewer = [s for e, s in zip(recorded.steps, seconds) if recorded.on_fewer_threads(e)]
     return len(fewer), len(recorded.steps), sum(fewer) / sum(seconds) if sum(seconds) else 0.0
 
