@@ -28,7 +28,10 @@ def test_every_process_of_the_group_is_stopped_inside_and_continued_after():
     proc = subprocess.Popen([sys.executable, "-c", FAMILY], start_new_session=True)
     root = psutil.Process(proc.pid)
     try:
-        assert eventually(lambda: bool(root.children())), "the child never started"
+        # Both asleep, not merely forked: a parent still inside vfork, whose child is stopped before its
+        # exec, waits uninterruptibly ("disk-sleep") and never shows as stopped.
+        both_asleep = lambda: bool(root.children()) and status_of_all(root) == {psutil.STATUS_SLEEPING}  # noqa: E731
+        assert eventually(both_asleep), "the family never settled into its sleep"
         with frozen(proc):
             assert eventually(lambda: status_of_all(root) == {psutil.STATUS_STOPPED})
         assert eventually(lambda: psutil.STATUS_STOPPED not in status_of_all(root))
