@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from enginetui.core.engine.detokenizer import IncrementalDetokenizer, find_stop
+from enginetui.core.engine.detokenizer import FastIncrementalDetokenizer, IncrementalDetokenizer, detokenizer_for, find_stop
 from enginetui.core.engine.parallel_sampling import ParentRequest
 from enginetui.core.outputs import CompletionOutput, EngineCoreOutput, EngineCoreRequest, RequestMetrics, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
@@ -25,7 +25,7 @@ class RequestState:
     prompt: str | None  # prompt text, if given as text
     prompt_token_ids: list[int]  # tokenized prompt
     params: SamplingParams  # its sampling parameters
-    detok: IncrementalDetokenizer  # text assembly
+    detok: FastIncrementalDetokenizer | IncrementalDetokenizer  # text assembly
     metrics: RequestMetrics  # timings
     logprobs: list[dict[int, float]] | None  # per generated token, when asked for
     num_cached_tokens: int = 0  # prefix-cache hits reported by the engine
@@ -65,7 +65,7 @@ class OutputProcessor:
                    parent: ParentRequest | None, index: int) -> None:
         self.states[request_id] = RequestState(
             request_id=request_id, prompt=prompt, prompt_token_ids=request.prompt_token_ids, params=params,
-            detok=IncrementalDetokenizer(self.tokenizer, params.skip_special_tokens),
+            detok=detokenizer_for(self.tokenizer, params.skip_special_tokens),
             metrics=RequestMetrics(arrival_time=request.arrival_time),
             logprobs=[] if params.logprobs is not None else None, parent=parent, index=index,
             stream_interval=max(self.stream_interval, params.stream_interval or 1),
