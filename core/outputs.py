@@ -36,6 +36,7 @@ class EngineCoreOutput(msgspec.Struct, kw_only=True, omit_defaults=True):
     stop_token_id: int | None = None  # the EOS / stop token that ended it, if any
     num_cached_tokens: int = 0  # prompt tokens served by the prefix cache
     first_scheduled_time: float | None = None  # time.time() when it was first scheduled (first output only)
+    num_preemptions: int = 0  # on the last output of a request that ran: times it was preempted
 
 
 class EngineCoreOutputs(msgspec.Struct, kw_only=True):
@@ -44,6 +45,9 @@ class EngineCoreOutputs(msgspec.Struct, kw_only=True):
     outputs: list[EngineCoreOutput]  # per-request progress this step
     step: int  # the step that produced them
     timestamp: float  # time.time() at the end of the step
+    # tokens the model computed in the step whose outputs these are (0: outputs produced between
+    # steps); a step that computed tokens sends its outputs even when it has none (a prefill chunk)
+    num_scheduled_tokens: int = 0
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
 
 from enginetui.core.config import EngineConfig
@@ -27,7 +27,7 @@ from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.engine.processor import PromptType
 from enginetui.core.engine.tokenizer import open_text_stages
-from enginetui.core.outputs import RequestOutput
+from enginetui.core.outputs import EngineCoreOutputs, RequestOutput
 from enginetui.core.record.recorder import Recorder, RecordingSummary, start_recording
 from enginetui.core.sampling_params import SamplingParams
 
@@ -52,6 +52,9 @@ class AsyncLLM:
         self._background: set[asyncio.Task] = set()  # fire-and-forget aborts
         self._dead: EngineDeadError | None = None  # set when EngineCore died
         self._closed = False  # shutdown() was called
+        # called with every EngineCoreOutputs as it arrives, before its requests' outputs go out (the
+        # server's metrics: tokens per step, preemptions of each request that ended)
+        self.output_observers: list[Callable[[EngineCoreOutputs], None]] = []
         self.recorder: Recorder | None = None  # writes the recording, while recording
         if record is not None:
             try:
@@ -256,6 +259,8 @@ class AsyncLLM:
         try:
             while True:
                 outputs = await self.client.get_output()
+                for observe in self.output_observers:
+                    observe(outputs)
                 results, to_abort = self.output_processor.process(outputs.outputs)
                 for result in results:
                     queue = self._queues.get(result.request_id)

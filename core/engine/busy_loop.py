@@ -242,7 +242,7 @@ class EngineLoop:
         outputs, event = self.core.step()
         if self.governor is not None:
             self.governor.after_step()
-        if outputs.outputs:
+        if outputs.outputs or outputs.num_scheduled_tokens:
             self.out_q.put(wire.Outputs(outputs=outputs))
         if event is not None:
             self.out_q.put(event)

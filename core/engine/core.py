@@ -187,7 +187,7 @@ class EngineCore:
         times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
                           forward_ms=result.forward_ms, sample_ms=result.sample_ms,
                           compute_threads=result.compute_threads)
-        return self._finish_step(outputs, times, work, result.prepare_ms, t3)
+        return self._finish_step(outputs, times, work, result.prepare_ms, t3, plan.total_num_scheduled_tokens)
 
     def _step_async(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
         """Plan step N+1 and hand it to the model thread; then wait for step N and apply its tokens
@@ -221,7 +221,8 @@ class EngineCore:
         times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
                           update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms,
                           compute_threads=result.compute_threads)
-        return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3)
+        return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3,
+                                 oldest.plan.total_num_scheduled_tokens)
 
     def _apply(self, plan, result: ModelRunnerOutput | None, error: str) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:
         """Apply one executed plan's tokens to the scheduler (a failed execution fails its requests)."""
@@ -233,8 +234,9 @@ class EngineCore:
         return outputs, result
 
     def _finish_step(self, outputs: list[EngineCoreOutput], times: StepTimes, work: StepWork, prepare_ms: float,
-                     t_applied: float) -> tuple[EngineCoreOutputs, StepEvent | None]:
-        """Count the busy-loop step, check invariants if asked, build its event."""
+                     t_applied: float, num_scheduled_tokens: int = 0) -> tuple[EngineCoreOutputs, StepEvent | None]:
+        """Count the busy-loop step, check invariants if asked, build its event. `num_scheduled_tokens`:
+        the tokens of the plan whose outputs these are (0 where this busy-loop step applied none)."""
         self.step_count += 1
         if self.config.debug_invariants:
             self.scheduler.check_invariants()
@@ -246,7 +248,8 @@ class EngineCore:
             "schedule": times.sched_ms, "prepare": prepare_ms, "forward": times.forward_ms,
             "sample": times.sample_ms, "update": times.update_ms, "event": (t4 - t_applied) * 1e3,
         }
-        return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time()), event
+        return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time(),
+                                 num_scheduled_tokens=num_scheduled_tokens), event
 
     # ---- events ----------------------------------------------------------------------------
 

@@ -296,6 +296,7 @@ class Scheduler:
             if request.status.finished:
                 out.finish_reason = request.status.value
                 out.finish_detail = request.finish_detail
+                out.num_preemptions = request.num_preemptions
                 if request.status is RequestStatus.FINISHED_STOPPED:
                     out.stop_token_id = token
                 self._free_finished(request)
@@ -337,7 +338,8 @@ class Scheduler:
             self.first_scheduled.pop(req_id, None)
             self._free_finished(request)
             self._pending_outputs.append(
-                EngineCoreOutput(request_id=req_id, new_token_ids=[], finish_reason=status.value, finish_detail=detail)
+                EngineCoreOutput(request_id=req_id, new_token_ids=[], finish_reason=status.value, finish_detail=detail,
+                                 num_preemptions=request.num_preemptions)
             )
             ended.append(req_id)
         return ended

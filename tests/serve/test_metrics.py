@@ -1,5 +1,5 @@
 """GET /metrics: vLLM's names, labels and buckets (checked against a captured vLLM 0.32 /metrics),
-fed by the engine's state, request outputs and step events."""
+fed by the engine's state, request outputs and the engine's per-step outputs."""
 
 import json
 import lzma
@@ -81,7 +81,7 @@ def test_metrics_count_what_requests_did(http):
     for _ in range(2):
         assert http.post("/v1/completions", json=body).status_code == 200
     deadline = time.monotonic() + 30
-    while True:  # step events reach the metrics a moment after the answers
+    while True:  # the answers are complete; the last outputs may still be on their way to the metrics
         after = scrape(http)
         if after["vllm:request_num_preemptions_count"] - before["vllm:request_num_preemptions_count"] == 2:
             break

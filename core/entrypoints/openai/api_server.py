@@ -227,13 +227,10 @@ async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | Non
         server.should_exit = True
 
     watcher = asyncio.ensure_future(stop_when_asked()) if stop is not None else None
-    steps = asyncio.ensure_future(app.state.served.engine.follow_steps())  # per-step metrics
     try:
         await server.serve(sockets=[sock])
     finally:
-        for task in (watcher, steps):
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(steps, return_exceptions=True)
+        if watcher is not None:
+            watcher.cancel()
         logging.getLogger("uvicorn.error").removeFilter(quiet)
         sock.close()

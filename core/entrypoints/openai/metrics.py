@@ -8,8 +8,11 @@ Three sources, each exact:
   the dashboard of `enginetui --serve`): prompt tokens, time to first token, inter-token
   latency, end-to-end latency, queue time, and, once a request finished, its finish reason and
   its prompt and generated token counts;
-- the engine's step events, followed while the server runs (`MeteredEngine.follow_steps`):
-  tokens per step, and preemptions per finished request.
+- every message of EngineCore outputs, as AsyncLLM receives it (`ServerMetrics.observe_engine_outputs`,
+  an output observer of the engine): tokens per step, and preemptions per finished request. (These
+  came from the engine's step events, which the server followed on a second socket: a second wake
+  of the front-end and a whole event decoded at every step, 250 us of its CPU a step with one
+  request streaming, taken from the model's threads on a 2-core machine.)
 
 As vLLM's, the registry is prometheus_client's, so counters and histograms carry `_created`
 samples (vLLM 0.32 publishes them: tests/vllm_watch/fixtures/opt-tiny/metrics.jsonl.xz).
@@ -22,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.outputs import RequestOutput
+from enginetui.core.outputs import EngineCoreOutputs, RequestOutput
 
 # vLLM 0.32's default buckets (vllm/v1/metrics/buckets.py).
 TIME_TO_FIRST_TOKEN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
@@ -136,7 +139,6 @@ class ServerMetrics:
               registry=self.registry).labels(**cache, engine="0").set(1)
         # Engine-lifetime totals already counted (counters grow by the difference).
         self._totals = {"preemptions": 0, "generation": 0, "queries": 0, "hits": 0}
-        self._preempted: dict[str, int] = {}  # request id -> times preempted so far (while it is in the engine)
 
     def observe_state(self, event: StepEvent) -> None:
         """Gauges from the engine's current state; counters up to its lifetime totals."""
@@ -151,16 +153,14 @@ class ServerMetrics:
         self._grow("queries", self.prefix_queries, event.prefix_cache_queries)
         self._grow("hits", self.prefix_hits, event.prefix_cache_hits)
 
-    def observe_step(self, event: StepEvent) -> None:
-        """One step event: its tokens, its preemptions, the requests it ended."""
-        if event.is_step:
-            self.iteration_tokens.observe(event.num_scheduled_tokens)
-        for p in event.preempted:
-            self._preempted[p.req_id] = self._preempted.get(p.req_id, 0) + 1
-        for end in event.finished:
-            self.request_preemptions.observe(self._preempted.pop(end.req_id, 0))
-        for end in event.rejected:
-            self._preempted.pop(end.req_id, None)
+    def observe_engine_outputs(self, outputs: EngineCoreOutputs) -> None:
+        """One message of EngineCore outputs, every request's (the server's and anyone else's on the
+        same engine): the step's tokens, and the preemptions of each request that ended in it."""
+        if outputs.num_scheduled_tokens:
+            self.iteration_tokens.observe(outputs.num_scheduled_tokens)
+        for out in outputs.outputs:
+            if out.finish_reason is not None and out.finish_reason != "rejected":
+                self.request_preemptions.observe(out.num_preemptions)
 
     def observe_output(self, seen: "RequestSeen", out: RequestOutput) -> None:
         """One streamed output of a request; `seen` is what earlier outputs of it showed."""
@@ -214,6 +214,7 @@ class MeteredEngine:
     def __init__(self, engine, metrics: ServerMetrics) -> None:
         self.engine = engine  # the wrapped engine
         self.metrics = metrics  # where request timings go
+        engine.output_observers.append(metrics.observe_engine_outputs)  # every step's outputs, as they arrive
         self.open: set[str] = set()  # request ids whose generate() has not ended
 
     def __getattr__(self, name: str):
@@ -228,11 +229,6 @@ class MeteredEngine:
                 yield out
         finally:
             self.open.discard(request_id)
-
-    async def follow_steps(self) -> None:
-        """Feed every step event to the metrics until cancelled (the server runs this while it serves)."""
-        async for event in self.engine.events():
-            self.metrics.observe_step(event)
 
     async def abort_open(self) -> int:
         """Abort every open request (the server is stopping): each answer ends with finish_reason
