@@ -25,6 +25,7 @@ from statistics import median
 from typing import Any
 
 import httpx
+import psutil
 
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
@@ -42,6 +43,9 @@ class ServePass:
 
     run: LatencyRun  # the pass as the client saw it
     goodput: float | None  # requests per second that met every SLO (None: no --goodput)
+    # the server process's own CPU time (its EngineCore child's left out) per output token, microseconds:
+    # HTTP, JSON, detokenizing and metrics, taken from the model's threads on a small machine
+    front_end_us_per_token: float | None = None
 
 
 # (label, how to read it from a pass, higher is better)
@@ -56,6 +60,7 @@ FIGURES: tuple[tuple[str, Callable[[ServePass], float | None], bool], ...] = (
     ("ITL p50 ms", lambda p: p.run.itl_ms.median, False),
     ("ITL p99 ms", lambda p: p.run.itl_ms.p99, False),
     ("E2E p50 ms", lambda p: p.run.e2e_ms.median, False),
+    ("front-end CPU us/tok", lambda p: p.front_end_us_per_token, False),
 )
 
 
@@ -109,10 +114,16 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
 
 
 def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup: list[BenchRequest], rate: float,
-               seed: int, slos_ms: dict[str, float], timeout_s: float) -> ServePass:
-    """One pass of the workload at one rate against a running server."""
+               seed: int, slos_ms: dict[str, float], timeout_s: float, server_pid: int) -> ServePass:
+    """One pass of the workload at one rate against a running server (its front-end: process `server_pid`;
+    its CPU per token counts the pass's few warm-up requests too)."""
+    front_end = psutil.Process(server_pid)
+    cpu_before = sum(front_end.cpu_times()[:2])  # user + system, this process only
     timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
-    return ServePass(summarize(label, "none", workload, timings, duration), goodput(timings, duration, slos_ms))
+    cpu_s = sum(front_end.cpu_times()[:2]) - cpu_before
+    run = summarize(label, "none", workload, timings, duration)
+    tokens = run.output_tokens_per_s * run.duration_s
+    return ServePass(run, goodput(timings, duration, slos_ms), cpu_s / tokens * 1e6 if tokens else None)
 
 
 def turns(repeats: int) -> list[int]:
@@ -152,15 +163,15 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                 engine["tokenizer"] = shared["tokenizer"]
             with VLLMServer(python, str(weights_dir), engine, log_steps=args.step_times) as vllm:
                 version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
-                sides = ((server.url, "enginetui-serve"), (vllm.url, "vllm-serve"))
+                sides = ((server.url, "enginetui-serve", server.proc.pid), (vllm.url, "vllm-serve", vllm.proc.pid))
                 ours, theirs = [], []
                 for rate in rates:
                     passes: tuple[list[ServePass], list[ServePass]] = ([], [])
                     for side in turns(args.repeats):
-                        url, label = sides[side]
+                        url, label, pid = sides[side]
                         with frozen(*([vllm.proc] if side == 0 else [])):  # an idle vLLM wakes ~1,300 times a second
                             passes[side].append(serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms,
-                                                           args.timeout_s))
+                                                           args.timeout_s, pid))
                     point_rate = None if math.isinf(rate) else rate
                     ours.append(RatePoint(point_rate, passes[0]))
                     theirs.append(RatePoint(point_rate, passes[1]))

@@ -89,6 +89,10 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     for side in ("ours", "vllm"):
         assert [[p["run"]["e2e_ms"]["count"] for p in point["passes"]] for point in data[side]] == [[5, 5], [5, 5]]
         assert all(p["goodput"] > 0 for point in data[side] for p in point["passes"])
+        # each server's own process (not its engine): CPU per token streamed, read in clock ticks of 10 ms
+        # (a pass of this tiny workload may take less than one), more than none over the passes
+        front_end = [p["front_end_us_per_token"] for point in data[side] for p in point["passes"]]
+        assert all(0 <= us < 1e6 for us in front_end) and sum(front_end) > 0
 
     def median_tok_s(point):  # the median of two passes: their mean
         return sum(p["run"]["output_tokens_per_s"] for p in point["passes"]) / 2
