@@ -1,5 +1,6 @@
 """--stream-interval and a request's `stream_interval` against vLLM 0.32's server: the same
-streamed request, greedy, on the same model, is cut into chunks of the same token counts. Runs only
+streamed request, greedy, on the same model, is cut into chunks of the same token counts (vLLM's
+fewer where its API server fell behind and merged them). Runs only
 when vLLM's interpreter is configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python."""
 
 import json
@@ -33,6 +34,24 @@ def chunk_tokens(url: str, model: str, max_tokens: int, interval: int | None) ->
     return counts
 
 
+def interval_chunks(max_tokens: int, interval: int) -> list[int]:
+    """The rule both servers follow: the first token at once, then a chunk every `interval` tokens,
+    the last with whatever is left."""
+    rest = max_tokens - 1
+    return [1] + [interval] * (rest // interval) + ([rest % interval] if rest % interval else [])
+
+
+def coarsens(coarse: list[int], fine: list[int]) -> bool:
+    """Each chunk of `coarse` is a run of consecutive chunks of `fine` (the same tokens, fewer chunks)."""
+    def ends(chunks):
+        total, out = 0, set()
+        for n in chunks:
+            total += n
+            out.add(total)
+        return out
+    return sum(coarse) == sum(fine) and ends(coarse) <= ends(fine)
+
+
 def test_chunks_carry_the_same_tokens_as_vllms():
     vllm = start_vllm(PYTHON, str(MODEL_DIR), extra_args=("--stream-interval", str(SERVER_INTERVAL)))
     ours = None
@@ -43,7 +62,11 @@ def test_chunks_carry_the_same_tokens_as_vllms():
         for max_tokens, interval in ((10, None), (10, 1), (12, 5), (7, 2)):
             theirs = chunk_tokens(vllm.url, model, max_tokens, interval)
             print(f"max_tokens {max_tokens}, stream_interval {interval}: vLLM {theirs}")
-            assert chunk_tokens(ours.url, ours_model, max_tokens, interval) == theirs
+            ours_chunks = chunk_tokens(ours.url, ours_model, max_tokens, interval)
+            assert ours_chunks == interval_chunks(max_tokens, max(SERVER_INTERVAL, interval or 1))
+            # vLLM's output collector merges the outputs its API server has not taken yet: on a busy
+            # machine (CI runs tests side by side) its chunks can be coarser than the rule: [1, 6] for [1, 3, 3]
+            assert theirs == ours_chunks or coarsens(theirs, ours_chunks)
             assert sum(theirs) == max_tokens
     finally:
         vllm.stop()
