@@ -223,12 +223,14 @@ class MeteredEngine:
     async def generate(self, prompt, params, request_id: str, priority: int = 0) -> AsyncIterator[RequestOutput]:
         seen = RequestSeen()
         self.open.add(request_id)
+        stream = self.engine.generate(prompt, params, request_id, priority)
         try:
-            async for out in self.engine.generate(prompt, params, request_id, priority):
+            async for out in stream:
                 self.metrics.observe_output(seen, out)
                 yield out
         finally:
             self.open.discard(request_id)
+            await stream.aclose()  # closed early (the client left): the engine's stream aborts the request now
 
     async def abort_open(self) -> int:
         """Abort every open request (the server is stopping): each answer ends with finish_reason

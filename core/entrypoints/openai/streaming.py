@@ -1,9 +1,9 @@
 """Running a request's engine streams for an HTTP answer: fan-in, first output, disconnects, deltas.
 
-- `EngineStreams` runs one AsyncLLM.generate() per prompt in its own task and merges their
-  outputs. `start()` waits for every prompt's first output, so whatever the engine refuses
+- `EngineStreams` runs one AsyncLLM.generate() per prompt (several: each in its own task) and
+  merges their outputs. `start()` waits for every prompt's first output, so whatever the engine refuses
   (invalid input, a prompt that can never fit the KV pool) becomes an error status before any
-  byte of the answer is sent; `close()` cancels what is left, which aborts those requests.
+  byte of the answer is sent; `close()` cancels (or closes) what is left, which aborts those requests.
 - `until_disconnected()` runs a wait that is cancelled as soon as the client goes away.
 - `ChoiceDelta` turns one choice's cumulative output into what is new since the last chunk,
   holding back the text a stop string could still take back (as vLLM's detokenizer does).
