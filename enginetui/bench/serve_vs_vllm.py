@@ -32,6 +32,7 @@ from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_v
 from enginetui.bench.frozen import frozen
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
@@ -117,13 +118,13 @@ def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup
                seed: int, slos_ms: dict[str, float], timeout_s: float, server_pid: int) -> ServePass:
     """One pass of the workload at one rate against a running server (its front-end: process `server_pid`;
     its CPU per token counts the pass's few warm-up requests too)."""
-    front_end = psutil.Process(server_pid)
-    cpu_before = sum(front_end.cpu_times()[:2])  # user + system, this process only
+    front_end = psutil.Process(server_pid)  # this process only: its EngineCore child is not counted
+    cpu_before = cpu_seconds(front_end)
     timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
-    cpu_s = sum(front_end.cpu_times()[:2]) - cpu_before
-    run = summarize(label, "none", workload, timings, duration)
-    tokens = run.output_tokens_per_s * run.duration_s
-    return ServePass(run, goodput(timings, duration, slos_ms), cpu_s / tokens * 1e6 if tokens else None)
+    cpu_s = cpu_seconds(front_end) - cpu_before
+    tokens = sum(r.output_len for r in workload)  # every request streams all of them (ignore_eos)
+    return ServePass(summarize(label, "none", workload, timings, duration), goodput(timings, duration, slos_ms),
+                     cpu_s / tokens * 1e6 if tokens else None)
 
 
 def turns(repeats: int) -> list[int]:

@@ -28,6 +28,7 @@ from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_
 from enginetui.bench.event_counter import EventCounter, StepCounts
 from enginetui.bench.frozen import frozen
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
+from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
@@ -162,11 +163,11 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
     prompts = [r.prompt_token_ids for r in workload]
     params = _params(workload, temperature)
     core_process = _engine_process(llm)
-    cpu_start = _cpu_seconds(core_process)
+    cpu_start = cpu_seconds(core_process)
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - start
-    engine_cores = (_cpu_seconds(core_process) - cpu_start) / elapsed if core_process is not None else None
+    engine_cores = (cpu_seconds(core_process) - cpu_start) / elapsed if core_process is not None else None
     if competitor is not None:
         competitor.stop()
     tokens = [list(o.outputs[0].token_ids) for o in outputs]
@@ -193,14 +194,6 @@ def _engine_process(llm: LLM) -> psutil.Process | None:
     """The EngineCore child process, or None when the engine runs in this process."""
     pid = getattr(llm.engine.client, "engine_pid", None)
     return psutil.Process(pid) if pid is not None else None
-
-
-def _cpu_seconds(process: psutil.Process | None) -> float:
-    """CPU time (user + system, every thread) the process has used so far; 0 without one."""
-    if process is None:
-        return 0.0
-    times = process.cpu_times()
-    return times.user + times.system
 
 
 @contextmanager
