@@ -77,14 +77,16 @@ async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest,
     body = {"model": model, "prompt": req.prompt_token_ids, "max_tokens": req.output_len, "ignore_eos": True,
             "temperature": 1.0, "top_p": 1.0, "stream": True, "return_token_ids": True}
     timing = RequestTiming(sent=time.perf_counter())
-    async for data in stream_events(url, "/v1/completions", body, headers):
+
+    def on_data(data: bytes) -> None:
         if not data.startswith(b"{"):
-            continue
-        choices = json.loads(data)["choices"]
-        new = sum(len(c.get("token_ids") or []) for c in choices)
+            return
+        new = sum(len(c.get("token_ids") or []) for c in json.loads(data)["choices"])
         if new:
             timing.token_times.append(time.perf_counter())
             timing.num_output_tokens += new
+
+    await stream_events(url, "/v1/completions", body, on_data, headers)
     timing.done = time.perf_counter()
     return timing
 

@@ -37,7 +37,8 @@ async def test_events_split_across_chunks_come_out_whole_and_in_order():
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     server, url, seen = await _serve_once(head + b"|" + _chunked(*cuts))
     async with server:
-        got = [d async for d in stream_events(url, "/v1/completions", {"prompt": [1, 2]}, {"Authorization": "Bearer k"})]
+        got = []
+        await stream_events(url, "/v1/completions", {"prompt": [1, 2]}, got.append, {"Authorization": "Bearer k"})
     assert got == [json.dumps(e).encode() for e in events] + [b"[DONE]"]
     request = seen[0]
     assert request.startswith(b"POST /v1/completions HTTP/1.1\r\n") and b"Authorization: Bearer k\r\n" in request
@@ -50,9 +51,55 @@ async def test_an_error_status_raises_with_the_body():
     server, url, _ = await _serve_once(answer)
     async with server:
         with pytest.raises(RuntimeError, match="answered 404: .*no such model"):
-            [d async for d in stream_events(url, "/v1/completions", {})]
+            await stream_events(url, "/v1/completions", {}, [].append)
 
 
 async def test_only_plain_http_is_spoken():
     with pytest.raises(ValueError, match="plain http"):
-        [d async for d in stream_events("https://127.0.0.1:1", "/v1/completions", {})]
+        await stream_events("https://127.0.0.1:1", "/v1/completions", {}, [].append)
+
+
+async def test_chunk_framing_split_anywhere_or_merged_is_read_whole():
+    events = [b'{"n": %d}' % i for i in range(4)]
+    body = b"".join(b"%x\r\n%s\r\n" % (len(b"data: " + e + b"\n\n"), b"data: " + e + b"\n\n") for e in events)
+    body += b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    # cut inside the head, inside a size line, between a chunk's data and its CRLF; two chunks in one write
+    whole = head + body
+    cuts = [5, len(head) + 1, len(head) + 4 + len(events[0]) + 8, len(whole) - 3]
+    answer = b"|".join(whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)]))
+    server, url, _ = await _serve_once(answer)
+    async with server:
+        got = []
+        await stream_events(url, "/v1/completions", {}, got.append)
+    assert got == events
+
+
+async def test_a_sized_body_and_a_body_up_to_the_close_are_read():
+    stream = b"data: {}\n\ndata: [DONE]\n\n"
+    for head in (b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(stream), b"HTTP/1.1 200 OK\r\n\r\n"):
+        server, url, _ = await _serve_once(head + b"|" + stream[:12] + b"|" + stream[12:])
+        async with server:
+            got = []
+            await stream_events(url, "/v1/completions", {}, got.append)
+        assert got == [b"{}", b"[DONE]"]
+
+
+async def test_a_connection_closed_inside_the_body_raises():
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    server, url, _ = await _serve_once(head + b"|" + b"a\r\ndata: {}\n\n\r\n")
+    async with server:
+        with pytest.raises(RuntimeError, match="before the answer's end"):
+            await stream_events(url, "/v1/completions", {}, [].append)
+
+
+async def test_what_the_callback_raises_is_raised():
+    stream = b"data: {}\n\n"
+    server, url, _ = await _serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(stream), stream))
+
+    def refuse(data: bytes) -> None:
+        raise ValueError(f"cannot read {data!r}")
+
+    async with server:
+        with pytest.raises(ValueError, match="cannot read"):
+            await stream_events(url, "/v1/completions", {}, refuse)

@@ -96,7 +96,9 @@ class _Answer:
                     prompt_tokens[i] = len(out.prompt_token_ids)
                     for c in out.outputs:
                         index = i * n + c.index
-                        choice = deltas.setdefault(index, ChoiceDelta.for_params(self.params[i]))
+                        choice = deltas.get(index)
+                        if choice is None:
+                            choice = deltas[index] = ChoiceDelta.for_params(self.params[i])
                         first = choice.sent_tokens == 0 and choice.sent_text == 0
                         delta = choice.advance(c)
                         if delta is None:

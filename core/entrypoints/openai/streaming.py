@@ -81,6 +81,16 @@ class EngineStreams:
         first, self._first = self._first, []
         for item in first:
             yield item
+        while self._single is not None and self._live:  # one stream: read here, two coroutines fewer a chunk
+            try:
+                out = await anext(self._single)
+            except StopAsyncIteration:
+                self._live = 0
+                return
+            except Exception as exc:  # noqa: BLE001 - the engine's error, answered as an APIError
+                raise _as_api_error(exc) from exc
+            _check_succeeded(out)
+            yield 0, out
         while self._live:
             index, item = await self._next()
             if item is not _END:
