@@ -60,7 +60,8 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     srv = kinds.add_parser("serve", help="online serving over HTTP (like `vllm bench serve`), its overhead, and "
                            "against vLLM's server", description="Requests arrive by a seeded Poisson process and "
                            "stream from `enginetui serve` (started with the engine flags given, or --base-url); "
-                           "--compare generate adds the server's overhead against LLM.generate on the same workload; "
+                           "--compare generate adds the server's overhead against LLM.generate on the same workload "
+                           "(vllm-generate: vLLM's too, beside ours); "
                            "--compare vllm-server runs vLLM's OpenAI server beside ours on the same weights, "
                            "requests and arrivals, the two taking turns at each --request-rate.")
     add_workload_args(srv)
@@ -70,12 +71,15 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     srv.add_argument("--base-url", metavar="URL", help="benchmark this running server (its engine flags are its "
                      "own); default: start `enginetui serve` with the engine flags given")
     srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url)")
-    srv.add_argument("--compare", choices=("generate", "vllm-server"),
+    srv.add_argument("--compare", choices=("generate", "vllm-generate", "vllm-server"),
                      help="generate: also run the workload all at once through a server and through "
-                          "LLM.generate, taking turns, each pass in an engine started for it; vllm-server: also "
+                          "LLM.generate, taking turns, each pass in an engine started for it; vllm-generate: the "
+                          "same for vLLM's server and vLLM's LLM.generate too (through --vllm-python, on every "
+                          "core), all four taking turns on the same weights; vllm-server: also "
                           "run vLLM's OpenAI server (through --vllm-python, on every core) on the same weights, "
                           "requests and arrivals, and print ours / vLLM's")
-    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate, "
+    srv.add_argument("--repeats", type=_positive, default=3, help="passes of each side with --compare generate "
+                     "or vllm-generate, "
                      "and of each server at each rate with --compare vllm-server (taking turns; default 3)")
     srv.add_argument("--goodput", nargs="+", metavar="NAME:MS",
                      help="SLOs of goodput (requests per second meeting every one), as vLLM's bench names them: "
@@ -84,7 +88,8 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
                      help="most seconds one pass of the workload may take; past it the benchmark fails "
                           "(default 1800)")
     srv.add_argument("--vllm-python", metavar="PATH",
-                     help=f"vLLM's interpreter, for --compare vllm-server (default: ${VLLM_PYTHON_ENV})")
+                     help=f"vLLM's interpreter, for --compare vllm-server and vllm-generate "
+                          f"(default: ${VLLM_PYTHON_ENV})")
     srv.add_argument("--record", metavar="FILE",
                      help="the server this benchmark starts records every step event to FILE (`enginetui serve "
                           "--record`): replay it, or compare it with its simulation (python -m "

@@ -33,7 +33,7 @@ from enginetui.bench.frozen import frozen
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.process_cpu import cpu_seconds
-from enginetui.bench.serve import run_workload, serve_flags
+from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
