@@ -20,6 +20,7 @@ from enginetui.bench.workload import BenchRequest
 from enginetui.flags.engine import ENGINE_FLAGS
 
 DEFAULT_TIMEOUT_S = 1800.0  # most seconds one pass of the workload may take
+TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
 
 
 async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest, delay: float,
@@ -27,7 +28,7 @@ async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest,
     """One streamed request, sent `delay` s after `t0`; its timings as the client saw them."""
     await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
     body = {"model": model, "prompt": req.prompt_token_ids, "max_tokens": req.output_len, "ignore_eos": True,
-            "temperature": 1.0, "top_p": 1.0, "stream": True, "return_token_ids": True}
+            "temperature": TEMPERATURE, "top_p": 1.0, "stream": True, "return_token_ids": True}
     timing = RequestTiming(sent=time.perf_counter())
 
     def on_data(data: bytes) -> None:

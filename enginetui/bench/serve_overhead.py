@@ -24,15 +24,12 @@ import numpy as np
 
 from enginetui.bench import report
 from enginetui.bench.engines import shared_weights
-from enginetui.bench.serve_load import run_workload, serve_flags
+from enginetui.bench.serve_load import TEMPERATURE, run_workload, serve_flags
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.vllm_server import VLLMServer
 from enginetui.bench.workload import BenchRequest
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
-
-TEMPERATURE = 1.0  # both sides sample (top_p 1): what the server's requests ask
-
 
 @dataclass(slots=True)
 class OverheadResult:
