@@ -81,16 +81,6 @@ class EngineStreams:
         first, self._first = self._first, []
         for item in first:
             yield item
-        while self._single is not None and self._live:  # one stream: read here, two coroutines fewer a chunk
-            try:
-                out = await anext(self._single)
-            except StopAsyncIteration:
-                self._live = 0
-                return
-            except Exception as exc:  # noqa: BLE001 - the engine's error, answered as an APIError
-                raise _as_api_error(exc) from exc
-            _check_succeeded(out)
-            yield 0, out
         while self._live:
             index, item = await self._next()
             if item is not _END:
@@ -117,21 +107,23 @@ class EngineStreams:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _next(self) -> tuple[int, object]:
-        index, item = await (self._read_single() if self._single is not None else self._queue.get())
+        """The next (prompt index, item), as a pump would have queued it; the single stream is read here
+        directly (no coroutine between it and the chunk)."""
+        if self._single is None:
+            index, item = await self._queue.get()
+        else:
+            index = 0
+            try:
+                item = await anext(self._single)
+            except StopAsyncIteration:
+                item = _END
+            except Exception as exc:  # noqa: BLE001 - the engine's error, answered as an APIError below
+                item = exc
         if item is _END:
             self._live -= 1
         elif isinstance(item, BaseException):
             raise _as_api_error(item)
         return index, item
-
-    async def _read_single(self) -> tuple[int, object]:
-        """The single stream's next item, as a pump would have queued it."""
-        try:
-            return 0, await anext(self._single)
-        except StopAsyncIteration:
-            return 0, _END
-        except Exception as exc:  # noqa: BLE001 - handed to the reader, which answers with it
-            return 0, exc
 
     async def _pump(self, index: int, stream: AsyncIterator[RequestOutput]) -> None:
         try:
