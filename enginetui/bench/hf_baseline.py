@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from enginetui.bench.workload import BenchRequest, warmup_workload
+from enginetui.bench.workload import BenchRequest, total_output_len, warmup_workload
 
 
 @dataclass(slots=True)
@@ -52,7 +52,7 @@ def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int
         generated += _generate(model, batch, pad_id, temperature)
     elapsed = time.perf_counter() - start
     prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
-    output_tokens = sum(r.output_len for r in workload)
+    output_tokens = total_output_len(workload)
     return HFRun(
         batch_size=batch_size, num_batches=len(batches), elapsed_s=elapsed, num_requests=len(workload),
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, generated_tokens=generated,

@@ -22,7 +22,7 @@ from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 
 
 @dataclass(slots=True)
@@ -128,7 +128,7 @@ async def measure(engine, workload: list[BenchRequest], offsets: list[float], te
 def summarize(engine: str, competing_load: str, workload: list[BenchRequest], timings: list[RequestTiming],
               duration: float) -> LatencyRun:
     """Latency distributions and throughput from the per-request timings."""
-    expected = sum(r.output_len for r in workload)
+    expected = total_output_len(workload)
     output_tokens = sum(t.num_output_tokens for t in timings)
     if output_tokens != expected:
         raise RuntimeError(f"{engine} generated {output_tokens} tokens, the workload asks for {expected}")
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
             runs += peer_runs
     result = LatencyResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=sum(r.output_len for r in workload),
+        output_tokens=total_output_len(workload),
         request_rate=None if math.isinf(args.request_rate) else args.request_rate, temperature=args.temperature,
         model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, vllm_version=version, recording=recording,
     )

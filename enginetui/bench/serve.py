@@ -25,7 +25,7 @@ from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
 from enginetui.bench.vllm_peer import vllm_python
-from enginetui.bench.workload import WorkloadSpec, spec_from_args, warmup_workload
+from enginetui.bench.workload import WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 
 
 @dataclass(slots=True)
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> ServeResult:
                                                                       spec.seed, args.timeout_s, python)
     result = ServeResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=sum(r.output_len for r in workload), request_rate=None if math.isinf(rate) else rate,
+        output_tokens=total_output_len(workload), request_rate=None if math.isinf(rate) else rate,
         model=kwargs["model"] or "default", engine_args={} if args.base_url else kwargs, url=url,
         run=summarize("enginetui-http", "none", workload, timings, duration), overhead=overhead,
         vllm_overhead=vllm_overhead, slos_ms=slos_ms, goodput=goodput(timings, duration, slos_ms), record=args.record)

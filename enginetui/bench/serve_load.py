@@ -19,7 +19,6 @@ from enginetui.bench.stream_client import stream_events
 from enginetui.bench.workload import BenchRequest
 from enginetui.flags.engine import ENGINE_FLAGS
 
-DEFAULT_TIMEOUT_S = 1800.0  # most seconds one pass of the workload may take
 TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
 
 
@@ -45,7 +44,7 @@ async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest,
 
 
 async def run_workload(url: str, api_key: str | None, workload: list[BenchRequest], warmup: list[BenchRequest],
-                       rate: float, seed: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[RequestTiming], float]:
+                       rate: float, seed: int, timeout_s: float) -> tuple[list[RequestTiming], float]:
     """Warm the server up, then send the workload on its arrival schedule; timings and duration.
     A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

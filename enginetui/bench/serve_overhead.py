@@ -27,7 +27,7 @@ from enginetui.bench.engines import shared_weights
 from enginetui.bench.serve_load import TEMPERATURE, run_workload, serve_flags
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.vllm_server import VLLMServer
-from enginetui.bench.workload import BenchRequest
+from enginetui.bench.workload import BenchRequest, total_output_len
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
 
@@ -64,7 +64,7 @@ def overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[
     """This engine's server against its LLM.generate, `repeats` passes each, taking turns."""
     durations = take_turns({"server": lambda: server_pass(kwargs, workload, warmup, seed, timeout_s),
                             "generate": lambda: generate_pass_alone(kwargs, workload, warmup)}, repeats)
-    return OverheadResult.of(durations["server"], durations["generate"], _tokens(workload))
+    return OverheadResult.of(durations["server"], durations["generate"], total_output_len(workload))
 
 
 def overhead_beside_vllm(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest],
@@ -83,7 +83,7 @@ def overhead_beside_vllm(kwargs: dict[str, Any], workload: list[BenchRequest], w
             "vllm-generate": lambda: vllm_generate_pass(python, weights_dir, engine, workload),
             "vllm-server": lambda: vllm_server_pass(python, weights_dir, engine, workload, warmup, seed, timeout_s),
         }, repeats)
-    tokens = _tokens(workload)
+    tokens = total_output_len(workload)
     return (OverheadResult.of(durations["server"], durations["generate"], tokens),
             OverheadResult.of(durations["vllm-server"], durations["vllm-generate"], tokens))
 
@@ -108,7 +108,7 @@ def generate_pass(llm, workload: list[BenchRequest]) -> float:
     t0 = time.perf_counter()
     outputs = llm.generate([r.prompt_token_ids for r in workload], params, use_tqdm=False)
     duration = time.perf_counter() - t0
-    if sum(len(o.outputs[0].token_ids) for o in outputs) != _tokens(workload):
+    if sum(len(o.outputs[0].token_ids) for o in outputs) != total_output_len(workload):
         raise RuntimeError("LLM.generate did not generate the workload's tokens")
     return duration
 
@@ -145,7 +145,7 @@ def vllm_generate_pass(python: str, weights_dir: Path, engine: dict[str, Any], w
     """Start vLLM's LLM on every core (it warms itself up), time its generate on the workload, stop it."""
     with VLLMPeer(python, str(weights_dir), engine, cores="all") as peer:
         timed = peer.throughput([r.prompt_token_ids for r in workload], [r.output_len for r in workload], TEMPERATURE)
-    if sum(len(ids) for ids in timed["output_token_ids"]) != _tokens(workload):
+    if sum(len(ids) for ids in timed["output_token_ids"]) != total_output_len(workload):
         raise RuntimeError("vLLM's LLM.generate did not generate the workload's tokens")
     return timed["elapsed_s"]
 
@@ -177,5 +177,3 @@ def _spread(durations: list[float]) -> list[float]:
     return [min(durations), float(np.median(durations)), max(durations)]
 
 
-def _tokens(workload: list[BenchRequest]) -> int:
-    return sum(r.output_len for r in workload)

@@ -36,7 +36,7 @@ from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 
 @dataclass(slots=True)
 class ServePass:
@@ -122,7 +122,7 @@ def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup
     cpu_before = cpu_seconds(front_end)
     timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
     cpu_s = cpu_seconds(front_end) - cpu_before
-    tokens = sum(r.output_len for r in workload)  # every request streams all of them (ignore_eos)
+    tokens = total_output_len(workload)  # every request streams all of them (ignore_eos)
     return ServePass(summarize(label, "none", workload, timings, duration), goodput(timings, duration, slos_ms),
                      cpu_s / tokens * 1e6 if tokens else None)
 
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
         steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times else None
     result = ServeVsVLLMResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=sum(r.output_len for r in workload), request_rates=[p.request_rate for p in ours],
+        output_tokens=total_output_len(workload), request_rates=[p.request_rate for p in ours],
         slos_ms=slos_ms, model=kwargs["model"] or "default", engine_args=kwargs,
         vllm_args=engine, vllm_version=version, repeats=args.repeats, ours=ours, vllm=theirs,
         ratios=[{label: ratio(a.figure(read), b.figure(read)) for label, read, _ in FIGURES}

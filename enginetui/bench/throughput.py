@@ -31,7 +31,7 @@ from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, warmup_workload
+from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 
 @dataclass(slots=True)
 class EngineRun:
@@ -172,7 +172,7 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
         competitor.stop()
     tokens = [list(o.outputs[0].token_ids) for o in outputs]
     output_tokens = sum(len(t) for t in tokens)
-    expected = sum(r.output_len for r in workload)
+    expected = total_output_len(workload)
     if output_tokens != expected:
         raise RuntimeError(f"the engine generated {output_tokens} tokens, the workload asks for {expected}")
     steps = None

@@ -102,6 +102,11 @@ def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | Non
     return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
 
 
+def total_output_len(workload: list[BenchRequest]) -> int:
+    """Tokens the whole workload generates (every request runs to its output length: ignore_eos)."""
+    return sum(r.output_len for r in workload)
+
+
 def check_fits(workload: list[BenchRequest], max_model_len: int) -> None:
     """A clear error when a request's prompt + output exceeds the model's length."""
     longest = max(len(r.prompt_token_ids) + r.output_len for r in workload)
