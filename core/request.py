@@ -80,10 +80,6 @@ class Request:
     def all_token_ids(self) -> list[int]:
         return self.prompt_token_ids + self.output_token_ids
 
-    def token_at(self, index: int) -> int:
-        n = len(self.prompt_token_ids)
-        return self.prompt_token_ids[index] if index < n else self.output_token_ids[index - n]
-
     def tokens(self, start: int, end: int) -> list[int]:
         """all_token_ids[start:end] without building the whole list."""
         n = len(self.prompt_token_ids)

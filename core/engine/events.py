@@ -16,7 +16,6 @@ import msgspec
 from enginetui.core.sampling_params import SamplingParams
 
 SCHEMA_VERSION = 3
-EVENT_KINDS = ("step", "update", "snapshot")  # StepEvent.kind values
 
 
 class RequestProgress(msgspec.Struct, frozen=True):

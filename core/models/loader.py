@@ -70,8 +70,6 @@ def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
             return Path(snapshot_download(repo_id, allow_patterns=list(WEIGHT_PATTERNS), etag_timeout=3))
         except Exception as exc:  # network down, unknown repo, auth: all end the same way
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        else:
-            reason = ""
     else:
         reason = "HF_HUB_OFFLINE is set"
     if not need_weights:
@@ -87,8 +85,8 @@ def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
 def _dummy_hint(repo_id: str) -> str:
     """How to run `repo_id` with random weights, when its config is built in."""
     if repo_id in KNOWN_NAMES:
-        return (f"To run its architecture with random weights (nothing downloaded), add --load-format dummy "
-                f"(LLM(..., load_format=\"dummy\")). ")
+        return ("To run its architecture with random weights (nothing downloaded), add --load-format dummy "
+                "(LLM(..., load_format=\"dummy\")). ")
     return (f"--load-format dummy runs random weights without a download for a model whose config.json is cached "
             f"or built in ({', '.join(KNOWN_NAMES)}). ")
 
