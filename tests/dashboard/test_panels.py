@@ -126,3 +126,11 @@ def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_lengt
     one = RequestView("r2", 1, prompt="A", status="sent", max_tokens=1)
     assert detail_text(one, None, 16).plain == ("SENT · not yet listed by the engine · up to 1 token to generate\n"
                                                 "prompt · 1 character\nA")
+
+
+def test_a_finished_request_says_why_on_a_line_of_its_own():
+    view = RequestView("r1", 0, prompt="Once", status="finished", max_tokens=64, num_prompt_tokens=15,
+                       num_computed_tokens=22, num_tokens=23, num_output_tokens=8, finish_reason="stop",
+                       detail="EOS token")
+    lines = detail_text(view, None, 16).plain.splitlines()
+    assert lines[:2] == ["FINISHED · 22/23 tok computed · 8/64 generated", "stop: EOS token"]

@@ -29,8 +29,8 @@ def detail_text(view: RequestView, now: float | None, block_size: int) -> Text:
     text.append(f" · {view.num_output_tokens}/{view.max_tokens} generated")
     if view.num_cached_tokens:
         text.append(f" · {view.num_cached_tokens} prefix-cached")
-    if view.detail:
-        text.append(f" · {view.finish_reason}: {view.detail}")
+    if view.detail:  # a line of its own: wrapped beside the counts, "EOS token" broke in two
+        text.append(f"\n{view.finish_reason}: {view.detail}")
     rate = view.tokens_per_s(now)
     text.append(f"\nqueued {seconds(view.queue_time())} · TTFT {seconds(view.ttft())}")
     text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
