@@ -36,6 +36,11 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--uvicorn-log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug", "trace"),
                        help="uvicorn's log level (default info)")
+    serve.add_argument("--disable-uvicorn-access-log", action="store_true",
+                       help="no access-log line per request (vLLM's flag)")
+    serve.add_argument("--disable-access-log-for-endpoints", type=_paths, default=frozenset(), metavar="PATHS",
+                       help="comma-separated paths whose requests are not logged, e.g. /health,/metrics (vLLM's "
+                            "flag; attached dashboards' polling is logged at debug level already)")
     serve.add_argument("--skip-tokenizer-init", action="store_true",
                        help="no tokenizer: prompts are token ids, outputs carry no text (for models without one)")
     serve.add_argument("--record", metavar="FILE",
@@ -118,7 +123,9 @@ def run_serve(args: argparse.Namespace) -> int:
     app = None
     try:
         app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args),
-                        allow_control=args.allow_control, max_pause_s=args.max_pause_s)
+                        allow_control=args.allow_control, max_pause_s=args.max_pause_s,
+                        access_log=not args.disable_uvicorn_access_log,
+                        access_log_excluded=args.disable_access_log_for_endpoints)
         host, port = sock.getsockname()[:2]
         key_note = " (API key required)" if api_key(args) else ""
         key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
@@ -261,3 +268,12 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
     return value
+
+
+def _paths(text: str) -> frozenset[str]:
+    """`/health,/metrics` -> the paths (each must start with /, as a request's path does)."""
+    paths = frozenset(p.strip() for p in text.split(",") if p.strip())
+    wrong = sorted(p for p in paths if not p.startswith("/"))
+    if wrong:
+        raise argparse.ArgumentTypeError(f"paths start with '/', got {', '.join(wrong)}")
+    return paths

@@ -7,6 +7,10 @@
 uvicorn's line (its own access log is off) with the request's duration added. A pure ASGI
 middleware, so streamed answers are timed to their last byte, and a client that goes away
 before the answer is complete is logged as 499 (nginx's "client closed request"), once.
+
+What attached dashboards poll (DASHBOARD_POLLED_PATHS, about once a second each) is logged at debug
+level, so the server's log keeps to its clients' requests; paths given to `excluded_paths` (vLLM's
+`--disable-access-log-for-endpoints`, matched exactly, without the query string) are not logged.
 """
 
 import logging
@@ -17,16 +21,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 log = logging.getLogger("uvicorn.error")  # uvicorn's own logger: its handler and level (--uvicorn-log-level)
 
 CLIENT_CLOSED = 499  # the status logged for a request whose client left before its answer was complete
+DASHBOARD_POLLED_PATHS = frozenset({"/v1/enginetui/process"})  # polled by every attached dashboard: debug level
 
 
 class AccessLogMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, excluded_paths: frozenset[str] = frozenset()) -> None:
         self.app = app  # the logged app
+        self.excluded_paths = excluded_paths  # paths whose requests are not logged at all
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        path = scope.get("path", "")
+        if scope["type"] not in ("http", "websocket") or path in self.excluded_paths:
             await self.app(scope, receive, send)
             return
+        level = logging.DEBUG if path in DASHBOARD_POLLED_PATHS else logging.INFO
         start = time.perf_counter()
         seen = _Seen()
 
@@ -49,8 +57,8 @@ class AccessLogMiddleware:
             seen.failed = True  # answered with a 500 by the server-error handler outside this middleware
             raise
         finally:
-            log.info("%s - %s %s %.2fs", _client(scope), _request_line(scope), seen.outcome(scope),
-                     time.perf_counter() - start)
+            log.log(level, "%s - %s %s %.2fs", _client(scope), _request_line(scope), seen.outcome(scope),
+                    time.perf_counter() - start)
 
 
 class _Seen:

@@ -53,9 +53,11 @@ UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to clo
 
 
 def build_app(engine, served_model_name: str | None = None, api_key: str | None = None, allow_control: bool = False,
-              max_pause_s: float = DEFAULT_MAX_PAUSE_S) -> FastAPI:
+              max_pause_s: float = DEFAULT_MAX_PAUSE_S, access_log: bool = True,
+              access_log_excluded: frozenset[str] = frozenset()) -> FastAPI:
     """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one). Attached
-    dashboards watch; with `allow_control` they may also pause, step and slow it (control_gate.py)."""
+    dashboards watch; with `allow_control` they may also pause, step and slow it (control_gate.py).
+    `access_log`: a line per request (access_log.py), but for the paths in `access_log_excluded`."""
     if not isinstance(engine, MeteredEngine):
         engine = MeteredEngine(engine, ServerMetrics(served_model_name or engine.model_name, engine.info,
                                                      getattr(engine, "config", None)))
@@ -69,7 +71,8 @@ def build_app(engine, served_model_name: str | None = None, api_key: str | None 
     install_error_handlers(app)
     if api_key:
         app.add_middleware(APIKeyMiddleware, api_key=api_key)
-    app.add_middleware(AccessLogMiddleware)  # outside the key check: refused requests are logged too
+    if access_log:  # outside the key check: refused requests are logged too
+        app.add_middleware(AccessLogMiddleware, excluded_paths=access_log_excluded)
     app.state.ended_at_stop = 0  # requests still open when the server stopped (ended with finish_reason "abort")
     _add_openai_routes(app, served)
     _add_utility_routes(app, served)
