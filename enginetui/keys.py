@@ -12,8 +12,10 @@ from textual.binding import Binding
 # Said at the top of the help screen and (in other words) in the README.
 TYPING_NOTE = ("Just type: every letter goes into the prompt box, Enter sends it. "
                "Actions are on Ctrl+letter, F1, PgUp/PgDn and the arrows.")
-# The requests panel's subtitle: its keys (not in the footer), short enough for 80 columns.
-REQUEST_KEYS = "↑↓ select · ^x abort · ^l clear"
+# The requests panel's subtitle: its keys (not in the footer), short enough for 80 columns; a dashboard on
+# a run that takes no input (a replay, a simulation) has only the first.
+SELECT_HINT = "↑↓ select"
+REQUEST_KEYS = f"{SELECT_HINT} · ^x abort · ^l clear"
 
 
 def help_key(plain: bool = False) -> Binding:

@@ -175,6 +175,14 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         yield PromptBar(id="prompt-bar")
         yield Footer()
 
+    def take_no_input(self) -> None:
+        """For a dashboard on a run that takes nothing (a recording, a simulation): no prompt box and no
+        process panel, and the requests panel names only the keys that work there. (Such an app has
+        AUTO_FOCUS None too: the hidden prompt box would take its keys as text.)"""
+        self.query_one(PromptBar).display = False
+        self.query_one(ProcessPanel).display = False
+        self.query_one(RequestsTable).border_subtitle = keys.SELECT_HINT
+
     def on_mount(self) -> None:
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(1.0, self._sample_process)

@@ -20,8 +20,6 @@ from textual.widgets import Footer, Input, Label, Static
 from enginetui import keys
 from enginetui.dashboard.app import PANELS, EngineTUI
 from enginetui.dashboard.widgets.palette import DIM
-from enginetui.dashboard.widgets.process_panel import ProcessPanel
-from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.timeline import TimelinePanel
 from enginetui.replay.engine import READ_ONLY, RecordedEngine
 from enginetui.replay.session import ReplaySession
@@ -152,8 +150,7 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         self._play_timer: Timer | None = None  # moves playback on while playing
 
     def on_mount(self) -> None:
-        self.query_one(PromptBar).display = False  # nothing can be sent to a recording
-        self.query_one(ProcessPanel).display = False  # no process runs (the help screen names the recording)
+        self.take_no_input()  # nothing can be sent to a recording, no process runs (the help screen names it)
         timeline = self.query_one(TimelinePanel)
         timeline.display = True  # the whole story is what a replay is for
         timeline.hide_key = "t"

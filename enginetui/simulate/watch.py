@@ -16,11 +16,10 @@ from collections.abc import AsyncIterator, Callable
 from rich.text import Text
 from textual.binding import Binding
 
+from enginetui import keys
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.app import EngineTUI
-from enginetui.dashboard.widgets.process_panel import ProcessPanel
-from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.simulate.step_events import EventSink
 
@@ -194,13 +193,14 @@ class SimulatedEngine:
 class SimWatchTUI(EngineTUI, inherit_bindings=False):
     """The dashboard following a simulated run."""
 
+    AUTO_FOCUS = None  # no prompt box: a simulation takes no text, only keys (focused, the hidden box took them)
     BINDINGS = [
-        Binding("up", "select(-1)", "Select", show=False, tooltip="select the previous request (or click it)"),
-        Binding("down", "select(1)", "Select", show=False, tooltip="select the next request (or click it)"),
-        Binding("t", "toggle_timeline", "Timeline", tooltip="show or hide the timeline"),
-        Binding("question_mark", "help", "Help", tooltip="this screen"),
-        Binding("q", "quit", "Quit", tooltip="stop the simulation and quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="stop the simulation and quit"),
+        keys.timeline_key(plain=True),
+        *keys.select_keys(),
+        Binding("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s", "simulated_only", "Simulated", show=False,
+                tooltip="bursts, aborts, clearing, pause and step: not in a simulated run"),
+        keys.help_key(plain=True),
+        *keys.quit_keys("stop the simulation and quit", plain=True),
     ]
 
     def __init__(self, engine: SimulatedEngine, **kwargs) -> None:
@@ -208,12 +208,14 @@ class SimWatchTUI(EngineTUI, inherit_bindings=False):
         self.sim = engine  # the simulated run's engine (pacing, finished)
 
     def on_mount(self) -> None:
-        self.query_one(PromptBar).display = False  # nothing can be sent to a simulation
-        self.query_one(ProcessPanel).display = False  # no engine process runs
+        self.take_no_input()  # nothing can be sent to a simulation, no engine process runs
         super().on_mount()
 
     def _sample_process(self) -> None:
         """No process to read."""
+
+    def action_simulated_only(self) -> None:
+        self.notify(SIMULATED_ONLY, severity="warning")
 
     def _empty_hint(self) -> str:
         return "the simulated run has not started yet"
