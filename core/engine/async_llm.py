@@ -21,6 +21,7 @@ from typing import Any, Self
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine import wire
+from enginetui.core.engine.control import OpMethods
 from enginetui.core.engine.core_client import EngineCoreClient
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
@@ -35,7 +36,8 @@ __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError"]
 
 log = logging.getLogger("enginetui.async_llm")
 
-class AsyncLLM:
+
+class AsyncLLM(OpMethods):
     """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
 
     def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None,
@@ -147,29 +149,9 @@ class AsyncLLM:
         self._ensure_handler()
         return await self.client.call(op, value)
 
-    async def pause(self) -> None:
-        """Stop stepping (requests can still be added and aborted; they wait)."""
-        await self.control("pause")
-
-    async def resume(self) -> None:
-        await self.control("resume")
-
-    async def step_once(self) -> None:
-        """Exactly one engine step (meant for a paused engine); its outputs and event are delivered."""
-        await self.control("step_once")
-
     async def snapshot(self) -> StepEvent:
         """The full current state (an event of kind "snapshot")."""
         return await self.control("snapshot")
-
-    async def reset_prefix_cache(self) -> bool:
-        """Forget every cached prefix; False (nothing done) while requests hold KV blocks."""
-        return await self.control("reset_prefix_cache")
-
-    async def set_step_interval(self, seconds: float) -> None:
-        """Slow motion, to watch the engine work: while there is work, start a step at most every
-        `seconds` (0 = full speed). Requests, aborts and controls are still served at once."""
-        await self.control("set_step_interval", seconds)
 
     def events(self, conflate: bool = False) -> AsyncIterator[StepEvent]:
         """Live step events; several subscribers may listen at once. The first event of each

@@ -129,6 +129,34 @@ OPS: dict[str, ControlOp] = {op.name: op for op in (
 )}
 
 
+class OpMethods:
+    """A method per op, named as the op, for a client whose `control(op, value)` runs any of them
+    (AsyncLLM, and the attached dashboard's RemoteEngine); each reads its own snapshot."""
+
+    async def control(self, op: str, value: Any = None) -> Any:
+        raise NotImplementedError
+
+    async def pause(self) -> None:
+        """Stop stepping (requests can still be added and aborted; they wait)."""
+        await self.control("pause")
+
+    async def resume(self) -> None:
+        await self.control("resume")
+
+    async def step_once(self) -> None:
+        """Exactly one engine step (meant for a paused engine); its outputs and event are delivered."""
+        await self.control("step_once")
+
+    async def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix; False (nothing done) while requests hold KV blocks."""
+        return await self.control("reset_prefix_cache")
+
+    async def set_step_interval(self, seconds: float) -> None:
+        """Slow motion, to watch the engine work: while there is work, start a step at most every
+        `seconds` (0 = full speed). Requests, aborts and controls are still served at once."""
+        await self.control("set_step_interval", seconds)
+
+
 def check(op: str, value: Any = None) -> Any:
     """The validated value of a control call; BadControlCall (a ValueError) for an unknown op or a bad value."""
     spec = OPS.get(op)

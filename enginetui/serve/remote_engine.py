@@ -49,7 +49,7 @@ class AttachError(RuntimeError):
     """The server could not be attached to (unreachable, wrong key, not an enginetui server)."""
 
 
-class RemoteEngine:
+class RemoteEngine(control.OpMethods):
     """Implements enginetui.dashboard.engine_link.Engine over HTTP and a WebSocket."""
 
     def __init__(self, url: str, api_key: str | None, info: dict, tokenizer) -> None:
@@ -135,21 +135,6 @@ class RemoteEngine:
         if answer.error is None:
             raise _request_error(r)
         control.raise_error(answer.error)
-
-    async def pause(self) -> None:
-        await self.control("pause")
-
-    async def resume(self) -> None:
-        await self.control("resume")
-
-    async def step_once(self) -> None:
-        await self.control("step_once")
-
-    async def reset_prefix_cache(self) -> bool:
-        return await self.control("reset_prefix_cache")
-
-    async def set_step_interval(self, seconds: float) -> None:
-        await self.control("set_step_interval", seconds)
 
     async def snapshot(self) -> StepEvent:
         r = await self._client().get("/v1/enginetui/snapshot")
