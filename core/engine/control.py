@@ -8,9 +8,9 @@
     reset_prefix_cache  -        forget every cached prefix; refused (False) while blocks are in use
     set_step_interval   seconds  slow motion: start busy steps at most every VALUE s (0: full speed)
 
-The sync client (`LLMEngine.control(op, value)`), AsyncLLM (a method per op, same name), the
-server's `POST /v1/enginetui/control` ({"op": ..., "value": ...}), the attached dashboard's
-RemoteEngine, the replay engine and the dashboard's `Engine` protocol all use these names
+The sync client (`LLMEngine.control(op, value)`), AsyncLLM and the attached dashboard's RemoteEngine
+(a method per op, same name: `OpMethods`), the server's `POST /v1/enginetui/control` ({"op": ...,
+"value": ...}), the replay engine and the dashboard's `Engine` protocol all use these names
 (tests/serve/test_control_table.py holds them to it).
 
 Every call is validated by `check` on the caller's side (a bad call fails at once) and again inside
