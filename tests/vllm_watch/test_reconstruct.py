@@ -25,7 +25,7 @@ def test_a_request_waits_until_its_first_token_and_runs_until_its_end():
     assert rebuilt_queues([models], 1.0) == (0, 0)  # other routes queue nowhere
 
 
-def test_each_reading_with_traffic_is_checked_against_the_rebuilt_queues():
+def test_each_reading_with_traffic_and_the_first_at_rest_is_checked_against_the_rebuilt_queues():
     state = WatchState("http://h:1", None)
     state.apply_metrics(reading(1.0, 0, 0, running=0))  # no request seen yet: nothing to compare
     state.add_request("r1", "hello", 8, when=1.5)
@@ -33,8 +33,11 @@ def test_each_reading_with_traffic_is_checked_against_the_rebuilt_queues():
     state.apply_metrics(reading(2.5, 1, 3, running=1))  # r1 runs: agrees
     state.apply_metrics(reading(3.0, 2, 3, running=3))  # vLLM runs 3 (others went around the proxy): does not
     state.end_request("r1", "finished", "length", "", when=3.5)
-    state.apply_metrics(reading(4.0, 2, 3, running=0))  # idle both ways: not counted
-    assert [(c.running, c.rebuilt_running, c.agrees) for c in state.queue_checks] == [(1, 1, True), (3, 1, False)]
-    assert agreement(state.queue_checks) == (1, 2)
+    state.apply_metrics(reading(4.0, 2, 3, running=0))  # back at rest both ways: checked, so the panel shows it
+    state.apply_metrics(reading(5.0, 2, 3, running=0))  # still at rest: not counted
+    assert [(c.running, c.rebuilt_running, c.agrees) for c in state.queue_checks] == [
+        (1, 1, True), (3, 1, False), (0, 0, True)]
+    assert agreement(state.queue_checks) == (2, 3)
     assert QueueCheck(0, 2, 0, 1, 1).agrees and not QueueCheck(0, 2, 0, 0, 0).agrees
-    assert "within ±1 of vLLM on 1/2 readings (50%)" in queues_text(state, 120).plain
+    assert ("rebuilt from requests seen: running 0 · waiting 0 · within ±1 of vLLM on 2/3 readings (67%)"
+            in queues_text(state, 120).plain)
