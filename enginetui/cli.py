@@ -188,7 +188,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
     reopen = partial(open_engine, kwargs, log_file=log_file) if server is None else None
     app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
                     step_interval_ms=args.step_interval_ms, reopen=reopen, redraw_hz=args.redraw_hz,
-                    max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy")
+                    max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy",
+                    serving=server.url if server is not None else None)
     try:
         with route_python_output(log_file):
             if server is None:

@@ -133,6 +133,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         step_interval_ms: int = 0,
         reopen: Callable[[], Engine] | None = None,
         random_weights: bool = False,
+        serving: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
@@ -145,6 +146,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         self._initial_interval_ms = step_interval_ms  # slow motion asked for at start-up (--step-interval-ms)
         self._reopen = reopen  # starts a new engine with the same settings (r after the engine died); blocking
         self.random_weights = random_weights  # the engine runs on random weights (--load-format dummy)
+        self.serving = serving  # the URL of the server beside this dashboard (enginetui --serve PORT), or None
         self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
@@ -482,7 +484,11 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
                 log += f" (the last {KEEP_LOGS} logs there are kept)"
         else:
             log = "none: the engine writes wherever it was started"
-        return [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]
+        rows = [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]
+        if self.serving:
+            rows.append(("server", f"{self.serving}, this engine over the OpenAI API (others: `enginetui attach "
+                                   f"{self.serving}`)"))
+        return rows
 
     def action_restart(self) -> None:
         """Start a new engine with the same settings after the last one died; the requests stay listed."""

@@ -453,6 +453,17 @@ async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
         assert about["engine log"] == "/var/tmp/enginetui/engine-7.log · EngineCore's stdout, stderr, logging and warnings"
 
 
+async def test_help_names_the_server_beside_the_dashboard():
+    app = RecordingApp(ScriptedEngine(autostep=False), serving="http://127.0.0.1:8000")
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert dict(app.screen.about)["server"] == (
+            "http://127.0.0.1:8000, this engine over the OpenAI API (others: `enginetui attach http://127.0.0.1:8000`)")
+    assert "server" not in dict(RecordingApp(ScriptedEngine(autostep=False)).about())
+
+
 async def test_help_says_how_many_engine_logs_are_kept_in_the_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     app = RecordingApp(ScriptedEngine(autostep=False), log_file=str(tmp_path / "enginetui" / "engine-7.log"))
