@@ -75,12 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=VersionAction)
     add_engine_args(parser, DASHBOARD_HELP)
     parser.add_argument("--burst-size", type=positive_int, default=8, metavar="N",
-                        help="requests submitted by the b key (default: 8)")
+                        help="requests submitted by Ctrl-B (default: 8)")
     parser.add_argument("--log-file", metavar="PATH",
                         help="where engine output goes (default: see the end of this help)")
     parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
                         help="start in slow motion: at least MS milliseconds between engine steps "
-                             "(the - and + keys change it; default: 0, full speed)")
+                             "(PgDn and PgUp change it; default: 0, full speed)")
     add_redraw_args(parser)  # --redraw-hz, --max-cpu
     parser.add_argument("--record", metavar="FILE",
                         help="record every step event to FILE while the dashboard runs (replay it with "

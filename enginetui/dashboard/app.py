@@ -73,7 +73,7 @@ PANELS = [
     ("Timeline", "(^t) a lane per request, a column per step: · waiting █ prefill ━ decode ✖ preempted, then its end"),
 ]
 
-# Slow-motion paces the - and + keys step through: the least time between engine steps.
+# Slow-motion paces PgDn and PgUp step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
 

@@ -60,7 +60,7 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
                     "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
     attach.add_argument("url", nargs="?", help="the server, e.g. http://127.0.0.1:8000 (with --vllm URL: none)")
     add_key_arg(attach, "the server's API key")
-    attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by the b key (default 8)")
+    attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by Ctrl-B (default 8)")
     add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
     attach.set_defaults(func=run_attach)
