@@ -184,7 +184,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
             return 2
     if server is not None:
         engine = server.wrap(engine)
-    # r restarts a dead engine with the same settings; not behind --serve (the server keeps its engine)
+    # Ctrl-R restarts a dead engine with the same settings; not behind --serve (the server keeps its engine)
     reopen = partial(open_engine, kwargs, log_file=log_file) if server is None else None
     app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
                     step_interval_ms=args.step_interval_ms, reopen=reopen, redraw_hz=args.redraw_hz,
