@@ -33,6 +33,11 @@ class QueueCheck:
     rebuilt_waiting: int  # requests between their arrival and their first token, here
 
     @property
+    def traffic(self) -> bool:
+        """Either side had a request queued or running."""
+        return bool(self.running or self.waiting or self.rebuilt_running or self.rebuilt_waiting)
+
+    @property
     def agrees(self) -> bool:
         return abs(self.running - self.rebuilt_running) <= TOLERANCE and \
             abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE

@@ -111,7 +111,6 @@ class WatchState:
     requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
     requests_seen: int = 0  # requests ever listed (their colour index)
     queue_checks: deque[QueueCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings with traffic (and the first back at rest) against the queues rebuilt from the requests seen
-    queues_busy: bool = False  # the latest reading checked had traffic: the next one is checked even at rest
     proxied: int = 0  # requests passed through the proxy
     proxy_url: str | None = None  # where the proxy serves vLLM's API (None: no proxy)
     proxy_error: str = ""  # why the proxy is not serving
@@ -168,13 +167,11 @@ class WatchState:
         if not any(v.generates for v in self.requests.values()):
             return
         running, waiting = sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0
-        rebuilt = rebuilt_queues(self.requests.values(), sample.time)
-        traffic = bool(running or waiting or any(rebuilt))
+        check = QueueCheck(sample.time, running, waiting, *rebuilt_queues(self.requests.values(), sample.time))
         # readings with traffic, and the first back at rest (so the latest check shows the queues at rest);
         # later idle ones would agree trivially
-        if traffic or self.queues_busy:
-            self.queue_checks.append(QueueCheck(sample.time, running, waiting, *rebuilt))
-        self.queues_busy = traffic
+        if check.traffic or (self.queue_checks and self.queue_checks[-1].traffic):
+            self.queue_checks.append(check)
 
     def _rebuild_step(self, sample: MetricsSample) -> None:
         """Start the scheduler rebuild once vLLM's pool and limits are known; hand it the reading."""
