@@ -31,6 +31,7 @@ from enginetui.bench.workload import BenchRequest, total_output_len
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
 
+
 @dataclass(slots=True)
 class OverheadResult:
     """One engine's workload all at once: through its server vs through its LLM.generate."""
@@ -72,7 +73,6 @@ def overhead_beside_vllm(kwargs: dict[str, Any], workload: list[BenchRequest], w
                          python: str) -> tuple[OverheadResult, OverheadResult]:
     """This engine's and vLLM's servers against their LLM.generate, on the same weights, all four kinds
     of pass taking turns; (ours, vLLM's)."""
-
     with shared_weights(kwargs) as (shared, weights_dir):
         dtype = str(EngineConfig(**shared).torch_dtype(None)).removeprefix("torch.")
         engine = {**vllm_engine_kwargs(shared, dtype), "enable_prefix_caching": False,
@@ -175,5 +175,3 @@ def summary(ours: OverheadResult, vllm: OverheadResult | None) -> str:
 
 def _spread(durations: list[float]) -> list[float]:
     return [min(durations), float(np.median(durations)), max(durations)]
-
-
