@@ -4,9 +4,8 @@ with LLM.generate on the same workload, on the tiny model (the numbers are not t
 import json
 import sys
 
-import pytest
-
 import psutil
+import pytest
 
 from enginetui.bench import serve_overhead
 from enginetui.bench.serve_load import serve_flags
