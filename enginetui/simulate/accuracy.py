@@ -37,7 +37,7 @@ def measured_run(path: str) -> SimRun:
                          array("l", [0]) * n, array("l", [0]) * n, array("f"))
     tl = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
     last = [nan] * n
-    num_rejected = 0
+    rejected = []  # the run's refused requests, in order
     for event in read_recording(path).events():
         if event.is_step:
             for req_id, ids in event.new_token_ids.items():
@@ -61,8 +61,9 @@ def measured_run(path: str) -> SimRun:
         for end in event.finished:
             if end.req_id in index:
                 times.finish[index[end.req_id]] = event.time
-        num_rejected += sum(1 for r in event.rejected if r.req_id in index)
-    return SimRun(reqs, times, tl, recorded.num_blocks, num_rejected, "measured", 0.0)
+        rejected += [r for r in event.rejected if r.req_id in index]
+    return SimRun(reqs, times, tl, recorded.num_blocks, len(rejected), rejected[0].detail if rejected else "",
+                  "measured", 0.0)
 
 
 def fewer_threads(path: str) -> tuple[int, int, float]:

@@ -130,7 +130,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(format_summary(result))
     if settings.record:
         print(f"recording     {settings.record} (enginetui replay {settings.record})")
-    return 0
+    return _status(result)
+
+
+def _status(result) -> int:
+    """The exit status of a finished run: 1 if no request completed (every one was refused), else 0."""
+    return 0 if result.summary.num_completed else 1
 
 
 def _run_watch(args, settings, flags) -> int:
@@ -153,7 +158,7 @@ def _run_watch(args, settings, flags) -> int:
         print("enginetui simulate: stopped before the run finished", file=sys.stderr)
         return app.return_code or 1
     print(format_summary(live.result))
-    return app.return_code or 0
+    return app.return_code or _status(live.result)
 
 
 def _run_sweep(args, settings, flags) -> int:

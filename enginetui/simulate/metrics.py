@@ -33,6 +33,7 @@ class Summary:
     num_requests: int  # requests in the workload
     num_completed: int  # requests that finished
     num_rejected: int  # requests refused at admission (could never fit the pool)
+    first_rejection: str  # why the first of them was refused ("" if none was)
     duration_s: float  # first arrival to last finish, simulated seconds
     request_throughput: float  # completed requests per second
     output_throughput: float  # generated tokens per second
@@ -103,6 +104,7 @@ def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
     kv = np.frombuffer(tl.kv_used_blocks, dtype=np.int64) / max(run.num_blocks, 1)  # [steps]
     return Summary(
         num_requests=len(arrival), num_completed=int(done.sum()), num_rejected=run.num_rejected,
+        first_rejection=run.first_rejection,
         duration_s=duration, request_throughput=per_s(float(done.sum())),
         output_throughput=per_s(float(outputs[done].sum())),
         total_token_throughput=per_s(float(outputs[done].sum() + prompts[done].sum())),

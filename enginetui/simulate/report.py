@@ -3,7 +3,7 @@
 import math
 
 from enginetui.simulate.api import SimResult
-from enginetui.simulate.metrics import Latency
+from enginetui.simulate.metrics import Latency, Summary
 
 
 def describe_setup(result: SimResult) -> list[str]:
@@ -24,12 +24,20 @@ def _row(name: str, lat: Latency) -> str:
     return f"{name:<10}{lat.mean:>12.2f}{lat.p50:>12.2f}{lat.p90:>12.2f}{lat.p99:>12.2f}"
 
 
+def _rejected(m: Summary) -> str:
+    """", N rejected (never fit: why)" for the requests line; "" when none was."""
+    if not m.num_rejected:
+        return ""
+    which = "" if m.num_rejected == 1 else "the first: "
+    return f", {m.num_rejected} rejected (never fit; {which}{m.first_rejection})"
+
+
 def format_summary(result: SimResult) -> str:
     m = result.summary
-    lines = describe_setup(result) + [
-        "",
-        f"requests      {m.num_completed} completed of {m.num_requests}"
-        + (f", {m.num_rejected} rejected (never fit)" if m.num_rejected else ""),
+    lines = describe_setup(result) + ["", f"requests      {m.num_completed} completed of {m.num_requests}" + _rejected(m)]
+    if not m.num_completed:
+        return "\n".join(lines + ["", "no request completed: no throughput or latency to report"])
+    lines += [
         f"duration      {m.duration_s:.2f} s simulated in {m.wall_seconds:.1f} s, {m.num_steps} steps",
         f"throughput    {m.request_throughput:.2f} req/s, {m.output_throughput:.1f} output tok/s, "
         f"{m.total_token_throughput:.1f} total tok/s",

@@ -62,6 +62,7 @@ class SimRun:
     timeline: Timeline  # per step
     num_blocks: int  # KV pool size
     num_rejected: int  # requests refused at admission (they could never fit)
+    first_rejection: str  # why the first of them was refused ("" if none was)
     step_model: str  # the step-time model's name
     wall_seconds: float  # how long the simulation itself took (this machine's seconds)
 
@@ -111,6 +112,7 @@ class Simulator:
         recorded_tokens = any(r.output_token_ids for r in reqs)  # some request "samples" recorded tokens
         itl_append = times.itl.append
         num_ended = num_rejected = 0
+        first_rejection = ""
         now = reqs[0].arrival if reqs else 0.0
         i = step = 0
         while True:
@@ -123,6 +125,7 @@ class Simulator:
                 if observer is not None:
                     observer.on_add(request)
                 if request.request_id not in live:
+                    first_rejection = first_rejection or request.finish_detail
                     num_rejected += 1
                     num_ended += 1
                 i += 1
@@ -177,7 +180,8 @@ class Simulator:
                 progress(num_ended)
         if progress is not None:
             progress(num_ended)
-        return SimRun(reqs, times, tl, self.num_blocks, num_rejected, model.name, time.perf_counter() - wall0)
+        return SimRun(reqs, times, tl, self.num_blocks, num_rejected, first_rejection, model.name,
+                      time.perf_counter() - wall0)
 
 
 def _engine_request(r: SimRequest, caching: bool) -> Request:

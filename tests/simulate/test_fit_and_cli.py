@@ -84,6 +84,37 @@ def test_impossible_configs_are_one_clear_line(argv, message, capsys):
     assert message in err and err.count("\n") == 1
 
 
+def test_a_run_whose_every_request_is_refused_says_why_and_fails(capsys):
+    assert main(["simulate", "--num-prompts", "3", "--random-input-len", "4096", "--max-model-len", "2048",
+                 "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "0 completed of 3, 3 rejected (never fit; the first: prompt (4096) + max_tokens (128) exceeds " \
+           "max_model_len (2048))" in out
+    assert "no request completed: no throughput or latency to report" in out and "nan" not in out
+
+
+def test_a_sweep_counts_refused_requests_and_says_why(tmp_path, capsys):
+    assert main(["simulate", "--num-prompts", "5", "--random-input-len", "1024", "--sweep", "max_model_len=512,4096",
+                 "--plot", str(tmp_path / "sweep.png"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "max_model_len" in line and "req/s" in line)
+    assert lines[header].split()[-1] == "rejected"
+    assert lines[header + 1].split()[1] == "nan" and lines[header + 1].split()[-1] == "5"
+    assert lines[header + 2].split()[-1] == "0"
+    assert lines[header + 3] == "(latencies in ms; nan: no request completed)"
+    assert lines[header + 4] == ("rejected at max_model_len=512: 5 never fit, the first: prompt (1024) + max_tokens "
+                                 "(128) exceeds max_model_len (512)")
+
+
+def test_some_refused_requests_are_counted_beside_the_figures(capsys):
+    assert main(["simulate", "--num-prompts", "40", "--random-input-len", "1900", "--random-range-ratio", "0.1",
+                 "--max-model-len", "2048", "--no-progress"]) == 0
+    requests = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("requests"))
+    completed, total, rejected = (int(w) for w in requests.replace(",", "").split() if w.isdigit())
+    assert total == 40 and 0 < rejected < 40 and completed + rejected == 40
+    assert "exceeds max_model_len (2048)" in requests
+
+
 def test_a_published_figure_is_compared_with_the_roofline_prediction():
     import math
 

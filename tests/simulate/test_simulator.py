@@ -84,4 +84,6 @@ def test_requests_that_can_never_fit_are_rejected_by_the_scheduler():
     run = Simulator(EngineConfig(device="cpu"), 4, 512, TenMs()).run([SimRequest("big", 0.0, 100, 10),
                                                                       SimRequest("ok", 0.0, 20, 5)])
     assert run.num_rejected == 1 and math.isnan(run.times.finish[0]) and run.times.num_output[1] == 5
-    assert summarize(run).num_completed == 1
+    assert run.first_rejection == "needs 7 KV blocks for 109 tokens (prompt + max_tokens - 1) but the whole pool has 4"
+    summary = summarize(run)
+    assert summary.num_completed == 1 and summary.first_rejection == run.first_rejection
