@@ -58,6 +58,12 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
 
     core.scheduler.schedule = schedule_and_capture
     vocab = core.hf_config.vocab_size
+    longest = core.max_model_len - 1  # the longest prompt a request of one output token may have
+    too_long = [p for p in prefills if p > longest]
+    if too_long:
+        prefills = tuple(sorted({min(p, longest) for p in prefills}))
+        log(f"prefills of {', '.join(map(str, too_long))} tokens measured as {longest}: the model's max_model_len "
+            f"is {core.max_model_len}")
     n = 0
     for context in contexts:
         for batch in decodes:
@@ -82,6 +88,9 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
                     if repeat:  # the first step of the shape is not timed
                         timed.append((time.perf_counter() - t0, captured[-1]))
                 median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
+                if (shape.num_prefill_tokens, shape.num_decode_tokens) != (prefill, batch):
+                    raise RuntimeError(f"calibration step D={batch} C={context} P={prefill} ran {shape.num_decode_tokens} "
+                                       f"decodes and {shape.num_prefill_tokens} prompt tokens instead")
                 seconds.append(median_s)
                 shapes.append(shape)
                 log(f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "

@@ -43,6 +43,16 @@ def test_calibrate_then_simulate_with_the_fit(tmp_path, capsys):
     assert "20 completed of 20" in text and "fitted (default on" in text
 
 
+def test_calibration_prefills_no_longer_than_the_model_takes(monkeypatch):
+    from enginetui.simulate import calibrate
+
+    monkeypatch.setitem(calibrate.GRIDS, "long", ((1,), (16,), (0, 700)))  # the default model: max_model_len 512
+    said: list[str] = []
+    fitted = calibrate.calibrate(None, "long", log=said.append)
+    assert said[0] == "prefills of 700 tokens measured as 511: the model's max_model_len is 512"
+    assert said[2].startswith("D=1   C=16   P=511 ") and fitted.info.num_steps == 2
+
+
 def test_the_command_prints_figures_and_writes_a_recording_export_reads(tmp_path, capsys):
     rec = tmp_path / "sim.etrec"
     assert main(["simulate", "--num-prompts", "30", "--random-input-len", "200", "--random-output-len", "20",
