@@ -76,6 +76,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
     notes: list[str] = []
     if s.from_recording:
+        _check_recorded_workload(s)
         recorded = recorded_run(s.from_recording)
         flags = {**_config_fields(recorded.config), **flags}
         flags.setdefault("num_gpu_blocks_override", recorded.num_blocks)
@@ -116,6 +117,20 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
             writer.close()
     summary = summarize(run, parse_slos(s.goodput))
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
+
+
+RECORDED_WORKLOAD = ("dataset", "num_prompts", "input_len", "output_len", "range_ratio", "prefix_len", "num_prefixes",
+                     "tokenizer", "request_rate", "burstiness", "burst_size", "seed")  # settings a recording replaces
+
+
+def _check_recorded_workload(s: SimSettings) -> None:
+    """A recording brings its own requests and arrivals: a workload setting beside it would be ignored."""
+    default = SimSettings()
+    given = [name for name in RECORDED_WORKLOAD if getattr(s, name) != getattr(default, name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"{flags}: not used with --from-recording, whose requests arrive as they were recorded "
+                         f"(leave them out)")
 
 
 def _asdict(s: SimSettings) -> dict:

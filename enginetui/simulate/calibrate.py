@@ -33,6 +33,7 @@ GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
 REPEATS = 3  # timed steps per grid point (after one untimed step of the same shape); the median is kept
 MIN_RECORDED_STEPS = 20  # busy steps (followed at once by the next) a recording needs for a fit
 MIN_RECORDED_SHAPES = len(FEATURES)  # distinct (prompt tokens, decoding requests) among them: one per coefficient
+POOR_FIT_R2 = 0.5  # a fit that explains less of its own steps' times than this is said to be poor
 MIN_OF_EACH_KIND = 3  # steps with prompt tokens, and steps of decodes alone, among them
 
 
@@ -295,3 +296,6 @@ def _save_and_report(model: FittedModel, out: str, fitted: str, note: str | None
         print(note)
     print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {out} "
           f"(use it: enginetui simulate --step-times {out})")
+    if model.info.r2 < POOR_FIT_R2:
+        print(f"a poor fit (R^2 under {POOR_FIT_R2:g}): the steps' times vary for reasons their shapes do not "
+              f"show, such as other load or too few steps of each kind; measure a longer run on a quiet machine")

@@ -9,8 +9,9 @@ from enginetui.simulate.metrics import Latency, Summary
 def describe_setup(result: SimResult) -> list[str]:
     s, c = result.settings, result.config
     rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
-    source = f"recording {s.from_recording}" if s.from_recording else f"{s.dataset}, {s.num_prompts} prompts"
-    lines = [f"workload      {source}, {rate}, seed {s.seed}",
+    source = (f"recording {s.from_recording}: its {result.summary.num_requests} requests, arriving as recorded"
+              if s.from_recording else f"{s.dataset}, {s.num_prompts} prompts, {rate}, seed {s.seed}")
+    lines = [f"workload      {source}",
              f"step times    {result.step_model}",
              f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
              f"of {c.block_size} tokens",

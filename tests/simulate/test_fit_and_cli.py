@@ -29,6 +29,19 @@ def test_the_fit_recovers_known_coefficients_and_survives_a_round_trip(tmp_path)
         load_fitted(tmp_path / "other.json")
 
 
+def test_a_fit_that_explains_little_of_its_own_steps_is_said_to_be_poor(tmp_path, capsys):
+    from enginetui.simulate.calibrate import _save_and_report
+
+    shapes = [StepShape(1, d, 0, d, d, d * 100, 0, 0) for d in (1, 2, 4, 8) for _ in range(3)]
+    noise = [1e-3, 5e-3, 2e-3] * 4  # the same three times at every batch size: nothing the shapes explain
+    model = fit(shapes, noise, FitInfo("m", "here", 0, 0.0, 0.0))
+    _save_and_report(model, str(tmp_path / "fit.json"), "fitted")
+    assert model.info.r2 < 0.5 and "a poor fit (R^2 under 0.5)" in capsys.readouterr().out
+    good = fit(shapes, [1e-3 + 1e-4 * s.num_decode_tokens for s in shapes], FitInfo("m", "here", 0, 0.0, 0.0))
+    _save_and_report(good, str(tmp_path / "good.json"), "fitted")
+    assert "poor fit" not in capsys.readouterr().out
+
+
 def test_calibrate_then_simulate_with_the_fit(tmp_path, capsys):
     out = tmp_path / "fit.json"
     assert main(["simulate", "--calibrate", str(out), "--calibrate-grid", "tiny", "--no-progress"]) == 0
@@ -66,6 +79,18 @@ def test_the_command_prints_figures_and_writes_a_recording_export_reads(tmp_path
     assert sum(len(e.finished) for e in steps) == 30 and recording.header.engine.num_blocks == 40
     assert main(["export", str(rec), "--format", "csv", str(tmp_path / "csv")]) == 0
     assert len((tmp_path / "csv" / "requests.csv").read_text().splitlines()) == 31
+
+
+def test_a_recordings_requests_arrive_as_recorded_and_workload_flags_beside_it_are_refused(tmp_path, capsys):
+    rec = tmp_path / "sim.etrec"
+    assert main(["simulate", "--num-prompts", "6", "--random-input-len", "64", "--request-rate", "20",
+                 "--record", str(rec), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--from-recording", str(rec), "--no-progress"]) == 0
+    assert f"workload      recording {rec}: its 6 requests, arriving as recorded\n" in capsys.readouterr().out
+    assert main(["simulate", "--from-recording", str(rec), "--request-rate", "5", "--seed", "3", "--no-progress"]) == 2
+    assert capsys.readouterr().err == ("enginetui simulate: --request-rate, --seed: not used with --from-recording, "
+                                       "whose requests arrive as they were recorded (leave them out)\n")
 
 
 def test_a_sweep_prints_a_table_and_plots(tmp_path, capsys):
