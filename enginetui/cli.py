@@ -33,6 +33,17 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self.intermixed = False  # a subcommand sets this to take positionals after options too (`FILE --format csv OUT`)
+        self._intermixing = False  # inside parse_known_intermixed_args, which parses in two plain passes
+
+    def parse_known_args(self, args=None, namespace=None):
+        if not self.intermixed or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def version() -> str:

@@ -1,4 +1,4 @@
-"""`enginetui export FILE --format perfetto OUT.json | --format csv OUT_DIR`.
+"""`enginetui export FILE [--format perfetto] [OUT.json]` | `enginetui export FILE --format csv [OUT_DIR]`.
 
 `enginetui/cli.py` calls `add_export_subparser`; the exporters are imported when the command runs.
 """
@@ -17,13 +17,25 @@ def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
                     "for KV usage, running, waiting and batch tokens). csv: OUT is a directory; steps.csv has a "
                     "row per engine step, requests.csv a row per request.")
     export.add_argument("file", help="the recording (--record FILE)")
-    export.add_argument("--format", required=True, choices=("perfetto", "csv"), help="what to write")
-    export.add_argument("out", help="the JSON file (perfetto) or the directory (csv) to write")
+    export.add_argument("--format", default="perfetto", choices=("perfetto", "csv"),
+                        help="what to write (default: perfetto)")
+    export.add_argument("out", nargs="?",
+                        help="the JSON file (perfetto) or the directory (csv) to write (default: beside FILE, "
+                             "FILE's name without its extension + .perfetto.json, or + -csv)")
+    export.intermixed = True  # OUT may follow --format, as the README writes it
     export.set_defaults(func=run_export)
+
+
+def default_out(file: str, fmt: str) -> str:
+    """Where an export goes when no OUT is given: beside the recording, named after it."""
+    stem = os.path.splitext(file)[0]
+    return stem + (".perfetto.json" if fmt == "perfetto" else "-csv")
 
 
 def run_export(args: argparse.Namespace) -> int:
     from enginetui.vllm_watch.recording import is_watch_recording
+
+    args.out = args.out or default_out(args.file, args.format)
 
     if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
         from enginetui.vllm_watch.cli import export_watch_recording

@@ -142,3 +142,15 @@ def test_the_command_writes_the_trace_and_refuses_what_it_cannot_read(recording,
     (tmp_path / "junk").write_bytes(b"junk")
     assert main(["export", str(tmp_path / "junk"), "--format", "csv", str(tmp_path / "t")]) == 2
     assert "is not an enginetui recording" in capsys.readouterr().err
+
+
+def test_without_out_the_export_goes_beside_the_recording_and_without_format_it_is_perfetto(recording, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "run.etrec"
+    shutil.copy(recording, copy)
+    assert main(["export", str(copy)]) == 0
+    assert json.loads((tmp_path / "run.perfetto.json").read_text())["traceEvents"]
+    assert capsys.readouterr().err.endswith(f"-> {tmp_path / 'run.perfetto.json'}\n")
+    assert main(["export", str(copy), "--format", "csv"]) == 0
+    assert sorted(p.name for p in (tmp_path / "run-csv").iterdir()) == ["requests.csv", "steps.csv"]
