@@ -198,10 +198,9 @@ def _run(module: str, args: argparse.Namespace) -> int:
                       cpu_isa.environment(args.cpu_isa))
         print(f"bench: as if on a CPU with only {args.cpu_isa.upper()} ({cpu_isa.CPU_ISA_ENV}={args.cpu_isa}): "
               "the code paths of that CPU, on this machine's cores, caches and memory")
-    if module == "serve" and args.compare == "vllm-server":
-        module = "serve_vs_vllm"
+    runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else module
     try:
-        return importlib.import_module(f"enginetui.bench.{module}").main(args)
+        return importlib.import_module(f"enginetui.bench.{runner}").main(args)
     except (ValueError, TimeoutError, EngineStartupError) as exc:
         print(f"enginetui bench {module}: error: {exc}", file=sys.stderr)
         return 2

@@ -139,3 +139,13 @@ def test_compare_with_the_real_vllm_server(tmp_path):
     assert steps["vllm_steps"] > 0 and steps["ours_steps"] > 0 and steps["vllm_total_ms"] > 0
     assert sum(r["vllm_steps"] for r in steps["rows"]) == steps["vllm_steps"]
     assert _descendants() <= before
+
+
+def test_without_vllms_interpreter_the_command_says_how_to_name_one(monkeypatch, capsys):
+    from enginetui.cli import main
+
+    monkeypatch.delenv("ENGINETUI_VLLM_PYTHON", raising=False)
+    assert main(["bench", "serve", "--compare", "vllm-server"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "enginetui bench serve: error: comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set "
+        "ENGINETUI_VLLM_PYTHON")
