@@ -33,7 +33,7 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
-        self.intermixed = False  # a subcommand sets this to take positionals after options too (`FILE --format csv OUT`)
+        self.intermixed = False  # a subcommand sets this to take positionals after options (`FILE --format csv OUT`)
         self._intermixing = False  # inside parse_known_intermixed_args, which parses in two plain passes
 
     def parse_known_args(self, args=None, namespace=None):

@@ -35,9 +35,9 @@ def vllm_python(flag: str | None) -> str:
     """The interpreter to run vLLM with: the flag, else the environment variable; checked to exist."""
     path = flag or os.environ.get(VLLM_PYTHON_ENV, "")
     if not path:
-        raise ValueError(f"comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set {VLLM_PYTHON_ENV} "
-                         f"(the python of an environment with vllm installed; the README's \"The differential test\" "
-                         f"sets one up)")
+        raise ValueError(f"comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set "
+                         f"{VLLM_PYTHON_ENV} (the python of an environment with vllm installed; the README's "
+                         f"\"The differential test\" sets one up)")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise ValueError(f"vLLM interpreter {path!r} (from --vllm-python or {VLLM_PYTHON_ENV}) is not an executable file")
     return path

@@ -119,18 +119,21 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
 
 
-RECORDED_WORKLOAD = ("dataset", "num_prompts", "input_len", "output_len", "range_ratio", "prefix_len", "num_prefixes",
-                     "tokenizer", "request_rate", "burstiness", "burst_size", "seed")  # settings a recording replaces
+RECORDED_WORKLOAD = {  # settings a recording replaces, and their flags
+    "dataset": "--dataset", "num_prompts": "--num-prompts", "input_len": "--random-input-len",
+    "output_len": "--random-output-len", "range_ratio": "--random-range-ratio", "prefix_len": "--prefix-len",
+    "num_prefixes": "--num-prefixes", "tokenizer": "--tokenizer", "request_rate": "--request-rate",
+    "burstiness": "--burstiness", "burst_size": "--burst-size", "seed": "--seed",
+}
 
 
 def _check_recorded_workload(s: SimSettings) -> None:
     """A recording brings its own requests and arrivals: a workload setting beside it would be ignored."""
     default = SimSettings()
-    given = [name for name in RECORDED_WORKLOAD if getattr(s, name) != getattr(default, name)]
+    given = [flag for name, flag in RECORDED_WORKLOAD.items() if getattr(s, name) != getattr(default, name)]
     if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise ValueError(f"{flags}: not used with --from-recording, whose requests arrive as they were recorded "
-                         f"(leave them out)")
+        raise ValueError(f"{', '.join(given)}: not used with --from-recording, whose requests arrive as they were "
+                         f"recorded (leave them out)")
 
 
 def _asdict(s: SimSettings) -> dict:

@@ -90,8 +90,9 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
                         timed.append((time.perf_counter() - t0, captured[-1]))
                 median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
                 if (shape.num_prefill_tokens, shape.num_decode_tokens) != (prefill, batch):
-                    raise RuntimeError(f"calibration step D={batch} C={context} P={prefill} ran {shape.num_decode_tokens} "
-                                       f"decodes and {shape.num_prefill_tokens} prompt tokens instead")
+                    raise RuntimeError(f"calibration step D={batch} C={context} P={prefill} ran "
+                                       f"{shape.num_decode_tokens} decodes and {shape.num_prefill_tokens} prompt "
+                                       f"tokens instead")
                 seconds.append(median_s)
                 shapes.append(shape)
                 log(f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "

@@ -26,7 +26,7 @@ def _row(name: str, lat: Latency) -> str:
 
 
 def _rejected(m: Summary) -> str:
-    """", N rejected (never fit: why)" for the requests line; "" when none was."""
+    """The requests line's rejections, `, N rejected (never fit; why)`: empty when there were none."""
     if not m.num_rejected:
         return ""
     which = "" if m.num_rejected == 1 else "the first: "
@@ -35,7 +35,8 @@ def _rejected(m: Summary) -> str:
 
 def format_summary(result: SimResult) -> str:
     m = result.summary
-    lines = describe_setup(result) + ["", f"requests      {m.num_completed} completed of {m.num_requests}" + _rejected(m)]
+    requests = f"requests      {m.num_completed} completed of {m.num_requests}" + _rejected(m)
+    lines = describe_setup(result) + ["", requests]
     if not m.num_completed:
         return "\n".join(lines + ["", "no request completed: no throughput or latency to report"])
     lines += [
