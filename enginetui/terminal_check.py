@@ -15,6 +15,6 @@ def refuse_without_terminal(prog: str) -> bool:
     if has_terminal():
         return False
     print(f"{prog}: the dashboard needs a terminal (stdin and stdout are not both one); without a screen, "
-          f"run `enginetui serve` (an OpenAI-compatible server) or use the Python API (`from core import LLM`)",
+          f"run `enginetui serve` (an OpenAI-compatible server) or use the Python API (`from enginetui.core import LLM`)",
           file=sys.stderr)
     return True

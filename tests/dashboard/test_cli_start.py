@@ -4,6 +4,7 @@ flag, flags are never abbreviated, `serve MODEL` is vLLM's positional model, and
 need a terminal."""
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -128,12 +129,15 @@ def test_byte_counts_read_like_vllms():
 
 
 @pytest.mark.parametrize("argv", [["--model", "/nowhere"], ["attach", "http://127.0.0.1:9"]])
-def test_the_dashboards_refuse_to_draw_into_a_pipe(argv):
+def test_the_dashboards_refuse_to_draw_into_a_pipe(argv, tmp_path):
     done = subprocess.run([sys.executable, "-m", "enginetui", *argv], capture_output=True, text=True, cwd=REPO_ROOT,
                           env=checkout_env(), timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""  # no escape codes
     (line,) = done.stderr.strip().splitlines()
     assert "needs a terminal" in line and "`enginetui serve`" in line and "Python API" in line
+    statement = line.split("Python API (`")[1].split("`)")[0]  # works as the installed package, outside the checkout
+    installed = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    assert subprocess.run([sys.executable, "-c", statement], cwd=tmp_path, env=installed, timeout=120).returncode == 0
 
 
 def test_the_help_names_the_memory_flags_and_vllms_variable(capsys):
