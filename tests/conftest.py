@@ -53,6 +53,12 @@ def checkout_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def installed_env() -> dict[str, str]:
+    """The environment of a user who installed the package: no PYTHONPATH, so only what the install put on
+    the path imports (a module that imports only from inside the checkout, as `core`, does not)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 @contextlib.contextmanager
 def recorded_events(engine) -> Iterator[list]:
     """Every event an LLMEngine publishes while the block runs (and until all of it arrived).

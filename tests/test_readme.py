@@ -1,4 +1,5 @@
-"""The README is the front door: every Python example in it runs verbatim as a plain script.
+"""The README is the front door: every Python example in it runs verbatim as a plain script, outside the
+checkout, with the installed package (as the README's setup installs it).
 
 An example that talks to the server the README starts (`enginetui serve`, port 8000) runs with
 that server up."""
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from enginetui.serve.process import ServeProcess
-from tests.conftest import REPO_ROOT, checkout_env
+from tests.conftest import REPO_ROOT, installed_env
 
 README = Path(REPO_ROOT) / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
@@ -38,7 +39,7 @@ def test_readme_example_runs_as_a_script(index, tmp_path):
     script.write_text(EXAMPLES[index])
     with served(EXAMPLES[index]):
         proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=200, env=checkout_env())
+                              timeout=200, env=installed_env())  # as a user runs it, after the README's install
     assert proc.returncode == 0, f"example {index} failed:\n{EXAMPLES[index]}\n{proc.stderr[-3000:]}"
     assert proc.stdout.strip(), f"example {index} printed nothing"
 

@@ -4,7 +4,6 @@ flag, flags are never abbreviated, `serve MODEL` is vLLM's positional model, and
 need a terminal."""
 
 import argparse
-import os
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ import pytest
 
 from enginetui import cli
 from enginetui.flags.engine import DASHBOARD_NUM_BLOCKS, byte_count, dashboard_engine_args, engine_args, flag_problem
-from tests.conftest import REPO_ROOT, checkout_env
+from tests.conftest import REPO_ROOT, checkout_env, installed_env
 
 HEAVY = ("torch", "transformers", "textual", "fastapi", "enginetui.core.engine.engine_host", "enginetui.core.engine.async_llm")
 PROBE = """
@@ -136,8 +135,8 @@ def test_the_dashboards_refuse_to_draw_into_a_pipe(argv, tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert "needs a terminal" in line and "`enginetui serve`" in line and "Python API" in line
     statement = line.split("Python API (`")[1].split("`)")[0]  # works as the installed package, outside the checkout
-    installed = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    assert subprocess.run([sys.executable, "-c", statement], cwd=tmp_path, env=installed, timeout=120).returncode == 0
+    imported = subprocess.run([sys.executable, "-c", statement], cwd=tmp_path, env=installed_env(), timeout=120)
+    assert imported.returncode == 0
 
 
 def test_the_help_names_the_memory_flags_and_vllms_variable(capsys):
