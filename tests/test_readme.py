@@ -31,6 +31,22 @@ def test_the_readme_shows_every_screenshot_and_each_one_it_shows_exists():
     assert shown == files
 
 
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation but hyphens and underscores dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def test_every_link_within_the_readme_reaches_a_heading_and_the_contents_name_every_section():
+    text = README.read_text()
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.M)
+    anchors = {github_anchor(h) for h in headings}
+    assert github_anchor("Watch the server: `enginetui attach`") == "watch-the-server-enginetui-attach"
+    assert set(re.findall(r"\]\(#([^)]+)\)", text)) <= anchors
+    contents = text[text.index("**Contents:**"):text.index("\n\n", text.index("**Contents:**"))]
+    sections = [github_anchor(h) for h in re.findall(r"^## (.+)$", text, flags=re.M)]
+    assert re.findall(r"\]\(#([^)]+)\)", contents) == sections
+
+
 @pytest.mark.slow  # each example a fresh interpreter that imports torch and starts an engine: 10-40 s
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
