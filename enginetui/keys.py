@@ -52,6 +52,12 @@ def abort_key(what: str) -> Binding:
 CLEAR = Binding("ctrl+l", "clear", "Clear", show=False, tooltip="clear ended requests from the list")
 
 
+def refused_keys(keys: str, tooltip: str) -> Binding:
+    """Engine keys that a run taking no input (a replay, a simulated run) binds anyway, so that pressing one says
+    why nothing happens (EngineTUI.action_refused) rather than nothing at all."""
+    return Binding(keys, "refused", "Refused", show=False, tooltip=tooltip)
+
+
 def timeline_key(plain: bool = False) -> Binding:
     return Binding("ctrl+t,t" if plain else "ctrl+t", "toggle_timeline", "Timeline", show=plain,
                    key_display="t" if plain else None,

@@ -185,6 +185,10 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         self.query_one(ProcessPanel).display = False
         self.query_one(RequestsTable).border_subtitle = keys.SELECT_HINT
 
+    def action_refused(self) -> None:
+        """An engine key (keys.refused_keys) in a run that takes no input: say why nothing happens."""
+        self.notify(self.engine.refusal, severity="warning")
+
     def on_mount(self) -> None:
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(1.0, self._sample_process)

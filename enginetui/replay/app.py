@@ -21,7 +21,7 @@ from enginetui import keys
 from enginetui.dashboard.app import PANELS, EngineTUI
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.timeline import TimelinePanel
-from enginetui.replay.engine import READ_ONLY, RecordedEngine
+from enginetui.replay.engine import RecordedEngine
 from enginetui.replay.session import ReplaySession
 
 # What each panel shows: the live dashboard's panels (no process, no prompt box), then the replay bar.
@@ -129,8 +129,8 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         Binding("g", "jump", "Jump", tooltip="jump to a step (123), a time (12.5s) or an event (e40)"),
         keys.timeline_key(plain=True),
         *keys.select_keys(),
-        Binding("ctrl+b,ctrl+x,ctrl+l", "read_only", "Read only", show=False,
-                tooltip="bursts, aborts and clearing: not in a replay (it shows what happened)"),
+        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l",
+                          "bursts, aborts and clearing: not in a replay (it shows what happened)"),
         keys.help_key(plain=True),
         *keys.quit_keys("quit", plain=True),
     ]
@@ -278,9 +278,6 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         self.redraw()
 
     # ---- what a recording cannot do ------------------------------------------------------
-
-    def action_read_only(self) -> None:
-        self.notify(f"{READ_ONLY} (enginetui opens a live engine)", severity="warning")
 
     def about(self) -> list[tuple[str, str]]:
         """The help screen's rows about the recording."""

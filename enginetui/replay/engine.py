@@ -1,26 +1,23 @@
 """The `Engine` the dashboard is given in replay: the recorded engine's identity, and no engine.
 
-A recording shows what happened; nothing can be added to it. Every call that would change an
-engine (a request, an abort, every control op of core/engine/control.py, under its name there)
-raises ReplayOnly with words the app shows as they are.
+A recording shows what happened; nothing can be added to it: every call that would change an
+engine is refused (enginetui/dashboard/no_input_engine.py) with READ_ONLY.
 """
 
 from collections.abc import AsyncIterator
 
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.outputs import RequestOutput
 from enginetui.core.record.format import Header
-from enginetui.core.sampling_params import SamplingParams
+from enginetui.dashboard.no_input_engine import EngineRefused, NoInputEngine
 
-READ_ONLY = "this is a replay of a recording: it shows what happened, nothing can be sent to it"
-
-
-class ReplayOnly(RuntimeError):
-    """An engine operation asked of a recording."""
+READ_ONLY = ("this is a replay of a recording: it shows what happened, nothing can be sent to it (enginetui opens a "
+             "live engine)")
 
 
-class RecordedEngine:
+class RecordedEngine(NoInputEngine):
     """Implements enginetui.dashboard.engine_link.Engine for a recording (model, device; no process, no calls)."""
+
+    refusal = READ_ONLY
 
     def __init__(self, header: Header, tokenizer) -> None:
         self.header = header  # the recording's header
@@ -36,33 +33,8 @@ class RecordedEngine:
     def device(self) -> str:
         return self.header.engine.device
 
-    async def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
-        raise ReplayOnly(READ_ONLY)
-        yield  # an async generator, like AsyncLLM.generate
-
-    async def abort(self, request_id: str) -> None:
-        raise ReplayOnly(READ_ONLY)
-
-    async def control(self, op: str, value=None):
-        raise ReplayOnly(READ_ONLY)
-
-    async def pause(self) -> None:
-        raise ReplayOnly(READ_ONLY)
-
-    async def resume(self) -> None:
-        raise ReplayOnly(READ_ONLY)
-
-    async def step_once(self) -> None:
-        raise ReplayOnly(READ_ONLY)
-
-    async def reset_prefix_cache(self) -> bool:
-        raise ReplayOnly(READ_ONLY)
-
-    async def set_step_interval(self, seconds: float) -> None:
-        raise ReplayOnly(READ_ONLY)
-
     async def snapshot(self) -> StepEvent:
-        raise ReplayOnly(READ_ONLY)
+        raise EngineRefused(self.refusal)  # the replay reads its states from the recording
 
     async def events(self) -> AsyncIterator[StepEvent]:
         return

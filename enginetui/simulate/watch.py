@@ -14,22 +14,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from rich.text import Text
-from textual.binding import Binding
 
 from enginetui import keys
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.simulate.step_events import EventSink
 
 QUEUE_EVENTS = 256  # events built ahead of the dashboard, at most
 POLL_S = 0.01  # how often the dashboard looks for the next event while none is ready
 SIMULATED_ONLY = "this is a simulated run: nothing can be sent to it"
-
-
-class SimulationOnly(RuntimeError):
-    """An engine operation asked of a simulated run."""
 
 
 class _Stopped(Exception):
@@ -96,8 +92,11 @@ class LiveSimulation:
         self._thread.join(timeout)
 
 
-class SimulatedEngine:
-    """Implements enginetui.dashboard.engine_link.Engine for a simulated run: step events paced by simulated time."""
+class SimulatedEngine(NoInputEngine):
+    """Implements enginetui.dashboard.engine_link.Engine for a simulated run: step events paced by simulated time
+    (every call that would change an engine is refused: enginetui/dashboard/no_input_engine.py)."""
+
+    refusal = SIMULATED_ONLY
 
     def __init__(self, live: LiveSimulation, speed: float, model_name: str) -> None:
         if speed < 0:
@@ -161,31 +160,6 @@ class SimulatedEngine:
             yield event
         await asyncio.Event().wait()  # finished: the last state stays on screen until the app quits
 
-    async def generate(self, prompt, params, request_id):
-        raise SimulationOnly(SIMULATED_ONLY)
-        yield  # an async generator, like AsyncLLM.generate
-
-    async def abort(self, request_id: str) -> None:
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def control(self, op: str, value=None):
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def pause(self) -> None:
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def resume(self) -> None:
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def step_once(self) -> None:
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def reset_prefix_cache(self) -> bool:
-        raise SimulationOnly(SIMULATED_ONLY)
-
-    async def set_step_interval(self, seconds: float) -> None:
-        raise SimulationOnly(SIMULATED_ONLY)
-
     def shutdown(self) -> None:
         self.live.stop.set()
 
@@ -197,8 +171,8 @@ class SimWatchTUI(EngineTUI, inherit_bindings=False):
     BINDINGS = [
         keys.timeline_key(plain=True),
         *keys.select_keys(),
-        Binding("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s", "simulated_only", "Simulated", show=False,
-                tooltip="bursts, aborts, clearing, pause and step: not in a simulated run"),
+        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s",
+                          "bursts, aborts, clearing, pause and step: not in a simulated run"),
         keys.help_key(plain=True),
         *keys.quit_keys("stop the simulation and quit", plain=True),
     ]
@@ -213,9 +187,6 @@ class SimWatchTUI(EngineTUI, inherit_bindings=False):
 
     def _sample_process(self) -> None:
         """No process to read."""
-
-    def action_simulated_only(self) -> None:
-        self.notify(SIMULATED_ONLY, severity="warning")
 
     def _empty_hint(self) -> str:
         return "the simulated run has not started yet"
