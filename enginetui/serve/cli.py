@@ -131,6 +131,9 @@ def run_serve(args: argparse.Namespace) -> int:
         key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
         print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
               f"Ctrl-C stops", file=sys.stderr, flush=True)
+        warning = exposure_warning(host, port, bool(api_key(args)), args.allow_control)
+        if warning:
+            print(f"enginetui serve: warning: {warning}", file=sys.stderr, flush=True)
         asyncio.run(serve_app(app, sock, log_level=args.uvicorn_log_level))
     except KeyboardInterrupt:
         pass
@@ -247,6 +250,17 @@ def _interrupt(signum, frame) -> None:
 
 def _requests(count: int) -> str:
     return f"{count} request" + ("" if count == 1 else "s")
+
+
+def exposure_warning(host: str, port: int, keyed: bool, allow_control: bool) -> str | None:
+    """What to say when the server listens beyond this machine with no API key (None: it does not)."""
+    import ipaddress
+
+    if keyed or ipaddress.ip_address(host.split("%")[0]).is_loopback:
+        return None
+    control = " and control the engine (--allow-control)" if allow_control else ""
+    return (f"listening on {host} without --api-key: anyone who can reach port {port} of this machine can send "
+            f"requests{control}; give --api-key KEY (or ${API_KEY_ENV}), or leave --host at 127.0.0.1")
 
 
 def _url_host(host: str) -> str:

@@ -93,3 +93,16 @@ def test_record_writes_what_the_server_served_and_says_where(text_opt_dir, tmp_p
     assert len(added) == 1 and len(ends) == 1 and ends[0].req_id == added[0].req_id and ends[0].num_output_tokens == 4
     said = "".join(srv.lines)
     assert f"recording every step event to {path}" in said and f"replay it with: enginetui replay {path}" in said
+
+
+def test_a_server_reachable_from_other_machines_without_a_key_is_warned_about():
+    from enginetui.serve.cli import exposure_warning
+
+    assert exposure_warning("127.0.0.1", 8000, keyed=False, allow_control=False) is None
+    assert exposure_warning("::1", 8000, keyed=False, allow_control=True) is None
+    assert exposure_warning("0.0.0.0", 8000, keyed=True, allow_control=True) is None
+    warning = exposure_warning("0.0.0.0", 8000, keyed=False, allow_control=False)
+    assert warning.startswith("listening on 0.0.0.0 without --api-key: anyone who can reach port 8000 of this machine")
+    assert "control the engine" not in warning
+    assert "and control the engine (--allow-control)" in exposure_warning("192.168.1.5", 9000, keyed=False,
+                                                                          allow_control=True)
