@@ -25,7 +25,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 import msgspec
 import zmq
@@ -40,14 +39,6 @@ from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs
 from enginetui.core.worker.thread_governor import ThreadGovernor
 
 log = logging.getLogger("enginetui.busy_loop")
-
-
-class EngineAddresses(NamedTuple):
-    """The three sockets between a client and its EngineCore (ipc:// paths)."""
-
-    input: str  # client PUSH (bound) -> EngineCore PULL: AddRequest / AbortRequests / Control / Shutdown
-    output: str  # EngineCore PUSH -> client PULL (bound): Ready / Outputs / ControlReply / ...
-    events: str  # EngineCore XPUB (bound) -> any number of SUB: StepEvent
 
 
 class _SubscriberJoined:
@@ -65,7 +56,7 @@ _SUBSCRIBER_JOINED = _SubscriberJoined()
 _STOP = object()  # out_q sentinel: the output thread exits after sending everything before it
 
 
-def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
+def serve(config: EngineConfig, addresses: wire.EngineAddresses, pid: int,
           on_core: Callable[[EngineCore], None] | None = None,
           on_startup_error: Callable[[BaseException], None] | None = None,
           governor: ThreadGovernor | None = None) -> int:
@@ -100,7 +91,7 @@ def serve(config: EngineConfig, addresses: EngineAddresses, pid: int,
 class EngineLoop:
     """The busy loop around one EngineCore, with its IO threads."""
 
-    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: EngineAddresses,
+    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: wire.EngineAddresses,
                  governor: ThreadGovernor | None = None) -> None:
         self.core = core  # the engine
         self.governor = governor  # adapts the CPU thread count after each step (None: fixed)

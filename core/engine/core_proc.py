@@ -38,7 +38,7 @@ def main() -> None:
     threading.Thread(target=_watch_parent, args=(launch.parent_pid, addresses), name="parent-watchdog",
                      daemon=True).start()
 
-    from enginetui.core.engine.busy_loop import EngineAddresses, serve
+    from enginetui.core.engine.busy_loop import serve
     from enginetui.core.worker.cpu_threads import thread_governor
     from enginetui.core.worker.cpu_tuning import tune_cpu_allocator
 
@@ -46,7 +46,7 @@ def main() -> None:
     if launch.config.torch_device.type == "cpu":  # process-wide: only in our own process, never in-process
         tune_cpu_allocator()
         governor = thread_governor()
-    code = serve(launch.config, EngineAddresses(*addresses), os.getpid(), governor=governor)
+    code = serve(launch.config, wire.EngineAddresses(*addresses), os.getpid(), governor=governor)
     log.info("EngineCore exiting (code %d)", code)
     _exit(code)
 

@@ -26,7 +26,6 @@ import zmq
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine import wire
-from enginetui.core.engine.busy_loop import EngineAddresses, serve
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
 from enginetui.core.worker.cpu_threads import engine_process_env
@@ -47,7 +46,7 @@ class EngineHost:
     def __init__(self, ctx: zmq.Context) -> None:
         self.ctx = ctx  # the client's zmq context (destroyed by shutdown())
         self.tmpdir = tempfile.mkdtemp(prefix="enginetui-")  # holds the ipc socket files
-        self.addresses = EngineAddresses(
+        self.addresses = wire.EngineAddresses(
             input=f"ipc://{self.tmpdir}/input", output=f"ipc://{self.tmpdir}/output", events=f"ipc://{self.tmpdir}/events"
         )
         self.in_sock = ctx.socket(zmq.PUSH)  # requests and control to EngineCore
@@ -233,13 +232,15 @@ class EngineThread(EngineHost):
     """EngineCore's busy loop on a daemon thread of this process (same code, same sockets)."""
 
     def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None) -> None:
+        from enginetui.core.engine.busy_loop import serve  # torch and the model code: only for an engine in-process
+
         super().__init__(ctx)
         self.name = "EngineCore thread"
         self.code: int | None = None  # serve()'s result once the loop ended
         self.error: str | None = None  # what ended the thread, if it was an exception
         self.startup_exception: BaseException | None = None  # why building EngineCore failed, if it did
         self.core = None  # the EngineCore, once built: for tests and debugging, touch it only while idle
-        self.thread = threading.Thread(target=self._run, args=(config,), name="EngineCore", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(serve, config), name="EngineCore", daemon=True)
         try:
             self.thread.start()
             self.handshake(startup_timeout)
@@ -247,7 +248,7 @@ class EngineThread(EngineHost):
             self.shutdown(timeout=1.0)
             raise
 
-    def _run(self, config: EngineConfig) -> None:
+    def _run(self, serve, config: EngineConfig) -> None:
         try:
             self.code = serve(config, self.addresses, os.getpid(), on_core=lambda core: setattr(self, "core", core),
                               on_startup_error=lambda exc: setattr(self, "startup_exception", exc))

@@ -9,6 +9,8 @@ EngineCore -> client (output socket): Ready | StartupFailed | Outputs | ControlR
 EngineCore -> subscribers (PUB):      StepEvent (core/engine/events.py, untagged)
 """
 
+from typing import NamedTuple
+
 import msgspec
 
 from enginetui.core.config import EngineConfig
@@ -16,6 +18,14 @@ from enginetui.core.engine.control import ControlError
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
+
+class EngineAddresses(NamedTuple):
+    """The three sockets between a client and its EngineCore (ipc:// paths)."""
+
+    input: str  # client PUSH (bound) -> EngineCore PULL: AddRequest / AbortRequests / Control / Shutdown
+    output: str  # EngineCore PUSH -> client PULL (bound): Ready / Outputs / ControlReply / ...
+    events: str  # EngineCore XPUB (bound) -> any number of SUB: StepEvent
+
 
 # ---- parent -> child ------------------------------------------------------------------------
 
