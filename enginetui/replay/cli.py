@@ -42,7 +42,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return run_watch_replay(args.file, args.at)
     from enginetui.core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
-    from enginetui.terminal_check import refuse_without_terminal
+    from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
 
     try:
         session, notes = open_session(args.file)
@@ -56,7 +56,7 @@ def run_replay(args: argparse.Namespace) -> int:
             print(f"enginetui replay: --at: {target.error}", file=sys.stderr)
             return 2
         start = target.index
-    if refuse_without_terminal("enginetui replay"):
+    if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
         return 2
     for note in notes:  # also on screen, but the terminal keeps them after the app quits
         print(f"enginetui replay: {note}", file=sys.stderr)

@@ -142,12 +142,12 @@ def _run_watch(args, settings, flags) -> int:
     from enginetui.simulate.api import simulate
     from enginetui.simulate.report import format_summary
     from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
-    from enginetui.terminal_check import refuse_without_terminal
+    from enginetui.terminal_check import SIMULATE_INSTEAD, refuse_without_terminal
 
     settings.progress = False  # the dashboard shows the progress
     live = LiveSimulation(lambda sink: simulate(settings, live=sink, **flags))
     engine = SimulatedEngine(live, args.speed, settings.model)  # a bad --speed is refused here
-    if refuse_without_terminal("enginetui simulate --watch"):
+    if refuse_without_terminal("enginetui simulate --watch", SIMULATE_INSTEAD):
         return 2
     live.start()
     app = SimWatchTUI(engine)

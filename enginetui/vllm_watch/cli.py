@@ -165,7 +165,7 @@ def _check_port(port: int | None) -> str | None:
 def run_watch_replay(path: str, at: str | None) -> int:
     """`enginetui replay FILE` on a vLLM watch recording (`--at SECONDS` into it)."""
     from enginetui.core.record.format import RecordingError
-    from enginetui.terminal_check import refuse_without_terminal
+    from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
     from enginetui.vllm_watch.recording import read_watch_recording
     from enginetui.vllm_watch.replay import WatchReplayApp
 
@@ -184,7 +184,7 @@ def run_watch_replay(path: str, at: str | None) -> int:
     if recording.problem:
         print(f"enginetui replay: {recording.problem}: replaying the {len(recording.items)} items before it",
               file=sys.stderr)
-    if refuse_without_terminal("enginetui replay"):
+    if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
         return 2
     app = WatchReplayApp(recording, start_s=start)
     app.run()

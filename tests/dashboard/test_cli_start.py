@@ -158,3 +158,16 @@ def test_the_burst_size_must_be_positive(capsys, argv):
     with pytest.raises(SystemExit) as info:
         cli.main(argv)
     assert info.value.code == 2 and "argument --burst-size: must be at least 1" in capsys.readouterr().err
+
+
+def test_a_replay_or_simulation_without_a_terminal_names_what_needs_none(tmp_path, capsys):
+    rec = tmp_path / "sim.etrec"  # pytest's stdin is not a terminal
+    assert cli.main(["simulate", "--num-prompts", "3", "--random-input-len", "32", "--record", str(rec),
+                     "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", str(rec)]) == 2
+    assert capsys.readouterr().err.endswith("without a screen, `enginetui export FILE` writes the recording as a "
+                                            "Perfetto trace (ui.perfetto.dev)\n")
+    assert cli.main(["simulate", "--num-prompts", "3", "--watch"]) == 2
+    assert capsys.readouterr().err.endswith("without a screen, leave out --watch: the run's figures are printed when "
+                                            "it ends\n")
