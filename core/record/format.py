@@ -69,6 +69,16 @@ class RecordingError(Exception):
     """A file that is not a recording this program can read, and what to do about it."""
 
 
+def check_preamble(data: memoryview, path: str) -> None:
+    """Raise RecordingError unless `data` starts as a recording does (a JSON file is named as one: an export)."""
+    if len(data) >= PREAMBLE.size and bytes(data[: len(MAGIC)]) == MAGIC:
+        return
+    json = bytes(data[:1]) in (b"{", b"[")
+    hint = (" (it is JSON, as `enginetui export` writes; a recording is what --record wrote, starting with "
+            f"{MAGIC!r})") if json else f" (it does not start with {MAGIC!r})"
+    raise RecordingError(f"{path} is not an enginetui recording{hint}")
+
+
 def preamble() -> bytes:
     return PREAMBLE.pack(MAGIC, FORMAT_VERSION)
 

@@ -77,8 +77,7 @@ def read_recording(path: str | os.PathLike) -> Recording:
     path = str(path)
     with open(path, "rb") as f:
         data = memoryview(f.read())
-    if len(data) < fmt.PREAMBLE.size or bytes(data[: len(fmt.MAGIC)]) != fmt.MAGIC:
-        raise fmt.RecordingError(f"{path} is not an enginetui recording (it does not start with {fmt.MAGIC!r})")
+    fmt.check_preamble(data, path)
     _, version = fmt.PREAMBLE.unpack_from(data)
     if version > fmt.FORMAT_VERSION:
         raise fmt.RecordingError(

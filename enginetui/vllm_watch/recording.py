@@ -222,8 +222,7 @@ def read_watch_recording(path: str | os.PathLike) -> WatchRecording:
     path = str(path)
     with open(path, "rb") as f:
         data = memoryview(f.read())
-    if len(data) < fmt.PREAMBLE.size or bytes(data[: len(fmt.MAGIC)]) != fmt.MAGIC:
-        raise fmt.RecordingError(f"{path} is not an enginetui recording")
+    fmt.check_preamble(data, path)
     frames, problem = read_frames(data, fmt.PREAMBLE.size)
     if not frames or frames[0][0] != WATCH_HEADER:
         raise fmt.RecordingError(f"{path} is not a vLLM watch recording ({problem or 'no watch header'})")

@@ -8,6 +8,7 @@ import pytest
 from enginetui.core.engine.events import SCHEMA_VERSION, encode_event
 from enginetui.core.record import format as fmt
 from enginetui.core.record.reader import read_recording
+from enginetui.vllm_watch.recording import read_watch_recording
 from tests.dashboard.builders import event, progress
 from tests.record.recordings import write
 
@@ -99,8 +100,13 @@ def test_an_older_event_schema_is_refused_with_what_to_do(tmp_path):
 
 def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("hello\n" * 10)
-    with pytest.raises(fmt.RecordingError, match="is not an enginetui recording"):
+    with pytest.raises(fmt.RecordingError, match="is not an enginetui recording \\(it does not start with"):
         read_recording(tmp_path / "notes.txt")
+    (tmp_path / "trace.json").write_text('{"traceEvents": []}')  # an export, given where a recording goes
+    for reader in (read_recording, read_watch_recording):
+        with pytest.raises(fmt.RecordingError, match="is not an enginetui recording \\(it is JSON, as `enginetui "
+                                                     "export` writes; a recording is what --record wrote"):
+            reader(tmp_path / "trace.json")
     path = write(tmp_path / "a.etrec", EVENTS)
     (tmp_path / "headless.etrec").write_bytes(open(path, "rb").read()[: fmt.PREAMBLE.size + 3])
     with pytest.raises(fmt.RecordingError, match="no readable header"):
