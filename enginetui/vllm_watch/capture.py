@@ -52,6 +52,7 @@ import zmq
 from enginetui.bench.vllm_step_log import ITERATION, LoggedStep, logged_steps
 from enginetui.vllm_watch.burst import proxied_burst
 from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import SchedulerLimits
 
@@ -232,8 +233,8 @@ def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     rebuild = state.rebuild
     if rebuild is not None:
-        agree = sum(c.agrees for c in rebuild.checks)
-        print(f"rebuild agrees on {agree}/{len(rebuild.checks)} readings; preemptions "
+        agree, total = agreement(rebuild.checks)
+        print(f"rebuild agrees on {agree}/{total} readings; preemptions "
               f"{rebuild.num_preemptions} rebuilt", file=sys.stderr)
     print(f"{len(state.requests)} requests -> {out}", file=sys.stderr)
     return 0
@@ -289,10 +290,10 @@ def measure_burst(folder: Path) -> int:
         print(f"{c.time - t0:6.3f}   {c.running:8.0f} {c.waiting:4.0f} {c.preemptions:3.0f} {kv}  | "
               f"{c.rebuilt_running:11d} {c.rebuilt_waiting:4d} {c.rebuilt_preemptions:3d} {c.rebuilt_kv_blocks:3d}"
               f"  {'' if c.agrees else 'DISAGREES'}")
-    agree = sum(c.agrees for c in rebuild.checks)
+    agree, total = agreement(rebuild.checks)
     blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
     cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
-    print(f"agrees ±1 on {agree}/{len(rebuild.checks)} readings; preemptions {rebuild.num_preemptions} rebuilt, "
+    print(f"agrees ±1 on {agree}/{total} readings; preemptions {rebuild.num_preemptions} rebuilt, "
           f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}"
           + (f"; blocks cached ±1 of the KV events' on {sum(cached)}/{len(cached)}" if cached else ""))
     logged = vllm_logged_steps(folder)

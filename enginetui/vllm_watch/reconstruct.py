@@ -14,7 +14,7 @@ Not done: rebuilding with this engine's scheduler and KV manager (block counts, 
 prefix hits per request).
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from enginetui.vllm_watch.requests import WatchedRequest
@@ -22,15 +22,11 @@ from enginetui.vllm_watch.requests import WatchedRequest
 TOLERANCE = 1  # requests: a rebuilt queue within this of vLLM's agrees
 
 
-@dataclass(frozen=True, slots=True)
-class QueueCheck:
-    """One /metrics reading against the rebuilt queues."""
+class QueuesCompared:
+    """What a check of vLLM's queues against rebuilt ones says, for a dataclass with the fields `running`,
+    `waiting` (vLLM's gauges), `rebuilt_running` and `rebuilt_waiting`."""
 
-    time: float  # when it was read
-    running: float  # vLLM's num_requests_running
-    waiting: float  # vLLM's num_requests_waiting
-    rebuilt_running: int  # requests between their first token and their end, here
-    rebuilt_waiting: int  # requests between their arrival and their first token, here
+    __slots__ = ()
 
     @property
     def traffic(self) -> bool:
@@ -41,6 +37,23 @@ class QueueCheck:
     def agrees(self) -> bool:
         return abs(self.running - self.rebuilt_running) <= TOLERANCE and \
             abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE
+
+
+def worth_checking(check: QueuesCompared, checks: Sequence[QueuesCompared]) -> bool:
+    """Whether a reading joins the checks: readings with traffic, and the first back at rest (so the latest
+    check shows the queues at rest); later idle ones would agree trivially."""
+    return check.traffic or bool(checks and checks[-1].traffic)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCheck(QueuesCompared):
+    """One /metrics reading against the rebuilt queues."""
+
+    time: float  # when it was read
+    running: float  # vLLM's num_requests_running
+    waiting: float  # vLLM's num_requests_waiting
+    rebuilt_running: int  # requests between their first token and their end, here
+    rebuilt_waiting: int  # requests between their arrival and their first token, here
 
 
 def rebuilt_queues(requests: Iterable[WatchedRequest], at: float) -> tuple[int, int]:

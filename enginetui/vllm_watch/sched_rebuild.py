@@ -67,7 +67,7 @@ from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_shape import step_shape
-from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.reconstruct import TOLERANCE, QueuesCompared, worth_checking
 from enginetui.vllm_watch.requests import WatchedRequest
 
 STAND_IN_TOKEN = 0  # the token every rebuilt request "samples" (its stop comes from the wire)
@@ -104,8 +104,8 @@ class RebuiltStep:
 
 
 @dataclass(frozen=True, slots=True)
-class RebuildCheck:
-    """One /metrics reading against the rebuilt state at its time."""
+class RebuildCheck(QueuesCompared):
+    """One /metrics reading against the rebuilt state at its time (traffic and agreement: QueuesCompared)."""
 
     time: float  # when it was read
     running: float  # vLLM's num_requests_running
@@ -129,11 +129,6 @@ class RebuildCheck:
         """The cached blocks within one of vLLM's, by its KV events (None: they were not listened to)."""
         return (None if self.cached_blocks is None
                 else abs(self.cached_blocks - self.rebuilt_cached_blocks) <= TOLERANCE)
-
-    @property
-    def agrees(self) -> bool:
-        return abs(self.running - self.rebuilt_running) <= TOLERANCE and \
-            abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE
 
 
 @dataclass(slots=True)
@@ -173,7 +168,6 @@ class SchedRebuild:
     _sampling: list[str] = field(default_factory=list)  # ids of the requests that sample in _plan
     _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
     _pending: deque[_Pending] = field(default_factory=deque)  # readings not yet passed
-    _last_had_traffic: bool = False  # the latest reading checked had traffic (the next idle one is checked too)
     _preempt_base: float | None = None  # vLLM's preemption counter at the first reading
 
     def __post_init__(self) -> None:
@@ -514,11 +508,10 @@ class SchedRebuild:
             running, waiting, preempted, blocks, cached = state
             if p.steps is not None and (vllm_idle or self._steps_base is None):
                 self._anchor(p, vllm_idle)
-            traffic = bool(p.running or p.waiting or running or waiting)
-            if traffic or self._last_had_traffic:  # readings with traffic, and the first back at rest
-                self._last_had_traffic = traffic
-                self.checks.append(RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting,
-                                                preempted, p.kv_blocks, blocks, p.cached_blocks, cached))
+            check = RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting, preempted,
+                                 p.kv_blocks, blocks, p.cached_blocks, cached)
+            if worth_checking(check, self.checks):
+                self.checks.append(check)
 
     def _is_idle(self) -> bool:
         """Nothing left to rebuild: no step planned, no request waiting outside or in the scheduler."""

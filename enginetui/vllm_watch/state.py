@@ -12,7 +12,7 @@ from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
 from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
-from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues
+from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues, worth_checking
 from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
 
@@ -168,9 +168,7 @@ class WatchState:
             return
         running, waiting = sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0
         check = QueueCheck(sample.time, running, waiting, *rebuilt_queues(self.requests.values(), sample.time))
-        # readings with traffic, and the first back at rest (so the latest check shows the queues at rest);
-        # later idle ones would agree trivially
-        if check.traffic or (self.queue_checks and self.queue_checks[-1].traffic):
+        if worth_checking(check, self.queue_checks):
             self.queue_checks.append(check)
 
     def _rebuild_step(self, sample: MetricsSample) -> None:
