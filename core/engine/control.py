@@ -131,7 +131,8 @@ OPS: dict[str, ControlOp] = {op.name: op for op in (
 
 class OpMethods:
     """A method per op, named as the op, for a client whose `control(op, value)` runs any of them
-    (AsyncLLM, and the attached dashboard's RemoteEngine); each reads its own snapshot."""
+    (AsyncLLM, the attached dashboard's RemoteEngine, and the replay's and simulation's engines, which
+    refuse them all); each reads its own snapshot."""
 
     async def control(self, op: str, value: Any = None) -> Any:
         raise NotImplementedError

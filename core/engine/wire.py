@@ -19,6 +19,7 @@ from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
 
+
 class EngineAddresses(NamedTuple):
     """The three sockets between a client and its EngineCore (ipc:// paths)."""
 

@@ -8,6 +8,7 @@ shows the same words without calling.
 
 from collections.abc import AsyncIterator
 
+from enginetui.core.engine.control import OpMethods
 from enginetui.core.outputs import RequestOutput
 from enginetui.core.sampling_params import SamplingParams
 
@@ -16,8 +17,9 @@ class EngineRefused(RuntimeError):
     """An engine operation asked of a run that takes none."""
 
 
-class NoInputEngine:
-    """Implements the changing half of enginetui.dashboard.engine_link.Engine by refusing every call."""
+class NoInputEngine(OpMethods):
+    """Implements the changing half of enginetui.dashboard.engine_link.Engine by refusing every call (the
+    control ops' own methods, from OpMethods, go through `control`)."""
 
     refusal = "nothing can be sent to this run"  # the words every refusal carries (subclasses say why)
 
@@ -29,19 +31,4 @@ class NoInputEngine:
         raise EngineRefused(self.refusal)
 
     async def control(self, op: str, value=None):
-        raise EngineRefused(self.refusal)
-
-    async def pause(self) -> None:
-        raise EngineRefused(self.refusal)
-
-    async def resume(self) -> None:
-        raise EngineRefused(self.refusal)
-
-    async def step_once(self) -> None:
-        raise EngineRefused(self.refusal)
-
-    async def reset_prefix_cache(self) -> bool:
-        raise EngineRefused(self.refusal)
-
-    async def set_step_interval(self, seconds: float) -> None:
         raise EngineRefused(self.refusal)
