@@ -47,9 +47,9 @@ KVEvent = BlockStored | BlockRemoved | AllBlocksCleared
 
 
 class _WireBatch(msgspec.Struct, array_like=True, gc=False):
-    ts: float
+    ts: float  # when vLLM sent the batch (Unix time)
     events: list[msgspec.Raw]  # decoded one by one, so an unknown event type skips only itself
-    data_parallel_rank: int | None = None
+    data_parallel_rank: int | None = None  # the sending engine's rank (None: one engine)
 
 
 @dataclass(frozen=True, slots=True)

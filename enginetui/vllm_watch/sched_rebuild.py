@@ -136,8 +136,8 @@ class _Pending:
     """A /metrics reading waiting for the rebuild to pass its time."""
 
     time: float  # when it was read
-    running: float  # vLLM's gauges then
-    waiting: float
+    running: float  # vLLM's running gauge then
+    waiting: float  # its waiting gauge then
     preemptions: float  # vLLM's preemption counter then (since the rebuild started)
     kv_blocks: float | None  # KV blocks vLLM held then (None: not reported)
     cached_blocks: int | None  # blocks vLLM had cached then, by its KV events (None: not listened to)

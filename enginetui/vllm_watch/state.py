@@ -106,7 +106,7 @@ class WatchState:
     kv_error: str = ""  # why they are silent or down, in words
     latest: MetricsSample | None = None  # the last /metrics reading
     window: deque[MetricsSample] = field(default_factory=deque)  # readings of the last WINDOW_S, oldest first
-    history: WatchHistory = field(default_factory=WatchHistory)
+    history: WatchHistory = field(default_factory=WatchHistory)  # the sparklines' series, the last HISTORY_POINTS readings
     caches: PrefixCaches = field(default_factory=PrefixCaches)  # the prefix cache of each rank
     requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
     requests_seen: int = 0  # requests ever listed (their colour index)

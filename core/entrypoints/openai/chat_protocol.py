@@ -61,11 +61,11 @@ class ChatCompletionResponseChoice(OpenAIBaseModel):
 
 class ChatCompletionResponse(OpenAIBaseModel):
     id: str  # chatcmpl-...
-    object: str = "chat.completion"
-    created: int = Field(default_factory=lambda: int(time.time()))
+    object: str = "chat.completion"  # the OpenAI object type
+    created: int = Field(default_factory=lambda: int(time.time()))  # Unix time of the reply
     model: str  # served model name
     choices: list[ChatCompletionResponseChoice]  # one per completion
-    system_fingerprint: str | None = None
+    system_fingerprint: str | None = None  # OpenAI's backend fingerprint (none here)
     usage: UsageInfo  # tokens of the request
 
 
@@ -84,8 +84,8 @@ class ChatCompletionResponseStreamChoice(OpenAIBaseModel):
 
 class ChatCompletionStreamResponse(OpenAIBaseModel):
     id: str  # chatcmpl-..., the same on every chunk
-    object: str = "chat.completion.chunk"
-    created: int = Field(default_factory=lambda: int(time.time()))
+    object: str = "chat.completion.chunk"  # the OpenAI object type
+    created: int = Field(default_factory=lambda: int(time.time()))  # Unix time of the chunk
     model: str  # served model name
     choices: list[ChatCompletionResponseStreamChoice]  # empty on the final usage chunk
     usage: UsageInfo | None = Field(default=None)  # with stream_options.include_usage

@@ -55,11 +55,11 @@ class CompletionResponseChoice(OpenAIBaseModel):
 
 class CompletionResponse(OpenAIBaseModel):
     id: str  # cmpl-...
-    object: str = "text_completion"
-    created: int = Field(default_factory=lambda: int(time.time()))
+    object: str = "text_completion"  # the OpenAI object type
+    created: int = Field(default_factory=lambda: int(time.time()))  # Unix time of the reply
     model: str  # served model name
     choices: list[CompletionResponseChoice]  # one per prompt and completion
-    system_fingerprint: str | None = None
+    system_fingerprint: str | None = None  # OpenAI's backend fingerprint (none here)
     usage: UsageInfo  # tokens of the whole request
 
 
@@ -75,8 +75,8 @@ class CompletionResponseStreamChoice(OpenAIBaseModel):
 
 class CompletionStreamResponse(OpenAIBaseModel):
     id: str  # cmpl-..., the same on every chunk
-    object: str = "text_completion"
-    created: int = Field(default_factory=lambda: int(time.time()))
+    object: str = "text_completion"  # the OpenAI object type
+    created: int = Field(default_factory=lambda: int(time.time()))  # Unix time of the chunk
     model: str  # served model name
     choices: list[CompletionResponseStreamChoice]  # empty on the final usage chunk
     usage: UsageInfo | None = Field(default=None)  # with stream_options.include_usage

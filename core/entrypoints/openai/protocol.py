@@ -127,16 +127,16 @@ class SamplingRequest(OpenAIBaseModel):
 
 class ModelCard(OpenAIBaseModel):
     id: str  # the served model name
-    object: str = "model"
-    created: int = Field(default_factory=lambda: int(time.time()))
-    owned_by: str = "enginetui"
+    object: str = "model"  # the OpenAI object type
+    created: int = Field(default_factory=lambda: int(time.time()))  # Unix time of this listing
+    owned_by: str = "enginetui"  # who serves it
     root: str | None = None  # where the weights came from
-    parent: str | None = None
+    parent: str | None = None  # the base model of a fine-tune (none here)
     max_model_len: int | None = None  # longest prompt + output
 
 
 class ModelList(OpenAIBaseModel):
-    object: str = "list"
+    object: str = "list"  # the OpenAI object type
     data: list[ModelCard] = Field(default_factory=list)  # the served models (one)
 
 
