@@ -11,6 +11,7 @@ from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args
+from enginetui.interrupt import sigterm_interrupts
 from enginetui.kernels import cpu_isa
 
 OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM's offline one
@@ -200,10 +201,14 @@ def _run(module: str, args: argparse.Namespace) -> int:
               "the code paths of that CPU, on this machine's cores, caches and memory")
     runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else module
     try:
-        return importlib.import_module(f"enginetui.bench.{runner}").main(args)
+        with sigterm_interrupts():  # `kill PID` too ends every engine, server and load the benchmark started
+            return importlib.import_module(f"enginetui.bench.{runner}").main(args)
     except (ValueError, TimeoutError, EngineStartupError) as exc:
         print(f"enginetui bench {module}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"enginetui bench {module}: interrupted; every engine and server it started is stopped", file=sys.stderr)
+        return 130
 
 
 def _positive(text: str) -> int:

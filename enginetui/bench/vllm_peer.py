@@ -82,6 +82,7 @@ class VLLMPeer:
         self.log = tempfile.NamedTemporaryFile(prefix="enginetui-vllm-", suffix=".log", delete=False)  # noqa: SIM115
         self.log_path = self.log.name  # where vLLM's output goes
         self.failed = False  # a command failed: keep the log
+        self.in_flight = False  # a command was sent and its answer not read (e.g. Ctrl-C while vLLM starts)
         self.proc = subprocess.Popen(  # -P: the runner's folder must not shadow stdlib modules (profile.py)
             [python, "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env=peer_env(cores, in_process=in_process), text=True, start_new_session=True,
@@ -114,8 +115,9 @@ class VLLMPeer:
                            "steps": steps, "temperature": temperature, "step_prompts": step_prompts})
 
     def close(self) -> None:
-        """Ask vLLM to shut down; end the process group if it does not. Idempotent."""
-        if self.proc.poll() is None:
+        """Ask vLLM to shut down, unless it is still busy with a command (it would read the request only
+        once done: minutes, for a start); end the process group if it does not. Idempotent."""
+        if self.proc.poll() is None and not self.in_flight:
             try:
                 self._call({"cmd": "quit"}, timeout_s=60.0)
                 self.proc.wait(timeout=30)
@@ -148,7 +150,9 @@ class VLLMPeer:
             self.proc.stdin.flush()
         except OSError as exc:
             raise VLLMError(f"vLLM runner is gone ({exc}); its log: {self._log_tail()}") from None
+        self.in_flight = True
         line = _readline(self.proc, timeout_s)
+        self.in_flight = False
         if not line:
             raise VLLMError(f"vLLM exited (code {self.proc.poll()}) during {command['cmd']!r}; "
                             f"log {self.log_path}:\n{self._log_tail()}")

@@ -8,8 +8,9 @@ command runs, so `enginetui --help` stays quick.
 import argparse
 import contextlib
 import os
-import signal
 import sys
+
+from enginetui.interrupt import sigterm_interrupts
 
 API_KEY_ENV = "ENGINETUI_API_KEY"  # the API key, when --api-key is not given (keeps it out of `ps`)
 DEFAULT_PORT = 8000
@@ -119,27 +120,26 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     import asyncio
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: the engine is shut down
     app = None
-    try:
-        app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args),
-                        allow_control=args.allow_control, max_pause_s=args.max_pause_s,
-                        access_log=not args.disable_uvicorn_access_log,
-                        access_log_excluded=args.disable_access_log_for_endpoints)
-        host, port = sock.getsockname()[:2]
-        key_note = " (API key required)" if api_key(args) else ""
-        key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
-        print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
-              f"Ctrl-C stops", file=sys.stderr, flush=True)
-        warning = exposure_warning(host, port, bool(api_key(args)), args.allow_control)
-        if warning:
-            print(f"enginetui serve: warning: {warning}", file=sys.stderr, flush=True)
-        asyncio.run(serve_app(app, sock, log_level=args.uvicorn_log_level))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        engine.shutdown()  # closes the recording too
-        signal.signal(signal.SIGTERM, previous)
+    with sigterm_interrupts():  # SIGTERM ends like Ctrl-C: the engine is shut down
+        try:
+            app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args),
+                            allow_control=args.allow_control, max_pause_s=args.max_pause_s,
+                            access_log=not args.disable_uvicorn_access_log,
+                            access_log_excluded=args.disable_access_log_for_endpoints)
+            host, port = sock.getsockname()[:2]
+            key_note = " (API key required)" if api_key(args) else ""
+            key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
+            print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
+                  f"Ctrl-C stops", file=sys.stderr, flush=True)
+            warning = exposure_warning(host, port, bool(api_key(args)), args.allow_control)
+            if warning:
+                print(f"enginetui serve: warning: {warning}", file=sys.stderr, flush=True)
+            asyncio.run(serve_app(app, sock, log_level=args.uvicorn_log_level))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            engine.shutdown()  # closes the recording too
     if recorder is not None:
         record_flag.close_and_say(recorder, "enginetui serve")
     ended = app.state.ended_at_stop if app is not None else 0
@@ -243,9 +243,6 @@ def run_attach(args: argparse.Namespace) -> int:
     return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz,
                             max_cpu_share=args.max_cpu / 100)
 
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _requests(count: int) -> str:
