@@ -16,6 +16,7 @@ from functools import partial
 from enginetui.dashboard.logs import KEEP_LOGS
 from enginetui.flags.dashboard import add_redraw_args, positive_int
 from enginetui.flags.engine import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
+from enginetui.interrupt import sigterm_quits
 
 SUBCOMMANDS = (  # (module, function adding its subcommands to the top-level subparsers), in help order
     ("enginetui.bench.cli", "add_bench_subparsers"),  # bench throughput | latency | serve | profile
@@ -202,7 +203,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
                     max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy",
                     serving=server.url if server is not None else None)
     try:
-        with route_python_output(log_file):
+        with route_python_output(log_file), sigterm_quits(app):
             if server is None:
                 app.run()
             else:

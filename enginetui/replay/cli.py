@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from enginetui.interrupt import sigterm_quits
+
 
 def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
     replay = subparsers.add_parser(
@@ -61,5 +63,7 @@ def run_replay(args: argparse.Namespace) -> int:
     for note in notes:  # also on screen, but the terminal keeps them after the app quits
         print(f"enginetui replay: {note}", file=sys.stderr)
     app = ReplayTUI(session, notes=notes, start=start)
-    app.run()
+    with sigterm_quits(app):
+        with sigterm_quits(app):
+            app.run()
     return app.return_code or 0

@@ -39,6 +39,7 @@ from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER
 from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.widgets.process_panel import ProcessSample
+from enginetui.interrupt import sigterm_quits
 from enginetui.serve.request_names import RequestNames
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the server at all
@@ -272,7 +273,8 @@ def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_h
     app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size, redraw_hz=redraw_hz,
                     max_cpu_share=max_cpu_share)
     try:
-        app.run()
+        with sigterm_quits(app):
+            app.run()
     finally:
         engine.shutdown()
     return app.return_code or 0

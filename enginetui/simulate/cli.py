@@ -5,6 +5,8 @@ import argparse
 import math
 import sys
 
+from enginetui.interrupt import sigterm_quits
+
 SIM_ENGINE_FLAGS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_gpu_blocks_override",
                     "kv_cache_memory_bytes", "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy",
                     "scheduler_reserve_full_isl", "long_prefill_token_threshold", "max_model_len")  # flags that apply
@@ -151,7 +153,9 @@ def _run_watch(args, settings, flags) -> int:
         return 2
     live.start()
     app = SimWatchTUI(engine)
-    app.run()
+    with sigterm_quits(app):
+        with sigterm_quits(app):
+            app.run()
     engine.shutdown()
     live.join(timeout=5)
     if live.result is None:

@@ -5,6 +5,8 @@ import os
 import sys
 from urllib.parse import urlsplit
 
+from enginetui.interrupt import sigterm_quits
+
 VLLM_KV_PORT = 5557  # vLLM's default KV events endpoint is tcp://*:5557
 
 
@@ -101,7 +103,9 @@ def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | Non
     except OSError as exc:
         print(f"enginetui attach --vllm: cannot write --record {args.record}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    app.run()
+    with sigterm_quits(app):
+        with sigterm_quits(app):
+            app.run()
     return app.return_code or 0
 
 
@@ -121,7 +125,9 @@ def _run_fleet(urls: list[str], args: argparse.Namespace, api_key: str | None) -
     if refuse_without_terminal("enginetui attach --vllm"):
         return 2
     app = FleetApp(replicas, api_key=api_key, tokenizer=args.tokenizer, redraw_hz=min(args.redraw_hz, 4.0))
-    app.run()
+    with sigterm_quits(app):
+        with sigterm_quits(app):
+            app.run()
     return app.return_code or 0
 
 
@@ -187,7 +193,9 @@ def run_watch_replay(path: str, at: str | None) -> int:
     if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
         return 2
     app = WatchReplayApp(recording, start_s=start)
-    app.run()
+    with sigterm_quits(app):
+        with sigterm_quits(app):
+            app.run()
     return app.return_code or 0
 
 
