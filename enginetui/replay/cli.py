@@ -64,6 +64,5 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"enginetui replay: {note}", file=sys.stderr)
     app = ReplayTUI(session, notes=notes, start=start)
     with sigterm_quits(app):
-        with sigterm_quits(app):
-            app.run()
+        app.run()
     return app.return_code or 0

@@ -244,7 +244,6 @@ def run_attach(args: argparse.Namespace) -> int:
                             max_cpu_share=args.max_cpu / 100)
 
 
-
 def _requests(count: int) -> str:
     return f"{count} request" + ("" if count == 1 else "s")
 

@@ -154,8 +154,7 @@ def _run_watch(args, settings, flags) -> int:
     live.start()
     app = SimWatchTUI(engine)
     with sigterm_quits(app):
-        with sigterm_quits(app):
-            app.run()
+        app.run()
     engine.shutdown()
     live.join(timeout=5)
     if live.result is None:

@@ -104,8 +104,7 @@ def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | Non
         print(f"enginetui attach --vllm: cannot write --record {args.record}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     with sigterm_quits(app):
-        with sigterm_quits(app):
-            app.run()
+        app.run()
     return app.return_code or 0
 
 
@@ -126,8 +125,7 @@ def _run_fleet(urls: list[str], args: argparse.Namespace, api_key: str | None) -
         return 2
     app = FleetApp(replicas, api_key=api_key, tokenizer=args.tokenizer, redraw_hz=min(args.redraw_hz, 4.0))
     with sigterm_quits(app):
-        with sigterm_quits(app):
-            app.run()
+        app.run()
     return app.return_code or 0
 
 
@@ -194,8 +192,7 @@ def run_watch_replay(path: str, at: str | None) -> int:
         return 2
     app = WatchReplayApp(recording, start_s=start)
     with sigterm_quits(app):
-        with sigterm_quits(app):
-            app.run()
+        app.run()
     return app.return_code or 0
 
 
