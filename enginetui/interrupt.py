@@ -35,7 +35,10 @@ def sigterm_quits(app: Any) -> Iterator[None]:
             loop = asyncio.get_running_loop()  # the handler runs in the main thread, inside the app's loop
         except RuntimeError:
             raise KeyboardInterrupt from None
-        loop.call_soon_threadsafe(app.exit)  # safe from a signal handler: the loop wakes and runs it
+        # call_soon_threadsafe is safe from a signal handler: the loop wakes and runs it. The exit itself waits in
+        # the app's message queue (call_later), which the app reads only once it has mounted its widgets: an exit
+        # while they are being mounted would leave the screen empty and the app's on_mount failing on it.
+        loop.call_soon_threadsafe(app.call_later, app.exit)
 
     with _on_sigterm(quit_app):
         yield

@@ -11,6 +11,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from tests.serve.conftest import REPO
 
@@ -19,7 +20,11 @@ EXIT_TIMEOUT_S = 60.0
 ENTER_ALT_SCREEN, LEAVE_ALT_SCREEN = b"\x1b[?1049h", b"\x1b[?1049l"
 
 
-def test_sigterm_quits_the_dashboard_and_restores_the_terminal(tiny_opt_dir):
+@pytest.mark.parametrize("ready", [
+    ENTER_ALT_SCREEN,  # the moment the app takes the terminal, while it still mounts its widgets
+    b"KV block pool",  # its first frame drawn
+], ids=["while-mounting", "drawn"])
+def test_sigterm_quits_the_dashboard_and_restores_the_terminal(tiny_opt_dir, ready):
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color"}
     app = subprocess.Popen([sys.executable, "-m", "enginetui", "--model", tiny_opt_dir, "--num-gpu-blocks-override", "64"],
@@ -41,14 +46,15 @@ def test_sigterm_quits_the_dashboard_and_restores_the_terminal(tiny_opt_dir):
     reader.start()
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not (ENTER_ALT_SCREEN in drawn and psutil.Process(app.pid).children()):  # drawing, engine up
+        while not (ready in drawn and ENTER_ALT_SCREEN in drawn):
             assert app.poll() is None, bytes(drawn)[-2000:]
             assert time.monotonic() < deadline, "the dashboard never drew"
-            time.sleep(0.1)
-        engine = psutil.Process(app.pid).children(recursive=True)
+            time.sleep(0.01)
+        engine = psutil.Process(app.pid).children(recursive=True)  # started before the app takes the terminal
+        assert engine
         entered = len(drawn)
         app.send_signal(signal.SIGTERM)
-        assert app.wait(timeout=EXIT_TIMEOUT_S) == 0
+        assert app.wait(timeout=EXIT_TIMEOUT_S) == 0, bytes(drawn)[-3000:].decode(errors="replace")
     finally:
         if app.poll() is None:
             app.kill()
