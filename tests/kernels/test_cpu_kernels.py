@@ -31,6 +31,10 @@ CASES = {
     "head256": ([1, 21], [70, 21], 2, 2, 256, 16),
     "head72_not_a_multiple_of_16": ([1, 6], [20, 30], 2, 1, 72, 16),
     "block64": ([1, 70], [130, 70], 4, 2, 64, 64),
+    # Prompts long enough for many softmax spans (four key tiles each), the causal mask inside the last
+    # spans of each item; head 80 leaves channels past the register blocks, block 8 makes tiles of 8 keys.
+    "long_prompt_head80_block8": ([300, 1], [300, 40], 4, 2, 80, 8),
+    "long_chunk_over_history": ([200, 1], [450, 90], 4, 2, 64, 16),
     # Enough decodes that each takes all its kv heads in one item (few decodes split them).
     "many_decodes_gqa_head80": ([1] * 24 + [5], [17 + 23 * i for i in range(24)] + [40], 8, 2, 80, 16),
 }
