@@ -2,8 +2,8 @@
 
 Shapes of the CPU engine's real work on opt-125m: 12 heads of 64, blocks of 16; decode batches
 of 1/16/64 requests (at a context of ~300 tokens, and at the mixed workload's spread of 33-767),
-of 2 and 8 requests at 1,536 tokens (ShareGPT's long replies), one 512-token prefill, and a mixed
-step. Each backend (`torch`: the reference, `cpp`: the C++
+of 2 and 8 requests at 1,536 tokens (ShareGPT's long replies), one 512-token and one 1,536-token
+prefill, and a mixed step. Each backend (`torch`: the reference, `cpp`: the C++
 kernels) runs the same batch; the ratio is torch / cpp. Wall time by default; `--cpu-time`
 measures the calling thread's CPU time instead (one thread), which a busy machine disturbs less.
 `--cold` gives every case the caches of 12 layers, called in turn as a model step calls them, so
@@ -33,6 +33,7 @@ CASES = {
     "decode x2, ctx 1536": ([1] * 2, [1536] * 2),
     "decode x8, ctx 1536": ([1] * 8, [1536] * 8),
     "prefill 512": ([512], [512]),
+    "prefill 1536": ([1536], [1536]),
     "mixed 256 + 15 decodes": ([256] + [1] * 15, [256] + [300] * 15),
 }
 
