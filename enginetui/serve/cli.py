@@ -33,7 +33,8 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")
     add_control_args(serve)
     serve.add_argument("--served-model-name", metavar="NAME",
-                       help="the model name clients send (default: the --model value, or 'default')")
+                       help="the model name clients send (default: the --model value; the embedded model: its "
+                            "directory's path, as vLLM serves a local model, with 'default' accepted too)")
     serve.add_argument("--uvicorn-log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug", "trace"),
                        help="uvicorn's log level (default info)")
@@ -123,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
     app = None
     with sigterm_interrupts():  # SIGTERM ends like Ctrl-C: the engine is shut down
         try:
-            app = build_app(engine, args.served_model_name or kwargs["model"], api_key(args),
+            app = build_app(engine, args.served_model_name, api_key(args),
                             allow_control=args.allow_control, max_pause_s=args.max_pause_s,
                             access_log=not args.disable_uvicorn_access_log,
                             access_log_excluded=args.disable_access_log_for_endpoints)
@@ -179,8 +180,10 @@ class ServerBeside:
         """The engine the dashboard and the server share (its generate() feeds /metrics)."""
         from enginetui.core.entrypoints.openai.api_server import build_app
         from enginetui.core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
+        from enginetui.core.entrypoints.openai.served_model import default_served_name
 
-        engine = MeteredEngine(engine, ServerMetrics(engine.model_name, engine.info, getattr(engine, "config", None)))
+        engine = MeteredEngine(engine, ServerMetrics(default_served_name(engine), engine.info,
+                                                     getattr(engine, "config", None)))
         limit = {} if self.max_pause_s is None else {"max_pause_s": self.max_pause_s}
         self.http_app = build_app(engine, api_key=self.api_key, allow_control=self.allow_control, **limit)
         return engine

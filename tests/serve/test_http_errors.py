@@ -4,6 +4,7 @@ engine goes on serving (every test ends with the engine idle and answering)."""
 import httpx
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.serve.conftest import API_KEY, engine_idle
 
 GOOD = {"model": "default", "prompt": "The function", "max_tokens": 4}
@@ -82,8 +83,8 @@ def test_a_request_that_can_never_fit_the_pool_is_400(http, stream):
 
 def test_unknown_model_is_404(http):
     err = error_of(http.post("/v1/completions", json={**GOOD, "model": "gpt-4"}), 404)
-    assert err == {"message": "The model `gpt-4` does not exist. Valid aliases: default.", "type": "NotFoundError",
-                   "param": "model", "code": 404}
+    assert err == {"message": f"The model `gpt-4` does not exist. Valid aliases: {DEFAULT_MODEL_DIR}, default.",
+                   "type": "NotFoundError", "param": "model", "code": 404}
     error_of(http.post("/v1/chat/completions", json={"model": "x", "messages": [{"role": "user", "content": "hi"}]}),
              404)
 

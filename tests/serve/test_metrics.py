@@ -9,9 +9,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.serve.conftest import engine_idle
 
-LABELS = '{engine="0",model_name="default"}'
+LABELS = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
 NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
          "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
          "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_count",
@@ -55,8 +56,8 @@ def scrape(http) -> dict[str, float]:
         assert match, f"{name}{LABELS} missing from /metrics"
         values[name] = float(match.group(1))
     for reason in ("stop", "length", "abort"):
-        match = re.search(rf'^vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="default"}} '
-                          r"(\S+)$", r.text, re.M)
+        labels = f'{{engine="0",finished_reason="{reason}",model_name="{DEFAULT_MODEL_DIR}"}}'
+        match = re.search(rf"^vllm:request_success_total{re.escape(labels)} (\S+)$", r.text, re.M)
         assert match, f"request_success_total for {reason} missing"
         values[f"success:{reason}"] = float(match.group(1))
     return values

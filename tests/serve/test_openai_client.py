@@ -4,6 +4,7 @@ logprobs, usage (also in the stream's last chunk), stop strings, seeds, batches.
 import openai
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.serve.conftest import API_KEY, engine_idle
 
 
@@ -14,9 +15,15 @@ def client(server):
 
 
 def test_models_lists_the_served_model(client):
+    """The embedded model is served under its directory's path (as vLLM serves a local model), so a
+    client can load its tokenizer by the served name; "default" is still accepted."""
     models = client.models.list().data
-    assert [m.id for m in models] == ["default"]
+    assert [m.id for m in models] == [str(DEFAULT_MODEL_DIR)]
     assert models[0].max_model_len == 512
+    by_path = client.completions.create(model=models[0].id, prompt="The function", max_tokens=4, temperature=0)
+    by_alias = client.completions.create(model="default", prompt="The function", max_tokens=4, temperature=0)
+    assert by_path.model == by_alias.model == models[0].id
+    assert by_path.choices[0].text == by_alias.choices[0].text
 
 
 def test_completion_greedy_is_deterministic_and_counts_usage(client):

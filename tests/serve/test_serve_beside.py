@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from enginetui.core.engine.async_llm import AsyncLLM
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.serve.cli import ServerBeside
@@ -25,7 +26,8 @@ async def wait_for(pilot, done, what: str) -> None:
 
 
 def metric(text: str, name: str) -> float:
-    return float(re.search(rf'^{re.escape(name)}{{engine="0",model_name="default"}} (\S+)$', text, re.M).group(1))
+    labels = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
+    return float(re.search(rf'^{re.escape(name + labels)} (\S+)$', text, re.M).group(1))
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The FastAPI app around one engine, and running it with uvicorn.
 
-    app = build_app(engine, served_model_name="default", api_key=None)
+    app = build_app(engine, served_model_name=None, api_key=None)   # None: served_model.default_served_name
     await serve_app(app, listen_socket("127.0.0.1", 8000))   # until SIGINT / SIGTERM
 
 Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
@@ -39,7 +39,7 @@ from enginetui.core.entrypoints.openai.protocol import (
     TokenizeCompletionRequest,
     TokenizeResponse,
 )
-from enginetui.core.entrypoints.openai.served_model import ServedModel
+from enginetui.core.entrypoints.openai.served_model import EMBEDDED_ALIAS, ServedModel, default_served_name
 from enginetui.core.entrypoints.openai.serving_chat import create_chat_completion
 from enginetui.core.entrypoints.openai.serving_completion import create_completion
 from enginetui.core.entrypoints.tcp_listen import tcp_listener
@@ -58,13 +58,15 @@ def build_app(engine, served_model_name: str | None = None, api_key: str | None 
     """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one). Attached
     dashboards watch; with `allow_control` they may also pause, step and slow it (control_gate.py).
     `access_log`: a line per request (access_log.py), but for the paths in `access_log_excluded`."""
+    name = served_model_name or default_served_name(engine)
     if not isinstance(engine, MeteredEngine):
-        engine = MeteredEngine(engine, ServerMetrics(served_model_name or engine.model_name, engine.info,
-                                                     getattr(engine, "config", None)))
+        engine = MeteredEngine(engine, ServerMetrics(name, engine.info, getattr(engine, "config", None)))
+    embedded = engine.model_name == EMBEDDED_ALIAS and not served_model_name
     served = ServedModel(
-        engine=engine, name=served_model_name or engine.model_name, tokenizer=engine.tokenizer,
+        engine=engine, name=name, tokenizer=engine.tokenizer,
         max_model_len=engine.info.max_model_len, root=engine.info.model_dir,
         eos_token_ids=engine.processor.eos_token_ids, default_sampling=engine.info.default_sampling,
+        aliases=(EMBEDDED_ALIAS,) if embedded else (),
     )
     app = FastAPI(title="enginetui", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served = served  # the engine and its rules, for the routes

@@ -23,11 +23,12 @@ class ServedModel:
     root: str | None  # where the weights came from (shown by /v1/models)
     eos_token_ids: list[int]  # the engine's EOS tokens (a stop on one reports no stop_reason, as vLLM)
     default_sampling: dict[str, int | float]  # the model's generation-config defaults (SamplingParams names)
+    aliases: tuple[str, ...] = ()  # other names requests may send for it
 
     def check_request(self, request: OpenAIBaseModel, model: str | None) -> None:
         """Raise APIError for an unknown model (404) or fields this server does not implement (400)."""
-        if model and model != self.name:
-            raise model_not_found(model, self.name)
+        if model and model != self.name and model not in self.aliases:
+            raise model_not_found(model, ", ".join((self.name, *self.aliases)))
         unsupported = request.unsupported_fields()
         if unsupported:
             raise bad_request(f"{', '.join(unsupported)}: not supported by this server", unsupported[0])
@@ -68,6 +69,18 @@ class ServedModel:
         if reason in self.eos_token_ids and reason not in (params.stop_token_ids or ()):
             return None
         return reason
+
+
+EMBEDDED_ALIAS = "default"  # what the embedded model is asked for by (--model default); requests may send it too
+
+
+def default_served_name(engine) -> str:
+    """The name served when --served-model-name is not given: the model as asked, and the embedded
+    model under its directory path, as vLLM serves a local model under its path (clients that load a
+    tokenizer by the served name, as `vllm bench serve`, find it there)."""
+    if engine.model_name == EMBEDDED_ALIAS and engine.info.model_dir:
+        return engine.info.model_dir
+    return engine.model_name
 
 
 RANDOM_ID_BYTES = 5  # a random request id's size: 10 hex digits, short enough to read on a dashboard
