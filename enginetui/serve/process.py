@@ -24,9 +24,10 @@ class ServeProcess:
     """One `python -m enginetui serve` child."""
 
     def __init__(self, *args: str, port_arg: bool = True, env: dict[str, str] | None = None,
-                 cwd: str | None = None) -> None:
-        """`args` follow `serve --host 127.0.0.1` (and `--port 0` unless port_arg is False)."""
-        cmd = [sys.executable, "-m", "enginetui", "serve", "--host", "127.0.0.1",
+                 cwd: str | None = None, python: str = sys.executable) -> None:
+        """`args` follow `serve --host 127.0.0.1` (and `--port 0` unless port_arg is False); `python` is the
+        interpreter whose enginetui runs."""
+        cmd = [python, "-m", "enginetui", "serve", "--host", "127.0.0.1",
                *(["--port", "0"] if port_arg else []), "--uvicorn-log-level", "warning", *args]
         self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})})
