@@ -34,7 +34,11 @@ class SimSettings:
     mfu: float | None = None  # roofline compute efficiency (None: the default)
     mbu: float | None = None  # roofline bandwidth efficiency (None: the default)
     overhead_ms: float | None = None  # roofline fixed milliseconds per step (None: the default)
-    dataset: str = "random"  # random, sharegpt or shared-prefix (ignored with from_recording)
+    dataset: str = "random"  # random, sharegpt, shared-prefix, azure-conv or mooncake (ignored with from_recording)
+    trace: str | None = None  # a trace file (Azure, BurstGPT or Mooncake format) to serve instead of a dataset
+    trace_window: str | None = None  # traces: "START:END" seconds of the trace to serve (None: all of it)
+    time_scale: float = 1.0  # traces: arrivals this many times as fast (2: twice the rate)
+    over_context: str = "clip"  # traces: requests longer than max_model_len are "clip"ped or "skip"ped
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -89,7 +93,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     config = _engine_config({**implied, **flags})
     max_model_len = config.max_model_len or (shape.max_position_embeddings if shape else 2048)
     if not s.from_recording:
-        requests = workloads.make_workload(s, shape.vocab_size if shape else 32000)
+        requests = workloads.make_workload(s, shape.vocab_size if shape else 32000, max_model_len, notes)
     pool = None
     num_blocks = config.num_gpu_blocks_override
     if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
@@ -123,7 +127,8 @@ RECORDED_WORKLOAD = {  # settings a recording replaces, and their flags
     "dataset": "--dataset", "num_prompts": "--num-prompts", "input_len": "--random-input-len",
     "output_len": "--random-output-len", "range_ratio": "--random-range-ratio", "prefix_len": "--prefix-len",
     "num_prefixes": "--num-prefixes", "tokenizer": "--tokenizer", "request_rate": "--request-rate",
-    "burstiness": "--burstiness", "burst_size": "--burst-size", "seed": "--seed",
+    "burstiness": "--burstiness", "burst_size": "--burst-size", "seed": "--seed", "trace": "--trace",
+    "trace_window": "--trace-window", "time_scale": "--time-scale", "over_context": "--over-context",
 }
 
 

@@ -43,9 +43,20 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--step-overhead-ms", type=float, dest="overhead_ms", metavar="MS",
                    help="roofline: fixed milliseconds per step (default: 1)")
     w = p.add_argument_group("workload")
-    w.add_argument("--dataset", default="random", choices=("random", "sharegpt", "shared-prefix"),
-                   help="default: random")
-    w.add_argument("--num-prompts", type=int, default=1000, metavar="N", help="default: 1000")
+    w.add_argument("--dataset", default="random",
+                   choices=("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake"),
+                   help="default: random; azure-conv and mooncake are real traces, read from $ENGINETUI_TRACES_DIR "
+                        "or shared/traces beside the checkout")
+    w.add_argument("--trace", metavar="FILE",
+                   help="serve a trace file (Azure or BurstGPT CSV, Mooncake JSON lines) with its own arrivals")
+    w.add_argument("--trace-window", metavar="START:END",
+                   help="traces: serve the requests arriving in these seconds of the trace (e.g. 0:60)")
+    w.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                   help="traces: arrivals X times as fast (2: twice the rate; default: 1)")
+    w.add_argument("--over-context", default="clip", choices=("clip", "skip"),
+                   help="traces: a request longer than max_model_len is clipped to fit or skipped (default: clip)")
+    w.add_argument("--num-prompts", type=int, default=quiet, metavar="N",
+                   help="default: 1000 (a trace serves every request of its window)")
     w.add_argument("--random-input-len", dest="input_len", type=int, default=1024, metavar="N",
                    help="random / shared-prefix: mean prompt length (default: 1024)")
     w.add_argument("--random-output-len", dest="output_len", type=int, default=128, metavar="N",
@@ -102,6 +113,12 @@ def _settings_and_flags(args: argparse.Namespace):
     values["model"] = getattr(args, "model", None) or "llama-3.1-8b"
     values["seed"] = getattr(args, "seed", None) or 0
     values["goodput"] = " ".join(args.goodput) if args.goodput else None
+    if values.get("trace") or values.get("dataset") in ("azure-conv", "mooncake"):
+        if getattr(args, "num_prompts", None) is not None:
+            raise ValueError("--num-prompts: a trace serves every request of its window (give --trace-window)")
+    elif values.get("trace_window") or values.get("time_scale", 1.0) != 1.0:
+        raise ValueError("--trace-window and --time-scale apply to traces: give --trace FILE or --dataset "
+                         "azure-conv|mooncake")
     values["progress"] = not args.no_progress and sys.stderr.isatty()
     flags = {k: getattr(args, k) for k in SIM_ENGINE_FLAGS if getattr(args, k, None) is not None}
     return SimSettings(**values), flags

@@ -51,6 +51,8 @@ class Summary:
     max_running: int  # most requests running at once
     max_waiting: int  # longest waiting queue
     wall_seconds: float  # how long simulating took on this machine
+    prefix_queries: int = 0  # prompt tokens looked up in the prefix cache (first admissions)
+    prefix_hits: int = 0  # of which found there
 
 
 def parse_slos(text: str | None) -> dict[str, float]:
@@ -113,4 +115,5 @@ def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
         num_preemptions=int(sum(tl.num_preempted)), kv_usage_mean=float(kv.mean()) if kv.size else 0.0,
         kv_usage_max=float(kv.max()) if kv.size else 0.0, max_running=max(tl.num_running, default=0),
         max_waiting=max(tl.num_waiting, default=0), wall_seconds=run.wall_seconds,
+        prefix_queries=run.prefix_queries, prefix_hits=run.prefix_hits,
     )

@@ -4,14 +4,34 @@ import math
 
 from enginetui.simulate.api import SimResult
 from enginetui.simulate.metrics import Latency, Summary
+from enginetui.simulate.traces import TRACE_DATASETS
+
+
+def _model_line(result: SimResult) -> str:
+    """The model simulated, and where its step times come from."""
+    s = result.settings
+    if s.from_recording:
+        return "the recorded engine's"
+    if s.step_times != "roofline":
+        return s.model
+    tp = f"{s.tensor_parallel_size}x " if s.tensor_parallel_size > 1 else ""
+    return f"{s.model}, {s.weight_dtype} weights, on {tp}{s.hardware}"
 
 
 def describe_setup(result: SimResult) -> list[str]:
     s, c = result.settings, result.config
     rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
-    source = (f"recording {s.from_recording}: its {result.summary.num_requests} requests, arriving as recorded"
-              if s.from_recording else f"{s.dataset}, {s.num_prompts} prompts, {rate}, seed {s.seed}")
-    lines = [f"workload      {source}",
+    if s.from_recording:
+        source = f"recording {s.from_recording}: its {result.summary.num_requests} requests, arriving as recorded"
+    elif s.trace or s.dataset in TRACE_DATASETS:
+        window = f", seconds {s.trace_window} of it" if s.trace_window else ""
+        scale = f", {s.time_scale:g}x as fast" if s.time_scale != 1 else ""
+        source = (f"trace {s.trace or s.dataset}{window}: {result.summary.num_requests} requests arriving as "
+                  f"traced{scale}")
+    else:
+        source = f"{s.dataset}, {s.num_prompts} prompts, {rate}, seed {s.seed}"
+    lines = [f"model         {_model_line(result)}",
+             f"workload      {source}",
              f"step times    {result.step_model}",
              f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
              f"of {c.block_size} tokens",
@@ -33,6 +53,13 @@ def _rejected(m: Summary) -> str:
     return f", {m.num_rejected} rejected (never fit; {which}{m.first_rejection})"
 
 
+def _hit_rate(m: Summary) -> str:
+    """The prefix cache's hit rate as vLLM counts it (prompt tokens of first admissions found cached)."""
+    if not m.prefix_queries:
+        return "no lookups"
+    return f"{m.prefix_hits / m.prefix_queries:.1%} hit rate ({m.prefix_hits} of {m.prefix_queries} prompt tokens)"
+
+
 def format_summary(result: SimResult) -> str:
     m = result.summary
     requests = f"requests      {m.num_completed} completed of {m.num_requests}" + _rejected(m)
@@ -47,6 +74,8 @@ def format_summary(result: SimResult) -> str:
     if m.goodput is not None:
         slos = ", ".join(f"{k} <= {v:g} ms" for k, v in m.slos_ms.items())
         lines.append(f"goodput       {m.goodput:.2f} req/s ({slos})")
+    if result.config.enable_prefix_caching:
+        lines.append(f"prefix cache  {_hit_rate(m)}")
     lines += [
         f"KV usage      mean {m.kv_usage_mean:.0%}, max {m.kv_usage_max:.0%}; {m.num_preemptions} preemptions",
         f"queues        at most {m.max_running} running, {m.max_waiting} waiting",

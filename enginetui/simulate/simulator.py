@@ -11,6 +11,7 @@ Nothing here decides what runs: each step is `Scheduler.schedule()` and
   arrival when the engine is idle.
 """
 
+import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,9 +20,9 @@ from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.scheduler import Scheduler
-from enginetui.simulate.step_shape import step_shape
+from enginetui.simulate.step_shape import StepShape, step_shape
 from enginetui.simulate.step_time import StepTimeModel
-from enginetui.simulate.workload import SimRequest
+from enginetui.simulate.workload import SimRequest, distinct_tokens, hash_block_tokens
 
 STAND_IN_TOKEN = 0  # the token every simulated request "samples" (no EOS is ever set, so it stops nothing)
 STAND_IN_PROMPT_TOKEN = 1  # prompt filler where token values cannot matter (prefix caching off)
@@ -65,6 +66,8 @@ class SimRun:
     first_rejection: str  # why the first of them was refused ("" if none was)
     step_model: str  # the step-time model's name
     wall_seconds: float  # how long the simulation itself took (this machine's seconds)
+    prefix_queries: int = 0  # prompt tokens looked up in the prefix cache at first admissions
+    prefix_hits: int = 0  # of which found there
 
 
 class Observer:
@@ -82,12 +85,13 @@ class Simulator:
     """Runs a workload through a fresh Scheduler on the simulated clock."""
 
     def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, fast_forward: bool = True) -> None:
         self.config = config  # the engine's flags (budgets, policies, block size, prefix caching)
         self.num_blocks = num_blocks  # KV pool size
         self.max_model_len = max_model_len  # longest prompt + output
         self.step_model = step_model  # the clock
         self.observer = observer  # told of every request and step (None: nobody, the fast path)
+        self.fast_forward = fast_forward  # run stretches of plain decode steps in one go (same result, see EngineLoop)
 
     def run(self, workload: list[SimRequest], progress: Callable[[int], None] | None = None) -> SimRun:
         """Serve `workload`; `progress(finished)` is called every few steps with the count of ended requests."""
@@ -96,92 +100,261 @@ class Simulator:
         wall0 = time.perf_counter()
         reqs = sorted(workload, key=lambda r: r.arrival)
         n = len(reqs)
-        sched = Scheduler(self.config, self.num_blocks, self.max_model_len)
-        live = sched.requests
-        pool = sched.kv.pool
+        loop = EngineLoop(self.config, self.num_blocks, self.max_model_len, self.step_model, self.observer,
+                          self.fast_forward, recorded_tokens=any(r.output_token_ids for r in reqs))
         model = self.step_model
-        observer = self.observer
-        nan = float("nan")
-        times = RequestTimes(array("d", (r.arrival for r in reqs)), array("d", [nan]) * n, array("d", [nan]) * n,
-                             array("l", [0]) * n, array("l", [0]) * n, array("f"))
-        tl = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
-        index: dict[str, int] = {}  # request id -> position in reqs
-        last_token = array("d", [nan]) * n  # per request: when its latest token was sampled
-        outputs_of: dict[str, list[int] | None] = {}  # request id -> its recorded tokens (None: stand-ins)
-        caching = self.config.enable_prefix_caching
-        recorded_tokens = any(r.output_token_ids for r in reqs)  # some request "samples" recorded tokens
-        itl_append = times.itl.append
-        num_ended = num_rejected = 0
-        first_rejection = ""
-        now = reqs[0].arrival if reqs else 0.0
-        i = step = 0
+        loop.now = reqs[0].arrival if reqs else 0.0
+        i = 0
+        reported = 0
         while True:
-            now = model.next_start(now, step + 1)
-            while i < n and reqs[i].arrival <= now:
-                request = _engine_request(reqs[i], caching)
-                index[request.request_id] = i
-                outputs_of[request.request_id] = reqs[i].output_token_ids
-                sched.add_request(request)
-                if observer is not None:
-                    observer.on_add(request)
-                if request.request_id not in live:
-                    first_rejection = first_rejection or request.finish_detail
-                    num_rejected += 1
-                    num_ended += 1
+            loop.now = model.next_start(loop.now, loop.num_steps + 1)
+            while i < n and reqs[i].arrival <= loop.now:
+                loop.add(reqs[i])
                 i += 1
-            if not sched.has_unfinished_requests():
-                if observer is None:
-                    sched.drain_step_record()  # rejections between steps: nothing keeps them
+            if not loop.busy():
+                loop.idle()
                 if i >= n:
                     break
-                now = reqs[i].arrival  # idle until the next arrival
+                loop.now = reqs[i].arrival  # idle until the next arrival
                 continue
-            plan = sched.schedule()
-            step += 1
-            sampling: list[str] = []
-            shape = step_shape(step, plan, live, sampling)
-            if recorded_tokens:
-                sampled = {}
-                for req_id in sampling:
-                    recorded = outputs_of[req_id]
-                    sampled[req_id] = recorded[len(live[req_id].output_token_ids)] if recorded else STAND_IN_TOKEN
-            else:
-                sampled = dict.fromkeys(sampling, STAND_IN_TOKEN)
-            start, now = now, model.advance(now, shape)
-            for out in sched.update_from_output(plan, sampled):
-                if out.finish_reason == "rejected":
-                    continue  # refused at admission (counted then): it never runs
-                k = index[out.request_id]
-                if out.new_token_ids:
-                    times.num_output[k] += 1
-                    if times.first_token[k] != times.first_token[k]:  # nan: the first token
-                        times.first_token[k] = now
-                    else:
-                        itl_append(now - last_token[k])
-                    last_token[k] = now
-                if out.finish_reason is not None:
-                    times.finish[k] = now
-                    num_ended += 1
-            for req_id in plan.preempted_req_ids:
-                times.num_preemptions[index[req_id]] += 1
-            tl.end.append(now)
-            tl.seconds.append(now - start)
-            tl.num_prefill_tokens.append(plan.num_prefill_tokens)
-            tl.num_decode_tokens.append(plan.num_decode_tokens)
-            tl.num_running.append(len(sched.running))
-            tl.num_waiting.append(len(sched.waiting))
-            tl.kv_used_blocks.append(self.num_blocks - pool.num_free_blocks)
-            tl.num_preempted.append(len(plan.preempted_req_ids))
-            if observer is not None:
-                observer.on_step(sched, plan, sampled, start, now)
-            else:  # nobody reads what the step recorded: drop it
-                sched.drain_step_record()
-            if progress is not None and step % 64 == 0:
-                progress(num_ended)
+            loop.step(reqs[i].arrival if i < n else math.inf)
+            if progress is not None and loop.num_steps - reported >= 64:
+                reported = loop.num_steps
+                progress(loop.num_ended)
         if progress is not None:
-            progress(num_ended)
-        return SimRun(reqs, times, tl, self.num_blocks, num_rejected, first_rejection, model.name,
-                      time.perf_counter() - wall0)
+            progress(loop.num_ended)
+        return loop.result(time.perf_counter() - wall0)
+
+
+class EngineLoop:
+    """One engine's state on the simulated clock: its scheduler, the clock `now`, and what happened to each
+    request added (index-aligned, in the order added). A driver adds requests when the clock reaches their
+    arrival and calls `step` while the engine is busy (Simulator for one engine, fleet.py for several).
+
+    Fast forward: when nothing waits, every running request is decoding, no request ends and no arrival
+    comes before a step's start, the next steps are all alike (each request one token, a block when it
+    crosses a block boundary); they are applied in one go, with the very calls the scheduler makes
+    (allocate_slots per block crossed, in step then running order), and give the same run step for step.
+    """
+
+    def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
+                 observer: Observer | None = None, fast_forward: bool = True, recorded_tokens: bool = False) -> None:
+        self.config = config
+        self.num_blocks = num_blocks
+        self.max_model_len = max_model_len
+        self.model = step_model
+        self.observer = observer
+        self.recorded_tokens = recorded_tokens  # some request "samples" recorded tokens
+        self.sched = Scheduler(config, num_blocks, max_model_len)
+        self.requests: list[SimRequest] = []  # added, in order
+        nan = float("nan")
+        self._nan = nan
+        self.times = RequestTimes(array("d"), array("d"), array("d"), array("l"), array("l"), array("f"))
+        self.timeline = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
+        self.index: dict[str, int] = {}  # request id -> position in `requests`
+        self.last_token = array("d")  # per request: when its latest token was sampled
+        self.outputs_of: dict[str, list[int] | None] = {}  # request id -> its recorded tokens (None: stand-ins)
+        self.now = 0.0  # the clock: when the engine is next free
+        self.num_steps = 0
+        self.num_ended = 0  # requests finished or rejected
+        self.num_rejected = 0
+        self.first_rejection = ""
+        self.finish_times: list[float] = []  # when each ended request ended, in order (rejections: when added)
+        base = type(step_model)
+        self.can_fast_forward = (fast_forward and observer is None and not recorded_tokens
+                                 and not config.use_async_scheduling
+                                 and base.advance is StepTimeModel.advance and base.next_start is StepTimeModel.next_start)
+
+    def add(self, r: SimRequest, request: Request | None = None) -> bool:
+        """The request enters the engine now (`request`: its engine request, when already built). False: rejected."""
+        sched = self.sched
+        if request is None:
+            request = _engine_request(r, self.config.enable_prefix_caching)
+        k = len(self.requests)
+        self.requests.append(r)
+        t = self.times
+        t.arrival.append(r.arrival)
+        t.first_token.append(self._nan)
+        t.finish.append(self._nan)
+        t.num_output.append(0)
+        t.num_preemptions.append(0)
+        self.last_token.append(self._nan)
+        self.index[request.request_id] = k
+        self.outputs_of[request.request_id] = r.output_token_ids
+        sched.add_request(request)
+        if self.observer is not None:
+            self.observer.on_add(request)
+        if request.request_id not in sched.requests:
+            self.first_rejection = self.first_rejection or request.finish_detail
+            self.num_rejected += 1
+            self.num_ended += 1
+            self.finish_times.append(self.now)
+            return False
+        return True
+
+    def busy(self) -> bool:
+        return self.sched.has_unfinished_requests()
+
+    def idle(self) -> None:
+        """Nothing to run: drop what the scheduler recorded between steps when nobody reads it (rejections)."""
+        if self.observer is None:
+            self.sched.drain_step_record()
+
+    def step(self, until: float = math.inf) -> None:
+        """Run one step from `now` (or, fast-forwarding, every alike decode step that starts before `until`)."""
+        if self.can_fast_forward and self._decode_stretch(until):
+            return
+        sched = self.sched
+        live = sched.requests
+        times = self.times
+        tl = self.timeline
+        plan = sched.schedule()
+        self.num_steps += 1
+        sampling: list[str] = []
+        shape = step_shape(self.num_steps, plan, live, sampling)
+        if self.recorded_tokens:
+            sampled = {}
+            for req_id in sampling:
+                recorded = self.outputs_of[req_id]
+                sampled[req_id] = recorded[len(live[req_id].output_token_ids)] if recorded else STAND_IN_TOKEN
+        else:
+            sampled = dict.fromkeys(sampling, STAND_IN_TOKEN)
+        start = self.now
+        now = self.now = self.model.advance(start, shape)
+        index, last_token = self.index, self.last_token
+        for out in sched.update_from_output(plan, sampled):
+            if out.finish_reason == "rejected":
+                continue  # refused at admission (counted then): it never runs
+            k = index[out.request_id]
+            if out.new_token_ids:
+                times.num_output[k] += 1
+                if times.first_token[k] != times.first_token[k]:  # nan: the first token
+                    times.first_token[k] = now
+                else:
+                    times.itl.append(now - last_token[k])
+                last_token[k] = now
+            if out.finish_reason is not None:
+                times.finish[k] = now
+                self.num_ended += 1
+                self.finish_times.append(now)
+        for req_id in plan.preempted_req_ids:
+            times.num_preemptions[index[req_id]] += 1
+        tl.end.append(now)
+        tl.seconds.append(now - start)
+        tl.num_prefill_tokens.append(plan.num_prefill_tokens)
+        tl.num_decode_tokens.append(plan.num_decode_tokens)
+        tl.num_running.append(len(sched.running))
+        tl.num_waiting.append(len(sched.waiting))
+        tl.kv_used_blocks.append(self.num_blocks - sched.kv.pool.num_free_blocks)
+        tl.num_preempted.append(len(plan.preempted_req_ids))
+        if self.observer is not None:
+            self.observer.on_step(sched, plan, sampled, start, now)
+        else:  # nobody reads what the step recorded: drop it
+            sched.drain_step_record()
+
+    def _decode_stretch(self, until: float) -> bool:
+        """Apply the alike decode steps from now on (at least two), or do nothing and return False."""
+        sched = self.sched
+        running = sched.running
+        num = len(running)
+        if not num or len(sched.waiting) or num > self.config.max_num_batched_tokens:
+            return False
+        kv = sched.kv
+        bs = kv.block_size
+        max_steps = self.max_model_len
+        for r in running:
+            if r.num_computed_tokens != r.num_tokens - 1 or not r.output_token_ids or r.num_output_placeholders:
+                return False
+            # the step that ends it (max_tokens, or max_model_len) runs on its own
+            max_steps = min(max_steps, r.max_tokens - len(r.output_token_ids) - 1,
+                            self.max_model_len - r.num_tokens - 1)
+        if max_steps < 2:
+            return False
+        # Steps at which each request needs a new block: past what it holds, then every block_size tokens.
+        crossings: list[tuple[int, int, Request]] = []  # (step, running position, request)
+        publishes: list[tuple[int, int, Request]] = []  # prefix caching: steps that fill a block (published)
+        for pos, r in enumerate(running):
+            c0 = r.num_computed_tokens
+            j = len(kv.req_to_blocks.get(r.request_id, ())) * bs - c0 + 1
+            while j <= max_steps:
+                crossings.append((j, pos, r))
+                j += bs
+            if kv.enable_prefix_caching:
+                j = bs - c0 % bs
+                while j <= max_steps:
+                    publishes.append((j, pos, r))
+                    j += bs
+        crossings.sort(key=lambda e: (e[0], e[1]))
+        free = kv.pool.num_free_blocks
+        context = sum(r.num_computed_tokens for r in running)
+        model = self.model
+        ends, used = [], []  # per step: its end, blocks in use after it
+        now = self.now
+        in_use = self.num_blocks - free
+        c = 0  # crossings applied so far
+        step = self.num_steps
+        for j in range(1, max_steps + 1):
+            if j > 1 and now >= until:
+                break  # an arrival enters before this step: the driver takes over
+            need = 0
+            while c + need < len(crossings) and crossings[c + need][0] == j:
+                need += 1
+            if need > free:
+                break  # the pool runs dry: the scheduler would preempt
+            free -= need
+            c += need
+            in_use += need
+            now = now + model.step_seconds(StepShape(step + j, num, 0, num, num, context + num * j, 0, 0))
+            ends.append(now)
+            used.append(in_use)
+        k = len(ends)
+        if k < 2:
+            return False
+        events = [e for e in crossings[:c]] + [e for e in publishes if e[0] <= k]
+        events.sort(key=lambda e: (e[0], e[1]))
+        c0 = {r.request_id: r.num_computed_tokens for r in running}
+        for j, _, r in events:  # the scheduler's allocate_slots calls that do something, in its order
+            base = c0[r.request_id]
+            r.num_computed_tokens = base + j - 1
+            missing = base + j - r.num_tokens  # tokens the steps before j sampled
+            if missing > 0:
+                r.output_token_ids.extend([STAND_IN_TOKEN] * missing)
+            kv.allocate_slots(r, 1)
+        times, index, last_token = self.times, self.index, self.last_token
+        gaps = array("f", [ends[j] - ends[j - 1] for j in range(1, k)])
+        itl = times.itl
+        first_end = ends[0]
+        for r in running:
+            base = c0[r.request_id]
+            r.num_computed_tokens = base + k
+            missing = base + k + 1 - r.num_tokens
+            if missing > 0:
+                r.output_token_ids.extend([STAND_IN_TOKEN] * missing)
+            r.num_tokens_sent_to_runner += k
+            i = index[r.request_id]
+            times.num_output[i] += k
+            itl.append(first_end - last_token[i])
+            itl.extend(gaps)
+            last_token[i] = ends[-1]
+        tl = self.timeline
+        tl.end.extend(ends)
+        prev = [self.now] + ends[:-1]
+        tl.seconds.extend([e - p for e, p in zip(ends, prev)])
+        tl.num_prefill_tokens.extend([0] * k)
+        tl.num_decode_tokens.extend([num] * k)
+        tl.num_running.extend([num] * k)
+        tl.num_waiting.extend([0] * k)
+        tl.kv_used_blocks.extend(used)
+        tl.num_preempted.extend([0] * k)
+        self.num_steps += k
+        self.now = ends[-1]
+        sched.drain_step_record()
+        return True
+
+    def result(self, wall_seconds: float) -> SimRun:
+        kv = self.sched.kv
+        return SimRun(self.requests, self.times, self.timeline, self.num_blocks, self.num_rejected,
+                      self.first_rejection, self.model.name, wall_seconds, kv.prefix_queries, kv.prefix_hits)
 
 
 def _engine_request(r: SimRequest, caching: bool) -> Request:
@@ -189,18 +362,13 @@ def _engine_request(r: SimRequest, caching: bool) -> Request:
     if r.prompt_token_ids is not None:
         prompt = list(r.prompt_token_ids)
     else:
-        prefix = r.prefix or []
+        if r.hash_ids and caching:  # token values matter only to prefix caching
+            prefix = hash_block_tokens(r.hash_ids, r.prompt_len)
+        else:
+            prefix = r.prefix or []
         distinct = r.prompt_len - len(prefix)
-        prompt = prefix + (_distinct_tokens(r.request_id, distinct) if caching else [STAND_IN_PROMPT_TOKEN] * distinct)
+        prompt = prefix + (distinct_tokens(r.request_id, distinct) if caching else [STAND_IN_PROMPT_TOKEN] * distinct)
     max_tokens = r.max_tokens or r.output_len
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     arrival_time = r.arrival if r.arrival_time is None else r.arrival_time
     return Request(r.request_id, prompt, params, [], arrival_time, r.priority, max_tokens)
-
-
-def _distinct_tokens(request_id: str, n: int) -> list[int]:
-    """Tokens no other request's prompt shares (prefix caching finds no false hits): seeded by the id."""
-    import random
-
-    rng = random.Random(request_id)
-    return [rng.randrange(2, 32000) for _ in range(n)]

@@ -24,6 +24,40 @@ class SimRequest:
     priority: int = 0  # scheduling priority (lower first under the priority policy)
     arrival_time: float | None = None  # the request's own time for priority ties (recordings); None: `arrival`
     max_tokens: int | None = None  # the limit the scheduler sees; None: output_len
+    hash_ids: tuple[int, ...] | None = None  # traces: the prompt's HASH_BLOCK_TOKENS-token blocks (equal ids: equal tokens)
+
+
+HASH_BLOCK_TOKENS = 512  # tokens per hash id (Mooncake's blocks)
+TOKEN_RANGE = (2, 32000)  # stand-in prompt tokens are drawn from [2, 32000): 0 and 1 are the simulator's fillers
+
+
+def hash_block_tokens(hash_ids: tuple[int, ...], length: int) -> list[int]:
+    """The first `length` tokens of the blocks `hash_ids`: block h always holds the same tokens (a 64-bit
+    mix of h and the position, so different blocks share no run of tokens)."""
+    positions = np.arange(HASH_BLOCK_TOKENS, dtype=np.uint64)  # [block]
+    ids = np.asarray(hash_ids, dtype=np.uint64)[:, None] * np.uint64(HASH_BLOCK_TOKENS) + positions  # [blocks, block]
+    return _tokens(ids.reshape(-1)[:length])
+
+
+def distinct_tokens(request_id: str, n: int) -> list[int]:
+    """`n` tokens no other request's prompt shares (prefix caching finds no false hits): seeded by the id."""
+    import hashlib
+
+    seed = int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "little")
+    with np.errstate(over="ignore"):
+        keys = np.uint64(seed) * np.uint64(0x100000001B3) + np.arange(n, dtype=np.uint64)  # [n]
+    return _tokens(keys)
+
+
+def _tokens(keys: np.ndarray) -> list[int]:
+    """Token ids in TOKEN_RANGE from uint64 keys, through splitmix64's finaliser (wraps by design)."""
+    with np.errstate(over="ignore"):
+        x = keys + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    low, high = TOKEN_RANGE
+    return (x % np.uint64(high - low) + np.uint64(low)).tolist()
 
 
 def random_lengths(num: int, mean: int, range_ratio: float, rng: np.random.Generator) -> np.ndarray:
