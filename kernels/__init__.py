@@ -23,7 +23,7 @@ def _installed_namesake() -> importlib.machinery.ModuleSpec | None:
 # This folder installs as `enginetui.kernels`. Imported as top-level `kernels`, it is the repository
 # root on sys.path (a script, `python -m` or pytest run from there) shadowing the installed package
 # of that name: hand the name to that package, so `import transformers` works from the repository.
-if __name__ == "kernels" and (_namesake := _installed_namesake()) is not None:
+if __name__ == "kernels" and (_namesake := _installed_namesake()) is not None and _namesake.loader is not None:
     _module = importlib.util.module_from_spec(_namesake)
     sys.modules["kernels"] = _module  # the import statement returns what sys.modules holds once this file has run
     _namesake.loader.exec_module(_module)

@@ -16,7 +16,7 @@ EngineCore's outputs, detokenizes them (OutputProcessor) and routes them to per-
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Self
 
 from enginetui.core.config import EngineConfig
@@ -99,7 +99,7 @@ class AsyncLLM(OpMethods):
     # ---- requests --------------------------------------------------------------------------
 
     async def generate(self, prompt: PromptType, params: SamplingParams | None, request_id: str,
-                       priority: int = 0) -> AsyncIterator[RequestOutput]:
+                       priority: int = 0) -> AsyncGenerator[RequestOutput, None]:
         """Yield this request's RequestOutput after every step that advanced it; the last is finished.
 
         `prompt`: text, token ids, {"prompt": text} or {"prompt_token_ids": [...]}. With n > 1

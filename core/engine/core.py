@@ -194,6 +194,8 @@ class EngineCore:
         while N+1 executes. The first plan (an empty queue) returns at once, as vLLM's
         step_with_batch_queue does: the queue is filled before outputs are waited for."""
         queue = self.batch_queue
+        if queue is None:
+            raise RuntimeError("the async step needs the batch queue (use_async_scheduling)")
         phases = []
         planned = 0
         sched_ms = 0.0

@@ -9,6 +9,7 @@ same busy loop as the in-process engine (core/engine/busy_loop.py).
 
 import contextlib
 import ctypes
+import io
 import logging
 import os
 import select
@@ -62,7 +63,7 @@ def _redirect_output(log_file: str) -> None:
         os.dup2(fd, target)
     os.close(fd)
     for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(line_buffering=True)  # was decided for a pipe; keep lines whole
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
                         format="%(asctime)s EngineCore[%(process)d] %(levelname)s %(name)s: %(message)s")

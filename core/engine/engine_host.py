@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO, cast
 
 import msgspec
 import zmq
@@ -37,7 +38,7 @@ STARTUP_TIMEOUT_ENV = "ENGINETUI_STARTUP_TIMEOUT"  # seconds to wait for READY (
 SHUTDOWN_TIMEOUT_S = 5.0  # how long a clean shutdown may take before terminate / kill
 STDERR_TAIL_LINES = 20  # lines of the child's stderr kept to explain a failed start-up
 CHILD_MODULE = "enginetui.core.engine.core_proc"  # what the child interpreter runs
-PACKAGE_ROOT = str(Path(sys.modules["enginetui"].__file__).resolve().parents[1])  # holds `enginetui`: the child imports it from here too
+PACKAGE_ROOT = str(Path(cast(str, sys.modules["enginetui"].__file__)).resolve().parents[1])  # holds `enginetui`: the child imports it from here too
 
 
 class EngineHost:
@@ -172,15 +173,16 @@ class EngineProcess(EngineHost):
                              set_pdeathsig=on_main_thread, log_file=self.log_file)
         self.proc: subprocess.Popen | None = None  # EngineCore's process
         try:
-            self.proc = subprocess.Popen(command or [sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=_child_env() | engine_process_env(config),
-                                         close_fds=True)
-            self.pid = self.proc.pid
+            proc = self.proc = subprocess.Popen(command or [sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, env=_child_env() | engine_process_env(config),
+                                                close_fds=True)
+            assert proc.stdin is not None and proc.stderr is not None  # both are pipes
+            self.pid = proc.pid
             self.name = f"EngineCore process (pid {self.pid})"
-            threading.Thread(target=self._forward_stderr, name="engine-stderr", daemon=True).start()
+            threading.Thread(target=self._forward_stderr, args=(proc.stderr,), name="engine-stderr", daemon=True).start()
             try:
-                self.proc.stdin.write(wire.encode(launch))
-                self.proc.stdin.close()
+                proc.stdin.write(wire.encode(launch))
+                proc.stdin.close()
             except BrokenPipeError:  # it died at once: the handshake says how
                 pass
             self.handshake(startup_timeout)
@@ -204,9 +206,9 @@ class EngineProcess(EngineHost):
             clues += f"\n(its log: {self.log_file})"
         return clues
 
-    def _forward_stderr(self) -> None:
+    def _forward_stderr(self, stderr: IO[bytes]) -> None:
         """Copy the child's stderr to ours line by line, keeping the last lines for start-up errors."""
-        for raw in self.proc.stderr:
+        for raw in stderr:
             line = raw.decode("utf-8", "replace")
             self.stderr_tail.append(line.rstrip("\n"))
             try:
@@ -216,6 +218,8 @@ class EngineProcess(EngineHost):
 
     def _stop(self, timeout: float) -> None:
         proc = self.proc
+        if proc is None:
+            return  # never started
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

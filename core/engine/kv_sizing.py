@@ -24,6 +24,8 @@ from enginetui.core.config import CPU_KV_SPACE_ENV, EngineConfig, cpu_kv_space_b
 if TYPE_CHECKING:
     import torch
 
+    from enginetui.core.models.contract import CausalLM
+
 CPU_KV_BUDGET_BYTES = 2 * 1024**3  # the most KV memory a CPU engine takes unless told otherwise
 CPU_AVAILABLE_SHARE = 0.25  # ... and at most this share of the memory available when it starts
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM 0.32's default
@@ -38,7 +40,7 @@ class KVPoolSize:
     rule: str  # the rule in a few words, e.g. "256 seqs x 512 tok" or "--kv-cache-memory-bytes 1.0 GiB"
 
 
-def kv_bytes_per_token(model: "torch.nn.Module", dtype: "torch.dtype") -> int:
+def kv_bytes_per_token(model: "CausalLM", dtype: "torch.dtype") -> int:
     """K and V of one token in every attention layer."""
     import torch
 

@@ -69,7 +69,8 @@ class BlockPool:
         Unreferenced blocks with no cached content go to the head of the free queue (in that order),
         cached ones to the tail.
         """
-        to_head, to_tail = [], []
+        to_head: list[int] = []
+        to_tail: list[int] = []
         for block in blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:

@@ -29,6 +29,8 @@ class CausalLM(nn.Module):
     # Checkpoint names that hold no parameter of ours (buffers that old checkpoints saved).
     ignored_weight_suffixes: tuple[str, ...] = ()
 
+    lm_head: Linear | None  # make_lm_head's, set by each family (None: tied to the embedding)
+
     def __init__(self, config) -> None:
         super().__init__()
         self.config = config  # the Hugging Face config
@@ -48,7 +50,7 @@ class CausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [num_logits, hidden] -> logits [num_logits, vocab_size] (tied: the embedding is the head)."""
-        head = self.get_input_embeddings() if self.tie_word_embeddings else self.lm_head
+        head = self.get_input_embeddings() if self.lm_head is None else self.lm_head
         return F.linear(hidden, head.weight)
 
     def get_input_embeddings(self) -> nn.Embedding:

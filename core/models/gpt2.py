@@ -95,4 +95,4 @@ class GPT2LMHeadModel(CausalLM):
         return self.transformer.wte
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [block.attn.attn for block in self.transformer.h]
+        return [block.attn.attn for block in self.transformer.h]  # type: ignore[union-attr]  # ModuleList items are typed Module

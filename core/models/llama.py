@@ -51,7 +51,7 @@ class LlamaAttention(nn.Module):
         q, k, v = self.qkv_proj(h)
         q = q.view(n, self.num_heads, self.head_size)  # [num_tokens, num_heads, head_size]
         k = k.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         return self.o_proj(self.attn(q.reshape(n, -1), k.reshape(n, -1), v))
@@ -114,4 +114,4 @@ class LlamaForCausalLM(CausalLM):
         return self.model.embed_tokens
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [layer.self_attn.attn for layer in self.model.layers]
+        return [layer.self_attn.attn for layer in self.model.layers]  # type: ignore[union-attr]  # ModuleList items are typed Module

@@ -112,4 +112,4 @@ class OPTForCausalLM(CausalLM):
         return self.model.decoder.embed_tokens
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [layer.self_attn.attn for layer in self.model.decoder.layers]
+        return [layer.self_attn.attn for layer in self.model.decoder.layers]  # type: ignore[union-attr]  # ModuleList items are typed Module

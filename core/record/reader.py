@@ -87,8 +87,11 @@ def read_recording(path: str | os.PathLike) -> Recording:
     if not frames or frames[0][0] != fmt.HEADER:
         raise fmt.RecordingError(f"{path}: the recording has no readable header ({problem or 'no frames'})")
     header = _header(path, data, frames[0])
-    heads, missed, spans, trailer = [], [], [], None
-    last_seq = None
+    heads: list[fmt.EventHead] = []
+    missed: list[int] = []
+    spans: list[tuple[int, int]] = []
+    trailer: fmt.Trailer | None = None
+    last_seq: int | None = None
     for kind, start, end in frames[1:]:
         if kind == fmt.TRAILER:
             trailer = fmt.decode_trailer(data[start:end])
@@ -117,7 +120,7 @@ def read_frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, i
 def _frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, int]], str | None]:
     """(kind, payload start, payload end) of every whole, intact frame from `offset`; and why
     reading stopped early, if it did."""
-    frames = []
+    frames: list[tuple[bytes, int, int]] = []
     size = len(data)
     while offset < size:
         if size - offset < fmt.FRAME_HEAD.size:

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from enginetui.core.models.contract import CausalLM
 from enginetui.core.models.layers.linear import Linear, linear_relu
 
 LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
@@ -92,7 +93,7 @@ def linear_backend(device: torch.device) -> str:
     return forced or "onednn"
 
 
-def prepare_cpu_model(model: nn.Module, device: torch.device) -> None:
+def prepare_cpu_model(model: CausalLM, device: torch.device) -> None:
     """After loading: prepack the linear weights when oneDNN is the linear backend for `device`."""
     if linear_backend(device) == "onednn":
         prepack_linear_weights(model)
@@ -110,7 +111,7 @@ def packable(dtype: torch.dtype) -> bool:
     return False
 
 
-def prepack_linear_weights(model: nn.Module, min_rows: int | None = None, time_gemm=None) -> int:
+def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_gemm=None) -> int:
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
     (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`)."""
@@ -182,6 +183,7 @@ class GemmClock:
 
     def _empty_caches(self) -> None:
         if self._evict is None:
+            assert self.cache_bytes is not None  # called only with a cache size
             self._evict = torch.ones(EVICT_CACHE_FACTOR * self.cache_bytes // 4)
         self._evict.sum()  # reads every byte: the caches now hold the buffer
 

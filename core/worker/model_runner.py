@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from enginetui.core.ceil_div import cdiv
+from enginetui.core.models.contract import CausalLM
 from enginetui.core.outputs import Logprob
 from enginetui.core.sample.metadata import SamplingMetadata
 from enginetui.core.sample.sampler import Sampler
@@ -53,7 +54,7 @@ def compute_threads(device: torch.device) -> int:
 class ModelRunner:
     """Owns the model, its paged KV cache and the persistent input batch."""
 
-    def __init__(self, model: torch.nn.Module, num_blocks: int, block_size: int, max_num_reqs: int,
+    def __init__(self, model: CausalLM, num_blocks: int, block_size: int, max_num_reqs: int,
                  max_model_len: int, dtype: torch.dtype, device: torch.device, seed: int) -> None:
         self.model = model  # e.g. OPTForCausalLM
         self.device = device  # where tensors live

@@ -66,6 +66,7 @@ class ThreadGovernor:
     def after_step(self) -> None:
         now = self._clock()
         if self.threads == 1:
+            assert self._single_since is not None  # the drop to one thread sets it (a governor starts at 2 or more)
             if now - self._single_since >= RETRY_S:
                 log.info("compute threads 1 -> %d: trying every thread again", self.max_threads)
                 self._use(self.max_threads, now)

@@ -44,7 +44,7 @@ from enginetui.core.entrypoints.openai.serving_chat import create_chat_completio
 from enginetui.core.entrypoints.openai.serving_completion import create_completion
 from enginetui.core.entrypoints.tcp_listen import tcp_listener
 
-GRACEFUL_SHUTDOWN_S = 3.0  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
+GRACEFUL_SHUTDOWN_S = 3  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
 TICK_S = 1.0  # how often the server looks whether it should stop (it is also woken when told to)
 # uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.
 UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to close. (CTRL+C to force quit)",
@@ -169,7 +169,7 @@ class _Server(uvicorn.Server):
     @should_exit.setter
     def should_exit(self, value: bool) -> None:
         self._should_exit = value  # uvicorn sets it in __init__, from its signal handler, and we at a host's stop
-        if value and self._exit_asked is not None:
+        if value and self._exit_asked is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._exit_asked.set)  # safe from a signal handler too
 
     async def main_loop(self) -> None:
@@ -222,16 +222,16 @@ async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | Non
     """
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", ws="websockets-sansio",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-                            **({"log_config": None} if stop is not None else {}))
+                            log_config=None if stop is not None else uvicorn.config.LOGGING_CONFIG)
     server = _Server(config, app, handle_signals=stop is None)
     quiet = _QuietStop()
     logging.getLogger("uvicorn.error").addFilter(quiet)
 
-    async def stop_when_asked() -> None:
+    async def stop_when_asked(stop: asyncio.Event) -> None:
         await stop.wait()
         server.should_exit = True
 
-    watcher = asyncio.ensure_future(stop_when_asked()) if stop is not None else None
+    watcher = asyncio.ensure_future(stop_when_asked(stop)) if stop is not None else None
     try:
         await server.serve(sockets=[sock])
     finally:

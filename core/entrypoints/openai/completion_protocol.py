@@ -1,7 +1,7 @@
 """POST /v1/completions bodies, as vLLM 0.32 defines them (the subset this engine honours)."""
 
 import time
-from typing import Annotated
+from typing import Annotated, cast
 
 from pydantic import Field, field_validator
 
@@ -32,8 +32,8 @@ class CompletionRequest(SamplingRequest):
         if isinstance(prompt, str):
             return [prompt]
         if all(isinstance(p, int) for p in prompt):
-            return [list(prompt)]
-        return list(prompt)
+            return [list(cast(list[int], prompt))]
+        return list(cast(list[str] | list[list[int]], prompt))
 
 
 class CompletionLogProbs(OpenAIBaseModel):

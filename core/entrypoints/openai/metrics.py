@@ -60,7 +60,8 @@ CACHE_CONFIG_DEFAULTS = {
 
 def request_tokens_buckets(max_model_len: int) -> list[int]:
     """vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to max_model_len (build_1_2_5_buckets)."""
-    buckets, scale = [], 1
+    buckets: list[int] = []
+    scale = 1
     while True:
         for mantissa in (1, 2, 5):
             if mantissa * scale > max_model_len:

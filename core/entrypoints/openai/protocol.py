@@ -28,7 +28,7 @@ class OpenAIBaseModel(BaseModel):
     def unsupported_fields(self) -> list[str]:
         """Names of set request fields this server refuses (values that change nothing are allowed)."""
         extra = self.model_extra or {}
-        harmless = (None, [], {}, False, "none", {"type": "text"})  # values that ask for nothing special
+        harmless: tuple[object, ...] = (None, [], {}, False, "none", {"type": "text"})  # values that ask for nothing special
         return sorted(k for k, v in extra.items() if k in UNSUPPORTED_FIELDS and v not in harmless)
 
 

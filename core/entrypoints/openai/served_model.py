@@ -3,6 +3,7 @@ route shares (which model name is valid, prompt length and output limits, reques
 
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 
@@ -11,6 +12,9 @@ from enginetui.core.entrypoints.openai.protocol import OpenAIBaseModel
 from enginetui.core.outputs import CompletionOutput
 from enginetui.core.sampling_params import SamplingParams
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 
 @dataclass(slots=True)
 class ServedModel:
@@ -18,7 +22,7 @@ class ServedModel:
 
     engine: object  # AsyncLLM, or a MeteredEngine around one: generate / abort / snapshot / events / ...
     name: str  # the model name clients use (--served-model-name, default the --model value)
-    tokenizer: object  # the engine's HF tokenizer (None: token-id prompts only)
+    tokenizer: "PreTrainedTokenizerBase | None"  # the engine's HF tokenizer (None: token-id prompts only)
     max_model_len: int  # prompt + output limit of the engine
     root: str | None  # where the weights came from (shown by /v1/models)
     eos_token_ids: list[int]  # the engine's EOS tokens (a stop on one reports no stop_reason, as vLLM)
@@ -44,7 +48,7 @@ class ServedModel:
     def decode(self, token_ids: list[int]) -> str:
         if self.tokenizer is None:
             raise bad_request("this server runs without a tokenizer: it cannot detokenize", "tokens")
-        return self.tokenizer.decode(token_ids)
+        return self.tokenizer.decode(token_ids)  # type: ignore[return-value]  # one sequence is one str; transformers types no overloads
 
     def output_limit(self, prompt_len: int, asked: int | None, param: str = "max_tokens") -> int:
         """vLLM's max_tokens: what was asked (else the generation config's), capped by the room
@@ -56,7 +60,8 @@ class ServedModel:
                 f"contains {prompt_len} input tokens, which leaves no room for any output tokens. "
                 f"Please reduce the length of the input prompt.", "input_tokens")
         room = self.max_model_len - prompt_len
-        asked = asked if asked is not None else self.default_sampling.get("max_tokens")
+        if asked is None and (default := self.default_sampling.get("max_tokens")) is not None:
+            asked = int(default)  # a generation config's max_new_tokens
         if asked is None:
             return room
         if isinstance(asked, bool) or asked < 1:

@@ -68,7 +68,8 @@ class _Answer:
         self.echoed = echoed  # per prompt, text to put before the completion (echo=True)
 
     def whole(self, finals) -> CompletionResponse:
-        choices, prompt_tokens, completion_tokens = [], 0, 0
+        choices: list[CompletionResponseChoice] = []
+        prompt_tokens, completion_tokens = 0, 0
         for i, out in enumerate(finals):
             prompt_tokens += len(out.prompt_token_ids)
             for c in out.outputs:

@@ -10,7 +10,7 @@
 """
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -22,8 +22,6 @@ from enginetui.core.outputs import CompletionOutput, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
 
 T = TypeVar("T")
-
-_END = object()  # a stream's last queue item
 
 
 async def until_disconnected(request: Request, wait: Awaitable[T]) -> T:
@@ -55,10 +53,11 @@ class EngineStreams:
     stream (nearly every request) is read directly where its outputs are consumed: no task and no
     queue between the engine's output and the chunk, two task switches a chunk fewer."""
 
-    def __init__(self, generate: Callable[[int], AsyncIterator[RequestOutput]], count: int) -> None:
+    def __init__(self, generate: Callable[[int], AsyncGenerator[RequestOutput, None]], count: int) -> None:
         self._count = count  # prompts
         self._single = generate(0) if count == 1 else None  # the one prompt's stream, read in place
-        self._queue: asyncio.Queue = asyncio.Queue()  # (prompt index, RequestOutput | Exception | _END)
+        # (prompt index, RequestOutput, or the stream's error, or None: the stream ended)
+        self._queue: asyncio.Queue[tuple[int, RequestOutput | Exception | None]] = asyncio.Queue()
         self._tasks = [] if self._single is not None else [  # one per prompt
             asyncio.create_task(self._pump(i, generate(i))) for i in range(count)]
         self._first: list[tuple[int, RequestOutput]] = []  # outputs read by start(), replayed by outputs()
@@ -69,7 +68,7 @@ class EngineStreams:
         waiting = set(range(self._count))
         while waiting:
             index, item = await self._next()
-            if item is _END:
+            if item is None:
                 waiting.discard(index)
                 continue
             _check_succeeded(item)
@@ -79,11 +78,11 @@ class EngineStreams:
     async def outputs(self) -> AsyncIterator[tuple[int, RequestOutput]]:
         """Every output after start(), in arrival order; raises APIError if a request failed."""
         first, self._first = self._first, []
-        for item in first:
-            yield item
+        for pair in first:
+            yield pair
         while self._live:
             index, item = await self._next()
-            if item is not _END:
+            if item is not None:
                 _check_succeeded(item)
                 yield index, item
 
@@ -106,9 +105,10 @@ class EngineStreams:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _next(self) -> tuple[int, object]:
-        """The next (prompt index, item), as a pump would have queued it; the single stream is read here
-        directly (no coroutine between it and the chunk)."""
+    async def _next(self) -> tuple[int, RequestOutput | None]:
+        """The next (prompt index, output, or None: that stream ended), as a pump would have queued it;
+        the single stream is read here directly (no coroutine between it and the chunk)."""
+        item: RequestOutput | Exception | None
         if self._single is None:
             index, item = await self._queue.get()
         else:
@@ -116,10 +116,10 @@ class EngineStreams:
             try:
                 item = await anext(self._single)
             except StopAsyncIteration:
-                item = _END
+                item = None
             except Exception as exc:  # noqa: BLE001 - the engine's error, answered as an APIError below
                 item = exc
-        if item is _END:
+        if item is None:
             self._live -= 1
         elif isinstance(item, BaseException):
             raise _as_api_error(item)
@@ -131,7 +131,7 @@ class EngineStreams:
                 self._queue.put_nowait((index, out))
         except Exception as exc:  # noqa: BLE001 - handed to the reader, which answers with it
             self._queue.put_nowait((index, exc))
-        self._queue.put_nowait((index, _END))
+        self._queue.put_nowait((index, None))
 
 
 def _as_api_error(exc: BaseException) -> APIError:

@@ -59,6 +59,6 @@ class QKVLinear(MergedLinear):
         self.kv_size = num_kv_heads * head_size  # key (and value) channels
         super().__init__(hidden, {"q": self.q_size, "k": self.kv_size, "v": self.kv_size}, bias)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]  # the fused projection's parts
         """x: [num_tokens, hidden] -> q [num_tokens, q_size], k and v [num_tokens, kv_size]."""
         return F.linear(x, self.weight, self.bias).split([self.q_size, self.kv_size, self.kv_size], dim=-1)

@@ -25,8 +25,8 @@ def transposed_weight_loader(param: torch.Tensor, loaded: torch.Tensor) -> None:
 
 def set_weight_loader(param: torch.nn.Parameter, loader: Callable, shards: tuple = ()) -> None:
     """Attach a loader (and the shard ids of a fused parameter) to `param`."""
-    param.weight_loader = loader
-    param.shards = shards
+    param.weight_loader = loader  # type: ignore[attr-defined]  # a Parameter takes attributes; its stubs declare none
+    param.shards = shards  # type: ignore[attr-defined]
 
 
 def weight_loader(param: torch.Tensor) -> Callable:
