@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from enginetui.core.worker.graph_sizes import CaptureSizeError, check_capture_sizes
+
 if TYPE_CHECKING:
     import torch
 
@@ -58,6 +60,10 @@ class EngineConfig:
     long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
     async_scheduling: bool | None = None  # plan step N+1 while step N executes; None: on for CUDA, off on CPU (as vLLM)
     stream_interval: int = 1  # new tokens a streamed output carries at least (first and last at once), as vLLM's
+    # CUDA graphs of decode steps (vLLM's flags; core/worker/cuda_graphs.py); never on CPU:
+    enforce_eager: bool = False  # capture none: every step runs eagerly
+    cudagraph_capture_sizes: list[int] | None = None  # decode batch sizes to capture; None: vLLM's list (graph_sizes.py)
+    max_cudagraph_capture_size: int | None = None  # the default list's largest size; None: min(2 x max_num_seqs, 512)
     # CPU engines (core/worker/cpu_threads.py; None: the environment's OMP_NUM_THREADS / GOMP_SPINCOUNT, else measured defaults):
     cpu_threads: int | None = None  # threads EngineCore computes with; default every usable core less the reserved
     cpu_reserved_cores: int = 0  # usable cores left to the front-end (client, dashboard) when cpu_threads is not given
@@ -102,6 +108,7 @@ class EngineConfig:
         if self.async_scheduling not in (None, True, False):
             raise ConfigError("async_scheduling",
                               f"async_scheduling must be True, False or None (by device), got {self.async_scheduling!r}")
+        self._check_cuda_graph_flags()
         if not isinstance(self.scheduler_reserve_full_isl, bool):
             raise ConfigError("scheduler_reserve_full_isl",
                               f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
@@ -126,6 +133,23 @@ class EngineConfig:
                     f"without chunked prefill, max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
                     f">= max_model_len ({self.max_model_len}), or long prompts could never be scheduled"
                 )
+
+    def _check_cuda_graph_flags(self) -> None:
+        if not isinstance(self.enforce_eager, bool):
+            raise ConfigError("enforce_eager", f"enforce_eager must be True or False, got {self.enforce_eager!r}")
+        sizes = self.cudagraph_capture_sizes
+        if sizes is not None:
+            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (list, tuple)) or not sizes or any(
+                    not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes):
+                raise ConfigError("cudagraph_capture_sizes",
+                                  f"cudagraph_capture_sizes must be a non-empty list of positive integers, got {sizes!r}")
+            self.cudagraph_capture_sizes = list(sizes)
+        _check_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
+        try:
+            check_capture_sizes(self.cudagraph_capture_sizes, self.max_cudagraph_capture_size,
+                                self.max_num_batched_tokens)
+        except CaptureSizeError as exc:
+            raise ConfigError("max_cudagraph_capture_size", str(exc)) from None
 
     @property
     def torch_device(self) -> "torch.device":

@@ -49,16 +49,20 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, backend:
 
 
 def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None,
-                    sliding_window=None, backend: str | None = None):
+                    sliding_window=None, backend: str | None = None, max_query_len: int | None = None):
     """Varlen paged attention for a mixed prefill/decode batch, optionally windowed (see kernels.reference);
-    `backend`: the chosen one (None: select_backend for the tensors' device)."""
+    `backend`: the chosen one (None: select_backend for the tensors' device); `max_query_len`: the step's
+    longest query, which picks the Triton launch (kernels.variants.launch_for_step; None: the default)."""
     backend = backend or select_backend(query.device)
     if backend == "triton":
         from enginetui.kernels.triton_paged_attention import paged_attention_triton
+        from enginetui.kernels.variants import launch_for_step
 
+        group = query.shape[1] // key_cache.shape[2]
+        launch = launch_for_step(max_query_len, group, query.dtype in (torch.float16, torch.bfloat16))
         return paged_attention_triton(
             query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,
-            sliding_window=sliding_window,
+            sliding_window=sliding_window, **launch.kwargs(),
         )
     if backend == "cpp" and sliding_window is None:
         return cpu_kernels.paged_attention_cpu(

@@ -233,18 +233,18 @@ def check_e2e(plan: Plan, report: Report) -> None:
                tok_s=result.tokens_per_s)
 
 
-def copy_bandwidth_gb_s(plan: Plan) -> float:
-    """The memory-bandwidth ceiling: a large device-to-device copy, bytes read plus bytes written."""
-    src = torch.rand(plan.copy_bytes // 4, device=plan.device)  # [copy_bytes / 4] float32
+def copy_bandwidth_gb_s(copy_bytes: int, device: str, iters: int) -> float:
+    """The memory-bandwidth ceiling: a device-to-device copy of `copy_bytes`, bytes read plus bytes written."""
+    src = torch.rand(copy_bytes // 4, device=device)  # [copy_bytes / 4] float32
     dst = torch.empty_like(src)
-    ms = time_ms(lambda: dst.copy_(src), plan.bench_iters, plan.device)
-    return 2 * plan.copy_bytes / (ms * 1e-3) / 1e9
+    ms = time_ms(lambda: dst.copy_(src), iters, device)
+    return 2 * copy_bytes / (ms * 1e-3) / 1e9
 
 
 def bench_decode(plan: Plan, report: Report) -> None:
     """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read,
     as a share of the measured copy bandwidth."""
-    ceiling = copy_bandwidth_gb_s(plan)
+    ceiling = copy_bandwidth_gb_s(plan.copy_bytes, plan.device, plan.bench_iters)
     report.add("bandwidth ceiling", f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB", None,
                f"{ceiling:.0f} GB/s", "(read + written)", gb_s=ceiling)
     for name, (num_reqs, ctx, heads, kv_heads, head_size) in plan.bench_cases.items():

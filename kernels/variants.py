@@ -28,8 +28,24 @@ class AttentionVariant:
 
 
 DEFAULT = AttentionVariant()
+# Prompt-shaped steps: 64 query rows turn the half-precision dots into wgmma on sm_90; 64 keys a step
+# keep such a tile spill-free at 4 warps there (aot_check; 128 keys spill 48-56 bytes). fp32 at 64 rows
+# spills kilobytes: fp32 steps keep the default.
+PREFILL = AttentionVariant(tile_n=64, block_m=64)
+
+
+def launch_for_step(max_query_len: int | None, group: int, half_precision: bool) -> AttentionVariant:
+    """The launch for one step, chosen on the host from its shape: PREFILL when its longest query
+    fills PREFILL's rows (query tokens x `group` query heads per kv head) in fp16 / bf16; else the
+    default 16-row tile, which fits decodes (one token a request) and short chunks."""
+    if half_precision and max_query_len is not None and max_query_len * group >= PREFILL.block_m:
+        return PREFILL
+    return DEFAULT
+
+
 # What a GPU run compares: narrower and wider key tiles, more warps, splitting long contexts, and
-# taller query tiles (for prompts: 64 rows feed the tensor cores larger dots than the default 16).
+# taller query tiles (for prompts: 64 and 128 rows feed the tensor cores larger dots than the default 16;
+# at 128 rows and 8 warps, 32 or 64 keys, h128 bf16 is wgmma and spill-free on sm_90 by aot_check).
 VARIANTS = [
     DEFAULT,
     AttentionVariant(tile_n=16),
@@ -41,4 +57,6 @@ VARIANTS = [
     AttentionVariant(block_m=64),
     AttentionVariant(tile_n=64, block_m=64),
     AttentionVariant(block_m=64, num_warps=8),
+    AttentionVariant(tile_n=32, block_m=128, num_warps=8),
+    AttentionVariant(tile_n=64, block_m=128, num_warps=8),
 ]

@@ -22,6 +22,7 @@ from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCo
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.core.sched.step_record import StepRecord
+from enginetui.core.worker.cuda_graphs import GraphSetup
 from enginetui.core.worker.cpu_linear import prepare_cpu_model
 from enginetui.core.worker.model_runner import ModelRunnerOutput, compute_threads
 from enginetui.core.worker.runner_class import Runner, runner_class
@@ -58,6 +59,9 @@ class EngineCore:
         self.runner: Runner = runner_class(config.model_runner)(
             model, self.num_blocks, config.block_size, config.max_num_seqs, self.max_model_len, dtype,
             config.torch_device, config.seed)
+        setup_graphs = getattr(self.runner, "setup_cuda_graphs", None)  # runners of fixed tokens have none
+        # Decode graphs captured now, after the KV cache exists (none on CPU: the reason is kept instead).
+        self.cuda_graphs = setup_graphs(config) if setup_graphs else GraphSetup([], off_reason="a runner without graphs")
         self.step_count = 0  # busy-loop steps taken (one plan and / or one applied step each)
         self.planned_steps = 0  # plans made (a plan's number is its step number in events)
         # Asynchronous scheduling: plans in flight on the model thread (None: synchronous steps).
@@ -96,6 +100,9 @@ class EngineCore:
             default_sampling=generation.sampling,
             pid=pid,
             cpu_threads=self.cpu_threads,
+            cuda_graph_sizes=self.cuda_graphs.sizes,
+            cuda_graph_capture_s=self.cuda_graphs.capture_s,
+            cuda_graphs_off=self.cuda_graphs.off_reason,
         )
 
     # ---- changes between steps -------------------------------------------------------------
@@ -186,7 +193,7 @@ class EngineCore:
                                 StepPhase(n, "update", w2, w3)])
         times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
                           forward_ms=result.forward_ms, sample_ms=result.sample_ms,
-                          compute_threads=result.compute_threads)
+                          compute_threads=result.compute_threads, cuda_graph_size=result.cuda_graph_size)
         return self._finish_step(outputs, times, work, result.prepare_ms, t3, plan.total_num_scheduled_tokens)
 
     def _step_async(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
@@ -222,7 +229,7 @@ class EngineCore:
                    StepPhase(oldest.step, "update", w2, w3)]
         times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
                           update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms,
-                          compute_threads=result.compute_threads)
+                          compute_threads=result.compute_threads, cuda_graph_size=result.cuda_graph_size)
         return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3,
                                  oldest.plan.total_num_scheduled_tokens)
 

@@ -26,6 +26,20 @@ class EngineInfo(msgspec.Struct, kw_only=True):
     # CPU threads a step computes with on an uncontended machine (the thread governor may drop a step
     # to fewer beside busy processes: StepEvent.compute_threads); 0: not on a CPU, or an older recording
     cpu_threads: int = 0
+    # CUDA graphs of decode steps (core/worker/cuda_graphs.py; empty in older recordings):
+    cuda_graph_sizes: list[int] = []  # decode batch sizes captured at start-up
+    cuda_graph_capture_s: float = 0.0  # seconds the capture took
+    cuda_graphs_off: str = ""  # why none were captured
+
+    @property
+    def cuda_graphs_text(self) -> str:
+        """The decode graphs of a CUDA engine in a few words ("" on CPU, where there are none, and in older recordings)."""
+        if not self.device.startswith("cuda"):
+            return ""
+        sizes = self.cuda_graph_sizes
+        if sizes:
+            return f"CUDA graphs {sizes[0]}-{sizes[-1]} ({len(sizes)} sizes, captured in {self.cuda_graph_capture_s:.1f} s)"
+        return f"eager: {self.cuda_graphs_off}" if self.cuda_graphs_off else ""
 
     @property
     def kv_pool_tokens(self) -> int:

@@ -140,6 +140,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     planned_step: int = 0  # the step whose plan `scheduled` is (0: nothing planned by this busy-loop step)
     executed_step: int = 0  # the step whose outputs (new_token_ids, finished) this event applies (0: none)
     phases: list[StepPhase] = []  # this busy-loop step's schedule / execute / update spans, by step
+    cuda_graph_size: int = 0  # latest step: the captured decode size its forward replayed (0: ran eagerly)
 
     @property
     def is_snapshot(self) -> bool:

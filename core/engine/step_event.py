@@ -34,6 +34,7 @@ class StepTimes:
     forward_ms: float = 0.0  # model forward + lm_head (part of exec_ms)
     sample_ms: float = 0.0  # sampling (part of exec_ms)
     compute_threads: int = 0  # CPU threads the model ran on (0: not on a CPU, or not a model's step)
+    cuda_graph_size: int = 0  # the captured decode size its forward replayed (0: ran eagerly)
 
 
 @dataclass(slots=True)
@@ -117,6 +118,7 @@ def build_step_event(kind: str, totals: EngineTotals, config: EngineConfig, sche
         num_dropped_events=0, total_output_tokens=totals.total_output_tokens,
         total_preemptions=totals.total_preemptions, step_interval_ms=totals.step_interval_ms,
         forward_ms=times.forward_ms, sample_ms=times.sample_ms, compute_threads=times.compute_threads,
+        cuda_graph_size=times.cuda_graph_size,
         async_scheduling=totals.async_scheduling, planned_step=work.planned_step,
         executed_step=work.executed_step, phases=work.phases,
     )

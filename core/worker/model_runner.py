@@ -9,11 +9,13 @@ import numpy as np
 import torch
 
 from enginetui.core.ceil_div import cdiv
+from enginetui.core.config import EngineConfig
 from enginetui.core.models.contract import CausalLM
 from enginetui.core.outputs import Logprob
 from enginetui.core.sample.metadata import SamplingMetadata
 from enginetui.core.sample.sampler import Sampler
 from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.worker.cuda_graphs import CudaGraph, DecodeGraphs, GraphSetup, StaticDecodeBuffers, graph_plan
 from enginetui.core.worker.forward_context import AttentionMetadata, set_forward_context
 from enginetui.core.worker.input_batch import InputBatch
 from enginetui.kernels import select_backend
@@ -43,6 +45,7 @@ class ModelRunnerOutput:
     sample_ms: float  # sampling
     prepare_ms: float  # applying deltas and packing inputs
     compute_threads: int = 0  # CPU threads its operators ran on (torch.get_num_threads(); 0 on CUDA)
+    cuda_graph_size: int = 0  # the captured decode size its forward replayed (0: ran eagerly)
 
 
 def compute_threads(device: torch.device) -> int:
@@ -73,6 +76,20 @@ class ModelRunner:
         # the engine starts, not inside its first request.
         self.attention_backend = select_backend(device)  # kernels.dispatch.BACKENDS
         log.info("attention backend: %s", self.attention_backend)
+        self.graphs: DecodeGraphs | None = None  # captured decode forwards (setup_cuda_graphs)
+
+    def setup_cuda_graphs(self, config: EngineConfig) -> GraphSetup:
+        """Capture the decode forward for the configured sizes, if this engine can (core/worker/cuda_graphs.py)."""
+        plan = graph_plan(config, self.device, self.attention_backend)
+        return self.capture_cuda_graphs(plan.sizes) if plan.sizes else plan
+
+    def capture_cuda_graphs(self, sizes: list[int], graph_cls: type = CudaGraph) -> GraphSetup:
+        """Capture the decode forward at each of `sizes` (`graph_cls`: cuda_graphs.EagerReplay without CUDA)."""
+        buffers = StaticDecodeBuffers(max(sizes), self.batch.block_table.shape[1], self.device)
+        self.graphs = DecodeGraphs(self.model, buffers, self.attention_backend)
+        seconds = self.graphs.capture(sizes, graph_cls)
+        log.info("captured %d decode CUDA graphs (%d-%d) in %.2f s", len(sizes), min(sizes), max(sizes), seconds)
+        return GraphSetup(self.graphs.sizes, seconds)
 
     def update_states(self, out: SchedulerOutput) -> None:
         """Apply the plan's deltas: drop finished / preempted requests, add new ones, extend cached ones."""
@@ -125,6 +142,7 @@ class ModelRunner:
                 seq_lens=to_dev(seq_lens, torch.int32),
                 block_table=to_dev(block_table, torch.int32),
                 backend=self.attention_backend,
+                max_query_len=int(num_sched.max()),
             ),
             logits_indices=to_dev(logits_indices, torch.long),
             logits_rows=rows[complete].tolist(),
@@ -139,8 +157,12 @@ class ModelRunner:
             return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3, compute_threads(self.device))
         inputs = self.prepare_inputs(out)
         t1 = time.perf_counter()
-        with set_forward_context(inputs.attn):
-            hidden = self.model(inputs.input_ids, inputs.positions)  # [num_tokens, hidden]
+        graph_size = self.graphs.size_for(len(inputs.input_ids), len(inputs.req_ids)) if self.graphs else None
+        if graph_size is not None:
+            hidden = self.graphs.run(inputs.input_ids, inputs.positions, inputs.attn, graph_size)  # [num_tokens, hidden]
+        else:
+            with set_forward_context(inputs.attn):
+                hidden = self.model(inputs.input_ids, inputs.positions)  # [num_tokens, hidden]
         logits = self.model.compute_logits(hidden[inputs.logits_indices])  # [num_logits, vocab]
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)  # the forward ran asynchronously: time it, not its launch
@@ -161,7 +183,7 @@ class ModelRunner:
                     logprobs[req_id] = lps[i][: 1 + wanted]
         t3 = time.perf_counter()
         return ModelRunnerOutput(sampled_ids, logprobs, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t1 - t0) * 1e3,
-                                 compute_threads(self.device))
+                                 compute_threads(self.device), graph_size or 0)
 
     def _sampling_metadata(self, rows: list[int], vocab: int) -> SamplingMetadata:
         b = self.batch

@@ -5,7 +5,8 @@ dtype, device, seed)` (ModelRunner's signature) and then asked, once per step, t
 scheduler's plan. A runner keeps the tokens it samples: the scheduler sends a running request's
 new tokens only when the runner has not produced them itself (with asynchronous scheduling the next
 plan is made before this step's tokens reach the scheduler, and the runner feeds them to it). `EngineConfig.model_runner` names the class ("auto": ModelRunner), so the choice
-travels with the configuration to an EngineCore child process too.
+travels with the configuration to an EngineCore child process too. A runner with a
+`setup_cuda_graphs(config) -> GraphSetup` method (ModelRunner's) is asked to capture its decode graphs once it is built.
 """
 
 import importlib

@@ -73,6 +73,8 @@ def serve_flags(kwargs: dict[str, Any]) -> list[str]:
             continue
         if spec.kwargs.get("action") is argparse.BooleanOptionalAction:
             flags.append(spec.flag if value else f"--no-{spec.flag[2:]}")
+        elif isinstance(value, list):
+            flags += [spec.flag, *map(str, value)]
         else:
             flags += [spec.flag, str(value)]
     if kwargs.get("skip_tokenizer_init"):

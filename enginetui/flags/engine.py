@@ -72,6 +72,14 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--async-scheduling", "plan step N+1 while step N executes (vLLM's AsyncScheduler; output "
                "placeholders)", unset="on for CUDA, off on CPU, as vLLM decides",
                kwargs={"action": argparse.BooleanOptionalAction}),
+    EngineFlag("--enforce-eager", "capture no CUDA graphs: every step runs eagerly (on CPU there are none anyway)",
+               kwargs={"action": argparse.BooleanOptionalAction}),
+    EngineFlag("--cudagraph-capture-sizes", "decode batch sizes captured as CUDA graphs; a decode step runs "
+               "padded to the next captured size, eagerly past the largest",
+               unset="vLLM's: 1, 2, 4, every 8 to 248, every 16 to --max-cudagraph-capture-size, and --max-num-seqs",
+               kwargs={"type": int, "nargs": "+", "metavar": "N"}),
+    EngineFlag("--max-cudagraph-capture-size", "largest size of the default capture list",
+               unset="min(2 x --max-num-seqs, 512)", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--stream-interval", "new tokens a streamed output carries at least, the first and the last sent "
                "at once (fewer outputs, less front-end work per token)", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--max-model-len", "longest prompt + output in tokens", unset="the model's max positions",
@@ -91,6 +99,7 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
 )
 
 DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when no flag (nor VLLM_CPU_KVCACHE_SPACE) sizes it
+DASHBOARD_POOL_RULE = "the dashboard's default"  # the model panel's "sized by ..." for that pool
 POOL_HINT = (  # how the help screen explains the pool size
     f"dashboard default {DASHBOARD_NUM_BLOCKS} blocks so pages are visible; "
     "pass --num-gpu-blocks-override N to change it"

@@ -51,3 +51,47 @@ def test_dispatched_step_matches_reference(monkeypatch, backend, window):
     out = paged_attention(*batch.args(), sliding_window=window)
     assert torch.equal(batch.key_cache, ref_k) and torch.equal(batch.value_cache, ref_v)
     assert max_rel_error(out, expected) < REL_TOL[torch.float32]
+
+
+def test_launch_follows_the_step_shape():
+    """Decodes and short chunks keep 16-row tiles; a prompt chunk filling 64 rows (tokens x GQA group)
+    in half precision gets the prefill tile; fp32 never does (64-row fp32 tiles spill)."""
+    from enginetui.kernels.variants import DEFAULT, PREFILL, launch_for_step
+
+    assert launch_for_step(1, 1, True) == DEFAULT
+    assert launch_for_step(1, 8, True) == DEFAULT  # a GQA decode: 8 rows
+    assert launch_for_step(63, 1, True) == DEFAULT
+    assert launch_for_step(64, 1, True) == PREFILL
+    assert launch_for_step(16, 4, True) == PREFILL  # Llama-3.1-8B's group of 4
+    assert launch_for_step(2048, 4, False) == DEFAULT
+    assert launch_for_step(None, 4, True) == DEFAULT
+    assert PREFILL.block_m == 64
+
+
+@pytest.mark.parametrize("block_m", [16, 32, 64, 128])
+def test_every_tile_height_matches_reference_in_half_precision(block_m):
+    """A mixed step (a decode, a 70-token chunk) at each query-tile height, fp16 under the interpreter."""
+    from enginetui.kernels.triton_paged_attention import paged_attention_triton
+
+    batch = make_paged_batch([1, 70], [29, 95], num_heads=4, num_kv_heads=2, head_size=16, dtype=torch.float16)
+    out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
+    paged_attention_triton(*batch.args(), out=out, block_m=block_m, tile_n=32)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
+    assert max_rel_error(out, expected) < REL_TOL[torch.float16]
+
+
+def test_dispatch_picks_the_prefill_tile_from_the_step(monkeypatch):
+    """The engine's path: max_query_len reaches the Triton launch, which then runs PREFILL's tile."""
+    from enginetui.kernels import triton_paged_attention
+    from enginetui.kernels.variants import PREFILL
+
+    launches = []
+    real = triton_paged_attention.paged_attention_launch
+    monkeypatch.setattr(triton_paged_attention, "paged_attention_launch",
+                        lambda *a, **k: launches.append(a[-1]) or real(*a, **k))
+    batch = make_paged_batch([1, 70], [29, 95], num_heads=4, num_kv_heads=2, head_size=16, dtype=torch.float16)
+    expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
+    for max_query_len, block_m in ((70, PREFILL.block_m), (1, None)):
+        out = paged_attention(*batch.args(), backend="triton", max_query_len=max_query_len)
+        assert launches[-1] == block_m
+        assert max_rel_error(out, expected) < REL_TOL[torch.float16]

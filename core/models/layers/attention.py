@@ -34,6 +34,6 @@ class PagedAttention(nn.Module):
         reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping, backend=meta.backend)
         out = paged_attention(
             q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale,
-            sliding_window=self.sliding_window, backend=meta.backend,
+            sliding_window=self.sliding_window, backend=meta.backend, max_query_len=meta.max_query_len,
         )  # [num_tokens, num_heads, head_size]
         return out.view(n, self.num_heads * self.head_size)

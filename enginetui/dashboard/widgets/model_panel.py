@@ -45,6 +45,7 @@ def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
     ]
     if info.kv_pool_rule:  # how the pool was sized (core/engine/kv_sizing.py); older recordings lack it
         items.append(Text(f"sized by {info.kv_pool_rule}", style=DIM))
+    items += [Text(info.cuda_graphs_text, style=DIM)] if info.cuda_graphs_text else []  # CUDA engines only
     return items
 
 
