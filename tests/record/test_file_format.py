@@ -111,3 +111,23 @@ def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
     (tmp_path / "headless.etrec").write_bytes(open(path, "rb").read()[: fmt.PREAMBLE.size + 3])
     with pytest.raises(fmt.RecordingError, match="no readable header"):
         read_recording(tmp_path / "headless.etrec")
+
+
+def test_events_and_headers_written_before_cuda_graphs_read_as_eager(tmp_path):
+    """StepEvent.cuda_graph_size and EngineInfo's CUDA graph fields came with defaults and no schema bump:
+    a recording written before them reads, its steps eager and its engine without graphs."""
+    import msgspec
+
+    from enginetui.core.engine.events import decode_event
+    from tests.record.recordings import INFO
+
+    old_event = msgspec.msgpack.decode(encode_event(EVENTS[0]))
+    del old_event["cuda_graph_size"]
+    assert decode_event(msgspec.msgpack.encode(old_event)).cuda_graph_size == 0
+    old_header = msgspec.msgpack.decode(fmt.encode(fmt.Header(
+        event_schema_version=SCHEMA_VERSION, created=1.0, source="test", enginetui_version="test", engine=INFO,
+        config={}, tokenizer=None)))
+    for name in ("cuda_graph_sizes", "cuda_graph_capture_s", "cuda_graphs_off"):
+        del old_header["engine"][name]
+    engine = fmt.decode_header(msgspec.msgpack.encode(old_header)).engine
+    assert (engine.cuda_graph_sizes, engine.cuda_graph_capture_s, engine.cuda_graphs_off) == ([], 0.0, "")
