@@ -39,6 +39,8 @@ class SimSettings:
     trace_window: str | None = None  # traces: "START:END" seconds of the trace to serve (None: all of it)
     time_scale: float = 1.0  # traces: arrivals this many times as fast (2: twice the rate)
     over_context: str = "clip"  # traces: requests longer than max_model_len are "clip"ped or "skip"ped
+    replicas: int = 1  # engines behind the router (each its own scheduler, KV pool and clock)
+    router: str = "cache-aware"  # with replicas > 1: how requests are spread (routers.ROUTERS; vllm-router's default)
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -68,6 +70,17 @@ class SimResult:
     pool: PoolSizing | None  # how the pool was sized from memory (None: given, or the recording's)
     step_model: str  # the step-time model's name
     notes: list[str] = field(default_factory=list)  # things the reader should know
+    fleet: "FleetResult | None" = None  # per replica, when several were simulated
+
+
+@dataclass(slots=True)
+class FleetResult:
+    """A fleet's replicas: each one's figures (the result's summary is the whole fleet's)."""
+
+    router: str  # the router's name
+    summaries: list[Summary]  # per replica
+    runs: list[SimRun]  # per replica
+    choices: list[int]  # per request (by arrival): the replica it went to
 
 
 def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> SimResult:
@@ -79,6 +92,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     s = SimSettings(**{**_asdict(s), **{k: v for k, v in kwargs.items() if k in settings_fields}})
     flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
     notes: list[str] = []
+    _check_fleet(s, live)
     if s.from_recording:
         _check_recorded_workload(s)
         recorded = recorded_run(s.from_recording)
@@ -112,6 +126,8 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
         _check_fits(requests, num_blocks, config.block_size)
     from enginetui.simulate.progress import progress_bar
 
+    if s.replicas != 1:
+        return _simulate_fleet(s, config, num_blocks, max_model_len, step_model, requests, pool, notes)
     writer = workloads.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
@@ -121,6 +137,34 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
             writer.close()
     summary = summarize(run, parse_slos(s.goodput))
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
+
+
+def _check_fleet(s: SimSettings, live) -> None:
+    """Bad fleet settings, refused before anything runs."""
+    from enginetui.simulate.routers import ROUTERS
+
+    if s.replicas < 1:
+        raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
+    if s.router not in ROUTERS:
+        raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
+    if s.replicas > 1 and (s.record or live is not None or s.from_recording):
+        raise ValueError("--record, --watch and --from-recording simulate one engine: leave out --replicas")
+
+
+def _simulate_fleet(s: SimSettings, config: EngineConfig, num_blocks: int, max_model_len: int, step_model,
+                    requests, pool, notes) -> SimResult:
+    from enginetui.simulate.fleet import merged_run, run_fleet
+    from enginetui.simulate.progress import progress_bar
+    from enginetui.simulate.routers import make_router
+
+    router = make_router(s.router, s.replicas, config.block_size, s.seed)
+    with progress_bar(len(requests), s.progress) as progress:
+        fleet = run_fleet(config, num_blocks, max_model_len, step_model, s.replicas, router, requests, progress)
+    slos = parse_slos(s.goodput)
+    run = merged_run(fleet)
+    per_replica = [summarize(r, slos) for r in fleet.replicas]
+    return SimResult(summarize(run, slos), run, s, config, num_blocks, pool, step_model.name, notes,
+                     FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices))
 
 
 RECORDED_WORKLOAD = {  # settings a recording replaces, and their flags

@@ -74,6 +74,13 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
                    help="gamma shape of the arrival gaps, as vllm bench serve (default: 1, Poisson)")
     w.add_argument("--burst-size", type=int, default=1, metavar="N", help="requests arriving together (default: 1)")
     w.add_argument("--seed", type=int, default=quiet, help="workload and arrival seed (default: 0)")
+    f = p.add_argument_group("fleet")
+    f.add_argument("--replicas", type=int, default=1, metavar="N",
+                   help="engines behind a router, each its own scheduler, KV pool and clock (default: 1)")
+    f.add_argument("--router", default="cache-aware", metavar="NAME",
+                   help="round-robin, random, power-of-two, consistent-hash, cache-aware (vllm-router's policies "
+                        "and its defaults), least-outstanding (Vidur's) or prefix-score (llm-d's precise prefix-cache "
+                        "scoring) (default: cache-aware, vllm-router's)")
     e = p.add_argument_group("engine (vLLM's flag names; the engine's defaults)")
     from enginetui.flags.engine import ENGINE_FLAGS
 
@@ -84,7 +91,8 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     o.add_argument("--goodput", nargs="+", metavar="NAME:MS", help="SLOs for goodput, e.g. ttft:500 tpot:50")
     o.add_argument("--record", metavar="FILE", help="write the run as a recording (enginetui replay / export)")
     o.add_argument("--sweep", metavar="NAME=V1,V2,...",
-                   help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20) and plot")
+                   help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20, or "
+                        "replicas=1,2,4,8 with --goodput: the smallest fleet meeting the SLOs) and plot")
     o.add_argument("--plot", metavar="FILE", help="with --sweep: where the plot goes (default: sweep-NAME.png)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--watch", action="store_true",
@@ -183,13 +191,15 @@ def _run_watch(args, settings, flags) -> int:
 
 def _run_sweep(args, settings, flags) -> int:
     from enginetui.simulate.report import describe_setup
-    from enginetui.simulate.sweep import parse_sweep, plot_sweep, run_sweep, sweep_table
+    from enginetui.simulate.sweep import parse_sweep, plot_sweep, run_sweep, smallest_meeting, sweep_table
 
     sweep = parse_sweep(args.sweep)
     results = run_sweep(sweep, settings, flags)
-    print("\n".join(describe_setup(results[0])))
+    print("\n".join(describe_setup(results[0], sweep)))
     print()
     print(sweep_table(sweep, results))
+    if settings.goodput:
+        print(smallest_meeting(sweep, results))
     path = args.plot or f"sweep-{sweep.name}.png"
     plot_sweep(sweep, results, path)
     print(f"plot          {path}")

@@ -18,9 +18,12 @@ def _model_line(result: SimResult) -> str:
     return f"{s.model}, {s.weight_dtype} weights, on {tp}{s.hardware}"
 
 
-def describe_setup(result: SimResult) -> list[str]:
+def describe_setup(result: SimResult, sweep=None) -> list[str]:
+    """What was simulated; `sweep` (sweep.Sweep): the setting a sweep varied, its every value named."""
     s, c = result.settings, result.config
     rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
+    if sweep is not None and sweep.name == "request_rate":
+        rate = "at " + ", ".join("all at once" if math.isinf(v) else f"{v:g}" for v in sweep.values) + " req/s"
     if s.from_recording:
         source = f"recording {s.from_recording}: its {result.summary.num_requests} requests, arriving as recorded"
     elif s.trace or s.dataset in TRACE_DATASETS:
@@ -38,6 +41,12 @@ def describe_setup(result: SimResult) -> list[str]:
              f"engine        max_num_batched_tokens {c.max_num_batched_tokens}, max_num_seqs {c.max_num_seqs}, "
              f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
              f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}"]
+    if s.replicas > 1 or (sweep is not None and sweep.name in ("replicas", "router")):
+        lines.append(f"fleet         {s.replicas} replicas behind {s.router}" if sweep is None
+                     else f"fleet         behind {s.router}" if sweep.name == "replicas"
+                     else f"fleet         {s.replicas} replicas")
+    if sweep is not None:
+        lines.append(f"sweep         {sweep.name} = {', '.join(str(v) for v in sweep.values)}")
     return lines + [f"note          {n}" for n in result.notes]
 
 
@@ -83,4 +92,34 @@ def format_summary(result: SimResult) -> str:
         f"{'ms':<10}{'mean':>12}{'p50':>12}{'p90':>12}{'p99':>12}",
         _row("TTFT", m.ttft), _row("TPOT", m.tpot), _row("ITL", m.itl), _row("E2E", m.e2e),
     ]
+    if result.fleet is not None:
+        lines += [""] + format_fleet(result)
     return "\n".join(lines)
+
+
+def load_imbalance(values: list[float]) -> float:
+    """The busiest replica's share against an even one: max / mean (1: even; nan: nothing to share)."""
+    mean = sum(values) / len(values) if values else 0.0
+    return max(values) / mean if mean > 0 else float("nan")
+
+
+def format_fleet(result: SimResult) -> list[str]:
+    """The fleet's spread and each replica's figures."""
+    fleet = result.fleet
+    counts = [s.num_requests for s in fleet.summaries]
+    tokens = [sum(r.prompt_len + r.output_len for r in run.requests) for run in fleet.runs]
+    lines = [f"fleet         {len(counts)} replicas behind {fleet.router}; load imbalance (max / mean): "
+             f"requests {load_imbalance(counts):.2f}, tokens {load_imbalance(tokens):.2f}",
+             "",
+             f"{'replica':<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
+             f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"
+             + (f"{'goodput':>9}" if result.summary.goodput is not None else "")]
+    for k, m in enumerate(fleet.summaries):
+        hit = f"{m.prefix_hits / m.prefix_queries:.1%}" if m.prefix_queries else "-"
+        line = (f"{k:<8}{m.num_requests:>9}{m.ttft.p50:>10.1f}{m.ttft.p99:>10.1f}{m.tpot.p50:>10.2f}"
+                f"{m.tpot.p99:>10.2f}{m.itl.p50:>9.2f}{m.e2e.p50:>10.1f}{m.e2e.p99:>10.1f}{hit:>11}"
+                f"{m.kv_usage_max:>8.0%}{m.num_preemptions:>8}")
+        lines.append(line + (f"{m.goodput:>9.2f}" if m.goodput is not None else ""))
+    lines.append("(ms; goodput: req/s over each replica's own duration)"
+                 if result.summary.goodput is not None else "(ms)")
+    return lines

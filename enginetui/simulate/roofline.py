@@ -78,3 +78,16 @@ class RooflineModel(StepTimeModel):
         memory = nbytes * self._s_per_byte
         allreduce = self._allreduce_s_per_token * tokens + self._allreduce_fixed_s if tokens else 0.0
         return (compute if compute > memory else memory) + allreduce + self.params.overhead_s
+
+    def decode_seconds(self, first_step: int, num_reqs: int, contexts):
+        """step_seconds of pure-decode steps, vectorized with the same operations in the same order (integers
+        exact in int64, then the same float64 products and sums), so the bits agree."""
+        import numpy as np
+
+        ctx = np.asarray(contexts, dtype=np.int64)  # [steps]
+        flops = self._token_flops * num_reqs + self._sample_flops * num_reqs + self._pair_flops * ctx  # [steps]
+        nbytes = self._weight_bytes + self._kv_token_bytes * (ctx + num_reqs)  # [steps]
+        compute = flops.astype(np.float64) * self._s_per_flop
+        memory = nbytes.astype(np.float64) * self._s_per_byte
+        allreduce = self._allreduce_s_per_token * num_reqs + self._allreduce_fixed_s if num_reqs else 0.0
+        return np.where(compute > memory, compute, memory) + allreduce + self.params.overhead_s

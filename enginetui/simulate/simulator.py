@@ -16,11 +16,13 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.scheduler import Scheduler
-from enginetui.simulate.step_shape import StepShape, step_shape
+from enginetui.simulate.step_shape import step_shape
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest, distinct_tokens, hash_block_tokens
 
@@ -160,6 +162,7 @@ class EngineLoop:
         self.num_rejected = 0
         self.first_rejection = ""
         self.finish_times: list[float] = []  # when each ended request ended, in order (rejections: when added)
+        self._plan: _DecodePlan | None = None  # alike decode steps planned ahead, some maybe run (fast forward)
         base = type(step_model)
         self.can_fast_forward = (fast_forward and observer is None and not recorded_tokens
                                  and not config.use_async_scheduling
@@ -167,6 +170,7 @@ class EngineLoop:
 
     def add(self, r: SimRequest, request: Request | None = None) -> bool:
         """The request enters the engine now (`request`: its engine request, when already built). False: rejected."""
+        self.commit()
         sched = self.sched
         if request is None:
             request = _engine_request(r, self.config.enable_prefix_caching)
@@ -253,108 +257,148 @@ class EngineLoop:
             sched.drain_step_record()
 
     def _decode_stretch(self, until: float) -> bool:
-        """Apply the alike decode steps from now on (at least two), or do nothing and return False."""
+        """Run the alike decode steps that start before `until` (at least one) from the current plan, made
+        when there is none; False: the next step is not such a step."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._make_plan()
+            if plan is None:
+                return False
+        ends = plan.ends
+        k = len(ends)
+        pos = plan.pos
+        # step j (1-based) starts at ends[j - 2]: run those starting before `until`, and always the next one
+        reach = int(np.searchsorted(ends, until, side="left")) + 1
+        pos = max(pos + 1, min(k, reach))
+        plan.pos = pos
+        self.now = float(ends[pos - 1])
+        self.num_steps = plan.base_steps + pos
+        if pos == k:
+            self.commit()
+        return True
+
+    def _make_plan(self) -> "_DecodePlan | None":
+        """The alike decode steps from now: each running request one token, until the step before one ends
+        or the pool would run dry (at least two steps), with their end times; None when there are none."""
         sched = self.sched
         running = sched.running
         num = len(running)
         if not num or len(sched.waiting) or num > self.config.max_num_batched_tokens:
-            return False
+            return None
         kv = sched.kv
         bs = kv.block_size
         max_steps = self.max_model_len
+        context = 0
         for r in running:
-            if r.num_computed_tokens != r.num_tokens - 1 or not r.output_token_ids or r.num_output_placeholders:
-                return False
+            computed = r.num_computed_tokens
+            if computed != r.num_tokens - 1 or not r.output_token_ids or r.num_output_placeholders:
+                return None
             # the step that ends it (max_tokens, or max_model_len) runs on its own
             max_steps = min(max_steps, r.max_tokens - len(r.output_token_ids) - 1,
-                            self.max_model_len - r.num_tokens - 1)
+                            self.max_model_len - computed - 2)
+            context += computed
         if max_steps < 2:
-            return False
-        # Steps at which each request needs a new block: past what it holds, then every block_size tokens.
-        crossings: list[tuple[int, int, Request]] = []  # (step, running position, request)
-        publishes: list[tuple[int, int, Request]] = []  # prefix caching: steps that fill a block (published)
-        for pos, r in enumerate(running):
-            c0 = r.num_computed_tokens
-            j = len(kv.req_to_blocks.get(r.request_id, ())) * bs - c0 + 1
-            while j <= max_steps:
-                crossings.append((j, pos, r))
-                j += bs
-            if kv.enable_prefix_caching:
-                j = bs - c0 % bs
-                while j <= max_steps:
-                    publishes.append((j, pos, r))
-                    j += bs
-        crossings.sort(key=lambda e: (e[0], e[1]))
+            return None
+        # the first step at which each request needs a new block (then every block_size steps)
+        first_new = [len(kv.req_to_blocks.get(r.request_id, ())) * bs - r.num_computed_tokens + 1 for r in running]
+        new_blocks = np.zeros(max_steps + 1, dtype=np.int64)  # [steps + 1] blocks taken at step j
+        for j in first_new:
+            if j <= max_steps:
+                new_blocks[j::bs] += 1
+        taken = np.cumsum(new_blocks)  # [steps + 1]
         free = kv.pool.num_free_blocks
-        context = sum(r.num_computed_tokens for r in running)
-        model = self.model
-        ends, used = [], []  # per step: its end, blocks in use after it
-        now = self.now
-        in_use = self.num_blocks - free
-        c = 0  # crossings applied so far
-        step = self.num_steps
-        for j in range(1, max_steps + 1):
-            if j > 1 and now >= until:
-                break  # an arrival enters before this step: the driver takes over
-            need = 0
-            while c + need < len(crossings) and crossings[c + need][0] == j:
-                need += 1
-            if need > free:
-                break  # the pool runs dry: the scheduler would preempt
-            free -= need
-            c += need
-            in_use += need
-            now = now + model.step_seconds(StepShape(step + j, num, 0, num, num, context + num * j, 0, 0))
-            ends.append(now)
-            used.append(in_use)
-        k = len(ends)
-        if k < 2:
-            return False
-        events = [e for e in crossings[:c]] + [e for e in publishes if e[0] <= k]
-        events.sort(key=lambda e: (e[0], e[1]))
-        c0 = {r.request_id: r.num_computed_tokens for r in running}
-        for j, _, r in events:  # the scheduler's allocate_slots calls that do something, in its order
-            base = c0[r.request_id]
-            r.num_computed_tokens = base + j - 1
-            missing = base + j - r.num_tokens  # tokens the steps before j sampled
+        if taken[-1] > free:  # the pool runs dry: stop before the step that would preempt
+            max_steps = int(np.searchsorted(taken, free, side="right")) - 1
+            if max_steps < 2:
+                return None
+        contexts = context + num * np.arange(1, max_steps + 1, dtype=np.int64)  # [steps]
+        seconds = self.model.decode_seconds(self.num_steps + 1, num, contexts)  # [steps]
+        ends = np.cumsum(np.concatenate(([self.now], seconds)))[1:]  # [steps] the clock, added step by step
+        used = (self.num_blocks - free) + taken[1:max_steps + 1]  # [steps] blocks in use after each step
+        return _DecodePlan(self.now, self.num_steps, list(running), first_new, ends, used)
+
+    def commit(self) -> None:
+        """Apply the steps of the current plan that ran to the scheduler, the requests and the timeline, with
+        the calls the scheduler makes on such steps (allocate_slots where a block is crossed or filled, in
+        step then running order)."""
+        plan = self._plan
+        if plan is None:
+            return
+        self._plan = None
+        k = plan.pos
+        if k == 0:
+            return
+        sched = self.sched
+        kv = sched.kv
+        bs = kv.block_size
+        running = plan.running
+        num = len(running)
+        events: list[tuple[int, int]] = []  # (step, running position): allocate_slots calls that do something
+        for pos, r in enumerate(running):
+            j = plan.first_new[pos]
+            while j <= k:
+                events.append((j, pos))
+                j += bs
+            if kv.enable_prefix_caching:  # steps that fill a block publish it
+                j = bs - r.num_computed_tokens % bs
+                while j <= k:
+                    events.append((j, pos))
+                    j += bs
+        events.sort()
+        c0 = [r.num_computed_tokens for r in running]
+        for j, pos in events:
+            r = running[pos]
+            r.num_computed_tokens = c0[pos] + j - 1
+            missing = c0[pos] + j - r.num_tokens  # tokens the steps before j sampled
             if missing > 0:
                 r.output_token_ids.extend([STAND_IN_TOKEN] * missing)
             kv.allocate_slots(r, 1)
+        ends = plan.ends[:k]
+        end = float(ends[-1])
+        gaps = np.diff(ends).astype(np.float32).tobytes()  # [k - 1] between this stretch's tokens
         times, index, last_token = self.times, self.index, self.last_token
-        gaps = array("f", [ends[j] - ends[j - 1] for j in range(1, k)])
         itl = times.itl
-        first_end = ends[0]
-        for r in running:
-            base = c0[r.request_id]
-            r.num_computed_tokens = base + k
-            missing = base + k + 1 - r.num_tokens
+        for pos, r in enumerate(running):
+            r.num_computed_tokens = c0[pos] + k
+            missing = c0[pos] + k + 1 - r.num_tokens
             if missing > 0:
                 r.output_token_ids.extend([STAND_IN_TOKEN] * missing)
             r.num_tokens_sent_to_runner += k
             i = index[r.request_id]
             times.num_output[i] += k
-            itl.append(first_end - last_token[i])
-            itl.extend(gaps)
-            last_token[i] = ends[-1]
+            itl.append(float(ends[0]) - last_token[i])
+            itl.frombytes(gaps)
+            last_token[i] = end
         tl = self.timeline
-        tl.end.extend(ends)
-        prev = [self.now] + ends[:-1]
-        tl.seconds.extend([e - p for e, p in zip(ends, prev)])
-        tl.num_prefill_tokens.extend([0] * k)
-        tl.num_decode_tokens.extend([num] * k)
-        tl.num_running.extend([num] * k)
-        tl.num_waiting.extend([0] * k)
-        tl.kv_used_blocks.extend(used)
-        tl.num_preempted.extend([0] * k)
-        self.num_steps += k
-        self.now = ends[-1]
+        tl.end.frombytes(ends.tobytes())
+        tl.seconds.frombytes(np.diff(np.concatenate(([plan.start], ends))).tobytes())
+        zeros = bytes(8 * k)
+        tl.num_prefill_tokens.frombytes(zeros)
+        tl.num_decode_tokens.frombytes(np.full(k, num, dtype=np.int64).tobytes())
+        tl.num_running.frombytes(np.full(k, num, dtype=np.int64).tobytes())
+        tl.num_waiting.frombytes(zeros)
+        tl.kv_used_blocks.frombytes(plan.used[:k].astype(np.int64).tobytes())
+        tl.num_preempted.frombytes(zeros)
         sched.drain_step_record()
-        return True
 
     def result(self, wall_seconds: float) -> SimRun:
+        self.commit()
         kv = self.sched.kv
         return SimRun(self.requests, self.times, self.timeline, self.num_blocks, self.num_rejected,
                       self.first_rejection, self.model.name, wall_seconds, kv.prefix_queries, kv.prefix_hits)
+
+
+@dataclass(slots=True)
+class _DecodePlan:
+    """Alike decode steps planned from `start`: run lazily (`pos` of them so far), applied by commit()."""
+
+    start: float  # the clock when planned
+    base_steps: int  # steps run before
+    running: list[Request]  # the running requests, in order
+    first_new: list[int]  # per running request: the first step at which it takes a new block
+    ends: np.ndarray  # [steps] each step's end
+    used: np.ndarray  # [steps] blocks in use after each step
+    pos: int = 0  # steps run so far
 
 
 def _engine_request(r: SimRequest, caching: bool) -> Request:

@@ -6,8 +6,13 @@ model's FLOPs and bytes), `FittedModel` (fitted.py, fitted to this engine's meas
 `ReplayedStepTimes` here (a recorded run's own step times, to reproduce it).
 """
 
+from typing import TYPE_CHECKING
+
 from enginetui.core.engine.events import StepEvent
 from enginetui.simulate.step_shape import StepShape
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class StepTimeModel:
@@ -21,6 +26,15 @@ class StepTimeModel:
     def advance(self, now: float, shape: StepShape) -> float:
         """The clock after the step `shape` that started at `now`."""
         return now + self.step_seconds(shape)
+
+    def decode_seconds(self, first_step: int, num_reqs: int, contexts: "np.ndarray") -> "np.ndarray":
+        """Seconds of consecutive pure-decode steps of `num_reqs` requests (each samples one token), numbered
+        from `first_step`, whose decoding requests attend to `contexts` [steps] tokens in all: what
+        step_seconds gives each (models may compute it in one go, to the same bits)."""
+        import numpy as np
+
+        return np.array([self.step_seconds(StepShape(first_step + j, num_reqs, 0, num_reqs, num_reqs, int(c), 0, 0))
+                         for j, c in enumerate(contexts.tolist())], dtype=np.float64)
 
     def next_start(self, now: float, step: int) -> float:
         """When step number `step` (1-based) may start, the engine being free at `now`: at once."""

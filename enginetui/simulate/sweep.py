@@ -75,6 +75,30 @@ def sweep_table(sweep: Sweep, results: list[SimResult]) -> str:
     return "\n".join(lines)
 
 
+SLO_ATTAINMENT = 0.9  # a run meets its SLOs when this share of its requests meets every one
+
+
+def attainment(result: SimResult) -> float:
+    """The share of the run's requests that met every SLO (nan: no SLO named, or no request)."""
+    m = result.summary
+    if m.goodput is None or not m.num_requests or not m.duration_s > 0:
+        return float("nan")
+    return m.goodput * m.duration_s / m.num_requests
+
+
+def smallest_meeting(sweep: Sweep, results: list[SimResult]) -> str:
+    """The line naming the first value of the sweep (the smallest fleet, for replicas) whose run meets the
+    SLOs, or saying none did."""
+    rates = [attainment(r) for r in results]
+    slos = ", ".join(f"{k} <= {v:g} ms" for k, v in results[0].summary.slos_ms.items())
+    need = f"{slos}; {SLO_ATTAINMENT:.0%} needed"
+    for value, rate in zip(sweep.values, rates):
+        if rate >= SLO_ATTAINMENT:
+            what = f"{value} replicas" if sweep.name == "replicas" else f"{sweep.name}={value}"
+            return f"smallest      {what}: {rate:.1%} of requests met every SLO ({need})"
+    return f"smallest      none of these: at best {max(rates):.1%} of requests met every SLO ({need})"
+
+
 def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
     """Throughput and latency percentiles against the swept value, in one PNG (or any matplotlib format)."""
     import matplotlib
@@ -93,7 +117,7 @@ def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
     top.set_ylabel("output tokens/s")
     top.ticklabel_format(axis="y", useOffset=False)
     top.set_ylim(bottom=0)
-    top.set_title(f"enginetui simulate: {results[0].step_model}, sweep of {sweep.name}")
+    top.set_title(f"enginetui simulate: {results[0].settings.model} on {results[0].step_model}, sweep of {sweep.name}")
     for name, pick in (("TTFT p50", lambda m: m.ttft.p50), ("TTFT p99", lambda m: m.ttft.p99),
                        ("TPOT p50", lambda m: m.tpot.p50), ("TPOT p99", lambda m: m.tpot.p99)):
         bottom.plot(xs, [pick(r.summary) for r in results], "o-", label=name)

@@ -105,20 +105,24 @@ def read_trace(path: str | Path) -> Trace:
 
 def _read_azure(path) -> tuple[list[TraceRow], int]:
     rows = []
+    days: dict[str, float] = {}  # date -> its midnight, seconds since the epoch (UTC)
     with open(path, newline="") as f:
         for rec in csv.DictReader(f):
-            rows.append(TraceRow(_wall_seconds(rec["TIMESTAMP"]), int(rec["ContextTokens"]),
+            rows.append(TraceRow(_wall_seconds(rec["TIMESTAMP"], days), int(rec["ContextTokens"]),
                                  int(rec["GeneratedTokens"])))
     return rows, 0
 
 
-def _wall_seconds(stamp: str) -> float:
+def _wall_seconds(stamp: str, days: dict[str, float]) -> float:
     """`2023-11-16 18:15:46.6805900` -> seconds since the epoch (fractions past microseconds kept)."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    day, _, frac = stamp.strip().partition(".")
-    whole = datetime.strptime(day, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-    return whole + (float(f"0.{frac}") if frac else 0.0)
+    day, _, clock = stamp.strip().partition(" ")
+    if day not in days:
+        days[day] = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    hms, _, frac = clock.partition(".")
+    h, m, sec = hms.split(":")
+    return days[day] + int(h) * 3600 + int(m) * 60 + int(sec) + (float(f"0.{frac}") if frac else 0.0)
 
 
 def _read_burstgpt(path) -> tuple[list[TraceRow], int]:

@@ -7,8 +7,15 @@ import pytest
 
 from enginetui.cli import main
 from enginetui.simulate import simulate
-from enginetui.simulate.traces import (TRACES_ENV, dataset_path, detect_format, parse_window, read_trace,
-                                       trace_workload, traces_dir)
+from enginetui.simulate.traces import (
+    TRACES_ENV,
+    dataset_path,
+    detect_format,
+    parse_window,
+    read_trace,
+    trace_workload,
+    traces_dir,
+)
 from enginetui.simulate.workload import HASH_BLOCK_TOKENS, hash_block_tokens
 
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" \

@@ -1,0 +1,146 @@
+"""A fleet: several simulated engines (each its own scheduler, KV pool and clock: simulator.EngineLoop) behind
+a router (routers.py), on one simulated clock.
+
+Requests are routed in arrival order. A replica's step runs when it starts before the next arrival; an
+arrival is routed once every busy replica's next step starts at or after it, so each replica takes it in
+between steps exactly as a single engine does (Simulator.run). The router's load per replica counts the
+requests routed to it that have not finished by the arrival's time.
+"""
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from enginetui.core.config import EngineConfig
+from enginetui.simulate.routers import Router
+from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request
+from enginetui.simulate.step_time import StepTimeModel
+from enginetui.simulate.workload import SimRequest
+
+
+class FleetReplica:
+    """One engine of the fleet, as the router sees it (routers.Replica)."""
+
+    def __init__(self, index: int, loop: EngineLoop) -> None:
+        self.index = index
+        self.loop = loop
+        self.routed = 0  # requests routed to it
+        self.finished_seen = 0  # of which the router knows finished (by `now`)
+        self.now = 0.0  # the router's clock, set before each routing
+
+    def load(self) -> int:
+        ends = self.loop.finish_times
+        while self.finished_seen < len(ends) and ends[self.finished_seen] <= self.now:
+            self.finished_seen += 1
+        return self.routed - self.finished_seen
+
+    def cached_prefix_blocks(self, block_hashes: list[bytes]) -> int:
+        self.loop.commit()  # the steps planned ahead that ran, applied
+        pool = self.loop.sched.kv.pool
+        n = 0
+        for h in block_hashes:
+            if not pool.cached.get(h):
+                break
+            n += 1
+        return n
+
+    def num_waiting(self) -> int:
+        return len(self.loop.sched.waiting)  # a plan ahead runs only while nothing waits
+
+    def kv_usage(self) -> float:
+        self.loop.commit()
+        pool = self.loop.sched.kv.pool
+        return 1 - pool.num_free_blocks / max(pool.num_blocks, 1)
+
+
+@dataclass(slots=True)
+class FleetRun:
+    """What a fleet simulation produced."""
+
+    replicas: list[SimRun]  # per replica, its requests in the order it took them
+    choices: list[int]  # per workload request (sorted by arrival): the replica it was routed to
+    router: str  # the router's name
+    wall_seconds: float  # how long simulating took here
+
+
+def run_fleet(config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
+              num_replicas: int, router: Router, workload: list[SimRequest],
+              progress: Callable[[int], None] | None = None, fast_forward: bool = True) -> FleetRun:
+    """Serve `workload` on `num_replicas` alike engines behind `router`."""
+    if num_replicas < 1:
+        raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
+    wall0 = time.perf_counter()
+    reqs = sorted(workload, key=lambda r: r.arrival)
+    n = len(reqs)
+    replicas = [FleetReplica(k, EngineLoop(config, num_blocks, max_model_len, step_model, None, fast_forward))
+                for k in range(num_replicas)]
+    choices: list[int] = []
+    busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
+    model = step_model
+    real_tokens = config.enable_prefix_caching or router.needs_tokens
+    i = 0
+    steps = 0
+    while i < n or busy:
+        arrival = reqs[i].arrival if i < n else math.inf
+        if busy and busy[0][0] < arrival:
+            _, k = heapq.heappop(busy)
+            loop = replicas[k].loop
+            before = loop.num_steps
+            loop.step(arrival)
+            steps += loop.num_steps - before
+            if loop.busy():
+                heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))
+            else:
+                loop.idle()
+            if progress is not None and steps >= 64:
+                steps = 0
+                progress(sum(r.loop.num_ended for r in replicas))
+            continue
+        r = reqs[i]
+        i += 1
+        request = _engine_request(r, real_tokens)
+        for replica in replicas:
+            replica.now = r.arrival
+        k = router.route(request, replicas, r.arrival)
+        choices.append(k)
+        replica = replicas[k]
+        replica.routed += 1
+        loop = replica.loop
+        idle = not loop.busy()
+        if idle:
+            loop.now = max(loop.now, r.arrival)  # idle until this arrival
+        if not config.enable_prefix_caching and real_tokens:
+            request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
+        loop.add(r, request)
+        if idle and loop.busy():
+            heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))
+        elif not loop.busy():
+            loop.idle()  # rejected
+    if progress is not None:
+        progress(sum(r.loop.num_ended for r in replicas))
+    wall = time.perf_counter() - wall0
+    return FleetRun([r.loop.result(wall) for r in replicas], choices, router.name, wall)
+
+
+def merged_run(fleet: FleetRun) -> SimRun:
+    """The fleet's replicas as one run: every request, every step (of every replica), the counts summed."""
+    from array import array
+
+    runs = fleet.replicas
+    first = runs[0]
+
+    def cat(name: str, part: str):
+        out = array(getattr(getattr(first, part), name).typecode)
+        for run in runs:
+            out.extend(getattr(getattr(run, part), name))
+        return out
+
+    times = type(first.times)(*(cat(name, "times") for name in first.times.__slots__))
+    timeline = type(first.timeline)(*(cat(name, "timeline") for name in first.timeline.__slots__))
+    rejected = [run for run in runs if run.num_rejected]
+    return SimRun([r for run in runs for r in run.requests], times, timeline, first.num_blocks,
+                  sum(run.num_rejected for run in runs), rejected[0].first_rejection if rejected else "",
+                  first.step_model, fleet.wall_seconds, sum(run.prefix_queries for run in runs),
+                  sum(run.prefix_hits for run in runs))

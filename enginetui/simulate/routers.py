@@ -1,0 +1,253 @@
+"""The routers a simulated fleet runs behind: vllm-router's policies as its source implements them (with the
+defaults its command line gives them), Vidur's least outstanding requests, and llm-d's precise prefix-cache
+scoring.
+
+A router sees what the real one sees: its own count of requests in flight per replica (routed, not yet
+finished: vllm-router's worker load), the request's prompt, and (prefix-score only, as llm-d reads
+vLLM's KV events and metrics) each replica's prefix cache, waiting queue and KV usage. Prompts are
+token ids, not text: the trees and hashes work on the prompt's chained 16-token block hashes (the
+engine's own, enginetui.core.kv.block_hash), where vllm-router works on characters.
+"""
+
+import hashlib
+import random
+from bisect import bisect_left
+from typing import Protocol
+
+from enginetui.core.kv.block_hash import update_block_hashes
+from enginetui.core.request import Request
+
+ROUTERS = ("round-robin", "random", "power-of-two", "consistent-hash", "cache-aware", "least-outstanding",
+           "prefix-score")  # --router choices
+
+# vllm-router's command-line defaults (src/main.rs) for cache_aware and consistent_hash
+CACHE_THRESHOLD = 0.3  # --cache-threshold: least matched share of the prompt for cache affinity
+BALANCE_ABS_THRESHOLD = 64  # --balance-abs-threshold: load gap past which the fleet is imbalanced ...
+BALANCE_REL_THRESHOLD = 1.5  # --balance-rel-threshold: ... and max load past min load times this
+EVICTION_INTERVAL_S = 120.0  # --eviction-interval: seconds between tree evictions
+MAX_TREE_CHARS = 2 ** 26  # --max-tree-size, in characters per replica
+CHARS_PER_TOKEN = 4  # to state that limit in tokens
+VIRTUAL_NODES = 160  # consistent_hash's virtual nodes per replica
+# llm-d's precise-prefix-cache-aware guide: the scorers' weights, summed and maxed over replicas
+PREFIX_WEIGHT, KV_UTILIZATION_WEIGHT, QUEUE_WEIGHT = 3.0, 2.0, 2.0
+
+
+class Replica(Protocol):
+    """What a router may read of a replica."""
+
+    index: int  # position in the fleet
+
+    def load(self) -> int:
+        """Requests routed to it and not yet finished (the router's own count)."""
+
+    def cached_prefix_blocks(self, block_hashes: list[bytes]) -> int:
+        """How many leading blocks of these hashes its prefix cache holds now."""
+
+    def num_waiting(self) -> int:
+        """Requests in its waiting queue."""
+
+    def kv_usage(self) -> float:
+        """Share of its KV pool in use (0..1)."""
+
+
+class Router:
+    """Picks a replica for each request."""
+
+    name = ""
+    needs_tokens = False  # reads the prompt's tokens (the fleet builds real ones then)
+
+    def __init__(self, num_replicas: int, block_size: int, seed: int = 0) -> None:
+        self.num_replicas = num_replicas
+        self.block_size = block_size
+        self.rng = random.Random(seed)
+
+    def route(self, request: Request, replicas: list[Replica], now: float) -> int:
+        raise NotImplementedError
+
+    def block_hashes(self, request: Request) -> list[bytes]:
+        return update_block_hashes(request, self.block_size)
+
+
+class RoundRobin(Router):
+    """vllm-router src/policies/round_robin.rs: a counter modulo the replicas."""
+
+    name = "round-robin"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.counter = 0
+
+    def route(self, request, replicas, now):
+        k = self.counter % len(replicas)
+        self.counter += 1
+        return k
+
+
+class RandomRouter(Router):
+    """vllm-router src/policies/random.rs: uniform."""
+
+    name = "random"
+
+    def route(self, request, replicas, now):
+        return self.rng.randrange(len(replicas))
+
+
+class PowerOfTwo(Router):
+    """vllm-router src/policies/power_of_two.rs: two distinct replicas at random, the lower load (the first on a
+    tie). Its polled external loads are not modelled (vLLM serves no /get_load): the router's own count."""
+
+    name = "power-of-two"
+
+    def route(self, request, replicas, now):
+        if len(replicas) == 1:
+            return 0
+        a = self.rng.randrange(len(replicas))
+        b = self.rng.randrange(len(replicas))
+        while b == a:
+            b = self.rng.randrange(len(replicas))
+        return a if replicas[a].load() <= replicas[b].load() else b
+
+
+class LeastOutstanding(Router):
+    """Vidur's least outstanding requests: the lowest load (the first on a tie)."""
+
+    name = "least-outstanding"
+
+    def route(self, request, replicas, now):
+        return min(range(len(replicas)), key=lambda k: replicas[k].load())
+
+
+class ConsistentHash(Router):
+    """vllm-router src/policies/consistent_hash.rs: a ring of VIRTUAL_NODES points per replica; a request goes to
+    the first point at or after its key's hash. With no session or user id (traces carry none) the key is
+    the request body's hash, so equal prompts meet. A 64-bit BLAKE2b stands in for its FurcHash."""
+
+    name = "consistent-hash"
+    needs_tokens = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        ring = sorted((_hash64(f"replica-{k}:{v}".encode()), k)
+                      for k in range(self.num_replicas) for v in range(VIRTUAL_NODES))
+        self.points = [p for p, _ in ring]
+        self.owners = [k for _, k in ring]
+
+    def route(self, request, replicas, now):
+        from array import array
+
+        key = _hash64(array("q", request.prompt_token_ids).tobytes())
+        i = bisect_left(self.points, key)
+        return self.owners[i % len(self.points)]
+
+
+class CacheAware(Router):
+    """vllm-router src/policies/cache_aware.rs. Imbalanced (max load - min load > BALANCE_ABS_THRESHOLD and
+    max > min * BALANCE_REL_THRESHOLD): the lowest load. Otherwise the replica whose tree matches the most of
+    the prompt when that is over CACHE_THRESHOLD of it, else the lowest load (the first on a tie). The prompt
+    is then inserted in the chosen replica's tree; every EVICTION_INTERVAL_S a replica's tree past its size
+    limit loses its least recently used blocks."""
+
+    name = "cache-aware"
+    needs_tokens = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # block hash -> (replicas holding it as a bit mask, the replica that inserted it last, when: a tick)
+        self.tree: dict[bytes, tuple[int, int, int]] = {}
+        self.sizes = [0] * self.num_replicas  # blocks in each replica's tree
+        self.max_blocks = MAX_TREE_CHARS // (CHARS_PER_TOKEN * self.block_size)  # the size limit, in blocks
+        self.next_eviction = EVICTION_INTERVAL_S
+        self.tick = 0
+
+    def route(self, request, replicas, now):
+        while now >= self.next_eviction:
+            self._evict()
+            self.next_eviction += EVICTION_INTERVAL_S
+        loads = [r.load() for r in replicas]
+        lowest, highest = min(loads), max(loads)
+        least = loads.index(lowest)
+        hashes = self.block_hashes(request)
+        if highest - lowest > BALANCE_ABS_THRESHOLD and highest > lowest * BALANCE_REL_THRESHOLD:
+            choice = least
+        else:
+            tree = self.tree
+            matched, holder = 0, None
+            for h in hashes:
+                node = tree.get(h)
+                if node is None:
+                    break
+                matched += 1
+                holder = node
+            rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
+            # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
+            choice = holder[1] if holder is not None and rate > CACHE_THRESHOLD else least
+        self._insert(hashes, choice)
+        return choice
+
+    def _insert(self, hashes: list[bytes], k: int) -> None:
+        self.tick += 1
+        tick, bit, tree = self.tick, 1 << k, self.tree
+        added = 0
+        for h in hashes:
+            node = tree.get(h)
+            if node is None:
+                tree[h] = (bit, k, tick)
+                added += 1
+            else:
+                added += not node[0] & bit
+                tree[h] = (node[0] | bit, k, tick)
+        self.sizes[k] += added
+
+    def _evict(self) -> None:
+        """Replicas past the size limit lose their least recently touched blocks (the block's last touch by
+        any replica stands for its own)."""
+        for k, size in enumerate(self.sizes):
+            if size <= self.max_blocks:
+                continue
+            bit = 1 << k
+            mine = sorted((node[2], h) for h, node in self.tree.items() if node[0] & bit)
+            for _, h in mine[:size - self.max_blocks]:
+                mask, last, tick = self.tree[h]
+                mask &= ~bit
+                if mask:
+                    self.tree[h] = (mask, last if last != k else (mask & -mask).bit_length() - 1, tick)
+                else:
+                    del self.tree[h]
+            self.sizes[k] = self.max_blocks
+
+
+class PrefixScore(Router):
+    """llm-d's precise prefix-cache scheduling (its precise-prefix-cache-aware guide's profile): per replica,
+    PREFIX_WEIGHT x the prompt blocks its KV cache holds now (as a share of the prompt's blocks)
+    + KV_UTILIZATION_WEIGHT x (1 - KV usage) + QUEUE_WEIGHT x (max waiting - its waiting) / (max - min)
+    (1 when all are equal); the highest total, ties at random."""
+
+    name = "prefix-score"
+    needs_tokens = True
+
+    def route(self, request, replicas, now):
+        hashes = self.block_hashes(request)
+        full = max(len(hashes), 1)
+        queues = [r.num_waiting() for r in replicas]
+        low, high = min(queues), max(queues)
+        scores = []
+        for r, q in zip(replicas, queues):
+            prefix = r.cached_prefix_blocks(hashes) / full
+            queue = 1.0 if high == low else (high - q) / (high - low)
+            scores.append(PREFIX_WEIGHT * prefix + KV_UTILIZATION_WEIGHT * (1 - r.kv_usage()) + QUEUE_WEIGHT * queue)
+        best = max(scores)
+        return self.rng.choice([k for k, s in enumerate(scores) if s == best])
+
+
+POLICIES = {cls.name: cls for cls in (RoundRobin, RandomRouter, PowerOfTwo, ConsistentHash, CacheAware,
+                                      LeastOutstanding, PrefixScore)}
+
+
+def make_router(name: str, num_replicas: int, block_size: int, seed: int = 0) -> Router:
+    if name not in POLICIES:
+        raise ValueError(f"--router {name!r}: no such router (choose one of {', '.join(ROUTERS)})")
+    return POLICIES[name](num_replicas, block_size, seed)
+
+
+def _hash64(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")

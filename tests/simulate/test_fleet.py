@@ -1,0 +1,210 @@
+"""A simulated fleet: each router policy's choice on a hand-built fleet state, the fleet run's accounting,
+the replica sweep, and bad fleet input on the command line."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from enginetui.cli import main
+from enginetui.core.config import EngineConfig
+from enginetui.simulate import simulate
+from enginetui.simulate.arrivals import arrival_times, with_arrivals
+from enginetui.simulate.fleet import FleetReplica, run_fleet
+from enginetui.simulate.hardware import accelerator
+from enginetui.simulate.model_shape import load_model_shape
+from enginetui.simulate.roofline import RooflineModel, RooflineParams
+from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
+from enginetui.simulate.simulator import Simulator, _engine_request
+from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
+
+BLOCK = 16
+
+
+@dataclass
+class FakeReplica:
+    """A replica as a router reads it, set by hand."""
+
+    index: int
+    loaded: int = 0
+    cached: set = field(default_factory=set)  # block hashes its prefix cache holds
+    waiting: int = 0
+    usage: float = 0.0
+
+    def load(self):
+        return self.loaded
+
+    def cached_prefix_blocks(self, hashes):
+        n = 0
+        for h in hashes:
+            if h not in self.cached:
+                break
+            n += 1
+        return n
+
+    def num_waiting(self):
+        return self.waiting
+
+    def kv_usage(self):
+        return self.usage
+
+
+def prompt(name: str, tokens: int, shared: SimRequest | None = None):
+    """An engine request with distinct tokens (after `shared`'s prefix when given)."""
+    prefix = list(_engine_request(shared, True).prompt_token_ids) if shared else None
+    return _engine_request(SimRequest(name, 0.0, tokens + (len(prefix) if prefix else 0), 4, prefix=prefix), True)
+
+
+def fleet(*loads):
+    return [FakeReplica(k, load) for k, load in enumerate(loads)]
+
+
+def test_round_robin_random_and_least_outstanding():
+    rr = make_router("round-robin", 3, BLOCK)
+    replicas = fleet(5, 0, 9)
+    assert [rr.route(prompt(f"r{i}", 32), replicas, 0.0) for i in range(5)] == [0, 1, 2, 0, 1]
+    rnd = make_router("random", 4, BLOCK, seed=1)
+    picks = [rnd.route(prompt("x", 32), fleet(0, 0, 0, 0), 0.0) for _ in range(400)]
+    assert set(picks) == {0, 1, 2, 3} and max(np.bincount(picks)) < 140
+    lor = make_router("least-outstanding", 4, BLOCK)
+    assert lor.route(prompt("x", 32), fleet(3, 1, 1, 2), 0.0) == 1  # the lowest load, the first on a tie
+
+
+def test_power_of_two_takes_the_lighter_of_two_distinct_replicas():
+    p2 = make_router("power-of-two", 2, BLOCK, seed=0)
+    assert {p2.route(prompt("x", 32), fleet(5, 1), 0.0) for _ in range(50)} == {1}
+    p3 = make_router("power-of-two", 3, BLOCK, seed=0)
+    picks = [p3.route(prompt("x", 32), fleet(9, 5, 0), 0.0) for _ in range(300)]
+    assert 0 not in picks  # the busiest never wins a pair
+    assert picks.count(2) == pytest.approx(200, abs=40)  # the idle one wins both pairs it is in (2 of 3)
+
+
+def test_consistent_hash_sends_equal_prompts_to_one_replica_and_spreads_others():
+    ch = make_router("consistent-hash", 4, BLOCK)
+    replicas = fleet(0, 0, 0, 0)
+    same = prompt("a", 200)
+    assert len({ch.route(same, replicas, 0.0) for _ in range(10)}) == 1
+    spread = [ch.route(prompt(f"p{i}", 200), replicas, 0.0) for i in range(400)]
+    assert set(spread) == {0, 1, 2, 3} and max(np.bincount(spread)) < 160
+    assert ch.route(same, fleet(50, 50, 50, 50), 0.0) == ch.route(same, replicas, 0.0)  # load plays no part
+
+
+def test_cache_aware_follows_the_tree_while_balanced_and_the_lowest_load_when_not():
+    ca = make_router("cache-aware", 3, BLOCK)
+    base = SimRequest("base", 0.0, 640, 4)
+    assert ca.route(prompt("base", 640), fleet(2, 0, 1), 0.0) == 1  # nothing matched: the lowest load
+    # the same prefix, over 30% of the prompt: the replica holding it, though busier
+    assert ca.route(prompt("follow", 320, shared=base), fleet(0, 5, 0), 0.0) == 1
+    # a load gap over the absolute threshold but max under 1.5x min is no imbalance: still the tree
+    busy = BALANCE_ABS_THRESHOLD + 10
+    assert ca.route(prompt("near", 320, shared=base), fleet(200, 200 + busy, 200), 0.0) == 1
+    # a prompt matching under 30% of itself: the lowest load (the first of equals)
+    assert ca.route(prompt("long", 4000, shared=base), fleet(0, 5, 0), 0.0) == 0
+    # imbalanced (gap over the threshold and over 1.5x): the lowest load, though replica 0 now holds the
+    # prefix last
+    assert ca.route(prompt("again", 320, shared=base), fleet(busy, 3, 4), 0.0) == 1
+    assert ca.route(prompt("again2", 320, shared=base), fleet(0, 0, 0), 0.0) == 1  # ... and "again" taught it
+
+
+def test_prefix_score_weighs_the_cached_prefix_the_queue_and_kv_usage():
+    ps = make_router("prefix-score", 3, BLOCK)
+    request = prompt("q", 320)
+    hashes = ps.block_hashes(request)
+    replicas = fleet(0, 0, 0)
+    replicas[2].cached = set(hashes)  # holds the whole prompt: 3 more points than the others
+    replicas[2].usage = 0.9  # costs 1.8
+    assert ps.route(request, replicas, 0.0) == 2
+    replicas[2].waiting = 4  # the longest queue: costs 2 more
+    assert ps.route(request, replicas, 0.0) in (0, 1)
+    replicas[1].usage = 0.5
+    assert ps.route(request, replicas, 0.0) == 0
+
+
+def test_unknown_router_is_refused():
+    with pytest.raises(ValueError, match="no such router"):
+        make_router("fastest", 2, BLOCK)
+    assert set(ROUTERS) == {"round-robin", "random", "power-of-two", "consistent-hash", "cache-aware",
+                            "least-outstanding", "prefix-score"}
+
+
+def _model():
+    return RooflineModel(RooflineParams(load_model_shape("llama-3.1-8b"), accelerator("h200")))
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_a_fleet_run_finishes_every_request_once_and_its_replicas_add_up(router):
+    config = EngineConfig(device="cpu", enable_prefix_caching=True, max_num_seqs=32)
+    workload = with_arrivals(shared_prefix_workload(120, 4, 64, 100, 40, 0.8, 3, 32000),
+                             arrival_times(120, 40.0, seed=1))
+    run = run_fleet(config, 2000, 4096, _model(), 3, make_router(router, 3, BLOCK, seed=2), workload)
+    ids = [r.request_id for rep in run.replicas for r in rep.requests]
+    assert sorted(ids) == sorted(r.request_id for r in workload)  # each request on exactly one replica
+    assert len(run.choices) == len(workload)
+    assert [len(rep.requests) for rep in run.replicas] == list(np.bincount(run.choices, minlength=3))
+    for rep in run.replicas:
+        assert not np.isnan(np.array(rep.times.finish)).any()
+        assert list(rep.times.num_output) == [r.output_len for r in rep.requests]  # every token, finished once
+    result = simulate(num_prompts=120, dataset="shared-prefix", num_prefixes=4, prefix_len=64, input_len=100,
+                      output_len=40, range_ratio=0.8, request_rate=40.0, seed=3, replicas=3, router=router,
+                      enable_prefix_caching=True, num_gpu_blocks_override=2000, max_model_len=4096, max_num_seqs=32)
+    fleet_m, parts = result.summary, result.fleet.summaries
+    assert fleet_m.num_completed == sum(m.num_completed for m in parts) == 120
+    assert fleet_m.num_steps == sum(m.num_steps for m in parts)
+    assert fleet_m.prefix_hits == sum(m.prefix_hits for m in parts) > 0
+    assert fleet_m.prefix_queries == sum(m.prefix_queries for m in parts)
+    outputs = sum(sum(r.times.num_output) for r in result.fleet.runs)
+    assert outputs == sum(result.run.times.num_output)
+    assert outputs == pytest.approx(fleet_m.output_throughput * fleet_m.duration_s)
+
+
+def test_a_fleet_of_one_is_the_single_engine():
+    config = EngineConfig(device="cpu", enable_prefix_caching=True, max_num_seqs=16)
+
+    def workload():
+        return with_arrivals(random_workload(80, 200, 30, 0.9, 4), arrival_times(80, 30.0, seed=4))
+
+    alone = Simulator(config, 500, 4096, _model()).run(workload())
+    one = run_fleet(config, 500, 4096, _model(), 1, RoundRobin(1, BLOCK), workload()).replicas[0]
+    for name in ("arrival", "first_token", "finish", "num_output", "num_preemptions"):
+        assert np.array_equal(np.array(getattr(alone.times, name)), np.array(getattr(one.times, name)),
+                              equal_nan=True)
+    assert list(alone.timeline.end) == list(one.timeline.end)
+
+
+def test_the_router_counts_a_request_until_it_finishes():
+    from enginetui.simulate.simulator import EngineLoop
+
+    loop = EngineLoop(EngineConfig(device="cpu"), 100, 2048, _model())
+    replica = FleetReplica(0, loop)
+    loop.add(SimRequest("a", 0.0, 16, 3))
+    replica.routed = 1
+    assert replica.load() == 1
+    while loop.busy():
+        loop.step()
+    replica.now = loop.finish_times[0] - 1e-9
+    assert replica.load() == 1  # it finishes after the router's now
+    replica.now = loop.finish_times[0]
+    assert replica.load() == 0
+
+
+def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, capsys):
+    plot = tmp_path / "replicas.png"
+    assert main(["simulate", "--num-prompts", "120", "--random-input-len", "512", "--random-output-len", "64",
+                 "--request-rate", "60", "--sweep", "replicas=1,2,4", "--goodput", "ttft:100", "--router",
+                 "least-outstanding", "--plot", str(plot), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "fleet         behind least-outstanding\nsweep         replicas = 1, 2, 4\n" in out
+    line = next(x for x in out.splitlines() if x.startswith("smallest"))
+    assert "replicas:" in line or "none of these" in line
+    assert plot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--replicas", "0"], "--replicas must be at least 1, got 0"),
+    (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
+    (["--replicas", "2", "--record", "x.etrec"], "leave out --replicas"),
+])
+def test_bad_fleet_input_is_one_line(argv, message, capsys):
+    assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
