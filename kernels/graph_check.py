@@ -54,8 +54,10 @@ class EagerReplayRunner(ModelRunner):
     the same static buffers and padding, the forward rerun at each replay (CPU tests and --cpu-smoke)."""
 
     def setup_cuda_graphs(self, config: EngineConfig) -> GraphSetup:
-        sizes = [] if config.enforce_eager else decode_capture_sizes(config)
-        return self.capture_cuda_graphs(sizes, EagerReplay) if sizes else GraphSetup([], off_reason="--enforce-eager")
+        sizes = decode_capture_sizes(config)
+        if config.enforce_eager or not sizes:
+            return GraphSetup([], off_reason="--enforce-eager" if config.enforce_eager else "no capture size")
+        return self.capture_cuda_graphs(sizes, EagerReplay)
 
 
 @dataclass(slots=True)
