@@ -121,3 +121,48 @@ def test_greedy_tokens_equal_with_and_without_replayed_graphs(tiny_opt_dir):
     assert decodes and all(e.cuda_graph_size >= e.num_decode_tokens for e in decodes)
     assert {e.cuda_graph_size for e in decodes} >= {8}
     assert EagerReplayRunner.__name__ in EAGER_REPLAY_RUNNER
+
+
+HOST_READS = {"_local_scalar_dense", "nonzero", "masked_select", "is_nonzero", "equal", "unique", "repeat_interleave"}
+
+
+@pytest.mark.parametrize("shape", ["opt", "llama-3.1-8b", "qwen3-8b"])
+def test_the_captured_forward_reads_no_device_value_on_the_host(tmp_path, shape):
+    """What a CUDA graph cannot capture: an op that reads a device tensor's value on the host (.item(),
+    data-dependent shapes). The decode forward over the static buffers calls none, for each architecture
+    the GPU session captures (scaled down; the attention kernels are launches without host reads)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers import AutoConfig
+
+    from enginetui.core.models.loader import load_hf_config, load_model
+    from enginetui.core.worker.model_runner import ModelRunner
+    from enginetui.kernels.graph_check import SHAPES
+
+    class HostReads(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.add(func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+
+    if shape == "opt":
+        runner = filled_runner()
+    else:
+        fields = dict(SHAPES[shape], hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, vocab_size=512, max_position_embeddings=256)
+        AutoConfig.for_model(fields.pop("model_type"), **fields).save_pretrained(tmp_path)
+        config = EngineConfig(model=str(tmp_path), load_format="dummy", device="cpu", dtype="float32")
+        hf_config, model_dir = load_hf_config(config)
+        runner = ModelRunner(load_model(config, hf_config, model_dir), num_blocks=32, block_size=16, max_num_reqs=8,
+                             max_model_len=128, dtype=torch.float32, device=torch.device("cpu"), seed=0)
+    runner.capture_cuda_graphs([4], EagerReplay)
+    out = decode_step(runner, 3)
+    runner.update_states(out)
+    inputs = runner.prepare_inputs(out)
+    graph = runner.graphs.graphs[4]
+    runner.graphs.buffers.load(inputs.input_ids, inputs.positions, inputs.attn, 4)
+    with HostReads() as mode, torch.inference_mode():
+        graph.forward()
+    assert "linear" in mode.seen and not mode.seen & HOST_READS
