@@ -39,7 +39,8 @@ def build_vllm_config(model_dir: str) -> VllmConfig:
     return VllmConfig(scheduler_config=scheduler_config, model_config=model_config, cache_config=CacheConfig())
 
 
-def make_scheduler(vllm_config: VllmConfig, config: dict) -> Scheduler:
+def make_scheduler(vllm_config: VllmConfig, config: dict, classes: tuple = (Scheduler, AsyncScheduler)) -> Scheduler:
+    """`classes`: the (synchronous, asynchronous) scheduler classes to build (vLLM's, or subclasses)."""
     sc = vllm_config.scheduler_config
     sc.max_num_batched_tokens = config["max_num_batched_tokens"]
     sc.max_num_seqs = config["max_num_seqs"]
@@ -56,14 +57,14 @@ def make_scheduler(vllm_config: VllmConfig, config: dict) -> Scheduler:
     spec = FullAttentionSpec(block_size=config["block_size"], num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv_config = KVCacheConfig(num_blocks=cache.num_gpu_blocks, kv_cache_tensors=[],
                               kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
-    scheduler_class = AsyncScheduler if config["async_scheduling"] else Scheduler
+    scheduler_class = classes[1] if config["async_scheduling"] else classes[0]
     return scheduler_class(vllm_config=vllm_config, kv_cache_config=kv_config, block_size=config["block_size"],
                            structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True)
 
 
-def run_trace(vllm_config: VllmConfig, trace: dict) -> list[dict]:
+def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler, AsyncScheduler)) -> list[dict]:
     config = trace["config"]
-    s = make_scheduler(vllm_config, config)
+    s = make_scheduler(vllm_config, config, classes)
     hasher = get_request_block_hasher(config["block_size"], sha256)
     outputs: dict[str, list[int]] = {}  # request id -> the tokens it samples, in order
     emitted: set[str] = set()  # requests that have produced a token
