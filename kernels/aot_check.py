@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from enginetui.kernels.variants import DEFAULT, VARIANTS, AttentionVariant
+from enginetui.kernels.variants import DEFAULT, PREFILL, VARIANTS, AttentionVariant
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TARGETS = {"sm_80": 80, "sm_90": 90}  # A100; H100 / H200
@@ -118,12 +118,14 @@ def attention_launches(full: bool):
     from enginetui.kernels.triton_paged_attention import paged_attention_launch
 
     shapes = ATTENTION_SHAPES if full else dict(list(ATTENTION_SHAPES.items())[:3])
-    variants = VARIANTS if full else [DEFAULT, AttentionVariant(num_splits=4)]
+    variants = VARIANTS if full else [DEFAULT, AttentionVariant(num_splits=4), PREFILL]
     for shape, (heads, kv_heads, head_size, block_size) in shapes.items():
         for dtype_name, dtype in DTYPES.items():
             batch = make_paged_batch([1, 5], [20, 40], num_heads=heads, num_kv_heads=kv_heads,
                                      head_size=head_size, block_size=block_size, dtype=dtype)
             for variant in variants:
+                if variant == PREFILL and dtype == torch.float32 and not full:
+                    continue  # the engine launches it in fp16 / bf16 only (kernels.variants.launch_for_step)
                 launch, _ = paged_attention_launch(*batch.args(), torch.empty_like(batch.query), **variant.kwargs())
                 yield f"{shape}, {dtype_name}, {variant}", launch
 

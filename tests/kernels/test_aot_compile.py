@@ -21,9 +21,11 @@ def test_kernels_compile_for_sm90_without_spills_in_half_precision(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text())
     attention = [r for r in rows if r["kernel"] == "paged_attention"]
-    assert len(attention) == 18 and len(rows) == 24
+    assert len(attention) == 24 and len(rows) == 30
     assert all(r["target"] == "sm_90" and r["registers"] > 0 for r in rows)
     half = [r for r in attention if "float32" not in r["case"]]
-    assert all(r["dot"] == "mma" for r in half)  # bf16 / fp16 dots run on the tensor cores
+    prompt_tiles = [r for r in half if "64 rows" in r["case"]]  # kernels.variants.PREFILL, the prompt steps' launch
+    assert len(prompt_tiles) == 6 and all(r["dot"] == "wgmma" for r in prompt_tiles)  # Hopper's matrix instruction
+    assert all(r["dot"] == "mma" for r in half if r not in prompt_tiles)  # bf16 / fp16 dots run on the tensor cores
     assert all(r["spill_bytes"] == 0 for r in half)
     assert all(r["widest_load"] == "v4" for r in rows if "default tile" in r["case"] or r["kernel"] != "paged_attention")
