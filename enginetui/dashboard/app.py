@@ -28,6 +28,7 @@ from enginetui import keys
 from enginetui.core.engine.errors import EngineDeadError
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
 from enginetui.dashboard.engine_link import Engine, describe, sampling_params
 from enginetui.dashboard.logs import KEEP_LOGS, display_path, log_dir
@@ -35,7 +36,7 @@ from enginetui.dashboard.prompting_app import MODAL_ACTIONS, NARROW, PromptingAp
 from enginetui.dashboard.redraw_pacer import RedrawPacer
 from enginetui.dashboard.state import DashboardState
 from enginetui.dashboard.widgets.event_log import EventLog
-from enginetui.dashboard.widgets.model_panel import ModelPanel
+from enginetui.dashboard.widgets.model_panel import ModelPanel, short_count
 from enginetui.dashboard.widgets.palette import request_color
 from enginetui.dashboard.widgets.pool_grid import PoolGrid
 from enginetui.flags.dashboard import DEFAULT_REDRAW_HZ
@@ -74,6 +75,11 @@ PANELS = [
 ]
 
 # Slow-motion paces PgDn and PgUp step through: the least time between engine steps.
+WATCH_ONLY_KEYS = "^p ^s PgDn PgUp"  # the control keys a watch-only server refuses, as the help screen names them
+# What the first screen says about the embedded model (lines fit the requests panel in 80 columns).
+EMBEDDED_MODEL_NOTE = ("the model: a tiny OPT ({params} params)\ntrained on Python's docs: its text\n"
+                       "looks plausible but is not sensible")
+
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
 
@@ -102,12 +108,16 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         keys.help_key(),
         *keys.quit_keys("shut the engine down and quit"),
     ]
+        # On a server that lets dashboards watch only, the control keys leave the footer and say why when pressed.
+        Binding("ctrl+p,ctrl+s,pagedown,pageup", "watch_only", "Watch only", show=False, priority=True,
+                key_display=WATCH_ONLY_KEYS, tooltip="on a watch-only server: refused, the notice says why"),
     # Screen classes by terminal size (app.tcss lays each out): 80x24 is -narrow -short, 100x30 -medium -tall
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     # App actions that act on the engine: dimmed in the footer, and doing nothing, while there is none ready
     ENGINE_ACTIONS = frozenset({"pause", "resume", "step", "burst", "pace", "abort"})
 
+    CONTROL_ACTIONS = frozenset({"pause", "resume", "step", "pace"})  # refused by a watch-only server
     selected: var[str | None] = var(None)  # id of the request shown in full
     phase: var[str] = var("starting")  # starting | ready | stopped
     paused: var[bool] = var(False)  # what the user last asked the engine to be, or what it became since
@@ -135,6 +145,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         random_weights: bool = False,
         serving: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pool_rule: str | None = None,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
@@ -148,6 +159,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         self.random_weights = random_weights  # the engine runs on random weights (--load-format dummy)
         self.serving = serving  # the URL of the server beside this dashboard (enginetui --serve PORT), or None
         self._ids = itertools.count(1)  # request id numbers
+        self.pool_rule = pool_rule  # who sized the KV pool, where the engine's rule would mislead (None: the engine's)
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
         self._control_lock = asyncio.Lock()  # control calls reach the engine one at a time, in order
@@ -189,6 +201,20 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         """An engine key (keys.refused_keys) in a run that takes no input: say why nothing happens."""
         self.notify(self.engine.refusal, severity="warning")
 
+    def action_watch_only(self) -> None:
+        """A control key on a watch-only server: say why nothing happens."""
+        self.action_refused()
+
+    def key_rows(self) -> list[tuple[str, str]]:
+        """The help screen's key rows; the watch-only row only where the server lets dashboards watch only."""
+        rows = super().key_rows()
+        return rows if self.watch_only else [row for row in rows if row[0] != WATCH_ONLY_KEYS]
+
+    @property
+    def watch_only(self) -> bool:
+        """The engine is a server's that lets dashboards watch, not control (RemoteEngine.can_control)."""
+        return not getattr(self.engine, "can_control", True)
+
     def on_mount(self) -> None:
         self.set_interval(1 / self._redraw_hz, self._redraw_tick)
         self.set_interval(1.0, self._sample_process)
@@ -219,7 +245,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         title.show(self.engine.model_name, s.step, self._title_phase(), s.step_interval_ms, self.random_weights,
                    "^r restarts" if restartable else "")
         info = self.engine.info
-        self.query_one(ModelPanel).show(info, self.random_weights)
+        self.query_one(ModelPanel).show(info, self.random_weights, self.pool_rule)
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
         block_size = s.latest.block_size if s.latest else 0
         self.query_one(RequestDetail).show(s.requests.get(self.selected or ""), s.now, block_size)
@@ -450,11 +476,16 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Which keys apply (the footer shows only those): over the help screen only help and quit; the
         engine's keys dimmed (None) while it is starting or stopped; Ctrl+R only once the engine has
-        stopped and can be started again; Ctrl+P pauses a running engine and resumes a paused one."""
+        stopped and can be started again; Ctrl+P pauses a running engine and resumes a paused one; on a
+        watch-only server the control keys are not offered (pressed, they say why: `watch_only`)."""
         if len(self.screen_stack) > 1 and action not in MODAL_ACTIONS:
             return False
         if action in self.ENGINE_ACTIONS and self.phase != "ready":
             return None
+        if action == "watch_only":
+            return self.watch_only
+        if action in self.CONTROL_ACTIONS and self.watch_only:
+            return False
         if action == "restart":
             return self.phase == "stopped" and self._reopen is not None
         if action in ("pause", "resume"):  # ^p is one or the other
@@ -476,6 +507,11 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         hint = "no requests yet: just type a prompt\nand press Enter · ^b sends a burst"  # lines fit 80 columns
         if self.log_file:
             hint += f"\n\nengine output (F1 shows it again):\n{display_path(self.log_file)}"
+        if not self.watch_only:
+            hint += "\n· PgDn slow motion: watch each step"
+        info = self.engine.info
+        if info is not None and info.model_dir == str(DEFAULT_MODEL_DIR):
+            hint += "\n\n" + EMBEDDED_MODEL_NOTE.format(params=short_count(info.num_parameters))
         return hint
 
     def about(self) -> list[tuple[str, str]]:
