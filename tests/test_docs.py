@@ -5,6 +5,7 @@ A shell block that cannot run here (it installs, needs a terminal, a GPU or vLLM
 stopped, or benchmarks for minutes) says so on the line before it: `<!-- not run: REASON -->`. An example that talks
 to the server the docs start (`enginetui serve`, port 8000) runs with that server up."""
 
+import argparse
 import contextlib
 import importlib.util
 import os
@@ -12,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -138,3 +140,32 @@ def test_the_site_builds_strictly(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     shown = {name for page in PAGES[1:] for name in re.findall(r"\]\(screenshots/([^)]+)\)", page.read_text())}
     assert shown and all((tmp_path / "site" / "screenshots" / name).is_file() for name in shown)
+
+
+def commands(parser: argparse.ArgumentParser, name: str = "enginetui") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """The command and every subcommand, at any depth, with its parser."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from commands(sub, f"{name} {sub_name}")
+
+
+def test_every_flag_of_every_command_is_in_the_docs():
+    from enginetui.cli import build_parser
+
+    docs = "\n".join(page.read_text() for page in PAGES[1:])
+    missing = {}
+    for name, parser in commands(build_parser()):
+        flags = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}
+        undocumented = {
+            flag
+            for flag in flags - {"--help"}
+            if not re.search(re.escape(flag) + r"(?![\w-])", docs)
+            and not (
+                flag.startswith("--no-") and f"--{flag[5:]}" in flags and re.search(f"--{flag[5:]}(?![\\w-])", docs)
+            )
+        }
+        if undocumented:
+            missing[name] = sorted(undocumented)
+    assert not missing, f"flags in --help that no docs page names: {missing}"

@@ -27,8 +27,8 @@ from textual.widgets import Footer
 from enginetui import keys
 from enginetui.core.engine.errors import EngineDeadError
 from enginetui.core.engine.events import StepEvent
-from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
 from enginetui.dashboard.engine_link import Engine, describe, sampling_params
 from enginetui.dashboard.logs import KEEP_LOGS, display_path, log_dir
@@ -74,12 +74,12 @@ PANELS = [
     ("Timeline", "(^t) a lane per request, a column per step: · waiting █ prefill ━ decode ✖ preempted, then its end"),
 ]
 
-# Slow-motion paces PgDn and PgUp step through: the least time between engine steps.
 WATCH_ONLY_KEYS = "^p ^s PgDn PgUp"  # the control keys a watch-only server refuses, as the help screen names them
 # What the first screen says about the embedded model (lines fit the requests panel in 80 columns).
 EMBEDDED_MODEL_NOTE = ("the model: a tiny OPT ({params} params)\ntrained on Python's docs: its text\n"
                        "looks plausible but is not sensible")
 
+# Slow-motion paces PgDn and PgUp step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
 
 
@@ -107,17 +107,17 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         keys.RESTART,
         keys.help_key(),
         *keys.quit_keys("shut the engine down and quit"),
-    ]
         # On a server that lets dashboards watch only, the control keys leave the footer and say why when pressed.
         Binding("ctrl+p,ctrl+s,pagedown,pageup", "watch_only", "Watch only", show=False, priority=True,
                 key_display=WATCH_ONLY_KEYS, tooltip="on a watch-only server: refused, the notice says why"),
+    ]
     # Screen classes by terminal size (app.tcss lays each out): 80x24 is -narrow -short, 100x30 -medium -tall
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     # App actions that act on the engine: dimmed in the footer, and doing nothing, while there is none ready
     ENGINE_ACTIONS = frozenset({"pause", "resume", "step", "burst", "pace", "abort"})
-
     CONTROL_ACTIONS = frozenset({"pause", "resume", "step", "pace"})  # refused by a watch-only server
+
     selected: var[str | None] = var(None)  # id of the request shown in full
     phase: var[str] = var("starting")  # starting | ready | stopped
     paused: var[bool] = var(False)  # what the user last asked the engine to be, or what it became since
@@ -144,8 +144,8 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         reopen: Callable[[], Engine] | None = None,
         random_weights: bool = False,
         serving: str | None = None,
-        clock: Callable[[], float] = time.monotonic,
         pool_rule: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self._probe: ProcessProbe = probe or PsutilProbe()  # reads the EngineCore process
@@ -158,8 +158,8 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         self._reopen = reopen  # starts a new engine with the same settings (Ctrl-R after the engine died); blocking
         self.random_weights = random_weights  # the engine runs on random weights (--load-format dummy)
         self.serving = serving  # the URL of the server beside this dashboard (enginetui --serve PORT), or None
-        self._ids = itertools.count(1)  # request id numbers
         self.pool_rule = pool_rule  # who sized the KV pool, where the engine's rule would mislead (None: the engine's)
+        self._ids = itertools.count(1)  # request id numbers
         self._drawn: tuple[int, str | None, str] | None = None  # (state version, selected, phase) on screen
         self._engine_closed = False  # engine.shutdown() was called
         self._control_lock = asyncio.Lock()  # control calls reach the engine one at a time, in order
@@ -480,12 +480,12 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         watch-only server the control keys are not offered (pressed, they say why: `watch_only`)."""
         if len(self.screen_stack) > 1 and action not in MODAL_ACTIONS:
             return False
-        if action in self.ENGINE_ACTIONS and self.phase != "ready":
-            return None
         if action == "watch_only":
             return self.watch_only
         if action in self.CONTROL_ACTIONS and self.watch_only:
             return False
+        if action in self.ENGINE_ACTIONS and self.phase != "ready":
+            return None
         if action == "restart":
             return self.phase == "stopped" and self._reopen is not None
         if action in ("pause", "resume"):  # ^p is one or the other
@@ -505,13 +505,13 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
     def _empty_hint(self) -> str:
         """What the requests panel says before the first request: how to start, where the engine log is."""
         hint = "no requests yet: just type a prompt\nand press Enter · ^b sends a burst"  # lines fit 80 columns
-        if self.log_file:
-            hint += f"\n\nengine output (F1 shows it again):\n{display_path(self.log_file)}"
         if not self.watch_only:
             hint += "\n· PgDn slow motion: watch each step"
         info = self.engine.info
         if info is not None and info.model_dir == str(DEFAULT_MODEL_DIR):
             hint += "\n\n" + EMBEDDED_MODEL_NOTE.format(params=short_count(info.num_parameters))
+        if self.log_file:
+            hint += f"\n\nengine output (F1 shows it again):\n{display_path(self.log_file)}"
         return hint
 
     def about(self) -> list[tuple[str, str]]:
