@@ -15,7 +15,8 @@ from functools import partial
 
 from enginetui.dashboard.logs import KEEP_LOGS
 from enginetui.flags.dashboard import add_redraw_args, positive_int
-from enginetui.flags.engine import DASHBOARD_HELP, add_engine_args, dashboard_engine_args, flag_problem, startup_problem
+from enginetui.flags.engine import (DASHBOARD_HELP, add_engine_args, dashboard_engine_args, dashboard_pool_rule,
+                                    flag_problem, startup_problem)
 from enginetui.interrupt import sigterm_quits
 
 SUBCOMMANDS = (  # (module, function adding its subcommands to the top-level subparsers), in help order
@@ -201,7 +202,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
     app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
                     step_interval_ms=args.step_interval_ms, reopen=reopen, redraw_hz=args.redraw_hz,
                     max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy",
-                    serving=server.url if server is not None else None)
+                    serving=server.url if server is not None else None,
+                    pool_rule=dashboard_pool_rule(args))
     try:
         with route_python_output(log_file), sigterm_quits(app):
             if server is None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from enginetui.flags.engine import as_flags
+
 
 def quiet_transformers() -> None:
     """No transformers progress bars between our tables (loading / saving weights)."""
@@ -28,6 +30,12 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def engine_settings(engine_args: dict[str, Any]) -> str:
+    """The engine flags a run gave (the model is named apart), or that it took the engine's defaults."""
+    flags = as_flags({k: v for k, v in engine_args.items() if k != "model"})
+    return f"flags {' '.join(flags)}" if flags else "the engine's default flags"
 
 
 def finish(result: Any, json_path: str | None) -> None:
@@ -59,7 +67,7 @@ def workload_line(result: Any) -> str:
 
 def print_throughput(result) -> None:
     print(workload_line(result) + f", temperature {result.temperature:g}")
-    print(f"engine: {result.model} on {result.device} ({result.dtype}), args {result.engine_args}")
+    print(f"engine: {result.model} on {result.device} ({result.dtype}), {engine_settings(result.engine_args)}")
     rows = []
     for r in result.runs:
         s, d = r.steps, r.dashboard
@@ -70,7 +78,10 @@ def print_throughput(result) -> None:
                      d.describe() if d else None])
     headers = ["events", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok",
                "prefill tok", "steps", "preempted", "engine cores", "dashboard"]
+    headers, rows, notes = _measured_columns(headers, rows)
     print(table(headers, rows))
+    for note in notes:
+        print(note)
     print(_spread_line("enginetui", result.runs))
     if result.events_ratio:
         ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items())
@@ -102,6 +113,31 @@ def print_throughput(result) -> None:
         a = result.vllm_agreement
         print(f"greedy tokens vs vLLM: {a.identical_requests}/{a.num_requests} requests identical, "
               f"{100 * a.agreeing_token_share:.1f}% of tokens before the first difference")
+
+
+# The throughput table's columns that only some passes measure: why the others have none. A column no pass
+# measured is left out, with its line where the reader would miss it (None: silently).
+ONLY_SOME_PASSES = {
+    "prefill tok": "prefill tok, steps and preempted are summed from the step events by a live subscriber "
+                   "(--events subscriber)",
+    "steps": None, "preempted": None,  # said with prefill tok
+    "engine cores": "engine cores: the EngineCore process's CPU time, measured where it runs in its own process",
+    "dashboard": None,  # only with --competing dashboard, which names it
+}
+
+
+def _measured_columns(headers: list[str], rows: list[list[Any]]) -> tuple[list[str], list[list[Any]], list[str]]:
+    """The throughput table without the columns no pass measured, and the lines that say why a column is
+    missing or some of its cells are "-"."""
+    keep, notes = [], []
+    for i, name in enumerate(headers):
+        measured = sum(row[i] is not None for row in rows)
+        if name not in ONLY_SOME_PASSES or measured:
+            keep.append(i)
+        why = ONLY_SOME_PASSES.get(name)
+        if why and measured < len(rows):
+            notes.append(f"{'-' if measured else 'not shown'}: {why}")
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows], notes
 
 
 def _spread_line(name: str, runs) -> str:
@@ -145,7 +181,7 @@ def recording_line(summary) -> str:
 
 def print_profile(result) -> None:
     print(f"decode step profile: {result.model} on {result.device} ({result.dtype}), in-process engine, "
-          f"prompts of {result.input_len} tokens, args {result.engine_args}")
+          f"prompts of {result.input_len} tokens, {engine_settings(result.engine_args)}")
     stages = list(result.rows[0].stage_ms) if result.rows else []
     rows = [[r.batch_size, r.steps, r.step_ms, *(f"{r.stage_ms[s]:.2f} ({r.stage_share[s]:.1f}%)" for s in stages),
              f"{r.overhead_pct:.1f}%", r.client_ms, r.tokens_per_s] for r in result.rows]
@@ -166,8 +202,8 @@ def print_ops(result) -> None:
     peer = f", against vLLM {result.vllm_version} on the same weights and prompts" if result.vllm_version else ""
     print(f"step operators: {result.model} on {result.device} ({result.dtype}), decoding requests of "
           f"{result.input_len} prompt tokens, temperature {result.temperature:g}, {result.steps} steps timed and "
-          f"{result.steps} profiled per pass{peer}; ms per step, median of the passes (range); our args "
-          f"{result.engine_args}")
+          f"{result.steps} profiled per pass{peer}; ms per step, median of the passes (range); ours with "
+          f"{engine_settings(result.engine_args)}")
     for row in result.rows:
         engines = list(row.median_ms)
         print(f"\n{row.shape()} ({sum(p.engine == engines[0] for p in row.passes)} passes each)")
@@ -212,7 +248,7 @@ def ops_summary(result) -> str:
 def print_latency(result) -> None:
     print(workload_line(result) + f", temperature {result.temperature:g}")
     rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
-    print(f"engines stream through their AsyncLLM, {rate}; our args {result.engine_args}")
+    print(f"engines stream through their AsyncLLM, {rate}; ours with {engine_settings(result.engine_args)}")
     for r in result.runs:
         d = r.dashboard
         cost = f"; dashboard {d.describe()}" if d else ""

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from enginetui.bench.vllm_peer import LOG_TAIL_CHARS, VLLMError, end_group, peer_env
+from enginetui.flags.engine import as_flags
 
 STARTUP_TIMEOUT_S = 900.0  # vLLM's CPU start (imports, model load, warm-up compile) on a busy machine
 POLL_S = 0.5  # how often /health is asked during the start
@@ -28,14 +29,8 @@ def server_flags(model_dir: str, engine: dict[str, Any], port: int, log_steps: b
     dict: dtype, the shared flags given; booleans as --x / --no-x, skip_tokenizer_init as its flag).
     Its statistics are off unless `log_steps`, which has it log a line per engine step instead."""
     stats = ["--enable-logging-iteration-details"] if log_steps else ["--disable-log-stats"]
-    flags = ["--model", model_dir, "--host", "127.0.0.1", "--port", str(port), *stats, "--uvicorn-log-level", "warning"]
-    for name, value in engine.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else f"--no-{flag[2:]}")
-        else:
-            flags += [flag, str(value)]
-    return flags
+    return ["--model", model_dir, "--host", "127.0.0.1", "--port", str(port), *stats, "--uvicorn-log-level", "warning",
+            *as_flags(engine)]
 
 
 def free_port() -> int:

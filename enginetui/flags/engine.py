@@ -137,6 +137,18 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in chosen.items() if v is not None or k == "model"}
 
 
+def as_flags(engine: dict[str, Any]) -> list[str]:
+    """Engine keywords as vLLM's command-line flags: booleans as --x / --no-x, the rest as --x VALUE."""
+    flags = []
+    for name, value in engine.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else f"--no-{flag[2:]}")
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
 def dashboard_engine_args(args: argparse.Namespace) -> dict[str, Any]:
     """engine_args() plus the dashboard's own default: a pool small enough to see its pages."""
     kwargs = engine_args(args)
@@ -144,6 +156,12 @@ def dashboard_engine_args(args: argparse.Namespace) -> dict[str, Any]:
     if not memory_given and not os.environ.get(CPU_KV_SPACE_ENV, "").strip():
         kwargs.setdefault("num_gpu_blocks_override", DASHBOARD_NUM_BLOCKS)
     return kwargs
+
+
+def dashboard_pool_rule(args: argparse.Namespace) -> str | None:
+    """The model panel's "sized by ..." where the dashboard's own default sized the pool (the engine
+    would name --num-gpu-blocks-override, which nobody gave); None where the engine's rule is true."""
+    return DASHBOARD_POOL_RULE if dashboard_engine_args(args).keys() - engine_args(args).keys() else None
 
 
 def flag_problem(args: argparse.Namespace) -> str | None:

@@ -153,7 +153,6 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         self.take_no_input()  # nothing can be sent to a recording, no process runs (the help screen names it)
         timeline = self.query_one(TimelinePanel)
         timeline.display = True  # the whole story is what a replay is for
-        timeline.hide_key = "t"
         self.mount(ReplayBar(id="replay-bar"), before=self.query_one(Footer))
         super().on_mount()
 

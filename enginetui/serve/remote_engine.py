@@ -35,7 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from enginetui.core.engine import control
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.events import StepEvent, decode_event
-from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER
+from enginetui.core.entrypoints.openai.control_gate import DASHBOARD_HEADER, WATCH_ONLY
 from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.widgets.process_panel import ProcessSample
@@ -61,6 +61,7 @@ class RemoteEngine(control.OpMethods):
         self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
         self.names = RequestNames(secrets.token_hex(2))  # this dashboard's request ids <-> the engine's
         self.can_control = bool(info.get("allow_control"))  # the server lets dashboards change its engine
+        self.refusal = WATCH_ONLY  # what the dashboard says when a control key is pressed and it cannot control
         # Its id for the server (the tag its request ids carry too): control calls and the event stream.
         self.dashboard_headers = {**self.headers, DASHBOARD_HEADER: self.names.tag}
         self._http: httpx.AsyncClient | None = None  # opened in the app's event loop

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from enginetui.bench import throughput
+from enginetui.bench.report import engine_settings
 from enginetui.bench.workload import make_workload, spec_from_args
 
 from .conftest import SMALL_WORKLOAD, bench_args
@@ -39,6 +40,17 @@ def test_in_process_runs_write_json_that_matches_the_workload(tiny_opt_dir, tmp_
     assert set(data["best"]) == {"off", "on"} and set(data["events_ratio"]) == {"on"}
     assert data["events_ratio"]["on"] > 0 and data["hf_runs"] == [] and data["hf_best"] is None
     assert data["workload"]["num_prompts"] == 5 and data["device"] == "cpu"
+    # What it prints: the engine's flags as flags, and no column of "-" without a word why.
+    engine_line = next(line for line in lines if line.startswith("engine: "))
+    assert "{" not in engine_line and ", flags --" in engine_line
+    assert engine_settings({"model": None}) == "the engine's default flags"
+    assert engine_settings({"model": "m", "max_num_seqs": 8, "enable_prefix_caching": False}) == \
+        "flags --max-num-seqs 8 --no-enable-prefix-caching"
+    header = next(line for line in lines if line.split()[:2] == ["events", "competing"])
+    assert "steps" not in header and "prefill tok" not in header and "engine cores" not in header
+    assert "not shown: prefill tok, steps and preempted are summed from the step events by a live subscriber " \
+           "(--events subscriber)" in lines
+    assert any(line.startswith("not shown: engine cores:") for line in lines)
 
 
 def test_live_subscriber_sums_the_steps_and_prefix_caching_saves_prefill(tiny_opt_dir):

@@ -15,10 +15,11 @@ from enginetui.dashboard.widgets.model_panel import ModelPanel
 from enginetui.dashboard.widgets.palette import request_color
 from enginetui.dashboard.widgets.pool_grid import PoolGrid
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
-from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.dashboard.widgets.requests_table import RequestsTable, one_line
 from enginetui.dashboard.widgets.sparklines import Sparklines
 from enginetui.dashboard.widgets.step_panel import StepPanel
 from enginetui.dashboard.widgets.title_bar import TitleBar
+from enginetui.flags.engine import DASHBOARD_POOL_RULE
 from enginetui.settings import SamplingSettings
 from tests.dashboard.builders import event
 from tests.dashboard.conftest import SIZE, RecordingApp
@@ -63,8 +64,8 @@ async def test_typed_prompt_streams_text_into_the_requests_panel(make_app):
             note = match.group(1)  # the text column
             seen.append(note.removeprefix("…").strip())
         assert seen[0] != seen[1]
-        assert all(len(part) > 5 and part in app.state.requests["r1"].text for part in seen)
-        assert app.state.requests["r1"].prompt == "tell me about the river"
+        assert all(len(part) > 5 and part in one_line(app.state.requests["r1"].text) for part in seen)
+        assert app.state.requests["r1"].prompt == "tell me about the river\n"  # a typed prompt ends its line
         assert app.selected == "r1"
 
 
@@ -343,6 +344,20 @@ async def test_the_model_panel_shows_the_engines_facts_at_80x24_and_a_restarted_
         await settle(pilot, lambda: app.phase == "ready")
         await pilot.pause(0.1)
         assert shown(app, ModelPanel).splitlines()[-2] == "pool 256 tok = 1.0 MiB"  # 32 blocks × 8 tokens
+        await pilot.press("ctrl+q")
+
+
+async def test_the_first_screen_says_what_the_embedded_model_is_offers_slow_motion_and_who_sized_the_pool():
+    app = RecordingApp(ScriptedEngine(autostep=False), pool_rule=DASHBOARD_POOL_RULE)  # as `enginetui` with no flag
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(pilot)
+        lines = shown(app, RequestsTable).splitlines()
+        assert lines[:3] == ["no requests yet: just type a prompt", "and press Enter · ^b sends a burst",
+                             "· PgDn slow motion: watch each step"]
+        assert lines[4:7] == ["the model: a tiny OPT (1.38M params)", "trained on Python's docs: its text",
+                              "looks plausible but is not sensible"]
+        assert max(map(len, lines[:7])) <= app.query_one(RequestsTable).content_size.width  # nothing cut in 80 columns
+        assert shown(app, ModelPanel).splitlines()[-1] == "sized by the dashboard's default"
         await pilot.press("ctrl+q")
 
 
@@ -651,4 +666,4 @@ async def test_keys_typed_faster_than_the_prompt_box_takes_the_focus_all_land_in
             assert app.query_one("#prompt").value == typed
             await pilot.press("enter")
         await settle(pilot, lambda: len(app.state.requests) == 3)
-        assert app.state.requests["r1"].prompt == "Return the number of bytes" and app.engine.paused  # spaces were text
+        assert app.state.requests["r1"].prompt == "Return the number of bytes\n" and app.engine.paused  # spaces were text

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from enginetui import cli
-from enginetui.flags.engine import DASHBOARD_NUM_BLOCKS, byte_count, dashboard_engine_args, engine_args, flag_problem
+from enginetui.flags.engine import (DASHBOARD_NUM_BLOCKS, DASHBOARD_POOL_RULE, byte_count, dashboard_engine_args,
+                                    dashboard_pool_rule, engine_args, flag_problem)
 from tests.conftest import REPO_ROOT, checkout_env, installed_env
 
 HEAVY = ("torch", "transformers", "textual", "fastapi", "enginetui.core.engine.engine_host", "enginetui.core.engine.async_llm")
@@ -117,6 +118,14 @@ def test_the_dashboards_small_pool_gives_way_to_a_memory_setting(monkeypatch):
     assert given["gpu_memory_utilization"] == 0.5 and "num_gpu_blocks_override" not in given
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     assert "num_gpu_blocks_override" not in dashboard_engine_args(parser.parse_args([]))
+
+
+def test_the_model_panel_says_the_dashboard_sized_the_pool_only_when_it_did(monkeypatch):
+    parser = cli.build_parser()
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    assert dashboard_pool_rule(parser.parse_args([])) == DASHBOARD_POOL_RULE
+    for given in (["--num-gpu-blocks-override", "512"], ["--kv-cache-memory-bytes", "64M"]):
+        assert dashboard_pool_rule(parser.parse_args(given)) is None  # the engine's own rule is true
 
 
 def test_byte_counts_read_like_vllms():

@@ -185,3 +185,26 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
             await pilot.press("ctrl+q")
     finally:
         engine.shutdown()
+
+
+@pytest.mark.slow  # starts an engine process
+@pytest.mark.timeout(120)
+async def test_a_typed_prompt_gets_a_reply_that_starts_cleanly(tmp_path):
+    """The embedded model continues text: sent as typed, "...brown fox" gets "ies: ..." (greedy), the
+    last word carried on. The prompt box ends the prompt's line, so the reply starts one of its own."""
+    engine = open_engine(ENGINE_ARGS, log_file=str(tmp_path / "engine.log"))
+    app = EngineTUI(engine, seed=0)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            app.query_one(PromptBar).settings = SamplingSettings(max_tokens=12, temperature=0)
+            app.query_one("#prompt").value = "Tell me a story about a quick brown fox"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active,
+                           "the reply", timeout=60)
+            reply = app.state.requests["r1"].text
+            assert app.state.requests["r1"].prompt.endswith("fox\n")
+            assert reply[:1].isupper(), f"the reply does not start a sentence: {reply!r}"
+            await pilot.press("ctrl+q")
+    finally:
+        engine.shutdown()

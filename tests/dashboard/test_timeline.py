@@ -1,6 +1,9 @@
 """The timeline's lanes for a hand-built run: chunked prefill, decode, a preemption and the
 recompute after it, and every way a request ends, each aligned to its engine step."""
 
+from textual.app import App
+
+from enginetui import keys
 from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.state import DashboardState
@@ -134,3 +137,23 @@ async def test_t_shows_the_live_timeline_following_the_engine_step_by_step(make_
         assert lines[-1].split() == ["█", "prefill", "━", "decode"]  # the legend: the cells on show
         await pilot.press("ctrl+t")
         assert not panel.display
+
+
+async def test_the_timeline_names_the_key_its_app_hides_it_with():
+    """^t where the prompt box takes letters; t where nothing is typed (a replay, `simulate --watch`)."""
+    state = DashboardState()
+    for e in scenario():
+        state.apply_event(e)
+    for binding, key in ((keys.timeline_key(), "^t"), (keys.timeline_key(plain=True), "t")):
+        app = TimelineApp()
+        app.BINDINGS = [binding]
+        async with app.run_test(size=SIZE) as pilot:
+            panel = app.query_one(TimelinePanel)
+            panel.show(state.timeline, {}, None)
+            await pilot.pause()
+            assert panel.border_title.endswith(f" · {key} hides")
+
+
+class TimelineApp(App):
+    def compose(self):
+        yield TimelinePanel()

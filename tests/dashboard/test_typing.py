@@ -88,5 +88,5 @@ async def test_a_typed_sentence_is_sent_whole(make_app):
         await start(pilot)
         await pilot.press(*keys_for("quick brown fox"), "enter")
         await settle(pilot, lambda: "r1" in app.state.requests)
-        assert app.state.requests["r1"].prompt == "quick brown fox" and app.is_running
+        assert app.state.requests["r1"].prompt == "quick brown fox\n" and app.is_running  # ending its line
         assert app.query_one("#prompt").value == ""

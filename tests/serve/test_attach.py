@@ -114,7 +114,7 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
             assert not (await other.snapshot()).paused
             await wait_for(pilot, lambda: app.state.requests["r1"].status == "finished", "r1 to finish")
             view = app.state.requests["r1"]
-            assert view.num_output_tokens == 40 and view.text.strip() and view.prompt == "Once upon a time"
+            assert view.num_output_tokens == 40 and view.text.strip() and view.prompt == "Once upon a time\n"
             assert not any(v.req_id.endswith("-r1") for v in app.state.ordered())  # one row for r1, not two
             await pilot.press("ctrl+q")
     finally:

@@ -50,11 +50,17 @@ async def test_a_watch_only_dashboard_says_so_and_does_not_pretend(watch_only_se
             while app.phase != "ready":
                 assert asyncio.get_running_loop().time() < deadline, "the dashboard did not attach"
                 await pilot.pause(0.05)
-            await pilot.press("ctrl+p")
-            while not any("watch only" in n.message for n in app._notifications):
-                assert asyncio.get_running_loop().time() < deadline, "no 'watch only' notice"
-                await pilot.pause(0.05)
+            offered = {b.binding.action for b in app.active_bindings.values() if b.enabled and b.binding.show}
+            assert "burst(8)" in offered or "burst" in offered  # the footer offers what works ...
+            assert not offered & {"pause", "resume", "step", "pace(1)", "pace(-1)"}  # ... and not what is refused
+            for key in ("ctrl+p", "pagedown"):
+                app.clear_notifications()
+                await pilot.press(key)
+                while not any("watch only" in n.message for n in app._notifications):
+                    assert asyncio.get_running_loop().time() < deadline, f"no 'watch only' notice for {key}"
+                    await pilot.pause(0.05)
             assert not app.paused and not app.state.paused  # nothing paused, and the keys do not claim it
+            assert app.state.step_interval_ms == 0 and app.query_one("#prompt").value == ""  # PgDn did nothing
             await pilot.press("ctrl+q")
     finally:
         remote.shutdown()

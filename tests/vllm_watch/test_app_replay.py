@@ -104,7 +104,7 @@ async def test_a_typed_prompt_streams_from_v1_completions(fake):
         view = app.state.requests["r1"]
         assert view.status == "finished" and view.finish_reason == "length" and view.tokens() == 24
         assert view.text and view.text in "".join(recorded.stream_texts())
-        assert fake.completions[0]["prompt"] == "Return the" and fake.completions[0]["stream"] is True
+        assert fake.completions[0]["prompt"] == "Return the\n" and fake.completions[0]["stream"] is True  # its line ended
         assert fake.completions[0]["model"] == recorded.session()["models"]["data"][0]["id"]
         row = shown(app, RequestsTable)
         assert " r1 " in row and "FINISHED" in row and " 24 tok " in row and "/" not in row.split("FINISHED")[1][:20]

@@ -31,8 +31,9 @@ def binary_size(num_bytes: int) -> str:
     return f"{value:.1f} {unit}" if unit != "B" and value < 10 else f"{value:.0f} {unit}"
 
 
-def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
-    """The panel's facts, each kept whole on one line."""
+def model_items(info: EngineInfo, random_weights: bool, pool_rule: str | None = None) -> list[Text]:
+    """The panel's facts, each kept whole on one line; `pool_rule` says who sized the pool where the
+    engine's own rule would name a flag nobody gave (the dashboard's default pool)."""
     items = [Text(info.architecture, style="bold"), Text(f"{short_count(info.num_parameters)} params")]
     if random_weights:
         items.append(Text("random weights", style=RANDOM_WEIGHTS_STYLE))
@@ -43,8 +44,9 @@ def model_items(info: EngineInfo, random_weights: bool) -> list[Text]:
         Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"),
         Text(f"pool {info.kv_pool_tokens:,} tok = {binary_size(pool_bytes)}"),
     ]
-    if info.kv_pool_rule:  # how the pool was sized (core/engine/kv_sizing.py); older recordings lack it
-        items.append(Text(f"sized by {info.kv_pool_rule}", style=DIM))
+    rule = pool_rule or info.kv_pool_rule  # how the pool was sized (core/engine/kv_sizing.py); older recordings lack it
+    if rule:
+        items.append(Text(f"sized by {rule}", style=DIM))
     items += [Text(info.cuda_graphs_text, style=DIM)] if info.cuda_graphs_text else []  # CUDA engines only
     return items
 
@@ -72,8 +74,8 @@ class ModelPanel(Widget):
         self._items: list[Text] = []  # the facts on show (none before the first redraw)
         self.border_title = "Model"
 
-    def show(self, info: EngineInfo | None, random_weights: bool) -> None:
-        items = model_items(info, random_weights) if info is not None else [Text("not known", style=DIM)]
+    def show(self, info: EngineInfo | None, random_weights: bool, pool_rule: str | None = None) -> None:
+        items = model_items(info, random_weights, pool_rule) if info is not None else [Text("not known", style=DIM)]
         if items != self._items:
             self._items = items
             self.refresh(layout=True)  # the line count may change

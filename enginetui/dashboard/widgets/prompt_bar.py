@@ -33,7 +33,7 @@ class PromptBar(Vertical):
     class Submitted(Message):
         """A prompt to send."""
 
-        text: str  # the prompt
+        text: str  # the prompt (as typed, ending its line: see _on_enter)
         settings: SamplingSettings  # sampling settings to send it with
 
     @dataclass
@@ -74,7 +74,9 @@ class PromptBar(Vertical):
         if text.startswith("/"):
             self._command(text[1:])
         elif text:
-            self.post_message(self.Submitted(text, self.settings))
+            # Models continue text: a prompt that ends mid-line ("... brown fox") gets a reply that carries
+            # on its last word ("ibly ..."); ending the line starts the reply on a line of its own.
+            self.post_message(self.Submitted(text + "\n", self.settings))
 
     def _command(self, line: str) -> None:
         name, _, args = line.partition(" ")

@@ -17,6 +17,7 @@ The columns follow the run: the right edge is the latest step (in replay, the st
 """
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widget import Widget
 
 from enginetui.dashboard.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Lane, Timeline
@@ -124,11 +125,18 @@ class TimelinePanel(Widget):
         self._colors: dict[str, str] = {}  # req_id -> its colour (as in the other panels)
         self._selected: str | None = None  # the highlighted lane
         self.border_title = "Timeline"
-        self.hide_key = "^t"  # the key that hides the panel, said in its title
 
     def show(self, timeline: Timeline, colors: dict[str, str], selected: str | None) -> None:
         self._timeline, self._colors, self._selected = timeline, colors, selected
         self.refresh()
+
+    def _hide_key(self) -> str:
+        """The app's key for hiding this panel, as its footer names it (^t in the dashboard, t where nothing
+        is typed)."""
+        for binding in self.app.BINDINGS:
+            if isinstance(binding, Binding) and binding.action == "toggle_timeline":
+                return self.app.get_key_display(binding)
+        return "^t"
 
     def render(self) -> Text:
         width, height = self.content_size
@@ -139,7 +147,7 @@ class TimelinePanel(Widget):
         columns = max(1, width - label)
         last = timeline.last_step + 1  # room for the end marks of requests that finished at the latest step
         first = max(1, last - columns + 1)
-        self.border_title = f"Timeline · steps {first}–{timeline.last_step} · {self.hide_key} hides"
+        self.border_title = f"Timeline · steps {first}–{timeline.last_step} · {self._hide_key()} hides"
         head = [Text("step".ljust(label), style=DIM).append_text(ruler(first, min(columns, last - first + 1)))]
         if timeline.async_steps:
             head += async_rows(timeline.async_steps, first, last, label)
