@@ -1,12 +1,14 @@
 """The `enginetui bench {throughput,latency,serve,profile,scheduling}` subcommands: their flags, and dispatch."""
 
 import argparse
+import datetime
 import importlib
 import os
 import sys
 
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
+from enginetui.bench.run_record import RESULT_DIR
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
@@ -181,7 +183,15 @@ def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
     add_engine_args(parser, OFFLINE_HELP if module == "throughput" else None, subcommand=True)
     parser.add_argument("--disable-detokenize", action="store_true",
                         help="run without a tokenizer (outputs are not detokenized); automatic if the model has none")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--json", metavar="PATH", help="also write the run's record as JSON to PATH: every pass, the "
+                        "figures compared, the CPU, the command, the commit and the date")
+    parser.add_argument("--save-result", action="store_true",
+                        help="also write that record into --result-dir, named date-time-cpu-workload.json (as vLLM's "
+                             "bench names the flag); the repository's results/ is where the results tables come from")
+    parser.add_argument("--result-dir", default=RESULT_DIR, metavar="DIR",
+                        help=f"where --save-result writes (default: {RESULT_DIR})")
+    parser.add_argument("--result-filename", metavar="NAME",
+                        help="the file name --save-result writes (default: date-time-cpu-workload.json)")
     parser.add_argument("--cpu-isa", choices=tuple(cpu_isa.NARROWER_ISAS), metavar="ISA",
                         help="run every engine (and vLLM) as if on a CPU with only this instruction set: avx2 "
                         "(torch, oneDNN, MKL, our C++ kernels and vLLM's build all take their AVX2 code; "
@@ -199,6 +209,7 @@ def _run(module: str, args: argparse.Namespace) -> int:
                       cpu_isa.environment(args.cpu_isa))
         print(f"bench: as if on a CPU with only {args.cpu_isa.upper()} ({cpu_isa.CPU_ISA_ENV}={args.cpu_isa}): "
               "the code paths of that CPU, on this machine's cores, caches and memory")
+    args.started = datetime.datetime.now(datetime.UTC)  # the run's date in its record
     runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else module
     try:
         with sigterm_interrupts():  # `kill PID` too ends every engine, server and load the benchmark started

@@ -226,5 +226,5 @@ def main(args: argparse.Namespace) -> int:
     report.print_latency(result)
     if args.plot:
         plot.save_plot(plot.latency_figure, result, args.plot)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

@@ -215,5 +215,5 @@ def main(args: argparse.Namespace) -> int:
     allocate_as_the_engine_child(args)
     result = run(args)
     report.print_ops(result)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

@@ -163,5 +163,5 @@ def main(args: argparse.Namespace) -> int:
     report.print_profile(result)
     if args.plot:
         plot.save_plot(plot.profile_figure, result, args.plot)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

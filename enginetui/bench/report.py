@@ -1,12 +1,13 @@
 """How benchmark results are shown: plain-text tables, the --json file, and the one-line summary
 that every benchmark prints last."""
 
+import argparse
+import datetime
 import os
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
+from enginetui.bench import run_record
 from enginetui.flags.engine import as_flags
 
 
@@ -38,13 +39,17 @@ def engine_settings(engine_args: dict[str, Any]) -> str:
     return f"flags {' '.join(flags)}" if flags else "the engine's default flags"
 
 
-def finish(result: Any, json_path: str | None) -> None:
-    """Write the result as JSON if asked, then print its summary (always the last line)."""
-    if json_path:
-        with open(json_path, "wb") as f:
-            f.write(msgspec.json.format(msgspec.json.encode(result), indent=2))
-            f.write(b"\n")
-        print(f"JSON written to {json_path}")
+def finish(result: Any, args: argparse.Namespace) -> None:
+    """Write the run's record (enginetui/bench/run_record.py) if asked: to --json PATH, and with
+    --save-result into --result-dir; then print the result's summary (always the last line)."""
+    if args.json or args.save_result:
+        started = getattr(args, "started", None) or datetime.datetime.now(datetime.UTC)
+        data = run_record.record(result, args.bench_command, getattr(args, "argv", None), started)
+        if args.json:
+            run_record.write(data, args.json)
+            print(f"JSON written to {args.json}")
+        if args.save_result:
+            print(f"result saved to {run_record.save(data, args.result_dir, args.result_filename)}")
     print(result.summary)
 
 

@@ -168,5 +168,5 @@ def print_result(result: SchedulingResult) -> None:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     print_result(result)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

@@ -124,5 +124,5 @@ def serve_summary(result: ServeResult) -> str:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     print_serve(result)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

@@ -252,5 +252,5 @@ def _x(value: float | None) -> str:
 def main(args: argparse.Namespace) -> int:
     result = run(args)
     print_result(result)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0

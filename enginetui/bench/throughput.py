@@ -338,5 +338,5 @@ def main(args: argparse.Namespace) -> int:
     report.print_throughput(result)
     if args.plot:
         plot.save_plot(plot.throughput_figure, result, args.plot)
-    report.finish(result, args.json)
+    report.finish(result, args)
     return 0
