@@ -11,7 +11,8 @@
 #   4. the step profile at 1 / 16 / 64 running decode requests (engine overhead share);
 #   5. on a CPU with AVX-512: the mixed workload against vLLM on both cores with both engines on their
 #      AVX2 code (--cpu-isa avx2, kernels/cpu_isa.py), 3 passes each.
-# Logs and JSON land in OUTDIR (every pass is listed, so the spread shows); the summaries print last.
+# Logs and JSON land in OUTDIR (every pass is listed, so the spread shows), each run's record in results/
+# too (--save-result: python tools/results.py makes the tables from them); the summaries print last.
 set -uo pipefail
 out=${1:?usage: enginetui/bench/cpu_results.sh OUTDIR}
 : "${ENGINETUI_VLLM_PYTHON:?set ENGINETUI_VLLM_PYTHON to the python of the vLLM environment}"
@@ -30,16 +31,16 @@ status=0
 } 2>&1 | tee "$out/machine.txt"
 
 $py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores default all \
-    --competing none busy dashboard --repeats 3 --json "$out/vllm.json" 2>&1 | tee "$out/vllm.log" || status=1
+    --competing none busy dashboard --repeats 3 --json "$out/vllm.json" --save-result 2>&1 | tee "$out/vllm.log" || status=1
 $py -m enginetui bench throughput "${mixed[@]}" --dtype bfloat16 --compare vllm --vllm-cores default all \
-    --competing none --repeats 3 --json "$out/vllm-bf16.json" 2>&1 | tee "$out/vllm-bf16.log" || status=1
+    --competing none --repeats 3 --json "$out/vllm-bf16.json" --save-result 2>&1 | tee "$out/vllm-bf16.log" || status=1
 $py -m enginetui bench throughput "${mixed[@]}" --compare hf --hf-batch-sizes 8 \
-    --json "$out/hf.json" 2>&1 | tee "$out/hf.log" || status=1
-$py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" 2>&1 | tee "$out/profile.log" || status=1
+    --json "$out/hf.json" --save-result 2>&1 | tee "$out/hf.log" || status=1
+$py -m enginetui bench profile "${model[@]}" --json "$out/profile.json" --save-result 2>&1 | tee "$out/profile.log" || status=1
 logs=("$out/vllm.log" "$out/vllm-bf16.log" "$out/hf.log" "$out/profile.log")
 if grep -qw avx512f /proc/cpuinfo; then
     $py -m enginetui bench throughput "${mixed[@]}" --compare vllm --vllm-cores all --repeats 3 --cpu-isa avx2 \
-        --json "$out/vllm-avx2.json" 2>&1 | tee "$out/vllm-avx2.log" || status=1
+        --json "$out/vllm-avx2.json" --save-result 2>&1 | tee "$out/vllm-avx2.log" || status=1
     logs+=("$out/vllm-avx2.log")
 fi
 
