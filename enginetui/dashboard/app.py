@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import ClassVar, cast
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -30,7 +31,7 @@ from enginetui.core.engine.events import StepEvent
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
-from enginetui.dashboard.engine_link import Engine, describe, sampling_params
+from enginetui.dashboard.engine_link import Engine, RefusingEngine, describe, sampling_params
 from enginetui.dashboard.logs import KEEP_LOGS, display_path, log_dir
 from enginetui.dashboard.prompting_app import MODAL_ACTIONS, NARROW, PromptingApp
 from enginetui.dashboard.redraw_pacer import RedrawPacer
@@ -88,7 +89,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
     TITLE = "enginetui"
-    AUTO_FOCUS = "#prompt"  # typing is typing: the prompt box takes every printable key (enginetui/keys.py)
+    AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing: the prompt box takes every printable key (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         keys.PAUSE,
@@ -199,7 +200,7 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
 
     def action_refused(self) -> None:
         """An engine key (keys.refused_keys) in a run that takes no input: say why nothing happens."""
-        self.notify(self.engine.refusal, severity="warning")
+        self.notify(cast(RefusingEngine, self.engine).refusal, severity="warning")  # its keys bound here: it refuses
 
     def action_watch_only(self) -> None:
         """A control key on a watch-only server: say why nothing happens."""
@@ -275,9 +276,10 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
 
     def _follow(self, event: StepEvent) -> None:
         """Fold one event in; note when the latest one came."""
+        event_time = event.time
         self.state.apply_event(event)
         if self.state.latest is event:
-            self._latest_seen = (event.time, self._clock())
+            self._latest_seen = (event_time, self._clock())
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def _read_process(self, pid: int) -> None:

@@ -53,6 +53,12 @@ class Engine(Protocol):
     def shutdown(self) -> None: ...
 
 
+class RefusingEngine(Engine, Protocol):
+    """An engine that refuses input (all of it, or the control ops of a watch-only server)."""
+
+    refusal: str  # why, in words: what the dashboard says when a refused key is pressed
+
+
 def describe(exc: BaseException) -> str:
     """An exception as one readable line (no traceback)."""
     return str(exc) or type(exc).__name__

@@ -2,7 +2,10 @@
 (actions are on keys text never uses, enginetui/keys.py), the prompt bar's and the requests table's
 messages, the help screen, and a compact footer in narrow terminals."""
 
+from typing import TYPE_CHECKING
+
 from textual import events
+from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Footer
 
@@ -11,15 +14,39 @@ from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.keys import TYPING_NOTE
 
+if TYPE_CHECKING:
+    from enginetui.dashboard.redraw_pacer import RedrawPacer
+    from enginetui.settings import SamplingSettings
+
+    _AppBase = App  # type-checked as the App it is mixed into
+else:
+    _AppBase = object
+
 NARROW = 100  # terminals narrower than this get the -narrow layout (app.tcss) and a compact footer
 MODAL_ACTIONS = frozenset({"help", "quit"})  # app actions that apply while a screen (help, jump) is over the dashboard
 
 
-class PromptingApp:
+class PromptingApp(_AppBase):
     """Mixed into a Textual app that has a PromptBar, `submit(text, settings)`, `burst(count)`,
     `action_help()` and a `selected` request id (Textual finds these handlers by their names,
     through the app's MRO); and a `redraw()` that records the `_draw_key()` it drew in `_drawn`,
     with a `pacer` (RedrawPacer) for its redraw timer."""
+
+    selected: str | None
+    pacer: "RedrawPacer"
+    _drawn: object
+
+    if TYPE_CHECKING:  # what the app provides (defined here, they would come before the app's own in the MRO)
+
+        def _draw_key(self) -> object: ...
+
+        def redraw(self) -> None: ...
+
+        def submit(self, prompt: str, settings: SamplingSettings) -> None: ...
+
+        def burst(self, count: int) -> None: ...
+
+        def action_help(self) -> None: ...
 
     def _redraw_tick(self) -> None:
         """The redraw timer: draw if the state changed and the dashboard's CPU budget allows it now.

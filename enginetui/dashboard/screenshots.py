@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.engine_link import open_engine
@@ -176,7 +177,7 @@ async def paused(pilot: Pilot) -> str:
     await pilot.press("ctrl+p")
     await wait_for(pilot, lambda: app.state.paused, "paused")
     await pilot.press(*PROMPTS[0], "enter")
-    app.query_one("#prompt").value = "/burst 3"  # typed in one go
+    app.query_one("#prompt", Input).value = "/burst 3"  # typed in one go
     await pilot.press("enter")
     await wait_for(pilot, lambda: len(app.state.requests) >= 4, "4 requests waiting")
     for _ in range(STEPS_WHILE_PAUSED):
@@ -203,7 +204,10 @@ async def stopped(pilot: Pilot) -> str:
     for prompt in PROMPTS[:2]:
         app.submit(prompt, SETTINGS)
     await wait_for(pilot, lambda: len(streaming_requests(app, 8)) == 2, "two prompts streaming")
-    os.kill(app.engine.engine_pid, signal.SIGKILL)
+    pid = app.engine.engine_pid
+    if pid is None:
+        raise RuntimeError("the engine runs in this process: there is no EngineCore process to kill")
+    os.kill(pid, signal.SIGKILL)
     await wait_for(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
     return await frame(pilot, "engine-stopped")
 

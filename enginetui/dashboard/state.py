@@ -10,12 +10,16 @@ events' token ids, decoded with the engine's tokenizer when the state has it.
 
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from enginetui.core.engine.detokenizer import IncrementalDetokenizer
 from enginetui.core.engine.events import RequestAdded, RequestEnd, RequestProgress, StepEvent
 from enginetui.core.outputs import RequestOutput
 from enginetui.dashboard.timeline import Timeline
 from enginetui.plural import count
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 LOG_LINES = 500  # event-log lines kept
 HISTORY_POINTS = 240  # sparkline samples kept
@@ -109,7 +113,7 @@ class DashboardState:
     sample_tokens: int = 0  # total_output_tokens when it began
     num_seen: int = 0  # requests ever seen (the next one's colour index)
     cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
-    tokenizer: object | None = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
+    tokenizer: "PreTrainedTokenizerBase | None" = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
     decoders: dict[str, IncrementalDetokenizer] = field(default_factory=dict)  # others' live requests' text
     timeline: Timeline = field(default_factory=Timeline)  # every recent request's phases, step by step
 
@@ -304,7 +308,7 @@ class DashboardState:
             view.arrival_time = view.arrival_time or added.arrival_time
             if not view.own and self.tokenizer is not None:
                 skip = added.sampling_params.skip_special_tokens
-                view.prompt = self.tokenizer.decode(added.prompt_token_ids, skip_special_tokens=skip)
+                view.prompt = self.tokenizer.decode(added.prompt_token_ids, skip_special_tokens=skip)  # type: ignore[assignment]  # one sequence: a str
                 self.decoders[added.req_id] = IncrementalDetokenizer(self.tokenizer, skip)
                 view.text = ""  # its text starts over from its first token (a late attach's greeting has them all)
 

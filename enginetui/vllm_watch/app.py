@@ -90,6 +90,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         self.tokenizer = tokenizer  # where to load the tokenizer from (None: the served model's path)
         self.client = VllmClient(url, api_key)  # the HTTP calls
         self.recorder = WatchRecorder(record, self.url, kv_events) if record else None  # --record FILE
+        self.state: WatchState
         if self.recorder is not None:
             self.state = RecordingWatchState(self.url, kv_events, self.recorder, limits=limits or SchedulerLimits())
         else:
@@ -232,13 +233,13 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         shown = self.state.requests.get(self.selected or "")
         if shown is None or not shown.active:
             self.selected = req_id
-        self._streams[req_id] = asyncio.ensure_future(self._stream(req_id, prompt, settings))
+        self._streams[req_id] = asyncio.ensure_future(self._stream(req_id, self.state.server.model, prompt, settings))
         self.feed.wake()  # the server has work: read /metrics at the busy interval
 
-    async def _stream(self, req_id: str, prompt: str, settings: SamplingSettings) -> None:
+    async def _stream(self, req_id: str, model: str, prompt: str, settings: SamplingSettings) -> None:
         state = self.state
         try:
-            async for chunk in self.client.complete(state.server.model, prompt, settings):
+            async for chunk in self.client.complete(model, prompt, settings):
                 state.apply_chunk(req_id, chunk.text, chunk.prompt_tokens, chunk.output_tokens, time.time())
                 if chunk.finish_reason:
                     state.end_request(req_id, "finished", chunk.finish_reason, "", time.time())

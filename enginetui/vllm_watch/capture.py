@@ -105,7 +105,7 @@ class Recorder:
             thread.join()
 
     def _listen(self, endpoint: str) -> None:
-        sub = zmq.Context.instance().socket(zmq.SUB)
+        sub: zmq.Socket = zmq.Context.instance().socket(zmq.SUB)
         sub.connect(endpoint)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
         while not self._stop.is_set():

@@ -97,6 +97,8 @@ class ServerFeed:
                 self.follow_rank(int(engine))
 
     def follow_rank(self, rank: int) -> None:
+        if self.kv_events is None:
+            raise RuntimeError("following a rank's KV events needs their endpoint (--kv-events)")
         callbacks = SubscriberCallbacks(
             batch=self._on_batch,
             status=lambda status, message: self.state.kv_status(time.time(), status, message),

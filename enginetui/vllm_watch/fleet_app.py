@@ -77,8 +77,12 @@ class FleetApp(App[None]):
             else:
                 state.kv_status(time.time(), "off", "not listened to: pass --kv-events ENDPOINT per --vllm URL")
         self.set_interval(1 / self._redraw_hz, self.redraw)
-        self.set_interval(self._silence_check_s, lambda: [feed.check_kv_silence() for feed in self.feeds])
+        self.set_interval(self._silence_check_s, self._check_kv_silence)
         self.redraw()
+
+    def _check_kv_silence(self) -> None:
+        for feed in self.feeds:
+            feed.check_kv_silence()
 
     def redraw(self) -> None:
         key = tuple(state.version for state in self.states)

@@ -124,13 +124,13 @@ def queues_text(state: WatchState, width: int) -> Text:
     if len(running) > 1:
         ranks = " · ".join(f"rank {e} {running[e]:.0f}/{waiting.get(e, 0):.0f}" for e in s.engines)
         text.append(f"\n{ranks} (running/waiting)", style=DIM)
-    text.append("\n").append_text(why_text(state))
+    text.append("\n").append_text(why_text(state, s))
     return text
 
 
-def why_text(state: WatchState) -> Text:
-    """Why requests wait: the limits they wait for, the reasons vLLM gives, what a step takes."""
-    s = state.latest
+def why_text(state: WatchState, s: m.MetricsSample) -> Text:
+    """Why requests wait (`s`: the latest reading): the limits they wait for, the reasons vLLM gives,
+    what a step takes."""
     limits = state.limits
     text = Text()
     seqs = f" of max {limits.max_num_seqs}" if limits.max_num_seqs else ""

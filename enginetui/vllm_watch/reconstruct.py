@@ -27,6 +27,10 @@ class QueuesCompared:
     `waiting` (vLLM's gauges), `rebuilt_running` and `rebuilt_waiting`."""
 
     __slots__ = ()
+    running: float
+    waiting: float
+    rebuilt_running: int
+    rebuilt_waiting: int
 
     @property
     def traffic(self) -> bool:
@@ -71,7 +75,7 @@ def rebuilt_queues(requests: Iterable[WatchedRequest], at: float) -> tuple[int, 
     return running, waiting
 
 
-def agreement(checks: Iterable[QueueCheck]) -> tuple[int, int]:
+def agreement(checks: Iterable[QueuesCompared]) -> tuple[int, int]:
     """(readings that agree, readings compared)."""
     checks = list(checks)
     return sum(c.agrees for c in checks), len(checks)

@@ -40,13 +40,13 @@ class WatchReplayApp(VllmWatchApp):
 
     # ---- nothing goes out ----------------------------------------------------------------
 
-    def _poll_metrics(self) -> None:
+    def _poll_metrics(self) -> None:  # type: ignore[override]  # the live app's is a worker; this one does nothing
         """A replay reads no server."""
 
     def _follow_rank(self, rank: int) -> None:
         """A replay listens to no KV events."""
 
-    def _serve_proxy(self, host: str, port: int) -> None:
+    def _serve_proxy(self, host: str, port: int) -> None:  # type: ignore[override]  # the live app's is a worker
         """A replay serves no proxy."""
 
     def _check_kv_silence(self) -> None:

@@ -41,19 +41,20 @@ class WatchRequestsTable(RequestsTable):
         super().__init__(**kwargs)
         self._drawn: tuple | None = None  # what show() drew: each row's (id, status, text length, tokens, TTFT), the selection
 
-    def show(self, views: list[WatchedRequest], selected: str | None, empty: str = "") -> None:
+    # Rows are WatchedRequests, not RequestViews: the base's drawing reads only req_id and active of them.
+    def show(self, views: list[WatchedRequest], selected: str | None, empty: str = "") -> None:  # type: ignore[override]
         drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token,
                         v.rebuilt_preemptions) for v in views),
                  selected, empty)
         if drawn == self._drawn:
             return  # no request moved: nothing to repaint
         self._drawn = drawn
-        self._views, self._selected, self._empty = list(views), selected, empty
+        self._views, self._selected, self._empty = list(views), selected, empty  # type: ignore[arg-type]
         live = sum(v.active for v in views)
         self.border_title = f"Requests · {live} live · {len(views) - live} ended"
         self.refresh()
 
-    def _row(self, view: WatchedRequest, id_width: int, width: int) -> Text:
+    def _row(self, view: WatchedRequest, id_width: int, width: int) -> Text:  # type: ignore[override]
         selected = view.req_id == self._selected
         row = Text(no_wrap=True, overflow="ellipsis", style="on #2c313a" if selected else "")
         row.append("▶ " if selected else "  ", style="bold")

@@ -65,6 +65,7 @@ from statistics import median
 from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.output import SchedulerOutput
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_shape import step_shape
 from enginetui.vllm_watch.reconstruct import TOLERANCE, QueuesCompared, worth_checking
@@ -163,7 +164,7 @@ class SchedRebuild:
     _admitted_fresh: dict[str, int] = field(default_factory=dict)  # running requests never preempted: id -> admitting step
     num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
     clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
-    _plan: object = None  # the step scheduled and not applied yet (its tokens have not all gone by)
+    _plan: SchedulerOutput | None = None  # the step scheduled and not applied yet (its tokens have not all gone by)
     _unsized: set[str] = field(default_factory=set)  # ids of requests in the scheduler whose prompt length is not known yet
     _sampling: list[str] = field(default_factory=list)  # ids of the requests that sample in _plan
     _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
@@ -261,7 +262,7 @@ class SchedRebuild:
         if arrived:
             chosen = {id(v) for v in arrived}
             self.views = deque(v for v in self.views if id(v) not in chosen)
-        arrived.sort(key=lambda v: t if (t := _first_token(v)) is not None else float("inf"))
+        arrived.sort(key=lambda v: at if (at := _first_token(v)) is not None else float("inf"))
         for view in arrived:
             if view.prompt_tokens is None and not view.active:
                 self.num_skipped += 1  # never reported (refused, failed, or no usage): left out
@@ -447,19 +448,21 @@ class SchedRebuild:
         return times
 
     def _apply(self, times: list[float]) -> None:
-        sched = self.sched
+        sched, plan = self.sched, self._plan
+        if plan is None:
+            raise RuntimeError("no scheduled step to apply")
         for req_id in self._sampling:
             view = self.entered[req_id]
             if not view.active:  # stop where the wire stopped
                 request = sched.requests[req_id]
                 request.max_tokens = max(len(view.token_times), request.num_output_tokens + 1)
-        sched.update_from_output(self._plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN))
+        sched.update_from_output(plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN))
         self.output_steps += bool(self._sampling)
-        for req_id in self._plan.preempted_req_ids:
+        for req_id in plan.preempted_req_ids:
             self._admitted_fresh.pop(req_id, None)
             self.entered[req_id].rebuilt_preemptions += 1
             self._uncounted[req_id] = self._uncounted.get(req_id, 0) + 1
-        self.num_preemptions += len(self._plan.preempted_req_ids)
+        self.num_preemptions += len(plan.preempted_req_ids)
         # vLLM's num_preemptions counter moves late: the scheduler records a PREEMPTED event on the
         # request, and the event leaves the engine core with that request's next output (its next
         # sampled token, after the recompute), where the front end counts it. So a preemption
@@ -467,7 +470,7 @@ class SchedRebuild:
         for req_id in self._sampling:
             self.num_preemptions_counted += self._uncounted.pop(req_id, 0)
         sched.drain_step_record()
-        scheduled = self._plan.num_scheduled_tokens
+        scheduled = plan.num_scheduled_tokens
         self._plan = None
         for req_id in [i for i in self._admitted_fresh if i not in sched.requests]:
             del self._admitted_fresh[req_id]  # ended
@@ -507,7 +510,7 @@ class SchedRebuild:
             state = self.state_at(p.time) if n is None or vllm_idle else self.state_after(n)
             running, waiting, preempted, blocks, cached = state
             if p.steps is not None and (vllm_idle or self._steps_base is None):
-                self._anchor(p, vllm_idle)
+                self._anchor(p.time, p.steps, vllm_idle)
             check = RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting, preempted,
                                  p.kv_blocks, blocks, p.cached_blocks, cached)
             if worth_checking(check, self.checks):
@@ -524,20 +527,21 @@ class SchedRebuild:
             return None
         return round(p.steps - self._steps_base)
 
-    def _anchor(self, p: _Pending, vllm_idle: bool) -> None:
+    def _anchor(self, time: float, steps: float, vllm_idle: bool) -> None:
         """Match vLLM's step count with the rebuild's. Where vLLM read idle, its count is the rebuild's at
         the end of a busy spell: the one nearest to where the count stood (the two may differ by a few
         steps within a spell, which is much longer), so every idle spell anchors it again. Until vLLM is
-        first read idle (a watcher started while it was busy), the rebuild's count at `p`'s time stands in."""
+        first read idle (a watcher started while it was busy), the rebuild's count at `time` stands in."""
+        guess: float
         if self._steps_base is None:
-            lo = bisect_right(self.steps, p.time, key=lambda s: s.time)
+            lo = bisect_right(self.steps, time, key=lambda s: s.time)
             guess = self.steps[lo - 1].output_steps if lo else 0
         else:
-            guess = p.steps - self._steps_base
+            guess = steps - self._steps_base
         if vllm_idle:
             ends = [0, *self._spell_starts, *([self.output_steps] if self._is_idle() else [])]
             guess = min(ends, key=lambda end: abs(end - guess))
-        self._steps_base = p.steps - guess
+        self._steps_base = steps - guess
 
     def state_after(self, n: int) -> tuple[int, int, int, int, int]:
         """The rebuilt state after its n-th step with outputs (and the steps without any after it)."""

@@ -12,6 +12,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from textual.widgets import Input
+
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.vllm_watch import metrics as m
@@ -39,7 +41,7 @@ async def play(app: VllmWatchApp) -> str:
         bar = app.query_one(PromptBar)
         bar.settings = replace(bar.settings, max_tokens=48, temperature=0.0, ignore_eos=True)  # 3 blocks each
         for branch in BRANCHES:
-            app.query_one("#prompt").value = SHARED + branch
+            app.query_one("#prompt", Input).value = SHARED + branch
             await pilot.press("enter")
             await until(pilot, lambda: not any(v.active for v in app.state.requests.values()))
         long = replace(bar.settings, max_tokens=300, ignore_eos=True)
@@ -50,9 +52,10 @@ async def play(app: VllmWatchApp) -> str:
             return sum(v.active for v in app.state.requests.values())
 
         await until(pilot, lambda: app.state.caches.ranks[0].num_removed > 0 and active() > len(BURST) or not active())
-        cache = app.state.caches.ranks[0]
+        cache, latest = app.state.caches.ranks[0], app.state.latest
+        waiting = (latest.total(m.WAITING) if latest is not None else None) or 0
         print(f"the picture: {active()} requests streaming, {cache.num_cached} blocks cached, "
-              f"{cache.num_removed} evicted, {app.state.latest.total(m.WAITING) or 0:.0f} waiting", file=sys.stderr)
+              f"{cache.num_removed} evicted, {waiting:.0f} waiting", file=sys.stderr)
         app.redraw()
         await pilot.pause()
         return app.export_screenshot(title="enginetui attach --vllm")

@@ -143,7 +143,7 @@ def load_decoder(source: str) -> tuple[Decode | None, str]:
         return None, f"no tokenizer for {source} on this machine ({where}): blocks show token ids; pass --tokenizer DIR"
 
     def decode(token_ids) -> str:
-        return tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)  # type: ignore[return-value]  # one sequence is one str
 
     return decode, f"tokens decoded with {source}'s tokenizer"
 

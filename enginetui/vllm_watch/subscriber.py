@@ -123,6 +123,8 @@ class KvSubscriber:
     async def _replay(self, start: int, until: int | None = None) -> bool:
         """Ask the replay socket for batches from `start` (up to, not including, `until`) and deliver
         them; False when it did not answer."""
+        if self.replay_endpoint is None:
+            return False  # no replay socket to ask
         dealer = self._ctx.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
         try:

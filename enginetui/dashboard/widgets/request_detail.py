@@ -60,7 +60,7 @@ class RequestDetail(VerticalScroll):
         yield Static(Text("select a request with ↑↓", style=DIM), id="detail-body")
 
     def on_mount(self) -> None:
-        self._title = ("Selected request",)  # the title's wordings, longest first
+        self._title: tuple[str, ...] = ("Selected request",)  # the title's wordings, longest first
         self._retitle()
 
     def on_resize(self) -> None:
