@@ -11,6 +11,12 @@ SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 def on_files(files, config):
     for path in sorted(SCREENSHOTS.iterdir()):
         if path.is_file():
-            files.append(File(f"screenshots/{path.name}", str(SCREENSHOTS.parent), config["site_dir"],
-                              config["use_directory_urls"]))
+            files.append(
+                File(
+                    f"screenshots/{path.name}",
+                    str(SCREENSHOTS.parent),
+                    config["site_dir"],
+                    config["use_directory_urls"],
+                )
+            )
     return files
