@@ -1,5 +1,6 @@
 """The model runner: applies SchedulerOutput deltas to the persistent batch, packs the step's tokens
-into flat tensors, runs the model under the forward context, and samples."""
+into flat tensors, runs the model under the forward context (a decode step replays a captured CUDA
+graph where one fits: core/worker/cuda_graphs.py), and samples."""
 
 import logging
 import time
