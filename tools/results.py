@@ -416,6 +416,51 @@ def cost_table(records: list[Record]) -> str:
     )
 
 
+def _ms(value: float) -> str:
+    """Milliseconds as a record gives them (a live run's to 0.1 ms, or 0.01 under 10)."""
+    text = f"{value:,}"
+    if len(text.partition(".")[2]) > 2:
+        text = f"{value:,.1f}" if value >= 10 else f"{value:,.2f}"
+    return text
+
+
+def _shape(shape: dict[str, Any], input_len: int) -> str:
+    """A measured step in words, as `bench ops` names it."""
+    batch, prompt = shape["batch_size"], shape["prompt_len"]
+    decoding = f"{batch} decoding request{'s' if batch != 1 else ''}"
+    if not prompt:
+        return f"{decoding} at {input_len:,} tokens"
+    return f"{decoding} and a {prompt:,}-token prompt" if batch else f"a {prompt:,}-token prompt alone"
+
+
+def _ms_cell(shape: dict[str, Any], kind: str) -> str:
+    ms, ratio = shape["ms"].get(kind), shape["ratio"].get(kind)
+    parts = [" / ".join(map(_ms, ms))] if ms and len(ms) == 2 else []
+    parts += [f"({_ratio(ratio)})" if parts else _ratio(ratio)] if ratio is not None else []
+    return " ".join(parts) or NONE
+
+
+def ops_table(keep: Callable[[Record, dict[str, Any]], bool]) -> Callable[[list[Record]], str]:
+    """Every `bench ops` run's step shapes that `keep` takes: ms per step ours / vLLM's (medians of the passes)."""
+
+    def table(records: list[Record]) -> str:
+        rows = []
+        for r in _runs(records, "ops", lambda r: r["provenance"].get("cpu_isa") or ""):
+            f, isa = r["figures"], r["provenance"].get("cpu_isa")
+            for shape in f["shapes"]:
+                if not keep(r, shape):
+                    continue
+                cpu = _label(r) + (f", both on their {isa.upper()} code" if isa else "")
+                when = _when(r) + (f", {_passes(f['passes'])} each" if f.get("passes") else "")
+                notes = "; ".join(n for n in (shape.get("note"), f.get("note")) if n)
+                cells = [_ms_cell(shape, kind) for kind in ("step", "attention", "gemm")]
+                rows.append([cpu, _shape(shape, f["input_len"]), *cells, when, notes, f"`{r['file']}`"])
+        headers = ["CPU", "step", "step, unprofiled", "attention", "GEMMs", "measured", "notes", "record (results/)"]
+        return markdown(headers, rows)
+
+    return table
+
+
 TABLES: dict[Path, dict[str, Callable[[list[Record]], str]]] = {
     README: {"summary": readme_table},
     RESULTS_PAGE: {
@@ -423,6 +468,9 @@ TABLES: dict[Path, dict[str, Callable[[list[Record]], str]]] = {
         "throughput": throughput_table,
         "servers": servers_table,
         "server-cost": cost_table,
+        "ops-decode": ops_table(lambda r, shape: not r["provenance"].get("cpu_isa") and not shape["prompt_len"]),
+        "ops-prompt": ops_table(lambda r, shape: not r["provenance"].get("cpu_isa") and bool(shape["prompt_len"])),
+        "ops-avx2": ops_table(lambda r, shape: r["provenance"].get("cpu_isa") == "avx2"),
     },
 }
 

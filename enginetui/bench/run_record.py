@@ -294,27 +294,20 @@ def _serve(result: Any) -> dict[str, Any]:
 
 
 def _ops(result: Any) -> dict[str, Any]:
-    """Per step shape: the median unprofiled step, and ours / vLLM's for the step and each kind of work."""
+    """Per step shape, the median ms of each kind of work and of the unprofiled step ("step"): [ours, vLLM's]
+    (ours alone without vLLM), and ours / vLLM's."""
     shapes = []
     for row in result.rows:
         m = row.median_ms
-        ratios = (
-            {kind: m["ours"][kind] / m["vllm"][kind] for kind in m["ours"] if m["vllm"].get(kind, 0) > 0.005}
-            if "vllm" in m
-            else None
-        )
-        shapes.append(
-            {
-                "shape": row.shape(),
-                "ours_step_ms": m["ours"]["step"],
-                "vllm_step_ms": m["vllm"]["step"] if "vllm" in m else None,
-                "ours_vs_vllm": ratios,
-            }
-        )
+        ms = {kind: [m["ours"][kind], *([m["vllm"][kind]] if "vllm" in m else [])] for kind in m["ours"]}
+        ratio = {kind: v[0] / v[1] for kind, v in ms.items() if len(v) == 2 and v[1] > 0.005}
+        shapes.append({"batch_size": row.batch_size, "prompt_len": row.prompt_len, "ms": ms, "ratio": ratio})
+    first = result.rows[0].passes if result.rows else []
     return {
         "kind": "ops",
         "dtype": result.dtype,
         "input_len": result.input_len,
+        "passes": sum(p.engine == "ours" for p in first) or None,
         "vllm_version": result.vllm_version,
         "shapes": shapes,
     }

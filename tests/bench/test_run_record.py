@@ -123,3 +123,27 @@ def test_a_taken_name_gets_a_number_and_the_flags_are_vllms(tmp_path, tiny_opt_d
     assert run_record.save(data, str(tmp_path), "mine.json").name == "mine.json"
     args = bench_args("ops", tiny_opt_dir, "--save-result")
     assert (args.save_result, args.result_dir, args.result_filename) == (True, "results", None)
+
+
+def test_ops_figures_are_each_shapes_medians_and_ratios_as_the_results_tables_read_them():
+    from enginetui.bench.ops import OpsPass, OpsResult, OpsRow
+
+    def one(engine: str, repeat: int, step: float, gemm: float) -> OpsPass:
+        return OpsPass(engine, repeat, [step], step, {"gemm": gemm, "attention": 0.001}, [])
+
+    row = OpsRow(
+        8,
+        512,
+        [one("ours", 0, 10.0, 6.0), one("vllm", 0, 8.0, 4.0), one("ours", 1, 12.0, 6.0), one("vllm", 1, 8.0, 4.0)],
+    )
+    row.median_ms = {
+        "ours": {"step": 11.0, "gemm": 6.0, "attention": 0.001},
+        "vllm": {"step": 8.0, "gemm": 4.0, "attention": 0.001},
+    }
+    result = OpsResult("m", {}, "cpu", "float32", 512, 5, 10, 1.0, vllm_version="0.32", rows=[row])
+    figures = run_record.figures(result)
+    assert (figures["kind"], figures["passes"], figures["input_len"]) == ("ops", 2, 512)
+    [shape] = figures["shapes"]
+    assert (shape["batch_size"], shape["prompt_len"]) == (8, 512)
+    assert shape["ms"] == {"step": [11.0, 8.0], "gemm": [6.0, 4.0], "attention": [0.001, 0.001]}
+    assert shape["ratio"] == {"step": 11.0 / 8.0, "gemm": 1.5}  # no ratio of a kind vLLM spends no time in
