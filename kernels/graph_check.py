@@ -154,14 +154,15 @@ def shape_dir(name: str, root: str) -> str:
 
     fields = dict(SHAPES[name])
     path = os.path.join(root, name)
-    AutoConfig.for_model(fields.pop("model_type"), **fields).save_pretrained(path)
+    AutoConfig.for_model(str(fields.pop("model_type")), **fields).save_pretrained(path)
     return path
 
 
 def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
     if cpu_smoke:
-        from enginetui.kernels.e2e_check import OPT_TINY
         from transformers import OPTConfig
+
+        from enginetui.kernels.e2e_check import OPT_TINY
 
         path = os.path.join(root, "opt-tiny")
         OPTConfig(**OPT_TINY).save_pretrained(path)

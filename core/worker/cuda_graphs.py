@@ -103,16 +103,13 @@ class StaticDecodeBuffers:
 
 
 class CudaGraph:
-    """A torch.cuda.CUDAGraph of one forward; graphs sharing `pool` share their memory."""
+    """`forward` captured as a torch.cuda.CUDAGraph; graphs sharing `pool` (torch.cuda.graph_pool_handle())
+    share their memory."""
 
-    def __init__(self, pool) -> None:
+    def __init__(self, forward: Callable[[], torch.Tensor], pool) -> None:
         self.graph = torch.cuda.CUDAGraph()
-        self.pool = pool  # torch.cuda.graph_pool_handle() shared by every size
-        self.out: torch.Tensor | None = None  # the captured forward's output, rewritten by each replay
-
-    def capture(self, forward: Callable[[], torch.Tensor]) -> None:
-        with torch.cuda.graph(self.graph, pool=self.pool):
-            self.out = forward()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.out = forward()  # the captured forward's output, rewritten by each replay
 
     def replay(self) -> torch.Tensor:
         self.graph.replay()
@@ -120,15 +117,11 @@ class CudaGraph:
 
 
 class EagerReplay:
-    """CudaGraph's stand-in without CUDA: replay runs the forward again, on the same static buffers."""
+    """CudaGraph's stand-in without CUDA: replay runs `forward` again, on the same static buffers."""
 
-    def __init__(self, pool=None) -> None:
-        self.forward: Callable[[], torch.Tensor] | None = None  # what capture was given
-        self.out: torch.Tensor | None = None  # as a graph's output: one tensor, rewritten by each replay
-
-    def capture(self, forward: Callable[[], torch.Tensor]) -> None:
-        self.forward = forward
-        self.out = forward()
+    def __init__(self, forward: Callable[[], torch.Tensor], pool=None) -> None:
+        self.forward = forward  # what a graph would have captured
+        self.out = forward()  # as a graph's output: one tensor, rewritten by each replay
 
     def replay(self) -> torch.Tensor:
         self.out.copy_(self.forward())
@@ -163,9 +156,7 @@ class DecodeGraphs:
             self._forward(size)  # warm-up: kernels compile and the allocator settles outside the capture
             if cuda:
                 torch.cuda.synchronize()
-            graph = graph_cls(pool)
-            graph.capture(lambda size=size: self._forward(size))
-            self.graphs[size] = graph
+            self.graphs[size] = graph_cls(lambda size=size: self._forward(size), pool)
         if cuda:
             torch.cuda.synchronize()
         self.sizes = sorted(self.graphs)

@@ -158,9 +158,10 @@ class ModelRunner:
             return ModelRunnerOutput({}, {}, 0.0, 0.0, (time.perf_counter() - t0) * 1e3, compute_threads(self.device))
         inputs = self.prepare_inputs(out)
         t1 = time.perf_counter()
-        graph_size = self.graphs.size_for(len(inputs.input_ids), len(inputs.req_ids)) if self.graphs else None
-        if graph_size is not None:
-            hidden = self.graphs.run(inputs.input_ids, inputs.positions, inputs.attn, graph_size)  # [num_tokens, hidden]
+        graphs = self.graphs
+        graph_size = graphs.size_for(len(inputs.input_ids), len(inputs.req_ids)) if graphs is not None else None
+        if graphs is not None and graph_size is not None:
+            hidden = graphs.run(inputs.input_ids, inputs.positions, inputs.attn, graph_size)  # [num_tokens, hidden]
         else:
             with set_forward_context(inputs.attn):
                 hidden = self.model(inputs.input_ids, inputs.positions)  # [num_tokens, hidden]
