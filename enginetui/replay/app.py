@@ -10,17 +10,15 @@ import time
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Footer, Static
 
 from enginetui import keys
 from enginetui.dashboard.app import PANELS, EngineTUI
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.timeline import TimelinePanel
+from enginetui.replay.controls import MAX_IDLE_S, PLAY_HZ, SPEEDS, JumpScreen, offsets_for_play
 from enginetui.replay.engine import RecordedEngine
 from enginetui.replay.session import ReplaySession
 
@@ -30,11 +28,6 @@ REPLAY_PANELS = [
     *((name, what) for name, what in PANELS if name not in ("title bar", "process")),
     ("replay bar", "playing or paused, the event shown (its kind), its step and time, the play speed"),
 ]
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # play speeds the - and + keys step through
-MAX_GAP_S = 2.0  # a longer stretch without events (an idle engine) plays as this long, at 1x
-PLAY_HZ = 30.0  # how often playback moves on
-
-
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a typed jump goes: an event index, or why it cannot."""
@@ -62,34 +55,6 @@ def parse_target(text: str, session: ReplaySession) -> Target:
     if index is None:
         return Target(None, f"no step {step} in this recording (steps {first}–{last})")
     return Target(index)
-
-
-def offsets_for_play(times: list[float]) -> list[float]:
-    """Per event: seconds from the first one as playback counts them (long idle gaps shortened)."""
-    offsets, total = [0.0], 0.0
-    for a, b in zip(times, times[1:]):
-        total += min(max(0.0, b - a), MAX_GAP_S)
-        offsets.append(total)
-    return offsets
-
-
-class JumpScreen(ModalScreen[str | None]):
-    """Asks where to jump: a step, a time or an event."""
-
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
-    AUTO_FOCUS = "#jump-input"  # type at once (the app's own AUTO_FOCUS is none)
-    DEFAULT_CSS = """
-    JumpScreen { align: center middle; }
-    #jump { width: 80; max-width: 95%; height: auto; border: round $accent; background: $panel; padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="jump"):
-            yield Label("jump to: a step (123), a time into the recording (12.5s) or an event (e40)")
-            yield Input(placeholder="step, 12.5s or e40 · Enter jumps · Esc cancels", id="jump-input")
-
-    def on_input_submitted(self, message: Input.Submitted) -> None:
-        self.dismiss(message.value)
 
 
 class ReplayBar(Static):
@@ -137,7 +102,7 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
     AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
 
     def __init__(self, session: ReplaySession, *, notes: list[str] | tuple[str, ...] = (), start: int = 0,
-                 redraw_hz: float = 15.0, **kwargs) -> None:
+                 redraw_hz: float = 15.0, keep_idle: bool = False, **kwargs) -> None:
         super().__init__(RecordedEngine(session.recording.header, session.tokenizer), redraw_hz=redraw_hz,
                          history_interval=session.history_interval, **kwargs)
         self.session = session  # the recording and its states
@@ -145,7 +110,8 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         self.index = start  # the event shown
         self.speed = 1.0  # play speed (recorded seconds per second)
         self.playing = False  # playback moving on by itself
-        self._play_offsets = offsets_for_play(session.times)  # playback clock per event
+        # playback clock per event: a long gap (an idle engine) plays as MAX_IDLE_S unless keep_idle
+        self._play_offsets = offsets_for_play(session.times, max_idle_s=None if keep_idle else MAX_IDLE_S)
         self._play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
         self._play_timer: Timer | None = None  # moves playback on while playing
 

@@ -16,10 +16,15 @@ def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
         description="The dashboard on a recording made with --record: every panel shows the run exactly as it was "
                     "live, one event at a time. Keys: → / ← the next / previous engine step, . and , one event, "
                     "Home / End the ends, g jumps to a step (123), a time (12.5s) or an event (e40), space plays "
-                    "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key.")
+                    "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key. A recording of "
+                    "`attach --vllm` replays in the vLLM dashboard, with the same keys (→ / ← one recorded item; "
+                    "g a time).")
     replay.add_argument("file", help="the recording")
     replay.add_argument("--at", metavar="WHERE",
                         help="open at a step (123), a time into the recording (12.5s) or an event (e40)")
+    replay.add_argument("--keep-idle", action="store_true",
+                        help="play idle stretches (nothing running, waiting or arriving) at their recorded length "
+                             "(default: each plays as 2 s at most)")
     replay.set_defaults(func=run_replay)
 
 
@@ -41,7 +46,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
         from enginetui.vllm_watch.cli import run_watch_replay
 
-        return run_watch_replay(args.file, args.at)
+        return run_watch_replay(args.file, args.at, keep_idle=args.keep_idle)
     from enginetui.core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
     from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
@@ -62,7 +67,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return 2
     for note in notes:  # also on screen, but the terminal keeps them after the app quits
         print(f"enginetui replay: {note}", file=sys.stderr)
-    app = ReplayTUI(session, notes=notes, start=start)
+    app = ReplayTUI(session, notes=notes, start=start, keep_idle=args.keep_idle)
     with sigterm_quits(app):
         app.run()
     return app.return_code or 0

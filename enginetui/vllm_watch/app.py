@@ -12,6 +12,7 @@ import random
 import time
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -165,14 +166,21 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
             self.selected = next(iter(s.requests))
             key = self._draw_key()
         self._drawn = key
-        heading = panels.title_text(s)
+        heading = self._title()
         if heading != title.content:
             title.update(heading)
-        self.query_one(WatchRequestsTable).show(list(s.requests.values()), self.selected, EMPTY_REQUESTS)
+        self.query_one(WatchRequestsTable).show(list(s.requests.values()), self.selected, self._empty_requests())
         self.query_one(RequestPanel).show(s.requests.get(self.selected or ""))
         for panel in self.query(panels.TextPanel):
             panel.show(s)
         self.query_one(PrefixTreePanel).show(s.caches, self._tree_context())
+
+    def _title(self) -> Text:
+        return panels.title_text(self.state)
+
+    def _empty_requests(self) -> str:
+        """What the requests panel says before the first request."""
+        return EMPTY_REQUESTS
 
     def _tree_context(self) -> TreeContext:
         s = self.state

@@ -166,8 +166,9 @@ def _check_port(port: int | None) -> str | None:
     return None
 
 
-def run_watch_replay(path: str, at: str | None) -> int:
-    """`enginetui replay FILE` on a vLLM watch recording (`--at SECONDS` into it)."""
+def run_watch_replay(path: str, at: str | None, keep_idle: bool = False) -> int:
+    """`enginetui replay FILE` on a vLLM watch recording (`--at SECONDS` into it; `keep_idle`: idle
+    stretches play at their recorded length)."""
     from enginetui.core.record.format import RecordingError
     from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
     from enginetui.vllm_watch.recording import read_watch_recording
@@ -190,7 +191,7 @@ def run_watch_replay(path: str, at: str | None) -> int:
               file=sys.stderr)
     if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
         return 2
-    app = WatchReplayApp(recording, start_s=start)
+    app = WatchReplayApp(recording, start_s=start, keep_idle=keep_idle)
     with sigterm_quits(app):
         app.run()
     return app.return_code or 0

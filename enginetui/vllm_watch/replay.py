@@ -1,56 +1,267 @@
-"""`enginetui replay FILE` on a vLLM watch recording: the dashboard replays the session at the pace
-it was recorded (from `--at SECONDS` into it, the items before folded at once), then holds its
-last state. No network: every panel is fed from the file."""
+"""`enginetui replay FILE` on a vLLM watch recording: the vLLM dashboard fed from the file, moved
+through by hand or played, with the engine replay's keys (enginetui/replay/app.py): space plays
+(- and + from 0.25x to 8x), → / ← one recorded item, Home / End the ends, g jumps to a time.
+Playing shortens idle stretches (vLLM running and waiting nothing, no request open) to 2 s unless
+`--keep-idle`. No network: every panel is fed from the file."""
 
-import asyncio
+import time
 
-from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.recording import WatchRecording, apply_item
+from rich.text import Text
+from textual.binding import Binding
+from textual.timer import Timer
+from textual.widgets import Footer, Static
+
+from enginetui import keys
+from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.replay.controls import MAX_IDLE_S, PLAY_HZ, SPEEDS, JumpScreen, offsets_for_play
+from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch.app import WATCH_PANELS, VllmWatchApp
+from enginetui.vllm_watch.recording import BatchItem, CallItem, MetricsItem, WatchItem, WatchRecording, apply_item
+from enginetui.vllm_watch.state import WatchState
+
+REPLAY_ONLY = "a replay: nothing goes to a server (it shows what happened)"
+REPLAY_PANELS = [
+    ("title bar", "what was watched: the server, its model, whether /metrics and the KV events answered then"),
+    *((name, what) for name, what in WATCH_PANELS if name != "title bar"),
+    ("replay bar", "playing or paused, the item shown (its kind), its time into the recording, the play speed"),
+]
+ITEM_KINDS = {MetricsItem: "/metrics reading", BatchItem: "KV events"}  # the rest: by their op / kind
 
 
-class WatchReplayApp(VllmWatchApp):
-    """The vLLM dashboard fed from a recording instead of a server."""
+def idle_after(items: list[WatchItem]) -> list[bool]:
+    """Per item: nothing happens after it (vLLM's last reading runs and waits nothing, no request is
+    open here or through the proxy, and no KV events came with it)."""
+    busy_vllm, open_requests, proxied, idle = False, set(), 0, []
+    for item in items:
+        if isinstance(item, MetricsItem):
+            sample = item.sample
+            busy_vllm = bool((sample.total(m.RUNNING) or 0) + (sample.total(m.WAITING) or 0))
+        elif isinstance(item, CallItem):
+            if item.op == "add_request":
+                open_requests.add(item.args[0])
+            elif item.op == "proxy_arrived":
+                proxied += 1
+                open_requests.add(f"p{proxied}")  # WatchState.proxy_arrived's id
+            elif item.op in ("end_request", "proxy_ended"):
+                open_requests.discard(item.args[0])
+        idle.append(not busy_vllm and not open_requests and not isinstance(item, BatchItem))
+    return idle
 
-    def __init__(self, recording: WatchRecording, start_s: float = 0.0, speed: float = 1.0, **kwargs) -> None:
+
+def item_kind(item: WatchItem) -> str:
+    return ITEM_KINDS.get(type(item)) or (item.op.replace("_", " ") if isinstance(item, CallItem) else
+                                          type(item).__name__.removesuffix("Item").lower())
+
+
+class WatchReplayBar(Static):
+    """Where the replay is: playing or paused, the item shown, its time, the speed."""
+
+    DEFAULT_CSS = ("WatchReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; "
+                   "text-overflow: ellipsis; }")
+
+    def show(self, app: "WatchReplayApp") -> None:
+        text = Text("▶ playing" if app.playing else "⏸ replay", style="bold #98c379" if app.playing else "bold #e5c07b")
+        items = app.recording.items
+        kind = item_kind(items[app.shown - 1]) if app.shown else "the start"
+        text.append(f" · item {app.shown}/{len(items)} ({kind}) · {app.seconds_at(app.shown):.1f} s of "
+                    f"{app.seconds_at(len(items)):.1f} s · {app.speed:g}x")
+        text.append(" · idle as recorded" if app.keep_idle else " · idle stretches shortened", style=DIM)
+        hint = "  space play · → ← item · - + speed · g jump"
+        if len(text) + len(hint) <= self.content_size.width:
+            text.append(hint, style=DIM)
+        self.update(text)
+
+
+class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
+    """The vLLM dashboard on a recording instead of a server."""
+
+    TITLE = "enginetui · vLLM replay"
+    AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
+    BINDINGS = [
+        Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
+        Binding("right,ctrl+s", "move(1)", "Next", key_display="→",
+                tooltip="the next recorded item: a /metrics reading, KV events, a request's change (or ^s)"),
+        Binding("left", "move(-1)", "Back", key_display="←", tooltip="the previous recorded item"),
+        Binding("home", "move_to(0)", "Start", show=False, tooltip="the start of the recording"),
+        Binding("end", "move_to(-1)", "End", show=False, tooltip="the end of the recording"),
+        Binding(f"minus,{keys.SLOWER}", "speed(-1)", "Slower", key_display="-",
+                tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)"),
+        Binding(f"plus,equals_sign,{keys.FASTER}", "speed(1)", "Faster", key_display="+",
+                tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)"),
+        Binding("g", "jump", "Jump", tooltip="jump to a time into the recording (12.5s)"),
+        *keys.select_keys(how=""),
+        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+r",
+                          "bursts, aborts, clearing and cache resets: not in a replay (it shows what happened)"),
+        keys.help_key(plain=True),
+        *keys.quit_keys("quit", plain=True),
+    ]
+
+    def __init__(self, recording: WatchRecording, start_s: float = 0.0, keep_idle: bool = False, **kwargs) -> None:
         super().__init__(recording.header.url, kv_events=recording.header.kv_endpoint, **kwargs)
         self.recording = recording  # what is replayed
-        self.start_s = start_s  # seconds into the recording folded at once
-        self.speed = speed  # replay pace (1: as recorded)
-        self.replayed = 0  # items folded so far
-        self.state.kv_link = "off" if recording.header.kv_endpoint is None else "connecting"
+        self.keep_idle = keep_idle  # play idle stretches at their recorded length
+        times = recording.times()
+        self._times = [t - times[0] for t in times] if times else []  # seconds into the recording, per item
+        # the playback clock per item (idle stretches shortened unless keep_idle); [0] is the start
+        self._offsets = [0.0, *offsets_for_play(times, idle_after(recording.items),
+                                                None if keep_idle else MAX_IDLE_S)] if times else [0.0]
+        self.shown = 0  # items folded into the state on show
+        self.speed = 1.0  # play speed (recorded seconds per second)
+        self.playing = False  # playback moving on by itself
+        self._play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
+        self._play_timer: Timer | None = None
+        self._start_at = sum(t <= start_s for t in self._times)  # --at: the items folded at once
+        self.state = self._fresh_state()
+
+    @property
+    def replayed(self) -> int:
+        """Items folded so far."""
+        return self.shown
+
+    def _fresh_state(self) -> WatchState:
+        state = WatchState(self.recording.header.url, self.recording.header.kv_endpoint, limits=self.state.limits)
+        state.kv_link = "off" if self.recording.header.kv_endpoint is None else "connecting"
+        state.note(self.recording.header.created, "link", f"replay of {self.recording.path}"
+                   + (f" ({self.recording.problem})" if self.recording.problem else ""))
+        return state
 
     def on_mount(self) -> None:
-        super().on_mount()
-        self.state.note(self.recording.header.created, "link", f"replay of {self.recording.path}"
-                        + (f" ({self.recording.problem})" if self.recording.problem else ""))
-        self.run_worker(self._feed(), group="replay", exit_on_error=False)
+        """The live app's redraw timer, without its server links (the recording holds what they did)."""
+        self.query_one(PromptBar).display = False
+        self.mount(WatchReplayBar(id="replay-bar"), before=self.query_one(Footer))
+        self.set_interval(1 / self._redraw_hz, self._redraw_tick)
+        self._fit_footer(self.size.width)
+        self.show_items(self._start_at)
+        if self.shown < len(self.recording.items):
+            self.action_play()  # from the start, or --at: it plays (space pauses)
 
-    async def _feed(self) -> None:
-        items = self.recording.items
-        times = self.recording.times()
-        origin = times[0] if times else 0.0
-        loop = asyncio.get_running_loop()
-        began = loop.time() - self.start_s / self.speed
-        for item, when in zip(items, times, strict=True):
-            wait = began + (when - origin) / self.speed - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
+    # ---- showing -------------------------------------------------------------------------
+
+    def seconds_at(self, shown: int) -> float:
+        """Seconds into the recording after `shown` items."""
+        return self._times[shown - 1] if shown else 0.0
+
+    def show_items(self, count: int) -> None:
+        """Show the state after the first `count` items (clamped): folded on from here, or again from the start."""
+        count = max(0, min(len(self.recording.items), count))
+        if count < self.shown:
+            self.state, self.shown = self._fresh_state(), 0
+        for item in self.recording.items[self.shown:count]:
             apply_item(self.state, item)
-            self.replayed += 1
+        self.shown = count
+        if self.selected not in self.state.requests:
+            self.selected = None
+        self._drawn = None
+        self.redraw()
 
-    # ---- nothing goes out ----------------------------------------------------------------
+    def redraw(self) -> None:
+        super().redraw()
+        for bar in self.query(WatchReplayBar):
+            bar.show(self)
 
-    def _poll_metrics(self) -> None:  # type: ignore[override]  # the live app's is a worker; this one does nothing
-        """A replay reads no server."""
+    # ---- moving --------------------------------------------------------------------------
 
-    def _follow_rank(self, rank: int) -> None:
-        """A replay listens to no KV events."""
+    def action_move(self, delta: int) -> None:
+        self.stop_playing()
+        target = self.shown + delta
+        if not 0 <= target <= len(self.recording.items):
+            self._at_an_end(delta)
+        else:
+            self.show_items(target)
 
-    def _serve_proxy(self, host: str, port: int) -> None:  # type: ignore[override]  # the live app's is a worker
-        """A replay serves no proxy."""
+    def action_move_to(self, where: int) -> None:
+        self.stop_playing()
+        self.show_items(where if where >= 0 else len(self.recording.items))
 
-    def _check_kv_silence(self) -> None:
-        """The recording says what the links did."""
+    def _at_an_end(self, delta: int) -> None:
+        if delta > 0:
+            self.notify(f"end of the recording: {self.seconds_at(self.shown):.1f} s (Home goes back to the start)",
+                        severity="warning")
+        else:
+            self.notify("start of the recording", severity="warning")
+
+    def action_jump(self) -> None:
+        self.stop_playing()
+
+        def jump(text: str | None) -> None:
+            if not text:
+                return
+            try:
+                seconds = float(text.strip().lower().removesuffix("s"))
+            except ValueError:
+                self.notify(f"{text!r} is not a time into the recording (12.5s)", severity="error")
+                return
+            self.show_items(sum(t <= seconds for t in self._times))
+
+        self.push_screen(JumpScreen("a time into the recording (12.5s)", "12.5s"), jump)
+
+    # ---- playing -------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        if self.playing:
+            self.stop_playing()
+            return
+        if self.shown >= len(self.recording.items):
+            self._at_an_end(1)
+            return
+        self.playing = True
+        self._play_from = (time.monotonic(), self._offsets[self.shown])
+        self._play_timer = self.set_interval(1 / PLAY_HZ, self._play_tick)
+        self.redraw()
+
+    def stop_playing(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if self.playing:
+            self.playing = False
+            self.redraw()
+
+    def _play_tick(self) -> None:
+        started, offset = self._play_from or (time.monotonic(), 0.0)
+        clock = offset + (time.monotonic() - started) * self.speed
+        count = self.shown
+        while count < len(self.recording.items) and self._offsets[count + 1] <= clock:
+            count += 1
+        if count != self.shown:
+            self.show_items(count)
+        if count >= len(self.recording.items):
+            self.stop_playing()
+
+    def action_speed(self, direction: int) -> None:
+        at = SPEEDS.index(self.speed)
+        if not 0 <= at + direction < len(SPEEDS):
+            self.notify(f"already the {'fastest' if direction > 0 else 'slowest'}: {self.speed:g}x", severity="warning")
+            return
+        if self.playing:  # keep the clock continuous across the change
+            self._play_from = (time.monotonic(), self._offsets[self.shown])
+        self.speed = SPEEDS[at + direction]
+        self.redraw()
+
+    def action_refused(self) -> None:
+        self.notify(REPLAY_ONLY, severity="warning")
+
+    def action_help(self) -> None:
+        header = self.recording.header
+        about = [("file", self.recording.path), ("server", header.url),
+                 ("KV events", header.kv_endpoint or "not listened to"),
+                 ("recorded by", f"enginetui {header.enginetui_version}, "
+                                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(header.created))}"),
+                 ("holds", f"{len(self.recording.items)} items · {self.seconds_at(len(self.recording.items)):.1f} s")]
+        if self.recording.problem:
+            about.append(("note", self.recording.problem))
+        self.show_help(REPLAY_PANELS, about, prompt_keys=False, about_title="recording")
+
+    def key_rows(self) -> list[tuple[str, str]]:
+        """Every binding (a replay takes no text: its keys are plain)."""
+        return [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+
+    def _title(self) -> Text:
+        return Text("replay · ", style="bold #e5c07b").append_text(super()._title())
+
+    def _empty_requests(self) -> str:
+        return "no requests at this point of the recording"
 
     def submit(self, prompt, settings) -> None:
-        self.notify("a replay: prompts go to no server", severity="warning")
+        self.notify(REPLAY_ONLY, severity="warning")
