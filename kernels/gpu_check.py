@@ -304,7 +304,7 @@ def time_variants(plan: Plan, batch: PagedBatch):
     out = torch.empty_like(batch.query)  # [num_tokens, num_heads, head_size]
     ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
     for variant in plan.variants:
-        def call():
+        def call(variant=variant):
             paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
 
         yield VariantTiming(variant, [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)], ref_ms)

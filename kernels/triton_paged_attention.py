@@ -310,7 +310,7 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
 
 def combine_splits(partials: SplitPartials, out: torch.Tensor) -> None:
     """Merge the splits' online-softmax partials into `out` ([num_tokens, num_heads, head_size])."""
-    m, l = partials.ml.unbind(-1)  # [num_splits, num_tokens, num_heads] each
+    m, denom = partials.ml.unbind(-1)  # [num_splits, num_tokens, num_heads] each: running max and sum
     weight = torch.exp2(m - m.amax(0))  # [num_splits, num_tokens, num_heads]; 0 for splits with no visible key
-    merged = (partials.acc * weight[..., None]).sum(0) / (l * weight).sum(0)[..., None]  # [num_tokens, heads, dim]
+    merged = (partials.acc * weight[..., None]).sum(0) / (denom * weight).sum(0)[..., None]  # [num_tokens, heads, dim]
     out.copy_(merged)

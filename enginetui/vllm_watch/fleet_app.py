@@ -68,7 +68,7 @@ class FleetApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one("#fleet-prefixes").border_title = "Fleet · which prefixes are cached where"
-        for name, state in self.replicas:
+        for name, _ in self.replicas:
             self.query_one(f"#replica-{name}").border_title = f"replica {name}"
         for feed, state in zip(self.feeds, self.states, strict=True):
             self.run_worker(feed.poll_metrics(), group="feeds", exit_on_error=False)

@@ -92,7 +92,7 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
             for _ in range(SINGLE_STEPS):
                 step = app.state.step
                 await pilot.press("ctrl+s")
-                await wait_for(pilot, lambda: app.state.step == step + 1, "one single step")
+                await wait_for(pilot, lambda step=step: app.state.step == step + 1, "one single step")
 
             def streamed() -> bool:  # some generated text, and the panel shows (the end of) it
                 text = app.state.requests["r1"].text

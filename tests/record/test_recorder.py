@@ -76,7 +76,7 @@ async def test_async_llm_records_from_the_start_and_on_demand(tmp_path, text_opt
     engine = AsyncLLM.from_engine_args(model=text_opt_dir, multiprocess=False, record=first, **ENGINE)
     try:
         async def run(request_id: str) -> list[int]:
-            async for out in engine.generate("A function", SamplingParams(max_tokens=6, ignore_eos=True), request_id):
+            async for out in engine.generate("A function", SamplingParams(max_tokens=6, ignore_eos=True), request_id):  # noqa: B007 (the last output is kept)
                 pass
             return list(out.outputs[0].token_ids)
 

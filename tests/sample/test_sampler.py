@@ -12,7 +12,9 @@ VOCAB = 50
 
 def meta(n, temperature=1.0, top_k=None, top_p=None, min_p=None, seeds=None, num_out=None, penalties=None,
          outputs=None, prompts=None, blocked=None, logprobs=None):
-    col = lambda v, dt: None if v is None else torch.tensor([v] * n if not isinstance(v, list) else v, dtype=dt)
+    def col(v, dt):
+        return None if v is None else torch.tensor([v] * n if not isinstance(v, list) else v, dtype=dt)
+
     pres, freq, rep = penalties or (None, None, None)
     return SamplingMetadata(
         temperature=col(temperature, torch.float32), top_k=col(top_k, torch.long), top_p=col(top_p, torch.float32),

@@ -107,7 +107,7 @@ async def test_the_fleet_shows_which_replica_caches_which_prefix(two_servers):
         for (name, state), server, done in zip(app.replicas, (a, b), (len(A_PROMPTS), 1), strict=True):
             direct = await scrape(http, server)
             assert direct.total(m.REQUESTS_DONE) == done
-            await until(pilot, lambda: state.latest is not None
+            await until(pilot, lambda state=state, direct=direct: state.latest is not None
                         and state.latest.total(m.REQUESTS_DONE) == direct.total(m.REQUESTS_DONE),
                         f"replica {name}'s reading of its finished requests")
             for metric in (m.RUNNING, m.WAITING, m.KV_USAGE, m.PREFIX_QUERIES, m.PREFIX_HITS):

@@ -54,7 +54,7 @@ async def type_each_sentence(pilot, app: VllmWatchApp) -> None:
 
 
 @pytest.mark.slow
-async def test_sentences_starting_with_any_key_are_typed_at_start_and_after_every_action(fake):
+async def test_sentences_starting_with_any_key_are_typed_at_start_and_after_every_action(fake):  # noqa: F811 (the fixture)
     app = NotingWatch(fake.url, kv_events=fake.kv_endpoint, kv_replay=fake.replay_endpoint, poll_s=POLL_S)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.state.server is not None)
