@@ -200,7 +200,8 @@ def _engine_config(flags: dict) -> EngineConfig:
     unknown = sorted(set(flags) - known)
     if unknown:
         raise ValueError(f"unknown simulate settings or engine flags: {', '.join(unknown)}")
-    return EngineConfig(**{"device": "cpu", **flags})
+    # async scheduling stated (off, the CPU default) so that resolving it does not import torch
+    return EngineConfig(**{"device": "cpu", "async_scheduling": False, **flags})
 
 
 def _pool(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> PoolSizing:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from enginetui.core.config import EngineConfig
 from enginetui.simulate.routers import Router
-from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request
+from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request, collector_paused
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest
 
@@ -71,6 +71,13 @@ def run_fleet(config: EngineConfig, num_blocks: int, max_model_len: int, step_mo
     """Serve `workload` on `num_replicas` alike engines behind `router`."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
+    with collector_paused():
+        return _run_fleet(config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress,
+                          fast_forward)
+
+
+def _run_fleet(config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress,
+               fast_forward) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
     n = len(reqs)
@@ -100,7 +107,7 @@ def run_fleet(config: EngineConfig, num_blocks: int, max_model_len: int, step_mo
             continue
         r = reqs[i]
         i += 1
-        request = _engine_request(r, real_tokens)
+        request = _engine_request(r, real_tokens, config.block_size)
         for replica in replicas:
             replica.now = r.arrival
         k = router.route(request, replicas, r.arrival)

@@ -108,8 +108,8 @@ def format_fleet(result: SimResult) -> list[str]:
     fleet = result.fleet
     counts = [s.num_requests for s in fleet.summaries]
     tokens = [sum(r.prompt_len + r.output_len for r in run.requests) for run in fleet.runs]
-    lines = [f"fleet         {len(counts)} replicas behind {fleet.router}; load imbalance (max / mean): "
-             f"requests {load_imbalance(counts):.2f}, tokens {load_imbalance(tokens):.2f}",
+    lines = [f"imbalance     the busiest replica against the mean: requests {load_imbalance(counts):.2f}x, "
+             f"tokens {load_imbalance(tokens):.2f}x",
              "",
              f"{'replica':<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
              f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"

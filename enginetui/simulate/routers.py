@@ -152,9 +152,9 @@ class CacheAware(Router):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # block hash -> (replicas holding it as a bit mask, the replica that inserted it last, when: a tick)
-        self.tree: dict[bytes, tuple[int, int, int]] = {}
-        self.sizes = [0] * self.num_replicas  # blocks in each replica's tree
+        self.last: dict[bytes, int] = {}  # block hash -> the replica that inserted it last
+        self.touched: dict[bytes, int] = {}  # block hash -> when it was last inserted (a count of inserts)
+        self.held: list[set[bytes]] = [set() for _ in range(self.num_replicas)]  # each replica's tree
         self.max_blocks = MAX_TREE_CHARS // (CHARS_PER_TOKEN * self.block_size)  # the size limit, in blocks
         self.next_eviction = EVICTION_INTERVAL_S
         self.tick = 0
@@ -170,50 +170,35 @@ class CacheAware(Router):
         if highest - lowest > BALANCE_ABS_THRESHOLD and highest > lowest * BALANCE_REL_THRESHOLD:
             choice = least
         else:
-            tree = self.tree
-            matched, holder = 0, None
+            last = self.last
+            matched = 0
             for h in hashes:
-                node = tree.get(h)
-                if node is None:
+                if h not in last:
                     break
                 matched += 1
-                holder = node
             rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
             # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
-            choice = holder[1] if holder is not None and rate > CACHE_THRESHOLD else least
-        self._insert(hashes, choice)
-        return choice
-
-    def _insert(self, hashes: list[bytes], k: int) -> None:
+            choice = last[hashes[matched - 1]] if matched and rate > CACHE_THRESHOLD else least
         self.tick += 1
-        tick, bit, tree = self.tick, 1 << k, self.tree
-        added = 0
-        for h in hashes:
-            node = tree.get(h)
-            if node is None:
-                tree[h] = (bit, k, tick)
-                added += 1
-            else:
-                added += not node[0] & bit
-                tree[h] = (node[0] | bit, k, tick)
-        self.sizes[k] += added
+        self.last.update(dict.fromkeys(hashes, choice))
+        self.touched.update(dict.fromkeys(hashes, self.tick))
+        self.held[choice].update(hashes)
+        return choice
 
     def _evict(self) -> None:
         """Replicas past the size limit lose their least recently touched blocks (the block's last touch by
         any replica stands for its own)."""
-        for k, size in enumerate(self.sizes):
-            if size <= self.max_blocks:
+        for k, held in enumerate(self.held):
+            if len(held) <= self.max_blocks:
                 continue
-            bit = 1 << k
-            mine = sorted((node[2], h) for h, node in self.tree.items() if node[0] & bit)
-            for _, h in mine[:size - self.max_blocks]:
-                mask, last, tick = self.tree[h]
-                mask &= ~bit
-                if mask:
-                    self.tree[h] = (mask, last if last != k else (mask & -mask).bit_length() - 1, tick)
-                else:
-                    del self.tree[h]
-            self.sizes[k] = self.max_blocks
+            oldest = sorted(held, key=self.touched.__getitem__)[:len(held) - self.max_blocks]
+            held.difference_update(oldest)
+            for h in oldest:
+                others = [j for j, other in enumerate(self.held) if h in other]
+                if not others:
+                    del self.last[h], self.touched[h]
+                elif self.last[h] == k:
+                    self.last[h] = others[0]
 
 
 class PrefixScore(Router):

@@ -35,3 +35,14 @@ def test_fast_forward_changes_nothing(caching, num_blocks):
         assert sum(fast.times.num_preemptions) > 0
     if caching:
         assert fast.prefix_hits > 0
+
+
+def test_prompt_block_hashes_are_the_engines():
+    from enginetui.core.kv.block_hash import update_block_hashes
+    from enginetui.simulate.simulator import _engine_request
+    from enginetui.simulate.workload import SimRequest
+
+    for length in (5, 16, 100, 1000):
+        ours = _engine_request(SimRequest(f"r{length}", 0.0, length, 3), True, 16)
+        engine = _engine_request(SimRequest(f"r{length}", 0.0, length, 3), True)
+        assert ours.block_hashes == update_block_hashes(engine, 16) and len(ours.block_hashes) == length // 16
