@@ -8,7 +8,7 @@ import sys
 
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
-from enginetui.bench.run_record import RESULT_DIR
+from enginetui.bench.run_record import RESULT_DIR, check_destinations
 from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
@@ -212,6 +212,7 @@ def _run(module: str, args: argparse.Namespace) -> int:
     args.started = datetime.datetime.now(datetime.UTC)  # the run's date in its record
     runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else module
     try:
+        check_destinations(args.json, args.result_dir if args.save_result else None)
         with sigterm_interrupts():  # `kill PID` too ends every engine, server and load the benchmark started
             return importlib.import_module(f"enginetui.bench.{runner}").main(args)
     except (ValueError, TimeoutError, EngineStartupError) as exc:

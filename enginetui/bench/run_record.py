@@ -64,8 +64,8 @@ def machine(cpuinfo: str | None = None) -> dict[str, Any]:
 
 
 def cpu_label(facts: dict[str, Any]) -> str:
-    """ "AMD EPYC Zen 4", "Intel Xeon, Sapphire Rapids": the product line and the microarchitecture (the model
-    name where the family and model are not in MICROARCHITECTURES)."""
+    """The product line and the microarchitecture, e.g. "AMD EPYC Zen 4", "Intel Xeon, Sapphire Rapids" (the
+    model name where the family and model are not in MICROARCHITECTURES)."""
     name = facts.get("model_name") or "unknown CPU"
     arch = next(
         (
@@ -166,6 +166,21 @@ def save(data: dict[str, Any], result_dir: str, filename: str | None) -> Path:
         n += 1
     write(data, path)
     return path
+
+
+def check_destinations(json_path: str | None, result_dir: str | None) -> None:
+    """A ValueError before the run, not after it, where its record could not be written (--json's folder,
+    --result-dir)."""
+    folders = [(f"--json {json_path}", Path(json_path).resolve().parent)] if json_path else []
+    if result_dir is not None:
+        try:
+            Path(result_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--result-dir {result_dir}: cannot make it ({exc.strerror})") from None
+        folders.append((f"--result-dir {result_dir}", Path(result_dir)))
+    for flag, folder in folders:
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise ValueError(f"{flag}: {folder} is not a folder this user can write to")
 
 
 def write(data: dict[str, Any], path: Path | str) -> None:

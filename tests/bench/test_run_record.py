@@ -147,3 +147,15 @@ def test_ops_figures_are_each_shapes_medians_and_ratios_as_the_results_tables_re
     assert (shape["batch_size"], shape["prompt_len"]) == (8, 512)
     assert shape["ms"] == {"step": [11.0, 8.0], "gemm": [6.0, 4.0], "attention": [0.001, 0.001]}
     assert shape["ratio"] == {"step": 11.0 / 8.0, "gemm": 1.5}  # no ratio of a kind vLLM spends no time in
+
+
+@pytest.mark.parametrize(
+    "flags", [["--json", "{tmp}/missing/run.json"], ["--save-result", "--result-dir", "{tmp}/file"]]
+)
+def test_a_record_that_could_not_be_written_stops_the_benchmark_before_it_runs(tmp_path, capsys, flags):
+    from enginetui.cli import main
+
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["bench", "throughput", *(f.format(tmp=tmp_path) for f in flags)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("enginetui bench throughput: error: --")
