@@ -83,7 +83,8 @@ def apply_set_command(settings: SamplingSettings, args: str) -> SamplingSettings
     ok, message = checks[name]
     if not ok:
         raise ValueError(message)
-    return replace(settings, **{name: number})
+    change: dict[str, Any] = {name: number}
+    return replace(settings, **change)
 
 
 def _number(kind: type, name: str, text: str) -> Any:

@@ -9,10 +9,14 @@ Sampling matches our engine's benchmark requests: the same temperature (0: greed
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from enginetui.bench.workload import BenchRequest, total_output_len, warmup_workload
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclass(slots=True)
@@ -31,15 +35,15 @@ class HFRun:
     output_tokens_per_s: float  # useful output tokens / elapsed
 
 
-def load_hf_model(model_dir: Path, dtype: str, device: str) -> torch.nn.Module:
+def load_hf_model(model_dir: Path, dtype: str, device: str) -> "PreTrainedModel":
     """The checkpoint as a transformers causal LM, in the dtype and on the device our engine used."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype))
-    return model.to(device).eval()
+    return model.to(device).eval()  # type: ignore[arg-type]  # transformers types `to` through functools.wraps
 
 
-def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
+def run_hf(model: "PreTrainedModel", workload: list[BenchRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
     """Generate every request of the workload in static batches of `batch_size`; time it all."""
     pad_id = _pad_token_id(model)
     # Warm up at the timed batch size, so that a first batch of a new size pays no one-off cost in the
@@ -62,7 +66,7 @@ def run_hf(model: torch.nn.Module, workload: list[BenchRequest], batch_size: int
 
 
 @torch.inference_mode()
-def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int, temperature: float) -> int:
+def _generate(model: "PreTrainedModel", batch: list[BenchRequest], pad_id: int, temperature: float) -> int:
     """One static batch; returns the output tokens computed (rows x the longest output length)."""
     device = next(model.parameters()).device
     width = max(len(r.prompt_token_ids) for r in batch)
@@ -74,7 +78,7 @@ def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int, te
         attention_mask[row, width - len(r.prompt_token_ids) :] = 1
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else {
         "do_sample": False}
-    out = model.generate(
+    out = model.generate(  # type: ignore[operator]  # a causal LM's (GenerationMixin), not declared on PreTrainedModel
         input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), max_new_tokens=new_tokens,
         min_new_tokens=new_tokens, pad_token_id=pad_id, **sampling,
     )  # [batch, width + new_tokens]
@@ -83,7 +87,7 @@ def _generate(model: torch.nn.Module, batch: list[BenchRequest], pad_id: int, te
     return len(batch) * new_tokens
 
 
-def _pad_token_id(model: torch.nn.Module) -> int:
+def _pad_token_id(model: "PreTrainedModel") -> int:
     pad = model.config.pad_token_id
     if pad is None:
         pad = model.config.eos_token_id

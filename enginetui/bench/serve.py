@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> ServeResult:
     workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
     server = None if args.base_url else ServeProcess(*serve_flags(kwargs),
                                                      *(["--record", args.record] if args.record else []))
-    url = args.base_url or server.url
+    url = server.url if server is not None else args.base_url
     try:
         timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, rate, spec.seed,
                                                      args.timeout_s))
@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> ServeResult:
     if args.compare == "generate":
         overhead = serve_overhead.overhead(kwargs, workload, warmup, args.repeats, spec.seed, args.timeout_s)
     elif args.compare == "vllm-generate":
+        assert python is not None  # found above for vllm-generate
         report.quiet_transformers()
         overhead, vllm_overhead = serve_overhead.overhead_beside_vllm(kwargs, workload, warmup, args.repeats,
                                                                       spec.seed, args.timeout_s, python)

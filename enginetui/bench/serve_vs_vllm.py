@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                 vllm_log = vllm.log_text()
         finally:
             server.stop()
-        steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times else None
+        steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times and record else None
     result = ServeVsVLLMResult(
         workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=total_output_len(workload), request_rates=[p.request_rate for p in ours],

@@ -31,6 +31,8 @@ async def stream_events(base_url: str, path: str, payload: dict[str, Any], on_da
     url = urlsplit(base_url)
     if url.scheme != "http":
         raise ValueError(f"the benchmark's streaming client speaks plain http:// only, not {base_url!r}")
+    if url.hostname is None:
+        raise ValueError(f"no host in {base_url!r}")
     loop = asyncio.get_running_loop()
     ended = loop.create_future()
     transport, _ = await loop.create_connection(lambda: _EventStream(on_data, ended), url.hostname, url.port or 80)

@@ -288,12 +288,13 @@ def run(args: argparse.Namespace) -> ThroughputResult:
             for peer in peers.values():
                 with frozen(*(p.proc for p in peers.values() if p is not peer)):
                     for load in vllm_loads:
-                        run, out = vllm_pass(peer, workload, load, repeat, args.temperature)
-                        vllm_runs.append(run)
+                        peer_run, out = vllm_pass(peer, workload, load, repeat, args.temperature)
+                        vllm_runs.append(peer_run)
                         vllm_tokens = vllm_tokens or out
         recording = engines["record"][0].stop_recording() if "record" in engines else None
         vllm_version = next(iter(peers.values())).version if peers else None
         if "hf" in compare:
+            assert weights_dir is not None  # every comparison shares the weights (above)
             model = load_hf_model(weights_dir, info["dtype"], info["device"])
             sizes = sorted({min(b, len(workload)) for b in args.hf_batch_sizes})
             with frozen(*(p.proc for p in peers.values())):
@@ -323,10 +324,10 @@ def run(args: argparse.Namespace) -> ThroughputResult:
     if vllm_runs:
         result.vllm_version, result.vllm_runs = vllm_version, vllm_runs
         result.vllm_best = _best(vllm_runs)
-        for label, peer in result.vllm_best.items():
-            ours = best.get(mode_label(base_mode, peer.competing))
+        for label, theirs in result.vllm_best.items():
+            ours = best.get(mode_label(base_mode, theirs.competing))
             if ours is not None:
-                result.vllm_ratio[label] = ours.output_tokens_per_s / peer.output_tokens_per_s
+                result.vllm_ratio[label] = ours.output_tokens_per_s / theirs.output_tokens_per_s
         if args.temperature == 0:
             result.vllm_agreement = greedy_agreement(tokens, vllm_tokens)
     result.summary = report.throughput_summary(result)

@@ -50,7 +50,7 @@ PASSED_THROUGH = ("seed", "max_model_len", "max_num_seqs", "max_num_batched_toke
 def vllm_engine_kwargs(engine_kwargs: dict[str, Any], dtype: str) -> dict[str, Any]:
     """vLLM's `LLM` keywords for our engine's: the dtype our engine ran in, and the flags given that
     vLLM shares; vLLM's own defaults otherwise (eager only where ENGINETUI_VLLM_EAGER asks)."""
-    kwargs = {"dtype": dtype}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     kwargs.update({k: engine_kwargs[k] for k in PASSED_THROUGH if engine_kwargs.get(k) is not None})
     if vllm_eager():
         kwargs["enforce_eager"] = True  # ENGINETUI_VLLM_EAGER (the tests): no compile at start
@@ -145,9 +145,11 @@ class VLLMPeer:
             raise
 
     def _exchange(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        stdin = self.proc.stdin
+        assert stdin is not None  # a pipe
         try:
-            self.proc.stdin.write(json.dumps(command) + "\n")
-            self.proc.stdin.flush()
+            stdin.write(json.dumps(command) + "\n")
+            stdin.flush()
         except OSError as exc:
             raise VLLMError(f"vLLM runner is gone ({exc}); its log: {self._log_tail()}") from None
         self.in_flight = True
@@ -170,12 +172,14 @@ def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
     """One line of the runner's answers, or "" if it exits (or the time is up: then it is killed)."""
     import selectors
 
+    stdout = proc.stdout
+    assert stdout is not None  # a pipe
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(stdout, selectors.EVENT_READ)
         if not sel.select(timeout_s):
             end_group(proc)
             return ""
-    return proc.stdout.readline()
+    return stdout.readline()
 
 
 def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

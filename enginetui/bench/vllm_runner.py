@@ -34,6 +34,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 STEPS_TO_FILL = 4096  # at most this many steps to compute an `ops` batch's prompts
 WARMUP_PROMPTS = [[11 + i, 22 + i, 33 + i, 44 + i] * 4 for i in range(4)]  # 16 tokens each
@@ -59,8 +60,9 @@ class Runner:
     """One vLLM engine (sync `LLM` or `AsyncLLM`) and the commands that time it."""
 
     def __init__(self) -> None:
-        self.llm = None  # vllm.LLM, for throughput
-        self.engine = None  # vllm AsyncLLM, for latency
+        # vLLM's objects are untyped here: this script runs in vLLM's environment, not enginetui's.
+        self.llm: Any = None  # vllm.LLM, for throughput
+        self.engine: Any = None  # vllm AsyncLLM, for latency
         self.loop = asyncio.new_event_loop()  # runs AsyncLLM's tasks between commands
         self.num_ops_batches = 0  # `ops` commands served (their request ids are distinct)
 
@@ -157,7 +159,7 @@ class Runner:
         from vllm.inputs import TokensPrompt
 
         await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
-        timing = {"sent": time.perf_counter(), "token_times": [], "num_output_tokens": 0, "done": 0.0}
+        timing: dict[str, Any] = {"sent": time.perf_counter(), "token_times": [], "num_output_tokens": 0, "done": 0.0}
         async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
             now = time.perf_counter()
             num_tokens = len(out.outputs[0].token_ids)

@@ -10,6 +10,7 @@ vLLM, the Hugging Face baseline) sees the very same requests.
 import argparse
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from enginetui.simulate.sharegpt import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN
 
@@ -149,7 +150,7 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     """The preset, with every workload flag given applied on top (explicit min/max win over len/ratio)."""
     base = PRESETS[args.preset]
-    changes: dict[str, int | str] = {}
+    changes: dict[str, Any] = {}  # WorkloadSpec field -> value
     if base.dataset == "sharegpt":
         given = [f"--{name.replace('_', '-')}" for name in SHAREGPT_FLAGS if getattr(args, name) is not None]
         if given or args.range_ratio:

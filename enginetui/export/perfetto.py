@@ -13,7 +13,7 @@ Times are microseconds from the recording's first event. The request phases are 
 (enginetui/dashboard/timeline.py), each step mapped to when it ran.
 """
 
-from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.events import Preemption, RequestEnd, StepEvent
 from enginetui.core.record.reader import Recording
 from enginetui.dashboard.timeline import WAITING, Lane, Timeline
 from enginetui.export.steps import StepClock, StepSpan
@@ -109,7 +109,10 @@ def _counters(event: StepEvent, ts: float) -> list[dict]:
 
 def _request_tracks(events: list[StepEvent], clock: StepClock, us) -> list[dict]:
     """A thread per request: its phases as slices, its preemptions and its end as instants."""
-    timeline, arrivals, ends, preemptions = Timeline(), {}, {}, {}
+    timeline = Timeline()
+    arrivals: dict[str, float] = {}
+    ends: dict[str, tuple[float, RequestEnd]] = {}
+    preemptions: dict[tuple[str, int], tuple[float, Preemption]] = {}
     for event in events:
         timeline.apply(event)
         for added in event.added:

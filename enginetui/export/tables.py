@@ -29,7 +29,8 @@ def write_tables(recording: Recording, out_dir: str | Path) -> list[Path]:
     events = list(recording.events())
     origin = events[0].time if events else 0.0
     state = DashboardState(timeline=Timeline(max_lanes=None))
-    steps, first_tokens = [], {}
+    steps: list[tuple] = []
+    first_tokens: dict[str, float] = {}
     for event in events:
         state.apply_event(event)
         if event.is_step:

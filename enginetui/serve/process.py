@@ -38,9 +38,11 @@ class ServeProcess:
     def _wait_for_url(self) -> str:
         found: list[str] = []
         ready = threading.Event()
+        stdout = self.proc.stdout
+        assert stdout is not None  # a pipe
 
         def read() -> None:
-            for line in self.proc.stdout:
+            for line in stdout:
                 self.lines.append(line)
                 match = SERVING_LINE.search(line)
                 if match and not found:
