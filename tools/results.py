@@ -26,7 +26,7 @@ PLOT = ROOT / "docs" / "results-vs-vllm.png"
 Record = dict[str, Any]
 NONE = "–"  # a cell with no figure
 SERVER_RATES = [0.5, 1.0, 2.0]  # the request rates the summary's server column names in its header
-WORKLOAD_NAMES = {"mixed": "mixed", "sharegpt": "ShareGPT", "custom": "custom", "quick": "quick"}
+WORKLOAD_NAMES = {"sharegpt": "ShareGPT"}  # how a workload preset is written in the tables (else its name)
 DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 # the summary tables' throughput columns: (header, workload, dtype)
 THROUGHPUT_COLUMNS = (
