@@ -62,6 +62,11 @@ def _rejected(m: Summary) -> str:
     return f", {m.num_rejected} rejected (never fit; {which}{m.first_rejection})"
 
 
+def _shares_prefixes(s) -> bool:
+    """Whether the workload's prompts share prefixes on purpose (what prefix caching would reuse)."""
+    return not s.from_recording and (s.dataset in ("shared-prefix", "mooncake") and not s.trace)
+
+
 def _hit_rate(m: Summary) -> str:
     """The prefix cache's hit rate as vLLM counts it (prompt tokens of first admissions found cached)."""
     if not m.prefix_queries:
@@ -85,6 +90,8 @@ def format_summary(result: SimResult) -> str:
         lines.append(f"goodput       {m.goodput:.2f} req/s ({slos})")
     if result.config.enable_prefix_caching:
         lines.append(f"prefix cache  {_hit_rate(m)}")
+    elif _shares_prefixes(result.settings):
+        lines.append("prefix cache  off: the shared prefixes are computed again each time (--enable-prefix-caching)")
     lines += [
         f"KV usage      mean {m.kv_usage_mean:.0%}, max {m.kv_usage_max:.0%}; {m.num_preemptions} preemptions",
         f"queues        at most {m.max_running} running, {m.max_waiting} waiting",

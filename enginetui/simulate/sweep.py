@@ -99,6 +99,11 @@ def smallest_meeting(sweep: Sweep, results: list[SimResult]) -> str:
     return f"smallest      none of these: at best {max(rates):.1%} of requests met every SLO ({need})"
 
 
+def sweep_title(sweep: Sweep, results: list[SimResult]) -> str:
+    """The plot's title: what was simulated and what was swept."""
+    return f"enginetui simulate: {results[0].settings.model} on {results[0].step_model}, sweep of {sweep.name}"
+
+
 def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
     """Throughput and latency percentiles against the swept value, in one PNG (or any matplotlib format)."""
     import matplotlib
@@ -117,7 +122,7 @@ def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
     top.set_ylabel("output tokens/s")
     top.ticklabel_format(axis="y", useOffset=False)
     top.set_ylim(bottom=0)
-    top.set_title(f"enginetui simulate: {results[0].settings.model} on {results[0].step_model}, sweep of {sweep.name}")
+    top.set_title(sweep_title(sweep, results))
     for name, pick in (("TTFT p50", lambda m: m.ttft.p50), ("TTFT p99", lambda m: m.ttft.p99),
                        ("TPOT p50", lambda m: m.tpot.p50), ("TPOT p99", lambda m: m.tpot.p99)):
         bottom.plot(xs, [pick(r.summary) for r in results], "o-", label=name)
