@@ -14,6 +14,7 @@ the run's step time they took: a machine no step-time model describes.
 import argparse
 import math
 from array import array
+from typing import Any
 
 from enginetui.core.record.reader import read_recording
 from enginetui.export.steps import step_ms
@@ -85,7 +86,7 @@ def fewer_threads_line(counts: tuple[int, int, float]) -> str:
 
 
 def figure(summary: Summary, name: str) -> float:
-    value = summary
+    value: Any = summary  # then the attribute `name` names, part by part
     for part in name.split("."):
         value = getattr(value, part)
     return float(value)

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.events import RequestAdded, StepEvent
 from enginetui.core.record.format import Header
 from enginetui.core.record.reader import read_recording
 from enginetui.simulate.step_time import step_start
@@ -59,7 +59,7 @@ def recorded_run(path: str) -> RecordedRun:
     header = recording.header
     known = {name: header.config[name] for name in SCHEDULING_FIELDS if name in header.config}
     config = EngineConfig(device="cpu", **known)
-    added: dict[str, object] = {}  # req_id -> RequestAdded, in order
+    added: dict[str, RequestAdded] = {}  # req_id -> RequestAdded, in order
     enters: dict[str, float] = {}  # req_id -> when it entered (simulated = recorded seconds)
     tokens: dict[str, list[int]] = {}
     ended: dict[str, str] = {}  # req_id -> end reason

@@ -50,15 +50,15 @@ def step_model(s, recorded_steps) -> tuple[StepTimeModel, ModelShape | None, dic
         from enginetui.simulate.precision import kv_bytes, weight_bytes
         from enginetui.simulate.roofline import RooflineModel, RooflineParams
 
-        shape = load_model_shape(s.model)
-        params = RooflineParams(shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
+        model_shape = load_model_shape(s.model)
+        params = RooflineParams(model_shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
                                 kv_bytes(s.kv_cache_dtype))
         changes = {k: v for k, v in (("mfu", s.mfu), ("mbu", s.mbu)) if v is not None}
         if s.overhead_ms is not None:
             changes["overhead_s"] = s.overhead_ms / 1e3
         from dataclasses import replace
 
-        return RooflineModel(replace(params, **changes)), shape, {}
+        return RooflineModel(replace(params, **changes)), model_shape, {}
     from enginetui.simulate.fitted import load_fitted
 
     try:
@@ -91,7 +91,7 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
         return None
-    from enginetui.simulate.step_events import RecordingSink, StepEventBuilder
+    from enginetui.simulate.step_events import EventSink, RecordingSink, StepEventBuilder
 
     if s.from_recording:  # the recorded engine, simulated
         import msgspec
@@ -112,7 +112,7 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
             default_sampling={}, pid=0)
         rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
         source = f"enginetui simulate ({s.dataset}, {rate})"
-    sinks = [RecordingSink(s.record, config, info, source)] if s.record else []
+    sinks: list[EventSink] = [RecordingSink(s.record, config, info, source)] if s.record else []
     if live is not None:
         sinks.append(live(info, source))
     return StepEventBuilder(config, sinks)

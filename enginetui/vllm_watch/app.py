@@ -11,6 +11,7 @@ import itertools
 import random
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
@@ -62,7 +63,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
 
     CSS_PATH = [Path(__file__).parent.parent / "dashboard" / "app.tcss", Path(__file__).with_name("watch.tcss")]
     TITLE = "enginetui · vLLM"
-    AUTO_FOCUS = "#prompt"  # typing is typing (enginetui/keys.py)
+    AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         keys.burst_key("send a burst of synthetic requests (they ignore EOS, "
