@@ -2,6 +2,7 @@
 
 import math
 
+from enginetui.plural import count
 from enginetui.simulate.api import SimResult
 from enginetui.simulate.metrics import Latency, Summary
 from enginetui.simulate.traces import TRACE_DATASETS
@@ -42,9 +43,9 @@ def describe_setup(result: SimResult, sweep=None) -> list[str]:
              f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
              f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}"]
     if s.replicas > 1 or (sweep is not None and sweep.name in ("replicas", "router")):
-        lines.append(f"fleet         {s.replicas} replicas behind {s.router}" if sweep is None
+        lines.append(f"fleet         {count(s.replicas, 'replica')} behind {s.router}" if sweep is None
                      else f"fleet         behind {s.router}" if sweep.name == "replicas"
-                     else f"fleet         {s.replicas} replicas")
+                     else f"fleet         {count(s.replicas, 'replica')}")
     if sweep is not None:
         lines.append(f"sweep         {sweep.name} = {', '.join(str(v) for v in sweep.values)}")
     return lines + [f"note          {n}" for n in result.notes]

@@ -4,6 +4,7 @@ request rate, any SimSettings field), as a table and a matplotlib plot of the tr
 import math
 from dataclasses import dataclass
 
+from enginetui.plural import count
 from enginetui.simulate.api import SimResult, SimSettings, simulate
 
 
@@ -94,7 +95,7 @@ def smallest_meeting(sweep: Sweep, results: list[SimResult]) -> str:
     need = f"{slos}; {SLO_ATTAINMENT:.0%} needed"
     for value, rate in zip(sweep.values, rates):
         if rate >= SLO_ATTAINMENT:
-            what = f"{value} replicas" if sweep.name == "replicas" else f"{sweep.name}={value}"
+            what = count(value, "replica") if sweep.name == "replicas" else f"{sweep.name}={value}"
             return f"smallest      {what}: {rate:.1%} of requests met every SLO ({need})"
     return f"smallest      none of these: at best {max(rates):.1%} of requests met every SLO ({need})"
 

@@ -189,7 +189,7 @@ def test_the_router_counts_a_request_until_it_finishes():
 
 def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, capsys):
     plot = tmp_path / "replicas.png"
-    assert main(["simulate", "--num-prompts", "120", "--random-input-len", "512", "--random-output-len", "64",
+    assert main(["simulate", "--num-prompts", "60", "--random-input-len", "512", "--random-output-len", "32",
                  "--request-rate", "60", "--sweep", "replicas=1,2,4", "--goodput", "ttft:100", "--router",
                  "least-outstanding", "--plot", str(plot), "--no-progress"]) == 0
     out = capsys.readouterr().out
