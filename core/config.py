@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 _DTYPES = ("float32", "float16", "bfloat16")  # the dtypes a model may run in (torch attribute names)
 _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 # LLM's step budget on CPU when none is given: vLLM's for its offline LLM class on CPU (its server keeps
-# 2048, as ours); fewer, larger prefill steps (README "Speed on CPU").
+# 2048, as ours); fewer, larger prefill steps (docs/speed.md "Step budget").
 OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS = 4096
 # vLLM's CPU KV cache size in GiB (a whole number, as vLLM reads it); our --kv-cache-memory-bytes wins over it.
 CPU_KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -55,7 +55,7 @@ class EngineConfig:
     enable_chunked_prefill: bool = True  # split prompts over steps to fit the budget
     enable_prefix_caching: bool = False  # reuse KV blocks of identical prompt prefixes
     scheduling_policy: str = "fcfs"  # "fcfs" or "priority"
-    # vLLM scheduler rules that can be switched back to older vLLM behaviour (README "Scheduling rules"):
+    # vLLM scheduler rules that can be switched back to older vLLM behaviour (docs/architecture.md "Scheduling rules"):
     scheduler_reserve_full_isl: bool = True  # admit a waiting request only if its whole sequence fits free blocks
     long_prefill_token_threshold: int = 0  # most tokens one request may take per step when others wait (0: no cap)
     async_scheduling: bool | None = None  # plan step N+1 while step N executes; None: on for CUDA, off on CPU (as vLLM)

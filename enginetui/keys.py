@@ -9,7 +9,7 @@ its footer and help name those, the shorter).
 
 from textual.binding import Binding
 
-# Said at the top of the help screen and (in other words) in the README.
+# Said at the top of the help screen and (in other words) in the README and docs/dashboard.md.
 TYPING_NOTE = ("Just type: every letter goes into the prompt box, Enter sends it. "
                "Actions are on Ctrl+letter, F1, PgUp/PgDn and the arrows.")
 # The requests panel's subtitle: its keys (not in the footer), short enough for 80 columns; a dashboard on

@@ -95,7 +95,7 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Spend this step's token budget: running requests first, then admit waiting ones.
 
-        Follows vLLM's Scheduler.schedule() rule for rule (see the README's "Scheduling rules").
+        Follows vLLM's Scheduler.schedule() rule for rule (see docs/architecture.md "Scheduling rules").
         """
         step = _StepPlan(self.config.max_num_batched_tokens)
         threshold = self._long_prefill_threshold()

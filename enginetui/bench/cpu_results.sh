@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every figure of the README's CPU results rows (#19), in one go: about 45 minutes on an idle
+# Every figure of the CPU results rows in docs/results.md (#19), in one go: about 45 minutes on an idle
 # 2-core machine. Run it from the repository root with vLLM's interpreter given:
 #   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
 #   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 3 passes of each: ours

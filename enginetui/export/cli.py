@@ -22,7 +22,7 @@ def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("out", nargs="?",
                         help="the JSON file (perfetto) or the directory (csv) to write (default: beside FILE, "
                              "FILE's name without its extension + .perfetto.json, or + -csv)")
-    export.intermixed = True  # OUT may follow --format, as the README writes it
+    export.intermixed = True  # OUT may follow --format, as docs/record-replay.md writes it
     export.set_defaults(func=run_export)
 
 

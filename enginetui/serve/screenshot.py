@@ -1,4 +1,4 @@
-"""The README's picture of a dashboard watching HTTP traffic: `python -m enginetui.serve.screenshot [OUT_DIR]`.
+"""docs/serve.md's picture of a dashboard watching HTTP traffic: `python -m enginetui.serve.screenshot [OUT_DIR]`.
 
 Starts `enginetui serve` (the embedded model, a 48-block pool), attaches the dashboard to it
 (RemoteEngine), sends a handful of streamed completions and chat requests with the `openai`

@@ -1,4 +1,4 @@
-"""The README's recipe `enginetui --num-gpu-blocks-override 24`, then `b`: the first burst preempts.
+"""The README's recipe `enginetui --num-gpu-blocks-override 24`, then Ctrl-B: the first burst preempts.
 
 The dashboard's first burst is `burst_requests(Random(seed 0), the default settings, 8)` sent to
 AsyncLLM at once; the same requests on the same pool must report preemptions in the step events."""

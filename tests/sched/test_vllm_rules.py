@@ -1,4 +1,4 @@
-"""vLLM's scheduling rules worked by hand (README "Scheduling rules"); no vLLM needed."""
+"""vLLM's scheduling rules worked by hand (docs/architecture.md "Scheduling rules"); no vLLM needed."""
 
 import pytest
 

@@ -1,11 +1,11 @@
 """The roofline model's predictions of published vLLM GPU figures, pinned: a change to the roofline, the
-memory sizing, the ShareGPT reader or the scheduler that moves them must update the README's table too."""
+memory sizing, the ShareGPT reader or the scheduler that moves them must update docs/simulate.md's table too."""
 
 import pytest
 
 from enginetui.simulate.published import PUBLISHED, compare, comparison_table
 
-# (hardware, metric) -> the prediction the README's "Against published GPU figures" table shows
+# (hardware, metric) -> the prediction docs/simulate.md's "Against published GPU figures" table shows
 PREDICTED = {
     ("h200", "duration_s"): 0.6350,
     ("h200", "request_throughput"): 28.96,

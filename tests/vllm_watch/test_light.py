@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.vllm_watch.fake_vllm import FakeVllm
 
 REPO = Path(__file__).resolve().parents[2]
-IDLE_CPU_LIMIT = 0.25  # of one core: far above what it takes (see the README), far below a busy loop
+IDLE_CPU_LIMIT = 0.25  # of one core: far above what it takes (see docs/vllm.md), far below a busy loop
 
 
 def test_the_watcher_loads_no_torch_and_idles_lightly():

@@ -5,7 +5,7 @@ ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise).
 
 The agreement is a measurement of the wire, and CI runs its slow tests three at a time on two cores:
 there the tokens go by late and in lumps, so the bound below is looser than the issue's target (met
-on a quiet machine, README), and where the watcher got under half the readings it asks for (a burst
+on a quiet machine, docs/vllm.md), and where the watcher got under half the readings it asks for (a burst
 read once or not at all), or fewer than MIN_READINGS, the readings are not compared (the rebuild's
 agreement is pinned on recorded captures by the fixture tests)."""
 
