@@ -33,7 +33,7 @@ class PromptBar(Vertical):
     class Submitted(Message):
         """A prompt to send."""
 
-        text: str  # the prompt (as typed, ending its line: see _on_enter)
+        text: str  # the prompt (as typed, ending its line: see _on_prompt_submitted)
         settings: SamplingSettings  # sampling settings to send it with
 
     @dataclass
@@ -68,7 +68,7 @@ class PromptBar(Vertical):
         self.query_one("#settings", Static).update(line)
 
     @on(Input.Submitted, "#prompt")
-    def _on_enter(self, event: Input.Submitted) -> None:
+    def _on_prompt_submitted(self, event: Input.Submitted) -> None:  # not _on_enter: Textual's mouse-enter handler
         text = event.value.strip()
         event.input.clear()
         if text.startswith("/"):
