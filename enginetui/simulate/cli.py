@@ -77,7 +77,7 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     f = p.add_argument_group("fleet")
     f.add_argument("--replicas", type=int, default=1, metavar="N",
                    help="engines behind a router, each its own scheduler, KV pool and clock (default: 1)")
-    f.add_argument("--router", default="cache-aware", metavar="NAME",
+    f.add_argument("--router", default=quiet, metavar="NAME",
                    help="round-robin, random, power-of-two, consistent-hash, cache-aware (vllm-router's policies "
                         "and its defaults), least-outstanding (Vidur's) or prefix-score (llm-d's precise prefix-cache "
                         "scoring) (default: cache-aware, vllm-router's)")
@@ -127,6 +127,9 @@ def _settings_and_flags(args: argparse.Namespace):
     elif values.get("trace_window") or values.get("time_scale", 1.0) != 1.0:
         raise ValueError("--trace-window and --time-scale apply to traces: give --trace FILE or --dataset "
                          "azure-conv|mooncake")
+    sweeps_fleet = args.sweep and args.sweep.lstrip("-").replace("-", "_").startswith("replicas")
+    if getattr(args, "router", None) and values.get("replicas", 1) == 1 and not sweeps_fleet:
+        raise ValueError("--router: one replica has nothing to route (give --replicas N)")
     values["progress"] = not args.no_progress and sys.stderr.isatty()
     flags = {k: getattr(args, k) for k in SIM_ENGINE_FLAGS if getattr(args, k, None) is not None}
     return SimSettings(**values), flags
