@@ -65,6 +65,11 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by Ctrl-B (default 8)")
     add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
+    attach.add_argument("--probe", metavar="ADDR",
+                        help="watch a real vLLM from inside: the step events its scheduler probe publishes "
+                             "(vLLM started with --scheduler-cls enginetui.vllm_probe.ProbeAsyncScheduler and "
+                             "ENGINETUI_PROBE=ADDR, e.g. tcp://127.0.0.1:5600); the same screens as for our engine, "
+                             "watch only")
     attach.set_defaults(func=run_attach)
 
 
@@ -231,6 +236,22 @@ def run_attach(args: argparse.Namespace) -> int:
     from enginetui.terminal_check import refuse_without_terminal
     from enginetui.vllm_watch.cli import run_vllm_watch, vllm_only_flags
 
+    if args.probe:
+        if args.vllm or args.url or vllm_only_flags(args):
+            print("enginetui attach: --probe ADDR watches the probe alone (no URL, no --vllm flags)", file=sys.stderr)
+            return 2
+        from enginetui.vllm_probe.config import ProbeConfigError, check_endpoint
+
+        try:
+            check_endpoint(args.probe, "--probe")
+        except ProbeConfigError as exc:
+            print(f"enginetui attach: {exc}", file=sys.stderr)
+            return 2
+        if refuse_without_terminal("enginetui attach"):
+            return 2
+        from enginetui.vllm_probe.attach import attach_probe
+
+        return attach_probe(args.probe, redraw_hz=args.redraw_hz, max_cpu_share=args.max_cpu / 100)
     if args.vllm:
         return run_vllm_watch(args.url, args, api_key(args))
     if vllm_only_flags(args):

@@ -51,18 +51,19 @@ def parse_probe_config(value: str) -> ProbeConfig:
         hwm = fields.get("hwm", PUB_SNDHWM)
         if not isinstance(hwm, int) or isinstance(hwm, bool) or hwm < 1:
             raise ProbeConfigError(f'{PROBE_ENV} "hwm" must be a positive integer, not {hwm!r}')
-        return ProbeConfig(_check_endpoint(fields["endpoint"]), hwm)
-    return ProbeConfig(_check_endpoint(text))
+        return ProbeConfig(check_endpoint(fields["endpoint"]), hwm)
+    return ProbeConfig(check_endpoint(text))
 
 
-def _check_endpoint(endpoint) -> str:
+def check_endpoint(endpoint, name: str = f"{PROBE_ENV} endpoint") -> str:
+    """`endpoint` if it is tcp://HOST:PORT or ipc://PATH; else ProbeConfigError naming it as `name`."""
     if isinstance(endpoint, str) and endpoint.startswith("ipc://") and len(endpoint) > len("ipc://"):
         return endpoint
     if isinstance(endpoint, str) and endpoint.startswith("tcp://"):
         host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
         if host and port.isdigit() and int(port) < 65536:
             return endpoint
-    raise ProbeConfigError(f"{PROBE_ENV} endpoint {endpoint!r} is not tcp://HOST:PORT or ipc://PATH")
+    raise ProbeConfigError(f"{name} {endpoint!r} is not tcp://HOST:PORT or ipc://PATH")
 
 
 def probe_config_from_env(environ=os.environ) -> ProbeConfig | None:

@@ -155,7 +155,7 @@ class Probe:
             self._admission = {k: v for k, v in self._admission.items() if k in s.requests}
 
     def after_add(self, s, request, is_new: bool) -> None:
-        if self.subscribers and is_new:
+        if is_new and (self.subscribers or self.poll_subscribers()):
             self._added.append(RequestAdded(request.request_id, list(request.prompt_token_ids or ()),
                                             _sampling_params(request), request.max_tokens, request.priority,
                                             request.arrival_time))

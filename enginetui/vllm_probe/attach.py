@@ -1,0 +1,123 @@
+"""`enginetui attach --probe ADDR`: the dashboard on a real vLLM, fed by its probe's step events.
+
+The probe (enginetui/vllm_probe/schedulers.py) publishes the same StepEvents our engine does, so the
+dashboard is the same app with the same screens; only the engine differs: it subscribes to the probe's
+socket and takes nothing in (prompts go to vLLM's own API; every key that would change an engine
+says so). Its first event is vLLM's next step: an idle vLLM shows nothing until it works.
+"""
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+
+import msgspec
+import zmq
+import zmq.asyncio
+
+from enginetui import keys
+from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.dashboard.app import EngineTUI
+from enginetui.dashboard.no_input_engine import NoInputEngine
+from enginetui.interrupt import sigterm_quits
+
+PROBE_READ_ONLY = ("this is a real vLLM seen through its probe: the dashboard watches it; send requests to vLLM's "
+                   "own API")
+
+
+class ProbeRestarted(RuntimeError):
+    """The probe's events started over (vLLM restarted): its state no longer continues the one shown."""
+
+
+class ProbeEngine(NoInputEngine):
+    """Implements enginetui.dashboard.engine_link.Engine on a vLLM probe's event socket (read only)."""
+
+    refusal = PROBE_READ_ONLY
+
+    def __init__(self, address: str) -> None:
+        self.address = address  # the probe's ENGINETUI_PROBE endpoint (tcp://HOST:PORT or ipc://PATH)
+        self.engine_pid = None  # vLLM's engine runs elsewhere: no process panel figures
+        self.info = None  # vLLM's model is not on the events
+        self.tokenizer = None  # no text for vLLM's requests: the events carry token ids
+        self.missed = MissedEvents()  # events lost at this subscriber's full queue
+        self._sock: zmq.asyncio.Socket | None = None  # opened in the app's event loop
+        self._latest: StepEvent | None = None  # the latest event taken
+        self._reading = asyncio.Lock()  # one reader of the socket at a time (snapshot() may be asked twice at once)
+
+    @property
+    def model_name(self) -> str:
+        return "vLLM (probe)"
+
+    @property
+    def device(self) -> str:
+        return f"vLLM · probe {self.address} · watch only"
+
+    async def snapshot(self) -> StepEvent:
+        """The first event (waits for vLLM's next step); asked again, the latest state without its news."""
+        async with self._reading:
+            if self._latest is None:
+                self._latest = await self._next()
+                return self._latest
+        return msgspec.structs.replace(self._latest, kind="snapshot", added=[], admitted=[], chunks=[],
+                                       new_token_ids={}, preempted=[], finished=[], rejected=[],
+                                       num_dropped_events=0)
+
+    async def events(self) -> AsyncIterator[StepEvent]:
+        while True:
+            async with self._reading:
+                event = await self._next()
+            yield event
+
+    def shutdown(self) -> None:
+        if self._sock is not None:
+            self._sock.close(linger=0)
+
+    async def _next(self) -> StepEvent:
+        if self._sock is None:
+            self._sock = zmq.asyncio.Context.instance().socket(zmq.SUB)
+            self._sock.setsockopt(zmq.LINGER, 0)
+            self._sock.connect(self.address)
+            self._sock.setsockopt(zmq.SUBSCRIBE, b"")
+        event = decode_event(await self._sock.recv())
+        if self.missed.last_seq is not None and event.seq <= self.missed.last_seq:
+            raise ProbeRestarted(f"the probe at {self.address} started over (vLLM restarted?): attach again")
+        self._latest = self.missed.mark(event)
+        return self._latest
+
+
+class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
+    """The dashboard following a real vLLM through its probe."""
+
+    AUTO_FOCUS = None  # no prompt box: vLLM takes its prompts on its own API
+    BINDINGS = [
+        keys.timeline_key(plain=True),
+        *keys.select_keys(),
+        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s,pagedown,pageup",
+                          "bursts, aborts, clearing, pause, step and slow motion: not on a vLLM seen through its probe"),
+        keys.help_key(plain=True),
+        *keys.quit_keys("stop watching and quit (vLLM keeps serving)", plain=True),
+    ]
+
+    def __init__(self, engine: ProbeEngine, **kwargs) -> None:
+        super().__init__(engine, **kwargs)
+        self.probe_engine = engine
+
+    def on_mount(self) -> None:  # Textual runs EngineTUI's on_mount too
+        self.take_no_input()
+
+    def _sample_process(self) -> None:
+        """vLLM's engine process is not this machine's to read."""
+
+    def _empty_hint(self) -> str:
+        return f"waiting for vLLM's next step\n(its probe: {self.probe_engine.address})"
+
+
+def attach_probe(address: str, *, redraw_hz: float, max_cpu_share: float) -> int:
+    """`enginetui attach --probe ADDR`: the dashboard on the vLLM publishing there, until q."""
+    engine = ProbeEngine(address)
+    app = ProbeWatchTUI(engine, redraw_hz=redraw_hz, max_cpu_share=max_cpu_share)
+    try:
+        with sigterm_quits(app):
+            app.run()
+    finally:
+        engine.shutdown()
+    return app.return_code or 0
