@@ -13,7 +13,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from enginetui.vllm_probe.config import PROBE_ENV, ProbeConfigError, probe_config_from_env
 from enginetui.vllm_probe.probe import Probe, log
 
-KNOWN_VLLM = ("0.30", "0.31", "0.32")  # minor versions whose scheduler the probe's tests ran against
+KNOWN_VLLM = ("0.32",)  # minor versions whose scheduler the probe's tests ran against
 
 
 class _ProbeHooks:
@@ -97,7 +97,8 @@ def _start_probe(scheduler) -> Probe | None:
         log.warning("enginetui probe: %s is not set; not publishing (set it to tcp://127.0.0.1:PORT or ipc://PATH)",
                     PROBE_ENV)
         return None
-    rank = getattr(scheduler.parallel_config, "data_parallel_index", 0) or 0
+    parallel = scheduler.parallel_config
+    rank = getattr(parallel, "data_parallel_index", None) or getattr(parallel, "data_parallel_rank", 0) or 0
     try:
         probe = Probe(config, rank, async_class=isinstance(scheduler, AsyncScheduler))
     except Exception as exc:  # the address is taken or cannot be bound: vLLM serves without the probe
