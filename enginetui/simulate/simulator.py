@@ -42,7 +42,7 @@ class RequestTimes:
     finish: array  # [n] seconds it finished (nan: never; rejected requests never finish)
     num_output: array  # [n] tokens it generated
     num_preemptions: array  # [n] times it was preempted
-    itl: array  # every gap between two consecutive tokens of one request, seconds (all requests)
+    itl: array  # every gap between two consecutive tokens of one request, seconds (all requests, in no set order)
 
 
 @dataclass(slots=True)
@@ -153,10 +153,12 @@ class EngineLoop:
     request added (index-aligned, in the order added). A driver adds requests when the clock reaches their
     arrival and calls `step` while the engine is busy (Simulator for one engine, fleet.py for several).
 
-    Fast forward: when nothing waits, every running request is decoding, no request ends and no arrival
-    comes before a step's start, the next steps are all alike (each request one token, a block when it
-    crosses a block boundary); they are applied in one go, with the very calls the scheduler makes
-    (allocate_slots per block crossed, in step then running order), and give the same run step for step.
+    Fast forward: when nothing waits and every running request is decoding, the steps up to the one before
+    a request ends (or the pool would run dry) are all alike: each request one token, and a block where it
+    crosses a block boundary. They are planned at once (their times from the step-time model), run as the
+    driver's clock passes them, and applied (`commit`) when a request is added or the state is looked at,
+    with the very calls the scheduler makes on such steps (allocate_slots where a block is crossed or filled,
+    in step then running order): the same run, step for step.
     """
 
     def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
@@ -169,8 +171,7 @@ class EngineLoop:
         self.recorded_tokens = recorded_tokens  # some request "samples" recorded tokens
         self.sched = Scheduler(config, num_blocks, max_model_len)
         self.requests: list[SimRequest] = []  # added, in order
-        nan = float("nan")
-        self._nan = nan
+        self._nan = float("nan")
         self.times = RequestTimes(array("d"), array("d"), array("d"), array("l"), array("l"), array("f"))
         self.timeline = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
         self.index: dict[str, int] = {}  # request id -> position in `requests`
