@@ -47,7 +47,8 @@ KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": tru
 WATCH_PANELS = [
     ("title bar", "the server, its model, whether /metrics and the KV events answer"),
     ("Requests", "the prompts sent from here (and through the proxy, --proxy-port), streamed from vLLM"),
-    ("Queues", "vLLM's running and waiting counts over time and now, per engine"),
+    ("Queues", "vLLM's running and waiting counts over time and now, per engine; `rebuilt:` the same queues "
+               "rebuilt by this engine's scheduler from the requests seen (with vLLM's limits given)"),
     ("Selected request", "the selected request's text, TTFT and tok/s as measured here"),
     ("Over time", "one point per /metrics reading: tokens/s generated and prompted, KV %, preemptions, hits"),
     ("Event log", "KV events, links going up and down, server restarts, your requests"),

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.dashboard.widgets.model_panel import wrap_items
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.sparklines import BARS
 from enginetui.plural import count
@@ -51,19 +52,38 @@ def pct(value: float | None) -> str:
 
 
 def title_text(state: WatchState) -> Text:
-    """`enginetui · vLLM · ● /metrics up · ● KV events up · model · URL` (the links first: they matter most)."""
-    text = Text("enginetui · vLLM · ", style="bold")
+    """`vLLM · ● /metrics up · ● KV events up · model · HOST:PORT` (the links first: they matter most; the
+    terminal's title says enginetui)."""
+    text = Text("vLLM · ", style="bold")
     text.append("● ", style=LINK_STYLES[state.link]).append(f"/metrics {state.link}")
     text.append(" · ")
     text.append("● ", style=LINK_STYLES[state.kv_link]).append(f"KV events {state.kv_link}")
     if state.restarts:
         text.append(f" · {state.restarts} restart{'s' if state.restarts > 1 else ''}", style=DIM)
-    model = state.server.model if state.server else (state.model_error or "…")
-    text.append(f" · {model} · {state.url}")
+    model = short_model(state.server.model) if state.server else (state.model_error or "…")
+    text.append(f" · {model} · {state.url.removeprefix('http://')}")  # the scheme said once, in the help screen
     if state.proxy_url:
-        text.append(f" · proxy {state.proxy_url} ({state.proxied} passed)", style="#61afef")
+        text.append(f" · proxy {state.proxy_url.removeprefix('http://')} ({state.proxied} passed)", style="#61afef")
     elif state.proxy_error:
         text.append(f" · {state.proxy_error}", style="bold #be5046")
+    return text
+
+
+def short_model(name: str) -> str:
+    """A served model named by a local path (vLLM serves one under its path) as its folder's name,
+    so the title keeps the server's address; other names as they are. The help screen has it whole."""
+    return "…/" + name.rstrip("/").rsplit("/", 1)[-1] if name.startswith("/") else name
+
+
+def figure_lines(*rows: list[str | Text], width: int, separator: str = " · ") -> Text:
+    """Rows of figures, each row's items joined by `separator` and wrapped whole at `width` (an item is
+    never cut between lines), so a narrow panel shows every figure on more lines."""
+    text = Text()
+    for row in rows:
+        if row:
+            if text:
+                text.append("\n")
+            text.append_text(wrap_items([Text(i) if isinstance(i, str) else i for i in row], width, separator))
     return text
 
 
@@ -79,27 +99,30 @@ def server_text(state: WatchState, width: int) -> Text:
         text.append(f"{state.link_error} · the last reading:\n", style="bold #be5046")
     kv = s.per_engine(m.KV_USAGE)
     blocks, size = state.config("num_gpu_blocks"), state.config("block_size")
-    pool = f" of {blocks} blocks × {size} tok" if blocks and size else ""
     usage = sum(kv.values()) / len(kv) if kv else 0.0
-    text.append("KV ")
     bar_width = max(4, min(30, width - 40))
     filled = round(bar_width * usage)
-    text.append("█" * filled, style="#61afef").append("░" * (bar_width - filled), style=DIM)
-    text.append(f" {100 * usage:.0f}% used{pool}")
+    bar = Text("KV ").append("█" * filled, style="#61afef").append("░" * (bar_width - filled), style=DIM)
+    used = [bar.append(f" {100 * usage:.0f}% used")]
+    if blocks and size:
+        used.append(f"of {blocks} blocks × {size} tok")
     if len(kv) > 1:
-        text.append(" (" + " · ".join(f"rank {e} {100 * v:.0f}%" for e, v in sorted(kv.items())) + ")", style=DIM)
+        used += [Text(f"rank {e} {100 * v:.0f}%", style=DIM) for e, v in sorted(kv.items())]
     gen = h.gen_tok_s[-1] if h.gen_tok_s else 0.0
     prompt = h.prompt_tok_s[-1] if h.prompt_tok_s else 0.0
-    text.append(f"\ntokens/s generated {gen:.1f} · prompt {prompt:.1f}")
-    text.append(f" · preemptions {s.total(m.PREEMPTIONS) or 0:.0f}")
+    preempted = Text(f"preemptions {s.total(m.PREEMPTIONS) or 0:.0f}")
     if h.preempt_s and h.preempt_s[-1]:
-        text.append(f" ({h.preempt_s[-1]:.1f}/s)", style="bold #e06c75")
-    text.append(f"\nprefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)} · "
-                f"{pct(state.hit_rate(False))} since start · {count(round(s.total(m.REQUESTS_DONE) or 0), 'request')} done")
+        preempted.append(f" ({h.preempt_s[-1]:.1f}/s)", style="bold #e06c75")
+    rates = [f"tokens/s generated {gen:.1f}", f"prompt {prompt:.1f}", preempted]
+    hits = [f"prefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)}",
+            f"{pct(state.hit_rate(False))} since start", f"{count(round(s.total(m.REQUESTS_DONE) or 0), 'request')} done"]
+    text.append_text(figure_lines(used, rates, hits, width=width))
     caching = state.config("enable_prefix_caching")
     if caching == "False":
-        text.append("\nprefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)",
-                    style=NOT_PUBLISHED)
+        off = figure_lines("prefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)".split(),
+                    width=width, separator=" ")
+        off.stylize(NOT_PUBLISHED)
+        text.append("\n").append_text(off)
     return text
 
 
@@ -124,61 +147,71 @@ def queues_text(state: WatchState, width: int) -> Text:
     if len(running) > 1:
         ranks = " · ".join(f"rank {e} {running[e]:.0f}/{waiting.get(e, 0):.0f}" for e in s.engines)
         text.append(f"\n{ranks} (running/waiting)", style=DIM)
-    text.append("\n").append_text(why_text(state, s))
+    text.append("\n").append_text(why_text(state, s, width))
     return text
 
 
-def why_text(state: WatchState, s: m.MetricsSample) -> Text:
+def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
     """Why requests wait (`s`: the latest reading): the limits they wait for, the reasons vLLM gives,
     what a step takes."""
     limits = state.limits
-    text = Text()
     seqs = f" of max {limits.max_num_seqs}" if limits.max_num_seqs else ""
-    text.append(f"running {s.total(m.RUNNING) or 0:.0f}{seqs}")
+    now = [f"running {s.total(m.RUNNING) or 0:.0f}{seqs}"]
     reasons = state.waiting_by_reason()
-    text.append(f" · waiting {s.total(m.WAITING) or 0:.0f}")
+    waiting = f"waiting {s.total(m.WAITING) or 0:.0f}"
     if reasons:
-        text.append(" (" + ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(reasons.items())) + ")")
+        waiting += " (" + ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(reasons.items())) + ")"
+    now.append(waiting)
     kv = s.per_engine(m.KV_USAGE)
     if kv:
-        text.append(f" · KV {100 * max(kv.values()):.0f}%")
-    steps = state.steps()
+        now.append(f"KV {100 * max(kv.values()):.0f}%")
+    steps, per_step = state.steps(), []
     if steps is not None and steps.steps:
-        rate = f"{steps.steps_per_s:.1f} steps/s · " if steps.steps_per_s is not None else ""
-        most = f" (none over {steps.max_tokens:g})" if steps.max_tokens is not None and math.isfinite(steps.max_tokens) else ""
-        budget = f" of a {limits.max_num_batched_tokens}-token budget" if limits.max_num_batched_tokens else ""
-        text.append(f"\n{rate}{steps.mean_tokens:.1f} tok/step{most}{budget}")
+        if steps.steps_per_s is not None:
+            per_step.append(f"{steps.steps_per_s:.1f} steps/s")
+        per_step.append(f"{steps.mean_tokens:.1f} tok/step")
+        if steps.max_tokens is not None and math.isfinite(steps.max_tokens):
+            per_step.append(f"none over {steps.max_tokens:g}")
+        if limits.max_num_batched_tokens:
+            per_step.append(f"budget {limits.max_num_batched_tokens} tok")
+    text = figure_lines(now, per_step, width=width)
     rebuild = state.rebuild
     if rebuild is not None and rebuild.checks:
-        text.append_text(rebuild_text(rebuild))
+        text.append("\n").append_text(rebuild_text(rebuild, width))
     elif state.queue_checks:
         last = state.queue_checks[-1]
         agree, total = agreement(state.queue_checks)
-        text.append(f"\nrebuilt from requests seen: running {last.rebuilt_running} · waiting {last.rebuilt_waiting}"
-                    f" · within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)")
+        first = Text("rebuilt from requests: ", style=DIM).append(f"running {last.rebuilt_running}")
+        row = [first, f"waiting {last.rebuilt_waiting}",
+               f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)"]
+        text.append("\n").append_text(figure_lines(row, width=width))
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
-        text.append("\nlimits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens", style=DIM)
+        hint = figure_lines("limits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens".split(),
+                     width=width, separator=" ")
+        hint.stylize(DIM)
+        text.append("\n").append_text(hint)
     return text
 
 
-def rebuild_text(rebuild: SchedRebuild) -> Text:
+def rebuild_text(rebuild: SchedRebuild, width: int) -> Text:
     """The scheduler rebuild's latest state and how often it agreed with vLLM's gauges."""
     last = rebuild.checks[-1]
     agree, total = agreement(rebuild.checks)
-    text = Text(f"\nrebuilt with this engine's scheduler: running {last.rebuilt_running} · waiting "
-                f"{last.rebuilt_waiting} · agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings"
-                f" · preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})")
+    items: list[str | Text] = [f"running {last.rebuilt_running}", f"waiting {last.rebuilt_waiting}",
+                               f"agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings",
+                               f"preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})"]
     blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
     if blocks:
-        text.append(f" · KV blocks held {last.rebuilt_kv_blocks}, ±{TOLERANCE} of vLLM's on "
-                    f"{100 * sum(blocks) / len(blocks):.0f}%")
+        items.append(f"KV blocks {last.rebuilt_kv_blocks} (±{TOLERANCE} of vLLM's on "
+                     f"{100 * sum(blocks) / len(blocks):.0f}%)")
     cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
     if cached:
-        text.append(f" · cached {last.rebuilt_cached_blocks}, ±{TOLERANCE} of the KV events' on "
-                    f"{100 * sum(cached) / len(cached):.0f}%")
+        items.append(f"cached {last.rebuilt_cached_blocks} (±{TOLERANCE} of KV events' on "
+                     f"{100 * sum(cached) / len(cached):.0f}%)")
     if rebuild.num_skipped:
-        text.append(f" · {rebuild.num_skipped} requests left out (no usage)", style=DIM)
-    return text
+        items.append(Text(f"{rebuild.num_skipped} requests left out (no usage)", style=DIM))
+    items[0] = Text("rebuilt: ", style=DIM).append(items[0])  # by this engine's scheduler (the help screen says)
+    return figure_lines(items, width=width)
 
 
 def series_text(state: WatchState, width: int) -> Text:
@@ -224,7 +257,8 @@ def latency_text(state: WatchState, width: int) -> Text:
     shown = [0, len(QUANTILES) - 1] if narrow else list(range(len(QUANTILES)))  # the quantiles shown, by index
     column = 10 if narrow else 11  # a bucket's range: "250–500 ms"
     head = " " * 6 + "".join(f"{QUANTILE_NAMES[i]:>{column}}" for i in shown) + f"{'mean':>10}" + ("" if narrow else "    n")
-    text = Text(head + "  mean since start · over time", style="bold")
+    since = width >= len(head) + 20  # room for the mean since start (a narrow panel keeps its own columns whole)
+    text = Text(head + ("  mean since start · over time" if since else ""), style="bold")
     spark_width = max(0, width - len(head) - 22)
     for name, label in LATENCIES:
         p = state.latency(name, label)
@@ -234,8 +268,9 @@ def latency_text(state: WatchState, width: int) -> Text:
         text.append(f"{duration(p.window_mean):>10}")
         if not narrow:
             text.append(f"{p.window_count:>5}")
-        text.append(f"  {duration(p.mean)}".ljust(20), style=DIM)
-        text.append(gapped_sparkline(state.history.latency_mean.get(label, ()), spark_width), style="#c678dd")
+        if since:
+            text.append(f"  {duration(p.mean)}".ljust(20), style=DIM)
+            text.append(gapped_sparkline(state.history.latency_mean.get(label, ()), spark_width), style="#c678dd")
     return text
 
 

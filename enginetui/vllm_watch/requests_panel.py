@@ -87,7 +87,7 @@ def detail_text(view: WatchedRequest) -> Text:
     if view.generates:
         prompt = f"{view.prompt_tokens} prompt tok" if view.prompt_tokens is not None else "prompt tok —"
         limit = f"/{view.max_tokens}" if view.max_tokens is not None else ""
-        text.append(f" · {prompt} · {view.tokens_text()}{limit} generated")
+        text.append(f" · {prompt}\n{view.tokens_text()}{limit} generated")  # a line of their own: whole when wrapped
         if view.model:
             text.append(f" · {view.model}", style=DIM)
         end = view.finished or time.time()

@@ -111,7 +111,7 @@ async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
         assert missing_view.route == "/no/such/route" and missing_view.prompt == "GET /no/such/route?x=1"
         table = shown(app, "#watch-requests")
         assert " p1 " in table and "FINISHED" in table and " 24 tok " in table and "REJECTED" in table
-        assert f"proxy {app.state.proxy_url} (4 passed)" in shown(app, "#watch-title")
+        assert f"proxy {app.state.proxy_url.removeprefix('http://')} (4 passed)" in shown(app, "#watch-title")
 
 
 async def test_a_client_that_goes_away_aborts_its_request_upstream(fake):

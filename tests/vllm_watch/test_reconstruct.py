@@ -39,5 +39,5 @@ def test_each_reading_with_traffic_and_the_first_at_rest_is_checked_against_the_
         (1, 1, True), (3, 1, False), (0, 0, True)]
     assert agreement(state.queue_checks) == (2, 3)
     assert QueueCheck(0, 2, 0, 1, 1).agrees and not QueueCheck(0, 2, 0, 0, 0).agrees
-    assert ("rebuilt from requests seen: running 0 · waiting 0 · within ±1 of vLLM on 2/3 readings (67%)"
+    assert ("rebuilt from requests: running 0 · waiting 0 · within ±1 of vLLM on 2/3 readings (67%)"
             in queues_text(state, 120).plain)

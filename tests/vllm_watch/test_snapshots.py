@@ -6,13 +6,18 @@ of the screen: `pytest tests/vllm_watch/test_snapshots.py --snapshot-update`.
 """
 
 import time
+from pathlib import Path
 
 import pytest
 
 from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_watch.capture import replay_burst
 from enginetui.vllm_watch.server import load_decoder
 from enginetui.vllm_watch.state import ServerInfo
 from tests.vllm_watch import recorded
+
+
+BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"  # 64 requests through the proxy, real vLLM 0.32
 
 
 class RecordedApp(VllmWatchApp):
@@ -49,6 +54,19 @@ def utc(monkeypatch):
     time.tzset()
 
 
-@pytest.mark.parametrize("size", [(160, 48), (100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", [(160, 48), (120, 40), (100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_the_dashboard_on_the_recorded_vllm(snap_compare, size):
     assert snap_compare(fed_app(), terminal_size=size)
+
+
+def rebuilt_app() -> VllmWatchApp:
+    """After the recorded 64-request burst through the proxy, vLLM's limits given: every headline
+    figure, the scheduler rebuild's too."""
+    app = RecordedApp("http://127.0.0.1:8000", kv_events="tcp://127.0.0.1:5557")
+    app.state = replay_burst(BURST)
+    return app
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_headline_figures_are_whole_at_120x40_and_the_essentials_at_80x24(snap_compare, size):
+    assert snap_compare(rebuilt_app(), terminal_size=size)

@@ -149,9 +149,9 @@ def test_the_recorded_session_folds_into_panels():
     latency = latency_text(state, 100).plain.splitlines()
     assert [row.split()[0] for row in latency[1:5]] == ["TTFT", "ITL", "e2e", "queue"]
     why = queues_text(state, 100).plain
-    assert "waiting 0 (capacity 0, deferred 0)" in why and " tok/step (none over " in why
+    assert "waiting 0 (capacity 0, deferred 0)" in why and " tok/step · none over " in why
     assert "pass vLLM's --max-num-seqs" in why  # the limits were not given
     state.limits = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=2048)
     why = queues_text(state, 100).plain
-    assert "running 0 of max 16" in why and "of a 2048-token budget" in why and "pass vLLM" not in why
+    assert "running 0 of max 16" in why and "budget 2048 tok" in why and "pass vLLM" not in why
     assert len(series_text(state, 80).plain.splitlines()) == 5

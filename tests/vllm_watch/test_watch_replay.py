@@ -63,7 +63,7 @@ async def test_a_watch_recording_replays_with_replay_keys_title_and_footer(burst
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.shown > 0)
         assert app.playing  # it plays from the start
-        assert shown(app, "#watch-title").startswith("replay · enginetui · vLLM")
+        assert shown(app, "#watch-title").startswith("replay · vLLM · ● /metrics")
         assert not app.query_one("#prompt-bar").display
         assert {"play", "move(1)", "move(-1)", "speed(-1)", "speed(1)", "jump", "quit"} <= offered(app)
         assert not offered(app) & {"burst", "reset_cache"}

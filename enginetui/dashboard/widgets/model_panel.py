@@ -51,16 +51,16 @@ def model_items(info: EngineInfo, random_weights: bool, pool_rule: str | None = 
     return items
 
 
-def wrap_items(items: list[Text], width: int) -> Text:
-    """The items joined by " · ", a new line instead wherever the next one would not fit in `width`."""
+def wrap_items(items: list[Text], width: int, separator: str = SEPARATOR) -> Text:
+    """The items joined by `separator`, a new line instead wherever the next one would not fit in `width`."""
     text, line_length = Text(), 0
     for item in items:
-        if line_length and line_length + len(SEPARATOR) + len(item) > width:
+        if line_length and line_length + len(separator) + len(item) > width:
             text.append("\n")
             line_length = 0
         elif line_length:
-            text.append(SEPARATOR, style=DIM)
-            line_length += len(SEPARATOR)
+            text.append(separator, style=DIM)
+            line_length += len(separator)
         text.append_text(item)
         line_length += len(item)
     return text
