@@ -2,10 +2,13 @@
 
 import time
 
+import msgspec
 import zmq
 
+from enginetui.core.engine.events import MissedEvents, decode_event
 from enginetui.vllm_probe.config import ProbeConfig
 from enginetui.vllm_probe.probe import Probe
+from tests.vllm_probe.test_attach import FIXTURE, read_events
 
 
 def wait_until(done, timeout: float = 10.0) -> bool:
@@ -35,4 +38,24 @@ def test_subscribers_are_counted_as_they_join_and_leave(tmp_path):
     finally:
         for sub in subs:
             sub.close(linger=0)
+        probe.close()
+
+
+def test_a_subscriber_that_stops_reading_loses_events_and_never_holds_the_probe_up(tmp_path):
+    event = read_events(FIXTURE)[-1]
+    probe = Probe(ProbeConfig(f"ipc://{tmp_path}/probe.sock", hwm=4))
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVHWM, 4)
+    sub.connect(probe.address)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        assert wait_until(lambda: probe.poll_subscribers() == 1)
+        for seq in range(1, 2001):  # the subscriber reads none of them meanwhile
+            probe._publish(msgspec.structs.replace(event, seq=seq))
+        missed, seqs = MissedEvents(), []
+        while sub.poll(500):
+            seqs.append(missed.mark(decode_event(sub.recv())).seq)
+        assert seqs == sorted(seqs) and missed.total == seqs[-1] - len(seqs) > 1000  # the gaps are counted
+    finally:
+        sub.close(linger=0)
         probe.close()
