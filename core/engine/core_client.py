@@ -242,13 +242,14 @@ class AsyncClient(EngineCoreClient):
                     return  # shut down: the stream ends
                 self.host.check()
                 if held is not None:
-                    assert missed is not None  # held only after a catch-up, which needs `missed`
+                    assert missed is not None and missed.last_seq is not None  # held only after a catch-up (below)
                     if held.seq > missed.last_seq:
                         covered = held.seq
                         yield missed.mark(held)
                     held = None
                 elif not level:
-                    assert missed is not None and catch_up is not None  # `level` drops only with both
+                    # `level` drops only with both, at an event, which `missed.mark` has seen by now
+                    assert missed is not None and catch_up is not None and missed.last_seq is not None
                     level = True
                     try:
                         latest = await catch_up()

@@ -181,7 +181,7 @@ def encode_event(event: StepEvent) -> bytes:
     return _ENCODER.encode(event)
 
 
-def decode_event(data: bytes) -> StepEvent:
+def decode_event(data: bytes | memoryview) -> StepEvent:
     return _DECODER.decode(data)
 
 

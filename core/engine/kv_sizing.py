@@ -57,8 +57,8 @@ def size_kv_pool(config: EngineConfig, bytes_per_token: int, max_model_len: int)
     on_cuda = config.torch_device.type == "cuda"
     if config.kv_cache_memory_bytes is not None:
         budget, rule = config.kv_cache_memory_bytes, f"--kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)}"
-    elif not on_cuda and cpu_kv_space_bytes() is not None:
-        budget, rule = cpu_kv_space_bytes(), f"{CPU_KV_SPACE_ENV}={os.environ[CPU_KV_SPACE_ENV].strip()}"
+    elif not on_cuda and (space := cpu_kv_space_bytes()) is not None:
+        budget, rule = space, f"{CPU_KV_SPACE_ENV}={os.environ[CPU_KV_SPACE_ENV].strip()}"
     elif config.gpu_memory_utilization is not None:
         budget, rule = _utilization_budget(config, config.gpu_memory_utilization)
     else:

@@ -126,6 +126,7 @@ class OutputProcessor:
         if out.first_scheduled_time is not None and m.first_scheduled_time is None:
             m.first_scheduled_time = out.first_scheduled_time
         state.num_cached_tokens = out.num_cached_tokens or state.num_cached_tokens
+        stop_reason: str | int | None  # the stop token, or the stop string found below
         finish_reason, stop_reason, error = out.finish_reason, out.stop_token_id, None
         if out.finish_reason in ("rejected", "error"):
             error = out.finish_detail

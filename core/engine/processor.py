@@ -1,6 +1,7 @@
 """Client-side preprocessing: tokenize and validate a request before it reaches EngineCore."""
 
 import time
+from typing import Any
 
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.outputs import EngineCoreRequest
@@ -29,7 +30,8 @@ class Processor:
         if not isinstance(request_id, str) or not request_id:
             raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
         if params is None:  # the model's generation config supplies the defaults (vLLM's "auto")
-            params = SamplingParams(**self.info.default_sampling)
+            defaults: dict[str, Any] = self.info.default_sampling  # SamplingParams keywords
+            params = SamplingParams(**defaults)
         if not isinstance(params, SamplingParams):
             raise ValueError(f"sampling params must be a SamplingParams, got {type(params).__name__}")
         if isinstance(priority, bool) or not isinstance(priority, int):

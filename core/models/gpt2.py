@@ -2,6 +2,8 @@
 GELU MLP, lm_head tied to the token embedding. Its checkpoints store linear weights as Conv1D,
 `[in, out]`: they are transposed on load."""
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -95,4 +97,4 @@ class GPT2LMHeadModel(CausalLM):
         return self.transformer.wte
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [block.attn.attn for block in self.transformer.h]  # type: ignore[union-attr]  # ModuleList items are typed Module
+        return [cast(GPT2Block, block).attn.attn for block in self.transformer.h]

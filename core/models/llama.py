@@ -6,6 +6,7 @@ biases, per-head q/k norms, sliding windows.
 """
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -114,4 +115,4 @@ class LlamaForCausalLM(CausalLM):
         return self.model.embed_tokens
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [layer.self_attn.attn for layer in self.model.layers]  # type: ignore[union-attr]  # ModuleList items are typed Module
+        return [cast(LlamaDecoderLayer, layer).self_attn.attn for layer in self.model.layers]

@@ -117,7 +117,7 @@ def _max_positions(model_dir: Path) -> int | None:
     return positions if isinstance(positions, int) else None
 
 
-def _no_dummy_config(model: str) -> str:
+def _no_dummy_config(model: str | None) -> str:
     return (f"dummy weights for {model!r} need its config.json: it is not cached locally and is not one of the "
             f"built-in configs ({', '.join(KNOWN_NAMES)}); give a local directory with a config.json")
 

@@ -1,6 +1,8 @@
 """OPT (the facebook/opt-* family): learned positions offset by 2, LayerNorm before (most sizes) or
 after (opt-350m) each block, optional projections between embedding and hidden widths."""
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -112,4 +114,4 @@ class OPTForCausalLM(CausalLM):
         return self.model.decoder.embed_tokens
 
     def attention_layers(self) -> list[PagedAttention]:
-        return [layer.self_attn.attn for layer in self.model.decoder.layers]  # type: ignore[union-attr]  # ModuleList items are typed Module
+        return [cast(OPTDecoderLayer, layer).self_attn.attn for layer in self.model.decoder.layers]

@@ -97,15 +97,15 @@ def encode(struct_value: msgspec.Struct) -> bytes:
     return _ENCODER.encode(struct_value)
 
 
-def decode_head(payload: bytes) -> EventHead:
+def decode_head(payload: bytes | memoryview) -> EventHead:
     return _HEAD_DECODER.decode(payload)
 
 
-def decode_header(payload: bytes) -> Header:
+def decode_header(payload: bytes | memoryview) -> Header:
     return _HEADER_DECODER.decode(payload)
 
 
-def decode_trailer(payload: bytes) -> Trailer:
+def decode_trailer(payload: bytes | memoryview) -> Trailer:
     return _TRAILER_DECODER.decode(payload)
 
 

@@ -12,8 +12,8 @@ def apply_penalties(logits: torch.Tensor, meta: SamplingMetadata) -> None:
     frequency:  logit -= f * (times the token was generated).
     presence:   logit -= p if the token was generated at all.
     """
-    if meta.presence_penalty is None:
-        return
+    if meta.presence_penalty is None or meta.frequency_penalty is None or meta.repetition_penalty is None:
+        return  # no row uses penalties (the three are set together)
     num_rows, vocab = logits.shape
     counts = torch.zeros(num_rows, vocab, dtype=logits.dtype, device=logits.device)  # [num_rows, vocab]
     seen = torch.zeros(num_rows, vocab, dtype=torch.bool, device=logits.device)  # [num_rows, vocab]

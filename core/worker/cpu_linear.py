@@ -115,7 +115,7 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
     (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`)."""
-    owners = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
+    owners: list[Linear | nn.Linear | nn.Embedding] = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]

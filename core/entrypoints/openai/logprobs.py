@@ -24,7 +24,10 @@ def token_text(tokenizer, token_id: int) -> str:
 def completion_logprobs(token_ids: list[int], logprobs: list[dict[int, float]], num_top: int, tokenizer,
                         text_offset: int = 0) -> CompletionLogProbs:
     """Logprobs of these tokens; `text_offset` is where the first one's text starts in the choice text."""
-    offsets, tokens, token_logprobs, top_logprobs = [], [], [], []
+    offsets: list[int] = []
+    tokens: list[str] = []
+    token_logprobs: list[float | None] = []
+    top_logprobs: list[dict[str, float] | None] = []
     for token_id, step in zip(token_ids, logprobs, strict=True):
         token = token_text(tokenizer, token_id)
         offsets.append(text_offset)

@@ -109,14 +109,14 @@ class _Answer:
                         if self.req.logprobs is not None:
                             logprobs = completion_logprobs(delta.token_ids, delta.logprobs, self.req.logprobs,
                                                            self.served.tokenizer, delta.text_offset)
-                        choice = CompletionResponseStreamChoice(
+                        sent = CompletionResponseStreamChoice(
                             index=index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason,
                             stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None)
                         if self.req.return_token_ids:
-                            choice.token_ids = delta.token_ids
+                            sent.token_ids = delta.token_ids
                             if first:
-                                choice.prompt_token_ids = out.prompt_token_ids
-                        chunk = self._chunk([choice])
+                                sent.prompt_token_ids = out.prompt_token_ids
+                        chunk = self._chunk([sent])
                         if continuous_usage:
                             chunk.usage = UsageInfo.of(prompt_tokens[i], choice.sent_tokens)
                         yield sse(chunk.model_dump_json(exclude_unset=True))
