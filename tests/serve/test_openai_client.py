@@ -48,6 +48,20 @@ def test_streamed_completion_equals_the_whole_one(client):
     assert usage_chunk.choices == [] and usage_chunk.usage == whole.usage
 
 
+def test_streamed_completion_with_continuous_usage_counts_on_every_chunk(client):
+    """`continuous_usage_stats`: each text chunk carries the usage so far (a bug sent none: the stream broke)."""
+    whole = client.completions.create(model="default", prompt="A class is", max_tokens=8, temperature=0)
+    chunks = list(client.completions.create(model="default", prompt="A class is", max_tokens=8, temperature=0,
+                                            stream=True,
+                                            stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    text_chunks = [c for c in chunks if c.choices]
+    assert "".join(c.choices[0].text for c in text_chunks) == whole.choices[0].text
+    counts = [c.usage.completion_tokens for c in text_chunks]
+    assert counts == sorted(counts) and counts[-1] == whole.usage.completion_tokens
+    assert all(c.usage.prompt_tokens == whole.usage.prompt_tokens for c in text_chunks)
+    assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage
+
+
 def test_stream_without_include_usage_has_no_usage_chunk(client):
     chunks = list(client.completions.create(model="default", prompt="x", max_tokens=3, stream=True))
     assert all(c.usage is None and c.choices for c in chunks)
