@@ -183,7 +183,11 @@ async def paused(pilot: Pilot) -> str:
     for _ in range(STEPS_WHILE_PAUSED):
         step = app.state.step
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda step=step: app.state.step == step + 1, "one more step")
+
+        def stepped(step: int = step) -> bool:  # the step bound now (B023)
+            return app.state.step == step + 1
+
+        await wait_for(pilot, stepped, "one more step")
     running = [v for v in app.state.ordered() if v.status == "running"]
     if not running:
         raise TimeoutError("no request was still running after the single steps")
