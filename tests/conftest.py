@@ -13,7 +13,7 @@ from transformers import OPTConfig, OPTForCausalLM
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Every vLLM the tests start runs eagerly: its compile at start costs minutes of g++ on 2 cores, and
-# the tests check what vLLM does, not how fast (enginetui/vllm_eager.py).
+# the tests check what vLLM does, not how fast (enginetui/vllm_launch.py).
 os.environ.setdefault("ENGINETUI_VLLM_EAGER", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
+from enginetui.vllm_launch import VLLM_PYTHON_ENV
 
 FAKE_VLLM = Path(__file__).parent / "bench" / "fake_vllm"  # a package named vllm with the names the runners use
 REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")  # the real vLLM's interpreter, or ""

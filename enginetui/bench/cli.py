@@ -9,12 +9,12 @@ import sys
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
 from enginetui.bench.run_record import RESULT_DIR, check_destinations
-from enginetui.bench.vllm_peer import CORE_MODES, VLLM_PYTHON_ENV
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args
 from enginetui.interrupt import sigterm_interrupts
 from enginetui.kernels import cpu_isa
+from enginetui.vllm_launch import CORE_MODES, VLLM_PYTHON_ENV
 
 OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM's offline one
     "--max-num-batched-tokens": f"token budget of one step (default: {OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS} on CPU, "

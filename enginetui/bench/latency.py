@@ -21,8 +21,9 @@ from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
-from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
+from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.vllm_launch import vllm_python
 
 
 @dataclass(slots=True)

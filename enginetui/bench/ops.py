@@ -28,13 +28,14 @@ from enginetui.bench.frozen import frozen
 from enginetui.bench.op_kinds import ORDER, ms_per_kind
 from enginetui.bench.profile import check_decode_capacity, end_decode_batch, start_decode_batch
 from enginetui.bench.step_profiler import profile_steps
-from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs, vllm_python
+from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.vllm_launch import vllm_python
 
 TOP_OPS = 8  # operators listed by name per engine and batch size
 

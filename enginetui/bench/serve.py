@@ -24,8 +24,8 @@ from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
-from enginetui.bench.vllm_peer import vllm_python
 from enginetui.bench.workload import WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.vllm_launch import vllm_python
 
 
 @dataclass(slots=True)

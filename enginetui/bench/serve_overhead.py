@@ -25,8 +25,7 @@ import numpy as np
 from enginetui.bench import report
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.serve_load import TEMPERATURE, run_workload, serve_flags
-from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
-from enginetui.bench.vllm_server import VLLMServer
+from enginetui.bench.vllm_peer import VLLMPeer, start_peer_server, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, total_output_len
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
@@ -137,7 +136,7 @@ def generate_pass_alone(kwargs: dict[str, Any], workload: list[BenchRequest], wa
 def vllm_server_pass(python: str, weights_dir: Path, engine: dict[str, Any], workload: list[BenchRequest],
                      warmup: list[BenchRequest], seed: int, timeout_s: float) -> float:
     """Start vLLM's OpenAI server, warm it up, send the workload all at once, stop it; the duration."""
-    with VLLMServer(python, str(weights_dir), {**engine, "skip_tokenizer_init": True}) as server:
+    with start_peer_server(python, str(weights_dir), {**engine, "skip_tokenizer_init": True}) as server:
         return asyncio.run(run_workload(server.url, None, workload, warmup, math.inf, seed, timeout_s))[1]
 
 

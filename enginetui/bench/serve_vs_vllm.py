@@ -35,8 +35,10 @@ from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
-from enginetui.bench.vllm_peer import vllm_engine_kwargs, vllm_python
+from enginetui.bench.vllm_peer import start_peer_server, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.vllm_launch import vllm_python
+
 
 @dataclass(slots=True)
 class ServePass:
@@ -134,7 +136,6 @@ def turns(repeats: int) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> ServeVsVLLMResult:
-    from enginetui.bench.vllm_server import VLLMServer
     from enginetui.serve.process import ServeProcess
 
     rates = list(args.request_rate)
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                 engine["skip_tokenizer_init"] = True
             elif shared.get("tokenizer"):
                 engine["tokenizer"] = shared["tokenizer"]
-            with VLLMServer(python, str(weights_dir), engine, log_steps=args.step_times) as vllm:
+            with start_peer_server(python, str(weights_dir), engine, log_steps=args.step_times) as vllm:
                 version = httpx.get(f"{vllm.url}/version", timeout=30.0).raise_for_status().json()["version"]
                 sides = ((server.url, "enginetui-serve", server.proc.pid), (vllm.url, "vllm-serve", vllm.proc.pid))
                 ours, theirs = [], []

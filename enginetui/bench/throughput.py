@@ -30,8 +30,10 @@ from enginetui.bench.frozen import frozen
 from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.recording import event_modes, record_path
-from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs, vllm_python
+from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.vllm_launch import vllm_python
+
 
 @dataclass(slots=True)
 class EngineRun:

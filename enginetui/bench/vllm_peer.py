@@ -2,45 +2,23 @@
 
 `VLLMPeer` starts `enginetui/bench/vllm_runner.py` with the interpreter of vLLM's virtual
 environment (`--vllm-python`, default the `ENGINETUI_VLLM_PYTHON` environment variable) and drives
-it over a JSON-lines pipe. vLLM keeps its defaults; `cores` chooses its CPU thread binding:
-"default" is vLLM's own (on CPU it reserves one core for its front-end and runs the model on the
-rest), "all" gives the model every core (`VLLM_CPU_OMP_THREADS_BIND=0-N`, none reserved).
+it over a JSON-lines pipe; `start_peer_server` starts vLLM's OpenAI server on the same engine keywords.
+vLLM keeps its defaults; `cores` chooses its CPU thread binding (enginetui/vllm_launch.py's vllm_env).
 Its logs go to a temporary file, kept (and its tail shown) only if it fails.
 """
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from enginetui.vllm_eager import vllm_eager
+from enginetui.flags.engine import as_flags
+from enginetui.vllm_launch import LOG_TAIL_CHARS, VLLMError, VllmServer, end_group, start_server, vllm_eager, vllm_env
 
-VLLM_PYTHON_ENV = "ENGINETUI_VLLM_PYTHON"  # the vLLM interpreter, when --vllm-python is not given
 RUNNER = Path(__file__).with_name("vllm_runner.py")  # run by that interpreter
 VLLM_COMPETING = ("none", "busy")  # the competing loads vLLM is timed beside too (it has no dashboard)
-CORE_MODES = ("default", "all")  # vLLM's own thread binding / the model on every core
-KV_SPACE_GIB = "2"  # VLLM_CPU_KVCACHE_SPACE unless set: our engine's default CPU pool is 2 GiB too
-LOG_TAIL_CHARS = 4000  # how much of vLLM's log a failure shows
-
-
-class VLLMError(RuntimeError):
-    """vLLM could not be found, failed to start, or a command failed."""
-
-
-def vllm_python(flag: str | None) -> str:
-    """The interpreter to run vLLM with: the flag, else the environment variable; checked to exist."""
-    path = flag or os.environ.get(VLLM_PYTHON_ENV, "")
-    if not path:
-        raise ValueError(f"comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set "
-                         f"{VLLM_PYTHON_ENV} (the python of an environment with vllm installed; the README's "
-                         f"\"The differential test\" sets one up)")
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise ValueError(f"vLLM interpreter {path!r} (from --vllm-python or {VLLM_PYTHON_ENV}) is not an executable file")
-    return path
 
 
 PASSED_THROUGH = ("seed", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
@@ -57,20 +35,17 @@ def vllm_engine_kwargs(engine_kwargs: dict[str, Any], dtype: str) -> dict[str, A
     return kwargs
 
 
-def peer_env(cores: str, base: dict[str, str] | None = None, in_process: bool = False) -> dict[str, str]:
-    """The environment vLLM runs in for a cores mode (see the module docstring); `in_process`: its
-    EngineCore runs in the runner's process (what `ops` profiles) rather than a child of its own."""
-    env = dict(os.environ if base is None else base)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_SPACE_GIB)
-    if in_process:
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    if cores == "all":
-        cpus = sorted(os.sched_getaffinity(0))
-        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
-    elif cores != "default":
-        raise ValueError(f"vLLM cores mode must be one of {', '.join(CORE_MODES)}, got {cores!r}")
-    return env
+def server_flags(engine: dict[str, Any], log_steps: bool = False) -> list[str]:
+    """vLLM's api_server flags for the engine keywords (vllm_engine_kwargs' dict: dtype, the shared flags
+    given; booleans as --x / --no-x, skip_tokenizer_init as its flag). Its statistics are off unless
+    `log_steps`, which has it log a line per engine step instead (see enginetui/bench/step_kinds.py)."""
+    stats = ["--enable-logging-iteration-details"] if log_steps else ["--disable-log-stats"]
+    return [*stats, "--uvicorn-log-level", "warning", *as_flags(engine)]
+
+
+def start_peer_server(python: str, model_dir: str, engine: dict[str, Any], log_steps: bool = False) -> VllmServer:
+    """vLLM's OpenAI server as the peer of `bench serve --compare vllm-server`, the model on every core."""
+    return start_server(python, model_dir, server_flags(engine, log_steps), env=vllm_env("all"))
 
 
 class VLLMPeer:
@@ -83,9 +58,9 @@ class VLLMPeer:
         self.log_path = self.log.name  # where vLLM's output goes
         self.failed = False  # a command failed: keep the log
         self.in_flight = False  # a command was sent and its answer not read (e.g. Ctrl-C while vLLM starts)
-        self.proc = subprocess.Popen(  # -P: the runner's folder must not shadow stdlib modules (profile.py)
+        self.proc = subprocess.Popen(  # -P: the runner's folder stays off sys.path (it imports stdlib and vLLM only)
             [python, "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            env=peer_env(cores, in_process=in_process), text=True, start_new_session=True,
+            env=vllm_env(cores, in_process=in_process), text=True, start_new_session=True,
         )
         try:
             reply = self._call({"cmd": "start", "model": model_dir, "engine": engine, "async": use_async},
@@ -180,23 +155,3 @@ def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
             end_group(proc)
             return ""
     return stdout.readline()
-
-
-def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End every process of the runner's session (it started its own): SIGTERM, then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break  # nobody left
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if proc.poll() is None:
-                time.sleep(0.05)
-                continue
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-    proc.wait()

@@ -18,5 +18,6 @@ per engine step: blocks stored with their hash chain and token ids, blocks remov
 - `fleet`, `fleet_app`: several replicas, and which prefixes are cached where.
 - `app`, `panels`, `requests_panel`, `tree_panel`: the Textual app and its vLLM-specific panels;
   `cli`: the flags of `enginetui attach --vllm` (enginetui/serve/cli.py puts them on attach).
-- `launch`, `capture`: start a vLLM server; record its events and metrics as test fixtures.
+- `capture`: record a vLLM server's events and metrics as test fixtures (enginetui/vllm_launch.py
+  starts every vLLM).
 """

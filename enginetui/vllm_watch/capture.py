@@ -50,8 +50,8 @@ import httpx
 import zmq
 
 from enginetui.bench.vllm_step_log import ITERATION, LoggedStep, logged_steps
+from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch.burst import proxied_burst
-from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import SchedulerLimits
@@ -158,7 +158,7 @@ def run_workload(url: str, rec: Recorder) -> tuple[dict, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vllm-python", default=vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
+    parser.add_argument("--vllm-python", default=find_vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
     parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
     parser.add_argument("--out", help="folder for the fixture files")
     parser.add_argument("--measure", metavar="DIR",

@@ -16,10 +16,10 @@ from textual.widgets import Input
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
-from enginetui.vllm_watch.launch import start_vllm, vllm_python
 
 SIZE = (160, 48)  # terminal columns, rows (the engine dashboard's large layout)
 MODEL = DEFAULT_MODEL_DIR
@@ -62,7 +62,7 @@ async def play(app: VllmWatchApp) -> str:
 
 
 def main(out: str = "screenshots/vllm-watch.svg") -> int:
-    python = vllm_python()
+    python = find_vllm_python()
     if python is None:
         print("set ENGINETUI_VLLM_PYTHON to vLLM's interpreter", file=sys.stderr)
         return 2

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from enginetui.bench import competing, quiet
-from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV
-from enginetui.core.worker import cpu_tuning
 from enginetui.cli import build_parser
+from enginetui.core.worker import cpu_tuning
+from enginetui.vllm_launch import VLLM_PYTHON_ENV
 from tests.vllm_peer_marks import FAKE_VLLM
 
 SMALL_ENGINE = ["--num-gpu-blocks-override", "64", "--device", "cpu"]  # a small pool keeps steps cheap

@@ -9,16 +9,17 @@ import sys
 
 import pytest
 
-from enginetui.core.worker.cpu_threads import usable_cores
 from enginetui.bench import latency, throughput
 from enginetui.bench.throughput import greedy_agreement
-from enginetui.bench.vllm_peer import VLLM_PYTHON_ENV, VLLMError, VLLMPeer, peer_env, vllm_engine_kwargs, vllm_python
+from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import make_workload, spec_from_args
-from enginetui.vllm_eager import EAGER_ENV
+from enginetui.core.worker.cpu_threads import usable_cores
+from enginetui.vllm_launch import EAGER_ENV, VLLM_PYTHON_ENV, VLLMError, vllm_env, vllm_python
 from tests.conftest import make_opt_dir
 from tests.vllm_peer_marks import needs_real_vllm
 
 from .conftest import SMALL_WORKLOAD, bench_args
+
 
 def test_the_interpreter_comes_from_the_flag_or_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(VLLM_PYTHON_ENV, raising=False)
@@ -32,14 +33,14 @@ def test_the_interpreter_comes_from_the_flag_or_the_environment(monkeypatch, tmp
 
 
 def test_core_modes_set_vllms_thread_binding_and_kv_space():
-    default = peer_env("default", {"PATH": "/bin"})
+    default = vllm_env("default", {"PATH": "/bin"})
     assert default == {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "2"}  # vLLM's own binding otherwise
-    every = peer_env("all", {"VLLM_CPU_KVCACHE_SPACE": "4"})
+    every = vllm_env("all", {"VLLM_CPU_KVCACHE_SPACE": "4"})
     cpus = sorted(os.sched_getaffinity(0))
     assert every["VLLM_CPU_OMP_THREADS_BIND"] == ",".join(map(str, cpus))
     assert every["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0" and every["VLLM_CPU_KVCACHE_SPACE"] == "4"
     with pytest.raises(ValueError, match="default, all"):
-        peer_env("half")
+        vllm_env("half")
 
 
 def test_vllm_keeps_its_defaults_but_shares_the_flags_given(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 from enginetui import cli
 from enginetui.kernels import cpu_isa, cpu_kernels
-from enginetui.vllm_watch.launch import vllm_python
+from enginetui.vllm_launch import find_vllm_python
 from tests.kernels.test_cpu_kernels import DTYPES, _cpu_flags, assert_build_matches_reference
 
 NARROWS = cpu_isa.NARROWER_ISAS["avx2"].cpu_flag in _cpu_flags()  # else the native build already is the AVX2 one
@@ -64,7 +64,7 @@ def test_the_kernels_build_without_avx512_and_match_the_reference(tmp_path):
     assert "ymm" in disassembly and "zmm" not in disassembly
 
 
-@pytest.mark.skipif(vllm_python() is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter")
+@pytest.mark.skipif(find_vllm_python() is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter")
 @pytest.mark.slow
 def test_vllm_loads_its_avx2_build():
     """vLLM's interpreter, started with the environment, loads `vllm._C_AVX2` (what it loads on an
@@ -73,7 +73,7 @@ def test_vllm_loads_its_avx2_build():
             "print(sorted({line.rsplit('/', 1)[-1].split('.')[0] for line in open('/proc/self/maps') "
             "if '/vllm/_C' in line}))")
     for env, expected in ((cpu_isa.environment("avx2"), "['_C_AVX2']"), (dict(os.environ), None)):
-        done = subprocess.run([vllm_python(), "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run([find_vllm_python(), "-c", code], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         loaded = done.stdout.strip().splitlines()[-1]
         if expected is not None:

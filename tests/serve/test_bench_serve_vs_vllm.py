@@ -12,19 +12,18 @@ import pytest
 from enginetui.bench.goodput import goodput, request_slos
 from enginetui.bench.latency import RequestTiming
 from enginetui.bench.serve_vs_vllm import turns
-from enginetui.bench.vllm_server import server_flags
+from enginetui.bench.vllm_peer import server_flags
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 from tests.conftest import make_opt_dir
 from tests.vllm_peer_marks import FAKE_VLLM, needs_real_vllm
 
 
-def test_vllm_gets_its_engine_keywords_as_flags_on_localhost():
-    flags = server_flags("/m", {"dtype": "float32", "seed": 0, "enable_prefix_caching": False,
-                                "skip_tokenizer_init": True, "enforce_eager": True}, 8123)
-    assert flags[:6] == ["--model", "/m", "--host", "127.0.0.1", "--port", "8123"]
-    assert flags[6:] == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
-                         "--no-enable-prefix-caching", "--skip-tokenizer-init", "--enforce-eager"]
-    logged = server_flags("/m", {}, 8123, log_steps=True)
+def test_vllm_gets_its_engine_keywords_as_flags():
+    flags = server_flags({"dtype": "float32", "seed": 0, "enable_prefix_caching": False,
+                          "skip_tokenizer_init": True, "enforce_eager": True})
+    assert flags == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
+                     "--no-enable-prefix-caching", "--skip-tokenizer-init", "--enforce-eager"]
+    logged = server_flags({}, log_steps=True)
     assert "--enable-logging-iteration-details" in logged and "--disable-log-stats" not in logged
 
 

@@ -8,11 +8,11 @@ import json
 import httpx
 import pytest
 
-from enginetui.vllm_watch.launch import start_vllm, vllm_python
+from enginetui.vllm_launch import find_vllm_python, start_vllm
 from tests.serve.conftest import ServerProcess
 from tests.vllm_watch.recorded import MODEL_DIR
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
               pytest.mark.slow]
 SERVER_INTERVAL = 3  # both servers' --stream-interval

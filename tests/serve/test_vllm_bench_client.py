@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from enginetui.vllm_watch.launch import vllm_python
+from enginetui.vllm_launch import find_vllm_python
 from tests.serve.conftest import ServerProcess
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
               pytest.mark.slow]
 # `vllm bench serve` without the `vllm` launcher (the same parser and main as the CLI's subcommand)

@@ -8,21 +8,21 @@ when vLLM's interpreter is configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/
 """
 
 import tempfile
-from functools import partial
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import httpx
 import pytest
 
+from enginetui.vllm_launch import VllmServer, find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
-from enginetui.vllm_watch.launch import VllmServer, start_vllm, vllm_python
 from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
               pytest.mark.timeout(2400), pytest.mark.slow]
 SIZE = (160, 48)

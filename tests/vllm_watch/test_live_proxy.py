@@ -9,16 +9,16 @@ from functools import partial
 import httpx
 import pytest
 
+from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.recording import apply_item, read_watch_recording
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
               pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (160, 48)

@@ -11,13 +11,19 @@ agreement is pinned on recorded captures by the fixture tests)."""
 
 import pytest
 
-from enginetui.vllm_watch.capture import (BURST_MAX_TOKENS, BURST_POLL_S, capture_burst, matching_steps, replay_burst,
-                                           vllm_logged_steps)
-from enginetui.vllm_watch.launch import vllm_python
+from enginetui.vllm_launch import find_vllm_python
+from enginetui.vllm_watch.capture import (
+    BURST_MAX_TOKENS,
+    BURST_POLL_S,
+    capture_burst,
+    matching_steps,
+    replay_burst,
+    vllm_logged_steps,
+)
 from enginetui.vllm_watch.reconstruct import agreement
 from tests.vllm_watch.recorded import MODEL_DIR
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 # Fewer readings than this are not compared: one lumped reading would move the share by 5% or more. (On the
 # 2-core AMD EPYC Zen 5 a burst now lasts 1.7 s, 4 readings alone; a CI run beside other tests read 13 and
 # agreed on 8 while its rebuild made 64 of vLLM's 631 steps alike, 624 of 624 alone.)

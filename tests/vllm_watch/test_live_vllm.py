@@ -5,22 +5,22 @@ configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwi
 """
 
 import tempfile
-from functools import partial
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.capture import BRANCHES, SHARED
-from enginetui.vllm_watch.launch import start_vllm, vllm_python
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
-PYTHON = vllm_python()
+PYTHON = find_vllm_python()
 pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
               pytest.mark.timeout(1800), pytest.mark.slow]
 SIZE = (150, 50)

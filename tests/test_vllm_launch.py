@@ -1,0 +1,33 @@
+"""enginetui/vllm_launch.py: the interpreter lookup, and a server that fails to start (this interpreter has no
+vLLM): one error with its log's tail, the log kept, nothing left running. A real start: tests/vllm_watch/
+test_live_vllm.py and tests/serve/test_bench_serve_vs_vllm.py."""
+
+import os
+import sys
+
+import psutil
+import pytest
+
+from enginetui.vllm_launch import VLLM_PYTHON_ENV, VLLMError, find_vllm_python, start_server, vllm_python
+
+
+def test_a_vllm_executable_stands_for_the_python_beside_it(monkeypatch, tmp_path):
+    python, vllm = tmp_path / "python", tmp_path / "vllm"
+    monkeypatch.setenv(VLLM_PYTHON_ENV, str(vllm))
+    assert find_vllm_python() is None  # no python there yet
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    assert find_vllm_python() == vllm_python() == str(python)
+    monkeypatch.delenv(VLLM_PYTHON_ENV)
+    assert find_vllm_python() is None
+
+
+def test_a_server_that_exits_while_starting_raises_with_its_log(tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(VLLMError, match=r"vLLM's server exited \(code 1\) while starting") as info:
+        start_server(sys.executable, str(tmp_path), ["--dtype", "float32"], timeout=60)
+    assert "No module named 'vllm'" in str(info.value)  # the log's tail
+    log = str(info.value).split("log ", 1)[1].split(":\n", 1)[0]
+    assert os.path.exists(log)  # kept: the server failed
+    os.unlink(log)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
