@@ -114,12 +114,13 @@ def _add_utility_routes(app: FastAPI, served: ServedModel) -> None:
     async def tokenize(raw: Request) -> JSONResponse:
         body = await _json_body(raw)
         chat = isinstance(body, dict) and "messages" in body
+        req: TokenizeChatRequest | TokenizeCompletionRequest
         try:
             req = (TokenizeChatRequest if chat else TokenizeCompletionRequest).model_validate(body)
         except ValidationError as exc:
             raise RequestValidationError(exc.errors()) from exc
         served.check_request(req, req.model)
-        if chat:
+        if isinstance(req, TokenizeChatRequest):
             text = render_chat(served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message,
                                None)
         else:

@@ -18,7 +18,7 @@ As vLLM's, the registry is prometheus_client's, so counters and histograms carry
 samples (vLLM 0.32 publishes them: tests/vllm_watch/fixtures/opt-tiny/metrics.jsonl.xz).
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -221,7 +221,7 @@ class MeteredEngine:
     def __getattr__(self, name: str):
         return getattr(self.engine, name)
 
-    async def generate(self, prompt, params, request_id: str, priority: int = 0) -> AsyncIterator[RequestOutput]:
+    async def generate(self, prompt, params, request_id: str, priority: int = 0) -> AsyncGenerator[RequestOutput, None]:
         seen = RequestSeen()
         self.open.add(request_id)
         stream = self.engine.generate(prompt, params, request_id, priority)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from enginetui.core.entrypoints.openai.errors import bad_request, model_not_found
+from enginetui.core.entrypoints.openai.metrics import MeteredEngine
 from enginetui.core.entrypoints.openai.protocol import OpenAIBaseModel
 from enginetui.core.outputs import CompletionOutput
 from enginetui.core.sampling_params import SamplingParams
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 class ServedModel:
     """One engine behind the OpenAI routes."""
 
-    engine: object  # AsyncLLM, or a MeteredEngine around one: generate / abort / snapshot / events / ...
+    engine: MeteredEngine  # the AsyncLLM (or anything with its interface) metered: generate / abort / snapshot / ...
     name: str  # the model name clients use (--served-model-name, default the --model value)
     tokenizer: "PreTrainedTokenizerBase | None"  # the engine's HF tokenizer (None: token-id prompts only)
     max_model_len: int  # prompt + output limit of the engine
