@@ -303,8 +303,11 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         about = [("server", self.url), ("KV events", self.kv_events or "not listened to"),
                  ("replay", self.kv_replay or "none: batches missed while away are lost"),
                  ("proxy", self.state.proxy_url or "off: pass --proxy-port PORT to list every client's requests"),
-                 ("not published by vLLM", "which requests run or wait, per-request block tables, its scheduler "
-                                          "limits (pass them), step times, the engine process")]
+                 ("not published by vLLM", "which requests run or wait, per-request block tables, step times, the "
+                                          "engine process"),
+                 ("vLLM's limits", "not on /metrics, and the rebuild needs them: pass --max-num-seqs and "
+                                   "--max-num-batched-tokens as vLLM got them, or start vLLM with "
+                                   "VLLM_SERVER_DEV_MODE=1 and they are read from its /server_info")]
         self.show_help(WATCH_PANELS, about)
 
     async def action_quit(self) -> None:

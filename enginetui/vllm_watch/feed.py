@@ -73,6 +73,11 @@ class ServerFeed:
     async def learn_model(self) -> None:
         info = await self.client.models()
         self.state.set_server(info)
+        limits = self.state.limits
+        if not (limits.max_num_seqs and limits.max_num_batched_tokens):  # the rebuild needs both
+            read = await self.client.scheduler_limits()
+            if read is not None:
+                self.state.limits_read(time.time(), *read)
         source = self.tokenizer or info.root
         if source != self._decoder_source:
             self._decoder_source = source

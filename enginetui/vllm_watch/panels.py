@@ -185,9 +185,11 @@ def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
         row = [first, f"waiting {last.rebuilt_waiting}",
                f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)"]
         text.append("\n").append_text(figure_lines(row, width=width))
+    if limits.source == "/server_info":
+        text.append("\nlimits read from vLLM's /server_info", style=DIM)
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
-        hint = figure_lines("limits not on /metrics: pass vLLM's --max-num-seqs, --max-num-batched-tokens".split(),
-                     width=width, separator=" ")
+        hint = figure_lines("limits unknown: pass vLLM's --max-num-seqs, --max-num-batched-tokens (F1 says how)".split(),
+                            width=width, separator=" ")
         hint.stylize(DIM)
         text.append("\n").append_text(hint)
     return text

@@ -37,7 +37,7 @@ WATCH_FORMAT_VERSION = 1  # bump on any incompatible change of WatchHeader or Wa
 RECORDED_CALLS = frozenset({  # WatchState methods whose calls are recorded (with plain arguments) and replayed
     "metrics_failed", "models_failed", "tokenizer_loaded", "proxy_listening", "kv_status", "batches_missed",
     "publisher_restarted", "add_request", "apply_chunk", "end_request", "proxy_arrived", "proxy_responded",
-    "proxy_data", "proxy_ended", "clear_ended"})
+    "proxy_data", "proxy_ended", "clear_ended", "limits_read"})
 
 
 class WatchHeader(msgspec.Struct, kw_only=True):

@@ -48,6 +48,21 @@ class VllmClient:
             raise ServerError(f"{self.url}/v1/models lists no model: is this a vLLM server?") from None
         return ServerInfo(model=card["id"], root=card.get("root") or card["id"], max_model_len=card.get("max_model_len"))
 
+    async def scheduler_limits(self) -> tuple[int, int] | None:
+        """(max_num_seqs, max_num_batched_tokens) from /server_info, which vLLM serves in dev mode
+        (VLLM_SERVER_DEV_MODE=1) with its whole config; None where it has no such route."""
+        try:
+            r = await self.http.get("/server_info", params={"config_format": "json"})
+        except httpx.HTTPError as exc:
+            raise ServerError(f"cannot reach {self.url}: {_network_error(exc)}") from exc
+        if r.status_code != 200:
+            return None
+        try:
+            config = r.json()["vllm_config"]["scheduler_config"]
+            return int(config["max_num_seqs"]), int(config["max_num_batched_tokens"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
     async def metrics(self) -> MetricsSample:
         """One reading of /metrics."""
         r = await self._get("/metrics")

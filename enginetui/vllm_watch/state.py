@@ -84,10 +84,12 @@ class StepReading:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerLimits:
-    """vLLM's scheduler limits, as given to the watcher (vLLM does not publish them)."""
+    """vLLM's scheduler limits, as given to the watcher, or read from a dev-mode server's /server_info
+    (its /metrics does not publish them)."""
 
     max_num_seqs: int | None = None  # most requests running at once (vLLM's --max-num-seqs)
     max_num_batched_tokens: int | None = None  # token budget of one step (vLLM's --max-num-batched-tokens)
+    source: str = "given"  # where they came from: given (the watcher's flags) | /server_info
 
 
 @dataclass(slots=True)
@@ -241,6 +243,15 @@ class WatchState:
         """The proxy serves vLLM's API at `url`, or cannot (`error`)."""
         self.proxy_url, self.proxy_error = url, error
         self.note(when, "error" if error else "link", error or f"proxy: vLLM's API at {url}, passed to {self.url}")
+
+    def limits_read(self, when: float, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+        """The server said its scheduler limits (/server_info): they fill those not given."""
+        given = self.limits
+        self.limits = SchedulerLimits(given.max_num_seqs or max_num_seqs,
+                                      given.max_num_batched_tokens or max_num_batched_tokens, "/server_info")
+        self.note(when, "link", f"/server_info: max_num_seqs {max_num_seqs}, max_num_batched_tokens "
+                                f"{max_num_batched_tokens}")
+        self.version += 1
 
     def models_failed(self, when: float, reason: str) -> None:
         """/v1/models did not answer (a wrong API key, not a vLLM server)."""

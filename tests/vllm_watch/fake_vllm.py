@@ -45,6 +45,7 @@ class FakeVllm:
         self.ranks = [_Rank(r, rank_endpoint(self.kv_endpoint, r), rank_endpoint(self.replay_endpoint, r))
                       for r in range(ranks)]  # each data-parallel rank's publisher
         self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
+        self.dev_mode_limits: tuple[int, int] | None = None  # (max_num_seqs, max_num_batched_tokens): /server_info
         self.frames = recorded.frames()  # the recorded batches still to send, in order
         self.readings = recorded.metrics_texts()  # the recorded /metrics texts
         session = recorded.session()
@@ -257,6 +258,10 @@ def _handler(fake: FakeVllm):
                 self._send(200, fake.models)
             elif self.path == "/metrics":
                 self._send(200, fake.metrics_text(), "text/plain; version=0.0.4")
+            elif self.path == "/server_info?config_format=json" and fake.dev_mode_limits:  # VLLM_SERVER_DEV_MODE=1
+                seqs, tokens = fake.dev_mode_limits
+                self._send(200, {"vllm_config": {"scheduler_config": {"max_num_seqs": seqs,
+                                                                      "max_num_batched_tokens": tokens}}})
             else:
                 self._send(404, {"detail": "Not Found"})
 

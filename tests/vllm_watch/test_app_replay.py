@@ -10,6 +10,7 @@ from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.vllm_watch import panels
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
+from enginetui.vllm_watch.state import SchedulerLimits
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.vllm_watch import recorded
 from tests.vllm_watch.fake_vllm import FakeVllm
@@ -265,3 +266,20 @@ async def test_help_lists_the_keys_and_what_vllm_does_not_publish(fake):
         assert "per-request block tables" in about["not published by vLLM"]
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_vllms_limits_are_read_from_a_dev_mode_server_and_given_ones_kept(fake):
+    """The rebuild needs vLLM's limits; /metrics does not say them, a dev-mode server's /server_info does."""
+    app = watch(fake, limits=SchedulerLimits(max_num_seqs=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.server is not None and app.state.latest is not None)
+        assert app.state.limits.max_num_batched_tokens is None  # this server is not in dev mode
+        assert "limits unknown: pass vLLM's --max-num-seqs" in shown(app, "#watch-queues")
+    fake.dev_mode_limits = (16, 512)
+    app = watch(fake, limits=SchedulerLimits(max_num_seqs=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.limits.source == "/server_info")
+        assert (app.state.limits.max_num_seqs, app.state.limits.max_num_batched_tokens) == (4, 512)  # given wins
+        queues = shown(app, "#watch-queues")
+        assert "running 0 of max 4" in queues
+        assert "limits read from vLLM's /server_info" in queues and "pass vLLM's" not in queues
