@@ -110,6 +110,7 @@ class Checker:
         self.plans: dict[int, tuple] = {}  # planned step -> (scheduled, preempted ids, admitted ids)
         self.steps_of: dict[int, int] = {}  # id(scheduler output) -> its step
         self.ended: dict[str, str] = {}  # expected in the next event: request id -> reason
+        self.added: list[str] = []  # expected in the next event: requests added, in order
         self.prefix = [0, 0]  # cumulative prefix-cache queries and hits from vLLM's stats
         self.output_tokens = 0
         self.latest_step = 0  # the probe's busy-loop step of the latest event
@@ -150,12 +151,14 @@ class Checker:
         got = {"scheduled": list(event.scheduled.items()), "preempted": sorted(p.req_id for p in event.preempted),
                "admitted": [a.req_id for a in event.admitted], "executed": event.executed_step,
                "finished": sorted((e.req_id, e.reason) for e in event.finished), "new_token_ids": event.new_token_ids,
+               "added": [(a.req_id, len(a.prompt_token_ids), a.max_tokens, a.priority) for a in event.added],
                "prefix": [event.prefix_cache_queries, event.prefix_cache_hits],
                "output_tokens": event.total_output_tokens,
                "split": [event.num_prefill_tokens, event.num_decode_tokens], "step": event.step,
                "unfinished prefills": {c.req_id for c in event.chunks if c.num_remaining}}
         want = {"scheduled": list(scheduled.items()), "preempted": preempted, "admitted": admitted,
                 "executed": executed, "finished": sorted(self.ended.items()), "new_token_ids": new_tokens,
+                "added": self.added,
                 "prefix": self.prefix, "output_tokens": self.output_tokens,
                 "split": [sum(scheduled.values()) - decode, decode], "unfinished prefills": chunked,
                 "step": self.latest_step + 1 if event.kind == "step" else self.latest_step}
@@ -165,12 +168,13 @@ class Checker:
         if any(c.req_id not in event.scheduled or c.num_tokens != event.scheduled[c.req_id] for c in event.chunks):
             self.problem(f"seq {event.seq}: a chunk that was not scheduled: {event.chunks}")
         self.latest_step = event.step
-        self.ended = {}
+        self.ended, self.added = {}, []
         self.counts["checked steps with a plan"] += bool(plan)
         self.counts["preemptions"] += len(event.preempted)
         self.counts["admissions"] += len(event.admitted)
         self.counts["chunks"] += len(event.chunks)
         self.counts["finishes"] += len(event.finished)
+        self.counts["additions"] += len(event.added)
         self.counts["blocks allocated"] += len(event.blocks_allocated)
         self.counts["cached-free blocks"] += event.num_cached_free_blocks
         self.counts["shared blocks"] += len(event.shared_blocks)
@@ -235,6 +239,11 @@ def checked(base, checkers: list):
             for event in events:
                 c.check(event, read_state(self), c.steps_of.pop(id(scheduler_output)), new_tokens)
             return outputs
+
+        def add_request(self, request) -> None:
+            super().add_request(request)
+            self.checker.added.append((request.request_id, request.num_prompt_tokens, request.max_tokens,
+                                       request.priority))
 
         def finish_requests(self, request_ids, finished_status):
             ended = super().finish_requests(request_ids, finished_status)
