@@ -54,7 +54,9 @@ WATCH_PANELS = [
     ("Event log", "KV events, links going up and down, server restarts, your requests"),
     ("prefix cache", "the blocks vLLM caches, as a tree by hash chain (from its KV events)"),
     ("Server", "KV blocks in use, tokens/s, preemptions and prefix-cache hit rate, 60 s and since start"),
-    ("Latency", "p50/p90/p99 of TTFT, inter-token, end-to-end and queue time (vLLM's histograms)"),
+    ("Latency", "p50/p90/p99 of TTFT, inter-token, end-to-end and queue time (vLLM's histograms: its TTFT runs "
+                "from the request's arrival in vLLM's front-end; a request's TTFT in the list runs from the "
+                "proxy's arrival, or the send here, and a client's own from its send: client's ≥ proxy's ≥ vLLM's)"),
 ]
 EMPTY_REQUESTS = "no prompts yet: just type one\nand press Enter · ^b sends a burst"  # lines fit 80 columns
 

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES, request_color
 from enginetui.dashboard.widgets.requests_table import RequestsTable, one_line, tail
-from enginetui.vllm_watch.requests import WatchedRequest
+from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
 
 STATUS_WIDTH = 9  # "STREAMING"
 STYLES = {**STATUS_STYLES, "streaming": STATUS_STYLES["running"]}  # by status
@@ -94,7 +94,8 @@ def detail_text(view: WatchedRequest) -> Text:
         span = end - view.first_token if view.first_token is not None else 0.0
         tokens = view.tokens()
         rate = (tokens - 1) / span if tokens is not None and tokens > 1 and span >= MIN_RATE_SPAN_S else None
-        text.append(f"\nTTFT {ms(view.ttft())} · ITL {ms(view.itl())}")
+        since = "the send here" if view.source == TYPED_HERE else "the proxy's arrival"  # not vLLM's (Latency)
+        text.append(f"\nTTFT {ms(view.ttft())} (from {since}) · ITL {ms(view.itl())}")
         text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
         if view.tokens() is None and view.first_token is not None:
             text.append(" (no usage asked for: ITL per chunk)", style=DIM)

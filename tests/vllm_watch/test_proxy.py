@@ -106,6 +106,7 @@ async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
         streamed, whole_view, refused_view, missing_view = app.state.requests.values()
         assert streamed.status == "finished" and streamed.text == "".join(recorded.stream_texts())
         assert streamed.source.startswith("127.0.0.1:") and streamed.ttft() is not None and streamed.itl() is not None
+        assert "(from the proxy's arrival)" in detail_text(streamed).plain  # not the client's, not vLLM's
         assert whole_view.status == "finished" and whole_view.tokens() == 24
         assert refused_view.status == "rejected" and "Unauthorized" in refused_view.detail
         assert missing_view.route == "/no/such/route" and missing_view.prompt == "GET /no/such/route?x=1"

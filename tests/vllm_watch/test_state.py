@@ -123,6 +123,7 @@ def test_a_streamed_completion_folds_into_a_request_view():
     state.apply_chunk("r1", "late", 3, 3, 11.1)  # nothing after the end
     assert view.text == " world!" and not view.active and state.log[-1].kind == "finish"
     assert "· 2.0 tok/s" in detail_text(view).plain  # 1 token after the first, 0.5 s before the end
+    assert "TTFT 500ms (from the send here)" in detail_text(view).plain  # not vLLM's TTFT: said where it is shown
     assert state.clear_ended() == 1 and not state.requests
 
 
