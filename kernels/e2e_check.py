@@ -1,6 +1,6 @@
 """End-to-end checks of the engine on a random-weight OPT: greedy parity with transformers, throughput.
 
-Used by `enginetui.kernels.gpu_check`. The model is built here with `OPTForCausalLM(OPTConfig(...))` and saved
+Used by tools/gpu_check.py. The model is built here with `OPTForCausalLM(OPTConfig(...))` and saved
 with `save_pretrained`; prompts are token-id lists, so no tokenizer is needed.
 """
 

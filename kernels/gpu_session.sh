@@ -2,7 +2,7 @@
 # Everything a CUDA machine should run, in two calls of under 10 minutes each (kernels/GPU_NOTES.md):
 #
 # kernels/gpu_session.sh OUTDIR [kernels]   (about 4-5 minutes on an H200)
-#   1. python -m enginetui.kernels.gpu_check: kernel parity, end-to-end greedy parity with transformers,
+#   1. python tools/gpu_check.py: kernel parity, end-to-end greedy parity with transformers,
 #      seeded sampling, decode- and prefill-attention speed per launch variant (the 64- and 128-row
 #      query tiles on 8 prompts of 2,048 tokens among them);
 #   2. the mixed 64-prompt throughput benchmark against transformers.generate, same weights, in
@@ -10,7 +10,7 @@
 #   3. the per-stage step profile at 1/16/64 running requests, in bfloat16.
 #
 # kernels/gpu_session.sh OUTDIR graphs      (about 6-8 minutes)
-#   1. python -m enginetui.kernels.graph_check --shapes llama-3.1-8b qwen3-8b: per model (opt-125m
+#   1. python tools/graph_check.py --shapes llama-3.1-8b qwen3-8b: per model (opt-125m
 #      fp32 and bf16, the two 8B shapes in bf16, random weights) the decode CUDA graphs' capture time,
 #      greedy tokens with graphs equal to without, decode step time at 1/16/64 running with and
 #      without graphs against the HBM floor;
@@ -25,6 +25,8 @@ part=${2:-kernels}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"  # tools/*.py import enginetui from this checkout
 model=(--model facebook/opt-125m --load-format dummy --device cuda)
 status=0
 
@@ -37,7 +39,7 @@ status=0
 
 case $part in
 kernels)
-    timeout 270 $py -m enginetui.kernels.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
+    timeout 270 $py "$root/tools/gpu_check.py" --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.log" || status=1
     timeout 150 $py -m enginetui bench throughput "${model[@]}" --preset mixed --compare hf --hf-batch-sizes 16 32 64 \
         --json "$out/throughput.json" 2>&1 | tee "$out/throughput.log" || status=1
     timeout 100 $py -m enginetui bench throughput "${model[@]}" --dtype bfloat16 --preset mixed --compare hf \
@@ -47,10 +49,10 @@ kernels)
     check_log=$out/gpu_check.log
     ;;
 graphs)
-    timeout 300 $py -m enginetui.kernels.graph_check --shapes llama-3.1-8b qwen3-8b --json "$out/graph_check.json" 2>&1 \
+    timeout 300 $py "$root/tools/graph_check.py" --shapes llama-3.1-8b qwen3-8b --json "$out/graph_check.json" 2>&1 \
         | tee "$out/graph_check.log" || status=1
     shapes=$(mktemp -d)
-    llama=$($py -c "from enginetui.kernels.graph_check import shape_dir; print(shape_dir('llama-3.1-8b', '$shapes'))")
+    llama=$($py -c "from enginetui.core.models.known_configs import shape_dir; print(shape_dir('llama-3.1-8b', '$shapes'))")
     timeout 200 $py -m enginetui bench throughput --model "$llama" --load-format dummy --device cuda --dtype bfloat16 \
         --max-model-len 4096 --disable-detokenize --preset mixed --json "$out/throughput_8b.json" 2>&1 \
         | tee "$out/throughput_8b.log" || status=1

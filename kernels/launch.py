@@ -1,11 +1,11 @@
-"""A Triton kernel launch as data: what the launchers run, and what kernels.aot_check compiles."""
+"""A Triton kernel launch as data: what the launchers run, and what tools/aot_check.py compiles."""
 
 from dataclasses import dataclass
 
 
 @dataclass(slots=True)
 class Launch:
-    """One kernel launch, as `kernel[grid](*args, **meta)`; kernels.aot_check compiles the same."""
+    """One kernel launch, as `kernel[grid](*args, **meta)`; tools/aot_check.py compiles the same."""
 
     kernel: object  # the @triton.jit function
     grid: tuple[int, ...]  # programs per grid axis

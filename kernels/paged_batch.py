@@ -1,6 +1,6 @@
-"""Random paged-attention batches, and the error measure and bounds kernels are compared with.
+"""Random paged-attention batches, the error measure and bounds kernels are compared with, and their timing.
 
-Shared by the tests, `enginetui.kernels.bench_cpu_attention` and `enginetui.kernels.gpu_check`. Every cache slot a
+Shared by the tests, tools/bench_cpu_attention.py and tools/gpu_check.py. Every cache slot a
 request does not own (block tails, spare blocks) holds `poison`, so a kernel that reads past a
 sequence shows it.
 """
@@ -97,3 +97,24 @@ def max_rel_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """max |actual - expected| / max |expected|, in fp32; NaN anywhere makes it NaN (so no bound holds)."""
     diff = (actual.float() - expected.float()).abs().max()  # torch.max propagates NaN
     return float(diff / expected.float().abs().max())
+
+
+def context_kv_bytes(batch: PagedBatch) -> int:
+    """Bytes of the keys and values of every request's context (what a decode must read)."""
+    _, _, num_kv_heads, head_size = batch.key_cache.shape
+    return int(batch.seq_lens.sum()) * num_kv_heads * head_size * 2 * batch.key_cache.element_size()
+
+
+def time_ms(fn, batches: list[PagedBatch], iters: int, clock) -> float:
+    """Median time of one call of the kernel `fn`, in milliseconds; each timed round (after one warm-up round)
+    calls fn on every batch in turn."""
+    outs = [torch.empty_like(b.query) for b in batches]  # each [num_tokens, num_heads, head_size]
+    for batch, out in zip(batches, outs):
+        fn(*batch.args(), out=out)
+    times = []
+    for _ in range(iters):
+        t0 = clock()
+        for batch, out in zip(batches, outs):
+            fn(*batch.args(), out=out)
+        times.append((clock() - t0) / len(batches))
+    return sorted(times)[len(times) // 2] * 1e3

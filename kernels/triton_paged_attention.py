@@ -16,7 +16,7 @@ key its first query sees and each row masks the keys outside its own window.
 With num_splits > 1 (flash-decoding) a third grid axis shares each tile's key range among
 programs: each writes its unnormalized output, running max and denominator, and
 `combine_splits` merges them. It gives a long decode more programs than (request, kv head)
-pairs alone; whether that pays is for a GPU run to show (kernels.gpu_check times it).
+pairs alone; whether that pays is for a GPU run to show (tools/gpu_check.py times it).
 """
 
 import os
@@ -245,7 +245,7 @@ def paged_attention_triton(
     """Varlen causal paged attention for a mixed prefill/decode batch, in one kernel launch
     (plus one combine when num_splits > 1).
 
-    `tile_n`, `num_warps`, `num_splits` and `block_m` change only the speed (kernels.gpu_check
+    `tile_n`, `num_warps`, `num_splits` and `block_m` change only the speed (tools/gpu_check.py
     times them)."""
     if out is None:
         out = torch.empty_like(query)

@@ -1,6 +1,6 @@
 """Launch variants of the attention kernel: parameters that change its speed, never its result.
 
-kernels.gpu_check checks each one's parity and times it on a GPU; kernels.aot_check compiles
+tools/gpu_check.py checks each one's parity and times it on a GPU; tools/aot_check.py compiles
 each one and reads its resource use. The GPU run decides which becomes the default.
 """
 

@@ -1,4 +1,4 @@
-"""Compile the Triton kernels for NVIDIA GPUs on a machine without one: `python -m enginetui.kernels.aot_check`.
+"""Compile the Triton kernels for NVIDIA GPUs on a machine without one: `python tools/aot_check.py`.
 
 Triton compiles to PTX and cubin anywhere (ptxas ships inside the triton wheel); only running
 needs a GPU. Each launch is built by the same function the engine launches through (on CPU

@@ -1,4 +1,4 @@
-"""Time the CPU attention backends: `python -m enginetui.kernels.bench_cpu_attention`.
+"""Time the CPU attention backends: `python tools/bench_cpu_attention.py`.
 
 Shapes of the CPU engine's real work on opt-125m: 12 heads of 64, blocks of 16; decode batches
 of 1/16/64 requests (at a context of ~300 tokens, and at the mixed workload's spread of 33-767),
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from enginetui.kernels.cpu_kernels import paged_attention_cpu
-from enginetui.kernels.paged_batch import PagedBatch, make_paged_batch
+from enginetui.kernels.paged_batch import context_kv_bytes, make_paged_batch, time_ms
 from enginetui.kernels.reference import paged_attention_ref
 
 BACKENDS = {"torch": paged_attention_ref, "cpp": paged_attention_cpu}
@@ -38,20 +38,6 @@ CASES = {
 }
 
 
-def time_ms(fn, batches: list[PagedBatch], iters: int, clock) -> float:
-    """Median time of one call, in milliseconds; each timed round calls fn on every batch in turn."""
-    outs = [torch.empty_like(b.query) for b in batches]  # each [num_tokens, num_heads, head_size]
-    for batch, out in zip(batches, outs):
-        fn(*batch.args(), out=out)
-    times = []
-    for _ in range(iters):
-        t0 = clock()
-        for batch, out in zip(batches, outs):
-            fn(*batch.args(), out=out)
-        times.append((clock() - t0) / len(batches))
-    return sorted(times)[len(times) // 2] * 1e3
-
-
 def memory_read_gb_s() -> float:
     """The machine's memory read rate: the best of five sums over 1 GiB, in GB/s."""
     data = torch.ones(1 << 28)  # [2^28] fp32 = 1 GiB
@@ -61,12 +47,6 @@ def memory_read_gb_s() -> float:
         data.sum()
         best = min(best, time.perf_counter() - t0)
     return data.numel() * data.element_size() / best / 1e9
-
-
-def context_kv_bytes(batch: PagedBatch) -> int:
-    """Bytes of the keys and values of every request's context (what a decode must read)."""
-    _, _, num_kv_heads, head_size = batch.key_cache.shape
-    return int(batch.seq_lens.sum()) * num_kv_heads * head_size * 2 * batch.key_cache.element_size()
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """Record a real vLLM server's KV event batches and /metrics texts as test fixtures.
 
-    flock /work/bench.lock python -m enginetui.vllm_watch.capture --vllm-python /path/to/vllm-venv/bin/python \
+    flock /work/bench.lock python tools/capture.py --vllm-python /path/to/vllm-venv/bin/python \
         --model core/models/default_model/opt-tiny --out tests/vllm_watch/fixtures/opt-tiny
 
-starts vLLM (enginetui/vllm_watch/launch.py: a 64-block pool of 32-token blocks, prefix caching,
+starts vLLM (enginetui/vllm_launch.py's start_vllm: a 64-block pool of 32-token blocks, prefix caching,
 KV events with a replay socket), listens to its KV events and polls /metrics four times a second
 while a fixed workload runs, then stops it. The workload: two prompts sharing a long prefix (the
 tree branches), one of them again (prefix-cache hits), a streamed completion (kept as the server
@@ -49,32 +49,26 @@ from pathlib import Path
 import httpx
 import zmq
 
-from enginetui.bench.vllm_step_log import ITERATION, LoggedStep, logged_steps
+from enginetui.bench.vllm_step_log import ITERATION
 from enginetui.vllm_launch import find_vllm_python, start_vllm
-from enginetui.vllm_watch.burst import proxied_burst
+from enginetui.vllm_watch.burst import (
+    BURST_BLOCKS,
+    BURST_LIMITS,
+    BURST_MAX_TOKENS,
+    BURST_POLL_S,
+    BURST_REQUESTS,
+    STEP_LOG,
+    matching_steps,
+    proxied_burst,
+    replay_burst,
+    vllm_logged_steps,
+)
+from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.reconstruct import agreement
-from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import SchedulerLimits
 
-SHARED = ("Return the number of items in the list. This function reads a file and returns a new list of "
-          "the items in the file, in the order they were read. If the file is empty, the list is empty. ")
-BRANCHES = ("The items are strings with the line endings removed, and",
-            "Raises ValueError if the file does not exist or cannot be read, and")
-BURST = tuple(f"{topic} The function returns a new object of the same type, and the arguments are passed "
-              f"to the constructor in the order they were given. It is an error to call it twice."
-              for topic in ("A class is", "An exception", "The module", "A dictionary", "The method",
-                            "A tuple", "The iterator", "A generator", "The context manager", "A set"))
-STEP_LOG = "vllm_steps.log.xz"  # --burst: vLLM's step lines, in the fixture
 BURST_TOKENS = 300  # each burst request's length past its prompt: ten of them need more blocks than the pool has
 POLL_S = 0.25  # /metrics reading interval (the tiny model serves the whole workload in seconds)
-BURST_REQUESTS = 64  # --burst: requests sent at once
-BURST_MAX_TOKENS = 96  # --burst: each one's length (ignore_eos)
-BURST_BLOCKS = 32  # --burst: the KV pool (32-token blocks): 16 requests of ~120 tokens need more, so vLLM preempts
-BURST_LIMITS = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=512)  # --burst: vLLM's scheduler flags
-BURST_POLL_S = 0.1  # --burst: /metrics reading interval (--poll-s): ~35 readings in a burst of ~4 s (at 0.2 s: 15).
-# Not much shorter: the proxy and the poller share the watcher's event loop, and vLLM's API server renders
-# /metrics on the loop that streams the tokens; at 0.02 s a reading took ~0.5 s under the burst and slowed
-# the burst itself (6 readings in 7 s)
 
 
 class Recorder:
@@ -238,42 +232,6 @@ def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_
               f"{rebuild.num_preemptions} rebuilt", file=sys.stderr)
     print(f"{len(state.requests)} requests -> {out}", file=sys.stderr)
     return 0
-
-
-def replay_burst(folder: Path):
-    """The watcher's state after replaying a --burst capture, given the limits vLLM was started with."""
-    import tempfile
-
-    from enginetui.vllm_watch.recording import apply_item, read_watch_recording
-    from enginetui.vllm_watch.state import WatchState
-
-    session = json.loads((folder / "session.json").read_text())
-    with lzma.open(folder / "burst.etrec.xz") as f, tempfile.NamedTemporaryFile(suffix=".etrec") as tmp:
-        tmp.write(f.read())
-        tmp.flush()
-        recording = read_watch_recording(tmp.name)
-    state = WatchState(recording.header.url, None, limits=SchedulerLimits(**session["limits"]))
-    for item in recording.items:
-        apply_item(state, item)
-    return state
-
-
-def vllm_logged_steps(folder: Path) -> list[LoggedStep] | None:
-    """vLLM's own steps in a --burst capture (None: captured before they were kept)."""
-    path = folder / STEP_LOG
-    if not path.exists():
-        return None
-    with lzma.open(path, "rt") as f:
-        return list(logged_steps(f.read()))
-
-
-def matching_steps(rebuild: SchedRebuild, logged: list[LoggedStep]) -> int:
-    """How many of vLLM's steps the rebuild made alike, in order: the same requests and tokens scheduled,
-    the same KV blocks held after."""
-    size = rebuild.setup.num_blocks
-    return sum(ours.scheduled_requests == theirs.requests and ours.scheduled_tokens == theirs.tokens
-               and (theirs.kv_usage is None or round(theirs.kv_usage * size) == ours.used_blocks)
-               for ours, theirs in zip(rebuild.steps, logged))
 
 
 def measure_burst(folder: Path) -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every figure of the CPU results rows in docs/results.md (#19), in one go: about 45 minutes on an idle
 # 2-core machine. Run it from the repository root with vLLM's interpreter given:
-#   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python enginetui/bench/cpu_results.sh OUTDIR
+#   ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python tools/cpu_results.sh OUTDIR
 #   1. the mixed workload (64 prompts, input 32-512, output 32-256, greedy), 3 passes of each: ours
 #      headless, beside one busy process and with the dashboard attached; vLLM with its defaults
 #      (model on one core) and on both cores, headless and beside the busy process; greedy tokens
@@ -14,7 +14,7 @@
 # Logs and JSON land in OUTDIR (every pass is listed, so the spread shows), each run's record in results/
 # too (--save-result: python tools/results.py makes the tables from them); the summaries print last.
 set -uo pipefail
-out=${1:?usage: enginetui/bench/cpu_results.sh OUTDIR}
+out=${1:?usage: tools/cpu_results.sh OUTDIR}
 : "${ENGINETUI_VLLM_PYTHON:?set ENGINETUI_VLLM_PYTHON to the python of the vLLM environment}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1

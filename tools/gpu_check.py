@@ -1,4 +1,4 @@
-"""One command for a CUDA machine: `python -m enginetui.kernels.gpu_check [--json PATH]`.
+"""One command for a CUDA machine: `python tools/gpu_check.py [--json PATH]`.
 
 1. Kernel parity: the Triton kernels against the torch reference on CUDA, several shapes and dtypes.
 2. End-to-end greedy parity: `enginetui.core.LLM` against transformers' `OPTForCausalLM.generate` on a

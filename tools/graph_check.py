@@ -1,4 +1,4 @@
-"""Decode CUDA graphs against eager steps, on one engine: `python -m enginetui.kernels.graph_check`.
+"""Decode CUDA graphs against eager steps, on one engine: `python tools/graph_check.py`.
 
 For each model shape (random weights): the engine starts with its decode graphs captured (the
 default on CUDA; capture time reported), then
@@ -12,7 +12,7 @@ default on CUDA; capture time reported), then
 Shapes: opt-125m (fp32 and bf16); with `--shapes llama-3.1-8b qwen3-8b` those public configs too, in bf16.
 Prints a markdown table, writes JSON with --json, exits nonzero when a parity check fails.
 `--cpu-smoke` runs it all on CPU with a tiny model and the graphs replaced by EagerReplay (the forward
-rerun on the same static buffers: core/worker/cuda_graphs.py), so the script itself runs anywhere.
+rerun on the same static buffers: core/worker/eager_replay_runner.py), so the script itself runs anywhere.
 """
 
 import argparse
@@ -26,38 +26,10 @@ import traceback
 from dataclasses import asdict, dataclass
 
 import torch
+from gpu_check import Report, copy_bandwidth_gb_s  # tools/gpu_check.py, beside this script
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.worker.cuda_graphs import EagerReplay, GraphSetup, decode_capture_sizes
-from enginetui.core.worker.model_runner import ModelRunner
-from enginetui.kernels.gpu_check import Report, copy_bandwidth_gb_s
-
-# Public configs of the 8B models people serve (config.json on the hub), built with random weights.
-SHAPES = {
-    "llama-3.1-8b": dict(
-        model_type="llama", architectures=["LlamaForCausalLM"], vocab_size=128256, hidden_size=4096,
-        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-        max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
-        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-        bos_token_id=128000, eos_token_id=128001, torch_dtype="bfloat16"),
-    "qwen3-8b": dict(
-        model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size=151936, hidden_size=4096,
-        intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-        max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
-        bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16"),
-}
-
-
-class EagerReplayRunner(ModelRunner):
-    """ModelRunner whose decode graphs are EagerReplay, on any device: the sizes CUDA would capture,
-    the same static buffers and padding, the forward rerun at each replay (CPU tests and --cpu-smoke)."""
-
-    def setup_cuda_graphs(self, config: EngineConfig) -> GraphSetup:
-        sizes = decode_capture_sizes(config)
-        if config.enforce_eager or not sizes:
-            return GraphSetup([], off_reason="--enforce-eager" if config.enforce_eager else "no capture size")
-        return self.capture_cuda_graphs(sizes, EagerReplay)
+from enginetui.core.models.known_configs import SHAPES, shape_dir
 
 
 @dataclass(slots=True)
@@ -96,7 +68,7 @@ def greedy(core, prompts: list[list[int]], max_tokens: int, tag: str) -> tuple[l
 
 def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | None) -> None:
     """Parity with and without graphs, then decode step times, for one model shape."""
-    from enginetui.bench.profile import profile_decode
+    from enginetui.bench.decode_profile import profile_decode
     from enginetui.core.engine.core import EngineCore
     from enginetui.core.engine.output_processor import OutputProcessor
     from enginetui.core.engine.processor import Processor
@@ -148,16 +120,6 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
     core.close()
 
 
-def shape_dir(name: str, root: str) -> str:
-    """A model directory holding only the public config of `name` (weights: --load-format dummy)."""
-    from transformers import AutoConfig
-
-    fields = dict(SHAPES[name])
-    path = os.path.join(root, name)
-    AutoConfig.for_model(str(fields.pop("model_type")), **fields).save_pretrained(path)
-    return path
-
-
 def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
     if cpu_smoke:
         from transformers import OPTConfig
@@ -167,7 +129,7 @@ def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
         path = os.path.join(root, "opt-tiny")
         OPTConfig(**OPT_TINY).save_pretrained(path)
         engine = dict(model=path, load_format="dummy", device="cpu", dtype="float32", num_gpu_blocks_override=64,
-                      max_num_seqs=8, model_runner=f"{__name__}:EagerReplayRunner", skip_tokenizer_init=True)
+                      max_num_seqs=8, model_runner="enginetui.core.worker.eager_replay_runner:EagerReplayRunner", skip_tokenizer_init=True)
         return [Run("opt-tiny fp32, EagerReplay", engine, [1, 5, 12, 3, 9], 6, [1, 4], 8, 3)]
     opt = dict(model="facebook/opt-125m", load_format="dummy", device="cuda", num_gpu_blocks_override=4096,
                skip_tokenizer_init=True)

@@ -1,8 +1,8 @@
 """What the watcher's proxy costs: the same streaming requests sent to a server direct and through
 a proxy in front of it, by `--clients` concurrent clients, on 127.0.0.1 only.
 
-    python -m enginetui.vllm_watch.proxy_bench                      # a synthetic vLLM-shaped server
-    python -m enginetui.vllm_watch.proxy_bench --upstream http://127.0.0.1:8000 --model opt-tiny
+    python tools/proxy_bench.py                      # a synthetic vLLM-shaped server
+    python tools/proxy_bench.py --upstream http://127.0.0.1:8000 --model opt-tiny
 
 Reports the p50 of the time to the first streamed chunk and of the whole response, direct and
 proxied (the difference is what the proxy adds), and the throughput (streamed chunks per second).
@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import time
 from dataclasses import dataclass
 
 import httpx
+
+from enginetui.vllm_launch import free_port
 
 HOST = "127.0.0.1"  # the only address it uses
 
@@ -125,14 +126,8 @@ def serve_proxy(upstream: str, port: int) -> None:
     asyncio.run(serve(VllmProxy(upstream, state), listen(HOST, port)))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "enginetui.vllm_watch.proxy_bench", *args],
+    return subprocess.Popen([sys.executable, __file__, *args],
                             env={**os.environ}, stdout=subprocess.DEVNULL)
 
 

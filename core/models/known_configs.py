@@ -24,3 +24,33 @@ def known_config(name: str | None) -> "OPTConfig | None":
         word_embed_proj_dim=proj, do_layer_norm_before=pre_ln, max_position_embeddings=2048,
         architectures=["OPTForCausalLM"], bos_token_id=2, eos_token_id=2, pad_token_id=1,
     )
+
+
+# Public configs of the 8B models people serve (config.json on the hub): the GPU checks build them with random
+# weights (tools/graph_check.py, kernels/gpu_session.sh).
+SHAPES = {
+    "llama-3.1-8b": dict(
+        model_type="llama", architectures=["LlamaForCausalLM"], vocab_size=128256, hidden_size=4096,
+        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+        max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        bos_token_id=128000, eos_token_id=128001, torch_dtype="bfloat16"),
+    "qwen3-8b": dict(
+        model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size=151936, hidden_size=4096,
+        intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+        bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16"),
+}  # fmt: skip
+
+
+def shape_dir(name: str, root: str) -> str:
+    """A model directory under `root` holding only the public config of SHAPES[name] (weights: --load-format dummy)."""
+    import os
+
+    from transformers import AutoConfig
+
+    fields = dict(SHAPES[name])
+    path = os.path.join(root, name)
+    AutoConfig.for_model(str(fields.pop("model_type")), **fields).save_pretrained(path)
+    return path

@@ -8,7 +8,7 @@ size's graph and keeps the real rows. Prefills, mixed steps and decodes past the
 eagerly. Each row's output depends on its own inputs alone, so padding never changes a real row.
 
 `CudaGraph` captures with torch.cuda.CUDAGraph; `EagerReplay` stands in for it where there is no
-CUDA (the tests, `kernels.graph_check --cpu-smoke`): it runs the forward again on the same static
+CUDA (the tests, `tools/graph_check.py --cpu-smoke`): it runs the forward again on the same static
 buffers at each replay, so everything around the capture runs on CPU too.
 """
 

@@ -199,6 +199,9 @@ def _add_common(parser: argparse.ArgumentParser, module: str) -> None:
     parser.set_defaults(func=lambda args: _run(module, args))
 
 
+RUNNERS = {"profile": "decode_profile"}  # subcommands whose module in enginetui.bench has another name
+
+
 def _run(module: str, args: argparse.Namespace) -> int:
     """Run one benchmark; errors a user can cause (bad model, workload or flags) print one line, exit 2."""
     from enginetui.core.engine.errors import EngineStartupError
@@ -210,7 +213,7 @@ def _run(module: str, args: argparse.Namespace) -> int:
         print(f"bench: as if on a CPU with only {args.cpu_isa.upper()} ({cpu_isa.CPU_ISA_ENV}={args.cpu_isa}): "
               "the code paths of that CPU, on this machine's cores, caches and memory")
     args.started = datetime.datetime.now(datetime.UTC)  # the run's date in its record
-    runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else module
+    runner = "serve_vs_vllm" if module == "serve" and args.compare == "vllm-server" else RUNNERS.get(module, module)
     try:
         check_destinations(args.json, args.result_dir if args.save_result else None)
         with sigterm_interrupts():  # `kill PID` too ends every engine, server and load the benchmark started

@@ -11,13 +11,13 @@ per engine step: blocks stored with their hash chain and token ids, blocks remov
 - `state`: everything the screen shows, folded from samples, batches and streamed completions.
 - `subscriber`, `server`, `feed`: the ZMQ subscriber (with replay), the HTTP client, and the two
   feeds of one server folded into its state.
-- `requests`, `proxy`, `proxy_bench`: requests as seen on the wire; the proxy that passes every
-  client's request to vLLM and lists it; what the proxy costs under load.
+- `requests`, `proxy`: requests as seen on the wire; the proxy that passes every client's request
+  to vLLM and lists it (tools/proxy_bench.py measures what it costs under load).
 - `reconstruct`: vLLM's queues rebuilt from the requests seen, against its gauges.
 - `recording`, `replay`, `perfetto`: `--record FILE`, `enginetui replay FILE`, `enginetui export`.
 - `fleet`, `fleet_app`: several replicas, and which prefixes are cached where.
 - `app`, `panels`, `requests_panel`, `tree_panel`: the Textual app and its vLLM-specific panels;
   `cli`: the flags of `enginetui attach --vllm` (enginetui/serve/cli.py puts them on attach).
-- `capture`: record a vLLM server's events and metrics as test fixtures (enginetui/vllm_launch.py
-  starts every vLLM).
+- `burst`, `prompts`: the burst sent through the proxy and its captures' replay; the prompts sent to
+  a live vLLM (tools/capture.py records them as test fixtures; enginetui/vllm_launch.py starts vLLM).
 """

@@ -1,19 +1,26 @@
 """A burst of streamed requests through the watcher's proxy, with no dashboard: the watcher's state
 (recorded when a file is given) reads vLLM's /metrics while every request goes through the proxy.
-The capture script records a fixture with it (`capture --burst`), which tests/vllm_watch/test_sched_rebuild.py replays.
+`python tools/capture.py --burst` records a fixture with it, which tests/vllm_watch/test_sched_rebuild.py
+replays (replay_burst) and compares with vLLM's own steps (vllm_logged_steps, matching_steps).
 
 Each request streams with vLLM's usage on every chunk (`continuous_usage_stats`), so the state
 knows each request's prompt length and when each of its tokens went by.
 """
 
 import asyncio
+import json
+import lzma
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 
+from enginetui.bench.vllm_step_log import LoggedStep, logged_steps
 from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import ServerFeed
-from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder
+from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder, apply_item, read_watch_recording
+from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 
@@ -21,6 +28,15 @@ TOPICS = ("A class is", "An exception", "The module", "A dictionary", "The metho
           "A generator")  # burst prompts start with one of these
 SETTLE_READINGS = 3  # /metrics readings after the last request ended (vLLM's gauges back at rest)
 READING_TIMEOUT_S = 60.0  # most to wait for those
+BURST_REQUESTS = 64  # the captured burst: requests sent at once
+BURST_MAX_TOKENS = 96  # each one's length (ignore_eos)
+BURST_BLOCKS = 32  # the KV pool (32-token blocks): 16 requests of ~120 tokens need more, so vLLM preempts
+BURST_LIMITS = SchedulerLimits(max_num_seqs=16, max_num_batched_tokens=512)  # vLLM's scheduler flags
+BURST_POLL_S = 0.1  # /metrics reading interval: ~35 readings in a burst of ~4 s (at 0.2 s: 15).
+# Not much shorter: the proxy and the poller share the watcher's event loop, and vLLM's API server renders
+# /metrics on the loop that streams the tokens; at 0.02 s a reading took ~0.5 s under the burst and slowed
+# the burst itself (6 readings in 7 s)
+STEP_LOG = "vllm_steps.log.xz"  # in a burst capture: vLLM's line per engine step
 
 
 def burst_prompt(i: int) -> str:
@@ -77,3 +93,34 @@ async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int 
         if recorder is not None:
             recorder.close()
     return state
+
+
+def replay_burst(folder: Path) -> WatchState:
+    """The watcher's state after replaying a burst capture, given the limits vLLM was started with."""
+    session = json.loads((folder / "session.json").read_text())
+    with lzma.open(folder / "burst.etrec.xz") as f, tempfile.NamedTemporaryFile(suffix=".etrec") as tmp:
+        tmp.write(f.read())
+        tmp.flush()
+        recording = read_watch_recording(tmp.name)
+    state = WatchState(recording.header.url, None, limits=SchedulerLimits(**session["limits"]))
+    for item in recording.items:
+        apply_item(state, item)
+    return state
+
+
+def vllm_logged_steps(folder: Path) -> list[LoggedStep] | None:
+    """vLLM's own steps in a burst capture (None: captured before they were kept)."""
+    path = folder / STEP_LOG
+    if not path.exists():
+        return None
+    with lzma.open(path, "rt") as f:
+        return list(logged_steps(f.read()))
+
+
+def matching_steps(rebuild: SchedRebuild, logged: list[LoggedStep]) -> int:
+    """How many of vLLM's steps the rebuild made alike, in order: the same requests and tokens scheduled,
+    the same KV blocks held after."""
+    size = rebuild.setup.num_blocks
+    return sum(ours.scheduled_requests == theirs.requests and ours.scheduled_tokens == theirs.tokens
+               and (theirs.kv_usage is None or round(theirs.kv_usage * size) == ours.used_blocks)
+               for ours, theirs in zip(rebuild.steps, logged))

@@ -1,6 +1,6 @@
 """docs/vllm.md's picture of the dashboard on a live vLLM: `python -m enginetui.vllm_watch.screenshot [OUT.svg]`.
 
-Starts vLLM (enginetui/vllm_watch/launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
+Starts vLLM (enginetui/vllm_launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
 embedded model, attaches the dashboard (through Pilot, at 160x48), types two prompts that share a
 prefix, then sends long requests that overfill the 64-block pool, and takes the picture while they
 run (once blocks are evicted): the prefix tree branching and evicting, queues, rates and latencies
@@ -19,7 +19,7 @@ from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
+from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
 
 SIZE = (160, 48)  # terminal columns, rows (the engine dashboard's large layout)
 MODEL = DEFAULT_MODEL_DIR

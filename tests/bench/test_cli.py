@@ -2,7 +2,7 @@
 
 import pytest
 
-from enginetui.bench import latency, profile, throughput
+from enginetui.bench import decode_profile, latency, throughput
 from enginetui.cli import build_parser
 from enginetui.flags.engine import engine_args
 
@@ -30,7 +30,7 @@ def test_latency_and_profile_parse_with_their_defaults():
 
 
 def test_each_subcommand_dispatches_to_its_module(monkeypatch):
-    for name, module in (("throughput", throughput), ("latency", latency), ("profile", profile)):
+    for name, module in (("throughput", throughput), ("latency", latency), ("profile", decode_profile)):
         monkeypatch.setattr(module, "main", lambda args, name=name: f"ran {name}")
         args = build_parser().parse_args(["bench", name])
         assert args.func(args) == f"ran {name}"

@@ -1,4 +1,4 @@
-"""The Triton kernels compiled for an H100/H200 (sm_90) on this CPU-only machine: kernels.aot_check."""
+"""The Triton kernels compiled for an H100/H200 (sm_90) on this CPU-only machine: tools/aot_check.py."""
 
 import json
 import os
@@ -16,7 +16,7 @@ def test_kernels_compile_for_sm90_without_spills_in_half_precision(tmp_path):
     out = tmp_path / "aot.json"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile for real, not from a cache
-    proc = subprocess.run([sys.executable, "-m", "enginetui.kernels.aot_check", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "tools/aot_check.py", "--json", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text())

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # a minute of CPU: started first in parallel runs
 
 def test_gpu_check_cpu_smoke_passes_every_section(tmp_path):
     out = tmp_path / "gpu.json"
-    proc = subprocess.run([sys.executable, "-m", "enginetui.kernels.gpu_check", "--cpu-smoke", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "tools/gpu_check.py", "--cpu-smoke", "--json", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PASS" in proc.stdout.splitlines()[-1]

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow  # an engine start and a dozen profiled steps: seconds of CPU
 def test_graph_check_cpu_smoke_passes(tmp_path):
     out = tmp_path / "graphs.json"
-    proc = subprocess.run([sys.executable, "-m", "enginetui.kernels.graph_check", "--cpu-smoke", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "tools/graph_check.py", "--cpu-smoke", "--json", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())

@@ -1,4 +1,4 @@
-"""The recorded real vLLM session in fixtures/opt-tiny (made by `python -m enginetui.vllm_watch.capture`)."""
+"""The recorded real vLLM session in fixtures/opt-tiny (made by `python tools/capture.py`)."""
 
 import base64
 import json

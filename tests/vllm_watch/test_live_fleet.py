@@ -16,9 +16,9 @@ import pytest
 
 from enginetui.vllm_launch import VllmServer, find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
-from enginetui.vllm_watch.capture import BRANCHES, BURST, SHARED
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
+from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
 from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 

@@ -9,18 +9,15 @@ on a quiet machine, docs/vllm.md), and where the watcher got under half the read
 read once or not at all), or fewer than MIN_READINGS, the readings are not compared (the rebuild's
 agreement is pinned on recorded captures by the fixture tests)."""
 
+import subprocess
+import sys
+
 import pytest
 
 from enginetui.vllm_launch import find_vllm_python
-from enginetui.vllm_watch.capture import (
-    BURST_MAX_TOKENS,
-    BURST_POLL_S,
-    capture_burst,
-    matching_steps,
-    replay_burst,
-    vllm_logged_steps,
-)
+from enginetui.vllm_watch.burst import BURST_MAX_TOKENS, BURST_POLL_S, matching_steps, replay_burst, vllm_logged_steps
 from enginetui.vllm_watch.reconstruct import agreement
+from tests.conftest import REPO_ROOT
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
@@ -33,7 +30,10 @@ pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTH
 
 
 def test_the_rebuild_follows_a_fresh_burst_on_a_live_vllm(tmp_path):
-    assert capture_burst(PYTHON, str(MODEL_DIR), tmp_path, first=500) == 0  # prompts no fixture has
+    capture = [sys.executable, "tools/capture.py", "--burst", "--first", "500", "--vllm-python", PYTHON,  # prompts
+               "--model", str(MODEL_DIR), "--out", str(tmp_path)]  # no fixture has
+    proc = subprocess.run(capture, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     rebuild = replay_burst(tmp_path).rebuild  # the capture's recording, replayed as it went by
     logged = vllm_logged_steps(tmp_path)
     agree, total = agreement(rebuild.checks)

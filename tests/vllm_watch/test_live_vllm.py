@@ -15,7 +15,7 @@ from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.capture import BRANCHES, SHARED
+from enginetui.vllm_watch.prompts import BRANCHES, SHARED
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR

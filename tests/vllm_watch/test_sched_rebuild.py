@@ -7,7 +7,7 @@ from enginetui.core.config import EngineConfig
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest
-from enginetui.vllm_watch.capture import matching_steps, replay_burst, vllm_logged_steps
+from enginetui.vllm_watch.burst import matching_steps, replay_burst, vllm_logged_steps
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild

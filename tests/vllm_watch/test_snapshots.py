@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.capture import replay_burst
+from enginetui.vllm_watch.burst import replay_burst
 from enginetui.vllm_watch.server import load_decoder
 from enginetui.vllm_watch.state import ServerInfo
 from tests.vllm_watch import recorded
-
 
 BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"  # 64 requests through the proxy, real vLLM 0.32
 

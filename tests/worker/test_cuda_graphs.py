@@ -7,8 +7,8 @@ import torch
 from enginetui.core.config import EngineConfig
 from enginetui.core.sched.output import CachedRequestData, SchedulerOutput
 from enginetui.core.worker.cuda_graphs import EagerReplay, graph_plan
+from enginetui.core.worker.eager_replay_runner import EagerReplayRunner
 from enginetui.core.worker.forward_context import set_forward_context
-from enginetui.kernels.graph_check import EagerReplayRunner
 from tests.parity import engine_greedy, mixed_prompts
 from tests.worker.test_packing import make_runner, new_req
 
@@ -133,9 +133,9 @@ def test_the_captured_forward_reads_no_device_value_on_the_host(tmp_path, shape)
     from torch.utils._python_dispatch import TorchDispatchMode
     from transformers import AutoConfig
 
+    from enginetui.core.models.known_configs import SHAPES
     from enginetui.core.models.loader import load_hf_config, load_model
     from enginetui.core.worker.model_runner import ModelRunner
-    from enginetui.kernels.graph_check import SHAPES
 
     class HostReads(TorchDispatchMode):
         def __init__(self):
