@@ -12,6 +12,8 @@ MAPPED = ("core", "kernels")  # repository folders installed inside `enginetui`
 
 setup(
     packages=find_packages(include=["enginetui", "enginetui.*"])
-    + [f"enginetui.{name}" for name in find_packages(include=[f"{top}{rest}" for top in MAPPED for rest in ("", ".*")])],
+    + [
+        f"enginetui.{name}" for name in find_packages(include=[f"{top}{rest}" for top in MAPPED for rest in ("", ".*")])
+    ],
     package_dir={f"enginetui.{top}": top for top in MAPPED},
 )

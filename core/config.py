@@ -36,7 +36,9 @@ class ConfigError(ValueError):
 class EngineConfig:
     """Everything the engine needs to know; flag names follow vLLM's."""
 
-    model: str | None = None  # local HF directory (a path-like is taken too), HF hub id, or None / "default" for the embedded model
+    model: str | None = (
+        None  # local HF directory (a path-like is taken too), HF hub id, or None / "default" for the embedded model
+    )
     tokenizer: str | None = None  # tokenizer directory or id (path-like taken too); defaults to the model's
     skip_tokenizer_init: bool = False  # run on token ids only (no text in or out)
     load_format: str = "auto"  # "auto" (safetensors, else .bin) or "dummy" (random weights)
@@ -45,7 +47,9 @@ class EngineConfig:
     seed: int = 0  # seeds dummy weights and the sampler of requests without their own seed
     block_size: int = 16  # tokens per KV block
     num_gpu_blocks_override: int | None = None  # fixed KV pool size in blocks (else from kv memory)
-    kv_cache_memory_bytes: int | None = None  # KV pool memory; wins over gpu_memory_utilization (core/engine/kv_sizing.py)
+    kv_cache_memory_bytes: int | None = (
+        None  # KV pool memory; wins over gpu_memory_utilization (core/engine/kv_sizing.py)
+    )
     # Share of the device's memory for weights + activations + KV (vLLM's); None: 0.92 on CUDA, and the pool
     # is then no larger than max_num_seqs requests of max_model_len tokens need (core/engine/kv_sizing.py)
     gpu_memory_utilization: float | None = None
@@ -62,12 +66,16 @@ class EngineConfig:
     stream_interval: int = 1  # new tokens a streamed output carries at least (first and last at once), as vLLM's
     # CUDA graphs of decode steps (vLLM's flags; core/worker/cuda_graphs.py); never on CPU:
     enforce_eager: bool = False  # capture none: every step runs eagerly
-    cudagraph_capture_sizes: list[int] | None = None  # decode batch sizes to capture; None: vLLM's list (graph_sizes.py)
+    cudagraph_capture_sizes: list[int] | None = (
+        None  # decode batch sizes to capture; None: vLLM's list (graph_sizes.py)
+    )
     max_cudagraph_capture_size: int | None = None  # the default list's largest size; None: min(2 x max_num_seqs, 512)
     # CPU engines (core/worker/cpu_threads.py; None: the environment's OMP_NUM_THREADS / GOMP_SPINCOUNT, else measured defaults):
     cpu_threads: int | None = None  # threads EngineCore computes with; default every usable core less the reserved
     cpu_reserved_cores: int = 0  # usable cores left to the front-end (client, dashboard) when cpu_threads is not given
-    cpu_spin_count: int | None = None  # OpenMP spin loops before a waiting thread sleeps (GOMP_SPINCOUNT); default 10000
+    cpu_spin_count: int | None = (
+        None  # OpenMP spin loops before a waiting thread sleeps (GOMP_SPINCOUNT); default 10000
+    )
     enable_step_events: bool = True  # build and publish a StepEvent per step
     debug_invariants: bool = False  # check pool and scheduler invariants after every step (slow)
     # The model runner class: "auto" (core.worker.model_runner.ModelRunner) or "package.module:Class"
@@ -80,7 +88,9 @@ class EngineConfig:
         if self.model == "default":
             self.model = None
         if self.load_format not in ("auto", "dummy", "safetensors", "pt"):
-            raise ConfigError("load_format", f"load_format must be auto, dummy, safetensors or pt, got {self.load_format!r}")
+            raise ConfigError(
+                "load_format", f"load_format must be auto, dummy, safetensors or pt, got {self.load_format!r}"
+            )
         self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError("dtype", f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
@@ -93,10 +103,12 @@ class EngineConfig:
         _check_positive("num_gpu_blocks_override", self.num_gpu_blocks_override)
         _check_positive("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
         utilization = self.gpu_memory_utilization
-        if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
-                                        or not 0 < utilization <= 1):
-            raise ConfigError("gpu_memory_utilization",
-                              f"gpu_memory_utilization must be a fraction in (0, 1], got {utilization!r}")
+        if utilization is not None and (
+            isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1
+        ):
+            raise ConfigError(
+                "gpu_memory_utilization", f"gpu_memory_utilization must be a fraction in (0, 1], got {utilization!r}"
+            )
         cpu_kv_space_bytes()  # a bad VLLM_CPU_KVCACHE_SPACE fails here, not in EngineCore
         _check_positive("max_model_len", self.max_model_len)
         _check_positive("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -106,32 +118,42 @@ class EngineConfig:
         _check_non_negative("cpu_reserved_cores", self.cpu_reserved_cores)
         _check_non_negative("cpu_spin_count", self.cpu_spin_count)
         if self.async_scheduling not in (None, True, False):
-            raise ConfigError("async_scheduling",
-                              f"async_scheduling must be True, False or None (by device), got {self.async_scheduling!r}")
+            raise ConfigError(
+                "async_scheduling",
+                f"async_scheduling must be True, False or None (by device), got {self.async_scheduling!r}",
+            )
         self._check_cuda_graph_flags()
         if not isinstance(self.scheduler_reserve_full_isl, bool):
-            raise ConfigError("scheduler_reserve_full_isl",
-                              f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}")
+            raise ConfigError(
+                "scheduler_reserve_full_isl",
+                f"scheduler_reserve_full_isl must be True or False, got {self.scheduler_reserve_full_isl!r}",
+            )
         threshold = self.long_prefill_token_threshold
         if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
-            raise ConfigError("long_prefill_token_threshold",
-                              f"long_prefill_token_threshold must be a non-negative integer (0: no cap), got {threshold!r}")
+            raise ConfigError(
+                "long_prefill_token_threshold",
+                f"long_prefill_token_threshold must be a non-negative integer (0: no cap), got {threshold!r}",
+            )
         if self.max_model_len is not None and self.long_prefill_token_threshold > self.max_model_len:
             raise ConfigError(
                 "long_prefill_token_threshold",
                 f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot be greater "
-                f"than max_model_len ({self.max_model_len})"
+                f"than max_model_len ({self.max_model_len})",
             )
         if self.model_runner != "auto" and (not isinstance(self.model_runner, str) or ":" not in self.model_runner):
-            raise ConfigError("model_runner", f"model_runner must be 'auto' or 'package.module:Class', got {self.model_runner!r}")
+            raise ConfigError(
+                "model_runner", f"model_runner must be 'auto' or 'package.module:Class', got {self.model_runner!r}"
+            )
         if self.scheduling_policy not in ("fcfs", "priority"):
-            raise ConfigError("scheduling_policy", f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
+            raise ConfigError(
+                "scheduling_policy", f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}"
+            )
         if not self.enable_chunked_prefill and self.max_model_len is not None:
             if self.max_num_batched_tokens < self.max_model_len:
                 raise ConfigError(
                     "max_num_batched_tokens",
                     f"without chunked prefill, max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
-                    f">= max_model_len ({self.max_model_len}), or long prompts could never be scheduled"
+                    f">= max_model_len ({self.max_model_len}), or long prompts could never be scheduled",
                 )
 
     def _check_cuda_graph_flags(self) -> None:
@@ -139,15 +161,22 @@ class EngineConfig:
             raise ConfigError("enforce_eager", f"enforce_eager must be True or False, got {self.enforce_eager!r}")
         sizes = self.cudagraph_capture_sizes
         if sizes is not None:
-            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (list, tuple)) or not sizes or any(
-                    not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes):
-                raise ConfigError("cudagraph_capture_sizes",
-                                  f"cudagraph_capture_sizes must be a non-empty list of positive integers, got {sizes!r}")
+            if (
+                isinstance(sizes, (str, bytes))
+                or not isinstance(sizes, (list, tuple))
+                or not sizes
+                or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes)
+            ):
+                raise ConfigError(
+                    "cudagraph_capture_sizes",
+                    f"cudagraph_capture_sizes must be a non-empty list of positive integers, got {sizes!r}",
+                )
             self.cudagraph_capture_sizes = list(sizes)
         _check_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         try:
-            check_capture_sizes(self.cudagraph_capture_sizes, self.max_cudagraph_capture_size,
-                                self.max_num_batched_tokens)
+            check_capture_sizes(
+                self.cudagraph_capture_sizes, self.max_cudagraph_capture_size, self.max_num_batched_tokens
+            )
         except CaptureSizeError as exc:
             raise ConfigError("max_cudagraph_capture_size", str(exc)) from None
 

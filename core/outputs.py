@@ -99,4 +99,3 @@ class RequestOutput:
     metrics: RequestMetrics  # timings
     num_cached_tokens: int = 0  # prompt tokens served by the prefix cache
     new_text: str = field(default="")  # text added since the previous output of this request (sample)
-

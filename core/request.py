@@ -24,10 +24,26 @@ class Request:
     """Progress of one request: `num_computed_tokens` catches up with `num_tokens`."""
 
     __slots__ = (
-        "request_id", "prompt_token_ids", "output_token_ids", "sampling_params", "eos_token_ids",
-        "arrival_time", "priority", "status", "num_computed_tokens", "num_cached_tokens",
-        "num_preemptions", "max_tokens", "first_scheduled_time", "finish_detail", "num_tokens_sent_to_runner", "block_hashes",
-        "num_output_placeholders", "num_in_flight_tokens", "num_stale_output_tokens", "num_void_tokens",
+        "request_id",
+        "prompt_token_ids",
+        "output_token_ids",
+        "sampling_params",
+        "eos_token_ids",
+        "arrival_time",
+        "priority",
+        "status",
+        "num_computed_tokens",
+        "num_cached_tokens",
+        "num_preemptions",
+        "max_tokens",
+        "first_scheduled_time",
+        "finish_detail",
+        "num_tokens_sent_to_runner",
+        "block_hashes",
+        "num_output_placeholders",
+        "num_in_flight_tokens",
+        "num_stale_output_tokens",
+        "num_void_tokens",
         "is_prefill_chunk",
     )
 

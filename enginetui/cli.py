@@ -15,8 +15,14 @@ from functools import partial
 
 from enginetui.dashboard.logs import KEEP_LOGS
 from enginetui.flags.dashboard import add_redraw_args, positive_int
-from enginetui.flags.engine import (DASHBOARD_HELP, add_engine_args, dashboard_engine_args, dashboard_pool_rule,
-                                    flag_problem, startup_problem)
+from enginetui.flags.engine import (
+    DASHBOARD_HELP,
+    add_engine_args,
+    dashboard_engine_args,
+    dashboard_pool_rule,
+    flag_problem,
+    startup_problem,
+)
 from enginetui.interrupt import sigterm_quits
 
 SUBCOMMANDS = (  # (module, function adding its subcommands to the top-level subparsers), in help order
@@ -66,8 +72,13 @@ class VersionAction(argparse.Action):
     """`--version`: prints version() and exits; the packages' metadata is read only then."""
 
     def __init__(self, option_strings, dest, **kwargs) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version (and python's, torch's, textual's) and exit")
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version (and python's, torch's, textual's) and exit",
+        )
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(version())
@@ -87,17 +98,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=VersionAction)
     add_engine_args(parser, DASHBOARD_HELP)
-    parser.add_argument("--burst-size", type=positive_int, default=8, metavar="N",
-                        help="requests submitted by Ctrl-B (default: 8)")
-    parser.add_argument("--log-file", metavar="PATH",
-                        help="where engine output goes (default: see the end of this help)")
-    parser.add_argument("--step-interval-ms", type=_step_interval_ms, default=0, metavar="MS",
-                        help="start in slow motion: at least MS milliseconds between engine steps "
-                             "(PgDn and PgUp change it; default: 0, full speed)")
+    parser.add_argument(
+        "--burst-size", type=positive_int, default=8, metavar="N", help="requests submitted by Ctrl-B (default: 8)"
+    )
+    parser.add_argument(
+        "--log-file", metavar="PATH", help="where engine output goes (default: see the end of this help)"
+    )
+    parser.add_argument(
+        "--step-interval-ms",
+        type=_step_interval_ms,
+        default=0,
+        metavar="MS",
+        help="start in slow motion: at least MS milliseconds between engine steps "
+        "(PgDn and PgUp change it; default: 0, full speed)",
+    )
     add_redraw_args(parser)  # --redraw-hz, --max-cpu
-    parser.add_argument("--record", metavar="FILE",
-                        help="record every step event to FILE while the dashboard runs (replay it with "
-                             "`enginetui replay FILE`)")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record every step event to FILE while the dashboard runs (replay it with `enginetui replay FILE`)",
+    )
     from enginetui.serve.cli import add_serve_beside_args
 
     add_serve_beside_args(parser)  # --serve PORT, --api-key
@@ -164,10 +184,10 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"enginetui: {problem}", file=sys.stderr)
         return 2
-    from enginetui.flags import record as record_flag
     from enginetui.dashboard.app import EngineTUI
     from enginetui.dashboard.engine_link import open_engine, startup_error
     from enginetui.dashboard.logs import default_log_file, display_path, route_python_output
+    from enginetui.flags import record as record_flag
 
     log_file = str(args.log_file or default_log_file())
     server = None
@@ -199,11 +219,19 @@ def run_dashboard(args: argparse.Namespace) -> int:
         engine = server.wrap(engine)
     # Ctrl-R restarts a dead engine with the same settings; not behind --serve (the server keeps its engine)
     reopen = partial(open_engine, kwargs, log_file=log_file) if server is None else None
-    app = EngineTUI(engine, burst_size=args.burst_size, seed=args.seed or 0, log_file=log_file,
-                    step_interval_ms=args.step_interval_ms, reopen=reopen, redraw_hz=args.redraw_hz,
-                    max_cpu_share=args.max_cpu / 100, random_weights=kwargs.get("load_format") == "dummy",
-                    serving=server.url if server is not None else None,
-                    pool_rule=dashboard_pool_rule(args))
+    app = EngineTUI(
+        engine,
+        burst_size=args.burst_size,
+        seed=args.seed or 0,
+        log_file=log_file,
+        step_interval_ms=args.step_interval_ms,
+        reopen=reopen,
+        redraw_hz=args.redraw_hz,
+        max_cpu_share=args.max_cpu / 100,
+        random_weights=kwargs.get("load_format") == "dummy",
+        serving=server.url if server is not None else None,
+        pool_rule=dashboard_pool_rule(args),
+    )
     try:
         with route_python_output(log_file), sigterm_quits(app):
             if server is None:

@@ -10,8 +10,10 @@ its footer and help name those, the shorter).
 from textual.binding import Binding
 
 # Said at the top of the help screen and (in other words) in the README and docs/dashboard.md.
-TYPING_NOTE = ("Just type: every letter goes into the prompt box, Enter sends it. "
-               "Actions are on Ctrl+letter, F1, PgUp/PgDn and the arrows.")
+TYPING_NOTE = (
+    "Just type: every letter goes into the prompt box, Enter sends it. "
+    "Actions are on Ctrl+letter, F1, PgUp/PgDn and the arrows."
+)
 # The requests panel's subtitle: its keys (not in the footer), short enough for 80 columns; a dashboard on
 # a run that takes no input (a replay, a simulation) has only the first.
 SELECT_HINT = "↑↓ select"
@@ -20,8 +22,13 @@ REQUEST_KEYS = f"{SELECT_HINT} · ^x abort · ^l clear"
 
 def help_key(plain: bool = False) -> Binding:
     """F1 (and `?` where nothing is typed) opens the help screen; /help in the prompt box does too."""
-    return Binding("f1,question_mark" if plain else "f1", "help", "Help", key_display="?" if plain else "F1",
-                   tooltip="this screen: every key, what each panel shows" + ("" if plain else " (/help too)"))
+    return Binding(
+        "f1,question_mark" if plain else "f1",
+        "help",
+        "Help",
+        key_display="?" if plain else "F1",
+        tooltip="this screen: every key, what each panel shows" + ("" if plain else " (/help too)"),
+    )
 
 
 def quit_keys(what: str, plain: bool = False) -> list[Binding]:
@@ -59,9 +66,14 @@ def refused_keys(keys: str, tooltip: str) -> Binding:
 
 
 def timeline_key(plain: bool = False) -> Binding:
-    return Binding("ctrl+t,t" if plain else "ctrl+t", "toggle_timeline", "Timeline", show=plain,
-                   key_display="t" if plain else None,
-                   tooltip="show or hide the timeline: a lane per request, a column per engine step")
+    return Binding(
+        "ctrl+t,t" if plain else "ctrl+t",
+        "toggle_timeline",
+        "Timeline",
+        show=plain,
+        key_display="t" if plain else None,
+        tooltip="show or hide the timeline: a lane per request, a column per engine step",
+    )
 
 
 # The engine dashboard's control keys (replay answers to them too: Ctrl+P plays, Ctrl+S steps).
@@ -72,5 +84,9 @@ STEP = Binding("ctrl+s", "step", "Step", tooltip="run exactly one engine step (w
 # binds these keys too (to scroll, which a one-line box never does).
 SLOWER = "pagedown"
 FASTER = "pageup"
-RESTART = Binding("ctrl+r", "restart", "Restart", tooltip="after the engine died: start it again with the same "
-                  "settings (the request list stays)")
+RESTART = Binding(
+    "ctrl+r",
+    "restart",
+    "Restart",
+    tooltip="after the engine died: start it again with the same settings (the request list stays)",
+)

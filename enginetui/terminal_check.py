@@ -11,8 +11,9 @@ def has_terminal() -> bool:
 
 
 # What to run instead, without a terminal: a live engine, a recording, a simulated run.
-LIVE_INSTEAD = ("run `enginetui serve` (an OpenAI-compatible server) or use the Python API "
-                "(`from enginetui.core import LLM`)")
+LIVE_INSTEAD = (
+    "run `enginetui serve` (an OpenAI-compatible server) or use the Python API (`from enginetui.core import LLM`)"
+)
 REPLAY_INSTEAD = "`enginetui export FILE` writes the recording as a Perfetto trace (ui.perfetto.dev)"
 SIMULATE_INSTEAD = "leave out --watch: the run's figures are printed when it ends"
 
@@ -21,6 +22,8 @@ def refuse_without_terminal(prog: str, instead: str = LIVE_INSTEAD) -> bool:
     """True (after one line on stderr saying what to run `instead`) when there is no terminal to draw on."""
     if has_terminal():
         return False
-    print(f"{prog}: the dashboard needs a terminal (stdin and stdout are not both one); without a screen, {instead}",
-          file=sys.stderr)
+    print(
+        f"{prog}: the dashboard needs a terminal (stdin and stdout are not both one); without a screen, {instead}",
+        file=sys.stderr,
+    )
     return True

@@ -49,8 +49,9 @@ def available() -> bool:
         except Exception as exc:  # noqa: BLE001 - any failure means: use the reference instead
             _state["ok"] = False
             _state["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.warning("enginetui: C++ CPU attention kernels unavailable (%s); using the torch reference",
-                        _state["error"])
+            log.warning(
+                "enginetui: C++ CPU attention kernels unavailable (%s); using the torch reference", _state["error"]
+            )
     return bool(_state["ok"])
 
 
@@ -94,10 +95,19 @@ def _build() -> Path:
     openmp = _torch_openmp_runtime(torch_lib)
     source = SOURCE.read_bytes()
     flags = [*COMPILE_FLAGS, *kernel_compile_flags()]  # narrower under ENGINETUI_CPU_ISA (kernels/cpu_isa.py)
-    key = hashlib.sha256(b"\0".join([
-        source, torch.__version__.encode(), compiler.encode(), _compiler_version(compiler), _cpu_fingerprint(),
-        " ".join(flags).encode(), str(openmp).encode(),
-    ])).hexdigest()[:16]
+    key = hashlib.sha256(
+        b"\0".join(
+            [
+                source,
+                torch.__version__.encode(),
+                compiler.encode(),
+                _compiler_version(compiler),
+                _cpu_fingerprint(),
+                " ".join(flags).encode(),
+                str(openmp).encode(),
+            ]
+        )
+    ).hexdigest()[:16]
     folder = cache_dir()
     target = folder / f"enginetui_cpu_{key}.so"
     if target.exists():
@@ -106,8 +116,11 @@ def _build() -> Path:
     with open(folder / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its build
         if not target.exists():
-            log.warning("enginetui: building the C++ CPU attention kernels for this CPU and torch "
-                        "(once; about 10-30 s) into %s", target)
+            log.warning(
+                "enginetui: building the C++ CPU attention kernels for this CPU and torch "
+                "(once; about 10-30 s) into %s",
+                target,
+            )
             started = time.perf_counter()
             _compile(compiler, flags, torch_lib, openmp, target)
             log.warning("enginetui: C++ CPU attention kernels built in %.1f s", time.perf_counter() - started)
@@ -125,8 +138,18 @@ def _compile(compiler: str, flags: list[str], torch_lib: str, openmp: str | None
         runtime = [openmp] if openmp else ["-fopenmp"]  # torch's own libgomp, else the compiler's
         for command in (
             [compiler, *flags, abi, *includes, "-c", str(SOURCE), "-o", str(obj)],
-            [compiler, "-shared", str(obj), "-o", str(lib), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", *runtime,
-             f"-Wl,-rpath,{torch_lib}"],
+            [
+                compiler,
+                "-shared",
+                str(obj),
+                "-o",
+                str(lib),
+                f"-L{torch_lib}",
+                "-lc10",
+                "-ltorch_cpu",
+                *runtime,
+                f"-Wl,-rpath,{torch_lib}",
+            ],
         ):
             done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             if done.returncode != 0:

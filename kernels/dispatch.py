@@ -24,7 +24,9 @@ def select_backend(device: torch.device) -> str:
     """The forced backend if the env var is set, else the device's (see the module docstring)."""
     forced = os.environ.get(BACKEND_ENV, "").strip().lower()
     if forced == "cpp" and not cpu_kernels.available():
-        raise RuntimeError(f"{BACKEND_ENV}=cpp, but the C++ kernels are unavailable: {cpu_kernels.unavailable_reason()}")
+        raise RuntimeError(
+            f"{BACKEND_ENV}=cpp, but the C++ kernels are unavailable: {cpu_kernels.unavailable_reason()}"
+        )
     if forced in BACKENDS:
         return forced
     if forced:
@@ -48,8 +50,19 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, backend:
         reshape_and_cache_ref(key, value, key_cache, value_cache, slot_mapping)
 
 
-def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=None,
-                    sliding_window=None, backend: str | None = None, max_query_len: int | None = None):
+def paged_attention(
+    query,
+    key_cache,
+    value_cache,
+    query_start_loc,
+    seq_lens,
+    block_table,
+    scale,
+    out=None,
+    sliding_window=None,
+    backend: str | None = None,
+    max_query_len: int | None = None,
+):
     """Varlen paged attention for a mixed prefill/decode batch, optionally windowed (see kernels.reference);
     `backend`: the chosen one (None: select_backend for the tensors' device); `max_query_len`: the step's
     longest query, which picks the Triton launch (kernels.variants.launch_for_step; None: the default)."""
@@ -61,12 +74,29 @@ def paged_attention(query, key_cache, value_cache, query_start_loc, seq_lens, bl
         group = query.shape[1] // key_cache.shape[2]
         launch = launch_for_step(max_query_len, group, query.dtype in (torch.float16, torch.bfloat16))
         return paged_attention_triton(
-            query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,
-            sliding_window=sliding_window, **launch.kwargs(),
+            query,
+            key_cache,
+            value_cache,
+            query_start_loc,
+            seq_lens,
+            block_table,
+            scale,
+            out=out,
+            sliding_window=sliding_window,
+            **launch.kwargs(),
         )
     if backend == "cpp" and sliding_window is None:
         return cpu_kernels.paged_attention_cpu(
             query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out
         )
-    return paged_attention_ref(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, out=out,
-                               sliding_window=sliding_window)
+    return paged_attention_ref(
+        query,
+        key_cache,
+        value_cache,
+        query_start_loc,
+        seq_lens,
+        block_table,
+        scale,
+        out=out,
+        sliding_window=sliding_window,
+    )

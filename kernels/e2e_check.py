@@ -19,13 +19,25 @@ LOGPROB_TOL = 1e-3
 
 # The facebook/opt-125m architecture.
 OPT_125M = dict(
-    vocab_size=50272, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, ffn_dim=3072,
-    max_position_embeddings=2048, word_embed_proj_dim=768, do_layer_norm_before=True,
+    vocab_size=50272,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    ffn_dim=3072,
+    max_position_embeddings=2048,
+    word_embed_proj_dim=768,
+    do_layer_norm_before=True,
 )
 # A tiny OPT for the CPU smoke run.
 OPT_TINY = dict(
-    vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128,
-    max_position_embeddings=512, word_embed_proj_dim=64, do_layer_norm_before=True,
+    vocab_size=512,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    ffn_dim=128,
+    max_position_embeddings=512,
+    word_embed_proj_dim=64,
+    do_layer_norm_before=True,
 )
 
 
@@ -75,10 +87,15 @@ def hf_greedy(model, prompt: list[int], max_new_tokens: int) -> Continuation:
     model.generation_config.eos_token_id = None  # like ignore_eos=True
     ids = torch.tensor([prompt], device=model.device)  # [1, prompt_len]
     out = model.generate(
-        ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-        pad_token_id=model.config.pad_token_id, output_logits=True, return_dict_in_generate=True,
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=model.config.pad_token_id,
+        output_logits=True,
+        return_dict_in_generate=True,
     )
-    tokens = out.sequences[0, len(prompt):].tolist()
+    tokens = out.sequences[0, len(prompt) :].tolist()
     if len(tokens) != max_new_tokens:
         raise RuntimeError(f"transformers generated {len(tokens)} tokens, expected {max_new_tokens}")
     # out.logits: one [1, vocab_size] tensor per generated token
@@ -130,13 +147,24 @@ def seeded_sampling_is_batch_independent(llm, vocab_size: int, max_tokens: int) 
     of other sampled and greedy requests (the sampler's generators run on the engine's device)."""
     from enginetui.core import SamplingParams
 
-    seeded = SamplingParams(temperature=0.9, top_k=50, top_p=0.9, min_p=0.01, presence_penalty=0.5,
-                            repetition_penalty=1.1, seed=42, max_tokens=max_tokens, ignore_eos=True, logprobs=2)
+    seeded = SamplingParams(
+        temperature=0.9,
+        top_k=50,
+        top_p=0.9,
+        min_p=0.01,
+        presence_penalty=0.5,
+        repetition_penalty=1.1,
+        seed=42,
+        max_tokens=max_tokens,
+        ignore_eos=True,
+        logprobs=2,
+    )
     others = [SamplingParams(temperature=t, max_tokens=max_tokens, ignore_eos=True) for t in (0.0, 1.0, 0.7)]
     prompt, *other_prompts = random_prompts([9, 5, 30, 17], vocab_size, seed=2)
     alone = llm.generate([prompt], seeded, use_tqdm=False)[0].outputs[0].token_ids
-    batch = llm.generate(other_prompts[:2] + [prompt] + other_prompts[2:], others[:2] + [seeded] + others[2:],
-                         use_tqdm=False)
+    batch = llm.generate(
+        other_prompts[:2] + [prompt] + other_prompts[2:], others[:2] + [seeded] + others[2:], use_tqdm=False
+    )
     return list(alone) == list(batch[2].outputs[0].token_ids) and len(alone) == max_tokens
 
 
@@ -150,8 +178,14 @@ class E2EResult:
     generated: int  # output tokens of the throughput batch
 
 
-def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens: int,
-            throughput: tuple[int, int, int], num_blocks: int) -> E2EResult:
+def run_e2e(
+    model_kwargs: dict,
+    device: str,
+    prompt_lens: list[int],
+    max_tokens: int,
+    throughput: tuple[int, int, int],
+    num_blocks: int,
+) -> E2EResult:
     """Greedy parity per prompt, seeded sampling, then engine throughput on
     (num_prompts, prompt_len, max_tokens)."""
     from enginetui.core import LLM
@@ -159,8 +193,13 @@ def run_e2e(model_kwargs: dict, device: str, prompt_lens: list[int], max_tokens:
     model, tmpdir = build_random_opt(model_kwargs)
     with tmpdir:
         prompts = random_prompts(prompt_lens, model_kwargs["vocab_size"])
-        with LLM(model=tmpdir.name, device=device, dtype="float32", skip_tokenizer_init=True,
-                 num_gpu_blocks_override=num_blocks) as llm:
+        with LLM(
+            model=tmpdir.name,
+            device=device,
+            dtype="float32",
+            skip_tokenizer_init=True,
+            num_gpu_blocks_override=num_blocks,
+        ) as llm:
             actual = engine_greedy(llm, prompts, max_tokens)
             seeded_ok = seeded_sampling_is_batch_independent(llm, model_kwargs["vocab_size"], max_tokens)
             num_prompts, prompt_len, out_len = throughput

@@ -62,7 +62,13 @@ def paged_attention_ref(
             continue
         rows = group[tok_req]  # [num_tokens] bool: the tokens of this group's requests
         out[rows] = _padded_attention(
-            query[rows], key_cache, value_cache, q_lens[group], seq_lens[group], block_table[group], scale,
+            query[rows],
+            key_cache,
+            value_cache,
+            q_lens[group],
+            seq_lens[group],
+            block_table[group],
+            scale,
             sliding_window,
         )  # [num_group_tokens, num_heads, head_size]
     return out

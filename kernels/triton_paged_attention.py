@@ -186,8 +186,9 @@ def _paged_attention_kernel(
         )
     else:  # unnormalized partials; combine_splits() merges the splits
         part = split * stride_part_split + tok * num_heads + head  # [BLOCK_M] (split, token, head) row
-        tl.store(part_acc_ptr + part[:, None] * HEAD_SIZE + dims[None, :], acc,
-                 mask=row_valid[:, None] & dim_valid[None, :])
+        tl.store(
+            part_acc_ptr + part[:, None] * HEAD_SIZE + dims[None, :], acc, mask=row_valid[:, None] & dim_valid[None, :]
+        )
         tl.store(part_ml_ptr + part * 2, m_i, mask=row_valid)
         tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=row_valid)
 
@@ -249,8 +250,21 @@ def paged_attention_triton(
     times them)."""
     if out is None:
         out = torch.empty_like(query)
-    launch, partials = paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table,
-                                              scale, out, tile_n, num_warps, num_splits, sliding_window, block_m)
+    launch, partials = paged_attention_launch(
+        query,
+        key_cache,
+        value_cache,
+        query_start_loc,
+        seq_lens,
+        block_table,
+        scale,
+        out,
+        tile_n,
+        num_warps,
+        num_splits,
+        sliding_window,
+        block_m,
+    )
     if launch is not None:
         launch.run()
     if partials is not None:
@@ -258,10 +272,21 @@ def paged_attention_triton(
     return out
 
 
-def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale: float,
-                           out: torch.Tensor, tile_n: int | None, num_warps: int,
-                           num_splits: int = 1, sliding_window: int | None = None,
-                           block_m: int | None = None) -> tuple[Launch | None, SplitPartials | None]:
+def paged_attention_launch(
+    query,
+    key_cache,
+    value_cache,
+    query_start_loc,
+    seq_lens,
+    block_table,
+    scale: float,
+    out: torch.Tensor,
+    tile_n: int | None,
+    num_warps: int,
+    num_splits: int = 1,
+    sliding_window: int | None = None,
+    block_m: int | None = None,
+) -> tuple[Launch | None, SplitPartials | None]:
     """The launch `paged_attention_triton` makes (same arguments) and the partials its splits
     write (None for one split); (None, None) when there is nothing to do."""
     num_tokens, num_heads, head_size = query.shape
@@ -296,13 +321,37 @@ def paged_attention_launch(query, key_cache, value_cache, query_start_loc, seq_l
     block_q, block_m = _tile_shape(group, block_m)
     dot_dtype, dot_precision = _dot_dtype(query.dtype)
     args = (
-        out, query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale * LOG2E, num_reqs,
-        *query.stride(), *out.stride(), *key_cache.stride(), block_table.stride(0),
-        part_acc, part_ml, num_tokens * num_heads, num_heads,
+        out,
+        query,
+        key_cache,
+        value_cache,
+        query_start_loc,
+        seq_lens,
+        block_table,
+        scale * LOG2E,
+        num_reqs,
+        *query.stride(),
+        *out.stride(),
+        *key_cache.stride(),
+        block_table.stride(0),
+        part_acc,
+        part_ml,
+        num_tokens * num_heads,
+        num_heads,
     )
     meta = dict(
-        GROUP=group, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_SIZE=block_size, TILE_N=tile_n, HEAD_SIZE=head_size,
-        HEAD_PAD=triton.next_power_of_2(head_size), SLIDING_WINDOW=sliding_window or 0, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision, NUM_SPLITS=num_splits, num_warps=num_warps,
+        GROUP=group,
+        BLOCK_Q=block_q,
+        BLOCK_M=block_m,
+        BLOCK_SIZE=block_size,
+        TILE_N=tile_n,
+        HEAD_SIZE=head_size,
+        HEAD_PAD=triton.next_power_of_2(head_size),
+        SLIDING_WINDOW=sliding_window or 0,
+        DOT_DTYPE=dot_dtype,
+        DOT_PRECISION=dot_precision,
+        NUM_SPLITS=num_splits,
+        num_warps=num_warps,
     )
     grid = (num_tokens // block_q + num_reqs, num_kv_heads, num_splits)
     return Launch(_paged_attention_kernel, grid, args, meta), partials

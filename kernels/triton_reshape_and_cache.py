@@ -76,6 +76,10 @@ def reshape_and_cache_launch(key, value, key_cache, value_cache, slot_mapping) -
     if num_tokens == 0:
         return None
     args = (key, value, key_cache, value_cache, slot_mapping, *key.stride(), *value.stride(), *key_cache.stride())
-    meta = dict(BLOCK_SIZE=block_size, HEAD_SIZE=head_size, NUM_KV_HEADS=num_kv_heads,
-                ROW=triton.next_power_of_2(num_kv_heads * head_size))
+    meta = dict(
+        BLOCK_SIZE=block_size,
+        HEAD_SIZE=head_size,
+        NUM_KV_HEADS=num_kv_heads,
+        ROW=triton.next_power_of_2(num_kv_heads * head_size),
+    )
     return Launch(_reshape_and_cache_kernel, (num_tokens,), args, meta)

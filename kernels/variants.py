@@ -17,8 +17,12 @@ class AttentionVariant:
     block_m: int | None = None  # rows (query token x head in group) per tile (None: 16, or the group)
 
     def kwargs(self) -> dict:
-        return {"tile_n": self.tile_n, "num_warps": self.num_warps, "num_splits": self.num_splits,
-                "block_m": self.block_m}
+        return {
+            "tile_n": self.tile_n,
+            "num_warps": self.num_warps,
+            "num_splits": self.num_splits,
+            "block_m": self.block_m,
+        }
 
     def __str__(self) -> str:
         tile = "default tile" if self.tile_n is None else f"tile_n {self.tile_n}"

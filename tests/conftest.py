@@ -79,8 +79,15 @@ def recorded_events(engine) -> Iterator[list]:
 
 def make_opt_dir(path, seed: int = 0, **overrides) -> str:
     """Save a random-weight OPTForCausalLM with the given config overrides to `path`."""
-    cfg = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128,
-               max_position_embeddings=512, word_embed_proj_dim=64)
+    cfg = dict(
+        vocab_size=512,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        ffn_dim=128,
+        max_position_embeddings=512,
+        word_embed_proj_dim=64,
+    )
     cfg.update(overrides)
     torch.manual_seed(seed)
     OPTForCausalLM(OPTConfig(**cfg)).eval().save_pretrained(path)
@@ -96,8 +103,16 @@ def tiny_opt_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def opt125m_dir(tmp_path_factory) -> str:
     """The facebook/opt-125m architecture with random weights."""
-    return make_opt_dir(tmp_path_factory.mktemp("opt-125m"), vocab_size=50272, hidden_size=768, num_hidden_layers=12,
-                        num_attention_heads=12, ffn_dim=3072, max_position_embeddings=2048, word_embed_proj_dim=768)
+    return make_opt_dir(
+        tmp_path_factory.mktemp("opt-125m"),
+        vocab_size=50272,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        ffn_dim=3072,
+        max_position_embeddings=2048,
+        word_embed_proj_dim=768,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ def hf_greedy(model_dir: str, prompts: list[list[int]], max_tokens: int) -> list
     outs = []
     for p in prompts:
         ids = model.generate(torch.tensor([p]), max_new_tokens=max_tokens, do_sample=False, pad_token_id=0)
-        outs.append(ids[0, len(p):].tolist())
+        outs.append(ids[0, len(p) :].tolist())
     return outs
 
 
@@ -30,7 +30,8 @@ def engine_greedy(model_dir: str, prompts, max_tokens: int, **engine_args):
     """The engine's greedy tokens per prompt, and every step event of the run."""
     llm = LLM(model=model_dir, multiprocess=False, skip_tokenizer_init=True, dtype="float32", **engine_args)
     with recorded_events(llm.engine) as events:
-        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True),
-                            use_tqdm=False)
+        outs = llm.generate(
+            prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), use_tqdm=False
+        )
     llm.shutdown()
     return [o.outputs[0].token_ids for o in outs], [e for e in events if e.is_step]

@@ -9,7 +9,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"core": "enginetui.core", "kernels": "enginetui.kernels", "enginetui": "enginetui"}  # folder -> installed name
+PACKAGES = {
+    "core": "enginetui.core",
+    "kernels": "enginetui.kernels",
+    "enginetui": "enginetui",
+}  # folder -> installed name
 
 
 def project_modules() -> dict[str, Path]:
@@ -97,8 +101,13 @@ def test_imports_are_resolved_including_lazy_and_relative_ones(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "x.py").write_text("def f():\n    from pkg import y\n    from . import z\n    import pkg.w.thing\n")
-    modules = {"pkg": pkg / "__init__.py", "pkg.x": pkg / "x.py", "pkg.y": pkg / "y.py", "pkg.z": pkg / "z.py",
-               "pkg.w": pkg / "w.py"}
+    modules = {
+        "pkg": pkg / "__init__.py",
+        "pkg.x": pkg / "x.py",
+        "pkg.y": pkg / "y.py",
+        "pkg.z": pkg / "z.py",
+        "pkg.w": pkg / "w.py",
+    }
     assert imported("pkg.x", pkg / "x.py", modules) == {"pkg.y", "pkg.z", "pkg.w"}
 
 

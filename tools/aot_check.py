@@ -61,8 +61,9 @@ def specialize(kernel, args: tuple, meta: dict) -> tuple[dict, dict, dict]:
     signature, constexprs, attrs = {}, {}, {}
     for i, (param, arg) in enumerate(zip(kernel.params, args)):
         name = kernel.arg_names[i]
-        kind, spec = native_specialize_impl(BaseBackend, arg, False, not param.do_not_specialize,
-                                            not param.do_not_specialize_on_alignment)
+        kind, spec = native_specialize_impl(
+            BaseBackend, arg, False, not param.do_not_specialize, not param.do_not_specialize_on_alignment
+        )
         signature[name] = kind
         if kind == "constexpr":
             constexprs[name] = spec
@@ -84,8 +85,9 @@ def compile_launch(launch, target: str) -> tuple[object, float]:
     signature, constexprs, attrs = specialize(launch.kernel, launch.args, launch.meta)
     source = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     start = time.perf_counter()
-    compiled = triton.compile(source, target=GPUTarget("cuda", TARGETS[target], 32),
-                              options={"num_warps": launch.meta.get("num_warps", 4)})
+    compiled = triton.compile(
+        source, target=GPUTarget("cuda", TARGETS[target], 32), options={"num_warps": launch.meta.get("num_warps", 4)}
+    )
     return compiled, time.perf_counter() - start
 
 
@@ -121,8 +123,15 @@ def attention_launches(full: bool):
     variants = VARIANTS if full else [DEFAULT, AttentionVariant(num_splits=4), PREFILL]
     for shape, (heads, kv_heads, head_size, block_size) in shapes.items():
         for dtype_name, dtype in DTYPES.items():
-            batch = make_paged_batch([1, 5], [20, 40], num_heads=heads, num_kv_heads=kv_heads,
-                                     head_size=head_size, block_size=block_size, dtype=dtype)
+            batch = make_paged_batch(
+                [1, 5],
+                [20, 40],
+                num_heads=heads,
+                num_kv_heads=kv_heads,
+                head_size=head_size,
+                block_size=block_size,
+                dtype=dtype,
+            )
             for variant in variants:
                 if variant == PREFILL and dtype == torch.float32 and not full:
                     continue  # the engine launches it in fp16 / bf16 only (kernels.variants.launch_for_step)
@@ -139,16 +148,20 @@ def cache_write_launches():
             key = torch.randn(4, kv_heads, head_size, dtype=dtype)  # [num_tokens, num_kv_heads, head_size]
             cache = torch.empty(8, 16, kv_heads, head_size, dtype=dtype)  # [blocks, block_size, heads, dim]
             slots = torch.arange(4)  # [num_tokens]
-            yield f"{kv_heads} kv heads h{head_size}, {dtype_name}", reshape_and_cache_launch(
-                key, key, cache, cache.clone(), slots)
+            yield (
+                f"{kv_heads} kv heads h{head_size}, {dtype_name}",
+                reshape_and_cache_launch(key, key, cache, cache.clone(), slots),
+            )
 
 
 def run(full: bool) -> list[Compiled]:
     targets = list(TARGETS) if full else ["sm_90"]
     rows = []
     for target in targets:
-        for kernel, launches in (("paged_attention", attention_launches(full)),
-                                 ("reshape_and_cache", cache_write_launches())):
+        for kernel, launches in (
+            ("paged_attention", attention_launches(full)),
+            ("reshape_and_cache", cache_write_launches()),
+        ):
             for case, launch in launches:
                 compiled, seconds = compile_launch(launch, target)
                 rows.append(describe(target, kernel, case, compiled, seconds))
@@ -157,8 +170,10 @@ def run(full: bool) -> list[Compiled]:
 
 
 def _line(r: Compiled) -> str:
-    return (f"| {r.target} | {r.kernel} | {r.case} | {r.registers} | {r.spill_bytes} | {r.shared_bytes} | {r.dot} "
-            f"| {r.widest_load} | {r.compile_s:.1f} |")
+    return (
+        f"| {r.target} | {r.kernel} | {r.case} | {r.registers} | {r.spill_bytes} | {r.shared_bytes} | {r.dot} "
+        f"| {r.widest_load} | {r.compile_s:.1f} |"
+    )
 
 
 def main() -> int:

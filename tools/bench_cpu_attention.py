@@ -56,23 +56,37 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--cpu-time", action="store_true", help="this thread's CPU time (implies --threads 1)")
-    parser.add_argument("--cold", action="store_true",
-                        help=f"{COLD_LAYERS} layers' caches per case, called in turn (K/V read from memory)")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help=f"{COLD_LAYERS} layers' caches per case, called in turn (K/V read from memory)",
+    )
     args = parser.parse_args()
     if args.threads or args.cpu_time:
         torch.set_num_threads(1 if args.cpu_time else args.threads)
     clock = time.thread_time if args.cpu_time else time.perf_counter
     layers = COLD_LAYERS if args.cold else 1
-    print(f"paged attention, {args.dtype}, {torch.get_num_threads()} threads, 12 heads x 64, block 16, "
-          f"{'CPU' if args.cpu_time else 'wall'} ms per call (median of {args.iters})"
-          + (f", {layers} layers' caches in turn" if args.cold else ""))
+    print(
+        f"paged attention, {args.dtype}, {torch.get_num_threads()} threads, 12 heads x 64, block 16, "
+        f"{'CPU' if args.cpu_time else 'wall'} ms per call (median of {args.iters})"
+        + (f", {layers} layers' caches in turn" if args.cold else "")
+    )
     if args.cold:
         print(f"  memory read rate: {memory_read_gb_s():.1f} GB/s (sum over 1 GiB)")
     print(f"  {'case':<24} {'torch':>9} {'cpp':>9}  torch/cpp" + ("  cpp context K/V GB/s" if args.cold else ""))
     for name, (q_lens, seq_lens) in CASES.items():
         batches = [
-            make_paged_batch(q_lens, seq_lens, num_heads=12, num_kv_heads=12, head_size=64, block_size=16,
-                             dtype=getattr(torch, args.dtype), poison=0.0, seed=layer)
+            make_paged_batch(
+                q_lens,
+                seq_lens,
+                num_heads=12,
+                num_kv_heads=12,
+                head_size=64,
+                block_size=16,
+                dtype=getattr(torch, args.dtype),
+                poison=0.0,
+                seed=layer,
+            )
             for layer in range(layers)
         ]
         ms = {b: time_ms(fn, batches, args.iters, clock) for b, fn in BACKENDS.items()}

@@ -80,8 +80,10 @@ class Recorder:
         self.metrics: list[dict] = []  # the /metrics readings
         self.steps: list[dict] = []  # what the workload did, when
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._listen, args=(kv_endpoint,), daemon=True),
-                         threading.Thread(target=self._poll, args=(url,), daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._listen, args=(kv_endpoint,), daemon=True),
+            threading.Thread(target=self._poll, args=(url,), daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -105,8 +107,14 @@ class Recorder:
         while not self._stop.is_set():
             if sub.poll(100):
                 topic, seq, payload = sub.recv_multipart()
-                self.frames.append({"t": self.t(), "topic": topic.decode(), "seq": int.from_bytes(seq, "big"),
-                                    "payload": base64.b64encode(payload).decode()})
+                self.frames.append(
+                    {
+                        "t": self.t(),
+                        "topic": topic.decode(),
+                        "seq": int.from_bytes(seq, "big"),
+                        "payload": base64.b64encode(payload).decode(),
+                    }
+                )
         sub.close(linger=0)
 
     def _poll(self, url: str) -> None:
@@ -135,8 +143,15 @@ def run_workload(url: str, rec: Recorder) -> tuple[dict, str]:
         rec.step("the first prompt again (prefix-cache hits)")
         complete(http, model, SHARED + BRANCHES[0], 48, ignore_eos=True)
         rec.step("a streamed completion")
-        body = {"model": model, "prompt": SHARED + BRANCHES[1], "max_tokens": 24, "temperature": 0, "stream": True,
-                "ignore_eos": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        body = {
+            "model": model,
+            "prompt": SHARED + BRANCHES[1],
+            "max_tokens": 24,
+            "temperature": 0,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
         with http.stream("POST", "/v1/completions", json=body) as r:
             stream = "".join(r.iter_text())
         for wave in ("a burst of long requests into the pool", "the same burst again (hits, evictions)"):
@@ -152,18 +167,28 @@ def run_workload(url: str, rec: Recorder) -> tuple[dict, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vllm-python", default=find_vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)")
+    parser.add_argument(
+        "--vllm-python", default=find_vllm_python(), help="vLLM's interpreter (default: $ENGINETUI_VLLM_PYTHON)"
+    )
     parser.add_argument("--model", default="core/models/default_model/opt-tiny", help="a local HF model directory")
     parser.add_argument("--out", help="folder for the fixture files")
-    parser.add_argument("--measure", metavar="DIR",
-                        help="replay a --burst capture in DIR and print each reading against the rebuild")
+    parser.add_argument(
+        "--measure", metavar="DIR", help="replay a --burst capture in DIR and print each reading against the rebuild"
+    )
     parser.add_argument("--burst", action="store_true", help="record the scheduler rebuild's burst through the proxy")
     parser.add_argument("--requests", type=int, default=BURST_REQUESTS, help="--burst: requests sent at once")
     parser.add_argument("--poll-s", type=float, default=BURST_POLL_S, help="--burst: /metrics reading interval")
-    parser.add_argument("--kv-events", action="store_true",
-                        help="--burst: record vLLM's KV event batches too (the rebuild's cached blocks are checked against them)")
-    parser.add_argument("--first", type=int, default=0,
-                        help="--burst: the first request's number (its prompt: burst_prompt; another number, other prompts)")
+    parser.add_argument(
+        "--kv-events",
+        action="store_true",
+        help="--burst: record vLLM's KV event batches too (the rebuild's cached blocks are checked against them)",
+    )
+    parser.add_argument(
+        "--first",
+        type=int,
+        default=0,
+        help="--burst: the first request's number (its prompt: burst_prompt; another number, other prompts)",
+    )
     args = parser.parse_args(argv)
     if args.measure:
         return measure_burst(Path(args.measure))
@@ -175,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model = str(Path(args.model).resolve())
     if args.burst:
-        return capture_burst(args.vllm_python, model, out, args.requests, args.first, args.poll_s,
-                             args.kv_events)
+        return capture_burst(args.vllm_python, model, out, args.requests, args.first, args.poll_s, args.kv_events)
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     with start_vllm(args.vllm_python, model) as server:
         rec = Recorder(server.url, server.kv_endpoint)
@@ -190,8 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     with lzma.open(out / "metrics.jsonl.xz", "wt") as f:
         f.writelines(json.dumps(m) + "\n" for m in rec.metrics)
     (out / "completion_stream.txt").write_text(stream)
-    session = {"vllm_version": version, "model": model, "command": command, "models": models, "steps": rec.steps,
-               "num_frames": len(rec.frames), "num_metrics": len(rec.metrics)}
+    session = {
+        "vllm_version": version,
+        "model": model,
+        "command": command,
+        "models": models,
+        "steps": rec.steps,
+        "num_frames": len(rec.frames),
+        "num_metrics": len(rec.metrics),
+    }
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     print(f"{len(rec.frames)} KV event batches, {len(rec.metrics)} /metrics readings -> {out}", file=sys.stderr)
     return 0
@@ -202,34 +233,67 @@ def burst_args(limits: SchedulerLimits) -> tuple[str, ...]:
     return ("--max-num-seqs", str(limits.max_num_seqs), "--max-num-batched-tokens", str(limits.max_num_batched_tokens))
 
 
-def capture_burst(python: str, model: str, out: Path, num_requests: int = BURST_REQUESTS, first: int = 0,
-                  poll_s: float = BURST_POLL_S, kv_events: bool = False) -> int:
+def capture_burst(
+    python: str,
+    model: str,
+    out: Path,
+    num_requests: int = BURST_REQUESTS,
+    first: int = 0,
+    poll_s: float = BURST_POLL_S,
+    kv_events: bool = False,
+) -> int:
     print("starting vLLM (minutes on a small CPU)…", file=sys.stderr)
     record = out / "burst.etrec"
-    with start_vllm(python, model, num_blocks=BURST_BLOCKS,
-                    extra_args=(*burst_args(BURST_LIMITS), "--enable-logging-iteration-details")) as server:
-        state = asyncio.run(proxied_burst(server.url, BURST_LIMITS, num_requests=num_requests,
-                                          max_tokens=BURST_MAX_TOKENS, record=str(record), poll_s=poll_s,
-                                          first=first, kv_endpoint=server.kv_endpoint if kv_events else None))
+    with start_vllm(
+        python,
+        model,
+        num_blocks=BURST_BLOCKS,
+        extra_args=(*burst_args(BURST_LIMITS), "--enable-logging-iteration-details"),
+    ) as server:
+        state = asyncio.run(
+            proxied_burst(
+                server.url,
+                BURST_LIMITS,
+                num_requests=num_requests,
+                max_tokens=BURST_MAX_TOKENS,
+                record=str(record),
+                poll_s=poll_s,
+                first=first,
+                kv_endpoint=server.kv_endpoint if kv_events else None,
+            )
+        )
         version = httpx.get(server.url + "/version").json().get("version")
         command = [Path(server.command[0]).name, *server.command[1:]]
-        step_lines = [line for line in Path(server.log_path).read_text(errors="replace").splitlines()
-                      if ITERATION.search(line)]
+        step_lines = [
+            line for line in Path(server.log_path).read_text(errors="replace").splitlines() if ITERATION.search(line)
+        ]
     with lzma.open(out / "burst.etrec.xz", "wb") as f:
         f.write(record.read_bytes())
     record.unlink()
     with lzma.open(out / STEP_LOG, "wt") as f:
         f.writelines(line + "\n" for line in step_lines)
-    session = {"vllm_version": version, "model": model, "command": command,
-               "limits": {"max_num_seqs": BURST_LIMITS.max_num_seqs,
-                          "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens},
-               "requests": num_requests, "first": first, "max_tokens": BURST_MAX_TOKENS, "poll_s": poll_s, "kv_events": kv_events}
+    session = {
+        "vllm_version": version,
+        "model": model,
+        "command": command,
+        "limits": {
+            "max_num_seqs": BURST_LIMITS.max_num_seqs,
+            "max_num_batched_tokens": BURST_LIMITS.max_num_batched_tokens,
+        },
+        "requests": num_requests,
+        "first": first,
+        "max_tokens": BURST_MAX_TOKENS,
+        "poll_s": poll_s,
+        "kv_events": kv_events,
+    }
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     rebuild = state.rebuild
     if rebuild is not None:
         agree, total = agreement(rebuild.checks)
-        print(f"rebuild agrees on {agree}/{total} readings; preemptions "
-              f"{rebuild.num_preemptions} rebuilt", file=sys.stderr)
+        print(
+            f"rebuild agrees on {agree}/{total} readings; preemptions {rebuild.num_preemptions} rebuilt",
+            file=sys.stderr,
+        )
     print(f"{len(state.requests)} requests -> {out}", file=sys.stderr)
     return 0
 
@@ -245,19 +309,25 @@ def measure_burst(folder: Path) -> int:
     print("     t   vLLM run wait pre kv  | rebuilt run wait pre kv")
     for c in rebuild.checks:
         kv = f"{c.kv_blocks:4.0f}" if c.kv_blocks is not None else "   -"
-        print(f"{c.time - t0:6.3f}   {c.running:8.0f} {c.waiting:4.0f} {c.preemptions:3.0f} {kv}  | "
-              f"{c.rebuilt_running:11d} {c.rebuilt_waiting:4d} {c.rebuilt_preemptions:3d} {c.rebuilt_kv_blocks:3d}"
-              f"  {'' if c.agrees else 'DISAGREES'}")
+        print(
+            f"{c.time - t0:6.3f}   {c.running:8.0f} {c.waiting:4.0f} {c.preemptions:3.0f} {kv}  | "
+            f"{c.rebuilt_running:11d} {c.rebuilt_waiting:4d} {c.rebuilt_preemptions:3d} {c.rebuilt_kv_blocks:3d}"
+            f"  {'' if c.agrees else 'DISAGREES'}"
+        )
     agree, total = agreement(rebuild.checks)
     blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
     cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
-    print(f"agrees ±1 on {agree}/{total} readings; preemptions {rebuild.num_preemptions} rebuilt, "
-          f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}"
-          + (f"; blocks cached ±1 of the KV events' on {sum(cached)}/{len(cached)}" if cached else ""))
+    print(
+        f"agrees ±1 on {agree}/{total} readings; preemptions {rebuild.num_preemptions} rebuilt, "
+        f"vLLM {rebuild.checks[-1].preemptions:.0f}; KV blocks held ±1 on {sum(blocks)}/{len(blocks)}"
+        + (f"; blocks cached ±1 of the KV events' on {sum(cached)}/{len(cached)}" if cached else "")
+    )
     logged = vllm_logged_steps(folder)
     if logged is not None:
-        print(f"steps: {len(rebuild.steps)} rebuilt, vLLM logged {len(logged)}; alike, in order: "
-              f"{matching_steps(rebuild, logged)}")
+        print(
+            f"steps: {len(rebuild.steps)} rebuilt, vLLM logged {len(logged)}; alike, in order: "
+            f"{matching_steps(rebuild, logged)}"
+        )
     return 0
 
 

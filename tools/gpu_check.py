@@ -64,8 +64,14 @@ def full_plan() -> Plan:
         parity_cases={
             "decode x48 ctx<2048, 32/8 heads, h128, b16": ([1] * 48, ctx, 32, 8, 128, 16),
             "prefills 700+333, 12 heads, h64, b16": ([700, 333], [700, 333], 12, 12, 64, 16),
-            "mixed chunk 300@1000 + 20 decodes, 32 heads, h128, b32":
-                ([300] + [1] * 20, [1000] + ctx[:20], 32, 32, 128, 32),
+            "mixed chunk 300@1000 + 20 decodes, 32 heads, h128, b32": (
+                [300] + [1] * 20,
+                [1000] + ctx[:20],
+                32,
+                32,
+                128,
+                32,
+            ),
             "mixed odd, 6/2 heads, h64, b32": ([1, 13, 1, 77, 2], [29, 13, 640, 170, 5], 6, 2, 64, 32),
             "mixed odd, 8/8 heads, h32, b8": ([1, 13, 1, 77, 2], [29, 13, 640, 170, 5], 8, 8, 32, 8),
         },
@@ -175,8 +181,9 @@ def check_kernel_parity(plan: Plan, report: Report) -> None:
             reshape_and_cache_triton(key, value, caches[0], caches[1], slots)
             reshape_and_cache_ref(key, value, caches[2], caches[3], slots)
             same = all(torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) for a, b in zip(caches[:2], caches[2:]))
-            report.add("cache-write parity", f"{name}, {dtype_name(dtype)}", same,
-                       "bitwise equal" if same else "differs")
+            report.add(
+                "cache-write parity", f"{name}, {dtype_name(dtype)}", same, "bitwise equal" if same else "differs"
+            )
 
     name, case = list(plan.parity_cases.items())[-1]
     for variant in plan.variants[1:]:
@@ -184,21 +191,37 @@ def check_kernel_parity(plan: Plan, report: Report) -> None:
             attention_parity(plan, report, f"{name}, {variant}", case, dtype, variant)
 
 
-def attention_parity(plan: Plan, report: Report, label: str, case: tuple, dtype: torch.dtype,
-                     variant: AttentionVariant) -> PagedBatch:
+def attention_parity(
+    plan: Plan, report: Report, label: str, case: tuple, dtype: torch.dtype, variant: AttentionVariant
+) -> PagedBatch:
     """One row: the attention kernel launched as `variant` against the reference on a fresh
     batch of `case`; returns the batch."""
     from enginetui.kernels.triton_paged_attention import paged_attention_triton
 
     q_lens, seq_lens, heads, kv_heads, head_size, block_size = case
-    batch = make_paged_batch(q_lens, seq_lens, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
-                             block_size=block_size, dtype=dtype, device=plan.device)
+    batch = make_paged_batch(
+        q_lens,
+        seq_lens,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_size=head_size,
+        block_size=block_size,
+        dtype=dtype,
+        device=plan.device,
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
     err = max_rel_error(out, paged_attention_ref(*batch.args(*batch.clean_caches())))
     tol = REL_TOL[dtype]
-    report.add("attention parity", f"{label}, {dtype_name(dtype)}", err < tol, f"rel err {err:.2e}",
-               f"(tol {tol:.0e})", rel_err=err, tol=tol)
+    report.add(
+        "attention parity",
+        f"{label}, {dtype_name(dtype)}",
+        err < tol,
+        f"rel err {err:.2e}",
+        f"(tol {tol:.0e})",
+        rel_err=err,
+        tol=tol,
+    )
     return batch
 
 
@@ -211,12 +234,13 @@ def check_e2e(plan: Plan, report: Report) -> None:
     try:
         import enginetui.core  # noqa: F401  (is the engine importable at all?)
     except ImportError as exc:
-        report.add("e2e", "enginetui.core.LLM", None if plan.engine_optional else False, "core is not importable", str(exc))
+        report.add(
+            "e2e", "enginetui.core.LLM", None if plan.engine_optional else False, "core is not importable", str(exc)
+        )
         return
     from enginetui.kernels.e2e_check import LOGPROB_TOL, NEAR_TIE, run_e2e
 
-    result = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens, plan.throughput,
-                     plan.num_blocks)
+    result = run_e2e(plan.opt, plan.device, plan.e2e_prompt_lens, plan.e2e_max_tokens, plan.throughput, plan.num_blocks)
     for p in result.parity:
         detail = f"max logprob diff {p.max_logprob_diff:.1e} (tol {LOGPROB_TOL:.0e})"
         if p.near_tie_gap is None:
@@ -225,12 +249,21 @@ def check_e2e(plan: Plan, report: Report) -> None:
             outcome = f"diverged at token {p.matched}"
             detail += f"; transformers' logit gap there {p.near_tie_gap:.1e} (near tie below {NEAR_TIE:.0e})"
         report.add("e2e greedy parity", f"prompt of {p.prompt_len} tokens", p.ok, outcome, detail, **asdict(p))
-    report.add("e2e sampling", "seeded request alone == inside a batch (top-k/p, min-p, penalties)",
-               result.seeded_ok, "same tokens" if result.seeded_ok else "differ")
+    report.add(
+        "e2e sampling",
+        "seeded request alone == inside a batch (top-k/p, min-p, penalties)",
+        result.seeded_ok,
+        "same tokens" if result.seeded_ok else "differ",
+    )
     num_prompts, prompt_len, out_len = plan.throughput
-    report.add("e2e throughput", f"{num_prompts} prompts x {prompt_len} in, {out_len} out, float32", None,
-               f"{result.tokens_per_s:.0f} output tok/s", f"({result.generated} tokens)",
-               tok_s=result.tokens_per_s)
+    report.add(
+        "e2e throughput",
+        f"{num_prompts} prompts x {prompt_len} in, {out_len} out, float32",
+        None,
+        f"{result.tokens_per_s:.0f} output tok/s",
+        f"({result.generated} tokens)",
+        tok_s=result.tokens_per_s,
+    )
 
 
 def copy_bandwidth_gb_s(copy_bytes: int, device: str, iters: int) -> float:
@@ -245,35 +278,73 @@ def bench_decode(plan: Plan, report: Report) -> None:
     """Decode attention in bf16, block 16: time per call and GB/s against the bytes it must read,
     as a share of the measured copy bandwidth."""
     ceiling = copy_bandwidth_gb_s(plan.copy_bytes, plan.device, plan.bench_iters)
-    report.add("bandwidth ceiling", f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB", None,
-               f"{ceiling:.0f} GB/s", "(read + written)", gb_s=ceiling)
+    report.add(
+        "bandwidth ceiling",
+        f"device-to-device copy of {plan.copy_bytes / 1e6:,.0f} MB",
+        None,
+        f"{ceiling:.0f} GB/s",
+        "(read + written)",
+        gb_s=ceiling,
+    )
     for name, (num_reqs, ctx, heads, kv_heads, head_size) in plan.bench_cases.items():
-        batch = make_paged_batch([1] * num_reqs, [ctx] * num_reqs, num_heads=heads, num_kv_heads=kv_heads,
-                                 head_size=head_size, block_size=16, dtype=torch.bfloat16, device=plan.device,
-                                 spare_blocks=0, poison=0.0)
+        batch = make_paged_batch(
+            [1] * num_reqs,
+            [ctx] * num_reqs,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_size=head_size,
+            block_size=16,
+            dtype=torch.bfloat16,
+            device=plan.device,
+            spare_blocks=0,
+            poison=0.0,
+        )
         elt = batch.query.element_size()
         kv_bytes = 2 * num_reqs * ctx * kv_heads * head_size * elt  # K and V of every context token
         q_out_bytes = 2 * batch.query.numel() * elt  # query in, output out
         for t in time_variants(plan, batch):
             gb_s = (kv_bytes + q_out_bytes) / (t.ms * 1e-3) / 1e9
-            report.add("decode attention bf16", f"{name}, {t.variant}", None, f"{t.ms:.3f} ms, {gb_s:.0f} GB/s",
-                       f"({gb_s / ceiling:.0%} of copy; {t.runs_text()})", **t.data(), gb_s=gb_s,
-                       bytes=kv_bytes + q_out_bytes)
+            report.add(
+                "decode attention bf16",
+                f"{name}, {t.variant}",
+                None,
+                f"{t.ms:.3f} ms, {gb_s:.0f} GB/s",
+                f"({gb_s / ceiling:.0%} of copy; {t.runs_text()})",
+                **t.data(),
+                gb_s=gb_s,
+                bytes=kv_bytes + q_out_bytes,
+            )
 
 
 def bench_prefill(plan: Plan, report: Report) -> None:
     """Prefill attention in bf16, block 16, whole causal prompts: time per call and TFLOP/s."""
     for name, (num_reqs, prompt_len, heads, kv_heads, head_size) in plan.prefill_cases.items():
-        batch = make_paged_batch([prompt_len] * num_reqs, [prompt_len] * num_reqs, num_heads=heads,
-                                 num_kv_heads=kv_heads, head_size=head_size, block_size=16, dtype=torch.bfloat16,
-                                 device=plan.device, spare_blocks=0, poison=0.0)
+        batch = make_paged_batch(
+            [prompt_len] * num_reqs,
+            [prompt_len] * num_reqs,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_size=head_size,
+            block_size=16,
+            dtype=torch.bfloat16,
+            device=plan.device,
+            spare_blocks=0,
+            poison=0.0,
+        )
         pairs = num_reqs * prompt_len * (prompt_len + 1) // 2  # (query, key) pairs a causal prompt scores
         flops = 4 * pairs * heads * head_size  # QK^T and PV, a multiply and an add each
         for t in time_variants(plan, batch):
             tflop_s = flops / (t.ms * 1e-3) / 1e12
-            report.add("prefill attention bf16", f"{name}, {t.variant}", None,
-                       f"{t.ms:.3f} ms, {tflop_s:.0f} TFLOP/s", f"({t.runs_text()})", **t.data(),
-                       tflop_s=tflop_s, flops=flops)
+            report.add(
+                "prefill attention bf16",
+                f"{name}, {t.variant}",
+                None,
+                f"{t.ms:.3f} ms, {tflop_s:.0f} TFLOP/s",
+                f"({t.runs_text()})",
+                **t.data(),
+                tflop_s=tflop_s,
+                flops=flops,
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +375,7 @@ def time_variants(plan: Plan, batch: PagedBatch):
     out = torch.empty_like(batch.query)  # [num_tokens, num_heads, head_size]
     ref_ms = time_ms(lambda: paged_attention_ref(*batch.args(), out=out), plan.bench_iters, plan.device)
     for variant in plan.variants:
+
         def call(variant=variant):
             paged_attention_triton(*batch.args(), out=out, **variant.kwargs())
 

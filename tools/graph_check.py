@@ -53,8 +53,15 @@ def greedy(core, prompts: list[list[int]], max_tokens: int, tag: str) -> tuple[l
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     ids = [f"{tag}-{i}" for i in range(len(prompts))]
     for req_id, prompt in zip(ids, prompts):
-        core.add_request(EngineCoreRequest(request_id=req_id, prompt_token_ids=prompt, sampling_params=params,
-                                           eos_token_ids=[], arrival_time=time.time()))
+        core.add_request(
+            EngineCoreRequest(
+                request_id=req_id,
+                prompt_token_ids=prompt,
+                sampling_params=params,
+                eos_token_ids=[],
+                arrival_time=time.time(),
+            )
+        )
     tokens: dict[str, list[int]] = {req_id: [] for req_id in ids}
     replayed = []
     while core.has_work():
@@ -79,10 +86,15 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
     core = EngineCore(config)
     info = core.describe(os.getpid())
     graphs = core.runner.graphs
-    report.add("graphs", f"{run.name}: capture", None if graphs else False,
-               f"{len(info.cuda_graph_sizes)} sizes in {info.cuda_graph_capture_s:.2f} s",
-               f"(engine start {time.perf_counter() - start:.1f} s; {info.cuda_graphs_off or 'captured'})",
-               sizes=info.cuda_graph_sizes, capture_s=info.cuda_graph_capture_s)
+    report.add(
+        "graphs",
+        f"{run.name}: capture",
+        None if graphs else False,
+        f"{len(info.cuda_graph_sizes)} sizes in {info.cuda_graph_capture_s:.2f} s",
+        f"(engine start {time.perf_counter() - start:.1f} s; {info.cuda_graphs_off or 'captured'})",
+        sizes=info.cuda_graph_sizes,
+        capture_s=info.cuda_graph_capture_s,
+    )
     if graphs is None:
         core.close()
         return
@@ -94,8 +106,13 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
     core.runner.graphs = graphs
     same = with_graphs == eager and any(replayed) and not any(replayed_eager)
     matched = sum(a == b for a, b in zip(with_graphs, eager))
-    report.add("graphs", f"{run.name}: greedy parity", same, f"{matched}/{len(prompts)} prompts equal",
-               f"({sum(map(bool, replayed))} of {len(replayed)} steps replayed a graph)")
+    report.add(
+        "graphs",
+        f"{run.name}: greedy parity",
+        same,
+        f"{matched}/{len(prompts)} prompts equal",
+        f"({sum(map(bool, replayed))} of {len(replayed)} steps replayed a graph)",
+    )
 
     tokenizer = load_tokenizer(config, info.model_dir)
     processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
@@ -107,16 +124,24 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
             rows[mode] = profile_decode(core, processor, output_processor, n, run.input_len, run.steps, run.steps)
         core.runner.graphs = graphs
         detail = f"eager {rows['eager'].step_ms:.2f} ms (forward {rows['eager'].stage_ms['forward']:.2f})"
-        data = {"graphs_ms": rows["graphs"].step_ms, "eager_ms": rows["eager"].step_ms,
-                "graphs_forward_ms": rows["graphs"].stage_ms["forward"]}
+        data = {
+            "graphs_ms": rows["graphs"].step_ms,
+            "eager_ms": rows["eager"].step_ms,
+            "graphs_forward_ms": rows["graphs"].stage_ms["forward"],
+        }
         if bandwidth_gb_s:
             context = run.input_len + run.steps  # tokens each request holds by the last timed step, about
             floor_ms = (weight_bytes + n * context * info.kv_bytes_per_token) / (bandwidth_gb_s * 1e6)
             detail += f"; HBM floor {floor_ms:.2f} ms, graphs at {floor_ms / rows['graphs'].step_ms:.0%} of it"
             data["floor_ms"] = floor_ms
-        report.add("decode step", f"{run.name}: {n} running", None,
-                   f"graphs {rows['graphs'].step_ms:.2f} ms (forward {rows['graphs'].stage_ms['forward']:.2f})",
-                   f"({detail})", **data)
+        report.add(
+            "decode step",
+            f"{run.name}: {n} running",
+            None,
+            f"graphs {rows['graphs'].step_ms:.2f} ms (forward {rows['graphs'].stage_ms['forward']:.2f})",
+            f"({detail})",
+            **data,
+        )
     core.close()
 
 
@@ -128,17 +153,39 @@ def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
 
         path = os.path.join(root, "opt-tiny")
         OPTConfig(**OPT_TINY).save_pretrained(path)
-        engine = dict(model=path, load_format="dummy", device="cpu", dtype="float32", num_gpu_blocks_override=64,
-                      max_num_seqs=8, model_runner="enginetui.core.worker.eager_replay_runner:EagerReplayRunner", skip_tokenizer_init=True)
+        engine = dict(
+            model=path,
+            load_format="dummy",
+            device="cpu",
+            dtype="float32",
+            num_gpu_blocks_override=64,
+            max_num_seqs=8,
+            model_runner="enginetui.core.worker.eager_replay_runner:EagerReplayRunner",
+            skip_tokenizer_init=True,
+        )
         return [Run("opt-tiny fp32, EagerReplay", engine, [1, 5, 12, 3, 9], 6, [1, 4], 8, 3)]
-    opt = dict(model="facebook/opt-125m", load_format="dummy", device="cuda", num_gpu_blocks_override=4096,
-               skip_tokenizer_init=True)
+    opt = dict(
+        model="facebook/opt-125m",
+        load_format="dummy",
+        device="cuda",
+        num_gpu_blocks_override=4096,
+        skip_tokenizer_init=True,
+    )
     # Six prompts decode as a batch of 6, padded to the captured 8: padding is part of the parity.
-    runs = [Run(f"opt-125m {dtype}", {**opt, "dtype": dtype}, [1, 7, 33, 100, 250, 511], 32,
-                [1, 16, 64], 128, 30) for dtype in ("float32", "bfloat16")]
+    runs = [
+        Run(f"opt-125m {dtype}", {**opt, "dtype": dtype}, [1, 7, 33, 100, 250, 511], 32, [1, 16, 64], 128, 30)
+        for dtype in ("float32", "bfloat16")
+    ]
     for name in shapes:
-        engine = dict(model=shape_dir(name, root), load_format="dummy", device="cuda", dtype="bfloat16",
-                      max_model_len=4096, gpu_memory_utilization=0.85, skip_tokenizer_init=True)
+        engine = dict(
+            model=shape_dir(name, root),
+            load_format="dummy",
+            device="cuda",
+            dtype="bfloat16",
+            max_model_len=4096,
+            gpu_memory_utilization=0.85,
+            skip_tokenizer_init=True,
+        )
         runs.append(Run(f"{name} bf16", engine, [17, 200, 700], 16, [1, 16, 64], 512, 20))  # 3, padded to 4
     return runs
 

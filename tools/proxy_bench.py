@@ -73,12 +73,16 @@ async def run_round(url: str, model: str, clients: int, requests: int, tokens: i
 def summary(rounds: list[Round]) -> dict:
     first = [x for r in rounds for x in r.first_chunk_s]
     total = [x for r in rounds for x in r.total_s]
-    return {"requests": len(total), "p50_first_chunk_ms": 1000 * statistics.median(first),
-            "p50_total_ms": 1000 * statistics.median(total),
-            "chunks_per_s": sum(r.chunks for r in rounds) / sum(r.wall_s for r in rounds)}
+    return {
+        "requests": len(total),
+        "p50_first_chunk_ms": 1000 * statistics.median(first),
+        "p50_total_ms": 1000 * statistics.median(total),
+        "chunks_per_s": sum(r.chunks for r in rounds) / sum(r.wall_s for r in rounds),
+    }
 
 
 # ---- the servers, each in a process of its own ---------------------------------------------
+
 
 def synthetic_upstream(tokens_default: int, delay_s: float):
     """A raw ASGI app answering /v1/completions with vLLM-shaped chunks (`max_tokens` of them), and
@@ -95,17 +99,25 @@ def synthetic_upstream(tokens_default: int, delay_s: float):
                 break
         if scope["path"] == "/v1/models":
             data = json.dumps({"data": [{"id": "synthetic", "root": "synthetic"}]}).encode()
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
             await send({"type": "http.response.body", "body": data})
             return
         count = json.loads(body or b"{}").get("max_tokens") or tokens_default
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         for i in range(count):
             await asyncio.sleep(delay_s)
-            chunk = {"id": "cmpl-bench", "object": "text_completion", "model": "synthetic",
-                     "choices": [{"index": 0, "text": " tok", "finish_reason": "length" if i == count - 1 else None}],
-                     "usage": {"prompt_tokens": 2, "completion_tokens": i + 1, "total_tokens": i + 3}}
-            await send({"type": "http.response.body", "body": f"data: {json.dumps(chunk)}\n\n".encode(), "more_body": True})
+            chunk = {
+                "id": "cmpl-bench",
+                "object": "text_completion",
+                "model": "synthetic",
+                "choices": [{"index": 0, "text": " tok", "finish_reason": "length" if i == count - 1 else None}],
+                "usage": {"prompt_tokens": 2, "completion_tokens": i + 1, "total_tokens": i + 3},
+            }
+            await send(
+                {"type": "http.response.body", "body": f"data: {json.dumps(chunk)}\n\n".encode(), "more_body": True}
+            )
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
     return app
@@ -127,8 +139,7 @@ def serve_proxy(upstream: str, port: int) -> None:
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, *args],
-                            env={**os.environ}, stdout=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, __file__, *args], env={**os.environ}, stdout=subprocess.DEVNULL)
 
 
 def wait_until_up(url: str, timeout: float = 60.0) -> None:
@@ -151,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4, help="requests per client per round (default 4)")
     parser.add_argument("--tokens", type=int, default=64, help="max_tokens of each request (default 64)")
     parser.add_argument("--token-delay-ms", type=float, default=5.0, help="the synthetic server's delay per chunk")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of each, direct and proxied alternating (default 2)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds of each, direct and proxied alternating (default 2)"
+    )
     parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-proxy", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -168,8 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         upstream = args.upstream
         if upstream is None:
             port = free_port()
-            started.append(start("--serve-upstream", str(port), "--tokens", str(args.tokens),
-                                 "--token-delay-ms", str(args.token_delay_ms)))
+            started.append(
+                start(
+                    "--serve-upstream",
+                    str(port),
+                    "--tokens",
+                    str(args.tokens),
+                    "--token-delay-ms",
+                    str(args.token_delay_ms),
+                )
+            )
             upstream = f"http://{HOST}:{port}"
         proxy_port = free_port()
         started.append(start("--serve-proxy", str(proxy_port), "--upstream", upstream))
@@ -181,10 +202,14 @@ def main(argv: list[str] | None = None) -> int:
             for name, url in (("direct", upstream), ("proxied", proxy)):
                 results[name].append(asyncio.run(run_round(url, args.model, args.clients, args.requests, args.tokens)))
         direct, proxied = summary(results["direct"]), summary(results["proxied"])
-        report = {"clients": args.clients, "direct": direct, "proxied": proxied,
-                  "added_p50_first_chunk_ms": proxied["p50_first_chunk_ms"] - direct["p50_first_chunk_ms"],
-                  "added_p50_total_ms": proxied["p50_total_ms"] - direct["p50_total_ms"],
-                  "throughput_ratio": proxied["chunks_per_s"] / direct["chunks_per_s"]}
+        report = {
+            "clients": args.clients,
+            "direct": direct,
+            "proxied": proxied,
+            "added_p50_first_chunk_ms": proxied["p50_first_chunk_ms"] - direct["p50_first_chunk_ms"],
+            "added_p50_total_ms": proxied["p50_total_ms"] - direct["p50_total_ms"],
+            "throughput_ratio": proxied["chunks_per_s"] / direct["chunks_per_s"],
+        }
         print(json.dumps(report, indent=2))
         return 0
     finally:

@@ -50,8 +50,9 @@ EOS_ID = 2
 PAD_ID = 1
 
 SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "tkinter", "turtledemo", "site-packages"}
-TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"',
-                           "\u2014": " - ", "\u2013": "-", "\u2026": "..."})
+TRANSLATE = str.maketrans(
+    {"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - ", "\u2013": "-", "\u2026": "..."}
+)
 _UNDERLINE = re.compile(r"^[*=\-~^#+]{3,}$")
 _SPACES = re.compile(r"[ \t]+")
 
@@ -168,8 +169,14 @@ def save_tokenizer(tok, out: pathlib.Path) -> None:
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    cfg.update(bos_token="</s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
-               model_max_length=512, clean_up_tokenization_spaces=False)
+    cfg.update(
+        bos_token="</s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=512,
+        clean_up_tokenization_spaces=False,
+    )
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     stm = {"bos_token": "</s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
     (out / "special_tokens_map.json").write_text(json.dumps(stm, indent=2) + "\n")
@@ -236,16 +243,18 @@ def samples(model, tok, prompts: list[str], seed: int) -> list[dict]:
     rows = []
     for i, prompt in enumerate(prompts):
         ids = tok(prompt, return_tensors="pt").input_ids
-        greedy = model.generate(ids, max_new_tokens=30, do_sample=False,
-                                pad_token_id=PAD_ID)
+        greedy = model.generate(ids, max_new_tokens=30, do_sample=False, pad_token_id=PAD_ID)
         torch.manual_seed(seed + i)
-        sampled = model.generate(ids, max_new_tokens=30, do_sample=True, temperature=0.8,
-                                 top_p=0.95, top_k=0, pad_token_id=PAD_ID)
-        rows.append({
-            "prompt": prompt,
-            "greedy": tok.decode(greedy[0, ids.shape[1]:], skip_special_tokens=True),
-            "sampled": tok.decode(sampled[0, ids.shape[1]:], skip_special_tokens=True),
-        })
+        sampled = model.generate(
+            ids, max_new_tokens=30, do_sample=True, temperature=0.8, top_p=0.95, top_k=0, pad_token_id=PAD_ID
+        )
+        rows.append(
+            {
+                "prompt": prompt,
+                "greedy": tok.decode(greedy[0, ids.shape[1] :], skip_special_tokens=True),
+                "sampled": tok.decode(sampled[0, ids.shape[1] :], skip_special_tokens=True),
+            }
+        )
     return rows
 
 
@@ -254,8 +263,11 @@ def samples(model, tok, prompts: list[str], seed: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=pathlib.Path,
-                    default=pathlib.Path(__file__).resolve().parents[1] / "core" / "models" / "default_model" / "opt-tiny")
+    ap.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=pathlib.Path(__file__).resolve().parents[1] / "core" / "models" / "default_model" / "opt-tiny",
+    )
     ap.add_argument("--minutes", type=float, default=12.0, help="training time budget")
     ap.add_argument("--steps", type=int, default=0, help="exact step count (overrides --minutes)")
     ap.add_argument("--vocab-size", type=int, default=4096)
@@ -288,8 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     data = torch.tensor(stream, dtype=torch.long)
     n_val = max(args.seq_len * 32, len(stream) // 50)
     train_data, val_data = data[:-n_val], data[-n_val:]
-    print(f"tokens: {data.numel()} (train {train_data.numel()}, val {val_data.numel()}); "
-          f"prep {time.time() - t0:.1f}s", flush=True)
+    print(
+        f"tokens: {data.numel()} (train {train_data.numel()}, val {val_data.numel()}); prep {time.time() - t0:.1f}s",
+        flush=True,
+    )
 
     from transformers import OPTForCausalLM
 
@@ -301,9 +315,12 @@ def main(argv: list[str] | None = None) -> None:
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
     gen = torch.Generator().manual_seed(args.seed)
 
     # --steps N: cosine over N steps, fully deterministic. --minutes M (default): the same
@@ -332,13 +349,15 @@ def main(argv: list[str] | None = None) -> None:
         progress = step / args.steps if by_steps else elapsed / budget_s
         if step % 50 == 0 or progress >= 1.0:
             log.append((step, round(ema, 4)))
-            print(f"step {step} ({100 * progress:.0f}%) loss {ema:.4f} lr {lr:.2e} "
-                  f"{elapsed:.0f}s", flush=True)
+            print(f"step {step} ({100 * progress:.0f}%) loss {ema:.4f} lr {lr:.2e} {elapsed:.0f}s", flush=True)
     train_s = time.time() - t_train
     val = eval_loss(model, val_data, args.seq_len)
     train_eval = eval_loss(model, train_data, args.seq_len)
-    print(f"trained {step} steps in {train_s:.0f}s; train loss {train_eval:.4f}, "
-          f"val loss {val:.4f} (ppl {math.exp(val):.1f})", flush=True)
+    print(
+        f"trained {step} steps in {train_s:.0f}s; train loss {train_eval:.4f}, "
+        f"val loss {val:.4f} (ppl {math.exp(val):.1f})",
+        flush=True,
+    )
 
     model.config.dtype = torch.float32
     model.save_pretrained(str(out), safe_serialization=True)
@@ -351,25 +370,48 @@ def main(argv: list[str] | None = None) -> None:
         "parameters": n_params,
         "model_safetensors_bytes": size,
         "dtype": "float32",
-        "architecture": {"vocab_size": config.vocab_size, "hidden_size": args.hidden,
-                         "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
-                         "ffn_dim": 4 * args.hidden, "max_position_embeddings": 512},
-        "text": {"source": "pydoc_data.topics.topics + stdlib docstrings (see tools/train_default_model.py)",
-                 "python": platform.python_version(), "documents": len(docs),
-                 "characters": n_chars, "tokens": int(data.numel()),
-                 "train_tokens": int(train_data.numel()), "val_tokens": int(val_data.numel())},
-        "training": {"steps": step, "seconds": round(train_s), "batch": args.batch,
-                     "seq_len": args.seq_len, "tokens_seen": step * args.batch * args.seq_len,
-                     "schedule": f"cosine over {args.steps} steps" if by_steps
-                     else f"cosine over {args.minutes} minutes wall clock",
-                     "peak_lr": args.lr, "warmup": args.warmup, "seed": args.seed,
-                     "threads": args.threads, "torch": torch.__version__,
-                     "final_train_loss": round(train_eval, 4), "final_val_loss": round(val, 4),
-                     "loss_curve": log},
+        "architecture": {
+            "vocab_size": config.vocab_size,
+            "hidden_size": args.hidden,
+            "num_hidden_layers": args.layers,
+            "num_attention_heads": args.heads,
+            "ffn_dim": 4 * args.hidden,
+            "max_position_embeddings": 512,
+        },
+        "text": {
+            "source": "pydoc_data.topics.topics + stdlib docstrings (see tools/train_default_model.py)",
+            "python": platform.python_version(),
+            "documents": len(docs),
+            "characters": n_chars,
+            "tokens": int(data.numel()),
+            "train_tokens": int(train_data.numel()),
+            "val_tokens": int(val_data.numel()),
+        },
+        "training": {
+            "steps": step,
+            "seconds": round(train_s),
+            "batch": args.batch,
+            "seq_len": args.seq_len,
+            "tokens_seen": step * args.batch * args.seq_len,
+            "schedule": f"cosine over {args.steps} steps"
+            if by_steps
+            else f"cosine over {args.minutes} minutes wall clock",
+            "peak_lr": args.lr,
+            "warmup": args.warmup,
+            "seed": args.seed,
+            "threads": args.threads,
+            "torch": torch.__version__,
+            "final_train_loss": round(train_eval, 4),
+            "final_val_loss": round(val, 4),
+            "loss_curve": log,
+        },
         "samples": rows,
         "retrain": "python tools/train_default_model.py --out "
-                   + (f"{args.out} --steps {args.steps}" if by_steps
-                      else f"{args.out} --minutes {args.minutes:g}  # reached {step} steps"),
+        + (
+            f"{args.out} --steps {args.steps}"
+            if by_steps
+            else f"{args.out} --minutes {args.minutes:g}  # reached {step} steps"
+        ),
     }
     (out / "training_info.json").write_text(json.dumps(info, indent=2) + "\n")
     write_training_md(out, info)
@@ -406,10 +448,13 @@ def write_training_md(out: pathlib.Path, info: dict) -> None:
         "",
     ]
     for row in info["samples"]:
-        lines += [f"**{row['prompt']}**", "",
-                  f"- greedy: {json.dumps(row['prompt'] + row['greedy'], ensure_ascii=False)}",
-                  f"- sampled (T=0.8, top_p=0.95): {json.dumps(row['prompt'] + row['sampled'], ensure_ascii=False)}",
-                  ""]
+        lines += [
+            f"**{row['prompt']}**",
+            "",
+            f"- greedy: {json.dumps(row['prompt'] + row['greedy'], ensure_ascii=False)}",
+            f"- sampled (T=0.8, top_p=0.95): {json.dumps(row['prompt'] + row['sampled'], ensure_ascii=False)}",
+            "",
+        ]
     (out / "TRAINING.md").write_text("\n".join(lines))
 
 

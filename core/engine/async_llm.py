@@ -40,8 +40,13 @@ log = logging.getLogger("enginetui.async_llm")
 class AsyncLLM(OpMethods):
     """Streams RequestOutputs per request and StepEvents per step; pause / step / resume control."""
 
-    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, log_file: str | None = None,
-                 record: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        multiprocess: bool | None = None,
+        log_file: str | None = None,
+        record: str | os.PathLike | None = None,
+    ) -> None:
         self.config = config  # engine configuration
         self.log_file = log_file  # EngineCore child's stdout / stderr / logging (None: this process's terminal)
         self.client = EngineCoreClient.make(config, asyncio_mode=True, multiprocess=multiprocess, log_file=log_file)
@@ -66,8 +71,13 @@ class AsyncLLM(OpMethods):
                 raise
 
     @classmethod
-    def from_engine_args(cls, multiprocess: bool | None = None, log_file: str | None = None,
-                         record: str | os.PathLike | None = None, **engine_args) -> "AsyncLLM":
+    def from_engine_args(
+        cls,
+        multiprocess: bool | None = None,
+        log_file: str | None = None,
+        record: str | os.PathLike | None = None,
+        **engine_args,
+    ) -> "AsyncLLM":
         """Build the config from vLLM-named arguments and start the engine (raises EngineStartupError).
 
         log_file: the EngineCore child process appends its stdout, stderr, logging and warnings
@@ -98,8 +108,9 @@ class AsyncLLM(OpMethods):
 
     # ---- requests --------------------------------------------------------------------------
 
-    async def generate(self, prompt: PromptType, params: SamplingParams | None, request_id: str,
-                       priority: int = 0) -> AsyncGenerator[RequestOutput, None]:
+    async def generate(
+        self, prompt: PromptType, params: SamplingParams | None, request_id: str, priority: int = 0
+    ) -> AsyncGenerator[RequestOutput, None]:
         """Yield this request's RequestOutput after every step that advanced it; the last is finished.
 
         `prompt`: text, token ids, {"prompt": text} or {"prompt_token_ids": [...]}. With n > 1
@@ -284,6 +295,7 @@ class AsyncLLM(OpMethods):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         task.add_done_callback(_ignore_dead)
+
 
 def _ignore_dead(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), EngineDeadError):

@@ -56,10 +56,14 @@ _SUBSCRIBER_JOINED = _SubscriberJoined()
 _STOP = object()  # out_q sentinel: the output thread exits after sending everything before it
 
 
-def serve(config: EngineConfig, addresses: wire.EngineAddresses, pid: int,
-          on_core: Callable[[EngineCore], None] | None = None,
-          on_startup_error: Callable[[BaseException], None] | None = None,
-          governor: ThreadGovernor | None = None) -> int:
+def serve(
+    config: EngineConfig,
+    addresses: wire.EngineAddresses,
+    pid: int,
+    on_core: Callable[[EngineCore], None] | None = None,
+    on_startup_error: Callable[[BaseException], None] | None = None,
+    governor: ThreadGovernor | None = None,
+) -> int:
     """Build EngineCore, answer the handshake and run the busy loop until Shutdown.
 
     `on_core` receives the EngineCore once built, `on_startup_error` the exception if building it
@@ -91,8 +95,14 @@ def serve(config: EngineConfig, addresses: wire.EngineAddresses, pid: int,
 class EngineLoop:
     """The busy loop around one EngineCore, with its IO threads."""
 
-    def __init__(self, core: EngineCore, ctx: zmq.Context, out_sock: zmq.Socket, addresses: wire.EngineAddresses,
-                 governor: ThreadGovernor | None = None) -> None:
+    def __init__(
+        self,
+        core: EngineCore,
+        ctx: zmq.Context,
+        out_sock: zmq.Socket,
+        addresses: wire.EngineAddresses,
+        governor: ThreadGovernor | None = None,
+    ) -> None:
         self.core = core  # the engine
         self.governor = governor  # adapts the CPU thread count after each step (None: fixed)
         self.ctx = ctx  # this loop's zmq context
@@ -183,8 +193,9 @@ class EngineLoop:
     def _send_outputs(self, outputs: list[EngineCoreOutput]) -> None:
         if outputs:
             core = self.core
-            self.out_q.put(wire.Outputs(outputs=EngineCoreOutputs(outputs=outputs, step=core.step_count,
-                                                                  timestamp=time.time())))
+            self.out_q.put(
+                wire.Outputs(outputs=EngineCoreOutputs(outputs=outputs, step=core.step_count, timestamp=time.time()))
+            )
 
     def _handle(self, msg) -> bool:
         """Apply one input message; True means shut down."""

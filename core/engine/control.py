@@ -77,8 +77,9 @@ class ControlNotAllowed(ControlFailed, PermissionError):
     code = "not_allowed"
 
 
-ERROR_CODES: dict[str, type[ControlFailed]] = {cls.code: cls for cls in (ControlFailed, BadControlCall,
-                                                                          ControlNotAllowed)}
+ERROR_CODES: dict[str, type[ControlFailed]] = {
+    cls.code: cls for cls in (ControlFailed, BadControlCall, ControlNotAllowed)
+}
 
 
 def raise_error(error: ControlError) -> NoReturn:
@@ -95,8 +96,12 @@ def _no_value(op: str, value: Any) -> None:
 
 
 def _seconds(op: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
-            or not 0.0 <= value <= MAX_STEP_INTERVAL_S:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or not 0.0 <= value <= MAX_STEP_INTERVAL_S
+    ):
         raise BadControlCall(f"step interval must be between 0 and {MAX_STEP_INTERVAL_S:g} s, got {value!r}")
     return float(value)
 
@@ -113,20 +118,52 @@ class ControlOp:
     apply: Callable[[Controllable, Any], Any]  # (loop, validated value) -> the reply's result
 
 
-OPS: dict[str, ControlOp] = {op.name: op for op in (
-    ControlOp("pause", None, "stop stepping; requests are still accepted (they wait) and aborts are served", True,
-              _no_value, lambda loop, _: loop.pause()),
-    ControlOp("resume", None, "step again", True, _no_value, lambda loop, _: loop.resume()),
-    ControlOp("step_once", None, "run exactly one engine step (meant for a paused engine)", True, _no_value,
-              lambda loop, _: loop.step()),
-    ControlOp("snapshot", None, "the full current state, as a step event of kind 'snapshot'", False, _no_value,
-              lambda loop, _: loop.snapshot()),
-    ControlOp("reset_prefix_cache", None, "forget every cached prefix; refused (False) while blocks are in use",
-              True, _no_value, lambda loop, _: loop.reset_prefix_cache()),
-    ControlOp("set_step_interval", "seconds",
-              "slow motion: start busy steps at most every VALUE seconds (0: full speed)", True,
-              _seconds, lambda loop, seconds: loop.set_step_interval(seconds)),
-)}
+OPS: dict[str, ControlOp] = {
+    op.name: op
+    for op in (
+        ControlOp(
+            "pause",
+            None,
+            "stop stepping; requests are still accepted (they wait) and aborts are served",
+            True,
+            _no_value,
+            lambda loop, _: loop.pause(),
+        ),
+        ControlOp("resume", None, "step again", True, _no_value, lambda loop, _: loop.resume()),
+        ControlOp(
+            "step_once",
+            None,
+            "run exactly one engine step (meant for a paused engine)",
+            True,
+            _no_value,
+            lambda loop, _: loop.step(),
+        ),
+        ControlOp(
+            "snapshot",
+            None,
+            "the full current state, as a step event of kind 'snapshot'",
+            False,
+            _no_value,
+            lambda loop, _: loop.snapshot(),
+        ),
+        ControlOp(
+            "reset_prefix_cache",
+            None,
+            "forget every cached prefix; refused (False) while blocks are in use",
+            True,
+            _no_value,
+            lambda loop, _: loop.reset_prefix_cache(),
+        ),
+        ControlOp(
+            "set_step_interval",
+            "seconds",
+            "slow motion: start busy steps at most every VALUE seconds (0: full speed)",
+            True,
+            _seconds,
+            lambda loop, seconds: loop.set_step_interval(seconds),
+        ),
+    )
+}
 
 
 class OpMethods:

@@ -11,10 +11,10 @@ import logging
 import time
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
 from enginetui.core.engine.batch_queue import BatchQueue
-from enginetui.core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
 from enginetui.core.engine.engine_info import EngineInfo
+from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
+from enginetui.core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
 from enginetui.core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from enginetui.core.models.generation_config import generation_defaults
 from enginetui.core.models.loader import load_hf_config, load_model
@@ -22,8 +22,8 @@ from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCo
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.core.sched.step_record import StepRecord
-from enginetui.core.worker.cuda_graphs import GraphSetup
 from enginetui.core.worker.cpu_linear import prepare_cpu_model
+from enginetui.core.worker.cuda_graphs import GraphSetup
 from enginetui.core.worker.model_runner import ModelRunnerOutput, compute_threads
 from enginetui.core.worker.runner_class import Runner, runner_class
 
@@ -57,11 +57,20 @@ class EngineCore:
         self.scheduler = Scheduler(config, self.num_blocks, self.max_model_len)  # queues + KV manager
         # The model runner (config.model_runner; the real one by default): model + cache.
         self.runner: Runner = runner_class(config.model_runner)(
-            model, self.num_blocks, config.block_size, config.max_num_seqs, self.max_model_len, dtype,
-            config.torch_device, config.seed)
+            model,
+            self.num_blocks,
+            config.block_size,
+            config.max_num_seqs,
+            self.max_model_len,
+            dtype,
+            config.torch_device,
+            config.seed,
+        )
         setup_graphs = getattr(self.runner, "setup_cuda_graphs", None)  # runners of fixed tokens have none
         # Decode graphs captured now, after the KV cache exists (none on CPU: the reason is kept instead).
-        self.cuda_graphs = setup_graphs(config) if setup_graphs else GraphSetup([], off_reason="a runner without graphs")
+        self.cuda_graphs = (
+            setup_graphs(config) if setup_graphs else GraphSetup([], off_reason="a runner without graphs")
+        )
         self.step_count = 0  # busy-loop steps taken (one plan and / or one applied step each)
         self.planned_steps = 0  # plans made (a plan's number is its step number in events)
         # Asynchronous scheduling: plans in flight on the model thread (None: synchronous steps).
@@ -72,11 +81,18 @@ class EngineCore:
         self.total_preemptions = 0  # preemptions since start
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
         self.event_seq = 0  # seq of the latest published event
-        self._latest_step = StepSummary({}, 0, 0, [], StepTimes())  # the latest step's plan and times (updates repeat them)
+        self._latest_step = StepSummary(
+            {}, 0, 0, [], StepTimes()
+        )  # the latest step's plan and times (updates repeat them)
         self._added: list[RequestAdded] = []  # requests added since the latest event
         self._changed = False  # state changed outside a step since the latest event
-        log.info("EngineCore ready: %d KV blocks of %d tokens (%s), max_model_len %d", self.num_blocks,
-                 config.block_size, self.kv_pool_rule, self.max_model_len)
+        log.info(
+            "EngineCore ready: %d KV blocks of %d tokens (%s), max_model_len %d",
+            self.num_blocks,
+            config.block_size,
+            self.kv_pool_rule,
+            self.max_model_len,
+        )
 
     def describe(self, pid: int) -> EngineInfo:
         """What a client needs to know about this engine (`pid`: the process it runs in)."""
@@ -109,11 +125,23 @@ class EngineCore:
 
     def add_request(self, req: EngineCoreRequest) -> None:
         params = req.sampling_params
-        max_tokens = params.max_tokens if params.max_tokens is not None else self.max_model_len - len(req.prompt_token_ids)
-        request = Request(req.request_id, list(req.prompt_token_ids), params, req.eos_token_ids,
-                          req.arrival_time, req.priority, max(max_tokens, 1))
-        self._added.append(RequestAdded(req.request_id, request.prompt_token_ids, params, request.max_tokens,
-                                        req.priority, req.arrival_time))
+        max_tokens = (
+            params.max_tokens if params.max_tokens is not None else self.max_model_len - len(req.prompt_token_ids)
+        )
+        request = Request(
+            req.request_id,
+            list(req.prompt_token_ids),
+            params,
+            req.eos_token_ids,
+            req.arrival_time,
+            req.priority,
+            max(max_tokens, 1),
+        )
+        self._added.append(
+            RequestAdded(
+                req.request_id, request.prompt_token_ids, params, request.max_tokens, req.priority, req.arrival_time
+            )
+        )
         self._changed = True
         if req.request_id in self.scheduler.requests:
             self.scheduler.reject(request, f"duplicate request id {req.request_id!r}")
@@ -189,11 +217,18 @@ class EngineCore:
         outputs, result = self._apply(plan, result, error)
         t3, w3 = time.perf_counter(), time.time()
         n = self.planned_steps
-        work = StepWork(n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2),
-                                StepPhase(n, "update", w2, w3)])
-        times = StepTimes(sched_ms=(t1 - t0) * 1e3, exec_ms=(t2 - t1) * 1e3, update_ms=(t3 - t2) * 1e3,
-                          forward_ms=result.forward_ms, sample_ms=result.sample_ms,
-                          compute_threads=result.compute_threads, cuda_graph_size=result.cuda_graph_size)
+        work = StepWork(
+            n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2), StepPhase(n, "update", w2, w3)]
+        )
+        times = StepTimes(
+            sched_ms=(t1 - t0) * 1e3,
+            exec_ms=(t2 - t1) * 1e3,
+            update_ms=(t3 - t2) * 1e3,
+            forward_ms=result.forward_ms,
+            sample_ms=result.sample_ms,
+            compute_threads=result.compute_threads,
+            cuda_graph_size=result.cuda_graph_size,
+        )
         return self._finish_step(outputs, times, work, result.prepare_ms, t3, plan.total_num_scheduled_tokens)
 
     def _step_async(self) -> tuple[EngineCoreOutputs, StepEvent | None]:
@@ -225,15 +260,31 @@ class EngineCore:
             log.error("model step %d failed: %s", oldest.step, executed.error)
         outputs, result = self._apply(oldest.plan, executed.output, executed.error)
         t3, w3 = time.perf_counter(), time.time()
-        phases += [StepPhase(oldest.step, "execute", executed.start, executed.end),
-                   StepPhase(oldest.step, "update", w2, w3)]
-        times = StepTimes(sched_ms=sched_ms, exec_ms=(executed.end - executed.start) * 1e3,
-                          update_ms=(t3 - t2) * 1e3, forward_ms=result.forward_ms, sample_ms=result.sample_ms,
-                          compute_threads=result.compute_threads, cuda_graph_size=result.cuda_graph_size)
-        return self._finish_step(outputs, times, StepWork(planned, oldest.step, phases), result.prepare_ms, t3,
-                                 oldest.plan.total_num_scheduled_tokens)
+        phases += [
+            StepPhase(oldest.step, "execute", executed.start, executed.end),
+            StepPhase(oldest.step, "update", w2, w3),
+        ]
+        times = StepTimes(
+            sched_ms=sched_ms,
+            exec_ms=(executed.end - executed.start) * 1e3,
+            update_ms=(t3 - t2) * 1e3,
+            forward_ms=result.forward_ms,
+            sample_ms=result.sample_ms,
+            compute_threads=result.compute_threads,
+            cuda_graph_size=result.cuda_graph_size,
+        )
+        return self._finish_step(
+            outputs,
+            times,
+            StepWork(planned, oldest.step, phases),
+            result.prepare_ms,
+            t3,
+            oldest.plan.total_num_scheduled_tokens,
+        )
 
-    def _apply(self, plan, result: ModelRunnerOutput | None, error: str) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:
+    def _apply(
+        self, plan, result: ModelRunnerOutput | None, error: str
+    ) -> tuple[list[EngineCoreOutput], ModelRunnerOutput]:
         """Apply one executed plan's tokens to the scheduler (a failed execution fails its requests)."""
         if result is None:
             result = ModelRunnerOutput(sampled={}, logprobs={}, forward_ms=0.0, sample_ms=0.0, prepare_ms=0.0)
@@ -242,8 +293,15 @@ class EngineCore:
         self.total_output_tokens += sum(len(o.new_token_ids) for o in outputs)  # discarded tokens never count
         return outputs, result
 
-    def _finish_step(self, outputs: list[EngineCoreOutput], times: StepTimes, work: StepWork, prepare_ms: float,
-                     t_applied: float, num_scheduled_tokens: int = 0) -> tuple[EngineCoreOutputs, StepEvent | None]:
+    def _finish_step(
+        self,
+        outputs: list[EngineCoreOutput],
+        times: StepTimes,
+        work: StepWork,
+        prepare_ms: float,
+        t_applied: float,
+        num_scheduled_tokens: int = 0,
+    ) -> tuple[EngineCoreOutputs, StepEvent | None]:
         """Count the busy-loop step, check invariants if asked, build its event. `num_scheduled_tokens`:
         the tokens of the plan whose outputs these are (0 where this busy-loop step applied none)."""
         self.step_count += 1
@@ -254,11 +312,16 @@ class EngineCore:
         event = self._build_event("step", times, new_tokens, work)
         t4 = time.perf_counter()
         self.last_timings = {
-            "schedule": times.sched_ms, "prepare": prepare_ms, "forward": times.forward_ms,
-            "sample": times.sample_ms, "update": times.update_ms, "event": (t4 - t_applied) * 1e3,
+            "schedule": times.sched_ms,
+            "prepare": prepare_ms,
+            "forward": times.forward_ms,
+            "sample": times.sample_ms,
+            "update": times.update_ms,
+            "event": (t4 - t_applied) * 1e3,
         }
-        return EngineCoreOutputs(outputs=outputs, step=self.step_count, timestamp=time.time(),
-                                 num_scheduled_tokens=num_scheduled_tokens), event
+        return EngineCoreOutputs(
+            outputs=outputs, step=self.step_count, timestamp=time.time(), num_scheduled_tokens=num_scheduled_tokens
+        ), event
 
     # ---- events ----------------------------------------------------------------------------
 
@@ -271,8 +334,13 @@ class EngineCore:
         self.event_seq += 1
         return self.snapshot()
 
-    def _build_event(self, kind: str, times: StepTimes | None = None,
-                     new_tokens: dict[str, list[int]] | None = None, work: StepWork | None = None) -> StepEvent | None:
+    def _build_event(
+        self,
+        kind: str,
+        times: StepTimes | None = None,
+        new_tokens: dict[str, list[int]] | None = None,
+        work: StepWork | None = None,
+    ) -> StepEvent | None:
         """Drain what happened since the latest event into a new event (None with events off).
 
         A step event (`times` given) describes the step just taken; updates and snapshots repeat the
@@ -288,10 +356,20 @@ class EngineCore:
         self.event_seq += 1
         return self._event(kind, record, added, new_tokens or {}, work or StepWork(0, 0, []))
 
-    def _event(self, kind: str, record: StepRecord, added: list[RequestAdded],
-               new_tokens: dict[str, list[int]], work: StepWork) -> StepEvent:
+    def _event(
+        self, kind: str, record: StepRecord, added: list[RequestAdded], new_tokens: dict[str, list[int]], work: StepWork
+    ) -> StepEvent:
         """`record`: what happened since the latest event; the plan and times are the latest step's."""
-        totals = EngineTotals(self.event_seq, self.step_count, time.time(), self.paused, self.total_output_tokens,
-                              self.total_preemptions, self.step_interval_s * 1e3, self.batch_queue is not None)
-        return build_step_event(kind, totals, self.config, self.scheduler, record, self._latest_step, added,
-                                new_tokens, work)
+        totals = EngineTotals(
+            self.event_seq,
+            self.step_count,
+            time.time(),
+            self.paused,
+            self.total_output_tokens,
+            self.total_preemptions,
+            self.step_interval_s * 1e3,
+            self.batch_queue is not None,
+        )
+        return build_step_event(
+            kind, totals, self.config, self.scheduler, record, self._latest_step, added, new_tokens, work
+        )

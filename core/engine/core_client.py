@@ -48,8 +48,13 @@ def use_multiprocess(flag: bool | None) -> bool:
 class EngineCoreClient:
     """Starts EngineCore (child process or thread) and ends it on every path."""
 
-    def __init__(self, config: EngineConfig, multiprocess: bool | None = None, startup_timeout: float | None = None,
-                 log_file: str | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        multiprocess: bool | None = None,
+        startup_timeout: float | None = None,
+        log_file: str | None = None,
+    ) -> None:
         self.config = config  # engine configuration
         ctx = zmq.Context()
         if use_multiprocess(multiprocess):
@@ -64,8 +69,14 @@ class EngineCoreClient:
         self._finalizer = weakref.finalize(self, self.host.shutdown)
 
     @staticmethod
-    def make(config: EngineConfig, *, asyncio_mode: bool, multiprocess: bool | None = None,
-             log_file: str | None = None, startup_timeout: float | None = None) -> "SyncClient | AsyncClient":
+    def make(
+        config: EngineConfig,
+        *,
+        asyncio_mode: bool,
+        multiprocess: bool | None = None,
+        log_file: str | None = None,
+        startup_timeout: float | None = None,
+    ) -> "SyncClient | AsyncClient":
         """The client for a caller: blocking (asyncio_mode=False) or asyncio."""
         cls = AsyncClient if asyncio_mode else SyncClient
         return cls(config, multiprocess=multiprocess, startup_timeout=startup_timeout, log_file=log_file)
@@ -195,8 +206,9 @@ class AsyncClient(EngineCoreClient):
         finally:
             self._calls.pop(msg.call_id, None)
 
-    async def events(self, conflate: bool = False,
-                     catch_up: Callable[[], Awaitable[StepEvent]] | None = None) -> AsyncIterator[StepEvent]:
+    async def events(
+        self, conflate: bool = False, catch_up: Callable[[], Awaitable[StepEvent]] | None = None
+    ) -> AsyncIterator[StepEvent]:
         """Live events; the first one is a snapshot sent because this subscriber joined.
         Ends when the client is shut down; raises EngineDeadError if EngineCore dies.
 

@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 
-
 WATCHDOG_INTERVAL_S = 0.25  # how often the child checks that its parent is alive, where it has no pidfd
 log = logging.getLogger("enginetui.core_proc")
 
@@ -36,8 +35,9 @@ def main() -> None:
         _set_pdeathsig()
     if os.getppid() != launch.parent_pid:
         os._exit(1)  # the parent died while we were starting
-    threading.Thread(target=_watch_parent, args=(launch.parent_pid, addresses), name="parent-watchdog",
-                     daemon=True).start()
+    threading.Thread(
+        target=_watch_parent, args=(launch.parent_pid, addresses), name="parent-watchdog", daemon=True
+    ).start()
 
     from enginetui.core.engine.busy_loop import serve
     from enginetui.core.worker.cpu_threads import thread_governor
@@ -65,8 +65,12 @@ def _redirect_output(log_file: str) -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(line_buffering=True)  # was decided for a pipe; keep lines whole
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
-                        format="%(asctime)s EngineCore[%(process)d] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        force=True,
+        format="%(asctime)s EngineCore[%(process)d] %(levelname)s %(name)s: %(message)s",
+    )
     logging.captureWarnings(True)
     log.info("EngineCore starting (parent pid %d); its output goes to %s", os.getppid(), log_file)
 

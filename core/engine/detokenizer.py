@@ -33,7 +33,9 @@ class IncrementalDetokenizer:
         for token in new_token_ids:
             self.token_ids.append(token)
             decode = self.tokenizer.decode
-            prefix = decode(self.token_ids[self.prefix_offset : self.read_offset], skip_special_tokens=self.skip_special_tokens)
+            prefix = decode(
+                self.token_ids[self.prefix_offset : self.read_offset], skip_special_tokens=self.skip_special_tokens
+            )
             full = decode(self.token_ids[self.prefix_offset :], skip_special_tokens=self.skip_special_tokens)
             if len(full) > len(prefix) and not full.endswith("\ufffd"):
                 added.append(full[len(prefix) :])

@@ -38,7 +38,9 @@ STARTUP_TIMEOUT_ENV = "ENGINETUI_STARTUP_TIMEOUT"  # seconds to wait for READY (
 SHUTDOWN_TIMEOUT_S = 5.0  # how long a clean shutdown may take before terminate / kill
 STDERR_TAIL_LINES = 20  # lines of the child's stderr kept to explain a failed start-up
 CHILD_MODULE = "enginetui.core.engine.core_proc"  # what the child interpreter runs
-PACKAGE_ROOT = str(Path(cast(str, sys.modules["enginetui"].__file__)).resolve().parents[1])  # holds `enginetui`: the child imports it from here too
+PACKAGE_ROOT = str(
+    Path(cast(str, sys.modules["enginetui"].__file__)).resolve().parents[1]
+)  # holds `enginetui`: the child imports it from here too
 
 
 class EngineHost:
@@ -48,7 +50,9 @@ class EngineHost:
         self.ctx = ctx  # the client's zmq context (destroyed by shutdown())
         self.tmpdir = tempfile.mkdtemp(prefix="enginetui-")  # holds the ipc socket files
         self.addresses = wire.EngineAddresses(
-            input=f"ipc://{self.tmpdir}/input", output=f"ipc://{self.tmpdir}/output", events=f"ipc://{self.tmpdir}/events"
+            input=f"ipc://{self.tmpdir}/input",
+            output=f"ipc://{self.tmpdir}/output",
+            events=f"ipc://{self.tmpdir}/events",
         )
         self.in_sock = ctx.socket(zmq.PUSH)  # requests and control to EngineCore
         self.in_sock.setsockopt(zmq.LINGER, 0)
@@ -161,25 +165,42 @@ class EngineHost:
 class EngineProcess(EngineHost):
     """EngineCore in a fresh interpreter (`python -m enginetui.core.engine.core_proc`)."""
 
-    def __init__(self, config: EngineConfig, ctx: zmq.Context, startup_timeout: float | None = None,
-                 log_file: str | None = None, command: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        ctx: zmq.Context,
+        startup_timeout: float | None = None,
+        log_file: str | None = None,
+        command: list[str] | None = None,
+    ) -> None:
         """`command` replaces the child's command line (tests start stand-ins that never get ready)."""
         super().__init__(ctx)
         self.log_file = os.path.abspath(log_file) if log_file else None  # where the child's output goes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)  # its last lines
         # PDEATHSIG fires when the *thread* that started the child exits: only safe from the main thread.
         on_main_thread = threading.current_thread() is threading.main_thread()
-        launch = wire.Launch(config=config, addresses=tuple(self.addresses), parent_pid=os.getpid(),
-                             set_pdeathsig=on_main_thread, log_file=self.log_file)
+        launch = wire.Launch(
+            config=config,
+            addresses=tuple(self.addresses),
+            parent_pid=os.getpid(),
+            set_pdeathsig=on_main_thread,
+            log_file=self.log_file,
+        )
         self.proc: subprocess.Popen | None = None  # EngineCore's process
         try:
-            proc = self.proc = subprocess.Popen(command or [sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
-                                                stderr=subprocess.PIPE, env=_child_env() | engine_process_env(config),
-                                                close_fds=True)
+            proc = self.proc = subprocess.Popen(
+                command or [sys.executable, "-m", CHILD_MODULE],
+                stdin=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_child_env() | engine_process_env(config),
+                close_fds=True,
+            )
             assert proc.stdin is not None and proc.stderr is not None  # both are pipes
             self.pid = proc.pid
             self.name = f"EngineCore process (pid {self.pid})"
-            threading.Thread(target=self._forward_stderr, args=(proc.stderr,), name="engine-stderr", daemon=True).start()
+            threading.Thread(
+                target=self._forward_stderr, args=(proc.stderr,), name="engine-stderr", daemon=True
+            ).start()
             try:
                 proc.stdin.write(wire.encode(launch))
                 proc.stdin.close()
@@ -254,8 +275,13 @@ class EngineThread(EngineHost):
 
     def _run(self, serve, config: EngineConfig) -> None:
         try:
-            self.code = serve(config, self.addresses, os.getpid(), on_core=lambda core: setattr(self, "core", core),
-                              on_startup_error=lambda exc: setattr(self, "startup_exception", exc))
+            self.code = serve(
+                config,
+                self.addresses,
+                os.getpid(),
+                on_core=lambda core: setattr(self, "core", core),
+                on_startup_error=lambda exc: setattr(self, "startup_exception", exc),
+            )
         except BaseException as exc:  # serve() reports what it can; this is a bug in it: say so
             log.exception("EngineCore thread failed")
             self.error = wire.describe(exc)

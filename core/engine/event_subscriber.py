@@ -24,8 +24,9 @@ POLL_MS = 50  # how often the thread checks whether it should stop
 class EventSubscriber:
     """Calls `on_event` (on its own thread) with every event EngineCore publishes."""
 
-    def __init__(self, address: str, on_event: Callable[[StepEvent], None], rcvhwm: int = RCVHWM,
-                 ready_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, address: str, on_event: Callable[[StepEvent], None], rcvhwm: int = RCVHWM, ready_timeout_s: float = 30.0
+    ) -> None:
         self.address = address  # EngineCore's PUB address (ipc://...)
         self.on_event = on_event  # receives each event, in order
         self.missed = MissedEvents()  # events that never reached us
@@ -38,7 +39,9 @@ class EventSubscriber:
         with self._cond:  # the greeting snapshot says we are subscribed
             if not self._cond.wait_for(lambda: self._latest_seq >= 0, ready_timeout_s):
                 self.close()
-                raise TimeoutError(f"no snapshot from EngineCore's event socket {address} within {ready_timeout_s:.0f} s")
+                raise TimeoutError(
+                    f"no snapshot from EngineCore's event socket {address} within {ready_timeout_s:.0f} s"
+                )
 
     def catch_up(self, seq: int, timeout_s: float = 10.0) -> bool:
         """Block until the event numbered `seq` (or a later one) has been handled; False on timeout."""

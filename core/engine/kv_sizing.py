@@ -62,8 +62,9 @@ def size_kv_pool(config: EngineConfig, bytes_per_token: int, max_model_len: int)
     elif config.gpu_memory_utilization is not None:
         budget, rule = _utilization_budget(config, config.gpu_memory_utilization)
     else:
-        budget, budget_rule = (_utilization_budget(config, DEFAULT_GPU_MEMORY_UTILIZATION) if on_cuda
-                               else _cpu_default_budget())
+        budget, budget_rule = (
+            _utilization_budget(config, DEFAULT_GPU_MEMORY_UTILIZATION) if on_cuda else _cpu_default_budget()
+        )
         blocks_per_seq = cdiv(max_model_len, config.block_size)
         wanted = config.max_num_seqs * blocks_per_seq
         if wanted * block_bytes <= budget:
@@ -76,9 +77,11 @@ def blocks_in_budget(budget: int, block_bytes: int, rule: str) -> KVPoolSize:
     """As many whole blocks as `budget` bytes hold (the simulator sizes `--kv-cache-memory-bytes` with it too)."""
     blocks = budget // block_bytes
     if blocks < 1:
-        raise ValueError(f"the KV cache budget ({rule}: {budget} bytes) holds no block of {block_bytes} bytes; "
-                         f"give more memory (--kv-cache-memory-bytes, --gpu-memory-utilization) or "
-                         f"--num-gpu-blocks-override")
+        raise ValueError(
+            f"the KV cache budget ({rule}: {budget} bytes) holds no block of {block_bytes} bytes; "
+            f"give more memory (--kv-cache-memory-bytes, --gpu-memory-utilization) or "
+            f"--num-gpu-blocks-override"
+        )
     return KVPoolSize(int(blocks), rule)
 
 

@@ -14,8 +14,14 @@ from enginetui.core.sampling_params import SamplingParams
 class LLM:
     """Builds an engine from keyword arguments named like vLLM's and runs batches to completion."""
 
-    def __init__(self, model: str | None = None, *, multiprocess: bool | None = None,
-                 record: str | os.PathLike | None = None, **engine_args) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        multiprocess: bool | None = None,
+        record: str | os.PathLike | None = None,
+        **engine_args,
+    ) -> None:
         """`record`: write every step event of this engine to that file (a recording: see
         `enginetui replay`); it is complete after each generate() and closed by shutdown()."""
         self.config = offline_config(model=model, **engine_args)  # validated configuration
@@ -119,6 +125,8 @@ def _as_prompt_list(prompts) -> list:
     if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
         return [prompts]
     if not isinstance(prompts, (list, tuple)):
-        raise ValueError(f"prompts must be a prompt (a string, a list of token ids, a prompt dict) or a list of "
-                         f"prompts; got {type(prompts).__name__}")
+        raise ValueError(
+            f"prompts must be a prompt (a string, a list of token ids, a prompt dict) or a list of "
+            f"prompts; got {type(prompts).__name__}"
+        )
     return list(prompts)

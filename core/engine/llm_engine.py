@@ -22,8 +22,9 @@ class LLMEngine:
         # n > 1 requests report once, when all their samples are done.
         self.tokenizer, self.processor, self.output_processor = open_text_stages(config, self.client, stream=False)
 
-    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams | None = None,
-                    priority: int = 0) -> None:
+    def add_request(
+        self, request_id: str, prompt: PromptType, params: SamplingParams | None = None, priority: int = 0
+    ) -> None:
         if self.output_processor.is_live(request_id):
             raise ValueError(f"request id {request_id!r} is already in use")
         request, text = self.processor.process(request_id, prompt, params, priority)

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-from enginetui.core.engine.detokenizer import FastIncrementalDetokenizer, IncrementalDetokenizer, detokenizer_for, find_stop
+from enginetui.core.engine.detokenizer import (
+    FastIncrementalDetokenizer,
+    IncrementalDetokenizer,
+    detokenizer_for,
+    find_stop,
+)
 from enginetui.core.engine.parallel_sampling import ParentRequest
 from enginetui.core.outputs import CompletionOutput, EngineCoreOutput, EngineCoreRequest, RequestMetrics, RequestOutput
 from enginetui.core.sampling_params import SamplingParams
@@ -61,13 +66,25 @@ class OutputProcessor:
             children.append(child)
         return children
 
-    def _add_state(self, request_id: str, prompt: str | None, request: EngineCoreRequest, params: SamplingParams,
-                   parent: ParentRequest | None, index: int) -> None:
+    def _add_state(
+        self,
+        request_id: str,
+        prompt: str | None,
+        request: EngineCoreRequest,
+        params: SamplingParams,
+        parent: ParentRequest | None,
+        index: int,
+    ) -> None:
         self.states[request_id] = RequestState(
-            request_id=request_id, prompt=prompt, prompt_token_ids=request.prompt_token_ids, params=params,
+            request_id=request_id,
+            prompt=prompt,
+            prompt_token_ids=request.prompt_token_ids,
+            params=params,
             detok=detokenizer_for(self.tokenizer, params.skip_special_tokens),
             metrics=RequestMetrics(arrival_time=request.arrival_time),
-            logprobs=[] if params.logprobs is not None else None, parent=parent, index=index,
+            logprobs=[] if params.logprobs is not None else None,
+            parent=parent,
+            index=index,
             stream_interval=max(self.stream_interval, params.stream_interval or 1),
         )
 
@@ -142,7 +159,9 @@ class OutputProcessor:
                     state.logprobs.append({e.token_id: e.logprob for e in entries})
                     state.cumulative_logprob += entries[0].logprob  # the sampled token comes first
             if state.params.stop and new_text:
-                hit = find_stop(state.detok.text, len(new_text), state.params.stop, state.params.include_stop_str_in_output)
+                hit = find_stop(
+                    state.detok.text, len(new_text), state.params.stop, state.params.include_stop_str_in_output
+                )
                 if hit is not None:
                     stop, cut = hit
                     kept_before = len(state.detok.text) - len(new_text)
@@ -156,14 +175,23 @@ class OutputProcessor:
         elif not _due(state):
             return None, False  # not built: under a stream interval most outputs are not passed on
         completion = CompletionOutput(
-            index=state.index, text=state.detok.text, token_ids=list(state.detok.token_ids),
-            finish_reason=finish_reason, stop_reason=stop_reason,
-            logprobs=list(state.logprobs) if state.logprobs is not None else None, error=error,
+            index=state.index,
+            text=state.detok.text,
+            token_ids=list(state.detok.token_ids),
+            finish_reason=finish_reason,
+            stop_reason=stop_reason,
+            logprobs=list(state.logprobs) if state.logprobs is not None else None,
+            error=error,
             cumulative_logprob=state.cumulative_logprob if state.logprobs is not None else None,
         )
         result = RequestOutput(
-            request_id=state.request_id, prompt=state.prompt, prompt_token_ids=state.prompt_token_ids,
-            outputs=[completion], finished=finished, metrics=m, num_cached_tokens=state.num_cached_tokens,
+            request_id=state.request_id,
+            prompt=state.prompt,
+            prompt_token_ids=state.prompt_token_ids,
+            outputs=[completion],
+            finished=finished,
+            metrics=m,
+            num_cached_tokens=state.num_cached_tokens,
             new_text=new_text,
         )
         return result, stopped_by_string
@@ -175,12 +203,26 @@ class OutputProcessor:
         for state in list(self.states.values()):
             state.metrics.finished_time = now
             completion = CompletionOutput(
-                index=state.index, text=state.detok.text, token_ids=list(state.detok.token_ids),
-                finish_reason="error", logprobs=state.logprobs, error=reason,
+                index=state.index,
+                text=state.detok.text,
+                token_ids=list(state.detok.token_ids),
+                finish_reason="error",
+                logprobs=state.logprobs,
+                error=reason,
                 cumulative_logprob=state.cumulative_logprob if state.logprobs is not None else None,
             )
-            result = self._fold(state, RequestOutput(state.request_id, state.prompt, state.prompt_token_ids,
-                                                     [completion], True, state.metrics, state.num_cached_tokens))
+            result = self._fold(
+                state,
+                RequestOutput(
+                    state.request_id,
+                    state.prompt,
+                    state.prompt_token_ids,
+                    [completion],
+                    True,
+                    state.metrics,
+                    state.num_cached_tokens,
+                ),
+            )
             if result is not None:
                 results.append(result)
         self.states.clear()

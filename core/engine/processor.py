@@ -7,7 +7,9 @@ from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.outputs import EngineCoreRequest
 from enginetui.core.sampling_params import SamplingParams
 
-PromptType = str | list[int] | dict  # text, token ids, TextPrompt {"prompt": ...}, TokensPrompt {"prompt_token_ids": ...}
+PromptType = (
+    str | list[int] | dict
+)  # text, token ids, TextPrompt {"prompt": ...}, TokensPrompt {"prompt_token_ids": ...}
 
 
 class Processor:
@@ -20,8 +22,9 @@ class Processor:
         # Stop tokens of every request: the tokenizer's EOS, then the model's (as vLLM unions them).
         self.eos_token_ids = list(dict.fromkeys(([eos] if eos is not None else []) + info.eos_token_ids))
 
-    def process(self, request_id: str, prompt: PromptType, params: SamplingParams | None,
-                priority: int = 0) -> tuple[EngineCoreRequest, str | None]:
+    def process(
+        self, request_id: str, prompt: PromptType, params: SamplingParams | None, priority: int = 0
+    ) -> tuple[EngineCoreRequest, str | None]:
         """The engine request and the prompt text (None for token-id prompts).
 
         `prompt` takes vLLM's forms: a string, a list of token ids, {"prompt": text} (TextPrompt)
@@ -39,15 +42,21 @@ class Processor:
         token_ids, text = self._tokenize(prompt)
         limit = self.info.max_model_len
         if len(token_ids) >= limit:
-            raise ValueError(f"prompt is {len(token_ids)} tokens; max_model_len is {limit} (room for at least one output token is needed)")
+            raise ValueError(
+                f"prompt is {len(token_ids)} tokens; max_model_len is {limit} (room for at least one output token is needed)"
+            )
         if params.max_tokens is not None and len(token_ids) + params.max_tokens > limit:
             raise ValueError(
                 f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = "
                 f"{len(token_ids) + params.max_tokens} exceeds max_model_len ({limit})"
             )
         request = EngineCoreRequest(
-            request_id=request_id, prompt_token_ids=token_ids, sampling_params=params,
-            eos_token_ids=self.eos_token_ids, arrival_time=time.time(), priority=priority,
+            request_id=request_id,
+            prompt_token_ids=token_ids,
+            sampling_params=params,
+            eos_token_ids=self.eos_token_ids,
+            arrival_time=time.time(),
+            priority=priority,
         )
         return request, text
 
@@ -74,8 +83,10 @@ class Processor:
                 if not 0 <= t < vocab:
                     raise ValueError(f"prompt token id {t} is outside the vocabulary [0, {vocab})")
             return list(prompt), None
-        raise ValueError(f"prompt must be a string, a list of token ids, {{'prompt': ...}} or "
-                         f"{{'prompt_token_ids': [...]}}, got {type(prompt).__name__}")
+        raise ValueError(
+            f"prompt must be a string, a list of token ids, {{'prompt': ...}} or "
+            f"{{'prompt_token_ids': [...]}}, got {type(prompt).__name__}"
+        )
 
 
 def _unwrap(prompt: dict) -> str | list[int]:
@@ -87,7 +98,10 @@ def _unwrap(prompt: dict) -> str | list[int]:
         return prompt["prompt"]
     if keys == {"prompt_token_ids"}:
         if not isinstance(prompt["prompt_token_ids"], (list, tuple)):
-            raise ValueError(f"'prompt_token_ids' must be a list of token ids, got "
-                             f"{type(prompt['prompt_token_ids']).__name__}")
+            raise ValueError(
+                f"'prompt_token_ids' must be a list of token ids, got {type(prompt['prompt_token_ids']).__name__}"
+            )
         return list(prompt["prompt_token_ids"])
-    raise ValueError(f"a prompt dict must have exactly one key, 'prompt' (text) or 'prompt_token_ids'; got {sorted(keys)}")
+    raise ValueError(
+        f"a prompt dict must have exactly one key, 'prompt' (text) or 'prompt_token_ids'; got {sorted(keys)}"
+    )

@@ -70,8 +70,10 @@ def stand_in_tokenizer(model: str | None, vocab_size: int) -> StandInTokenizer:
     if len(byte_level) <= vocab_size:
         log.warning("no tokenizer for %r (random weights): using a byte-level one", model)
         return StandInTokenizer(byte_level)
-    raise ModelLoadError(f"no tokenizer for {model!r}, and its vocabulary ({vocab_size}) is too small for a "
-                         f"byte-level one: pass --tokenizer with a local directory")
+    raise ModelLoadError(
+        f"no tokenizer for {model!r}, and its vocabulary ({vocab_size}) is too small for a "
+        f"byte-level one: pass --tokenizer with a local directory"
+    )
 
 
 def open_text_stages(config: EngineConfig, client, stream: bool) -> tuple[object, Processor, OutputProcessor]:

@@ -134,7 +134,9 @@ class BlockPool:
             )
         for block in self.blocks:
             if (block.ref_cnt == 0) != (block.block_id in self.free_queue) or block.ref_cnt < 0:
-                raise AssertionError(f"block {block.block_id} has ref_cnt {block.ref_cnt} but free={block.block_id in self.free_queue}")
+                raise AssertionError(
+                    f"block {block.block_id} has ref_cnt {block.ref_cnt} but free={block.block_id in self.free_queue}"
+                )
         indexed = 0
         for block_hash, copies in self.cached.items():
             for block in copies.values():

@@ -103,7 +103,10 @@ class KVCacheManager:
         # Cache hits sitting in the free queue stop being free once attached.
         num_free_hits = sum(1 for b in computed if b.ref_cnt == 0)
         free = self.pool.num_free_blocks
-        if full_sequence_must_fit and max(cdiv(request.num_tokens, self.block_size) - num_held, 0) + num_free_hits > free:
+        if (
+            full_sequence_must_fit
+            and max(cdiv(request.num_tokens, self.block_size) - num_held, 0) + num_free_hits > free
+        ):
             return None
         num_needed = max(cdiv(num_computed + num_new_tokens, self.block_size) - num_held, 0)
         if num_needed + num_free_hits > free:

@@ -100,8 +100,10 @@ class CausalLM(nn.Module):
     def _known(self, name: str, params: dict) -> bool:
         if name in params:
             return True
-        return any(part in name and name.replace(part, fused) in params
-                   for part, (fused, _) in self.packed_modules_mapping.items())
+        return any(
+            part in name and name.replace(part, fused) in params
+            for part, (fused, _) in self.packed_modules_mapping.items()
+        )
 
     @staticmethod
     def _load(params: dict, name: str, ckpt_name: str, tensor: torch.Tensor, shard_id) -> None:

@@ -20,9 +20,18 @@ def known_config(name: str | None) -> "OPTConfig | None":
         return None
     hidden, layers, heads, ffn, proj, pre_ln = _OPT_SIZES[name]
     return OPTConfig(
-        vocab_size=50272, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=ffn,
-        word_embed_proj_dim=proj, do_layer_norm_before=pre_ln, max_position_embeddings=2048,
-        architectures=["OPTForCausalLM"], bos_token_id=2, eos_token_id=2, pad_token_id=1,
+        vocab_size=50272,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        ffn_dim=ffn,
+        word_embed_proj_dim=proj,
+        do_layer_norm_before=pre_ln,
+        max_position_embeddings=2048,
+        architectures=["OPTForCausalLM"],
+        bos_token_id=2,
+        eos_token_id=2,
+        pad_token_id=1,
     )
 
 

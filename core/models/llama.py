@@ -43,8 +43,9 @@ class LlamaAttention(nn.Module):
         self.o_proj = Linear(self.num_heads * self.head_size, cfg.hidden_size, options.o_bias)
         self.q_norm = RMSNorm(self.head_size, cfg.rms_norm_eps) if options.qk_norm else None
         self.k_norm = RMSNorm(self.head_size, cfg.rms_norm_eps) if options.qk_norm else None
-        self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_size, self.head_size**-0.5,
-                                   options.sliding_window)
+        self.attn = PagedAttention(
+            self.num_heads, self.num_kv_heads, self.head_size, self.head_size**-0.5, options.sliding_window
+        )
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden]; cos, sin: [num_tokens, head_size] -> [num_tokens, hidden]."""
@@ -64,8 +65,9 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = LlamaAttention(cfg, options)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = SiluAndMulMLP(cfg.hidden_size, cfg.intermediate_size, getattr(cfg, "mlp_bias", False),
-                                 cfg.hidden_act)
+        self.mlp = SiluAndMulMLP(
+            cfg.hidden_size, cfg.intermediate_size, getattr(cfg, "mlp_bias", False), cfg.hidden_act
+        )
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """h: [num_tokens, hidden] -> [num_tokens, hidden]."""
@@ -92,8 +94,11 @@ class LlamaModel(nn.Module):
 
 class LlamaForCausalLM(CausalLM):
     packed_modules_mapping = {
-        ".q_proj.": (".qkv_proj.", "q"), ".k_proj.": (".qkv_proj.", "k"), ".v_proj.": (".qkv_proj.", "v"),
-        ".gate_proj.": (".gate_up_proj.", 0), ".up_proj.": (".gate_up_proj.", 1),
+        ".q_proj.": (".qkv_proj.", "q"),
+        ".k_proj.": (".qkv_proj.", "k"),
+        ".v_proj.": (".qkv_proj.", "v"),
+        ".gate_proj.": (".gate_up_proj.", 0),
+        ".up_proj.": (".gate_up_proj.", 1),
     }
     ignored_weight_suffixes = ("rotary_emb.inv_freq",)  # saved by old transformers versions
 

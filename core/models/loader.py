@@ -85,10 +85,14 @@ def _from_hub_cache(repo_id: str, need_weights: bool) -> Path | None:
 def _dummy_hint(repo_id: str) -> str:
     """How to run `repo_id` with random weights, when its config is built in."""
     if repo_id in KNOWN_NAMES:
-        return ("To run its architecture with random weights (nothing downloaded), add --load-format dummy "
-                "(LLM(..., load_format=\"dummy\")). ")
-    return (f"--load-format dummy runs random weights without a download for a model whose config.json is cached "
-            f"or built in ({', '.join(KNOWN_NAMES)}). ")
+        return (
+            "To run its architecture with random weights (nothing downloaded), add --load-format dummy "
+            '(LLM(..., load_format="dummy")). '
+        )
+    return (
+        f"--load-format dummy runs random weights without a download for a model whose config.json is cached "
+        f"or built in ({', '.join(KNOWN_NAMES)}). "
+    )
 
 
 def check_model(config: EngineConfig) -> None:
@@ -101,8 +105,9 @@ def check_model(config: EngineConfig) -> None:
     if model_dir is not None and config.max_model_len is not None:
         positions = _max_positions(model_dir)
         if positions is not None and config.max_model_len > positions:
-            raise ConfigError("max_model_len",
-                              f"max_model_len {config.max_model_len} exceeds the model's {positions} positions")
+            raise ConfigError(
+                "max_model_len", f"max_model_len {config.max_model_len} exceeds the model's {positions} positions"
+            )
     if config.tokenizer:
         resolve_model_dir(config.tokenizer)
 
@@ -118,8 +123,10 @@ def _max_positions(model_dir: Path) -> int | None:
 
 
 def _no_dummy_config(model: str | None) -> str:
-    return (f"dummy weights for {model!r} need its config.json: it is not cached locally and is not one of the "
-            f"built-in configs ({', '.join(KNOWN_NAMES)}); give a local directory with a config.json")
+    return (
+        f"dummy weights for {model!r} need its config.json: it is not cached locally and is not one of the "
+        f"built-in configs ({', '.join(KNOWN_NAMES)}); give a local directory with a config.json"
+    )
 
 
 def load_hf_config(config: EngineConfig) -> "tuple[PretrainedConfig, Path | None]":
@@ -163,8 +170,19 @@ def load_model(config: EngineConfig, hf_config: "PretrainedConfig", model_dir: P
 
 
 # torch.nn.init's functions, which layers' reset_parameters() call on their new (meta) tensors
-INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "xavier_uniform_",
-                  "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_")
+INIT_FUNCTIONS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+)
 
 
 @contextmanager
@@ -196,8 +214,9 @@ def _materialize(model: "torch.nn.Module", device: "torch.device", dtype: "torch
             if id(param) not in done:
                 # torch.empty, not empty_like: empty_like of a meta tensor goes through torch._refs, whose
                 # first use imports sympy (about 3 s of a 2-core machine's start-up)
-                memory = torch.empty(param.shape, dtype=dtype if param.is_floating_point() else param.dtype,
-                                     device=device)
+                memory = torch.empty(
+                    param.shape, dtype=dtype if param.is_floating_point() else param.dtype, device=device
+                )
                 real = torch.nn.Parameter(memory, requires_grad=False)
                 real.__dict__.update(param.__dict__)
                 done[id(param)] = real
@@ -214,8 +233,12 @@ def _fill_dummy(model: "torch.nn.Module", seed: int) -> None:
     from enginetui.core.models.layers.norm import RMSNorm
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    norm_params = {id(p) for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, RMSNorm))
-                   for p in m.parameters(recurse=False)}
+    norm_params = {
+        id(p)
+        for m in model.modules()
+        if isinstance(m, (torch.nn.LayerNorm, RMSNorm))
+        for p in m.parameters(recurse=False)
+    }
     for name, p in model.named_parameters():
         cpu = torch.empty(p.shape, dtype=torch.float32)
         if id(p) in norm_params:

@@ -99,7 +99,9 @@ class OPTModel(nn.Module):
 
 class OPTForCausalLM(CausalLM):
     packed_modules_mapping = {
-        ".q_proj.": (".qkv_proj.", "q"), ".k_proj.": (".qkv_proj.", "k"), ".v_proj.": (".qkv_proj.", "v"),
+        ".q_proj.": (".qkv_proj.", "q"),
+        ".k_proj.": (".qkv_proj.", "k"),
+        ".v_proj.": (".qkv_proj.", "v"),
     }
 
     def __init__(self, cfg) -> None:

@@ -20,8 +20,14 @@ ARCHITECTURES: dict[str, type[CausalLM]] = {  # config.json "architectures" entr
     "OPTModel": OPTForCausalLM,  # some facebook/opt-* configs name the base model
 }
 # Configs that name no architecture, by model_type.
-_MODEL_TYPES = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM, "mistral": MistralForCausalLM, "opt": OPTForCausalLM,
-                "qwen2": Qwen2ForCausalLM, "qwen3": Qwen3ForCausalLM}
+_MODEL_TYPES = {
+    "gpt2": GPT2LMHeadModel,
+    "llama": LlamaForCausalLM,
+    "mistral": MistralForCausalLM,
+    "opt": OPTForCausalLM,
+    "qwen2": Qwen2ForCausalLM,
+    "qwen3": Qwen3ForCausalLM,
+}
 
 
 class UnsupportedArchitecture(ValueError):
@@ -40,4 +46,3 @@ def model_class(hf_config: PretrainedConfig) -> type[CausalLM]:
         f"model architecture {', '.join(architectures) or f'(none; model_type {model_type!r})'} is not supported; "
         f"supported architectures: {', '.join(ARCHITECTURES)}"
     )
-

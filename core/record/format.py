@@ -74,8 +74,11 @@ def check_preamble(data: memoryview, path: str) -> None:
     if len(data) >= PREAMBLE.size and bytes(data[: len(MAGIC)]) == MAGIC:
         return
     json = bytes(data[:1]) in (b"{", b"[")
-    hint = (" (it is JSON, as `enginetui export` writes; a recording is what --record wrote, starting with "
-            f"{MAGIC!r})") if json else f" (it does not start with {MAGIC!r})"
+    hint = (
+        (f" (it is JSON, as `enginetui export` writes; a recording is what --record wrote, starting with {MAGIC!r})")
+        if json
+        else f" (it does not start with {MAGIC!r})"
+    )
     raise RecordingError(f"{path} is not an enginetui recording{hint}")
 
 

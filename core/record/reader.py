@@ -63,11 +63,15 @@ class Recording:
         if self.problem is not None:
             notes.append(f"{self.problem}: loaded the {len(self)} events before it")
         elif self.trailer is None:
-            notes.append(f"the recording was not closed (still being written, or its program ended abruptly): "
-                         f"loaded its {len(self)} events")
+            notes.append(
+                f"the recording was not closed (still being written, or its program ended abruptly): "
+                f"loaded its {len(self)} events"
+            )
         if self.total_missed:
-            notes.append(f"{self.total_missed} events published while recording never reached the recorder: "
-                         f"the state after each gap is whole, what happened inside it is not")
+            notes.append(
+                f"{self.total_missed} events published while recording never reached the recorder: "
+                f"the state after each gap is whole, what happened inside it is not"
+            )
         return notes
 
 
@@ -82,7 +86,8 @@ def read_recording(path: str | os.PathLike) -> Recording:
     if version > fmt.FORMAT_VERSION:
         raise fmt.RecordingError(
             f"{path} is a recording of format version {version}; this enginetui reads version "
-            f"{fmt.FORMAT_VERSION} and older: {UPGRADE}")
+            f"{fmt.FORMAT_VERSION} and older: {UPGRADE}"
+        )
     frames, problem = _frames(data, fmt.PREAMBLE.size)
     if not frames or frames[0][0] != fmt.HEADER:
         raise fmt.RecordingError(f"{path}: the recording has no readable header ({problem or 'no frames'})")
@@ -147,11 +152,13 @@ def _header(path: str, data: memoryview, frame: tuple[bytes, int, int]) -> fmt.H
     schema = versions.event_schema_version
     if schema > SCHEMA_VERSION:
         raise fmt.RecordingError(
-            f"{path} holds events of schema version {schema}; this enginetui reads version {SCHEMA_VERSION}: {UPGRADE}")
+            f"{path} holds events of schema version {schema}; this enginetui reads version {SCHEMA_VERSION}: {UPGRADE}"
+        )
     if schema < SCHEMA_VERSION:
         raise fmt.RecordingError(
             f"{path} holds events of schema version {schema}, older than this enginetui's {SCHEMA_VERSION} "
-            f"(no converter exists): open it with the enginetui version that recorded it")
+            f"(no converter exists): open it with the enginetui version that recorded it"
+        )
     try:
         return fmt.decode_header(data[start:end])
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -110,8 +110,13 @@ def start_recording(path: str | os.PathLike, client, tokenizer, source: str) -> 
     if not client.config.enable_step_events:
         raise ValueError("recording needs step events: the engine was started with enable_step_events=False")
     header = fmt.Header(
-        event_schema_version=SCHEMA_VERSION, created=time.time(), source=source, enginetui_version=_version(),
-        engine=client.info, config=msgspec.to_builtins(client.config), tokenizer=pack_tokenizer(tokenizer),
+        event_schema_version=SCHEMA_VERSION,
+        created=time.time(),
+        source=source,
+        enginetui_version=_version(),
+        engine=client.info,
+        config=msgspec.to_builtins(client.config),
+        tokenizer=pack_tokenizer(tokenizer),
     )
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return Recorder(path, client.events_address, header)

@@ -21,9 +21,7 @@ class Sampler:
         self.generator = torch.Generator(device=device).manual_seed(seed)  # rows without their own seed
         self.row_generator = torch.Generator(device=device)  # re-seeded for each seeded row
 
-    def __call__(
-        self, logits: torch.Tensor, meta: SamplingMetadata
-    ) -> tuple[list[int], list[list[Logprob]] | None]:
+    def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> tuple[list[int], list[list[Logprob]] | None]:
         """logits: [num_rows, vocab] -> sampled token per row, and per-row logprobs if asked."""
         logits = logits.float()  # [num_rows, vocab]
         apply_min_tokens(logits, meta)
@@ -50,8 +48,9 @@ class Sampler:
         inverted at one uniform number (invert_cdf). A seeded row's number depends only on its seed
         and output position. One number per row, where an exponential race over the vocabulary drew
         one per entry (64 x 50,272 of them: a fifth of a decode step on CPU)."""
-        u = torch.rand(probs.shape[0], dtype=torch.float64, generator=self.generator,
-                       device=probs.device)  # [num_rows] in [0, 1)
+        u = torch.rand(
+            probs.shape[0], dtype=torch.float64, generator=self.generator, device=probs.device
+        )  # [num_rows] in [0, 1)
         for row, seed in enumerate(meta.seeds):
             if seed is not None:
                 self.row_generator.manual_seed(hash((seed, meta.num_output_tokens[row])) & (2**63 - 1))

@@ -33,10 +33,14 @@ class Scheduler:
 
     def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int) -> None:
         if config.long_prefill_token_threshold > max_model_len:
-            raise ValueError(f"long_prefill_token_threshold ({config.long_prefill_token_threshold}) cannot be "
-                             f"greater than max_model_len ({max_model_len})")
+            raise ValueError(
+                f"long_prefill_token_threshold ({config.long_prefill_token_threshold}) cannot be "
+                f"greater than max_model_len ({max_model_len})"
+            )
         self.config = config  # budgets and policies
-        self.async_scheduling = config.use_async_scheduling  # steps are planned before the previous one's tokens are applied
+        self.async_scheduling = (
+            config.use_async_scheduling
+        )  # steps are planned before the previous one's tokens are applied
         self.max_model_len = max_model_len  # longest prompt + output
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)  # block tables
         self.waiting = make_queue(config.scheduling_policy)  # admission queue
@@ -64,7 +68,9 @@ class Scheduler:
         request.finish_detail = reason
         self._record.rejected.append(Ended(request.request_id, "rejected", reason, 0))
         self._pending_outputs.append(
-            EngineCoreOutput(request_id=request.request_id, new_token_ids=[], finish_reason="rejected", finish_detail=reason)
+            EngineCoreOutput(
+                request_id=request.request_id, new_token_ids=[], finish_reason="rejected", finish_detail=reason
+            )
         )
 
     def report_error(self, request_id: str, detail: str) -> None:
@@ -81,8 +87,10 @@ class Scheduler:
         kv_tokens = total - 1  # the last sampled token is never computed
         if not self.kv.can_ever_fit(kv_tokens):
             need = cdiv(kv_tokens, self.config.block_size)
-            return (f"needs {need} KV blocks for {kv_tokens} tokens (prompt + max_tokens - 1) "
-                    f"but the whole pool has {self.kv.num_blocks}")
+            return (
+                f"needs {need} KV blocks for {kv_tokens} tokens (prompt + max_tokens - 1) "
+                f"but the whole pool has {self.kv.num_blocks}"
+            )
         if not self.config.enable_chunked_prefill and kv_tokens > self.config.max_num_batched_tokens:
             return (
                 f"without chunked prefill, {kv_tokens} tokens may need computing in one step "
@@ -127,9 +135,11 @@ class Scheduler:
         i = 0
         while i < len(self.running) and step.budget > 0:
             request = self.running[i]
-            if (request.num_output_placeholders > 0
-                    and request.num_computed_tokens + 2 - request.num_output_placeholders
-                    >= request.num_prompt_tokens + request.max_tokens):
+            if (
+                request.num_output_placeholders > 0
+                and request.num_computed_tokens + 2 - request.num_output_placeholders
+                >= request.num_prompt_tokens + request.max_tokens
+            ):
                 i += 1  # the step in flight reaches max_tokens: no further step is needed
                 continue
             num_new = request.num_tokens + request.num_output_placeholders - request.num_computed_tokens
@@ -287,7 +297,9 @@ class Scheduler:
                 check_stop(request, token, self.max_model_len)
                 if was_running and self.async_scheduling:
                     self.kv.publish_computed(request, request.num_computed_tokens - request.num_output_placeholders)
-            out = EngineCoreOutput(request_id=req_id, new_token_ids=new_tokens, num_cached_tokens=request.num_cached_tokens)
+            out = EngineCoreOutput(
+                request_id=req_id, new_token_ids=new_tokens, num_cached_tokens=request.num_cached_tokens
+            )
             if logprobs and req_id in logprobs:
                 out.new_logprobs = [logprobs[req_id]]
             first = self.first_scheduled.pop(req_id, None)
@@ -338,8 +350,13 @@ class Scheduler:
             self.first_scheduled.pop(req_id, None)
             self._free_finished(request)
             self._pending_outputs.append(
-                EngineCoreOutput(request_id=req_id, new_token_ids=[], finish_reason=status.value, finish_detail=detail,
-                                 num_preemptions=request.num_preemptions)
+                EngineCoreOutput(
+                    request_id=req_id,
+                    new_token_ids=[],
+                    finish_reason=status.value,
+                    finish_detail=detail,
+                    num_preemptions=request.num_preemptions,
+                )
             )
             ended.append(req_id)
         return ended
@@ -396,12 +413,18 @@ class Scheduler:
         kv = self.kv
         shared, cached_free = [], []
         if kv.enable_prefix_caching:
-            shared = sorted({b.block_id for r in self.running for b in kv.req_to_blocks.get(r.request_id, ())
-                             if b.ref_cnt > 1})
+            shared = sorted(
+                {b.block_id for r in self.running for b in kv.req_to_blocks.get(r.request_id, ()) if b.ref_cnt > 1}
+            )
             cached_free = kv.cached_free_block_ids()
-        return KVState(num_blocks=kv.num_blocks, num_free_blocks=kv.pool.num_free_blocks, shared_blocks=shared,
-                       cached_free_blocks=cached_free, prefix_cache_queries=kv.prefix_queries,
-                       prefix_cache_hits=kv.prefix_hits)
+        return KVState(
+            num_blocks=kv.num_blocks,
+            num_free_blocks=kv.pool.num_free_blocks,
+            shared_blocks=shared,
+            cached_free_blocks=cached_free,
+            prefix_cache_queries=kv.prefix_queries,
+            prefix_cache_hits=kv.prefix_hits,
+        )
 
     def block_ids(self, request_id: str) -> list[int]:
         """A request's block table (empty while it holds none)."""
@@ -421,7 +444,9 @@ class Scheduler:
         for request in self.running:
             held = len(self.kv.req_to_blocks.get(request.request_id, ()))
             if cdiv(request.num_computed_tokens, self.config.block_size) > held:
-                raise AssertionError(f"{request.request_id} computed {request.num_computed_tokens} tokens with {held} blocks")
+                raise AssertionError(
+                    f"{request.request_id} computed {request.num_computed_tokens} tokens with {held} blocks"
+                )
         for request in self.waiting:
             if request.num_computed_tokens or request.request_id in self.kv.req_to_blocks:
                 raise AssertionError(f"waiting request {request.request_id} holds KV state")

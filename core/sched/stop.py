@@ -18,6 +18,12 @@ def check_stop(request: Request, token: int, max_model_len: int) -> None:
             request.status, request.finish_detail = RequestStatus.FINISHED_STOPPED, f"stop token {token}"
             return
     if n_out >= request.max_tokens:
-        request.status, request.finish_detail = RequestStatus.FINISHED_LENGTH, f"max_tokens ({request.max_tokens}) reached"
+        request.status, request.finish_detail = (
+            RequestStatus.FINISHED_LENGTH,
+            f"max_tokens ({request.max_tokens}) reached",
+        )
     elif request.num_tokens >= max_model_len:
-        request.status, request.finish_detail = RequestStatus.FINISHED_LENGTH, f"max_model_len ({max_model_len}) reached"
+        request.status, request.finish_detail = (
+            RequestStatus.FINISHED_LENGTH,
+            f"max_model_len ({max_model_len}) reached",
+        )

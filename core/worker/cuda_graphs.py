@@ -39,7 +39,9 @@ def graph_plan(config: EngineConfig, device: torch.device, backend: str) -> Grap
     if device.type != "cuda":
         return GraphSetup([], off_reason=f"CUDA graphs need a CUDA device (this engine runs on {device.type})")
     if backend != "triton":
-        return GraphSetup([], off_reason=f"the {backend} attention backend cannot be captured (CUDA graphs need triton)")
+        return GraphSetup(
+            [], off_reason=f"the {backend} attention backend cannot be captured (CUDA graphs need triton)"
+        )
     sizes = decode_capture_sizes(config, blackwell=torch.cuda.get_device_capability(device)[0] == 10)
     if not sizes:
         return GraphSetup([], off_reason="no capture size within --max-num-seqs and --max-num-batched-tokens")
@@ -49,8 +51,13 @@ def graph_plan(config: EngineConfig, device: torch.device, backend: str) -> Grap
 def decode_capture_sizes(config: EngineConfig, blackwell: bool = False) -> list[int]:
     """vLLM's capture sizes for this configuration that a decode step can reach: one token per running
     request, so none past max_num_seqs."""
-    sizes = capture_sizes(config.max_num_seqs, config.max_num_batched_tokens, config.cudagraph_capture_sizes,
-                          config.max_cudagraph_capture_size, blackwell)
+    sizes = capture_sizes(
+        config.max_num_seqs,
+        config.max_num_batched_tokens,
+        config.cudagraph_capture_sizes,
+        config.max_cudagraph_capture_size,
+        blackwell,
+    )
     return [s for s in sizes if s <= config.max_num_seqs]
 
 
@@ -76,16 +83,23 @@ class StaticDecodeBuffers:
 
     def metadata(self, size: int, backend: str | None) -> AttentionMetadata:
         """Views of the first `size` rows, as a captured forward of that size reads them."""
-        return AttentionMetadata(slot_mapping=self.slot_mapping[:size], query_start_loc=self.query_start_loc[:size + 1],
-                                 seq_lens=self.seq_lens[:size], block_table=self.block_table[:size],
-                                 backend=backend, max_query_len=1)
+        return AttentionMetadata(
+            slot_mapping=self.slot_mapping[:size],
+            query_start_loc=self.query_start_loc[: size + 1],
+            seq_lens=self.seq_lens[:size],
+            block_table=self.block_table[:size],
+            backend=backend,
+            max_query_len=1,
+        )
 
     def load(self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionMetadata, size: int) -> None:
         """Copy a decode batch of n <= size requests (one token each) into rows [0, n), pad [n, size)."""
         n = input_ids.shape[0]
         if not n <= size <= self.max_size or attn.seq_lens.shape[0] != n:
-            raise ValueError(f"a decode batch of {n} tokens / {attn.seq_lens.shape[0]} requests does not fit "
-                             f"a captured size of {size} (buffers hold {self.max_size})")
+            raise ValueError(
+                f"a decode batch of {n} tokens / {attn.seq_lens.shape[0]} requests does not fit "
+                f"a captured size of {size} (buffers hold {self.max_size})"
+            )
         self.input_ids[:n].copy_(input_ids)
         self.positions[:n].copy_(positions)
         self.slot_mapping[:n].copy_(attn.slot_mapping)
@@ -169,8 +183,7 @@ class DecodeGraphs:
             return None
         return padded_size(num_reqs, self.sizes)
 
-    def run(self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionMetadata,
-            size: int) -> torch.Tensor:
+    def run(self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionMetadata, size: int) -> torch.Tensor:
         """The hidden states of a decode batch, by replaying the graph of `size`: [num_tokens, hidden]."""
         self.buffers.load(input_ids, positions, attn, size)
         return self.graphs[size].replay()[: input_ids.shape[0]]

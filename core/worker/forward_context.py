@@ -21,7 +21,9 @@ class AttentionMetadata:
     seq_lens: torch.Tensor  # [num_reqs] int32 context length after this step
     block_table: torch.Tensor  # [num_reqs, max_blocks] int32 logical -> physical block ids
     backend: str | None = None  # attention kernels (kernels.dispatch.BACKENDS), chosen once per runner; None: by device
-    max_query_len: int | None = None  # longest query of the step, in tokens (picks the Triton query tile); None: unknown
+    max_query_len: int | None = (
+        None  # longest query of the step, in tokens (picks the Triton query tile); None: unknown
+    )
 
 
 class _ThreadContext(threading.local):

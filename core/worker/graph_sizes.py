@@ -18,8 +18,13 @@ class CaptureSizeError(ValueError):
     """A --max-cudagraph-capture-size that contradicts the --cudagraph-capture-sizes given with it."""
 
 
-def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, sizes: list[int] | None = None,
-                  max_size: int | None = None, blackwell: bool = False) -> list[int]:
+def capture_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    sizes: list[int] | None = None,
+    max_size: int | None = None,
+    blackwell: bool = False,
+) -> list[int]:
     """The batch sizes vLLM captures, ascending (`sizes`: --cudagraph-capture-sizes, `max_size`:
     --max-cudagraph-capture-size, both None by default); [] when none fits."""
     decode_sizes: list[int] = []
@@ -50,8 +55,10 @@ def check_capture_sizes(sizes: list[int] | None, max_size: int | None, max_num_b
     kept = [s for s in sizes if s <= max_num_batched_tokens]
     largest = max(kept, default=0)
     if largest != max_size:
-        raise CaptureSizeError(f"max_cudagraph_capture_size ({max_size}) must equal the largest "
-                               f"cudagraph_capture_sizes entry within max_num_batched_tokens ({largest})")
+        raise CaptureSizeError(
+            f"max_cudagraph_capture_size ({max_size}) must equal the largest "
+            f"cudagraph_capture_sizes entry within max_num_batched_tokens ({largest})"
+        )
 
 
 def padded_size(num_tokens: int, sizes: list[int]) -> int | None:

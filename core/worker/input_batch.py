@@ -25,8 +25,16 @@ class InputBatch:
     def num_reqs(self) -> int:
         return len(self.req_ids)
 
-    def add(self, req_id: str, token_ids: list[int], num_prompt: int, params: SamplingParams,
-            eos_ids: list[int], block_ids: list[int], num_computed: int) -> None:
+    def add(
+        self,
+        req_id: str,
+        token_ids: list[int],
+        num_prompt: int,
+        params: SamplingParams,
+        eos_ids: list[int],
+        block_ids: list[int],
+        num_computed: int,
+    ) -> None:
         row = len(self.req_ids)
         if row >= self.max_num_reqs:
             raise RuntimeError(f"input batch full ({self.max_num_reqs} rows)")
@@ -60,8 +68,14 @@ class InputBatch:
         last = len(self.req_ids) - 1
         if row != last:
             moved = self.req_ids[last]
-            for arr in (self.token_ids, self.num_tokens, self.num_prompt_tokens, self.num_computed_tokens,
-                        self.block_table, self.num_blocks):
+            for arr in (
+                self.token_ids,
+                self.num_tokens,
+                self.num_prompt_tokens,
+                self.num_computed_tokens,
+                self.block_table,
+                self.num_blocks,
+            ):
                 arr[row] = arr[last]
             self.req_ids[row] = moved
             self.params[row] = self.params[last]

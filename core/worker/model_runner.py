@@ -58,8 +58,17 @@ def compute_threads(device: torch.device) -> int:
 class ModelRunner:
     """Owns the model, its paged KV cache and the persistent input batch."""
 
-    def __init__(self, model: CausalLM, num_blocks: int, block_size: int, max_num_reqs: int,
-                 max_model_len: int, dtype: torch.dtype, device: torch.device, seed: int) -> None:
+    def __init__(
+        self,
+        model: CausalLM,
+        num_blocks: int,
+        block_size: int,
+        max_num_reqs: int,
+        max_model_len: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        seed: int,
+    ) -> None:
         self.model = model  # e.g. OPTForCausalLM
         self.device = device  # where tensors live
         self.block_size = block_size  # tokens per KV block
@@ -98,8 +107,15 @@ class ModelRunner:
             self.batch.remove(req_id)
         for new in out.scheduled_new_reqs:
             self.batch.remove(new.req_id)
-            self.batch.add(new.req_id, new.token_ids, new.num_prompt_tokens, new.sampling_params,
-                           new.eos_token_ids, new.block_ids, new.num_computed_tokens)
+            self.batch.add(
+                new.req_id,
+                new.token_ids,
+                new.num_prompt_tokens,
+                new.sampling_params,
+                new.eos_token_ids,
+                new.block_ids,
+                new.num_computed_tokens,
+            )
         cached = out.scheduled_cached_reqs
         for req_id, tokens, blocks, computed in zip(
             cached.req_ids, cached.new_token_ids, cached.new_block_ids, cached.num_computed_tokens
@@ -184,8 +200,15 @@ class ModelRunner:
                 if lps is not None and wanted is not None:
                     logprobs[req_id] = lps[i][: 1 + wanted]
         t3 = time.perf_counter()
-        return ModelRunnerOutput(sampled_ids, logprobs, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t1 - t0) * 1e3,
-                                 compute_threads(self.device), graph_size or 0)
+        return ModelRunnerOutput(
+            sampled_ids,
+            logprobs,
+            (t2 - t1) * 1e3,
+            (t3 - t2) * 1e3,
+            (t1 - t0) * 1e3,
+            compute_threads(self.device),
+            graph_size or 0,
+        )
 
     def _sampling_metadata(self, rows: list[int], vocab: int) -> SamplingMetadata:
         b = self.batch
@@ -196,9 +219,7 @@ class ModelRunner:
             return None if all(v == neutral for v in values) else torch.tensor(values, dtype=dtype, device=dev)
 
         top_k = [p.top_k if p.top_k > 0 else vocab for p in params]
-        penalized = any(
-            p.presence_penalty or p.frequency_penalty or p.repetition_penalty != 1.0 for p in params
-        )
+        penalized = any(p.presence_penalty or p.frequency_penalty or p.repetition_penalty != 1.0 for p in params)
         num_out = [int(b.num_tokens[r] - b.num_prompt_tokens[r]) for r in rows]
         blocked = []
         for p, n, r in zip(params, num_out, rows):

@@ -49,9 +49,13 @@ def schedstat_available() -> bool:
 class ThreadGovernor:
     """Call `after_step()` after every engine step; it sets torch's intra-op thread count."""
 
-    def __init__(self, threads: int, read_delay: Callable[[], float] = threads_run_delay_s,
-                 clock: Callable[[], float] = time.monotonic,
-                 set_threads: Callable[[int], None] = torch.set_num_threads) -> None:
+    def __init__(
+        self,
+        threads: int,
+        read_delay: Callable[[], float] = threads_run_delay_s,
+        clock: Callable[[], float] = time.monotonic,
+        set_threads: Callable[[int], None] = torch.set_num_threads,
+    ) -> None:
         self.max_threads = threads  # the thread count chosen for an uncontended machine
         self.threads = threads  # the thread count in use
         self._read_delay = read_delay  # seconds of run delay so far
@@ -78,8 +82,12 @@ class ThreadGovernor:
         share = (delay - self._delay_start) / (elapsed * self.threads)
         self._contended = self._contended + 1 if share >= CONTENDED else 0
         if self._contended >= CONTENDED_WINDOWS:
-            log.info("compute threads %d -> 1: they waited for a core %.0f%% of the last %.1f s",
-                     self.threads, 100 * share, elapsed)
+            log.info(
+                "compute threads %d -> 1: they waited for a core %.0f%% of the last %.1f s",
+                self.threads,
+                100 * share,
+                elapsed,
+            )
             self._use(1, now)
             self._single_since = now
         else:

@@ -58,8 +58,7 @@ class DashboardCost:
 
 
 @contextlib.contextmanager
-def competing(mode: str, events_address: str | None = None,
-              engine_pid: int | None = None) -> Iterator["Competitor"]:
+def competing(mode: str, events_address: str | None = None, engine_pid: int | None = None) -> Iterator["Competitor"]:
     """Run the competing load of `mode` for the duration of the block, on an otherwise quiet machine."""
     if mode not in COMPETING_MODES:
         raise ValueError(f"competing load must be one of {', '.join(COMPETING_MODES)}, got {mode!r}")
@@ -69,8 +68,10 @@ def competing(mode: str, events_address: str | None = None,
         competitor.start_busy()
     elif mode == "dashboard":
         if events_address is None:
-            raise ValueError("--competing dashboard needs the multiprocess engine with step events "
-                             "(not --events off, not ENGINETUI_MULTIPROC=0)")
+            raise ValueError(
+                "--competing dashboard needs the multiprocess engine with step events "
+                "(not --events off, not ENGINETUI_MULTIPROC=0)"
+            )
         competitor.start_dashboard(events_address, engine_pid)
     try:
         yield competitor
@@ -102,13 +103,23 @@ class Competitor:
         rows, cols = TERMINAL_SIZE
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
-        command = [sys.executable, "-m", "enginetui.bench.dashboard_load", "--events", events_address,
-                   "--ready-file", str(tmp / "ready"), "--stats-file", str(tmp / "stats.json")]
+        command = [
+            sys.executable,
+            "-m",
+            "enginetui.bench.dashboard_load",
+            "--events",
+            events_address,
+            "--ready-file",
+            str(tmp / "ready"),
+            "--stats-file",
+            str(tmp / "stats.json"),
+        ]
         if engine_pid is not None:
             command += ["--engine-pid", str(engine_pid)]
         with open(tmp / "dashboard.log", "wb") as log:
-            self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=log, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                command, stdin=slave, stdout=slave, stderr=log, env=env, start_new_session=True
+            )
         os.close(slave)
         self._pty_master = master
         self._drain_thread = threading.Thread(target=_drain, args=(master,), name="dashboard-terminal", daemon=True)

@@ -129,11 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     if app.attached_at is not None:
         wall = time.monotonic() - app.attached_at
         cpu = _cpu_seconds() - app.cpu_at_attach
-        args.stats_file.write_text(json.dumps({
-            "wall_s": wall, "cpu_s": cpu, "cpu_share": cpu / wall if wall > 0 else 0.0,
-            "events": observer.events_seen, "missed_events": observer.missed.total, "redraws": app.redraws,
-            "redraw_ms_mean": 1e3 * app.redraw_s / app.redraws if app.redraws else 0.0,
-        }))
+        args.stats_file.write_text(
+            json.dumps(
+                {
+                    "wall_s": wall,
+                    "cpu_s": cpu,
+                    "cpu_share": cpu / wall if wall > 0 else 0.0,
+                    "events": observer.events_seen,
+                    "missed_events": observer.missed.total,
+                    "redraws": app.redraws,
+                    "redraw_ms_mean": 1e3 * app.redraw_s / app.redraws if app.redraws else 0.0,
+                }
+            )
+        )
     return 0  # the app closed the observer when it unmounted
 
 

@@ -64,8 +64,16 @@ class ProfileResult:
     summary: str = ""  # the one-line summary printed last
 
 
-def profile_decode(core: EngineCore, processor: Processor, output_processor: OutputProcessor, batch_size: int,
-                   input_len: int, warmup_steps: int, steps: int, seed: int = 0) -> ProfileRow:
+def profile_decode(
+    core: EngineCore,
+    processor: Processor,
+    output_processor: OutputProcessor,
+    batch_size: int,
+    input_len: int,
+    warmup_steps: int,
+    steps: int,
+    seed: int = 0,
+) -> ProfileRow:
     """Average `steps` decode steps with `batch_size` requests running (after `warmup_steps`)."""
     info = processor.info
     check_decode_capacity(info, batch_size, input_len, warmup_steps + steps)
@@ -79,8 +87,10 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
     client_ms = 0.0
     for _ in range(steps):
         if len(sched.running) != batch_size:
-            raise RuntimeError(f"{len(sched.running)} requests running, expected {batch_size} "
-                               f"(KV pool or max_model_len too small for --input-len and --steps?)")
+            raise RuntimeError(
+                f"{len(sched.running)} requests running, expected {batch_size} "
+                f"(KV pool or max_model_len too small for --input-len and --steps?)"
+            )
         outputs, _ = core.step()
         start = time.perf_counter()
         output_processor.process(outputs.outputs)
@@ -92,9 +102,14 @@ def profile_decode(core: EngineCore, processor: Processor, output_processor: Out
     step_ms = sum(stage_ms.values())
     overhead = sum(v for s, v in stage_ms.items() if s not in COMPUTE_STAGES)
     return ProfileRow(
-        batch_size=batch_size, steps=steps, step_ms=step_ms, stage_ms=stage_ms,
-        stage_share={s: 100.0 * v / step_ms for s, v in stage_ms.items()}, overhead_pct=100.0 * overhead / step_ms,
-        client_ms=client_ms / steps, tokens_per_s=batch_size * 1e3 / (step_ms + client_ms / steps),
+        batch_size=batch_size,
+        steps=steps,
+        step_ms=step_ms,
+        stage_ms=stage_ms,
+        stage_share={s: 100.0 * v / step_ms for s, v in stage_ms.items()},
+        overhead_pct=100.0 * overhead / step_ms,
+        client_ms=client_ms / steps,
+        tokens_per_s=batch_size * 1e3 / (step_ms + client_ms / steps),
     )
 
 
@@ -115,8 +130,14 @@ def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, ste
         )
 
 
-def start_decode_batch(core: EngineCore, processor: Processor, output_processor: OutputProcessor,
-                       prompts: list[list[int]], temperature: float, tag: str) -> list[str]:
+def start_decode_batch(
+    core: EngineCore,
+    processor: Processor,
+    output_processor: OutputProcessor,
+    prompts: list[list[int]],
+    temperature: float,
+    tag: str,
+) -> list[str]:
     """Add a request per prompt (long enough to decode until aborted) and step until every one has
     its prompt computed: from the next step on, the batch decodes. Returns the requests' ids."""
     info = processor.info
@@ -148,11 +169,18 @@ def run(args: argparse.Namespace) -> ProfileResult:
     info = core.describe(os.getpid())
     tokenizer = load_tokenizer(config, info.model_dir)
     processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
-    result = ProfileResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
-                           dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps)
+    result = ProfileResult(
+        model=kwargs["model"] or "default",
+        engine_args=kwargs,
+        device=info.device,
+        dtype=info.dtype,
+        input_len=args.input_len,
+        warmup_steps=args.warmup_steps,
+    )
     for n in args.batch_sizes:
-        result.rows.append(profile_decode(core, processor, output_processor, n, args.input_len, args.warmup_steps,
-                                          args.steps))
+        result.rows.append(
+            profile_decode(core, processor, output_processor, n, args.input_len, args.warmup_steps, args.steps)
+        )
     result.summary = report.profile_summary(result)
     return result
 

@@ -62,9 +62,9 @@ def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> list["BenchR
     """The workload for the model these engine arguments name: its vocabulary, its tokenizer for
     ShareGPT prompts (the --tokenizer given, else the model's own; none: the bytes/4 rule), checked
     to fit the model's length."""
+    from enginetui.bench.workload import check_fits, make_workload
     from enginetui.core.config import EngineConfig
     from enginetui.core.models.loader import load_hf_config
-    from enginetui.bench.workload import check_fits, make_workload
 
     hf_config = load_hf_config(EngineConfig(**kwargs))[0]
     tokenizer = None

@@ -40,8 +40,10 @@ class EventCounter:
         with self._cond:
             rows = [self._steps[s] for s in range(after_step + 1, through_step + 1) if s in self._steps]
         return StepCounts(
-            steps=len(rows), missed=(through_step - after_step) - len(rows),
-            prefill_tokens=sum(r[0] for r in rows), decode_tokens=sum(r[1] for r in rows),
+            steps=len(rows),
+            missed=(through_step - after_step) - len(rows),
+            prefill_tokens=sum(r[0] for r in rows),
+            decode_tokens=sum(r[1] for r in rows),
             preemptions=sum(r[2] for r in rows),
         )
 

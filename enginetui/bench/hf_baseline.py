@@ -58,9 +58,15 @@ def run_hf(model: "PreTrainedModel", workload: list[BenchRequest], batch_size: i
     prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
     output_tokens = total_output_len(workload)
     return HFRun(
-        batch_size=batch_size, num_batches=len(batches), elapsed_s=elapsed, num_requests=len(workload),
-        prompt_tokens=prompt_tokens, output_tokens=output_tokens, generated_tokens=generated,
-        requests_per_s=len(workload) / elapsed, total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed,
+        batch_size=batch_size,
+        num_batches=len(batches),
+        elapsed_s=elapsed,
+        num_requests=len(workload),
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        generated_tokens=generated,
+        requests_per_s=len(workload) / elapsed,
+        total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed,
         output_tokens_per_s=output_tokens / elapsed,
     )
 
@@ -76,11 +82,18 @@ def _generate(model: "PreTrainedModel", batch: list[BenchRequest], pad_id: int, 
     for row, r in enumerate(batch):
         input_ids[row, width - len(r.prompt_token_ids) :] = torch.tensor(r.prompt_token_ids)
         attention_mask[row, width - len(r.prompt_token_ids) :] = 1
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else {
-        "do_sample": False}
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     out = model.generate(  # type: ignore[operator]  # a causal LM's (GenerationMixin), not declared on PreTrainedModel
-        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens, pad_token_id=pad_id, **sampling,
+        input_ids=input_ids.to(device),
+        attention_mask=attention_mask.to(device),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=pad_id,
+        **sampling,
     )  # [batch, width + new_tokens]
     if out.shape[1] != width + new_tokens:
         raise RuntimeError(f"generate made {out.shape[1] - width} tokens per row, expected {new_tokens}")

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from enginetui.core import SamplingParams
-from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.core import SamplingParams
+from enginetui.core.record.recorder import RecordingSummary
 from enginetui.vllm_launch import vllm_python
 
 
@@ -101,8 +101,9 @@ def arrival_offsets(num_requests: int, request_rate: float, seed: int) -> list[f
     return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request arrives at once
 
 
-async def _one_request(engine, request_id: str, req: BenchRequest, delay: float, t0: float,
-                       temperature: float) -> RequestTiming:
+async def _one_request(
+    engine, request_id: str, req: BenchRequest, delay: float, t0: float, temperature: float
+) -> RequestTiming:
     await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
     params = SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=req.output_len)
     timing = RequestTiming(sent=time.perf_counter())
@@ -117,17 +118,20 @@ async def _one_request(engine, request_id: str, req: BenchRequest, delay: float,
     return timing
 
 
-async def measure(engine, workload: list[BenchRequest], offsets: list[float], temperature: float,
-                  prefix: str = "bench") -> tuple[list[RequestTiming], float]:
+async def measure(
+    engine, workload: list[BenchRequest], offsets: list[float], temperature: float, prefix: str = "bench"
+) -> tuple[list[RequestTiming], float]:
     """Send the workload on its arrival schedule; the timings and the run's duration."""
     t0 = time.perf_counter()
-    timings = await asyncio.gather(*(_one_request(engine, f"{prefix}-{i}", r, offsets[i], t0, temperature)
-                                     for i, r in enumerate(workload)))
+    timings = await asyncio.gather(
+        *(_one_request(engine, f"{prefix}-{i}", r, offsets[i], t0, temperature) for i, r in enumerate(workload))
+    )
     return list(timings), max(t.done for t in timings) - t0
 
 
-def summarize(engine: str, competing_load: str, workload: list[BenchRequest], timings: list[RequestTiming],
-              duration: float) -> LatencyRun:
+def summarize(
+    engine: str, competing_load: str, workload: list[BenchRequest], timings: list[RequestTiming], duration: float
+) -> LatencyRun:
     """Latency distributions and throughput from the per-request timings."""
     expected = total_output_len(workload)
     output_tokens = sum(t.num_output_tokens for t in timings)
@@ -135,20 +139,31 @@ def summarize(engine: str, competing_load: str, workload: list[BenchRequest], ti
         raise RuntimeError(f"{engine} generated {output_tokens} tokens, the workload asks for {expected}")
     prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
     return LatencyRun(
-        engine=engine, competing=competing_load, duration_s=duration, requests_per_s=len(timings) / duration,
-        output_tokens_per_s=output_tokens / duration, total_tokens_per_s=(prompt_tokens + output_tokens) / duration,
+        engine=engine,
+        competing=competing_load,
+        duration_s=duration,
+        requests_per_s=len(timings) / duration,
+        output_tokens_per_s=output_tokens / duration,
+        total_tokens_per_s=(prompt_tokens + output_tokens) / duration,
         ttft_ms=Distribution.of([t.token_times[0] - t.sent for t in timings]),
-        tpot_ms=Distribution.of([(t.done - t.token_times[0]) / (t.num_output_tokens - 1)
-                                 for t in timings if t.num_output_tokens > 1]),
-        itl_ms=Distribution.of([b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:])],
-                               keep_samples=False),  # a sample per token: too many to keep
+        tpot_ms=Distribution.of(
+            [(t.done - t.token_times[0]) / (t.num_output_tokens - 1) for t in timings if t.num_output_tokens > 1]
+        ),
+        itl_ms=Distribution.of(
+            [b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:])], keep_samples=False
+        ),  # a sample per token: too many to keep
         e2e_ms=Distribution.of([t.done - t.sent for t in timings]),
     )
 
 
-def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offsets: list[float], loads: list[str],
-                     temperature: float,
-                     record: str | None = None) -> tuple[list[LatencyRun], str, RecordingSummary | None]:
+def benchmark_engine(
+    kwargs: dict[str, Any],
+    workload: list[BenchRequest],
+    offsets: list[float],
+    loads: list[str],
+    temperature: float,
+    record: str | None = None,
+) -> tuple[list[LatencyRun], str, RecordingSummary | None]:
     """Our engine (AsyncLLM, streaming): warm up, then one pass per competing load. Returns the runs,
     the dtype the engine computed in and what the recording holds (`record`: its file, or None)."""
     from enginetui.core.engine.async_llm import AsyncLLM
@@ -173,9 +188,16 @@ def benchmark_engine(kwargs: dict[str, Any], workload: list[BenchRequest], offse
     return asyncio.run(go())
 
 
-def benchmark_vllm(python: str, model_dir: str, engine: dict[str, Any], workload: list[BenchRequest],
-                   offsets: list[float], cores_modes: list[str], loads: list[str],
-                   temperature: float) -> tuple[list[LatencyRun], str]:
+def benchmark_vllm(
+    python: str,
+    model_dir: str,
+    engine: dict[str, Any],
+    workload: list[BenchRequest],
+    offsets: list[float],
+    cores_modes: list[str],
+    loads: list[str],
+    temperature: float,
+) -> tuple[list[LatencyRun], str]:
     """vLLM's AsyncLLM on the same requests and arrivals: one engine per cores mode, a pass per load."""
     prompts = [r.prompt_token_ids for r in workload]
     output_lens = [r.output_len for r in workload]
@@ -206,17 +228,31 @@ def run(args: argparse.Namespace) -> LatencyResult:
         runs, _, recording = benchmark_engine(kwargs, workload, offsets, loads, args.temperature, args.record)
     else:
         with shared_weights(kwargs) as (shared_kwargs, weights_dir):
-            runs, dtype, recording = benchmark_engine(shared_kwargs, workload, offsets, loads, args.temperature,
-                                                      args.record)
+            runs, dtype, recording = benchmark_engine(
+                shared_kwargs, workload, offsets, loads, args.temperature, args.record
+            )
             peer_runs, version = benchmark_vllm(
-                python, str(weights_dir), vllm_engine_kwargs(shared_kwargs, dtype), workload, offsets,
-                list(dict.fromkeys(args.vllm_cores)), [x for x in loads if x in VLLM_COMPETING], args.temperature)
+                python,
+                str(weights_dir),
+                vllm_engine_kwargs(shared_kwargs, dtype),
+                workload,
+                offsets,
+                list(dict.fromkeys(args.vllm_cores)),
+                [x for x in loads if x in VLLM_COMPETING],
+                args.temperature,
+            )
             runs += peer_runs
     result = LatencyResult(
-        workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        workload=spec,
+        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
         output_tokens=total_output_len(workload),
-        request_rate=None if math.isinf(args.request_rate) else args.request_rate, temperature=args.temperature,
-        model=kwargs["model"] or "default", engine_args=kwargs, runs=runs, vllm_version=version, recording=recording,
+        request_rate=None if math.isinf(args.request_rate) else args.request_rate,
+        temperature=args.temperature,
+        model=kwargs["model"] or "default",
+        engine_args=kwargs,
+        runs=runs,
+        vllm_version=version,
+        recording=recording,
     )
     result.summary = report.latency_summary(result)
     return result

@@ -11,8 +11,21 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kv write", ("reshape_and_cache", "kv_cache_update")),  # new keys and values into the paged cache
     ("attention", ("attention",)),  # paged attention over the cache (and vLLM's custom-op wrapper around it)
     ("gemm", ("linear", "addmm", "onednn_mm", "aten::mm", "aten::bmm", "matmul")),  # the projections and lm_head
-    ("sampling", ("gumbel", "argmax", "softmax", "searchsorted", "cumsum", "uniform", "exponential", "multinomial",
-                  "topk", "aten::sort")),  # logits to tokens
+    (
+        "sampling",
+        (
+            "gumbel",
+            "argmax",
+            "softmax",
+            "searchsorted",
+            "cumsum",
+            "uniform",
+            "exponential",
+            "multinomial",
+            "topk",
+            "aten::sort",
+        ),
+    ),  # logits to tokens
     ("compiled", ("compiled", "graph", "bytecode", "aotdispatcher")),  # torch.compile'd regions (fused elementwise)
 )
 OTHER = "other ops"  # every operator no kind names

@@ -90,9 +90,17 @@ class OpsResult:
     summary: str = ""  # the one-line summary printed last
 
 
-def measure_ours(core: EngineCore, processor: Processor, output_processor: OutputProcessor, prompts: list[list[int]],
-                 step_prompts: list[list[int]], warmup_steps: int, steps: int, temperature: float,
-                 repeat: int) -> OpsPass:
+def measure_ours(
+    core: EngineCore,
+    processor: Processor,
+    output_processor: OutputProcessor,
+    prompts: list[list[int]],
+    step_prompts: list[list[int]],
+    warmup_steps: int,
+    steps: int,
+    temperature: float,
+    repeat: int,
+) -> OpsPass:
     """Our engine's pass: the batch filled, warmed up, then timed and profiled, each step adding the
     next of `step_prompts` when given; the batch aborted after."""
     tag = f"ops-{repeat}"
@@ -124,8 +132,16 @@ def measure_ours(core: EngineCore, processor: Processor, output_processor: Outpu
     return _pass("ours", repeat, measured, steps)
 
 
-def measure_vllm(peer: VLLMPeer, prompts: list[list[int]], step_prompts: list[list[int]], max_tokens: int,
-                 warmup_steps: int, steps: int, temperature: float, repeat: int) -> OpsPass:
+def measure_vllm(
+    peer: VLLMPeer,
+    prompts: list[list[int]],
+    step_prompts: list[list[int]],
+    max_tokens: int,
+    warmup_steps: int,
+    steps: int,
+    temperature: float,
+    repeat: int,
+) -> OpsPass:
     """vLLM's pass, the same way in its runner."""
     measured = peer.ops(prompts, max_tokens, warmup_steps, steps, temperature, step_prompts)
     _check_outputs(measured["outputs"], len(prompts) + bool(step_prompts), "vLLM")
@@ -135,23 +151,30 @@ def measure_vllm(peer: VLLMPeer, prompts: list[list[int]], step_prompts: list[li
 def _check_outputs(counts: list[int], expected: int, engine: str) -> None:
     """Every measured step gave a token to each request of the batch and to its new prompt's request."""
     if any(n != expected for n in counts):
-        raise RuntimeError(f"{engine}: a measured step gave tokens to {min(counts)}-{max(counts)} requests, not "
-                           f"{expected} (KV pool, max_model_len or the token budget too small for the step shape?)")
+        raise RuntimeError(
+            f"{engine}: a measured step gave tokens to {min(counts)}-{max(counts)} requests, not "
+            f"{expected} (KV pool, max_model_len or the token budget too small for the step shape?)"
+        )
 
 
 def check_budget(config: EngineConfig, batch_size: int, prompt_len: int) -> None:
     """Refuse a step shape whose new prompt the token budget cannot compute whole beside the batch."""
     if prompt_len and batch_size + prompt_len > config.max_num_batched_tokens:
-        raise ValueError(f"{batch_size} decoding requests and a {prompt_len}-token prompt need {batch_size + prompt_len} "
-                         f"tokens in one step; the budget is {config.max_num_batched_tokens}: lower --prompt-lens or "
-                         f"raise --max-num-batched-tokens")
+        raise ValueError(
+            f"{batch_size} decoding requests and a {prompt_len}-token prompt need {batch_size + prompt_len} "
+            f"tokens in one step; the budget is {config.max_num_batched_tokens}: lower --prompt-lens or "
+            f"raise --max-num-batched-tokens"
+        )
 
 
 def _pass(engine: str, repeat: int, measured: dict, steps: int) -> OpsPass:
     ops = {name: (us, calls) for name, (us, calls) in measured["ops"].items()}
     top = sorted(ops.items(), key=lambda kv: -kv[1][0])[:TOP_OPS]
     return OpsPass(
-        engine=engine, repeat=repeat, step_ms=measured["step_ms"], profiled_step_ms=measured["profiled_step_ms"],
+        engine=engine,
+        repeat=repeat,
+        step_ms=measured["step_ms"],
+        profiled_step_ms=measured["profiled_step_ms"],
         kind_ms=ms_per_kind(ops, steps, measured["profiled_step_ms"]),
         top_ops=[(name, us / 1e3 / steps, calls // steps) for name, (us, calls) in top],
     )
@@ -176,9 +199,16 @@ def run(args: argparse.Namespace) -> OpsResult:
         info = core.describe(os.getpid())
         tokenizer = load_tokenizer(config, info.model_dir)
         processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
-        result = OpsResult(model=kwargs["model"] or "default", engine_args=kwargs, device=info.device,
-                           dtype=info.dtype, input_len=args.input_len, warmup_steps=args.warmup_steps,
-                           steps=args.steps, temperature=args.temperature)
+        result = OpsResult(
+            model=kwargs["model"] or "default",
+            engine_args=kwargs,
+            device=info.device,
+            dtype=info.dtype,
+            input_len=args.input_len,
+            warmup_steps=args.warmup_steps,
+            steps=args.steps,
+            temperature=args.temperature,
+        )
         shapes = [(b, n) for b in args.batch_sizes for n in (args.prompt_lens or [0])]
         steps = args.warmup_steps + 2 * args.steps  # each step of a pass computes one new prompt (with --prompt-lens)
         for batch_size, prompt_len in shapes:  # every shape, before any engine is measured
@@ -188,8 +218,15 @@ def run(args: argparse.Namespace) -> OpsResult:
             check_budget(config, batch_size, prompt_len)
         peer = None
         if python is not None:
-            peer = stack.enter_context(VLLMPeer(python, str(weights_dir), vllm_engine_kwargs(engine_kwargs, info.dtype),
-                                                args.vllm_cores, in_process=True))
+            peer = stack.enter_context(
+                VLLMPeer(
+                    python,
+                    str(weights_dir),
+                    vllm_engine_kwargs(engine_kwargs, info.dtype),
+                    args.vllm_cores,
+                    in_process=True,
+                )
+            )
             result.vllm_version = peer.version
         rng = np.random.default_rng(config.seed)
         for batch_size, prompt_len in shapes:
@@ -197,14 +234,37 @@ def run(args: argparse.Namespace) -> OpsResult:
             row = OpsRow(batch_size=batch_size, prompt_len=prompt_len)
             for repeat in range(args.repeats):  # in turns: a drift of the machine hits both engines alike
                 # fresh prompts each pass, the same for both engines: none is found in a prefix cache
-                step_prompts = [rng.integers(0, info.vocab_size, size=prompt_len).tolist()
-                                for _ in range(steps if prompt_len else 0)]
+                step_prompts = [
+                    rng.integers(0, info.vocab_size, size=prompt_len).tolist()
+                    for _ in range(steps if prompt_len else 0)
+                ]
                 with frozen(*([peer.proc] if peer is not None else [])):  # an idle vLLM wakes ~1,300 times a second
-                    row.passes.append(measure_ours(core, processor, output_processor, prompts, step_prompts,
-                                                   args.warmup_steps, args.steps, args.temperature, repeat))
+                    row.passes.append(
+                        measure_ours(
+                            core,
+                            processor,
+                            output_processor,
+                            prompts,
+                            step_prompts,
+                            args.warmup_steps,
+                            args.steps,
+                            args.temperature,
+                            repeat,
+                        )
+                    )
                 if peer is not None:
-                    row.passes.append(measure_vllm(peer, prompts, step_prompts, info.max_model_len - args.input_len,
-                                                   args.warmup_steps, args.steps, args.temperature, repeat))
+                    row.passes.append(
+                        measure_vllm(
+                            peer,
+                            prompts,
+                            step_prompts,
+                            info.max_model_len - args.input_len,
+                            args.warmup_steps,
+                            args.steps,
+                            args.temperature,
+                            repeat,
+                        )
+                    )
             for engine in dict.fromkeys(p.engine for p in row.passes):
                 row.median_ms[engine] = medians([p for p in row.passes if p.engine == engine])
             result.rows.append(row)

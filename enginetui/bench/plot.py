@@ -22,8 +22,9 @@ def save_plot(draw, result: Any, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig = draw(plt, result)
-    fig.suptitle("\n".join([f"enginetui bench · {result.model}", *textwrap.wrap(result.summary, SUMMARY_WIDTH)]),
-                 fontsize=8)
+    fig.suptitle(
+        "\n".join([f"enginetui bench · {result.model}", *textwrap.wrap(result.summary, SUMMARY_WIDTH)]), fontsize=8
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -40,8 +41,14 @@ def throughput_figure(plt, result):
         passes = [r.output_tokens_per_s for r in result.vllm_runs if r.label == label]
         bars.append((label, best.output_tokens_per_s, passes, PEER_COLOR))
     if result.hf_best is not None:
-        bars.append((f"hf generate (batch {result.hf_best.batch_size})", result.hf_best.output_tokens_per_s,
-                     [r.output_tokens_per_s for r in result.hf_runs], PEER_COLOR))
+        bars.append(
+            (
+                f"hf generate (batch {result.hf_best.batch_size})",
+                result.hf_best.output_tokens_per_s,
+                [r.output_tokens_per_s for r in result.hf_runs],
+                PEER_COLOR,
+            )
+        )
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(bars) + 1.5))
     y = np.arange(len(bars))
     ax.barh(y, [b[1] for b in bars], color=[b[3] for b in bars])
@@ -58,8 +65,9 @@ def throughput_figure(plt, result):
 def latency_figure(plt, result):
     """CDFs of TTFT, time per output token and end-to-end latency, a curve per engine and load."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-    for ax, field, title in zip(axes, ("ttft_ms", "tpot_ms", "e2e_ms"),
-                                ("time to first token", "time per output token", "end to end")):
+    for ax, field, title in zip(
+        axes, ("ttft_ms", "tpot_ms", "e2e_ms"), ("time to first token", "time per output token", "end to end")
+    ):
         for run in result.runs:
             samples = np.sort(np.asarray(getattr(run, field).samples))
             if samples.size:

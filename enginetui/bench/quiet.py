@@ -23,8 +23,9 @@ def busy_share(seconds: float) -> float:
     return psutil.cpu_percent(interval=seconds) / 100
 
 
-def wait_until_quiet(sample: Callable[[float], float] = busy_share,
-                     clock: Callable[[], float] = time.monotonic) -> bool:
+def wait_until_quiet(
+    sample: Callable[[float], float] = busy_share, clock: Callable[[], float] = time.monotonic
+) -> bool:
     """Return once QUIET_SAMPLES samples in a row were quiet (True), or after TIMEOUT_S (False, with
     a line on stderr)."""
     deadline = clock() + TIMEOUT_S
@@ -33,6 +34,8 @@ def wait_until_quiet(sample: Callable[[float], float] = busy_share,
         quiet = quiet + 1 if sample(SAMPLE_S) < QUIET_SHARE else 0
         if quiet >= QUIET_SAMPLES:
             return True
-    print(f"bench: the machine was still busy after {TIMEOUT_S:.0f} s of waiting; this pass runs beside "
-          "that load", file=sys.stderr)
+    print(
+        f"bench: the machine was still busy after {TIMEOUT_S:.0f} s of waiting; this pass runs beside that load",
+        file=sys.stderr,
+    )
     return False

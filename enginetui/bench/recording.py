@@ -9,18 +9,23 @@ from pathlib import Path
 
 
 def add_record_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--record", metavar="FILE",
-                        help="record every step event of our engine to FILE (replay it with `enginetui replay "
-                             "FILE`); with throughput, the engine of the `record` events mode (the default "
-                             "mode then)")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record every step event of our engine to FILE (replay it with `enginetui replay "
+        "FILE`); with throughput, the engine of the `record` events mode (the default "
+        "mode then)",
+    )
 
 
 def event_modes(args: argparse.Namespace) -> list[str]:
     """The events modes asked for: --events, else `record` with --record, else `on`."""
     modes = list(dict.fromkeys(args.events or (["record"] if args.record else ["on"])))
     if args.record and "record" not in modes:
-        raise ValueError(f"--record {args.record} records the `record` events mode: add it to --events "
-                         f"(--events {' '.join(modes)} record)")
+        raise ValueError(
+            f"--record {args.record} records the `record` events mode: add it to --events "
+            f"(--events {' '.join(modes)} record)"
+        )
     return modes
 
 

@@ -56,9 +56,11 @@ def finish(result: Any, args: argparse.Namespace) -> None:
 def workload_line(result: Any) -> str:
     w = result.workload
     if w.dataset == "sharegpt":
-        return (f"workload sharegpt: {w.num_prompts} ShareGPT conversations (vLLM's filter: prompt {w.min_input_len}-"
-                f"{w.max_input_len}, prompt + output at most {w.min_input_len + w.max_output_len}), seed {w.seed} "
-                f"({result.prompt_tokens} prompt + {result.output_tokens} output tokens)")
+        return (
+            f"workload sharegpt: {w.num_prompts} ShareGPT conversations (vLLM's filter: prompt {w.min_input_len}-"
+            f"{w.max_input_len}, prompt + output at most {w.min_input_len + w.max_output_len}), seed {w.seed} "
+            f"({result.prompt_tokens} prompt + {result.output_tokens} output tokens)"
+        )
     prefix = f"{w.prefix_len}-token shared prefix + " if w.prefix_len else ""
     return (
         f"workload {w.name}: {w.num_prompts} prompts, input {prefix}{w.min_input_len}-{w.max_input_len}, "
@@ -76,13 +78,38 @@ def print_throughput(result) -> None:
     rows = []
     for r in result.runs:
         s, d = r.steps, r.dashboard
-        rows.append([r.events, r.competing, r.repeat, r.elapsed_s, r.requests_per_s, r.total_tokens_per_s,
-                     r.output_tokens_per_s, r.cached_prompt_tokens, s.prefill_tokens if s else None,
-                     s.steps if s else None, s.preemptions if s else None,
-                     None if r.engine_cores is None else f"{r.engine_cores:.2f}",
-                     d.describe() if d else None])
-    headers = ["events", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok",
-               "prefill tok", "steps", "preempted", "engine cores", "dashboard"]
+        rows.append(
+            [
+                r.events,
+                r.competing,
+                r.repeat,
+                r.elapsed_s,
+                r.requests_per_s,
+                r.total_tokens_per_s,
+                r.output_tokens_per_s,
+                r.cached_prompt_tokens,
+                s.prefill_tokens if s else None,
+                s.steps if s else None,
+                s.preemptions if s else None,
+                None if r.engine_cores is None else f"{r.engine_cores:.2f}",
+                d.describe() if d else None,
+            ]
+        )
+    headers = [
+        "events",
+        "competing",
+        "pass",
+        "time s",
+        "req/s",
+        "total tok/s",
+        "output tok/s",
+        "cached prompt tok",
+        "prefill tok",
+        "steps",
+        "preempted",
+        "engine cores",
+        "dashboard",
+    ]
     headers, rows, notes = _measured_columns(headers, rows)
     print(table(headers, rows))
     for note in notes:
@@ -92,8 +119,9 @@ def print_throughput(result) -> None:
         ratios = ", ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items())
         print(f"step events (best pass each, output tok/s relative to events off): {ratios}")
     if result.record_ratio is not None:
-        print(f"recording (best pass each, output tok/s relative to events on, not recorded): "
-              f"{result.record_ratio:.3f}x")
+        print(
+            f"recording (best pass each, output tok/s relative to events on, not recorded): {result.record_ratio:.3f}x"
+        )
     if result.recording is not None:
         print(recording_line(result.recording))
     if result.competing_ratio:
@@ -101,31 +129,64 @@ def print_throughput(result) -> None:
         print(f"beside a competing load (best pass each, output tok/s relative to alone): {ratios}")
     if result.hf_runs:
         print("transformers generate, static left-padded batches (useful output tokens only):")
-        print(table(["batch", "batches", "time s", "req/s", "total tok/s", "output tok/s", "computed out tok"],
-                    [[h.batch_size, h.num_batches, h.elapsed_s, h.requests_per_s, h.total_tokens_per_s,
-                      h.output_tokens_per_s, h.generated_tokens] for h in result.hf_runs]))
+        print(
+            table(
+                ["batch", "batches", "time s", "req/s", "total tok/s", "output tok/s", "computed out tok"],
+                [
+                    [
+                        h.batch_size,
+                        h.num_batches,
+                        h.elapsed_s,
+                        h.requests_per_s,
+                        h.total_tokens_per_s,
+                        h.output_tokens_per_s,
+                        h.generated_tokens,
+                    ]
+                    for h in result.hf_runs
+                ],
+            )
+        )
     if result.vllm_runs:
-        print(f"vLLM {result.vllm_version} LLM.generate, its defaults (cores: default = its own binding, "
-              "all = the model on every core):")
-        print(table(["cores", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s",
-                     "cached prompt tok"],
-                    [[v.cores, v.competing, v.repeat, v.elapsed_s, v.requests_per_s, v.total_tokens_per_s,
-                      v.output_tokens_per_s, v.cached_prompt_tokens] for v in result.vllm_runs]))
+        print(
+            f"vLLM {result.vllm_version} LLM.generate, its defaults (cores: default = its own binding, "
+            "all = the model on every core):"
+        )
+        print(
+            table(
+                ["cores", "competing", "pass", "time s", "req/s", "total tok/s", "output tok/s", "cached prompt tok"],
+                [
+                    [
+                        v.cores,
+                        v.competing,
+                        v.repeat,
+                        v.elapsed_s,
+                        v.requests_per_s,
+                        v.total_tokens_per_s,
+                        v.output_tokens_per_s,
+                        v.cached_prompt_tokens,
+                    ]
+                    for v in result.vllm_runs
+                ],
+            )
+        )
         print(_spread_line("vLLM", result.vllm_runs))
         ratios = ", ".join(f"{label} {v:.2f}x" for label, v in result.vllm_ratio.items())
         print(f"ours / vLLM (best pass each, output tok/s, same competing load): {ratios}")
     if result.vllm_agreement is not None:
         a = result.vllm_agreement
-        print(f"greedy tokens vs vLLM: {a.identical_requests}/{a.num_requests} requests identical, "
-              f"{100 * a.agreeing_token_share:.1f}% of tokens before the first difference")
+        print(
+            f"greedy tokens vs vLLM: {a.identical_requests}/{a.num_requests} requests identical, "
+            f"{100 * a.agreeing_token_share:.1f}% of tokens before the first difference"
+        )
 
 
 # The throughput table's columns that only some passes measure: why the others have none. A column no pass
 # measured is left out, with its line where the reader would miss it (None: silently).
 ONLY_SOME_PASSES = {
     "prefill tok": "prefill tok, steps and preempted are summed from the step events by a live subscriber "
-                   "(--events subscriber)",
-    "steps": None, "preempted": None,  # said with prefill tok
+    "(--events subscriber)",
+    "steps": None,
+    "preempted": None,  # said with prefill tok
     "engine cores": "engine cores: the EngineCore process's CPU time, measured where it runs in its own process",
     "dashboard": None,  # only with --competing dashboard, which names it
 }
@@ -156,8 +217,12 @@ def _spread_line(name: str, runs) -> str:
 
 def throughput_summary(result) -> str:
     base = result.best[result.reference]
-    parts = [(f"throughput {result.workload.name}: {base.requests_per_s:.2f} req/s, "
-              f"{base.total_tokens_per_s:.1f} total tok/s, {base.output_tokens_per_s:.1f} output tok/s")]
+    parts = [
+        (
+            f"throughput {result.workload.name}: {base.requests_per_s:.2f} req/s, "
+            f"{base.total_tokens_per_s:.1f} total tok/s, {base.output_tokens_per_s:.1f} output tok/s"
+        )
+    ]
     if result.events_ratio:
         parts.append("events " + " ".join(f"{m} {v:.3f}x" for m, v in result.events_ratio.items()))
     if result.record_ratio is not None:
@@ -165,31 +230,48 @@ def throughput_summary(result) -> str:
     if result.competing_ratio:
         parts.append("beside " + " ".join(f"{m} {v:.3f}x" for m, v in result.competing_ratio.items()))
     if result.hf_best is not None:
-        parts.append(f"HF {result.hf_best.output_tokens_per_s:.1f} output tok/s (batch {result.hf_best.batch_size})"
-                     f" -> {result.hf_ratio:.2f}x HF")
+        parts.append(
+            f"HF {result.hf_best.output_tokens_per_s:.1f} output tok/s (batch {result.hf_best.batch_size})"
+            f" -> {result.hf_ratio:.2f}x HF"
+        )
     for label, peer in result.vllm_best.items():
         ratio = result.vllm_ratio.get(label)
-        parts.append(f"{label} {peer.output_tokens_per_s:.1f} output tok/s" +
-                     (f" -> {ratio:.2f}x" if ratio is not None else ""))
+        parts.append(
+            f"{label} {peer.output_tokens_per_s:.1f} output tok/s" + (f" -> {ratio:.2f}x" if ratio is not None else "")
+        )
     return " | ".join(parts)
 
 
 def recording_line(summary) -> str:
     """What a benchmark's recording holds and where it went (a temporary one is gone by now)."""
     where = f"written to {summary.path}" if os.path.exists(summary.path) else "written to a temporary file, removed"
-    return (f"recording: {summary.num_events} events, {summary.missed_events} missed, "
-            f"{summary.num_bytes / 2**20:.1f} MiB, {where}")
+    return (
+        f"recording: {summary.num_events} events, {summary.missed_events} missed, "
+        f"{summary.num_bytes / 2**20:.1f} MiB, {where}"
+    )
 
 
 # ---- profile -------------------------------------------------------------------------------
 
 
 def print_profile(result) -> None:
-    print(f"decode step profile: {result.model} on {result.device} ({result.dtype}), in-process engine, "
-          f"prompts of {result.input_len} tokens, {engine_settings(result.engine_args)}")
+    print(
+        f"decode step profile: {result.model} on {result.device} ({result.dtype}), in-process engine, "
+        f"prompts of {result.input_len} tokens, {engine_settings(result.engine_args)}"
+    )
     stages = list(result.rows[0].stage_ms) if result.rows else []
-    rows = [[r.batch_size, r.steps, r.step_ms, *(f"{r.stage_ms[s]:.2f} ({r.stage_share[s]:.1f}%)" for s in stages),
-             f"{r.overhead_pct:.1f}%", r.client_ms, r.tokens_per_s] for r in result.rows]
+    rows = [
+        [
+            r.batch_size,
+            r.steps,
+            r.step_ms,
+            *(f"{r.stage_ms[s]:.2f} ({r.stage_share[s]:.1f}%)" for s in stages),
+            f"{r.overhead_pct:.1f}%",
+            r.client_ms,
+            r.tokens_per_s,
+        ]
+        for r in result.rows
+    ]
     print(table(["running", "steps", "step ms", *(f"{s} ms" for s in stages), "overhead", "client ms", "tok/s"], rows))
 
 
@@ -205,10 +287,12 @@ def print_ops(result) -> None:
     from enginetui.bench.op_kinds import ORDER
 
     peer = f", against vLLM {result.vllm_version} on the same weights and prompts" if result.vllm_version else ""
-    print(f"step operators: {result.model} on {result.device} ({result.dtype}), decoding requests of "
-          f"{result.input_len} prompt tokens, temperature {result.temperature:g}, {result.steps} steps timed and "
-          f"{result.steps} profiled per pass{peer}; ms per step, median of the passes (range); ours with "
-          f"{engine_settings(result.engine_args)}")
+    print(
+        f"step operators: {result.model} on {result.device} ({result.dtype}), decoding requests of "
+        f"{result.input_len} prompt tokens, temperature {result.temperature:g}, {result.steps} steps timed and "
+        f"{result.steps} profiled per pass{peer}; ms per step, median of the passes (range); ours with "
+        f"{engine_settings(result.engine_args)}"
+    )
     for row in result.rows:
         engines = list(row.median_ms)
         print(f"\n{row.shape()} ({sum(p.engine == engines[0] for p in row.passes)} passes each)")
@@ -219,7 +303,9 @@ def print_ops(result) -> None:
                 values = [p.ms(kind) for p in row.passes if p.engine == engine]
                 cells.append(f"{row.median_ms[engine][kind]:.2f} ({min(values):.2f}-{max(values):.2f})")
             ratio = _ratio(row.median_ms, kind) if len(engines) > 1 else None
-            rows.append([kind if kind != "step" else "step, unprofiled", *cells, *([ratio] if len(engines) > 1 else [])])
+            rows.append(
+                [kind if kind != "step" else "step, unprofiled", *cells, *([ratio] if len(engines) > 1 else [])]
+            )
         headers = ["kind", *(_ENGINE_NAMES[e] for e in engines), *(["ours / vLLM"] if len(engines) > 1 else [])]
         print(table(headers, rows))
         for engine in engines:
@@ -258,10 +344,14 @@ def print_latency(result) -> None:
         d = r.dashboard
         cost = f"; dashboard {d.describe()}" if d else ""
         version = f" {result.vllm_version}" if r.engine.startswith("vllm") else ""
-        print(f"{r.label}{version}: duration {r.duration_s:.2f} s, {r.requests_per_s:.2f} req/s, "
-              f"{r.output_tokens_per_s:.1f} output tok/s, {r.total_tokens_per_s:.1f} total tok/s{cost}")
-        rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
-                (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))]
+        print(
+            f"{r.label}{version}: duration {r.duration_s:.2f} s, {r.requests_per_s:.2f} req/s, "
+            f"{r.output_tokens_per_s:.1f} output tok/s, {r.total_tokens_per_s:.1f} total tok/s{cost}"
+        )
+        rows = [
+            [name, d.mean, d.median, d.p99, d.count]
+            for name, d in (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))
+        ]
         print(table(["ms", "mean", "median", "p99", "samples"], rows))
     if result.recording is not None:
         print(recording_line(result.recording))
@@ -270,10 +360,14 @@ def print_latency(result) -> None:
 def latency_summary(result) -> str:
     rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
     ours = result.runs[0]
-    parts = [(f"latency {result.workload.name} @ {rate} req/s: TTFT median {ours.ttft_ms.median:.1f} ms "
-              f"(p99 {ours.ttft_ms.p99:.1f}), TPOT median {ours.tpot_ms.median:.1f} ms, ITL median "
-              f"{ours.itl_ms.median:.1f} ms, E2E median {ours.e2e_ms.median:.1f} ms | "
-              f"{ours.requests_per_s:.2f} req/s, {ours.output_tokens_per_s:.1f} output tok/s")]
+    parts = [
+        (
+            f"latency {result.workload.name} @ {rate} req/s: TTFT median {ours.ttft_ms.median:.1f} ms "
+            f"(p99 {ours.ttft_ms.p99:.1f}), TPOT median {ours.tpot_ms.median:.1f} ms, ITL median "
+            f"{ours.itl_ms.median:.1f} ms, E2E median {ours.e2e_ms.median:.1f} ms | "
+            f"{ours.requests_per_s:.2f} req/s, {ours.output_tokens_per_s:.1f} output tok/s"
+        )
+    ]
     mine = {r.competing: r for r in result.runs if r.engine == "enginetui"}
     for r in result.runs[1:]:
         if r.engine == "enginetui":  # ours beside a load: relative to ours alone
@@ -282,6 +376,8 @@ def latency_summary(result) -> str:
             ratio = f"ours {mine[r.competing].output_tokens_per_s / r.output_tokens_per_s:.2f}x"
         else:
             ratio = ""
-        parts.append(f"{r.label}: TTFT median {r.ttft_ms.median:.1f} ms, TPOT median {r.tpot_ms.median:.1f} ms, "
-                     f"{r.output_tokens_per_s:.1f} output tok/s" + (f" ({ratio})" if ratio else ""))
+        parts.append(
+            f"{r.label}: TTFT median {r.ttft_ms.median:.1f} ms, TPOT median {r.tpot_ms.median:.1f} ms, "
+            f"{r.output_tokens_per_s:.1f} output tok/s" + (f" ({ratio})" if ratio else "")
+        )
     return " | ".join(parts)

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from enginetui.bench import report
+from enginetui.bench.engines import bench_engine_kwargs, bench_workload
+from enginetui.bench.workload import spec_from_args
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.events import StepPhase
 from enginetui.core.outputs import EngineCoreRequest
-from enginetui.bench import report
-from enginetui.bench.engines import bench_engine_kwargs, bench_workload
-from enginetui.bench.workload import spec_from_args
 
 MODES = {"sync": False, "async": True}  # mode name -> async_scheduling
 
@@ -77,16 +77,23 @@ def overlap_ms(phases: list[StepPhase]) -> tuple[float, float]:
     return total * 1e3, hidden * 1e3
 
 
-def decode_row(config: EngineConfig, mode: str, batch_size: int, input_len: int, warmup_steps: int,
-               steps: int) -> DecodeRow:
+def decode_row(
+    config: EngineConfig, mode: str, batch_size: int, input_len: int, warmup_steps: int, steps: int
+) -> DecodeRow:
     core = EngineCore(config)
     try:
         info = core.describe(os.getpid())
         rng = np.random.default_rng(0)
         params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=warmup_steps + steps + 8)
         for i in range(batch_size):
-            core.add_request(_request(f"{mode}-{batch_size}-{i}", rng.integers(0, info.vocab_size, input_len).tolist(),
-                                      params, info.eos_token_ids))
+            core.add_request(
+                _request(
+                    f"{mode}-{batch_size}-{i}",
+                    rng.integers(0, info.vocab_size, input_len).tolist(),
+                    params,
+                    info.eos_token_ids,
+                )
+            )
         sched = core.scheduler
         while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
             core.step()
@@ -96,8 +103,10 @@ def decode_row(config: EngineConfig, mode: str, batch_size: int, input_len: int,
         start = time.perf_counter()
         for _ in range(steps):
             if len(sched.running) != batch_size:
-                raise RuntimeError(f"{len(sched.running)} requests running, expected {batch_size}: "
-                                   "the KV pool is too small for the batch (raise --num-gpu-blocks-override)")
+                raise RuntimeError(
+                    f"{len(sched.running)} requests running, expected {batch_size}: "
+                    "the KV pool is too small for the batch (raise --num-gpu-blocks-override)"
+                )
             _, event = core.step()
             phases += event.phases
         elapsed_ms = (time.perf_counter() - start) * 1e3
@@ -105,13 +114,21 @@ def decode_row(config: EngineConfig, mode: str, batch_size: int, input_len: int,
         core.close()
     tpot = elapsed_ms / steps
     busy, hidden = overlap_ms(phases)
-    return DecodeRow(mode=mode, batch_size=batch_size, steps=steps, tpot_ms=tpot, tokens_per_s=batch_size * 1e3 / tpot,
-                     busy_loop_pct=100.0 * busy / elapsed_ms, hidden_pct=100.0 * hidden / elapsed_ms)
+    return DecodeRow(
+        mode=mode,
+        batch_size=batch_size,
+        steps=steps,
+        tpot_ms=tpot,
+        tokens_per_s=batch_size * 1e3 / tpot,
+        busy_loop_pct=100.0 * busy / elapsed_ms,
+        hidden_pct=100.0 * hidden / elapsed_ms,
+    )
 
 
 def _request(req_id: str, prompt: list[int], params: SamplingParams, eos: list[int]) -> EngineCoreRequest:
-    return EngineCoreRequest(request_id=req_id, prompt_token_ids=prompt, sampling_params=params, eos_token_ids=eos,
-                             arrival_time=time.time())
+    return EngineCoreRequest(
+        request_id=req_id, prompt_token_ids=prompt, sampling_params=params, eos_token_ids=eos, arrival_time=time.time()
+    )
 
 
 def workload_row(kwargs: dict[str, Any], mode: str, prompts: list[list[int]], output_lens: list[int]) -> WorkloadRow:
@@ -124,10 +141,18 @@ def workload_row(kwargs: dict[str, Any], mode: str, prompts: list[list[int]], ou
     finally:
         llm.shutdown()
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-    tpots = [(o.metrics.finished_time - o.metrics.first_token_time) * 1e3 / (len(o.outputs[0].token_ids) - 1)
-             for o in outs if len(o.outputs[0].token_ids) > 1]
-    return WorkloadRow(mode=mode, elapsed_s=elapsed, output_tokens=tokens, output_tokens_per_s=tokens / elapsed,
-                       mean_tpot_ms=sum(tpots) / len(tpots) if tpots else 0.0)
+    tpots = [
+        (o.metrics.finished_time - o.metrics.first_token_time) * 1e3 / (len(o.outputs[0].token_ids) - 1)
+        for o in outs
+        if len(o.outputs[0].token_ids) > 1
+    ]
+    return WorkloadRow(
+        mode=mode,
+        elapsed_s=elapsed,
+        output_tokens=tokens,
+        output_tokens_per_s=tokens / elapsed,
+        mean_tpot_ms=sum(tpots) / len(tpots) if tpots else 0.0,
+    )
 
 
 def run(args: argparse.Namespace) -> SchedulingResult:
@@ -139,8 +164,14 @@ def run(args: argparse.Namespace) -> SchedulingResult:
         config = EngineConfig(**kwargs, async_scheduling=MODES[mode])
         for n in args.batch_sizes:
             result.decode.append(decode_row(config, mode, n, args.decode_prompt_len, args.warmup_steps, args.steps))
-        result.workload.append(workload_row(dict(kwargs, async_scheduling=MODES[mode]), mode,
-                                            [r.prompt_token_ids for r in workload], [r.output_len for r in workload]))
+        result.workload.append(
+            workload_row(
+                dict(kwargs, async_scheduling=MODES[mode]),
+                mode,
+                [r.prompt_token_ids for r in workload],
+                [r.output_len for r in workload],
+            )
+        )
     result.summary = summary(result)
     return result
 
@@ -149,8 +180,10 @@ def summary(result: SchedulingResult) -> str:
     by_mode = {row.mode: row for row in result.workload}
     if {"sync", "async"} <= set(by_mode):
         ratio = by_mode["async"].output_tokens_per_s / by_mode["sync"].output_tokens_per_s
-        return (f"workload: async {by_mode['async'].output_tokens_per_s:.1f} tok/s vs sync "
-                f"{by_mode['sync'].output_tokens_per_s:.1f} tok/s ({ratio:.2f}x); measure on a quiet machine")
+        return (
+            f"workload: async {by_mode['async'].output_tokens_per_s:.1f} tok/s vs sync "
+            f"{by_mode['sync'].output_tokens_per_s:.1f} tok/s ({ratio:.2f}x); measure on a quiet machine"
+        )
     row = result.workload[0]
     return f"workload ({row.mode}): {row.output_tokens_per_s:.1f} output tok/s; measure on a quiet machine"
 
@@ -158,8 +191,10 @@ def summary(result: SchedulingResult) -> str:
 def print_result(result: SchedulingResult) -> None:
     print(f"{'mode':<6} {'batch':>5} {'TPOT ms':>9} {'tok/s':>9} {'busy loop %':>11} {'hidden %':>9}")
     for row in result.decode:
-        print(f"{row.mode:<6} {row.batch_size:>5} {row.tpot_ms:>9.2f} {row.tokens_per_s:>9.1f} "
-              f"{row.busy_loop_pct:>11.1f} {row.hidden_pct:>9.1f}")
+        print(
+            f"{row.mode:<6} {row.batch_size:>5} {row.tpot_ms:>9.2f} {row.tokens_per_s:>9.1f} "
+            f"{row.busy_loop_pct:>11.1f} {row.hidden_pct:>9.1f}"
+        )
     print(f"{'mode':<6} {'workload s':>10} {'out tok/s':>10} {'mean TPOT ms':>12}")
     for w in result.workload:
         print(f"{w.mode:<6} {w.elapsed_s:>10.2f} {w.output_tokens_per_s:>10.1f} {w.mean_tpot_ms:>12.2f}")

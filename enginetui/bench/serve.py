@@ -57,20 +57,26 @@ def run(args: argparse.Namespace) -> ServeResult:
     if args.step_times:
         raise ValueError("--step-times compares the steps of two servers: it needs --compare vllm-server")
     if args.base_url and (args.compare or args.record):
-        raise ValueError(f"{f'--compare {args.compare}' if args.compare else '--record'} needs the server this "
-                         "benchmark starts: leave out --base-url")
+        raise ValueError(
+            f"{f'--compare {args.compare}' if args.compare else '--record'} needs the server this "
+            "benchmark starts: leave out --base-url"
+        )
     python = vllm_python(args.vllm_python) if args.compare == "vllm-generate" else None  # fail before any start
     slos_ms = request_slos(args.goodput)
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     vocab_size = model_vocab_size(kwargs)
     workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
-    server = None if args.base_url else ServeProcess(*serve_flags(kwargs),
-                                                     *(["--record", args.record] if args.record else []))
+    server = (
+        None
+        if args.base_url
+        else ServeProcess(*serve_flags(kwargs), *(["--record", args.record] if args.record else []))
+    )
     url = server.url if server is not None else args.base_url
     try:
-        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, rate, spec.seed,
-                                                     args.timeout_s))
+        timings, duration = asyncio.run(
+            run_workload(url, args.api_key, workload, warmup, rate, spec.seed, args.timeout_s)
+        )
     finally:
         if server is not None:
             server.stop()
@@ -80,14 +86,24 @@ def run(args: argparse.Namespace) -> ServeResult:
     elif args.compare == "vllm-generate":
         assert python is not None  # found above for vllm-generate
         report.quiet_transformers()
-        overhead, vllm_overhead = serve_overhead.overhead_beside_vllm(kwargs, workload, warmup, args.repeats,
-                                                                      spec.seed, args.timeout_s, python)
+        overhead, vllm_overhead = serve_overhead.overhead_beside_vllm(
+            kwargs, workload, warmup, args.repeats, spec.seed, args.timeout_s, python
+        )
     result = ServeResult(
-        workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=total_output_len(workload), request_rate=None if math.isinf(rate) else rate,
-        model=kwargs["model"] or "default", engine_args={} if args.base_url else kwargs, url=url,
-        run=summarize("enginetui-http", "none", workload, timings, duration), overhead=overhead,
-        vllm_overhead=vllm_overhead, slos_ms=slos_ms, goodput=goodput(timings, duration, slos_ms), record=args.record)
+        workload=spec,
+        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        output_tokens=total_output_len(workload),
+        request_rate=None if math.isinf(rate) else rate,
+        model=kwargs["model"] or "default",
+        engine_args={} if args.base_url else kwargs,
+        url=url,
+        run=summarize("enginetui-http", "none", workload, timings, duration),
+        overhead=overhead,
+        vllm_overhead=vllm_overhead,
+        slos_ms=slos_ms,
+        goodput=goodput(timings, duration, slos_ms),
+        record=args.record,
+    )
     result.summary = serve_summary(result)
     return result
 
@@ -97,10 +113,14 @@ def print_serve(result: ServeResult) -> None:
     print(report.workload_line(result))
     rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
     print(f"server {result.url} ({result.model}): streamed /v1/completions, {rate}; engine args {result.engine_args}")
-    print(f"duration {r.duration_s:.2f} s: {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s, "
-          f"{r.total_tokens_per_s:.1f} total tok/s")
-    rows = [[name, d.mean, d.median, d.p99, d.count] for name, d in
-            (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))]
+    print(
+        f"duration {r.duration_s:.2f} s: {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s, "
+        f"{r.total_tokens_per_s:.1f} total tok/s"
+    )
+    rows = [
+        [name, d.mean, d.median, d.p99, d.count]
+        for name, d in (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))
+    ]
     print(report.table(["ms", "mean", "median", "p99", "samples"], rows))
     if result.goodput is not None:
         slos = ", ".join(f"{k} <= {v:g} ms" for k, v in result.slos_ms.items())
@@ -114,9 +134,11 @@ def print_serve(result: ServeResult) -> None:
 def serve_summary(result: ServeResult) -> str:
     r = result.run
     rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
-    line = (f"serve {result.workload.name} @ {rate} req/s: TTFT median {r.ttft_ms.median:.1f} ms "
-            f"(p99 {r.ttft_ms.p99:.1f}), TPOT median {r.tpot_ms.median:.1f} ms, ITL median {r.itl_ms.median:.1f} ms, "
-            f"E2E median {r.e2e_ms.median:.1f} ms | {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s")
+    line = (
+        f"serve {result.workload.name} @ {rate} req/s: TTFT median {r.ttft_ms.median:.1f} ms "
+        f"(p99 {r.ttft_ms.p99:.1f}), TPOT median {r.tpot_ms.median:.1f} ms, ITL median {r.itl_ms.median:.1f} ms, "
+        f"E2E median {r.e2e_ms.median:.1f} ms | {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s"
+    )
     if result.overhead is not None:
         line += " | " + serve_overhead.summary(result.overhead, result.vllm_overhead)
     return line

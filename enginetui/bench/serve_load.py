@@ -22,12 +22,21 @@ from enginetui.flags.engine import ENGINE_FLAGS
 TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
 
 
-async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest, delay: float,
-               t0: float) -> RequestTiming:
+async def send(
+    url: str, headers: dict[str, str], model: str, req: BenchRequest, delay: float, t0: float
+) -> RequestTiming:
     """One streamed request, sent `delay` s after `t0`; its timings as the client saw them."""
     await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
-    body = {"model": model, "prompt": req.prompt_token_ids, "max_tokens": req.output_len, "ignore_eos": True,
-            "temperature": TEMPERATURE, "top_p": 1.0, "stream": True, "return_token_ids": True}
+    body = {
+        "model": model,
+        "prompt": req.prompt_token_ids,
+        "max_tokens": req.output_len,
+        "ignore_eos": True,
+        "temperature": TEMPERATURE,
+        "top_p": 1.0,
+        "stream": True,
+        "return_token_ids": True,
+    }
     timing = RequestTiming(sent=time.perf_counter())
 
     def on_data(data: bytes) -> None:
@@ -43,8 +52,15 @@ async def send(url: str, headers: dict[str, str], model: str, req: BenchRequest,
     return timing
 
 
-async def run_workload(url: str, api_key: str | None, workload: list[BenchRequest], warmup: list[BenchRequest],
-                       rate: float, seed: int, timeout_s: float) -> tuple[list[RequestTiming], float]:
+async def run_workload(
+    url: str,
+    api_key: str | None,
+    workload: list[BenchRequest],
+    warmup: list[BenchRequest],
+    rate: float,
+    seed: int,
+    timeout_s: float,
+) -> tuple[list[RequestTiming], float]:
     """Warm the server up, then send the workload on its arrival schedule; timings and duration.
     A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

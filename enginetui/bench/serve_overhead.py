@@ -45,8 +45,14 @@ class OverheadResult:
     @classmethod
     def of(cls, http_s: list[float], generate_s: list[float], output_tokens: int) -> "OverheadResult":
         http_tok_s, generate_tok_s = output_tokens / min(http_s), output_tokens / min(generate_s)
-        return cls(http_s=http_s, generate_s=generate_s, output_tokens=output_tokens, http_tok_s=http_tok_s,
-                   generate_tok_s=generate_tok_s, ratio=http_tok_s / generate_tok_s)
+        return cls(
+            http_s=http_s,
+            generate_s=generate_s,
+            output_tokens=output_tokens,
+            http_tok_s=http_tok_s,
+            generate_tok_s=generate_tok_s,
+            ratio=http_tok_s / generate_tok_s,
+        )
 
 
 def take_turns(passes: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
@@ -59,32 +65,57 @@ def take_turns(passes: dict[str, Callable[[], float]], repeats: int) -> dict[str
     return durations
 
 
-def overhead(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], repeats: int,
-             seed: int, timeout_s: float) -> OverheadResult:
+def overhead(
+    kwargs: dict[str, Any],
+    workload: list[BenchRequest],
+    warmup: list[BenchRequest],
+    repeats: int,
+    seed: int,
+    timeout_s: float,
+) -> OverheadResult:
     """This engine's server against its LLM.generate, `repeats` passes each, taking turns."""
-    durations = take_turns({"server": lambda: server_pass(kwargs, workload, warmup, seed, timeout_s),
-                            "generate": lambda: generate_pass_alone(kwargs, workload, warmup)}, repeats)
+    durations = take_turns(
+        {
+            "server": lambda: server_pass(kwargs, workload, warmup, seed, timeout_s),
+            "generate": lambda: generate_pass_alone(kwargs, workload, warmup),
+        },
+        repeats,
+    )
     return OverheadResult.of(durations["server"], durations["generate"], total_output_len(workload))
 
 
-def overhead_beside_vllm(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest],
-                         repeats: int, seed: int, timeout_s: float,
-                         python: str) -> tuple[OverheadResult, OverheadResult]:
+def overhead_beside_vllm(
+    kwargs: dict[str, Any],
+    workload: list[BenchRequest],
+    warmup: list[BenchRequest],
+    repeats: int,
+    seed: int,
+    timeout_s: float,
+    python: str,
+) -> tuple[OverheadResult, OverheadResult]:
     """This engine's and vLLM's servers against their LLM.generate, on the same weights, all four kinds
     of pass taking turns; (ours, vLLM's)."""
     with shared_weights(kwargs) as (shared, weights_dir):
         dtype = str(EngineConfig(**shared).torch_dtype(None)).removeprefix("torch.")
-        engine = {**vllm_engine_kwargs(shared, dtype), "enable_prefix_caching": False,
-                  "max_num_batched_tokens": step_budget(shared)}
-        durations = take_turns({
-            "server": lambda: server_pass(shared, workload, warmup, seed, timeout_s),
-            "generate": lambda: generate_pass_alone(shared, workload, warmup),
-            "vllm-generate": lambda: vllm_generate_pass(python, weights_dir, engine, workload),
-            "vllm-server": lambda: vllm_server_pass(python, weights_dir, engine, workload, warmup, seed, timeout_s),
-        }, repeats)
+        engine = {
+            **vllm_engine_kwargs(shared, dtype),
+            "enable_prefix_caching": False,
+            "max_num_batched_tokens": step_budget(shared),
+        }
+        durations = take_turns(
+            {
+                "server": lambda: server_pass(shared, workload, warmup, seed, timeout_s),
+                "generate": lambda: generate_pass_alone(shared, workload, warmup),
+                "vllm-generate": lambda: vllm_generate_pass(python, weights_dir, engine, workload),
+                "vllm-server": lambda: vllm_server_pass(python, weights_dir, engine, workload, warmup, seed, timeout_s),
+            },
+            repeats,
+        )
     tokens = total_output_len(workload)
-    return (OverheadResult.of(durations["server"], durations["generate"], tokens),
-            OverheadResult.of(durations["vllm-server"], durations["vllm-generate"], tokens))
+    return (
+        OverheadResult.of(durations["server"], durations["generate"], tokens),
+        OverheadResult.of(durations["vllm-server"], durations["vllm-generate"], tokens),
+    )
 
 
 def step_budget(kwargs: dict[str, Any]) -> int:
@@ -102,8 +133,9 @@ def generate_pass(llm, workload: list[BenchRequest]) -> float:
     """LLM.generate on the workload, all at once; its duration."""
     from enginetui.core import SamplingParams
 
-    params = [SamplingParams(temperature=TEMPERATURE, top_p=1.0, ignore_eos=True, max_tokens=r.output_len)
-              for r in workload]
+    params = [
+        SamplingParams(temperature=TEMPERATURE, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload
+    ]
     t0 = time.perf_counter()
     outputs = llm.generate([r.prompt_token_ids for r in workload], params, use_tqdm=False)
     duration = time.perf_counter() - t0
@@ -112,8 +144,9 @@ def generate_pass(llm, workload: list[BenchRequest]) -> float:
     return duration
 
 
-def server_pass(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], seed: int,
-                timeout_s: float) -> float:
+def server_pass(
+    kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], seed: int, timeout_s: float
+) -> float:
     """Start `enginetui serve`, warm it up, send the workload all at once, stop it; the pass's duration."""
     from enginetui.serve.process import ServeProcess
 
@@ -133,8 +166,15 @@ def generate_pass_alone(kwargs: dict[str, Any], workload: list[BenchRequest], wa
         return generate_pass(llm, workload)
 
 
-def vllm_server_pass(python: str, weights_dir: Path, engine: dict[str, Any], workload: list[BenchRequest],
-                     warmup: list[BenchRequest], seed: int, timeout_s: float) -> float:
+def vllm_server_pass(
+    python: str,
+    weights_dir: Path,
+    engine: dict[str, Any],
+    workload: list[BenchRequest],
+    warmup: list[BenchRequest],
+    seed: int,
+    timeout_s: float,
+) -> float:
     """Start vLLM's OpenAI server, warm it up, send the workload all at once, stop it; the duration."""
     with start_peer_server(python, str(weights_dir), {**engine, "skip_tokenizer_init": True}) as server:
         return asyncio.run(run_workload(server.url, None, workload, warmup, math.inf, seed, timeout_s))[1]
@@ -150,25 +190,37 @@ def vllm_generate_pass(python: str, weights_dir: Path, engine: dict[str, Any], w
 
 
 def print_overhead(ours: OverheadResult, vllm: OverheadResult | None) -> None:
-    print(f"all at once, {ours.output_tokens} output tokens, {len(ours.http_s)} passes each, taking turns, "
-          f"each in an engine of its own (the best counts):")
-    rows = [["server (HTTP, streamed)", *_spread(ours.http_s), ours.http_tok_s],
-            ["LLM.generate", *_spread(ours.generate_s), ours.generate_tok_s]]
+    print(
+        f"all at once, {ours.output_tokens} output tokens, {len(ours.http_s)} passes each, taking turns, "
+        f"each in an engine of its own (the best counts):"
+    )
+    rows = [
+        ["server (HTTP, streamed)", *_spread(ours.http_s), ours.http_tok_s],
+        ["LLM.generate", *_spread(ours.generate_s), ours.generate_tok_s],
+    ]
     if vllm is not None:
-        rows += [["vLLM's server (streamed)", *_spread(vllm.http_s), vllm.http_tok_s],
-                 ["vLLM's LLM.generate", *_spread(vllm.generate_s), vllm.generate_tok_s]]
+        rows += [
+            ["vLLM's server (streamed)", *_spread(vllm.http_s), vllm.http_tok_s],
+            ["vLLM's LLM.generate", *_spread(vllm.generate_s), vllm.generate_tok_s],
+        ]
     print(report.table(["", "best s", "median s", "worst s", "output tok/s"], rows))
     print(f"server / LLM.generate throughput: {ours.ratio:.3f}x")
     if vllm is not None:
-        print(f"vLLM's server / vLLM's LLM.generate: {vllm.ratio:.3f}x; ours / vLLM's: servers "
-              f"{ours.http_tok_s / vllm.http_tok_s:.3f}x, LLM.generate {ours.generate_tok_s / vllm.generate_tok_s:.3f}x")
+        print(
+            f"vLLM's server / vLLM's LLM.generate: {vllm.ratio:.3f}x; ours / vLLM's: servers "
+            f"{ours.http_tok_s / vllm.http_tok_s:.3f}x, LLM.generate {ours.generate_tok_s / vllm.generate_tok_s:.3f}x"
+        )
 
 
 def summary(ours: OverheadResult, vllm: OverheadResult | None) -> str:
-    line = (f"all at once: server {ours.http_tok_s:.1f} vs LLM.generate {ours.generate_tok_s:.1f} output tok/s "
-            f"({ours.ratio:.3f}x)")
+    line = (
+        f"all at once: server {ours.http_tok_s:.1f} vs LLM.generate {ours.generate_tok_s:.1f} output tok/s "
+        f"({ours.ratio:.3f}x)"
+    )
     if vllm is not None:
-        line += f"; vLLM's server {vllm.http_tok_s:.1f} vs its LLM.generate {vllm.generate_tok_s:.1f} ({vllm.ratio:.3f}x)"
+        line += (
+            f"; vLLM's server {vllm.http_tok_s:.1f} vs its LLM.generate {vllm.generate_tok_s:.1f} ({vllm.ratio:.3f}x)"
+        )
     return line
 
 

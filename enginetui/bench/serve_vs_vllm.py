@@ -116,8 +116,17 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs
 
 
-def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup: list[BenchRequest], rate: float,
-               seed: int, slos_ms: dict[str, float], timeout_s: float, server_pid: int) -> ServePass:
+def serve_pass(
+    server_url: str,
+    label: str,
+    workload: list[BenchRequest],
+    warmup: list[BenchRequest],
+    rate: float,
+    seed: int,
+    slos_ms: dict[str, float],
+    timeout_s: float,
+    server_pid: int,
+) -> ServePass:
     """One pass of the workload at one rate against a running server (its front-end: process `server_pid`;
     its CPU per token counts the pass's few warm-up requests too)."""
     front_end = psutil.Process(server_pid)  # this process only: its EngineCore child is not counted
@@ -125,8 +134,11 @@ def serve_pass(server_url: str, label: str, workload: list[BenchRequest], warmup
     timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
     cpu_s = cpu_seconds(front_end) - cpu_before
     tokens = total_output_len(workload)  # every request streams all of them (ignore_eos)
-    return ServePass(summarize(label, "none", workload, timings, duration), goodput(timings, duration, slos_ms),
-                     cpu_s / tokens * 1e6 if tokens else None)
+    return ServePass(
+        summarize(label, "none", workload, timings, duration),
+        goodput(timings, duration, slos_ms),
+        cpu_s / tokens * 1e6 if tokens else None,
+    )
 
 
 def turns(repeats: int) -> list[int]:
@@ -145,8 +157,10 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     if kwargs.get("enable_prefix_caching"):
-        raise ValueError("--compare vllm-server runs every rate on one server: with prefix caching a rate would "
-                         "find the previous rate's prompts cached; leave --enable-prefix-caching out")
+        raise ValueError(
+            "--compare vllm-server runs every rate on one server: with prefix caching a rate would "
+            "find the previous rate's prompts cached; leave --enable-prefix-caching out"
+        )
     python = vllm_python(args.vllm_python)  # fail before any server starts
     vocab_size = model_vocab_size(kwargs)
     workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
@@ -172,8 +186,9 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
                     for side in turns(args.repeats):
                         url, label, pid = sides[side]
                         with frozen(*([vllm.proc] if side == 0 else [])):  # an idle vLLM wakes ~1,300 times a second
-                            passes[side].append(serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms,
-                                                           args.timeout_s, pid))
+                            passes[side].append(
+                                serve_pass(url, label, workload, warmup, rate, spec.seed, slos_ms, args.timeout_s, pid)
+                            )
                     point_rate = None if math.isinf(rate) else rate
                     ours.append(RatePoint(point_rate, passes[0]))
                     theirs.append(RatePoint(point_rate, passes[1]))
@@ -182,12 +197,21 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
             server.stop()
         steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times and record else None
     result = ServeVsVLLMResult(
-        workload=spec, prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
-        output_tokens=total_output_len(workload), request_rates=[p.request_rate for p in ours],
-        slos_ms=slos_ms, model=kwargs["model"] or "default", engine_args=kwargs,
-        vllm_args=engine, vllm_version=version, repeats=args.repeats, ours=ours, vllm=theirs,
-        ratios=[{label: ratio(a.figure(read), b.figure(read)) for label, read, _ in FIGURES}
-                for a, b in zip(ours, theirs)],
+        workload=spec,
+        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        output_tokens=total_output_len(workload),
+        request_rates=[p.request_rate for p in ours],
+        slos_ms=slos_ms,
+        model=kwargs["model"] or "default",
+        engine_args=kwargs,
+        vllm_args=engine,
+        vllm_version=version,
+        repeats=args.repeats,
+        ours=ours,
+        vllm=theirs,
+        ratios=[
+            {label: ratio(a.figure(read), b.figure(read)) for label, read, _ in FIGURES} for a, b in zip(ours, theirs)
+        ],
         steps=steps,
     )
     result.summary = summary(result)
@@ -201,36 +225,55 @@ def _rate_text(rate: float | None) -> str:
 def print_result(result: ServeVsVLLMResult) -> None:
     print(report.workload_line(result))
     slos = ", ".join(f"{k} <= {v:g} ms" for k, v in result.slos_ms.items()) or "none (--goodput NAME:MS ...)"
-    print(f"streamed /v1/completions, seeded Poisson arrivals; enginetui serve {result.engine_args} against vLLM "
-          f"{result.vllm_version} api_server {result.vllm_args}; goodput SLOs: {slos}")
+    print(
+        f"streamed /v1/completions, seeded Poisson arrivals; enginetui serve {result.engine_args} against vLLM "
+        f"{result.vllm_version} api_server {result.vllm_args}; goodput SLOs: {slos}"
+    )
     for rate, a, b, ratios in zip(result.request_rates, result.ours, result.vllm, result.ratios):
         arrivals = "all at once" if rate is None else f"request rate {rate:g} req/s"
-        print(f"\n{arrivals}, median of {result.repeats} passes each, interleaved (ours "
-              f"{_range(a.spread(_duration), 's')}, vLLM {_range(b.spread(_duration), 's')}):")
-        rows = [[label, a.figure(read), _range(a.spread(read)), b.figure(read), _range(b.spread(read)), ratios[label],
-                 "higher" if higher else "lower"] for label, read, higher in FIGURES]
+        print(
+            f"\n{arrivals}, median of {result.repeats} passes each, interleaved (ours "
+            f"{_range(a.spread(_duration), 's')}, vLLM {_range(b.spread(_duration), 's')}):"
+        )
+        rows = [
+            [
+                label,
+                a.figure(read),
+                _range(a.spread(read)),
+                b.figure(read),
+                _range(b.spread(read)),
+                ratios[label],
+                "higher" if higher else "lower",
+            ]
+            for label, read, higher in FIGURES
+        ]
         print(report.table(["", "enginetui", "passes", "vLLM", "passes", "ours/vLLM", "better"], rows))
     if result.steps is not None:
         print_steps(result.steps)
 
 
 def print_steps(steps: StepComparison) -> None:
-    print("\nmodel time per engine step, every pass and the warm-ups (ours: the model runner's time of each "
-          "recorded step; vLLM: its iteration elapsed time), medians in ms:")
+    print(
+        "\nmodel time per engine step, every pass and the warm-ups (ours: the model runner's time of each "
+        "recorded step; vLLM: its iteration elapsed time), medians in ms:"
+    )
     rows = [[r.kind, r.ours_steps, r.ours_ms, r.vllm_steps, r.vllm_ms, r.ratio] for r in steps.rows]
     print(report.table(["step kind", "our steps", "ours ms", "vLLM steps", "vLLM ms", "ours/vLLM"], rows))
     total = ratio(steps.ours_total_ms, steps.vllm_total_ms)
-    print(f"all steps: ours {steps.ours_steps} in {steps.ours_total_ms / 1e3:.1f} s, vLLM {steps.vllm_steps} in "
-          f"{steps.vllm_total_ms / 1e3:.1f} s of model time (ours/vLLM {_x(total)})")
+    print(
+        f"all steps: ours {steps.ours_steps} in {steps.ours_total_ms / 1e3:.1f} s, vLLM {steps.vllm_steps} in "
+        f"{steps.vllm_total_ms / 1e3:.1f} s of model time (ours/vLLM {_x(total)})"
+    )
 
 
 def summary(result: ServeVsVLLMResult) -> str:
     parts = []
     for rate, ratios in zip(result.request_rates, result.ratios):
         out, ttft = ratios["output tok/s"], ratios["TTFT p50 ms"]
-        parts.append(f"@{_rate_text(rate)}: output tok/s {_x(out)}, TTFT p50 {_x(ttft)}, TPOT p50 "
-                     f"{_x(ratios['TPOT p50 ms'])}" + (f", goodput {_x(ratios['goodput req/s'])}"
-                                                        if result.slos_ms else ""))
+        parts.append(
+            f"@{_rate_text(rate)}: output tok/s {_x(out)}, TTFT p50 {_x(ttft)}, TPOT p50 "
+            f"{_x(ratios['TPOT p50 ms'])}" + (f", goodput {_x(ratios['goodput req/s'])}" if result.slos_ms else "")
+        )
     return f"serve {result.workload.name} vs vLLM {result.vllm_version} server, ours/vLLM " + "; ".join(parts)
 
 

@@ -6,8 +6,8 @@ same code."""
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 
 def profile_steps(step: Callable[[], object], steps: int, prepare: Callable[[], object] = lambda: None) -> dict:

@@ -23,8 +23,13 @@ from urllib.parse import urlsplit
 _HEAD_END = b"\r\n\r\n"  # ends the answer's status line and headers
 
 
-async def stream_events(base_url: str, path: str, payload: dict[str, Any], on_data: Callable[[bytes], None],
-                        headers: dict[str, str] | None = None) -> None:
+async def stream_events(
+    base_url: str,
+    path: str,
+    payload: dict[str, Any],
+    on_data: Callable[[bytes], None],
+    headers: dict[str, str] | None = None,
+) -> None:
     """POST `payload` as JSON to base_url + path; call `on_data` with the data of every event of the
     streamed answer as it arrives; return when the answer has ended. Raises RuntimeError, with the
     answer's body, when the status is not 200 (and whatever `on_data` raises)."""
@@ -38,9 +43,15 @@ async def stream_events(base_url: str, path: str, payload: dict[str, Any], on_da
     transport, _ = await loop.create_connection(lambda: _EventStream(on_data, ended), url.hostname, url.port or 80)
     try:
         body = json.dumps(payload).encode()
-        head = [f"POST {url.path.rstrip('/')}{path} HTTP/1.1", f"Host: {url.netloc}",
-                "Content-Type: application/json", f"Content-Length: {len(body)}", "Accept: text/event-stream",
-                "Connection: close", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+        head = [
+            f"POST {url.path.rstrip('/')}{path} HTTP/1.1",
+            f"Host: {url.netloc}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "Accept: text/event-stream",
+            "Connection: close",
+            *(f"{k}: {v}" for k, v in (headers or {}).items()),
+        ]
         transport.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await ended
     finally:
@@ -89,7 +100,7 @@ class _EventStream(asyncio.Protocol):
         if end < 0:
             return False
         status_line, *lines = self.buffer[:end].decode("latin-1").split("\r\n")
-        self.buffer = self.buffer[end + len(_HEAD_END):]
+        self.buffer = self.buffer[end + len(_HEAD_END) :]
         headers = {}
         for line in lines:
             name, _, value = line.partition(":")
@@ -104,7 +115,7 @@ class _EventStream(asyncio.Protocol):
         if self.chunked:
             self._read_chunks()
         elif self.remaining >= 0:
-            piece, self.buffer = self.buffer[:self.remaining], self.buffer[self.remaining:]
+            piece, self.buffer = self.buffer[: self.remaining], self.buffer[self.remaining :]
             self.remaining -= len(piece)
             self._body_piece(piece)
             if self.remaining == 0:
@@ -124,7 +135,7 @@ class _EventStream(asyncio.Protocol):
             data_start = line_end + 2
             if len(buffer) < data_start + size + 2:  # the chunk and its CRLF are not all in yet
                 break
-            self._body_piece(buffer[data_start:data_start + size])
+            self._body_piece(buffer[data_start : data_start + size])
             start = data_start + size + 2
         self.buffer = buffer[start:]
 

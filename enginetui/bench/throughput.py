@@ -20,8 +20,6 @@ from typing import Any
 
 import psutil
 
-from enginetui.core import LLM, SamplingParams
-from enginetui.core.record.recorder import RecordingSummary
 from enginetui.bench import plot, report
 from enginetui.bench.competing import Competitor, DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
@@ -32,6 +30,8 @@ from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.core import LLM, SamplingParams
+from enginetui.core.record.recorder import RecordingSummary
 from enginetui.vllm_launch import vllm_python
 
 
@@ -120,8 +120,9 @@ class ThroughputResult:
 
 
 @contextmanager
-def our_engines(engine_kwargs: dict[str, Any], modes: list[str], temperature: float,
-                record: str | None = None) -> Iterator[dict[str, tuple[LLM, EventCounter | None]]]:
+def our_engines(
+    engine_kwargs: dict[str, Any], modes: list[str], temperature: float, record: str | None = None
+) -> Iterator[dict[str, tuple[LLM, EventCounter | None]]]:
     """One warmed-up engine per events mode (with its event counter for the subscriber mode), shut
     down on exit. The `record` mode's engine records to the file `record` (warm-up and every pass)."""
     engines: dict[str, tuple[LLM, EventCounter | None]] = {}
@@ -141,8 +142,15 @@ def our_engines(engine_kwargs: dict[str, Any], modes: list[str], temperature: fl
             llm.shutdown()
 
 
-def our_pass(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str, load: str,
-             repeat: int, temperature: float) -> tuple[EngineRun, list[list[int]]]:
+def our_pass(
+    llm: LLM,
+    counter: EventCounter | None,
+    workload: list[BenchRequest],
+    mode: str,
+    load: str,
+    repeat: int,
+    temperature: float,
+) -> tuple[EngineRun, list[list[int]]]:
     """One timed pass of our engine beside the competing `load`."""
     client = llm.engine.client
     address = getattr(client, "events_address", None) if mode != "off" else None
@@ -152,9 +160,16 @@ def our_pass(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest
     return run, tokens
 
 
-def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequest], mode: str, load: str,
-                repeat: int, temperature: float,
-                competitor: Competitor | None = None) -> tuple[EngineRun, list[list[int]]]:
+def time_engine(
+    llm: LLM,
+    counter: EventCounter | None,
+    workload: list[BenchRequest],
+    mode: str,
+    load: str,
+    repeat: int,
+    temperature: float,
+    competitor: Competitor | None = None,
+) -> tuple[EngineRun, list[list[int]]]:
     """One timed LLM.generate over the workload, from a cold prefix cache; the run and its tokens.
 
     `competitor` (the load running beside it) is stopped as soon as the pass ends.
@@ -184,10 +199,19 @@ def time_engine(llm: LLM, counter: EventCounter | None, workload: list[BenchRequ
         steps = counter.counts(first_step, last_step)
     prompt_tokens = sum(len(p) for p in prompts)
     run = EngineRun(
-        events=mode, competing=load, repeat=repeat, elapsed_s=elapsed, num_requests=len(workload),
-        prompt_tokens=prompt_tokens, output_tokens=output_tokens, requests_per_s=len(workload) / elapsed,
-        total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed, output_tokens_per_s=output_tokens / elapsed,
-        cached_prompt_tokens=sum(o.num_cached_tokens for o in outputs), steps=steps, engine_cores=engine_cores,
+        events=mode,
+        competing=load,
+        repeat=repeat,
+        elapsed_s=elapsed,
+        num_requests=len(workload),
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        requests_per_s=len(workload) / elapsed,
+        total_tokens_per_s=(prompt_tokens + output_tokens) / elapsed,
+        output_tokens_per_s=output_tokens / elapsed,
+        cached_prompt_tokens=sum(o.num_cached_tokens for o in outputs),
+        steps=steps,
+        engine_cores=engine_cores,
     )
     return run, tokens
 
@@ -199,14 +223,17 @@ def _engine_process(llm: LLM) -> psutil.Process | None:
 
 
 @contextmanager
-def vllm_peers(python: str, model_dir: str, engine: dict[str, Any], cores_modes: list[str]) -> Iterator[dict[str, VLLMPeer]]:
+def vllm_peers(
+    python: str, model_dir: str, engine: dict[str, Any], cores_modes: list[str]
+) -> Iterator[dict[str, VLLMPeer]]:
     """One warmed-up vLLM engine per cores mode, each in vLLM's own interpreter; closed on exit."""
     with ExitStack() as stack:
         yield {cores: stack.enter_context(VLLMPeer(python, model_dir, engine, cores)) for cores in cores_modes}
 
 
-def vllm_pass(peer: VLLMPeer, workload: list[BenchRequest], load: str, repeat: int,
-              temperature: float) -> tuple[VLLMRun, list[list[int]]]:
+def vllm_pass(
+    peer: VLLMPeer, workload: list[BenchRequest], load: str, repeat: int, temperature: float
+) -> tuple[VLLMRun, list[list[int]]]:
     """One timed pass of vLLM's LLM.generate beside the competing `load` (from a cold prefix cache)."""
     prompts = [r.prompt_token_ids for r in workload]
     output_lens = [r.output_len for r in workload]
@@ -218,9 +245,15 @@ def vllm_pass(peer: VLLMPeer, workload: list[BenchRequest], load: str, repeat: i
         raise RuntimeError(f"vLLM generated {generated} tokens, the workload asks for {expected}")
     elapsed = reply["elapsed_s"]
     run = VLLMRun(
-        cores=peer.cores, competing=load, repeat=repeat, elapsed_s=elapsed, output_tokens=generated,
-        requests_per_s=len(prompts) / elapsed, total_tokens_per_s=(sum(map(len, prompts)) + generated) / elapsed,
-        output_tokens_per_s=generated / elapsed, cached_prompt_tokens=reply["cached_prompt_tokens"],
+        cores=peer.cores,
+        competing=load,
+        repeat=repeat,
+        elapsed_s=elapsed,
+        output_tokens=generated,
+        requests_per_s=len(prompts) / elapsed,
+        total_tokens_per_s=(sum(map(len, prompts)) + generated) / elapsed,
+        output_tokens_per_s=generated / elapsed,
+        cached_prompt_tokens=reply["cached_prompt_tokens"],
     )
     return run, tokens
 
@@ -233,15 +266,17 @@ def greedy_agreement(ours: list[list[int]], theirs: list[list[int]]) -> GreedyAg
         agreeing += n
     total = sum(len(a) for a in ours)
     return GreedyAgreement(
-        identical_requests=sum(a == b for a, b in zip(ours, theirs)), num_requests=len(ours),
+        identical_requests=sum(a == b for a, b in zip(ours, theirs)),
+        num_requests=len(ours),
         agreeing_token_share=agreeing / total if total else 1.0,
     )
 
 
 def _params(workload: list[BenchRequest], temperature: float) -> list[SamplingParams]:
     """Fixed-length sampling, no top-k / top-p cut (as vLLM's throughput benchmark); 0 is greedy."""
-    return [SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=r.output_len)
-            for r in workload]
+    return [
+        SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload
+    ]
 
 
 def _best(runs: list) -> dict:
@@ -277,8 +312,14 @@ def run(args: argparse.Namespace) -> ThroughputResult:
         info = {"device": engine_info.device, "dtype": engine_info.dtype}
         peers: dict[str, VLLMPeer] = {}
         if python is not None:
-            peers = stack.enter_context(vllm_peers(python, str(weights_dir), vllm_engine_kwargs(engine_kwargs, info["dtype"]),
-                                                   list(dict.fromkeys(args.vllm_cores))))
+            peers = stack.enter_context(
+                vllm_peers(
+                    python,
+                    str(weights_dir),
+                    vllm_engine_kwargs(engine_kwargs, info["dtype"]),
+                    list(dict.fromkeys(args.vllm_cores)),
+                )
+            )
         vllm_loads = [x for x in loads if x in VLLM_COMPETING]
         for repeat in range(args.repeats):  # the engines take turns, so a drift of the machine hits them alike
             with frozen(*(p.proc for p in peers.values())):  # an idle vLLM wakes ~1,300 times a second
@@ -305,10 +346,17 @@ def run(args: argparse.Namespace) -> ThroughputResult:
     best = _best(runs)
     base_mode = next((m for m in modes if m != "off"), modes[0])  # the dashboard needs events
     result = ThroughputResult(
-        workload=spec, prompt_tokens=runs[0].prompt_tokens, output_tokens=runs[0].output_tokens,
-        temperature=args.temperature, model=kwargs["model"] or "default", engine_args=kwargs, runs=runs,
-        best=best, reference=mode_label(base_mode, loads[0] if "none" not in loads else "none"),
-        recording=recording, **info,
+        workload=spec,
+        prompt_tokens=runs[0].prompt_tokens,
+        output_tokens=runs[0].output_tokens,
+        temperature=args.temperature,
+        model=kwargs["model"] or "default",
+        engine_args=kwargs,
+        runs=runs,
+        best=best,
+        reference=mode_label(base_mode, loads[0] if "none" not in loads else "none"),
+        recording=recording,
+        **info,
     )
     if "off" in best and len(modes) > 1:
         off = best["off"].output_tokens_per_s

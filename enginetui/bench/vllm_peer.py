@@ -21,8 +21,14 @@ RUNNER = Path(__file__).with_name("vllm_runner.py")  # run by that interpreter
 VLLM_COMPETING = ("none", "busy")  # the competing loads vLLM is timed beside too (it has no dashboard)
 
 
-PASSED_THROUGH = ("seed", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
-                  "enable_chunked_prefill")  # our engine flags vLLM gets too, when given (same names)
+PASSED_THROUGH = (
+    "seed",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+)  # our engine flags vLLM gets too, when given (same names)
 
 
 def vllm_engine_kwargs(engine_kwargs: dict[str, Any], dtype: str) -> dict[str, Any]:
@@ -51,20 +57,34 @@ def start_peer_server(python: str, model_dir: str, engine: dict[str, Any], log_s
 class VLLMPeer:
     """One vLLM engine in its own interpreter; `throughput` / `latency` time it on a workload."""
 
-    def __init__(self, python: str, model_dir: str, engine: dict[str, Any], cores: str = "default",
-                 use_async: bool = False, startup_timeout_s: float = 900.0, in_process: bool = False) -> None:
+    def __init__(
+        self,
+        python: str,
+        model_dir: str,
+        engine: dict[str, Any],
+        cores: str = "default",
+        use_async: bool = False,
+        startup_timeout_s: float = 900.0,
+        in_process: bool = False,
+    ) -> None:
         self.cores = cores  # "default" or "all"
         self.log = tempfile.NamedTemporaryFile(prefix="enginetui-vllm-", suffix=".log", delete=False)  # noqa: SIM115
         self.log_path = self.log.name  # where vLLM's output goes
         self.failed = False  # a command failed: keep the log
         self.in_flight = False  # a command was sent and its answer not read (e.g. Ctrl-C while vLLM starts)
         self.proc = subprocess.Popen(  # -P: the runner's folder stays off sys.path (it imports stdlib and vLLM only)
-            [python, "-P", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            env=vllm_env(cores, in_process=in_process), text=True, start_new_session=True,
+            [python, "-P", str(RUNNER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=vllm_env(cores, in_process=in_process),
+            text=True,
+            start_new_session=True,
         )
         try:
-            reply = self._call({"cmd": "start", "model": model_dir, "engine": engine, "async": use_async},
-                               startup_timeout_s)
+            reply = self._call(
+                {"cmd": "start", "model": model_dir, "engine": engine, "async": use_async}, startup_timeout_s
+            )
         except BaseException:
             self.close()
             raise
@@ -72,22 +92,47 @@ class VLLMPeer:
 
     def throughput(self, prompts: list[list[int]], output_lens: list[int], temperature: float) -> dict[str, Any]:
         """One timed LLM.generate: {"elapsed_s", "output_token_ids"}."""
-        return self._call({"cmd": "throughput", "prompts": prompts, "output_lens": output_lens,
-                           "temperature": temperature})
+        return self._call(
+            {"cmd": "throughput", "prompts": prompts, "output_lens": output_lens, "temperature": temperature}
+        )
 
-    def latency(self, prompts: list[list[int]], output_lens: list[int], offsets: list[float],
-                temperature: float) -> dict[str, Any]:
+    def latency(
+        self, prompts: list[list[int]], output_lens: list[int], offsets: list[float], temperature: float
+    ) -> dict[str, Any]:
         """Requests at their arrival offsets, streamed: {"duration_s", "timings"}."""
-        return self._call({"cmd": "latency", "prompts": prompts, "output_lens": output_lens, "offsets": offsets,
-                           "temperature": temperature})
+        return self._call(
+            {
+                "cmd": "latency",
+                "prompts": prompts,
+                "output_lens": output_lens,
+                "offsets": offsets,
+                "temperature": temperature,
+            }
+        )
 
-    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int,
-            temperature: float, step_prompts: list[list[int]]) -> dict[str, Any]:
+    def ops(
+        self,
+        prompts: list[list[int]],
+        max_tokens: int,
+        warmup_steps: int,
+        steps: int,
+        temperature: float,
+        step_prompts: list[list[int]],
+    ) -> dict[str, Any]:
         """Decode steps of one request per prompt, each step also computing the next of `step_prompts`
         when given (one per warm-up and measured step), timed then profiled (needs `in_process`):
         step_profiler.profile_steps's dict, and "outputs" (requests out of each measured step)."""
-        return self._call({"cmd": "ops", "prompts": prompts, "max_tokens": max_tokens, "warmup_steps": warmup_steps,
-                           "steps": steps, "temperature": temperature, "step_prompts": step_prompts})
+        return self._call(
+            {
+                "cmd": "ops",
+                "prompts": prompts,
+                "max_tokens": max_tokens,
+                "warmup_steps": warmup_steps,
+                "steps": steps,
+                "temperature": temperature,
+                "step_prompts": step_prompts,
+            }
+        )
 
     def close(self) -> None:
         """Ask vLLM to shut down, unless it is still busy with a command (it would read the request only
@@ -131,8 +176,10 @@ class VLLMPeer:
         line = _readline(self.proc, timeout_s)
         self.in_flight = False
         if not line:
-            raise VLLMError(f"vLLM exited (code {self.proc.poll()}) during {command['cmd']!r}; "
-                            f"log {self.log_path}:\n{self._log_tail()}")
+            raise VLLMError(
+                f"vLLM exited (code {self.proc.poll()}) during {command['cmd']!r}; "
+                f"log {self.log_path}:\n{self._log_tail()}"
+            )
         reply = json.loads(line)
         if "error" in reply:
             raise VLLMError(f"vLLM failed in {command['cmd']!r}:\n{reply['error']}\nlog {self.log_path}")

@@ -77,8 +77,14 @@ class Runner:
                 self.latency(command["prompts"], command["output_lens"], command["offsets"], command["temperature"])
             )
         if cmd == "ops":
-            return self.ops(command["prompts"], command["max_tokens"], command["warmup_steps"], command["steps"],
-                            command["temperature"], command["step_prompts"])
+            return self.ops(
+                command["prompts"],
+                command["max_tokens"],
+                command["warmup_steps"],
+                command["steps"],
+                command["temperature"],
+                command["step_prompts"],
+            )
         if cmd == "quit":
             return {"ok": True}
         raise ValueError(f"unknown command {cmd!r}")
@@ -95,8 +101,11 @@ class Runner:
                 return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
 
             self.engine = self.loop.run_until_complete(make())
-            self.loop.run_until_complete(self.latency(WARMUP_PROMPTS, [8] * len(WARMUP_PROMPTS),
-                                                      [0.0] * len(WARMUP_PROMPTS), 0.0, prefix="warmup"))
+            self.loop.run_until_complete(
+                self.latency(
+                    WARMUP_PROMPTS, [8] * len(WARMUP_PROMPTS), [0.0] * len(WARMUP_PROMPTS), 0.0, prefix="warmup"
+                )
+            )
         else:
             self.llm = vllm.LLM(**kwargs)
             self.throughput(WARMUP_PROMPTS, [8] * len(WARMUP_PROMPTS), 0.0)
@@ -112,11 +121,21 @@ class Runner:
         start = time.perf_counter()
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         elapsed = time.perf_counter() - start
-        return {"elapsed_s": elapsed, "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs],
-                "cached_prompt_tokens": sum(o.num_cached_tokens or 0 for o in outputs)}
+        return {
+            "elapsed_s": elapsed,
+            "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs],
+            "cached_prompt_tokens": sum(o.num_cached_tokens or 0 for o in outputs),
+        }
 
-    def ops(self, prompts: list[list[int]], max_tokens: int, warmup_steps: int, steps: int, temperature: float,
-            step_prompts: list[list[int]]) -> dict:
+    def ops(
+        self,
+        prompts: list[list[int]],
+        max_tokens: int,
+        warmup_steps: int,
+        steps: int,
+        temperature: float,
+        step_prompts: list[list[int]],
+    ) -> dict:
         from vllm.inputs import TokensPrompt
 
         engine = self.llm.llm_engine
@@ -143,15 +162,23 @@ class Runner:
         engine.abort_request(req_ids)
         return {**result, "outputs": outputs}
 
-    async def latency(self, prompts: list[list[int]], output_lens: list[int], offsets: list[float],
-                      temperature: float, prefix: str = "bench") -> dict:
+    async def latency(
+        self,
+        prompts: list[list[int]],
+        output_lens: list[int],
+        offsets: list[float],
+        temperature: float,
+        prefix: str = "bench",
+    ) -> dict:
         if not await self.engine.reset_prefix_cache():
             raise RuntimeError("vLLM refused to reset its prefix cache before a timed pass")
         t0 = time.perf_counter()
-        timings = await asyncio.gather(*(
-            self._one_request(f"{prefix}-{i}", p, _params(n, temperature), offsets[i], t0)
-            for i, (p, n) in enumerate(zip(prompts, output_lens))
-        ))
+        timings = await asyncio.gather(
+            *(
+                self._one_request(f"{prefix}-{i}", p, _params(n, temperature), offsets[i], t0)
+                for i, (p, n) in enumerate(zip(prompts, output_lens))
+            )
+        )
         return {"duration_s": max(t["done"] for t in timings) - t0, "timings": timings}
 
     async def _one_request(self, request_id: str, prompt: list[int], params, delay: float, t0: float) -> dict:
@@ -201,8 +228,7 @@ def _params(output_len: int, temperature: float):
     """The benchmark's sampling: fixed length (ignore_eos), no top-k / top-p cut, no detokenizing."""
     from vllm import SamplingParams
 
-    return SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=output_len,
-                          detokenize=False)
+    return SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=output_len, detokenize=False)
 
 
 if __name__ == "__main__":  # vLLM starts its engine processes with spawn, which re-imports this file

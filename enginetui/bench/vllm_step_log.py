@@ -13,9 +13,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-ITERATION = re.compile(r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
-                       r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms"
-                       r"(?:, \w+ KV cache usage: ([\d.]+)%)?")
+ITERATION = re.compile(
+    r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
+    r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms"
+    r"(?:, \w+ KV cache usage: ([\d.]+)%)?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,5 +47,12 @@ def logged_steps(log_text: str) -> Iterator[LoggedStep]:
     """Every step line of a vLLM server's log, in order."""
     for match in ITERATION.finditer(log_text):
         index, ctx_reqs, ctx_tokens, gen_reqs, gen_tokens, elapsed, usage = match.groups()
-        yield LoggedStep(int(index), int(ctx_reqs), int(ctx_tokens), int(gen_reqs), int(gen_tokens), float(elapsed),
-                         None if usage is None else float(usage) / 100)
+        yield LoggedStep(
+            int(index),
+            int(ctx_reqs),
+            int(ctx_tokens),
+            int(gen_reqs),
+            int(gen_tokens),
+            float(elapsed),
+            None if usage is None else float(usage) / 100,
+        )

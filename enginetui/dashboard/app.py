@@ -40,10 +40,6 @@ from enginetui.dashboard.widgets.event_log import EventLog
 from enginetui.dashboard.widgets.model_panel import ModelPanel, short_count
 from enginetui.dashboard.widgets.palette import request_color
 from enginetui.dashboard.widgets.pool_grid import PoolGrid
-from enginetui.flags.dashboard import DEFAULT_REDRAW_HZ
-from enginetui.flags.engine import POOL_HINT
-from enginetui.plural import count
-from enginetui.settings import SamplingSettings
 from enginetui.dashboard.widgets.process_panel import (
     ProcessPanel,
     ProcessProbe,
@@ -58,7 +54,10 @@ from enginetui.dashboard.widgets.sparklines import Sparklines
 from enginetui.dashboard.widgets.step_panel import StepPanel
 from enginetui.dashboard.widgets.timeline import TimelinePanel
 from enginetui.dashboard.widgets.title_bar import TitleBar
-
+from enginetui.flags.dashboard import DEFAULT_REDRAW_HZ
+from enginetui.flags.engine import POOL_HINT
+from enginetui.plural import count
+from enginetui.settings import SamplingSettings
 
 # What each panel shows, one line each (the help screen's "panels" rows).
 PANELS = [
@@ -77,8 +76,9 @@ PANELS = [
 
 WATCH_ONLY_KEYS = "^p ^s PgDn PgUp"  # the control keys a watch-only server refuses, as the help screen names them
 # What the first screen says about the embedded model (lines fit the requests panel in 80 columns).
-EMBEDDED_MODEL_NOTE = ("the model: a tiny OPT ({params} params)\ntrained on Python's docs: its text\n"
-                       "looks plausible but is not sensible")
+EMBEDDED_MODEL_NOTE = (
+    "the model: a tiny OPT ({params} params)\ntrained on Python's docs: its text\nlooks plausible but is not sensible"
+)
 
 # Slow-motion paces PgDn and PgUp step through: the least time between engine steps.
 STEP_INTERVALS_MS = (0, 50, 100, 250, 500, 1000, 2000)
@@ -89,28 +89,52 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere keep these styles
     TITLE = "enginetui"
-    AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing: the prompt box takes every printable key (enginetui/keys.py)
+    AUTO_FOCUS: ClassVar[str | None] = (
+        "#prompt"  # typing is typing: the prompt box takes every printable key (enginetui/keys.py)
+    )
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         keys.PAUSE,
         keys.RESUME,
         keys.STEP,
-        keys.burst_key("submit a burst of synthetic requests (--burst-size; /burst N): they ignore EOS and "
-                       f"generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"),
+        keys.burst_key(
+            "submit a burst of synthetic requests (--burst-size; /burst N): they ignore EOS and "
+            f"generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"
+        ),
         keys.abort_key("abort the selected request"),
         keys.CLEAR,
-        Binding(keys.SLOWER, "pace(1)", "Slower", key_display="PgDn", priority=True, tooltip="slow motion: more time between "
-                f"engine steps ({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})"),
-        Binding(keys.FASTER, "pace(-1)", "Faster", key_display="PgUp", priority=True,
-                tooltip="less time between engine steps, down to full speed"),
+        Binding(
+            keys.SLOWER,
+            "pace(1)",
+            "Slower",
+            key_display="PgDn",
+            priority=True,
+            tooltip="slow motion: more time between "
+            f"engine steps ({' / '.join(f'{ms} ms' for ms in STEP_INTERVALS_MS[1:])})",
+        ),
+        Binding(
+            keys.FASTER,
+            "pace(-1)",
+            "Faster",
+            key_display="PgUp",
+            priority=True,
+            tooltip="less time between engine steps, down to full speed",
+        ),
         *keys.select_keys(),
         keys.timeline_key(),
         keys.RESTART,
         keys.help_key(),
         *keys.quit_keys("shut the engine down and quit"),
         # On a server that lets dashboards watch only, the control keys leave the footer and say why when pressed.
-        Binding("ctrl+p,ctrl+s,pagedown,pageup", "watch_only", "Watch only", show=False, priority=True,
-                key_display=WATCH_ONLY_KEYS, tooltip="on a watch-only server: refused, the notice says why"),
+        Binding(
+            "ctrl+p,ctrl+s,pagedown,pageup",
+            "watch_only",
+            "Watch only",
+            show=False,
+            priority=True,
+            key_display=WATCH_ONLY_KEYS,
+            tooltip="on a watch-only server: refused, the notice says why",
+        ),
     ]
     # Screen classes by terminal size (app.tcss lays each out): 80x24 is -narrow -short, 100x30 -medium -tall
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
@@ -243,8 +267,14 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
         self._drawn = key
         colors = {v.req_id: request_color(v.index) for v in s.requests.values()}
         restartable = self.phase == "stopped" and self._reopen is not None
-        title.show(self.engine.model_name, s.step, self._title_phase(), s.step_interval_ms, self.random_weights,
-                   "^r restarts" if restartable else "")
+        title.show(
+            self.engine.model_name,
+            s.step,
+            self._title_phase(),
+            s.step_interval_ms,
+            self.random_weights,
+            "^r restarts" if restartable else "",
+        )
         info = self.engine.info
         self.query_one(ModelPanel).show(info, self.random_weights, self.pool_rule)
         self.query_one(RequestsTable).show(s.ordered(), self.selected, self._empty_hint())
@@ -528,8 +558,12 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
             log = "none: the engine writes wherever it was started"
         rows = [("KV pool", f"{pool}{POOL_HINT}"), ("engine log", log)]
         if self.serving:
-            rows.append(("server", f"{self.serving}, this engine over the OpenAI API (others: `enginetui attach "
-                                   f"{self.serving}`)"))
+            rows.append(
+                (
+                    "server",
+                    f"{self.serving}, this engine over the OpenAI API (others: `enginetui attach {self.serving}`)",
+                )
+            )
         return rows
 
     def action_restart(self) -> None:

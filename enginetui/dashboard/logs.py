@@ -48,7 +48,10 @@ def route_python_output(path: str | os.PathLike) -> Iterator[None]:
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.setLevel(logging.WARNING)
     terminal = {id(s) for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__) if s is not None}
-    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger))]
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
     moved = [h for lg in loggers for h in lg.handlers if type(h) is logging.StreamHandler and id(h.stream) in terminal]
     streams = [h.setStream(file) for h in moved]  # setStream returns the old stream
     root = logging.getLogger()

@@ -20,8 +20,12 @@ MAX_GAP_S = 1.0  # a redraw at least this often, whatever it costs
 class RedrawPacer:
     """Says whether a redraw may run now. `max_cpu_share` is a fraction of one core (0: no bound)."""
 
-    def __init__(self, max_cpu_share: float, clock: Callable[[], float] = time.monotonic,
-                 cpu_clock: Callable[[], float] = time.process_time) -> None:
+    def __init__(
+        self,
+        max_cpu_share: float,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
         self.max_cpu_share = max_cpu_share  # the budget, as a fraction of one core; 0 or less: none
         self._clock = clock  # wall time, seconds
         self._cpu_clock = cpu_clock  # this process's CPU time (all its threads), seconds

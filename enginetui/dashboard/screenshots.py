@@ -93,7 +93,10 @@ def streaming_requests(app: EngineTUI, tokens: int) -> list[str]:
 
 
 async def frame_when(
-    pilot: Pilot, name: str, pick: Callable[[], str | None], shows: Callable[[str], bool],
+    pilot: Pilot,
+    name: str,
+    pick: Callable[[], str | None],
+    shows: Callable[[str], bool],
     refill: Callable[[], None] = lambda: None,
 ) -> str:
     """The first frame taken once `pick()` names a request to select and whose SVG `shows()` the
@@ -163,8 +166,11 @@ async def timeline(pilot: Pilot) -> str:
     await pilot.press("ctrl+b", "ctrl+t")
 
     def pick() -> str | None:
-        resumed = [lane.req_id for lane in app.state.timeline.lanes.values()
-                   if lane.preemptions and any(phase == RECOMPUTE for phase, _, _ in lane.segments)]
+        resumed = [
+            lane.req_id
+            for lane in app.state.timeline.lanes.values()
+            if lane.preemptions and any(phase == RECOMPUTE for phase, _, _ in lane.segments)
+        ]
         return resumed[0] if resumed else None
 
     return await frame_when(pilot, "timeline", pick, lambda svg: "Timeline" in svg, lambda: app.burst(8))

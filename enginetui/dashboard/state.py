@@ -113,7 +113,9 @@ class DashboardState:
     sample_tokens: int = 0  # total_output_tokens when it began
     num_seen: int = 0  # requests ever seen (the next one's colour index)
     cleared: set[str] = field(default_factory=set)  # ids cleared from the list: late events about them are ignored
-    tokenizer: "PreTrainedTokenizerBase | None" = None  # the engine's tokenizer: decodes others' requests (None: no text for them)
+    tokenizer: "PreTrainedTokenizerBase | None" = (
+        None  # the engine's tokenizer: decodes others' requests (None: no text for them)
+    )
     decoders: dict[str, IncrementalDetokenizer] = field(default_factory=dict)  # others' live requests' text
     timeline: Timeline = field(default_factory=Timeline)  # every recent request's phases, step by step
 
@@ -277,13 +279,22 @@ class DashboardState:
         """An independent copy (replay keeps these as checkpoints to step back from)."""
         h = self.history
         return DashboardState(
-            history_interval=self.history_interval, latest=self.latest, listed=self.listed,
+            history_interval=self.history_interval,
+            latest=self.latest,
+            listed=self.listed,
             requests={k: replace(v, block_ids=list(v.block_ids)) for k, v in self.requests.items()},
             log=deque(self.log, maxlen=LOG_LINES),
-            history=History(*(deque(series, maxlen=HISTORY_POINTS) for series in (h.tok_s, h.kv_pct, h.running, h.waiting))),
-            dropped_events=self.dropped_events, version=self.version, sample_time=self.sample_time,
-            sample_tokens=self.sample_tokens, num_seen=self.num_seen, cleared=set(self.cleared),
-            tokenizer=self.tokenizer, decoders={k: _clone_decoder(d) for k, d in self.decoders.items()},
+            history=History(
+                *(deque(series, maxlen=HISTORY_POINTS) for series in (h.tok_s, h.kv_pct, h.running, h.waiting))
+            ),
+            dropped_events=self.dropped_events,
+            version=self.version,
+            sample_time=self.sample_time,
+            sample_tokens=self.sample_tokens,
+            num_seen=self.num_seen,
+            cleared=set(self.cleared),
+            tokenizer=self.tokenizer,
+            decoders={k: _clone_decoder(d) for k, d in self.decoders.items()},
             timeline=self.timeline.clone(),
         )
 
@@ -327,6 +338,7 @@ class DashboardState:
         view.text += decoder.add(token_ids)
         if first:
             view.first_token_time = view.first_token_time or now
+
     def _apply_progress(self, p: RequestProgress) -> None:
         if p.req_id in self.cleared:
             return  # a stale listing of a request the user cleared
@@ -382,7 +394,9 @@ class DashboardState:
             else:
                 what = f"prompt {r.num_prompt_tokens} tok"
             cached = f" · {a.num_cached_tokens} cached" if a.num_cached_tokens else ""
-            chunk = next((f" · chunk {c.num_tokens}" for c in event.chunks if c.req_id == a.req_id and c.num_remaining), "")
+            chunk = next(
+                (f" · chunk {c.num_tokens}" for c in event.chunks if c.req_id == a.req_id and c.num_remaining), ""
+            )
             add(LogLine(step, "admit", f"{a.req_id} · {what}{cached}{chunk}"))
         for c in event.chunks:
             if c.req_id not in admitted:

@@ -62,8 +62,15 @@ class Lane:
         self.segments.append((phase, step, step))
 
     def clone(self) -> "Lane":
-        return Lane(self.req_id, self.first_step, list(self.segments), list(self.preemptions), self.end,
-                    self.recomputing, self.num_chunks)
+        return Lane(
+            self.req_id,
+            self.first_step,
+            list(self.segments),
+            list(self.preemptions),
+            self.end,
+            self.recomputing,
+            self.num_chunks,
+        )
 
 
 @dataclass(slots=True)
@@ -98,8 +105,9 @@ class Timeline:
         self._trim()
 
     def clone(self) -> "Timeline":
-        return Timeline({k: lane.clone() for k, lane in self.lanes.items()}, self.last_step, self.max_lanes,
-                        dict(self.async_steps))
+        return Timeline(
+            {k: lane.clone() for k, lane in self.lanes.items()}, self.last_step, self.max_lanes, dict(self.async_steps)
+        )
 
     def _apply_step(self, event: StepEvent) -> None:
         step = event.step

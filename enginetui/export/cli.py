@@ -11,17 +11,23 @@ import sys
 
 def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser(
-        "export", help="write a recording as a Perfetto trace (JSON) or CSV tables",
+        "export",
+        help="write a recording as a Perfetto trace (JSON) or CSV tables",
         description="perfetto: a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing (a track "
-                    "per request with its phases; engine steps split into schedule / execute / update; counters "
-                    "for KV usage, running, waiting and batch tokens). csv: OUT is a directory; steps.csv has a "
-                    "row per engine step, requests.csv a row per request.")
+        "per request with its phases; engine steps split into schedule / execute / update; counters "
+        "for KV usage, running, waiting and batch tokens). csv: OUT is a directory; steps.csv has a "
+        "row per engine step, requests.csv a row per request.",
+    )
     export.add_argument("file", help="the recording (--record FILE)")
-    export.add_argument("--format", default="perfetto", choices=("perfetto", "csv"),
-                        help="what to write (default: perfetto)")
-    export.add_argument("out", nargs="?",
-                        help="the JSON file (perfetto) or the directory (csv) to write (default: beside FILE, "
-                             "FILE's name without its extension + .perfetto.json, or + -csv)")
+    export.add_argument(
+        "--format", default="perfetto", choices=("perfetto", "csv"), help="what to write (default: perfetto)"
+    )
+    export.add_argument(
+        "out",
+        nargs="?",
+        help="the JSON file (perfetto) or the directory (csv) to write (default: beside FILE, "
+        "FILE's name without its extension + .perfetto.json, or + -csv)",
+    )
     export.intermixed = True  # OUT may follow --format, as docs/record-replay.md writes it
     export.set_defaults(func=run_export)
 

@@ -21,8 +21,14 @@ from enginetui.export.steps import StepClock, StepSpan
 ENGINE_PID, REQUESTS_PID = 1, 2  # trace processes
 STEPS_TID = 1  # the engine's step thread
 BUSY_LOOP_TID, MODEL_TID = 2, 3  # where schedule / update and execute ran (from the events' phases)
-PHASE_NAMES = {"waiting": "waiting", "prefill": "prefill", "decode": "decode", "stalled": "running (no tokens this step)",
-               "requeued": "waiting (preempted)", "recompute": "recompute"}  # timeline phase -> slice name
+PHASE_NAMES = {
+    "waiting": "waiting",
+    "prefill": "prefill",
+    "decode": "decode",
+    "stalled": "running (no tokens this step)",
+    "requeued": "waiting (preempted)",
+    "recompute": "recompute",
+}  # timeline phase -> slice name
 
 
 def perfetto_trace(recording: Recording) -> dict:
@@ -30,10 +36,13 @@ def perfetto_trace(recording: Recording) -> dict:
     events = list(recording.events())
     origin = events[0].time if events else 0.0
     us = lambda t: round((t - origin) * 1e6, 3)  # noqa: E731  (time.time() -> trace microseconds)
-    trace = [_name("process_name", ENGINE_PID, 0, "engine"), _name("thread_name", ENGINE_PID, STEPS_TID, "steps"),
-             _name("thread_name", ENGINE_PID, BUSY_LOOP_TID, "busy loop (schedule, update)"),
-             _name("thread_name", ENGINE_PID, MODEL_TID, "model (execute)"),
-             _name("process_name", REQUESTS_PID, 0, "requests")]
+    trace = [
+        _name("process_name", ENGINE_PID, 0, "engine"),
+        _name("thread_name", ENGINE_PID, STEPS_TID, "steps"),
+        _name("thread_name", ENGINE_PID, BUSY_LOOP_TID, "busy loop (schedule, update)"),
+        _name("thread_name", ENGINE_PID, MODEL_TID, "model (execute)"),
+        _name("process_name", REQUESTS_PID, 0, "requests"),
+    ]
     spans = []
     for event in events:
         if event.is_step:
@@ -46,8 +55,11 @@ def perfetto_trace(recording: Recording) -> dict:
     if spans:
         trace += _request_tracks(events, StepClock(spans), us)
     header = recording.header
-    return {"traceEvents": trace, "displayTimeUnit": "ms",
-            "metadata": {"model": header.engine.model_name, "recorded by": header.source, "device": header.engine.device}}
+    return {
+        "traceEvents": trace,
+        "displayTimeUnit": "ms",
+        "metadata": {"model": header.engine.model_name, "recorded by": header.source, "device": header.engine.device},
+    }
 
 
 def _name(kind: str, pid: int, tid: int, name: str) -> dict:
@@ -66,14 +78,26 @@ def _step_slices(event: StepEvent, start: float, span: StepSpan) -> list[dict]:
     """The step and its three phases, back to back inside it. With asynchronous scheduling the step
     alone (its phases overlap the next and previous steps': they are on the busy-loop and model tracks)."""
     if event.async_scheduling:
-        args = {"planned step": event.planned_step, "executed step": event.executed_step,
-                "scheduled tokens": event.num_scheduled_tokens, "requests": len(event.scheduled)}
-        return [_slice(f"step {event.step}", start, round((span.end - span.start) * 1e6, 3), ENGINE_PID, STEPS_TID,
-                       args)]
-    parts = [("schedule", round(event.sched_ms * 1e3, 3)), ("execute", round(event.exec_ms * 1e3, 3)),
-             ("update", round(event.update_ms * 1e3, 3))]
-    args = {"scheduled tokens": event.num_scheduled_tokens, "prefill tokens": event.num_prefill_tokens,
-            "decode tokens": event.num_decode_tokens, "requests": len(event.scheduled)}
+        args = {
+            "planned step": event.planned_step,
+            "executed step": event.executed_step,
+            "scheduled tokens": event.num_scheduled_tokens,
+            "requests": len(event.scheduled),
+        }
+        return [
+            _slice(f"step {event.step}", start, round((span.end - span.start) * 1e6, 3), ENGINE_PID, STEPS_TID, args)
+        ]
+    parts = [
+        ("schedule", round(event.sched_ms * 1e3, 3)),
+        ("execute", round(event.exec_ms * 1e3, 3)),
+        ("update", round(event.update_ms * 1e3, 3)),
+    ]
+    args = {
+        "scheduled tokens": event.num_scheduled_tokens,
+        "prefill tokens": event.num_prefill_tokens,
+        "decode tokens": event.num_decode_tokens,
+        "requests": len(event.scheduled),
+    }
     out = [_slice(f"step {event.step}", start, sum(d for _, d in parts), ENGINE_PID, STEPS_TID, args)]
     at = start
     for name, dur in parts:
@@ -87,9 +111,16 @@ def _phase_slices(event: StepEvent, us) -> list[dict]:
     out = []
     for phase in event.phases:
         tid = MODEL_TID if phase.name == "execute" else BUSY_LOOP_TID
-        out.append(_slice(f"{phase.name} step {phase.step}", us(phase.start),
-                          max(0.0, round(us(phase.end) - us(phase.start), 3)), ENGINE_PID, tid,
-                          {"step": phase.step, "async scheduling": event.async_scheduling}))
+        out.append(
+            _slice(
+                f"{phase.name} step {phase.step}",
+                us(phase.start),
+                max(0.0, round(us(phase.end) - us(phase.start), 3)),
+                ENGINE_PID,
+                tid,
+                {"step": phase.step, "async scheduling": event.async_scheduling},
+            )
+        )
     return out
 
 
@@ -99,8 +130,10 @@ def _counters(event: StepEvent, ts: float) -> list[dict]:
         "KV usage %": {"used": round(100.0 * used / event.num_blocks, 2) if event.num_blocks else 0.0},
         "running": {"requests": len(event.running)},
         "waiting": {"requests": len(event.waiting)},
-        "batch tokens": {"prefill": event.num_prefill_tokens if event.is_step else 0,
-                         "decode": event.num_decode_tokens if event.is_step else 0},
+        "batch tokens": {
+            "prefill": event.num_prefill_tokens if event.is_step else 0,
+            "decode": event.num_decode_tokens if event.is_step else 0,
+        },
     }
     if event.is_step and event.compute_threads:  # a model step on a CPU: fewer threads beside a busy process
         values["CPU threads"] = {"threads": event.compute_threads}
@@ -124,16 +157,32 @@ def _request_tracks(events: list[StepEvent], clock: StepClock, us) -> list[dict]
     out = []
     for tid, lane in enumerate(timeline.lanes.values(), start=1):
         out.append(_name("thread_name", REQUESTS_PID, tid, lane.req_id))
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": REQUESTS_PID, "tid": tid, "args": {"sort_index": tid}})
+        out.append(
+            {"ph": "M", "name": "thread_sort_index", "pid": REQUESTS_PID, "tid": tid, "args": {"sort_index": tid}}
+        )
         out += _lane_slices(lane, clock, arrivals.get(lane.req_id), us, tid)
         for step in lane.preemptions:
             when, pre = preemptions[(lane.req_id, step)]
-            out.append(_instant("preempted", us(when), REQUESTS_PID, tid,
-                                {"step": step, "lost tokens": pre.lost_tokens, "freed blocks": pre.freed_blocks}))
+            out.append(
+                _instant(
+                    "preempted",
+                    us(when),
+                    REQUESTS_PID,
+                    tid,
+                    {"step": step, "lost tokens": pre.lost_tokens, "freed blocks": pre.freed_blocks},
+                )
+            )
         if lane.req_id in ends:
             when, end = ends[lane.req_id]
-            out.append(_instant(f"end: {end.reason}", us(when), REQUESTS_PID, tid,
-                                {"detail": end.detail, "output tokens": end.num_output_tokens}))
+            out.append(
+                _instant(
+                    f"end: {end.reason}",
+                    us(when),
+                    REQUESTS_PID,
+                    tid,
+                    {"detail": end.detail, "output tokens": end.num_output_tokens},
+                )
+            )
     return out
 
 
@@ -146,6 +195,14 @@ def _lane_slices(lane: Lane, clock: StepClock, arrival: float | None, us, tid: i
         if last_end is not None:
             start = max(start, last_end)  # a step missing from the recording: never overlap the previous phase
         last_end = end
-        out.append(_slice(PHASE_NAMES[phase], us(start), max(0.0, round(us(end) - us(start), 3)), REQUESTS_PID, tid,
-                          {"steps": f"{first}-{last}" if last > first else str(first)}))
+        out.append(
+            _slice(
+                PHASE_NAMES[phase],
+                us(start),
+                max(0.0, round(us(end) - us(start), 3)),
+                REQUESTS_PID,
+                tid,
+                {"steps": f"{first}-{last}" if last > first else str(first)},
+            )
+        )
     return out

@@ -14,12 +14,47 @@ from enginetui.dashboard.state import DashboardState
 from enginetui.dashboard.timeline import Timeline
 from enginetui.export.steps import step_ms
 
-STEP_COLUMNS = ("step", "time_s", "step_ms", "sched_ms", "exec_ms", "update_ms", "forward_ms", "sample_ms",
-                "compute_threads", "scheduled_tokens", "prefill_tokens", "decode_tokens", "scheduled_requests",
-                "running", "waiting", "kv_used_blocks", "kv_blocks", "kv_used_pct", "admitted", "preempted", "finished")
-REQUEST_COLUMNS = ("req_id", "prompt_tokens", "output_tokens", "max_tokens", "cached_tokens", "arrival_s",
-                   "first_scheduled_s", "first_token_s", "finished_s", "queue_s", "ttft_s", "e2e_s", "preemptions",
-                   "prefill_chunks", "finish_reason", "detail")
+STEP_COLUMNS = (
+    "step",
+    "time_s",
+    "step_ms",
+    "sched_ms",
+    "exec_ms",
+    "update_ms",
+    "forward_ms",
+    "sample_ms",
+    "compute_threads",
+    "scheduled_tokens",
+    "prefill_tokens",
+    "decode_tokens",
+    "scheduled_requests",
+    "running",
+    "waiting",
+    "kv_used_blocks",
+    "kv_blocks",
+    "kv_used_pct",
+    "admitted",
+    "preempted",
+    "finished",
+)
+REQUEST_COLUMNS = (
+    "req_id",
+    "prompt_tokens",
+    "output_tokens",
+    "max_tokens",
+    "cached_tokens",
+    "arrival_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finished_s",
+    "queue_s",
+    "ttft_s",
+    "e2e_s",
+    "preemptions",
+    "prefill_chunks",
+    "finish_reason",
+    "detail",
+)
 
 
 def write_tables(recording: Recording, out_dir: str | Path) -> list[Path]:
@@ -49,22 +84,53 @@ def write_tables(recording: Recording, out_dir: str | Path) -> list[Path]:
 
 def _step_row(e, origin: float) -> tuple:
     used = e.num_blocks - e.num_free_blocks
-    return (e.step, _s(e.time - origin), _ms(step_ms(e)), _ms(e.sched_ms), _ms(e.exec_ms), _ms(e.update_ms),
-            _ms(e.forward_ms), _ms(e.sample_ms), e.compute_threads, e.num_scheduled_tokens, e.num_prefill_tokens,
-            e.num_decode_tokens, len(e.scheduled), len(e.running), len(e.waiting), used, e.num_blocks,
-            round(100.0 * used / e.num_blocks, 2) if e.num_blocks else 0.0, len(e.admitted), len(e.preempted),
-            len(e.finished))
+    return (
+        e.step,
+        _s(e.time - origin),
+        _ms(step_ms(e)),
+        _ms(e.sched_ms),
+        _ms(e.exec_ms),
+        _ms(e.update_ms),
+        _ms(e.forward_ms),
+        _ms(e.sample_ms),
+        e.compute_threads,
+        e.num_scheduled_tokens,
+        e.num_prefill_tokens,
+        e.num_decode_tokens,
+        len(e.scheduled),
+        len(e.running),
+        len(e.waiting),
+        used,
+        e.num_blocks,
+        round(100.0 * used / e.num_blocks, 2) if e.num_blocks else 0.0,
+        len(e.admitted),
+        len(e.preempted),
+        len(e.finished),
+    )
 
 
 def _request_row(view, state: DashboardState, first_token: float | None, origin: float) -> tuple:
     lane = state.timeline.lanes.get(view.req_id)
     at = lambda t: "" if t is None else _s(t - origin)  # noqa: E731
     since_arrival = lambda t: "" if t is None or view.arrival_time is None else _s(t - view.arrival_time)  # noqa: E731
-    return (view.req_id, view.num_prompt_tokens, view.num_output_tokens, view.max_tokens, view.num_cached_tokens,
-            at(view.arrival_time), at(view.first_scheduled_time), at(first_token), at(view.finished_time),
-            since_arrival(view.first_scheduled_time), since_arrival(first_token), since_arrival(view.finished_time),
-            view.num_preemptions,
-            lane.num_chunks if lane else 0, view.finish_reason or "", view.detail)
+    return (
+        view.req_id,
+        view.num_prompt_tokens,
+        view.num_output_tokens,
+        view.max_tokens,
+        view.num_cached_tokens,
+        at(view.arrival_time),
+        at(view.first_scheduled_time),
+        at(first_token),
+        at(view.finished_time),
+        since_arrival(view.first_scheduled_time),
+        since_arrival(first_token),
+        since_arrival(view.finished_time),
+        view.num_preemptions,
+        lane.num_chunks if lane else 0,
+        view.finish_reason or "",
+        view.detail,
+    )
 
 
 def _s(seconds: float) -> float:

@@ -19,13 +19,23 @@ DEFAULT_MAX_CPU_PCT = 8.0
 
 def add_redraw_args(parser: argparse.ArgumentParser) -> None:
     """--redraw-hz and --max-cpu."""
-    parser.add_argument("--redraw-hz", type=_redraw_hz, default=DEFAULT_REDRAW_HZ, metavar="HZ",
-                        help=f"most dashboard redraws per second (default: {DEFAULT_REDRAW_HZ:g}); each costs CPU "
-                             "time the engine may need when they share the cores")
-    parser.add_argument("--max-cpu", type=_max_cpu, default=DEFAULT_MAX_CPU_PCT, metavar="PCT",
-                        help=f"most of one core the dashboard may use, in percent (default: {DEFAULT_MAX_CPU_PCT:g}; "
-                             "0: no limit): busy screens redraw less often than --redraw-hz to stay under it, "
-                             "at least once a second")
+    parser.add_argument(
+        "--redraw-hz",
+        type=_redraw_hz,
+        default=DEFAULT_REDRAW_HZ,
+        metavar="HZ",
+        help=f"most dashboard redraws per second (default: {DEFAULT_REDRAW_HZ:g}); each costs CPU "
+        "time the engine may need when they share the cores",
+    )
+    parser.add_argument(
+        "--max-cpu",
+        type=_max_cpu,
+        default=DEFAULT_MAX_CPU_PCT,
+        metavar="PCT",
+        help=f"most of one core the dashboard may use, in percent (default: {DEFAULT_MAX_CPU_PCT:g}; "
+        "0: no limit): busy screens redraw less often than --redraw-hz to stay under it, "
+        "at least once a second",
+    )
 
 
 def positive_int(text: str) -> int:

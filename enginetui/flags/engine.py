@@ -43,59 +43,118 @@ class EngineFlag:
 
 ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--model", "HF model directory or hub id", unset="the embedded default model"),
-    EngineFlag("--tokenizer", "tokenizer directory or hub id",
-               unset="the model's; with --load-format dummy and no tokenizer, the embedded model's when the "
-                     "vocabulary fits, else a byte-level one", kwargs={"metavar": "DIR"}),
+    EngineFlag(
+        "--tokenizer",
+        "tokenizer directory or hub id",
+        unset="the model's; with --load-format dummy and no tokenizer, the embedded model's when the "
+        "vocabulary fits, else a byte-level one",
+        kwargs={"metavar": "DIR"},
+    ),
     EngineFlag("--max-num-batched-tokens", "token budget of one step", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--max-num-seqs", "most requests running at once", kwargs={"type": int, "metavar": "N"}),
     EngineFlag("--block-size", "tokens per KV block", kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--num-gpu-blocks-override", "KV pool size in blocks", unset="sized from the KV memory",
-               kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--gpu-memory-utilization", "share of the device's memory for weights, activations and the KV "
-               "pool, as vLLM's (on CPU: of the RAM)",
-               unset="0.92 on CUDA and 2 GiB or 1/4 of the free RAM on CPU, the pool no larger than --max-num-seqs "
-                     "requests of --max-model-len tokens use", kwargs={"type": float, "metavar": "FRACTION"}),
-    EngineFlag("--kv-cache-memory-bytes", f"KV pool memory, e.g. 512M or 2G (wins over --gpu-memory-utilization; "
-               f"on CPU ${CPU_KV_SPACE_ENV}=GIB, vLLM's variable, does the same)",
-               unset="see --gpu-memory-utilization", kwargs={"type": lambda text: byte_count(text), "metavar": "BYTES"}),
-    EngineFlag("--enable-chunked-prefill", "split long prompts over steps",
-               kwargs={"action": argparse.BooleanOptionalAction}),
-    EngineFlag("--enable-prefix-caching", "reuse KV of shared prefixes",
-               kwargs={"action": argparse.BooleanOptionalAction}),
-    EngineFlag("--scheduling-policy", "fcfs or priority (lower priority value runs first)",
-               kwargs={"choices": ("fcfs", "priority")}),
-    EngineFlag("--scheduler-reserve-full-isl", "admit a waiting request only if its whole prompt fits in free "
-               "blocks (vLLM >= 0.23; off: only its first chunk must, as vLLM 0.22)",
-               kwargs={"action": argparse.BooleanOptionalAction}),
-    EngineFlag("--long-prefill-token-threshold", "cap on one request's prefill tokens per step while others "
-               "run (0: no cap)", kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--async-scheduling", "plan step N+1 while step N executes (vLLM's AsyncScheduler; output "
-               "placeholders)", unset="on for CUDA, off on CPU, as vLLM decides",
-               kwargs={"action": argparse.BooleanOptionalAction}),
-    EngineFlag("--enforce-eager", "capture no CUDA graphs: every step runs eagerly (on CPU there are none anyway)",
-               kwargs={"action": argparse.BooleanOptionalAction}),
-    EngineFlag("--cudagraph-capture-sizes", "decode batch sizes captured as CUDA graphs; a decode step runs "
-               "padded to the next captured size, eagerly past the largest",
-               unset="vLLM's: 1, 2, 4, every 8 to 248, every 16 to --max-cudagraph-capture-size, and --max-num-seqs",
-               kwargs={"type": int, "nargs": "+", "metavar": "N"}),
-    EngineFlag("--max-cudagraph-capture-size", "largest size of the default capture list",
-               unset="min(2 x --max-num-seqs, 512)", kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--stream-interval", "new tokens a streamed output carries at least, the first and the last sent "
-               "at once (fewer outputs, less front-end work per token)", kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--max-model-len", "longest prompt + output in tokens", unset="the model's max positions",
-               kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--dtype", "weights / activations dtype: auto (float32 on CPU, the checkpoint's on CUDA), "
-               "float32, float16, bfloat16"),
+    EngineFlag(
+        "--num-gpu-blocks-override",
+        "KV pool size in blocks",
+        unset="sized from the KV memory",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--gpu-memory-utilization",
+        "share of the device's memory for weights, activations and the KV pool, as vLLM's (on CPU: of the RAM)",
+        unset="0.92 on CUDA and 2 GiB or 1/4 of the free RAM on CPU, the pool no larger than --max-num-seqs "
+        "requests of --max-model-len tokens use",
+        kwargs={"type": float, "metavar": "FRACTION"},
+    ),
+    EngineFlag(
+        "--kv-cache-memory-bytes",
+        f"KV pool memory, e.g. 512M or 2G (wins over --gpu-memory-utilization; "
+        f"on CPU ${CPU_KV_SPACE_ENV}=GIB, vLLM's variable, does the same)",
+        unset="see --gpu-memory-utilization",
+        kwargs={"type": lambda text: byte_count(text), "metavar": "BYTES"},
+    ),
+    EngineFlag(
+        "--enable-chunked-prefill", "split long prompts over steps", kwargs={"action": argparse.BooleanOptionalAction}
+    ),
+    EngineFlag(
+        "--enable-prefix-caching", "reuse KV of shared prefixes", kwargs={"action": argparse.BooleanOptionalAction}
+    ),
+    EngineFlag(
+        "--scheduling-policy",
+        "fcfs or priority (lower priority value runs first)",
+        kwargs={"choices": ("fcfs", "priority")},
+    ),
+    EngineFlag(
+        "--scheduler-reserve-full-isl",
+        "admit a waiting request only if its whole prompt fits in free "
+        "blocks (vLLM >= 0.23; off: only its first chunk must, as vLLM 0.22)",
+        kwargs={"action": argparse.BooleanOptionalAction},
+    ),
+    EngineFlag(
+        "--long-prefill-token-threshold",
+        "cap on one request's prefill tokens per step while others run (0: no cap)",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--async-scheduling",
+        "plan step N+1 while step N executes (vLLM's AsyncScheduler; output placeholders)",
+        unset="on for CUDA, off on CPU, as vLLM decides",
+        kwargs={"action": argparse.BooleanOptionalAction},
+    ),
+    EngineFlag(
+        "--enforce-eager",
+        "capture no CUDA graphs: every step runs eagerly (on CPU there are none anyway)",
+        kwargs={"action": argparse.BooleanOptionalAction},
+    ),
+    EngineFlag(
+        "--cudagraph-capture-sizes",
+        "decode batch sizes captured as CUDA graphs; a decode step runs "
+        "padded to the next captured size, eagerly past the largest",
+        unset="vLLM's: 1, 2, 4, every 8 to 248, every 16 to --max-cudagraph-capture-size, and --max-num-seqs",
+        kwargs={"type": int, "nargs": "+", "metavar": "N"},
+    ),
+    EngineFlag(
+        "--max-cudagraph-capture-size",
+        "largest size of the default capture list",
+        unset="min(2 x --max-num-seqs, 512)",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--stream-interval",
+        "new tokens a streamed output carries at least, the first and the last sent "
+        "at once (fewer outputs, less front-end work per token)",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--max-model-len",
+        "longest prompt + output in tokens",
+        unset="the model's max positions",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--dtype",
+        "weights / activations dtype: auto (float32 on CPU, the checkpoint's on CUDA), float32, float16, bfloat16",
+    ),
     EngineFlag("--load-format", "dummy: random weights, no download", kwargs={"choices": ("auto", "dummy")}),
     EngineFlag("--seed", "engine random seed (dummy weights, requests without a seed)", kwargs={"type": int}),
     EngineFlag("--device", "cpu, cuda, or auto (cuda when available)"),
-    EngineFlag("--cpu-threads", "threads EngineCore computes with on CPU",
-               unset="$OMP_NUM_THREADS, else every usable core less --cpu-reserved-cores",
-               kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--cpu-reserved-cores", "usable cores left to the front-end (client, dashboard) when --cpu-threads "
-               "is not given", kwargs={"type": int, "metavar": "N"}),
-    EngineFlag("--cpu-spin-count", "OpenMP spin loops before a waiting EngineCore thread sleeps (GOMP_SPINCOUNT)",
-               unset="$GOMP_SPINCOUNT (or $OMP_WAIT_POLICY), else 10000", kwargs={"type": int, "metavar": "N"}),
+    EngineFlag(
+        "--cpu-threads",
+        "threads EngineCore computes with on CPU",
+        unset="$OMP_NUM_THREADS, else every usable core less --cpu-reserved-cores",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--cpu-reserved-cores",
+        "usable cores left to the front-end (client, dashboard) when --cpu-threads is not given",
+        kwargs={"type": int, "metavar": "N"},
+    ),
+    EngineFlag(
+        "--cpu-spin-count",
+        "OpenMP spin loops before a waiting EngineCore thread sleeps (GOMP_SPINCOUNT)",
+        unset="$GOMP_SPINCOUNT (or $OMP_WAIT_POLICY), else 10000",
+        kwargs={"type": int, "metavar": "N"},
+    ),
 )
 
 DASHBOARD_NUM_BLOCKS = 512  # the dashboard's KV pool when no flag (nor VLLM_CPU_KVCACHE_SPACE) sizes it
@@ -113,8 +172,9 @@ DASHBOARD_HELP = {  # the dashboard's own wording of some engine flags (bench ke
 }
 
 
-def add_engine_args(parser: argparse.ArgumentParser, help_overrides: dict[str, str] | None = None,
-                    subcommand: bool = False) -> None:
+def add_engine_args(
+    parser: argparse.ArgumentParser, help_overrides: dict[str, str] | None = None, subcommand: bool = False
+) -> None:
     """Add the engine flags to `parser`, each with the engine's default in its help;
     `help_overrides` replaces some flags' whole help text.
 
@@ -202,12 +262,21 @@ def startup_problem(kwargs: dict[str, Any]) -> str | None:
 
 
 FLAG_NAMES = frozenset(spec.flag for spec in ENGINE_FLAGS)  # every engine flag, e.g. "--max-num-seqs"
-_BYTE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
-               "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}  # suffix -> bytes (as vLLM's human_readable_int)
+_BYTE_UNITS = {
+    "": 1,
+    "k": 1000,
+    "m": 1000**2,
+    "g": 1000**3,
+    "t": 1000**4,
+    "ki": 1024,
+    "mi": 1024**2,
+    "gi": 1024**3,
+    "ti": 1024**4,
+}  # suffix -> bytes (as vLLM's human_readable_int)
 
 
 def byte_count(text: str) -> int:
-    """"2147483648", "2G" (10^9), "2GiB" / "2Gi" (2^30), "512M", "1.5G" -> bytes."""
+    """ "2147483648", "2G" (10^9), "2GiB" / "2Gi" (2^30), "512M", "1.5G" -> bytes."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", text, flags=re.IGNORECASE)
     if match is None:
         raise argparse.ArgumentTypeError(f"must be a number of bytes such as 2147483648, 512M or 2GiB, got {text!r}")

@@ -18,5 +18,8 @@ def start_or_say(engine, path: str, prog: str):
 def close_and_say(recorder, prog: str) -> None:
     """Close the recording (after the engine's shutdown) and say what it holds and how to open it."""
     summary = recorder.close()
-    print(f"{prog}: recorded {summary.num_events} events to {summary.path} ({summary.num_bytes / 2**20:.1f} MiB); "
-          f"replay it with: enginetui replay {summary.path}", file=sys.stderr)
+    print(
+        f"{prog}: recorded {summary.num_events} events to {summary.path} ({summary.num_bytes / 2**20:.1f} MiB); "
+        f"replay it with: enginetui replay {summary.path}",
+        file=sys.stderr,
+    )

@@ -28,6 +28,8 @@ REPLAY_PANELS = [
     *((name, what) for name, what in PANELS if name not in ("title bar", "process")),
     ("replay bar", "playing or paused, the event shown (its kind), its step and time, the play speed"),
 ]
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a typed jump goes: an event index, or why it cannot."""
@@ -60,7 +62,9 @@ def parse_target(text: str, session: ReplaySession) -> Target:
 class ReplayBar(Static):
     """Where the replay is: playing or paused, event, step and time, speed."""
 
-    DEFAULT_CSS = "ReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }"
+    DEFAULT_CSS = (
+        "ReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }"
+    )
 
     def show(self, playing: bool, index: int, session: ReplaySession, speed: float) -> None:
         first, last = session.steps
@@ -82,29 +86,57 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
         Binding("right,ctrl+s", "move_step(1)", "Step", key_display="→", tooltip="the next engine step (or ^s)"),
         Binding("left", "move_step(-1)", "Back", key_display="←", tooltip="the previous engine step"),
-        Binding("full_stop", "move_event(1)", "Event", show=False,
-                tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)"),
+        Binding(
+            "full_stop",
+            "move_event(1)",
+            "Event",
+            show=False,
+            tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)",
+        ),
         Binding("comma", "move_event(-1)", "Event", show=False, tooltip="the previous event"),
         Binding("home", "move_to(0)", "Start", show=False, tooltip="the first event of the recording"),
         Binding("end", "move_to(-1)", "End", show=False, tooltip="the last event of the recording"),
-        Binding(f"minus,{keys.SLOWER}", "speed(-1)", "Slower", key_display="-",
-                tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)"),
-        Binding(f"plus,equals_sign,{keys.FASTER}", "speed(1)", "Faster", key_display="+",
-                tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)"),
+        Binding(
+            f"minus,{keys.SLOWER}",
+            "speed(-1)",
+            "Slower",
+            key_display="-",
+            tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)",
+        ),
+        Binding(
+            f"plus,equals_sign,{keys.FASTER}",
+            "speed(1)",
+            "Faster",
+            key_display="+",
+            tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)",
+        ),
         Binding("g", "jump", "Jump", tooltip="jump to a step (123), a time (12.5s) or an event (e40)"),
         keys.timeline_key(plain=True),
         *keys.select_keys(),
-        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l",
-                          "bursts, aborts and clearing: not in a replay (it shows what happened)"),
+        keys.refused_keys(
+            "ctrl+b,ctrl+x,ctrl+l", "bursts, aborts and clearing: not in a replay (it shows what happened)"
+        ),
         keys.help_key(plain=True),
         *keys.quit_keys("quit", plain=True),
     ]
     AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
 
-    def __init__(self, session: ReplaySession, *, notes: list[str] | tuple[str, ...] = (), start: int = 0,
-                 redraw_hz: float = 15.0, keep_idle: bool = False, **kwargs) -> None:
-        super().__init__(RecordedEngine(session.recording.header, session.tokenizer), redraw_hz=redraw_hz,
-                         history_interval=session.history_interval, **kwargs)
+    def __init__(
+        self,
+        session: ReplaySession,
+        *,
+        notes: list[str] | tuple[str, ...] = (),
+        start: int = 0,
+        redraw_hz: float = 15.0,
+        keep_idle: bool = False,
+        **kwargs,
+    ) -> None:
+        super().__init__(
+            RecordedEngine(session.recording.header, session.tokenizer),
+            redraw_hz=redraw_hz,
+            history_interval=session.history_interval,
+            **kwargs,
+        )
         self.session = session  # the recording and its states
         self.file_notes = list(notes)  # what to say about the recording when it opens (cut short, events lost)
         self.index = start  # the event shown
@@ -179,8 +211,11 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
     def _at_an_end(self, delta: int) -> None:
         step = self.session.recording.heads[self.index].step
         if delta > 0:
-            self.notify(f"end of the recording: event {self.index + 1} of {len(self.session)}, step {step} "
-                        "(Home goes back to the start)", severity="warning")
+            self.notify(
+                f"end of the recording: event {self.index + 1} of {len(self.session)}, step {step} "
+                "(Home goes back to the start)",
+                severity="warning",
+            )
         else:
             self.notify(f"start of the recording: event {self.index + 1}, step {step}", severity="warning")
 
@@ -252,10 +287,16 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         rows = [
             ("file", rec.path),
             ("recorded by", f"{header.source} · enginetui {header.enginetui_version}"),
-            ("engine", f"{header.engine.model_name} · {header.engine.device} · {header.engine.dtype} · "
-                       f"{header.engine.num_blocks} blocks × {header.engine.block_size} tok"),
+            (
+                "engine",
+                f"{header.engine.model_name} · {header.engine.device} · {header.engine.dtype} · "
+                f"{header.engine.num_blocks} blocks × {header.engine.block_size} tok",
+            ),
             ("holds", f"{len(rec)} events · steps {first}–{last} · {self.session.seconds_at(len(rec) - 1):.2f} s"),
-            ("text", "decoded with the recorded tokenizer" if header.tokenizer else "none: the recording has no tokenizer"),
+            (
+                "text",
+                "decoded with the recorded tokenizer" if header.tokenizer else "none: the recording has no tokenizer",
+            ),
         ]
         return rows + [("note", note) for note in self.file_notes]
 

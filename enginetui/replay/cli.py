@@ -12,19 +12,25 @@ from enginetui.interrupt import sigterm_quits
 
 def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
     replay = subparsers.add_parser(
-        "replay", help="open the dashboard on a recording (--record FILE): step, jump, play",
+        "replay",
+        help="open the dashboard on a recording (--record FILE): step, jump, play",
         description="The dashboard on a recording made with --record: every panel shows the run exactly as it was "
-                    "live, one event at a time. Keys: → / ← the next / previous engine step, . and , one event, "
-                    "Home / End the ends, g jumps to a step (123), a time (12.5s) or an event (e40), space plays "
-                    "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key. A recording of "
-                    "`attach --vllm` replays in the vLLM dashboard, with the same keys (→ / ← one recorded item; "
-                    "g a time).")
+        "live, one event at a time. Keys: → / ← the next / previous engine step, . and , one event, "
+        "Home / End the ends, g jumps to a step (123), a time (12.5s) or an event (e40), space plays "
+        "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key. A recording of "
+        "`attach --vllm` replays in the vLLM dashboard, with the same keys (→ / ← one recorded item; "
+        "g a time).",
+    )
     replay.add_argument("file", help="the recording")
-    replay.add_argument("--at", metavar="WHERE",
-                        help="open at a step (123), a time into the recording (12.5s) or an event (e40)")
-    replay.add_argument("--keep-idle", action="store_true",
-                        help="play idle stretches (nothing running, waiting or arriving) at their recorded length "
-                             "(default: each plays as 2 s at most)")
+    replay.add_argument(
+        "--at", metavar="WHERE", help="open at a step (123), a time into the recording (12.5s) or an event (e40)"
+    )
+    replay.add_argument(
+        "--keep-idle",
+        action="store_true",
+        help="play idle stretches (nothing running, waiting or arriving) at their recorded length "
+        "(default: each plays as 2 s at most)",
+    )
     replay.set_defaults(func=run_replay)
 
 

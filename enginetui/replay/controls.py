@@ -13,8 +13,9 @@ MAX_IDLE_S = 2.0  # an idle stretch plays as this long at most, at 1x (unless --
 PLAY_HZ = 30.0  # how often playback moves on
 
 
-def offsets_for_play(times: list[float], idle: list[bool] | None = None,
-                     max_idle_s: float | None = MAX_IDLE_S) -> list[float]:
+def offsets_for_play(
+    times: list[float], idle: list[bool] | None = None, max_idle_s: float | None = MAX_IDLE_S
+) -> list[float]:
     """Per item: seconds from the first one as playback counts them. `idle[i]`: nothing happens
     between item i and the next; a run of such gaps plays as `max_idle_s` at most (None: as
     recorded). Without `idle`, every gap is a stretch of its own (an engine's events come only
@@ -44,8 +45,11 @@ class JumpScreen(ModalScreen[str | None]):
     #jump { width: 80; max-width: 95%; height: auto; border: round $accent; background: $panel; padding: 0 1; }
     """
 
-    def __init__(self, what: str = "a step (123), a time into the recording (12.5s) or an event (e40)",
-                 placeholder: str = "step, 12.5s or e40") -> None:
+    def __init__(
+        self,
+        what: str = "a step (123), a time into the recording (12.5s) or an event (e40)",
+        placeholder: str = "step, 12.5s or e40",
+    ) -> None:
         super().__init__()
         self.what = what
         self.placeholder = placeholder

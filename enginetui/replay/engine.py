@@ -10,8 +10,9 @@ from enginetui.core.engine.events import StepEvent
 from enginetui.core.record.format import Header
 from enginetui.dashboard.no_input_engine import EngineRefused, NoInputEngine
 
-READ_ONLY = ("this is a replay of a recording: it shows what happened, nothing can be sent to it (enginetui opens a "
-             "live engine)")
+READ_ONLY = (
+    "this is a replay of a recording: it shows what happened, nothing can be sent to it (enginetui opens a live engine)"
+)
 
 
 class RecordedEngine(NoInputEngine):

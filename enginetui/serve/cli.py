@@ -22,31 +22,59 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     from enginetui.flags.engine import add_engine_args
 
     serve = subparsers.add_parser(
-        "serve", help="serve the engine over an OpenAI-compatible HTTP API (like `vllm serve`)",
+        "serve",
+        help="serve the engine over an OpenAI-compatible HTTP API (like `vllm serve`)",
         description="An OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-                    "/metrics, /tokenize, /detokenize) on one engine; dashboards attach to it with "
-                    "`enginetui attach URL`. Engine flags use vLLM's names. Ctrl-C or SIGTERM stops it.")
-    serve.add_argument("model_tag", nargs="?", metavar="MODEL",
-                       help="the model, as `vllm serve MODEL` takes it (the same as --model MODEL)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+        "/metrics, /tokenize, /detokenize) on one engine; dashboards attach to it with "
+        "`enginetui attach URL`. Engine flags use vLLM's names. Ctrl-C or SIGTERM stops it.",
+    )
+    serve.add_argument(
+        "model_tag",
+        nargs="?",
+        metavar="MODEL",
+        help="the model, as `vllm serve MODEL` takes it (the same as --model MODEL)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
+    serve.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)"
+    )
     add_key_arg(serve, "require this key (header `Authorization: Bearer KEY`) on every route but /health")
     add_control_args(serve)
-    serve.add_argument("--served-model-name", metavar="NAME",
-                       help="the model name clients send (default: the --model value; the embedded model: its "
-                            "directory's path, as vLLM serves a local model, with 'default' accepted too)")
-    serve.add_argument("--uvicorn-log-level", default="info",
-                       choices=("critical", "error", "warning", "info", "debug", "trace"),
-                       help="uvicorn's log level (default info)")
-    serve.add_argument("--disable-uvicorn-access-log", action="store_true",
-                       help="no access-log line per request (vLLM's flag)")
-    serve.add_argument("--disable-access-log-for-endpoints", type=_paths, default=frozenset(), metavar="PATHS",
-                       help="comma-separated paths whose requests are not logged, e.g. /health,/metrics (vLLM's "
-                            "flag; attached dashboards' polling is logged at debug level already)")
-    serve.add_argument("--skip-tokenizer-init", action="store_true",
-                       help="no tokenizer: prompts are token ids, outputs carry no text (for models without one)")
-    serve.add_argument("--record", metavar="FILE",
-                       help="record every step event to FILE while serving (replay it with `enginetui replay FILE`)")
+    serve.add_argument(
+        "--served-model-name",
+        metavar="NAME",
+        help="the model name clients send (default: the --model value; the embedded model: its "
+        "directory's path, as vLLM serves a local model, with 'default' accepted too)",
+    )
+    serve.add_argument(
+        "--uvicorn-log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug", "trace"),
+        help="uvicorn's log level (default info)",
+    )
+    serve.add_argument(
+        "--disable-uvicorn-access-log", action="store_true", help="no access-log line per request (vLLM's flag)"
+    )
+    serve.add_argument(
+        "--disable-access-log-for-endpoints",
+        type=_paths,
+        default=frozenset(),
+        metavar="PATHS",
+        help="comma-separated paths whose requests are not logged, e.g. /health,/metrics (vLLM's "
+        "flag; attached dashboards' polling is logged at debug level already)",
+    )
+    serve.add_argument(
+        "--skip-tokenizer-init",
+        action="store_true",
+        help="no tokenizer: prompts are token ids, outputs carry no text (for models without one)",
+    )
+    serve.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record every step event to FILE while serving (replay it with `enginetui replay FILE`)",
+    )
     add_engine_args(serve, subcommand=True)
     serve.set_defaults(func=run_serve)
 
@@ -54,33 +82,46 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
     from enginetui.vllm_watch.cli import add_vllm_args
 
     attach = subparsers.add_parser(
-        "attach", help="open the dashboard on a running `enginetui serve` (or, with --vllm, a real vLLM server)",
+        "attach",
+        help="open the dashboard on a running `enginetui serve` (or, with --vllm, a real vLLM server)",
         description="The dashboard on a server's engine: every request, whoever sent it, with its prompt and "
-                    "streaming text; your prompts go through the server's OpenAI API. It watches; pause, step and "
-                    "slow motion act on the one engine where the server allows it (`enginetui serve "
-                    "--allow-control`), and every attached dashboard sees the same state. "
-                    "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.")
+        "streaming text; your prompts go through the server's OpenAI API. It watches; pause, step and "
+        "slow motion act on the one engine where the server allows it (`enginetui serve "
+        "--allow-control`), and every attached dashboard sees the same state. "
+        "With --vllm: the dashboard on a real vLLM server, fed by its /metrics and KV cache events.",
+    )
     attach.add_argument("url", nargs="?", help="the server, e.g. http://127.0.0.1:8000 (with --vllm URL: none)")
     add_key_arg(attach, "the server's API key")
     attach.add_argument("--burst-size", type=positive_int, default=8, help="requests submitted by Ctrl-B (default 8)")
     add_redraw_args(attach)
     add_vllm_args(attach)  # --vllm, --kv-events, --kv-replay, --tokenizer
-    attach.add_argument("--probe", metavar="ADDR",
-                        help="watch a real vLLM from inside: the step events its scheduler probe publishes "
-                             "(vLLM started with --scheduler-cls enginetui.vllm_probe.ProbeAsyncScheduler and "
-                             "ENGINETUI_PROBE=ADDR, e.g. tcp://127.0.0.1:5600); the same screens as for our engine, "
-                             "watch only")
+    attach.add_argument(
+        "--probe",
+        metavar="ADDR",
+        help="watch a real vLLM from inside: the step events its scheduler probe publishes "
+        "(vLLM started with --scheduler-cls enginetui.vllm_probe.ProbeAsyncScheduler and "
+        "ENGINETUI_PROBE=ADDR, e.g. tcp://127.0.0.1:5600); the same screens as for our engine, "
+        "watch only",
+    )
     attach.set_defaults(func=run_attach)
 
 
 def add_control_args(parser: argparse.ArgumentParser) -> None:
     """Whether attached dashboards may control the served engine, and for how long a pause lasts."""
-    parser.add_argument("--allow-control", action="store_true",
-                        help="let attached dashboards pause, step, slow down and reset the engine (default: they "
-                             "watch only); each such call is logged with who made it")
-    parser.add_argument("--max-pause-s", type=_positive_seconds, default=DEFAULT_MAX_PAUSE_S, metavar="S",
-                        help="a pause ends after S seconds at the latest (default %(default)g); it also ends when "
-                             "the dashboard that made it detaches")
+    parser.add_argument(
+        "--allow-control",
+        action="store_true",
+        help="let attached dashboards pause, step, slow down and reset the engine (default: they "
+        "watch only); each such call is logged with who made it",
+    )
+    parser.add_argument(
+        "--max-pause-s",
+        type=_positive_seconds,
+        default=DEFAULT_MAX_PAUSE_S,
+        metavar="S",
+        help="a pause ends after S seconds at the latest (default %(default)g); it also ends when "
+        "the dashboard that made it detaches",
+    )
 
 
 def add_key_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -104,8 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     from enginetui.core.engine.async_llm import AsyncLLM
     from enginetui.core.entrypoints.openai.api_server import build_app, listen_socket, serve_app
-    from enginetui.flags import record as record_flag
     from enginetui.dashboard.engine_link import startup_error
+    from enginetui.flags import record as record_flag
 
     try:
         sock = listen_socket(args.host, args.port)
@@ -129,15 +170,24 @@ def run_serve(args: argparse.Namespace) -> int:
     app = None
     with sigterm_interrupts():  # SIGTERM ends like Ctrl-C: the engine is shut down
         try:
-            app = build_app(engine, args.served_model_name, api_key(args),
-                            allow_control=args.allow_control, max_pause_s=args.max_pause_s,
-                            access_log=not args.disable_uvicorn_access_log,
-                            access_log_excluded=args.disable_access_log_for_endpoints)
+            app = build_app(
+                engine,
+                args.served_model_name,
+                api_key(args),
+                allow_control=args.allow_control,
+                max_pause_s=args.max_pause_s,
+                access_log=not args.disable_uvicorn_access_log,
+                access_log_excluded=args.disable_access_log_for_endpoints,
+            )
             host, port = sock.getsockname()[:2]
             key_note = " (API key required)" if api_key(args) else ""
             key_note += "; dashboards may control the engine" if args.allow_control else "; dashboards watch only"
-            print(f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
-                  f"Ctrl-C stops", file=sys.stderr, flush=True)
+            print(
+                f"enginetui serve: serving {app.state.served.name!r} on http://{_url_host(host)}:{port}{key_note}; "
+                f"Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
             warning = exposure_warning(host, port, bool(api_key(args)), args.allow_control)
             if warning:
                 print(f"enginetui serve: warning: {warning}", file=sys.stderr, flush=True)
@@ -156,9 +206,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def add_serve_beside_args(parser: argparse.ArgumentParser) -> None:
     """The dashboard's own flags for serving its engine too."""
-    parser.add_argument("--serve", type=_port, metavar="PORT",
-                        help="also serve the dashboard's engine over the OpenAI-compatible API on 127.0.0.1:PORT "
-                             "(as `enginetui serve` does; others can `enginetui attach` to it)")
+    parser.add_argument(
+        "--serve",
+        type=_port,
+        metavar="PORT",
+        help="also serve the dashboard's engine over the OpenAI-compatible API on 127.0.0.1:PORT "
+        "(as `enginetui serve` does; others can `enginetui attach` to it)",
+    )
     add_key_arg(parser, "with --serve: require this key on every route but /health")
     add_control_args(parser)
 
@@ -170,8 +224,9 @@ class ServerBeside:
     so the dashboard's own requests count in /metrics too; run() the app with the server beside it.
     """
 
-    def __init__(self, port: int, api_key: str | None, allow_control: bool = False,
-                 max_pause_s: float | None = None) -> None:
+    def __init__(
+        self, port: int, api_key: str | None, allow_control: bool = False, max_pause_s: float | None = None
+    ) -> None:
         from enginetui.core.entrypoints.openai.api_server import listen_socket
 
         self.sock = listen_socket("127.0.0.1", port)  # raises OSError when the port is taken
@@ -187,8 +242,9 @@ class ServerBeside:
         from enginetui.core.entrypoints.openai.metrics import MeteredEngine, ServerMetrics
         from enginetui.core.entrypoints.openai.served_model import default_served_name
 
-        engine = MeteredEngine(engine, ServerMetrics(default_served_name(engine), engine.info,
-                                                     getattr(engine, "config", None)))
+        engine = MeteredEngine(
+            engine, ServerMetrics(default_served_name(engine), engine.info, getattr(engine, "config", None))
+        )
         limit = {} if self.max_pause_s is None else {"max_pause_s": self.max_pause_s}
         self.http_app = build_app(engine, api_key=self.api_key, allow_control=self.allow_control, **limit)
         return engine
@@ -228,8 +284,7 @@ class ServerBeside:
         while not app.is_running:
             await asyncio.sleep(0.05)
         key = " (API key required)" if self.api_key else ""
-        app.notify(f"serving this engine on {self.url}{key}: `enginetui attach {self.url}`", title="server",
-                   timeout=10)
+        app.notify(f"serving this engine on {self.url}{key}: `enginetui attach {self.url}`", title="server", timeout=10)
 
 
 def run_attach(args: argparse.Namespace) -> int:
@@ -264,8 +319,9 @@ def run_attach(args: argparse.Namespace) -> int:
         return 2
     from enginetui.serve.remote_engine import attach_dashboard
 
-    return attach_dashboard(args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz,
-                            max_cpu_share=args.max_cpu / 100)
+    return attach_dashboard(
+        args.url, api_key(args), burst_size=args.burst_size, redraw_hz=args.redraw_hz, max_cpu_share=args.max_cpu / 100
+    )
 
 
 def _requests(count: int) -> str:
@@ -279,8 +335,10 @@ def exposure_warning(host: str, port: int, keyed: bool, allow_control: bool) -> 
     if keyed or ipaddress.ip_address(host.split("%")[0]).is_loopback:
         return None
     control = " and control the engine (--allow-control)" if allow_control else ""
-    return (f"listening on {host} without --api-key: anyone who can reach port {port} of this machine can send "
-            f"requests{control}; give --api-key KEY (or ${API_KEY_ENV}), or leave --host at 127.0.0.1")
+    return (
+        f"listening on {host} without --api-key: anyone who can reach port {port} of this machine can send "
+        f"requests{control}; give --api-key KEY (or ${API_KEY_ENV}), or leave --host at 127.0.0.1"
+    )
 
 
 def _url_host(host: str) -> str:

@@ -23,14 +23,31 @@ SERVING_LINE = re.compile(r"serving '.*' on (http://\S+?)(;| \()")  # what run_s
 class ServeProcess:
     """One `python -m enginetui serve` child."""
 
-    def __init__(self, *args: str, port_arg: bool = True, env: dict[str, str] | None = None,
-                 cwd: str | None = None, python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        *args: str,
+        port_arg: bool = True,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        python: str = sys.executable,
+    ) -> None:
         """`args` follow `serve --host 127.0.0.1` (and `--port 0` unless port_arg is False); `python` is the
         interpreter whose enginetui runs."""
-        cmd = [python, "-m", "enginetui", "serve", "--host", "127.0.0.1",
-               *(["--port", "0"] if port_arg else []), "--uvicorn-log-level", "warning", *args]
-        self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **(env or {})})
+        cmd = [
+            python,
+            "-m",
+            "enginetui",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            *(["--port", "0"] if port_arg else []),
+            "--uvicorn-log-level",
+            "warning",
+            *args,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})}
+        )
         self.lines: list[str] = []  # everything it printed
         self.url = self._wait_for_url()  # http://127.0.0.1:PORT
         self.children = [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]  # EngineCore & co

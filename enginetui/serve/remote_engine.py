@@ -70,8 +70,11 @@ class RemoteEngine(control.OpMethods):
     @classmethod
     def connect(cls, url: str, api_key: str | None) -> "RemoteEngine":
         """Check the server and fetch what the dashboard needs (raises AttachError)."""
-        with httpx.Client(base_url=url.rstrip("/"), timeout=CONNECT_TIMEOUT_S,
-                          headers={"Authorization": f"Bearer {api_key}"} if api_key else {}) as http:
+        with httpx.Client(
+            base_url=url.rstrip("/"),
+            timeout=CONNECT_TIMEOUT_S,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        ) as http:
             info = _json(http, "/v1/enginetui/info", url)
             files = _json(http, "/v1/enginetui/tokenizer", url) if info.get("has_tokenizer") else None
         return cls(url, api_key, info, _load_tokenizer(files) if files else None)
@@ -95,8 +98,13 @@ class RemoteEngine(control.OpMethods):
     async def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
         """Stream one prompt through the server's /v1/completions; yields cumulative RequestOutputs.
         An invalid request raises ValueError with the server's message (as the local engine does)."""
-        body = {**msgspec.structs.asdict(params), "prompt": prompt, "stream": True, "return_token_ids": True,
-                "model": self.model_name}
+        body = {
+            **msgspec.structs.asdict(params),
+            "prompt": prompt,
+            "stream": True,
+            "return_token_ids": True,
+            "model": self.model_name,
+        }
         if body["max_tokens"] is None:
             body["max_tokens"] = self.served["max_model_len"]  # up to max_model_len (the server caps it)
         if body["stop"] is None:
@@ -126,8 +134,9 @@ class RemoteEngine(control.OpMethods):
         Raises the exception its typed error names: ControlNotAllowed on a watch-only server,
         BadControlCall (a ValueError) for a bad call."""
         control.check(op, value)
-        r = await self._client().post("/v1/enginetui/control", json={"op": op, "value": value},
-                                      headers=self.dashboard_headers)
+        r = await self._client().post(
+            "/v1/enginetui/control", json={"op": op, "value": value}, headers=self.dashboard_headers
+        )
         if r.status_code == 200:
             return msgspec.json.decode(r.content, type=_ControlAnswer).result
         try:
@@ -147,13 +156,15 @@ class RemoteEngine(control.OpMethods):
         """The server's step events (the first is a snapshot); ends when the server closes the stream."""
         url = self.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/enginetui/events"
         try:
-            async with ws_connect(url, additional_headers=self.dashboard_headers, max_size=MAX_EVENT_BYTES,
-                                  open_timeout=CONNECT_TIMEOUT_S) as ws:
+            async with ws_connect(
+                url, additional_headers=self.dashboard_headers, max_size=MAX_EVENT_BYTES, open_timeout=CONNECT_TIMEOUT_S
+            ) as ws:
                 async for frame in ws:
                     yield self.names.local_event(decode_event(frame))
         except InvalidStatus as exc:
-            raise AttachError(f"the server refused the event stream (HTTP {exc.response.status_code}): "
-                              "is the API key right?") from exc
+            raise AttachError(
+                f"the server refused the event stream (HTTP {exc.response.status_code}): is the API key right?"
+            ) from exc
         except (ConnectionClosed, OSError) as exc:
             raise AttachError(f"the server at {self.url} went away ({exc})") from exc
 
@@ -179,8 +190,9 @@ class RemoteEngine(control.OpMethods):
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers,
-                                           timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=None))
+            self._http = httpx.AsyncClient(
+                base_url=self.url, headers=self.headers, timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=None)
+            )
         return self._http
 
     async def _post(self, path: str, body: dict | None = None) -> None:
@@ -200,9 +212,14 @@ class _Assembly:
 
     def __init__(self, request_id: str, prompt: str) -> None:
         now = time.time()
-        self.output = RequestOutput(request_id=request_id, prompt=prompt, prompt_token_ids=[],
-                                    outputs=[CompletionOutput(index=0, text="", token_ids=[])], finished=False,
-                                    metrics=RequestMetrics(arrival_time=now))
+        self.output = RequestOutput(
+            request_id=request_id,
+            prompt=prompt,
+            prompt_token_ids=[],
+            outputs=[CompletionOutput(index=0, text="", token_ids=[])],
+            finished=False,
+            metrics=RequestMetrics(arrival_time=now),
+        )
 
     def add(self, choice: dict) -> RequestOutput:
         out, completion, m = self.output, self.output.outputs[0], self.output.metrics
@@ -260,8 +277,7 @@ def _load_tokenizer(files: dict[str, str]):
         return AutoTokenizer.from_pretrained(folder)
 
 
-def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_hz: float,
-                     max_cpu_share: float) -> int:
+def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_hz: float, max_cpu_share: float) -> int:
     """`enginetui attach URL`: the dashboard on a running server, until q."""
     from enginetui.dashboard.app import EngineTUI
 
@@ -271,8 +287,7 @@ def attach_dashboard(url: str, api_key: str | None, *, burst_size: int, redraw_h
     except AttachError as exc:
         print(f"enginetui attach: {exc}", file=sys.stderr)
         return 2
-    app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size, redraw_hz=redraw_hz,
-                    max_cpu_share=max_cpu_share)
+    app = EngineTUI(engine, probe=engine.probe, burst_size=burst_size, redraw_hz=redraw_hz, max_cpu_share=max_cpu_share)
     try:
         with sigterm_quits(app):
             app.run()

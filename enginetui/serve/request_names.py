@@ -33,14 +33,14 @@ class RequestNames:
         """The engine's id of the request this dashboard shows as `local_id`."""
         if OWN_ID.fullmatch(local_id):
             return self._prefix + local_id
-        if local_id.startswith(HOST_PREFIX) and OWN_ID.fullmatch(local_id[len(HOST_PREFIX):]):
-            return local_id[len(HOST_PREFIX):]
+        if local_id.startswith(HOST_PREFIX) and OWN_ID.fullmatch(local_id[len(HOST_PREFIX) :]):
+            return local_id[len(HOST_PREFIX) :]
         return local_id
 
     def local(self, engine_id: str) -> str:
         """How this dashboard shows the engine's request `engine_id`."""
         if engine_id.startswith(self._prefix):
-            return engine_id[len(self._prefix):]
+            return engine_id[len(self._prefix) :]
         if OWN_ID.fullmatch(engine_id):
             return HOST_PREFIX + engine_id
         return engine_id
@@ -53,8 +53,15 @@ class RequestNames:
             return [msgspec.structs.replace(item, req_id=name(item.req_id)) for item in items]
 
         return msgspec.structs.replace(
-            event, scheduled={name(k): v for k, v in event.scheduled.items()},
+            event,
+            scheduled={name(k): v for k, v in event.scheduled.items()},
             new_token_ids={name(k): v for k, v in event.new_token_ids.items()},
-            added=renamed(event.added), admitted=renamed(event.admitted), chunks=renamed(event.chunks),
-            running=renamed(event.running), waiting=renamed(event.waiting), preempted=renamed(event.preempted),
-            finished=renamed(event.finished), rejected=renamed(event.rejected))
+            added=renamed(event.added),
+            admitted=renamed(event.admitted),
+            chunks=renamed(event.chunks),
+            running=renamed(event.running),
+            waiting=renamed(event.waiting),
+            preempted=renamed(event.preempted),
+            finished=renamed(event.finished),
+            rejected=renamed(event.rejected),
+        )

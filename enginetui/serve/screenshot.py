@@ -29,15 +29,21 @@ def traffic(url: str, stop: threading.Event) -> None:
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="EMPTY", max_retries=0)
 
     def complete(prompt: str) -> None:
-        for _ in client.completions.create(model="default", prompt=prompt, max_tokens=96, temperature=0.8,
-                                           stream=True, extra_body={"ignore_eos": True}):
+        for _ in client.completions.create(
+            model="default", prompt=prompt, max_tokens=96, temperature=0.8, stream=True, extra_body={"ignore_eos": True}
+        ):
             if stop.is_set():
                 return
 
     def chat(question: str) -> None:
-        for _ in client.chat.completions.create(model="default", messages=[{"role": "user", "content": question}],
-                                                max_tokens=96, temperature=0.8, stream=True,
-                                                extra_body={"ignore_eos": True}):
+        for _ in client.chat.completions.create(
+            model="default",
+            messages=[{"role": "user", "content": question}],
+            max_tokens=96,
+            temperature=0.8,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        ):
             if stop.is_set():
                 return
 
@@ -56,6 +62,7 @@ async def play(pilot: Pilot, url: str) -> str:
     sender = threading.Thread(target=traffic, args=(url, stop), daemon=True)
     sender.start()
     try:
+
         def pick() -> str | None:
             running = [r for r in streaming_requests(app, 24) if r.startswith("chatcmpl-")]
             return running[0] if running and len(streaming_requests(app, 12)) >= 4 else None

@@ -22,9 +22,16 @@ from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.metrics import Summary, summarize
 from enginetui.simulate.simulator import RequestTimes, SimRun, Timeline
 
-FIGURES = (("duration s", "duration_s"), ("request throughput", "request_throughput"),
-           ("output tok/s", "output_throughput"), ("TTFT p50 ms", "ttft.p50"), ("TTFT p90 ms", "ttft.p90"),
-           ("TPOT p50 ms", "tpot.p50"), ("ITL p50 ms", "itl.p50"), ("E2E p50 ms", "e2e.p50"))
+FIGURES = (
+    ("duration s", "duration_s"),
+    ("request throughput", "request_throughput"),
+    ("output tok/s", "output_throughput"),
+    ("TTFT p50 ms", "ttft.p50"),
+    ("TTFT p90 ms", "ttft.p90"),
+    ("TPOT p50 ms", "tpot.p50"),
+    ("ITL p50 ms", "itl.p50"),
+    ("E2E p50 ms", "e2e.p50"),
+)
 
 
 def measured_run(path: str) -> SimRun:
@@ -34,8 +41,14 @@ def measured_run(path: str) -> SimRun:
     n = len(reqs)
     index = {r.request_id: k for k, r in enumerate(reqs)}
     nan = float("nan")
-    times = RequestTimes(array("d", (r.arrival for r in reqs)), array("d", [nan]) * n, array("d", [nan]) * n,
-                         array("l", [0]) * n, array("l", [0]) * n, array("f"))
+    times = RequestTimes(
+        array("d", (r.arrival for r in reqs)),
+        array("d", [nan]) * n,
+        array("d", [nan]) * n,
+        array("l", [0]) * n,
+        array("l", [0]) * n,
+        array("f"),
+    )
     tl = Timeline(*(array("d") for _ in range(2)), *(array("l") for _ in range(6)))
     last = [nan] * n
     rejected = []  # the run's refused requests, in order
@@ -63,8 +76,9 @@ def measured_run(path: str) -> SimRun:
             if end.req_id in index:
                 times.finish[index[end.req_id]] = event.time
         rejected += [r for r in event.rejected if r.req_id in index]
-    return SimRun(reqs, times, tl, recorded.num_blocks, len(rejected), rejected[0].detail if rejected else "",
-                  "measured", 0.0)
+    return SimRun(
+        reqs, times, tl, recorded.num_blocks, len(rejected), rejected[0].detail if rejected else "", "measured", 0.0
+    )
 
 
 def fewer_threads(path: str) -> tuple[int, int, float]:
@@ -81,8 +95,10 @@ def fewer_threads_line(counts: tuple[int, int, float]) -> str:
     fewer, total, share = counts
     if not fewer:
         return ""
-    return (f"{fewer} of the measured run's {total} steps ran on fewer CPU threads than the engine has "
-            f"({share:.0%} of its step time): another process was competing for the cores")
+    return (
+        f"{fewer} of the measured run's {total} steps ran on fewer CPU threads than the engine has "
+        f"({share:.0%} of its step time): another process was competing for the cores"
+    )
 
 
 def figure(summary: Summary, name: str) -> float:

@@ -1,9 +1,9 @@
 """`simulate(...)`: one simulated run from plain arguments, the Python side of `enginetui simulate`.
 
-    from enginetui.simulate import simulate
-    result = simulate(model="llama-3.1-8b", hardware="h200", dataset="random", num_prompts=200,
-                      request_rate=10, max_num_seqs=128)
-    print(result.summary.ttft.p99, result.summary.output_throughput)
+from enginetui.simulate import simulate
+result = simulate(model="llama-3.1-8b", hardware="h200", dataset="random", num_prompts=200,
+                  request_rate=10, max_num_seqs=128)
+print(result.summary.ttft.p99, result.summary.output_throughput)
 """
 
 import math
@@ -101,8 +101,10 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
         flags.setdefault("max_model_len", recorded.max_model_len)
         requests = recorded.requests
         if recorded.num_partial:
-            notes.append(f"{recorded.num_partial} recorded requests were aborted or unfinished: they stop after "
-                         f"the tokens they had generated")
+            notes.append(
+                f"{recorded.num_partial} recorded requests were aborted or unfinished: they stop after "
+                f"the tokens they had generated"
+            )
     step_model, shape, implied = workloads.step_model(s, recorded.steps if s.from_recording else None)
     config = _engine_config({**implied, **flags})
     max_model_len = config.max_model_len or (shape.max_position_embeddings if shape else 2048)
@@ -112,8 +114,10 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     num_blocks = config.num_gpu_blocks_override
     if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
         num_blocks = _given_memory_blocks(s, shape, config)
-        notes.append(f"KV pool: --kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)} per GPU holds "
-                     f"{num_blocks} blocks (weights and activations not checked against the device)")
+        notes.append(
+            f"KV pool: --kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)} per GPU holds "
+            f"{num_blocks} blocks (weights and activations not checked against the device)"
+        )
     if num_blocks is None:
         pool = _pool(s, shape, config)
         num_blocks = pool.num_blocks
@@ -121,7 +125,8 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
             raise ValueError(
                 f"the KV pool holds {num_blocks * config.block_size} tokens, fewer than max_model_len "
                 f"{max_model_len} (vLLM refuses to start so): lower --max-model-len, or give the cache more "
-                f"memory ({pool.describe()})")
+                f"memory ({pool.describe()})"
+            )
     if not s.from_recording:  # a recording keeps its rejections
         _check_fits(requests, num_blocks, config.block_size)
     from enginetui.simulate.progress import progress_bar
@@ -151,8 +156,9 @@ def _check_fleet(s: SimSettings, live) -> None:
         raise ValueError("--record, --watch and --from-recording simulate one engine: leave out --replicas")
 
 
-def _simulate_fleet(s: SimSettings, config: EngineConfig, num_blocks: int, max_model_len: int, step_model,
-                    requests, pool, notes) -> SimResult:
+def _simulate_fleet(
+    s: SimSettings, config: EngineConfig, num_blocks: int, max_model_len: int, step_model, requests, pool, notes
+) -> SimResult:
     from enginetui.simulate.fleet import merged_run, run_fleet
     from enginetui.simulate.progress import progress_bar
     from enginetui.simulate.routers import make_router
@@ -163,16 +169,36 @@ def _simulate_fleet(s: SimSettings, config: EngineConfig, num_blocks: int, max_m
     slos = parse_slos(s.goodput)
     run = merged_run(fleet)
     per_replica = [summarize(r, slos) for r in fleet.replicas]
-    return SimResult(summarize(run, slos), run, s, config, num_blocks, pool, step_model.name, notes,
-                     FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices))
+    return SimResult(
+        summarize(run, slos),
+        run,
+        s,
+        config,
+        num_blocks,
+        pool,
+        step_model.name,
+        notes,
+        FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices),
+    )
 
 
 RECORDED_WORKLOAD = {  # settings a recording replaces, and their flags
-    "dataset": "--dataset", "num_prompts": "--num-prompts", "input_len": "--random-input-len",
-    "output_len": "--random-output-len", "range_ratio": "--random-range-ratio", "prefix_len": "--prefix-len",
-    "num_prefixes": "--num-prefixes", "tokenizer": "--tokenizer", "request_rate": "--request-rate",
-    "burstiness": "--burstiness", "burst_size": "--burst-size", "seed": "--seed", "trace": "--trace",
-    "trace_window": "--trace-window", "time_scale": "--time-scale", "over_context": "--over-context",
+    "dataset": "--dataset",
+    "num_prompts": "--num-prompts",
+    "input_len": "--random-input-len",
+    "output_len": "--random-output-len",
+    "range_ratio": "--random-range-ratio",
+    "prefix_len": "--prefix-len",
+    "num_prefixes": "--num-prefixes",
+    "tokenizer": "--tokenizer",
+    "request_rate": "--request-rate",
+    "burstiness": "--burstiness",
+    "burst_size": "--burst-size",
+    "seed": "--seed",
+    "trace": "--trace",
+    "trace_window": "--trace-window",
+    "time_scale": "--time-scale",
+    "over_context": "--over-context",
 }
 
 
@@ -181,8 +207,10 @@ def _check_recorded_workload(s: SimSettings) -> None:
     default = SimSettings()
     given = [flag for name, flag in RECORDED_WORKLOAD.items() if getattr(s, name) != getattr(default, name)]
     if given:
-        raise ValueError(f"{', '.join(given)}: not used with --from-recording, whose requests arrive as they were "
-                         f"recorded (leave them out)")
+        raise ValueError(
+            f"{', '.join(given)}: not used with --from-recording, whose requests arrive as they were "
+            f"recorded (leave them out)"
+        )
 
 
 def _asdict(s: SimSettings) -> dict:
@@ -210,9 +238,17 @@ def _pool(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> Poo
 
     if shape is None:
         raise ValueError("the KV pool size is unknown: give --num-gpu-blocks-override")
-    return size_pool(shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
-                     kv_bytes(s.kv_cache_dtype), config.block_size, s.gpu_memory_utilization,
-                     config.max_num_batched_tokens, config.max_num_seqs)
+    return size_pool(
+        shape,
+        accelerator(s.hardware),
+        s.tensor_parallel_size,
+        weight_bytes(s.weight_dtype),
+        kv_bytes(s.kv_cache_dtype),
+        config.block_size,
+        s.gpu_memory_utilization,
+        config.max_num_batched_tokens,
+        config.max_num_seqs,
+    )
 
 
 def _given_memory_blocks(s: SimSettings, shape: ModelShape | None, config: EngineConfig) -> int:
@@ -234,6 +270,8 @@ def _check_fits(requests, num_blocks: int, block_size: int) -> None:
     tokens = biggest.prompt_len + (biggest.max_tokens or biggest.output_len) - 1
     need = cdiv(tokens, block_size)
     if need > num_blocks:
-        raise ValueError(f"the KV pool ({num_blocks} blocks of {block_size} tokens) cannot hold request "
-                         f"{biggest.request_id} ({tokens} tokens, {need} blocks): raise the pool "
-                         f"(--num-gpu-blocks-override, --gpu-memory-utilization) or shorten the workload")
+        raise ValueError(
+            f"the KV pool ({num_blocks} blocks of {block_size} tokens) cannot hold request "
+            f"{biggest.request_id} ({tokens} tokens, {need} blocks): raise the pool "
+            f"(--num-gpu-blocks-override, --gpu-memory-utilization) or shorten the workload"
+        )

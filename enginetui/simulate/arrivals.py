@@ -9,8 +9,9 @@ from enginetui.core.ceil_div import cdiv
 from enginetui.simulate.workload import SimRequest
 
 
-def arrival_times(num: int, request_rate: float, burstiness: float = 1.0, burst_size: int = 1,
-                  seed: int = 0) -> np.ndarray:
+def arrival_times(
+    num: int, request_rate: float, burstiness: float = 1.0, burst_size: int = 1, seed: int = 0
+) -> np.ndarray:
     """`num` arrival times in seconds from 0, ascending.
 
     request_rate inf: all at 0. Otherwise gaps between bursts (groups of `burst_size` arriving

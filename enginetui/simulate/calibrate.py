@@ -37,15 +37,21 @@ POOR_FIT_R2 = 0.5  # a fit that explains less of its own steps' times than this 
 MIN_OF_EACH_KIND = 3  # steps with prompt tokens, and steps of decodes alone, among them
 
 
-def calibrate(model: str | None, grid: str = "standard", engine_args: dict | None = None,
-              log=lambda text: None) -> FittedModel:
+def calibrate(
+    model: str | None, grid: str = "standard", engine_args: dict | None = None, log=lambda text: None
+) -> FittedModel:
     """Measure and fit. `model`: an HF directory (None: the embedded default model)."""
     from enginetui.core.config import EngineConfig
     from enginetui.core.engine.core import EngineCore
 
     decodes, contexts, prefills = GRIDS[grid]
-    args = dict(model=model, device="cpu", max_num_seqs=max(decodes) + 1,
-                max_num_batched_tokens=max(max(prefills), max(decodes)) + max(decodes) + 1, **(engine_args or {}))
+    args = dict(
+        model=model,
+        device="cpu",
+        max_num_seqs=max(decodes) + 1,
+        max_num_batched_tokens=max(max(prefills), max(decodes)) + max(decodes) + 1,
+        **(engine_args or {}),
+    )
     core = EngineCore(EngineConfig(**args))
     shapes: list[StepShape] = []
     seconds: list[float] = []
@@ -63,8 +69,10 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
     too_long = [p for p in prefills if p > longest]
     if too_long:
         prefills = tuple(sorted({min(p, longest) for p in prefills}))
-        log(f"prefills of {', '.join(map(str, too_long))} tokens measured as {longest}: the model's max_model_len "
-            f"is {core.max_model_len}")
+        log(
+            f"prefills of {', '.join(map(str, too_long))} tokens measured as {longest}: the model's max_model_len "
+            f"is {core.max_model_len}"
+        )
     n = 0
     for context in contexts:
         for batch in decodes:
@@ -72,8 +80,12 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
                 continue
             ids = [f"cal-{n + i}" for i in range(batch)]
             for i, req_id in enumerate(ids):
-                _add(core, req_id, [(7 * (n + i) + j) % (vocab - 3) + 3 for j in range(context)],
-                     core.max_model_len - context)
+                _add(
+                    core,
+                    req_id,
+                    [(7 * (n + i) + j) % (vocab - 3) + 3 for j in range(context)],
+                    core.max_model_len - context,
+                )
             n += batch
             while any(r.num_output_tokens == 0 for r in core.scheduler.running) or len(core.scheduler.waiting):
                 core.step()  # prefill them (not measured)
@@ -90,17 +102,28 @@ def calibrate(model: str | None, grid: str = "standard", engine_args: dict | Non
                         timed.append((time.perf_counter() - t0, captured[-1]))
                 median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
                 if (shape.num_prefill_tokens, shape.num_decode_tokens) != (prefill, batch):
-                    raise RuntimeError(f"calibration step D={batch} C={context} P={prefill} ran "
-                                       f"{shape.num_decode_tokens} decodes and {shape.num_prefill_tokens} prompt "
-                                       f"tokens instead")
+                    raise RuntimeError(
+                        f"calibration step D={batch} C={context} P={prefill} ran "
+                        f"{shape.num_decode_tokens} decodes and {shape.num_prefill_tokens} prompt "
+                        f"tokens instead"
+                    )
                 seconds.append(median_s)
                 shapes.append(shape)
-                log(f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "
-                    f"(median of {REPEATS}, {min(timed)[0] * 1e3:.2f}-{max(timed)[0] * 1e3:.2f})")
+                log(
+                    f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "
+                    f"(median of {REPEATS}, {min(timed)[0] * 1e3:.2f}-{max(timed)[0] * 1e3:.2f})"
+                )
             core.abort_requests([r.request_id for r in [*core.scheduler.running, *core.scheduler.waiting]])
             core.take_update()
-    info = FitInfo(model=model or "default", machine=machine(), num_steps=0, r2=0.0, mean_abs_error_pct=0.0,
-                   note="measured with enginetui simulate --calibrate", engine_config={"num_blocks": core.num_blocks, "max_model_len": core.max_model_len})
+    info = FitInfo(
+        model=model or "default",
+        machine=machine(),
+        num_steps=0,
+        r2=0.0,
+        mean_abs_error_pct=0.0,
+        note="measured with enginetui simulate --calibrate",
+        engine_config={"num_blocks": core.num_blocks, "max_model_len": core.max_model_len},
+    )
     return fit(shapes, seconds, info)
 
 
@@ -153,8 +176,10 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     if not steps:
         raise ValueError(f"{path} holds no engine step to fit")
     if any(e.async_scheduling for e in steps):
-        raise ValueError(f"{path} was recorded with --async-scheduling: its steps overlap, and the simulator "
-                         f"models synchronous steps only")
+        raise ValueError(
+            f"{path} was recorded with --async-scheduling: its steps overlap, and the simulator "
+            f"models synchronous steps only"
+        )
 
     class CapturingReplay(ReplayedStepTimes):
         def __init__(self) -> None:
@@ -166,15 +191,21 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
             return super().advance(now, shape)
 
     replay = CapturingReplay()
-    config = dataclasses.replace(recorded.config, num_gpu_blocks_override=recorded.num_blocks,
-                                 max_model_len=recorded.max_model_len)
+    config = dataclasses.replace(
+        recorded.config, num_gpu_blocks_override=recorded.num_blocks, max_model_len=recorded.max_model_len
+    )
     Simulator(config, recorded.num_blocks, recorded.max_model_len, replay).run(recorded.requests)
     if len(replay.shapes) != len(steps):
-        raise ValueError(f"replaying {path} took {len(replay.shapes)} steps where the engine took {len(steps)}: "
-                         f"the simulated scheduler diverged from the recorded one")
+        raise ValueError(
+            f"replaying {path} took {len(replay.shapes)} steps where the engine took {len(steps)}: "
+            f"the simulated scheduler diverged from the recorded one"
+        )
     for shape, event in zip(replay.shapes, steps):
         if (shape.num_prefill_tokens, shape.num_decode_tokens, shape.num_reqs) != (
-                event.num_prefill_tokens, event.num_decode_tokens, len(event.scheduled)):
+            event.num_prefill_tokens,
+            event.num_decode_tokens,
+            len(event.scheduled),
+        ):
             raise ValueError(f"replaying {path} diverged from the recorded engine at step {event.step}")
     starts = [step_start(e) for e in steps]
     shapes, seconds, gaps = [], [], []
@@ -194,10 +225,21 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
         seconds.append(period)
         gaps.append(starts[k + 1] - event.time)
     header = recorded.header
-    device = (f"{header.engine.device} ({header.engine.dtype}), recorded "
-              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC")
-    return RecordedSteps(shapes, seconds, gaps, len(steps), fewer_threads, recorded.model_name, device,
-                         recorded.num_blocks, recorded.max_model_len)
+    device = (
+        f"{header.engine.device} ({header.engine.dtype}), recorded "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC"
+    )
+    return RecordedSteps(
+        shapes,
+        seconds,
+        gaps,
+        len(steps),
+        fewer_threads,
+        recorded.model_name,
+        device,
+        recorded.num_blocks,
+        recorded.max_model_len,
+    )
 
 
 def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
@@ -217,27 +259,39 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
     names = ", ".join(str(p) for p in paths)
     total = sum(run.num_steps for run in runs)
     if len(shapes) < MIN_RECORDED_STEPS:
-        raise ValueError(f"{names}: only {len(shapes)} of its {total} steps ran back to back with work left "
-                         f"(the fit needs at least {MIN_RECORDED_STEPS}): record a longer or busier run")
+        raise ValueError(
+            f"{names}: only {len(shapes)} of its {total} steps ran back to back with work left "
+            f"(the fit needs at least {MIN_RECORDED_STEPS}): record a longer or busier run"
+        )
     distinct = len({(shape.num_prefill_tokens, shape.num_decode_tokens) for shape in shapes})
     if distinct < MIN_RECORDED_SHAPES:
-        raise ValueError(f"{names}: its busy steps have only {distinct} distinct shapes (prompt tokens, decoding "
-                         f"requests; the fit needs at least {MIN_RECORDED_SHAPES}, one per coefficient): record a "
-                         f"run with varied prompt lengths and batch sizes")
+        raise ValueError(
+            f"{names}: its busy steps have only {distinct} distinct shapes (prompt tokens, decoding "
+            f"requests; the fit needs at least {MIN_RECORDED_SHAPES}, one per coefficient): record a "
+            f"run with varied prompt lengths and batch sizes"
+        )
     num_prefill = sum(1 for shape in shapes if shape.num_prefill_tokens)
     num_decode = sum(1 for shape in shapes if not shape.num_prefill_tokens and shape.num_decode_tokens)
     if num_prefill < MIN_OF_EACH_KIND or num_decode < MIN_OF_EACH_KIND:
-        raise ValueError(f"{names}: its busy steps hold {num_prefill} steps with prompt tokens and {num_decode} "
-                         f"of decodes alone (the fit needs at least {MIN_OF_EACH_KIND} of each, or it cannot price "
-                         f"both): record a run where requests arrive while others decode")
+        raise ValueError(
+            f"{names}: its busy steps hold {num_prefill} steps with prompt tokens and {num_decode} "
+            f"of decodes alone (the fit needs at least {MIN_OF_EACH_KIND} of each, or it cannot price "
+            f"both): record a run where requests arrive while others decode"
+        )
     mean_gap_ms = sum(gaps) / len(gaps) * 1e3
     fewer = sum(run.fewer_threads for run in runs)
     left_out = f"; {fewer} busy steps on fewer CPU threads than the engine's left out" if fewer else ""
-    info = FitInfo(model=models[0], machine=runs[0].device, num_steps=0, r2=0.0, mean_abs_error_pct=0.0,
-                   note=f"fitted with enginetui simulate --calibrate-from-recording to {len(shapes)} busy steps of "
-                        f"{total} in {names}: each step's time from its start to the next step's start (the "
-                        f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included){left_out}",
-                   engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len})
+    info = FitInfo(
+        model=models[0],
+        machine=runs[0].device,
+        num_steps=0,
+        r2=0.0,
+        mean_abs_error_pct=0.0,
+        note=f"fitted with enginetui simulate --calibrate-from-recording to {len(shapes)} busy steps of "
+        f"{total} in {names}: each step's time from its start to the next step's start (the "
+        f"engine's time between steps, {mean_gap_ms:.2f} ms on average, included){left_out}",
+        engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len},
+    )
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
 
 
@@ -246,8 +300,15 @@ def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
     from enginetui.core.sampling_params import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0)
-    core.add_request(EngineCoreRequest(request_id=req_id, prompt_token_ids=prompt, sampling_params=params,
-                                       eos_token_ids=[], arrival_time=time.time()))
+    core.add_request(
+        EngineCoreRequest(
+            request_id=req_id,
+            prompt_token_ids=prompt,
+            sampling_params=params,
+            eos_token_ids=[],
+            arrival_time=time.time(),
+        )
+    )
 
 
 def machine() -> str:
@@ -277,14 +338,20 @@ def run_recording_calibration(args: argparse.Namespace) -> int:
     """`--calibrate-from-recording RUN.etrec [RUN2.etrec ...] FIT.json`."""
     *paths, out = args.calibrate_from_recording
     if not paths:
-        raise ValueError("--calibrate-from-recording takes the recording(s), then the fit file to write: "
-                         "RUN.etrec FIT.json")
+        raise ValueError(
+            "--calibrate-from-recording takes the recording(s), then the fit file to write: RUN.etrec FIT.json"
+        )
     if str(out).endswith(".etrec"):
-        raise ValueError(f"--calibrate-from-recording: the last file is where the fit goes (FIT.json), not a "
-                         f"recording: {out}")
+        raise ValueError(
+            f"--calibrate-from-recording: the last file is where the fit goes (FIT.json), not a recording: {out}"
+        )
     model = calibrate_from_recording(paths)
-    _save_and_report(model, out, f"fitted {model.info.num_steps} recorded steps ({model.info.model}, "
-                                 f"{model.info.machine})", model.info.note)
+    _save_and_report(
+        model,
+        out,
+        f"fitted {model.info.num_steps} recorded steps ({model.info.model}, {model.info.machine})",
+        model.info.note,
+    )
     return 0
 
 
@@ -295,8 +362,12 @@ def _save_and_report(model: FittedModel, out: str, fitted: str, note: str | None
     print(f"{fitted}: {coefficients}")
     if note:
         print(note)
-    print(f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {out} "
-          f"(use it: enginetui simulate --step-times {out})")
+    print(
+        f"R^2 {model.info.r2:.3f}, mean error {model.info.mean_abs_error_pct:.1f}%; saved to {out} "
+        f"(use it: enginetui simulate --step-times {out})"
+    )
     if model.info.r2 < POOR_FIT_R2:
-        print(f"a poor fit (R^2 under {POOR_FIT_R2:g}): the steps' times vary for reasons their shapes do not "
-              f"show, such as other load or too few steps of each kind; measure a longer run on a quiet machine")
+        print(
+            f"a poor fit (R^2 under {POOR_FIT_R2:g}): the steps' times vary for reasons their shapes do not "
+            f"show, such as other load or too few steps of each kind; measure a longer run on a quiet machine"
+        )

@@ -7,80 +7,177 @@ import sys
 
 from enginetui.interrupt import sigterm_quits
 
-SIM_ENGINE_FLAGS = ("max_num_batched_tokens", "max_num_seqs", "block_size", "num_gpu_blocks_override",
-                    "kv_cache_memory_bytes", "enable_chunked_prefill", "enable_prefix_caching", "scheduling_policy",
-                    "scheduler_reserve_full_isl", "long_prefill_token_threshold", "max_model_len")  # flags that apply
+SIM_ENGINE_FLAGS = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "block_size",
+    "num_gpu_blocks_override",
+    "kv_cache_memory_bytes",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "scheduling_policy",
+    "scheduler_reserve_full_isl",
+    "long_prefill_token_threshold",
+    "max_model_len",
+)  # flags that apply
 
 
 def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION
 
     p = subparsers.add_parser(
-        "simulate", help="the engine's scheduler at any scale, on a simulated clock (no model is run)",
+        "simulate",
+        help="the engine's scheduler at any scale, on a simulated clock (no model is run)",
         description="Serve a workload with the engine's own scheduler and KV cache manager but no model: each "
-                    "request generates its workload output length, and a step-time model (a roofline of an "
-                    "accelerator, a fit of this engine's measured steps, or a recording's own step times) moves "
-                    "the clock. Prints vllm bench serve's figures; --record writes the run for `enginetui replay` "
-                    "and `enginetui export`.")
+        "request generates its workload output length, and a step-time model (a roofline of an "
+        "accelerator, a fit of this engine's measured steps, or a recording's own step times) moves "
+        "the clock. Prints vllm bench serve's figures; --record writes the run for `enginetui replay` "
+        "and `enginetui export`.",
+    )
     quiet = argparse.SUPPRESS  # unset flags leave the top-level parser's values (and defaults) alone
     m = p.add_argument_group("model and hardware")
-    m.add_argument("--model", default=quiet, metavar="NAME|DIR",
-                   help="a shipped config (llama-3.1-8b, llama-3.1-70b, qwen3-8b, opt-125m) or a directory / "
-                        "config.json (default: llama-3.1-8b)")
+    m.add_argument(
+        "--model",
+        default=quiet,
+        metavar="NAME|DIR",
+        help="a shipped config (llama-3.1-8b, llama-3.1-70b, qwen3-8b, opt-125m) or a directory / "
+        "config.json (default: llama-3.1-8b)",
+    )
     m.add_argument("--hardware", default="h200", metavar="NAME", help="h200, h100, a100 or l4 (default: h200)")
     m.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N", help="GPUs (default: 1)")
     m.add_argument("--weight-dtype", default="bf16", choices=("bf16", "fp16", "fp8"), help="default: bf16")
-    m.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bf16", "fp16", "fp8"),
-                   help="default: auto (16-bit)")
-    m.add_argument("--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION, metavar="F",
-                   help="share of device memory for weights, activations and KV cache (default: vLLM's, "
-                        f"{DEFAULT_GPU_MEMORY_UTILIZATION:g})")
-    m.add_argument("--step-times", default="roofline", metavar="roofline|recorded|FILE",
-                   help="the step-time model: roofline, recorded (a --from-recording run's own), or a JSON file "
-                        "from --calibrate (default: roofline)")
+    m.add_argument(
+        "--kv-cache-dtype", default="auto", choices=("auto", "bf16", "fp16", "fp8"), help="default: auto (16-bit)"
+    )
+    m.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=DEFAULT_GPU_MEMORY_UTILIZATION,
+        metavar="F",
+        help="share of device memory for weights, activations and KV cache (default: vLLM's, "
+        f"{DEFAULT_GPU_MEMORY_UTILIZATION:g})",
+    )
+    m.add_argument(
+        "--step-times",
+        default="roofline",
+        metavar="roofline|recorded|FILE",
+        help="the step-time model: roofline, recorded (a --from-recording run's own), or a JSON file "
+        "from --calibrate (default: roofline)",
+    )
     m.add_argument("--mfu", type=float, metavar="F", help="roofline: share of peak FLOP/s reached (default: 0.5)")
     m.add_argument("--mbu", type=float, metavar="F", help="roofline: share of peak bandwidth reached (default: 0.8)")
-    m.add_argument("--step-overhead-ms", type=float, dest="overhead_ms", metavar="MS",
-                   help="roofline: fixed milliseconds per step (default: 1)")
+    m.add_argument(
+        "--step-overhead-ms",
+        type=float,
+        dest="overhead_ms",
+        metavar="MS",
+        help="roofline: fixed milliseconds per step (default: 1)",
+    )
     w = p.add_argument_group("workload")
-    w.add_argument("--dataset", default="random",
-                   choices=("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake"),
-                   help="default: random; azure-conv and mooncake are real traces, read from $ENGINETUI_TRACES_DIR "
-                        "or shared/traces beside the checkout")
-    w.add_argument("--trace", metavar="FILE",
-                   help="serve a trace file (Azure or BurstGPT CSV, Mooncake JSON lines) with its own arrivals")
-    w.add_argument("--trace-window", metavar="START:END",
-                   help="traces: serve the requests arriving in these seconds of the trace (e.g. 0:60)")
-    w.add_argument("--time-scale", type=float, default=1.0, metavar="X",
-                   help="traces: arrivals X times as fast (2: twice the rate; default: 1)")
-    w.add_argument("--over-context", default="clip", choices=("clip", "skip"),
-                   help="traces: a request longer than max_model_len is clipped to fit or skipped (default: clip)")
-    w.add_argument("--num-prompts", type=int, default=quiet, metavar="N",
-                   help="default: 1000 (a trace serves every request of its window)")
-    w.add_argument("--random-input-len", dest="input_len", type=int, default=1024, metavar="N",
-                   help="random / shared-prefix: mean prompt length (default: 1024)")
-    w.add_argument("--random-output-len", dest="output_len", type=int, default=128, metavar="N",
-                   help="random / shared-prefix: mean output length (default: 128)")
-    w.add_argument("--random-range-ratio", dest="range_ratio", type=float, default=0.0, metavar="R",
-                   help="lengths drawn from [len*(1-R), len*(1+R)] (default: 0)")
-    w.add_argument("--prefix-len", type=int, default=512, metavar="N", help="shared-prefix: prefix tokens (default: 512)")
+    w.add_argument(
+        "--dataset",
+        default="random",
+        choices=("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake"),
+        help="default: random; azure-conv and mooncake are real traces, read from $ENGINETUI_TRACES_DIR "
+        "or shared/traces beside the checkout",
+    )
+    w.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="serve a trace file (Azure or BurstGPT CSV, Mooncake JSON lines) with its own arrivals",
+    )
+    w.add_argument(
+        "--trace-window",
+        metavar="START:END",
+        help="traces: serve the requests arriving in these seconds of the trace (e.g. 0:60)",
+    )
+    w.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="traces: arrivals X times as fast (2: twice the rate; default: 1)",
+    )
+    w.add_argument(
+        "--over-context",
+        default="clip",
+        choices=("clip", "skip"),
+        help="traces: a request longer than max_model_len is clipped to fit or skipped (default: clip)",
+    )
+    w.add_argument(
+        "--num-prompts",
+        type=int,
+        default=quiet,
+        metavar="N",
+        help="default: 1000 (a trace serves every request of its window)",
+    )
+    w.add_argument(
+        "--random-input-len",
+        dest="input_len",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="random / shared-prefix: mean prompt length (default: 1024)",
+    )
+    w.add_argument(
+        "--random-output-len",
+        dest="output_len",
+        type=int,
+        default=128,
+        metavar="N",
+        help="random / shared-prefix: mean output length (default: 128)",
+    )
+    w.add_argument(
+        "--random-range-ratio",
+        dest="range_ratio",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="lengths drawn from [len*(1-R), len*(1+R)] (default: 0)",
+    )
+    w.add_argument(
+        "--prefix-len", type=int, default=512, metavar="N", help="shared-prefix: prefix tokens (default: 512)"
+    )
     w.add_argument("--num-prefixes", type=int, default=4, metavar="N", help="shared-prefix: prefixes (default: 4)")
-    w.add_argument("--tokenizer", default=quiet, metavar="DIR|embedded",
-                   help="sharegpt: count tokens with this tokenizer (default: UTF-8 bytes / 4)")
+    w.add_argument(
+        "--tokenizer",
+        default=quiet,
+        metavar="DIR|embedded",
+        help="sharegpt: count tokens with this tokenizer (default: UTF-8 bytes / 4)",
+    )
     w.add_argument("--from-recording", metavar="FILE", help="serve a recorded run's requests, as they arrived")
-    w.add_argument("--request-rate", type=float, default=math.inf, metavar="R",
-                   help="requests per second, Poisson arrivals (default: inf, all at once)")
-    w.add_argument("--burstiness", type=float, default=1.0, metavar="B",
-                   help="gamma shape of the arrival gaps, as vllm bench serve (default: 1, Poisson)")
+    w.add_argument(
+        "--request-rate",
+        type=float,
+        default=math.inf,
+        metavar="R",
+        help="requests per second, Poisson arrivals (default: inf, all at once)",
+    )
+    w.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        metavar="B",
+        help="gamma shape of the arrival gaps, as vllm bench serve (default: 1, Poisson)",
+    )
     w.add_argument("--burst-size", type=int, default=1, metavar="N", help="requests arriving together (default: 1)")
     w.add_argument("--seed", type=int, default=quiet, help="workload and arrival seed (default: 0)")
     f = p.add_argument_group("fleet")
-    f.add_argument("--replicas", type=int, default=1, metavar="N",
-                   help="engines behind a router, each its own scheduler, KV pool and clock (default: 1)")
-    f.add_argument("--router", default=quiet, metavar="NAME",
-                   help="round-robin, random, power-of-two, consistent-hash, cache-aware (vllm-router's policies "
-                        "and its defaults), least-outstanding (Vidur's) or prefix-score (llm-d's precise prefix-cache "
-                        "scoring) (default: cache-aware, vllm-router's)")
+    f.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="engines behind a router, each its own scheduler, KV pool and clock (default: 1)",
+    )
+    f.add_argument(
+        "--router",
+        default=quiet,
+        metavar="NAME",
+        help="round-robin, random, power-of-two, consistent-hash, cache-aware (vllm-router's policies "
+        "and its defaults), least-outstanding (Vidur's) or prefix-score (llm-d's precise prefix-cache "
+        "scoring) (default: cache-aware, vllm-router's)",
+    )
     e = p.add_argument_group("engine (vLLM's flag names; the engine's defaults)")
     from enginetui.flags.engine import ENGINE_FLAGS
 
@@ -90,26 +187,44 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--goodput", nargs="+", metavar="NAME:MS", help="SLOs for goodput, e.g. ttft:500 tpot:50")
     o.add_argument("--record", metavar="FILE", help="write the run as a recording (enginetui replay / export)")
-    o.add_argument("--sweep", metavar="NAME=V1,V2,...",
-                   help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20, or "
-                        "replicas=1,2,4,8 with --goodput: the smallest fleet meeting the SLOs) and plot")
+    o.add_argument(
+        "--sweep",
+        metavar="NAME=V1,V2,...",
+        help="run once per value of an engine flag or setting (e.g. request_rate=5,10,20, or "
+        "replicas=1,2,4,8 with --goodput: the smallest fleet meeting the SLOs) and plot",
+    )
     o.add_argument("--plot", metavar="FILE", help="with --sweep: where the plot goes (default: sweep-NAME.png)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    o.add_argument("--watch", action="store_true",
-                   help="show the run live in the dashboard as it is simulated (q quits and stops it)")
-    o.add_argument("--speed", type=float, default=1.0, metavar="X",
-                   help="with --watch: simulated seconds per wall second (0: as fast as it can be drawn; default: 1)")
+    o.add_argument(
+        "--watch",
+        action="store_true",
+        help="show the run live in the dashboard as it is simulated (q quits and stops it)",
+    )
+    o.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="with --watch: simulated seconds per wall second (0: as fast as it can be drawn; default: 1)",
+    )
     c = p.add_argument_group("calibration")
-    c.add_argument("--calibrate", metavar="OUT.json",
-                   help="measure this engine's step times on this machine over a grid of batch shapes, fit a "
-                        "step-time model and save it (use it with --step-times OUT.json); measure on a quiet machine")
+    c.add_argument(
+        "--calibrate",
+        metavar="OUT.json",
+        help="measure this engine's step times on this machine over a grid of batch shapes, fit a "
+        "step-time model and save it (use it with --step-times OUT.json); measure on a quiet machine",
+    )
     c.add_argument("--calibrate-model", metavar="DIR", help="the engine's model to measure (default: embedded)")
     c.add_argument("--calibrate-grid", default="standard", choices=("tiny", "standard"), help="default: standard")
-    c.add_argument("--calibrate-from-recording", nargs="+", metavar="FILE",
-                   help="RUN.etrec [RUN2.etrec ...] FIT.json: fit the same step-time model to the steps of recorded "
-                        "runs of this engine (each step's time from its start to the next step's start, what the "
-                        "engine spent per step as it ran there), e.g. `enginetui bench serve ... --record RUN.etrec` "
-                        "for the server path, where the HTTP front-end shares the CPU; save it to FIT.json")
+    c.add_argument(
+        "--calibrate-from-recording",
+        nargs="+",
+        metavar="FILE",
+        help="RUN.etrec [RUN2.etrec ...] FIT.json: fit the same step-time model to the steps of recorded "
+        "runs of this engine (each step's time from its start to the next step's start, what the "
+        "engine spent per step as it ran there), e.g. `enginetui bench serve ... --record RUN.etrec` "
+        "for the server path, where the HTTP front-end shares the CPU; save it to FIT.json",
+    )
     p.set_defaults(func=run_simulate)
 
 
@@ -125,8 +240,9 @@ def _settings_and_flags(args: argparse.Namespace):
         if getattr(args, "num_prompts", None) is not None:
             raise ValueError("--num-prompts: a trace serves every request of its window (give --trace-window)")
     elif values.get("trace_window") or values.get("time_scale", 1.0) != 1.0:
-        raise ValueError("--trace-window and --time-scale apply to traces: give --trace FILE or --dataset "
-                         "azure-conv|mooncake")
+        raise ValueError(
+            "--trace-window and --time-scale apply to traces: give --trace FILE or --dataset azure-conv|mooncake"
+        )
     sweeps_fleet = args.sweep and args.sweep.lstrip("-").replace("-", "_").startswith("replicas")
     if getattr(args, "router", None) and values.get("replicas", 1) == 1 and not sweeps_fleet:
         raise ValueError("--router: one replica has nothing to route (give --replicas N)")

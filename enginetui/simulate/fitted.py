@@ -24,8 +24,14 @@ FILE_KIND = "enginetui-step-time-fit"  # the JSON file's "kind"
 
 def features(shape: StepShape) -> tuple[float, ...]:
     """FEATURES of one step, in order."""
-    return (1.0, shape.num_prefill_tokens, shape.num_decode_tokens, shape.num_sampled, shape.decode_context,
-            shape.prefill_attention_pairs)
+    return (
+        1.0,
+        shape.num_prefill_tokens,
+        shape.num_decode_tokens,
+        shape.num_sampled,
+        shape.decode_context,
+        shape.prefill_attention_pairs,
+    )
 
 
 @dataclass(slots=True)
@@ -55,8 +61,14 @@ class FittedModel(StepTimeModel):
 
     def step_seconds(self, shape: StepShape) -> float:
         c = self._c
-        return (c[0] + c[1] * shape.num_prefill_tokens + c[2] * shape.num_decode_tokens + c[3] * shape.num_sampled
-                + c[4] * shape.decode_context + c[5] * shape.prefill_attention_pairs)
+        return (
+            c[0]
+            + c[1] * shape.num_prefill_tokens
+            + c[2] * shape.num_decode_tokens
+            + c[3] * shape.num_sampled
+            + c[4] * shape.decode_context
+            + c[5] * shape.prefill_attention_pairs
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "w") as f:
@@ -75,8 +87,9 @@ def load_fitted(path: str | os.PathLike) -> FittedModel:
     return FittedModel(data["coefficients"], FitInfo(**data["info"]))
 
 
-def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo,
-        relative_to: list[float] | None = None) -> FittedModel:
+def fit(
+    shapes: list[StepShape], seconds: list[float], info: FitInfo, relative_to: list[float] | None = None
+) -> FittedModel:
     """Non-negative least squares of the relative error over FEATURES (features that do not vary are left
     out; every measured time must be positive). `relative_to`: per step, the time its error is relative
     to (default: its measured time; see fit_relative_to_prediction for noisy single steps)."""
@@ -109,8 +122,9 @@ def fit(shapes: list[StepShape], seconds: list[float], info: FitInfo,
     return FittedModel(coefficients, info)
 
 
-def fit_relative_to_prediction(shapes: list[StepShape], seconds: list[float], info: FitInfo,
-                               rounds: int = 5) -> FittedModel:
+def fit_relative_to_prediction(
+    shapes: list[StepShape], seconds: list[float], info: FitInfo, rounds: int = 5
+) -> FittedModel:
     """The relative-error fit, each step's error taken relative to the model's prediction for it rather than
     to its own measured time (iteratively reweighted: first relative to the measured times, then
     `rounds` refits relative to the latest fit's predictions).

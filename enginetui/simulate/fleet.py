@@ -65,24 +65,36 @@ class FleetRun:
     wall_seconds: float  # how long simulating took here
 
 
-def run_fleet(config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
-              num_replicas: int, router: Router, workload: list[SimRequest],
-              progress: Callable[[int], None] | None = None, fast_forward: bool = True) -> FleetRun:
+def run_fleet(
+    config: EngineConfig,
+    num_blocks: int,
+    max_model_len: int,
+    step_model: StepTimeModel,
+    num_replicas: int,
+    router: Router,
+    workload: list[SimRequest],
+    progress: Callable[[int], None] | None = None,
+    fast_forward: bool = True,
+) -> FleetRun:
     """Serve `workload` on `num_replicas` alike engines behind `router`."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     with collector_paused():
-        return _run_fleet(config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress,
-                          fast_forward)
+        return _run_fleet(
+            config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward
+        )
 
 
-def _run_fleet(config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress,
-               fast_forward) -> FleetRun:
+def _run_fleet(
+    config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward
+) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
     n = len(reqs)
-    replicas = [FleetReplica(k, EngineLoop(config, num_blocks, max_model_len, step_model, None, fast_forward))
-                for k in range(num_replicas)]
+    replicas = [
+        FleetReplica(k, EngineLoop(config, num_blocks, max_model_len, step_model, None, fast_forward))
+        for k in range(num_replicas)
+    ]
     choices: list[int] = []
     busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
     model = step_model
@@ -147,7 +159,15 @@ def merged_run(fleet: FleetRun) -> SimRun:
     times = type(first.times)(*(cat(name, "times") for name in first.times.__slots__))
     timeline = type(first.timeline)(*(cat(name, "timeline") for name in first.timeline.__slots__))
     rejected = [run for run in runs if run.num_rejected]
-    return SimRun([r for run in runs for r in run.requests], times, timeline, first.num_blocks,
-                  sum(run.num_rejected for run in runs), rejected[0].first_rejection if rejected else "",
-                  first.step_model, fleet.wall_seconds, sum(run.prefix_queries for run in runs),
-                  sum(run.prefix_hits for run in runs))
+    return SimRun(
+        [r for run in runs for r in run.requests],
+        times,
+        timeline,
+        first.num_blocks,
+        sum(run.num_rejected for run in runs),
+        rejected[0].first_rejection if rejected else "",
+        first.step_model,
+        fleet.wall_seconds,
+        sum(run.prefix_queries for run in runs),
+        sum(run.prefix_hits for run in runs),
+    )

@@ -26,9 +26,16 @@ from enginetui.core.record.reader import read_recording
 from enginetui.simulate.step_time import step_start
 from enginetui.simulate.workload import SimRequest
 
-SCHEDULING_FIELDS = ("block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
-                     "enable_prefix_caching", "scheduling_policy", "scheduler_reserve_full_isl",
-                     "long_prefill_token_threshold")  # the EngineConfig fields that steer the scheduler
+SCHEDULING_FIELDS = (
+    "block_size",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "scheduling_policy",
+    "scheduler_reserve_full_isl",
+    "long_prefill_token_threshold",
+)  # the EngineConfig fields that steer the scheduler
 
 
 @dataclass(slots=True)
@@ -69,8 +76,10 @@ def recorded_run(path: str) -> RecordedRun:
     latest = -math.inf  # the latest entry so far: the engine took its requests in in order
     for i, event in enumerate(recording.events()):
         if i == 0 and event.running and not any(event.added):
-            raise ValueError(f"{path} starts in the middle of a run ({len(event.running)} requests already "
-                             f"running): its arrivals are not all in it")
+            raise ValueError(
+                f"{path} starts in the middle of a run ({len(event.running)} requests already "
+                f"running): its arrivals are not all in it"
+            )
         for a in event.added:
             added[a.req_id] = a
             pending.append(a.req_id)
@@ -94,11 +103,29 @@ def recorded_run(path: str) -> RecordedRun:
             continue  # announced after the last step: never scheduled
         out = tokens.get(req_id, [])
         reason = ended.get(req_id)
-        requests.append(SimRequest(
-            req_id, enters[req_id], len(a.prompt_token_ids), len(out), prompt_token_ids=list(a.prompt_token_ids),
-            output_token_ids=out, priority=a.priority, arrival_time=a.arrival_time,
-            max_tokens=a.max_tokens if reason == "rejected" or not out else None))
+        requests.append(
+            SimRequest(
+                req_id,
+                enters[req_id],
+                len(a.prompt_token_ids),
+                len(out),
+                prompt_token_ids=list(a.prompt_token_ids),
+                output_token_ids=out,
+                priority=a.priority,
+                arrival_time=a.arrival_time,
+                max_tokens=a.max_tokens if reason == "rejected" or not out else None,
+            )
+        )
     num_partial = sum(1 for r in requests if ended.get(r.request_id) not in ("stop", "length", "rejected"))
     cpu_threads = header.engine.cpu_threads or max((e.compute_threads for e in steps), default=0)
-    return RecordedRun(requests, steps, config, header.engine.num_blocks, header.engine.max_model_len,
-                       header.engine.model_name, num_partial, header, cpu_threads)
+    return RecordedRun(
+        requests,
+        steps,
+        config,
+        header.engine.num_blocks,
+        header.engine.max_model_len,
+        header.engine.model_name,
+        num_partial,
+        header,
+        cpu_threads,
+    )

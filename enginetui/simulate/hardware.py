@@ -27,14 +27,10 @@ class Accelerator:
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in (
-        Accelerator("h200", "NVIDIA H200 SXM 141 GB HBM3e", 989.4e12, 1978.9e12, 4.8e12, int(139.8 * GIB),
-                    450e9, 8e-6),
-        Accelerator("h100", "NVIDIA H100 SXM 80 GB HBM3", 989.4e12, 1978.9e12, 3.35e12, int(79.2 * GIB),
-                    450e9, 8e-6),
-        Accelerator("a100", "NVIDIA A100 SXM 80 GB HBM2e", 312e12, None, 2.039e12, int(79.2 * GIB),
-                    300e9, 10e-6),
-        Accelerator("l4", "NVIDIA L4 24 GB GDDR6 (PCIe)", 121e12, 242e12, 300e9, int(22.0 * GIB),
-                    25e9, 20e-6),
+        Accelerator("h200", "NVIDIA H200 SXM 141 GB HBM3e", 989.4e12, 1978.9e12, 4.8e12, int(139.8 * GIB), 450e9, 8e-6),
+        Accelerator("h100", "NVIDIA H100 SXM 80 GB HBM3", 989.4e12, 1978.9e12, 3.35e12, int(79.2 * GIB), 450e9, 8e-6),
+        Accelerator("a100", "NVIDIA A100 SXM 80 GB HBM2e", 312e12, None, 2.039e12, int(79.2 * GIB), 300e9, 10e-6),
+        Accelerator("l4", "NVIDIA L4 24 GB GDDR6 (PCIe)", 121e12, 242e12, 300e9, int(22.0 * GIB), 25e9, 20e-6),
     )
 }
 

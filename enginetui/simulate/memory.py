@@ -29,9 +29,11 @@ class PoolSizing:
 
     def describe(self) -> str:
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
-        return (f"{self.num_blocks} blocks: {gib(self.budget_bytes)} budget - {gib(self.weight_bytes)} weights - "
-                f"{gib(self.activation_bytes)} activations - {gib(self.reserve_bytes)} runtime = "
-                f"{gib(self.kv_bytes)} KV")
+        return (
+            f"{self.num_blocks} blocks: {gib(self.budget_bytes)} budget - {gib(self.weight_bytes)} weights - "
+            f"{gib(self.activation_bytes)} activations - {gib(self.reserve_bytes)} runtime = "
+            f"{gib(self.kv_bytes)} KV"
+        )
 
 
 def kv_block_bytes(model: ModelShape, block_size: int, kv_value_bytes: int, tp: int) -> int:
@@ -41,9 +43,17 @@ def kv_block_bytes(model: ModelShape, block_size: int, kv_value_bytes: int, tp: 
     return 2 * model.num_layers * heads_per_gpu * model.head_dim * kv_value_bytes * block_size
 
 
-def size_pool(model: ModelShape, hw: Accelerator, tp: int, weight_value_bytes: int, kv_value_bytes: int,
-              block_size: int, gpu_memory_utilization: float, max_num_batched_tokens: int,
-              max_num_seqs: int) -> PoolSizing:
+def size_pool(
+    model: ModelShape,
+    hw: Accelerator,
+    tp: int,
+    weight_value_bytes: int,
+    kv_value_bytes: int,
+    block_size: int,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+) -> PoolSizing:
     """The pool vLLM would get; ValueError when the weights (or the weights and activations) do not fit."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
@@ -53,14 +63,18 @@ def size_pool(model: ModelShape, hw: Accelerator, tp: int, weight_value_bytes: i
         raise ValueError(
             f"{model.name} does not fit: its weights take {weights / GIB:.1f} GiB per GPU (tensor parallel {tp}) "
             f"but {gpu_memory_utilization:g} x {hw.memory_bytes / GIB:.1f} GiB = {budget / GIB:.1f} GiB is available on "
-            f"{hw.name}: raise --tensor-parallel-size, use --weight-dtype fp8, or a larger accelerator")
-    activations = (max_num_batched_tokens * (4 * model.hidden_size + 2 * model.intermediate_size // tp) * 2
-                   + max_num_seqs * model.vocab_size * 4)
+            f"{hw.name}: raise --tensor-parallel-size, use --weight-dtype fp8, or a larger accelerator"
+        )
+    activations = (
+        max_num_batched_tokens * (4 * model.hidden_size + 2 * model.intermediate_size // tp) * 2
+        + max_num_seqs * model.vocab_size * 4
+    )
     block = kv_block_bytes(model, block_size, kv_value_bytes, tp)
     kv = budget - weights - activations - RUNTIME_RESERVE_BYTES
     if kv < block:
         raise ValueError(
             f"no memory is left for the KV cache: {budget / GIB:.1f} GiB budget - {weights / GIB:.1f} GiB weights - "
             f"{activations / GIB:.1f} GiB activations - {RUNTIME_RESERVE_BYTES / GIB:.1f} GiB runtime: raise "
-            f"--gpu-memory-utilization or --tensor-parallel-size, or lower --max-num-batched-tokens")
+            f"--gpu-memory-utilization or --tensor-parallel-size, or lower --max-num-batched-tokens"
+        )
     return PoolSizing(kv // block, block, budget, weights, activations, RUNTIME_RESERVE_BYTES, kv)

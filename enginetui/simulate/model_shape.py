@@ -71,8 +71,9 @@ def load_model_shape(model: str) -> ModelShape:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise ValueError(f"model {model!r}: not a shipped config ({', '.join(shipped_models())}) and no "
-                         f"config.json at {path}")
+        raise ValueError(
+            f"model {model!r}: not a shipped config ({', '.join(shipped_models())}) and no config.json at {path}"
+        )
     try:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

@@ -30,22 +30,29 @@ def describe_setup(result: SimResult, sweep=None) -> list[str]:
     elif s.trace or s.dataset in TRACE_DATASETS:
         window = f", seconds {s.trace_window} of it" if s.trace_window else ""
         scale = f", {s.time_scale:g}x as fast" if s.time_scale != 1 else ""
-        source = (f"trace {s.trace or s.dataset}{window}: {result.summary.num_requests} requests arriving as "
-                  f"traced{scale}")
+        source = (
+            f"trace {s.trace or s.dataset}{window}: {result.summary.num_requests} requests arriving as traced{scale}"
+        )
     else:
         source = f"{s.dataset}, {s.num_prompts} prompts, {rate}, seed {s.seed}"
-    lines = [f"model         {_model_line(result)}",
-             f"workload      {source}",
-             f"step times    {result.step_model}",
-             f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
-             f"of {c.block_size} tokens",
-             f"engine        max_num_batched_tokens {c.max_num_batched_tokens}, max_num_seqs {c.max_num_seqs}, "
-             f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
-             f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}"]
+    lines = [
+        f"model         {_model_line(result)}",
+        f"workload      {source}",
+        f"step times    {result.step_model}",
+        f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
+        f"of {c.block_size} tokens",
+        f"engine        max_num_batched_tokens {c.max_num_batched_tokens}, max_num_seqs {c.max_num_seqs}, "
+        f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
+        f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}",
+    ]
     if s.replicas > 1 or (sweep is not None and sweep.name in ("replicas", "router")):
-        lines.append(f"fleet         {count(s.replicas, 'replica')} behind {s.router}" if sweep is None
-                     else f"fleet         behind {s.router}" if sweep.name == "replicas"
-                     else f"fleet         {count(s.replicas, 'replica')}")
+        lines.append(
+            f"fleet         {count(s.replicas, 'replica')} behind {s.router}"
+            if sweep is None
+            else f"fleet         behind {s.router}"
+            if sweep.name == "replicas"
+            else f"fleet         {count(s.replicas, 'replica')}"
+        )
     if sweep is not None:
         lines.append(f"sweep         {sweep.name} = {', '.join(str(v) for v in sweep.values)}")
     return lines + [f"note          {n}" for n in result.notes]
@@ -98,7 +105,10 @@ def format_summary(result: SimResult) -> str:
         f"queues        at most {m.max_running} running, {m.max_waiting} waiting",
         "",
         f"{'ms':<10}{'mean':>12}{'p50':>12}{'p90':>12}{'p99':>12}",
-        _row("TTFT", m.ttft), _row("TPOT", m.tpot), _row("ITL", m.itl), _row("E2E", m.e2e),
+        _row("TTFT", m.ttft),
+        _row("TPOT", m.tpot),
+        _row("ITL", m.itl),
+        _row("E2E", m.e2e),
     ]
     if result.fleet is not None:
         lines += [""] + format_fleet(result)
@@ -116,18 +126,23 @@ def format_fleet(result: SimResult) -> list[str]:
     fleet = result.fleet
     counts = [s.num_requests for s in fleet.summaries]
     tokens = [sum(r.prompt_len + r.output_len for r in run.requests) for run in fleet.runs]
-    lines = [f"imbalance     the busiest replica against the mean: requests {load_imbalance(counts):.2f}x, "
-             f"tokens {load_imbalance(tokens):.2f}x",
-             "",
-             f"{'replica':<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
-             f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"
-             + (f"{'goodput':>9}" if result.summary.goodput is not None else "")]
+    lines = [
+        f"imbalance     the busiest replica against the mean: requests {load_imbalance(counts):.2f}x, "
+        f"tokens {load_imbalance(tokens):.2f}x",
+        "",
+        f"{'replica':<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
+        f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"
+        + (f"{'goodput':>9}" if result.summary.goodput is not None else ""),
+    ]
     for k, m in enumerate(fleet.summaries):
         hit = f"{m.prefix_hits / m.prefix_queries:.1%}" if m.prefix_queries else "-"
-        line = (f"{k:<8}{m.num_requests:>9}{m.ttft.p50:>10.1f}{m.ttft.p99:>10.1f}{m.tpot.p50:>10.2f}"
-                f"{m.tpot.p99:>10.2f}{m.itl.p50:>9.2f}{m.e2e.p50:>10.1f}{m.e2e.p99:>10.1f}{hit:>11}"
-                f"{m.kv_usage_max:>8.0%}{m.num_preemptions:>8}")
+        line = (
+            f"{k:<8}{m.num_requests:>9}{m.ttft.p50:>10.1f}{m.ttft.p99:>10.1f}{m.tpot.p50:>10.2f}"
+            f"{m.tpot.p99:>10.2f}{m.itl.p50:>9.2f}{m.e2e.p50:>10.1f}{m.e2e.p99:>10.1f}{hit:>11}"
+            f"{m.kv_usage_max:>8.0%}{m.num_preemptions:>8}"
+        )
         lines.append(line + (f"{m.goodput:>9.2f}" if m.goodput is not None else ""))
-    lines.append("(ms; goodput: req/s over each replica's own duration)"
-                 if result.summary.goodput is not None else "(ms)")
+    lines.append(
+        "(ms; goodput: req/s over each replica's own duration)" if result.summary.goodput is not None else "(ms)"
+    )
     return lines

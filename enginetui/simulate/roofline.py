@@ -70,8 +70,11 @@ class RooflineModel(StepTimeModel):
 
     def step_seconds(self, shape: StepShape) -> float:
         tokens = shape.num_prefill_tokens + shape.num_decode_tokens
-        flops = (self._token_flops * tokens + self._sample_flops * shape.num_sampled
-                 + self._pair_flops * (shape.decode_context + shape.prefill_attention_pairs))
+        flops = (
+            self._token_flops * tokens
+            + self._sample_flops * shape.num_sampled
+            + self._pair_flops * (shape.decode_context + shape.prefill_attention_pairs)
+        )
         kv_tokens = shape.decode_context + shape.prefill_kv_tokens + tokens
         nbytes = self._weight_bytes + self._kv_token_bytes * kv_tokens
         compute = flops * self._s_per_flop

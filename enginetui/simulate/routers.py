@@ -17,15 +17,22 @@ from typing import Protocol
 from enginetui.core.kv.block_hash import update_block_hashes
 from enginetui.core.request import Request
 
-ROUTERS = ("round-robin", "random", "power-of-two", "consistent-hash", "cache-aware", "least-outstanding",
-           "prefix-score")  # --router choices
+ROUTERS = (
+    "round-robin",
+    "random",
+    "power-of-two",
+    "consistent-hash",
+    "cache-aware",
+    "least-outstanding",
+    "prefix-score",
+)  # --router choices
 
 # vllm-router's command-line defaults (src/main.rs) for cache_aware and consistent_hash
 CACHE_THRESHOLD = 0.3  # --cache-threshold: least matched share of the prompt for cache affinity
 BALANCE_ABS_THRESHOLD = 64  # --balance-abs-threshold: load gap past which the fleet is imbalanced ...
 BALANCE_REL_THRESHOLD = 1.5  # --balance-rel-threshold: ... and max load past min load times this
 EVICTION_INTERVAL_S = 120.0  # --eviction-interval: seconds between tree evictions
-MAX_TREE_CHARS = 2 ** 26  # --max-tree-size, in characters per replica
+MAX_TREE_CHARS = 2**26  # --max-tree-size, in characters per replica
 CHARS_PER_TOKEN = 4  # to state that limit in tokens
 VIRTUAL_NODES = 160  # consistent_hash's virtual nodes per replica
 # llm-d's precise-prefix-cache-aware guide: the scorers' weights, summed and maxed over replicas
@@ -127,8 +134,9 @@ class ConsistentHash(Router):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        ring = sorted((_hash64(f"replica-{k}:{v}".encode()), k)
-                      for k in range(self.num_replicas) for v in range(VIRTUAL_NODES))
+        ring = sorted(
+            (_hash64(f"replica-{k}:{v}".encode()), k) for k in range(self.num_replicas) for v in range(VIRTUAL_NODES)
+        )
         self.points = [p for p, _ in ring]
         self.owners = [k for _, k in ring]
 
@@ -191,7 +199,7 @@ class CacheAware(Router):
         for k, held in enumerate(self.held):
             if len(held) <= self.max_blocks:
                 continue
-            oldest = sorted(held, key=self.touched.__getitem__)[:len(held) - self.max_blocks]
+            oldest = sorted(held, key=self.touched.__getitem__)[: len(held) - self.max_blocks]
             held.difference_update(oldest)
             for h in oldest:
                 others = [j for j, other in enumerate(self.held) if h in other]
@@ -224,8 +232,10 @@ class PrefixScore(Router):
         return self.rng.choice([k for k, s in enumerate(scores) if s == best])
 
 
-POLICIES = {cls.name: cls for cls in (RoundRobin, RandomRouter, PowerOfTwo, ConsistentHash, CacheAware,
-                                      LeastOutstanding, PrefixScore)}
+POLICIES = {
+    cls.name: cls
+    for cls in (RoundRobin, RandomRouter, PowerOfTwo, ConsistentHash, CacheAware, LeastOutstanding, PrefixScore)
+}
 
 
 def make_router(name: str, num_replicas: int, block_size: int, seed: int = 0) -> Router:

@@ -53,34 +53,61 @@ def plan(cal_rates: list[float], rates: list[float], rounds: int, out: Path) -> 
 
 def bench_serve(engine_args: list[str], num_prompts: int) -> Callable[[Run], None]:
     """Records a run with `enginetui bench serve` (the quick preset's lengths), in a fresh process."""
+
     def record(run: Run) -> None:
-        command = [sys.executable, "-m", "enginetui", "bench", "serve", "--preset", "quick", "--num-prompts",
-                   str(num_prompts), "--workload-seed", str(run.seed), "--request-rate", f"{run.rate:g}",
-                   "--record", run.path, *engine_args]
+        command = [
+            sys.executable,
+            "-m",
+            "enginetui",
+            "bench",
+            "serve",
+            "--preset",
+            "quick",
+            "--num-prompts",
+            str(num_prompts),
+            "--workload-seed",
+            str(run.seed),
+            "--request-rate",
+            f"{run.rate:g}",
+            "--record",
+            run.path,
+            *engine_args,
+        ]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
     return record
 
 
 def sitting(runs: list[Run], record: Callable[[Run], None], out: Path, log=print) -> dict:
     """Record every run in order, fit the calibration runs, predict the tested ones; the results."""
     for k, run in enumerate(runs, 1):
-        log(f"[{k}/{len(runs)}] {'calibration' if run.kind == 'cal' else 'tested'} run at {run.rate:g} req/s "
-            f"(seed {run.seed}) -> {run.path}")
+        log(
+            f"[{k}/{len(runs)}] {'calibration' if run.kind == 'cal' else 'tested'} run at {run.rate:g} req/s "
+            f"(seed {run.seed}) -> {run.path}"
+        )
         record(run)
     fit = calibrate_from_recording([r.path for r in runs if r.kind == "cal"])
     fit_path = str(out / "fit.json")
     fit.save(fit_path)
-    log(f"fit: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its own steps; "
-        + ", ".join(f"{name} {value * 1e3:.3g} ms" for name, value in fit.coefficients.items() if value))
+    log(
+        f"fit: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its own steps; "
+        + ", ".join(f"{name} {value * 1e3:.3g} ms" for name, value in fit.coefficients.items() if value)
+    )
     tested = []
     for run in runs:
         if run.kind == "test":
             rows = compare_recording(run.path, fit_path)
-            tested.append({"run": asdict(run), "figures": [dict(zip(("figure", "measured", "predicted", "error_pct"),
-                                                                    row)) for row in rows],
-                           "fewer_threads": dict(zip(("steps", "of_steps", "time_share"), fewer_threads(run.path)))})
-    return {"fit": {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct,
-                    "coefficients": fit.coefficients}, "tested": tested}
+            tested.append(
+                {
+                    "run": asdict(run),
+                    "figures": [dict(zip(("figure", "measured", "predicted", "error_pct"), row)) for row in rows],
+                    "fewer_threads": dict(zip(("steps", "of_steps", "time_share"), fewer_threads(run.path))),
+                }
+            )
+    return {
+        "fit": {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct, "coefficients": fit.coefficients},
+        "tested": tested,
+    }
 
 
 def report(results: dict) -> str:
@@ -91,12 +118,18 @@ def report(results: dict) -> str:
         lines.append(f"\ntested run at {run['rate']:g} req/s ({Path(run['path']).name})")
         lines.append(f"{'figure':<20}{'measured':>12}{'predicted':>12}{'error':>9}")
         for row in entry["figures"]:
-            lines.append(f"{row['figure']:<20}{row['measured']:>12.2f}{row['predicted']:>12.2f}"
-                         f"{row['error_pct']:>+8.1f}%")
-        misses = [row["figure"] for row in entry["figures"]
-                  if row["figure"] in TARGET_FIGURES and not abs(row["error_pct"]) <= TARGET_PCT]
-        lines.append(f"within {TARGET_PCT:g}%: " + ("all of " + ", ".join(TARGET_FIGURES) if not misses
-                                                   else "not " + ", ".join(misses)))
+            lines.append(
+                f"{row['figure']:<20}{row['measured']:>12.2f}{row['predicted']:>12.2f}{row['error_pct']:>+8.1f}%"
+            )
+        misses = [
+            row["figure"]
+            for row in entry["figures"]
+            if row["figure"] in TARGET_FIGURES and not abs(row["error_pct"]) <= TARGET_PCT
+        ]
+        lines.append(
+            f"within {TARGET_PCT:g}%: "
+            + ("all of " + ", ".join(TARGET_FIGURES) if not misses else "not " + ", ".join(misses))
+        )
         counts = entry["fewer_threads"]
         if line := fewer_threads_line((counts["steps"], counts["of_steps"], counts["time_share"])):
             lines.append(line)  # a busy neighbour in the measured run: an error the fit cannot help
@@ -106,12 +139,22 @@ def report(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", help="folder for the recordings, the fit and the results")
-    parser.add_argument("--cal-rates", type=float, nargs="+", default=[0.75, 1.5, 3.0],
-                        help="request rates of the calibration runs (default: 0.75 1.5 3)")
-    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 2.0],
-                        help="request rates of the runs to predict (default: 1 2)")
-    parser.add_argument("--num-prompts", type=int, default=96,
-                        help="requests per run (default: 96; longer runs average more of the machine's drift)")
+    parser.add_argument(
+        "--cal-rates",
+        type=float,
+        nargs="+",
+        default=[0.75, 1.5, 3.0],
+        help="request rates of the calibration runs (default: 0.75 1.5 3)",
+    )
+    parser.add_argument(
+        "--rates", type=float, nargs="+", default=[1.0, 2.0], help="request rates of the runs to predict (default: 1 2)"
+    )
+    parser.add_argument(
+        "--num-prompts",
+        type=int,
+        default=96,
+        help="requests per run (default: 96; longer runs average more of the machine's drift)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="times to take every run (default: 1)")
     args, engine_args = parser.parse_known_args(argv)
     out = Path(args.out)

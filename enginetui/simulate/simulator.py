@@ -89,8 +89,15 @@ class Observer:
 class Simulator:
     """Runs a workload through a fresh Scheduler on the simulated clock."""
 
-    def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
-                 observer: Observer | None = None, fast_forward: bool = True) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        num_blocks: int,
+        max_model_len: int,
+        step_model: StepTimeModel,
+        observer: Observer | None = None,
+        fast_forward: bool = True,
+    ) -> None:
         self.config = config  # the engine's flags (budgets, policies, block size, prefix caching)
         self.num_blocks = num_blocks  # KV pool size
         self.max_model_len = max_model_len  # longest prompt + output
@@ -109,8 +116,15 @@ class Simulator:
         wall0 = time.perf_counter()
         reqs = sorted(workload, key=lambda r: r.arrival)
         n = len(reqs)
-        loop = EngineLoop(self.config, self.num_blocks, self.max_model_len, self.step_model, self.observer,
-                          self.fast_forward, recorded_tokens=any(r.output_token_ids for r in reqs))
+        loop = EngineLoop(
+            self.config,
+            self.num_blocks,
+            self.max_model_len,
+            self.step_model,
+            self.observer,
+            self.fast_forward,
+            recorded_tokens=any(r.output_token_ids for r in reqs),
+        )
         model = self.step_model
         loop.now = reqs[0].arrival if reqs else 0.0
         i = 0
@@ -161,8 +175,16 @@ class EngineLoop:
     in step then running order): the same run, step for step.
     """
 
-    def __init__(self, config: EngineConfig, num_blocks: int, max_model_len: int, step_model: StepTimeModel,
-                 observer: Observer | None = None, fast_forward: bool = True, recorded_tokens: bool = False) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        num_blocks: int,
+        max_model_len: int,
+        step_model: StepTimeModel,
+        observer: Observer | None = None,
+        fast_forward: bool = True,
+        recorded_tokens: bool = False,
+    ) -> None:
         self.config = config
         self.num_blocks = num_blocks
         self.max_model_len = max_model_len
@@ -185,9 +207,14 @@ class EngineLoop:
         self.finish_times: list[float] = []  # when each ended request ended, in order (rejections: when added)
         self._plan: _DecodePlan | None = None  # alike decode steps planned ahead, some maybe run (fast forward)
         base = type(step_model)
-        self.can_fast_forward = (fast_forward and observer is None and not recorded_tokens
-                                 and not config.use_async_scheduling
-                                 and base.advance is StepTimeModel.advance and base.next_start is StepTimeModel.next_start)
+        self.can_fast_forward = (
+            fast_forward
+            and observer is None
+            and not recorded_tokens
+            and not config.use_async_scheduling
+            and base.advance is StepTimeModel.advance
+            and base.next_start is StepTimeModel.next_start
+        )
 
     def add(self, r: SimRequest, request: Request | None = None) -> bool:
         """The request enters the engine now (`request`: its engine request, when already built). False: rejected."""
@@ -315,8 +342,7 @@ class EngineLoop:
             if computed != r.num_tokens - 1 or not r.output_token_ids or r.num_output_placeholders:
                 return None
             # the step that ends it (max_tokens, or max_model_len) runs on its own
-            max_steps = min(max_steps, r.max_tokens - len(r.output_token_ids) - 1,
-                            self.max_model_len - computed - 2)
+            max_steps = min(max_steps, r.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - computed - 2)
             context += computed
         if max_steps < 2:
             return None
@@ -335,7 +361,7 @@ class EngineLoop:
         contexts = context + num * np.arange(1, max_steps + 1, dtype=np.int64)  # [steps]
         seconds = self.model.decode_seconds(self.num_steps + 1, num, contexts)  # [steps]
         ends = np.cumsum(np.concatenate(([self.now], seconds)))[1:]  # [steps] the clock, added step by step
-        used = (self.num_blocks - free) + taken[1:max_steps + 1]  # [steps] blocks in use after each step
+        used = (self.num_blocks - free) + taken[1 : max_steps + 1]  # [steps] blocks in use after each step
         return _DecodePlan(self.now, self.num_steps, list(running), first_new, ends, used)
 
     def commit(self) -> None:
@@ -405,8 +431,18 @@ class EngineLoop:
     def result(self, wall_seconds: float) -> SimRun:
         self.commit()
         kv = self.sched.kv
-        return SimRun(self.requests, self.times, self.timeline, self.num_blocks, self.num_rejected,
-                      self.first_rejection, self.model.name, wall_seconds, kv.prefix_queries, kv.prefix_hits)
+        return SimRun(
+            self.requests,
+            self.times,
+            self.timeline,
+            self.num_blocks,
+            self.num_rejected,
+            self.first_rejection,
+            self.model.name,
+            wall_seconds,
+            kv.prefix_queries,
+            kv.prefix_hits,
+        )
 
 
 @dataclass(slots=True)
@@ -454,6 +490,6 @@ def prompt_block_hashes(tokens: list[int], block_size: int) -> list[bytes]:
     hashes = []
     sha256 = hashlib.sha256
     for start in range(0, (len(tokens) // block_size) * step, step):
-        parent = sha256(parent + data[start:start + step]).digest()
+        parent = sha256(parent + data[start : start + step]).digest()
         hashes.append(parent)
     return hashes

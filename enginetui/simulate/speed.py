@@ -23,8 +23,11 @@ def main(argv: list[str] | None = None) -> None:
         cpu = time.process_time() - cpu0
         m = result.summary
         req_steps = sum(result.run.times.num_output)  # one request-step per generated token, about
-        print(f"{n:>9} {m.num_steps:>8} {m.wall_seconds:>8.1f} {cpu:>8.1f} {1e6 * cpu / max(req_steps, 1):>12.1f} "
-              f"{m.duration_s:>12.1f}", flush=True)
+        print(
+            f"{n:>9} {m.num_steps:>8} {m.wall_seconds:>8.1f} {cpu:>8.1f} {1e6 * cpu / max(req_steps, 1):>12.1f} "
+            f"{m.duration_s:>12.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

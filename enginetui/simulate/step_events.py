@@ -39,9 +39,15 @@ class RecordingSink(EventSink):
     """Writes each event to a recording file as it comes."""
 
     def __init__(self, path: str | os.PathLike, config: EngineConfig, info: EngineInfo, source: str) -> None:
-        header = fmt.Header(event_schema_version=SCHEMA_VERSION, created=time.time(), source=source,
-                            enginetui_version=_version(), engine=info, config=msgspec.to_builtins(config),
-                            tokenizer=None)
+        header = fmt.Header(
+            event_schema_version=SCHEMA_VERSION,
+            created=time.time(),
+            source=source,
+            enginetui_version=_version(),
+            engine=info,
+            config=msgspec.to_builtins(config),
+            tokenizer=None,
+        )
         self.writer = RecordingWriter(path, header)  # the file
 
     def emit(self, event: StepEvent) -> None:
@@ -66,8 +72,16 @@ class StepEventBuilder(Observer):
         self._added: list[RequestAdded] = []  # requests added since the last event
 
     def on_add(self, request: Request) -> None:
-        self._added.append(RequestAdded(request.request_id, request.prompt_token_ids, request.sampling_params,
-                                        request.max_tokens, request.priority, request.arrival_time))
+        self._added.append(
+            RequestAdded(
+                request.request_id,
+                request.prompt_token_ids,
+                request.sampling_params,
+                request.max_tokens,
+                request.priority,
+                request.arrival_time,
+            )
+        )
 
     def on_step(self, sched: Scheduler, plan, sampled: dict[str, int], start: float, end: float) -> None:
         self.step += 1
@@ -79,12 +93,23 @@ class StepEventBuilder(Observer):
         self.total_output_tokens += len(sampled)
         added, self._added = self._added, []
         exec_ms = (end - start) * 1e3
-        totals = EngineTotals(self.seq, self.step, end, False, self.total_output_tokens, self.total_preemptions,
-                              0.0, False)
+        totals = EngineTotals(
+            self.seq, self.step, end, False, self.total_output_tokens, self.total_preemptions, 0.0, False
+        )
         latest = StepSummary.of(record, StepTimes(exec_ms=exec_ms, forward_ms=exec_ms))
         work = StepWork(self.step, self.step, [StepPhase(self.step, "execute", start, end)])
-        event = build_step_event("step", totals, self.config, sched, record, latest, added,
-                                 {req_id: [t] for req_id, t in sampled.items()}, work, self.first_scheduled)
+        event = build_step_event(
+            "step",
+            totals,
+            self.config,
+            sched,
+            record,
+            latest,
+            added,
+            {req_id: [t] for req_id, t in sampled.items()},
+            work,
+            self.first_scheduled,
+        )
         for sink in self.sinks:
             sink.emit(event)
 

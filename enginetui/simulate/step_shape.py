@@ -28,8 +28,9 @@ class StepShape:
         return self.num_prefill_tokens + self.num_decode_tokens
 
 
-def step_shape(step: int, output: SchedulerOutput, requests: dict[str, Request],
-               sampling: list[str] | None = None) -> StepShape:
+def step_shape(
+    step: int, output: SchedulerOutput, requests: dict[str, Request], sampling: list[str] | None = None
+) -> StepShape:
     """The shape of the step `output` plans; `requests` maps ids to the scheduler's requests. The ids of
     the requests that sample this step are appended to `sampling` when given."""
     decode_context = prefill_kv = pairs = sampled = 0
@@ -47,5 +48,13 @@ def step_shape(step: int, output: SchedulerOutput, requests: dict[str, Request],
         else:
             prefill_kv += after
             pairs += n * before + n * (n + 1) // 2
-    return StepShape(step, len(output.num_scheduled_tokens), output.num_prefill_tokens, output.num_decode_tokens,
-                     sampled, decode_context, prefill_kv, pairs)
+    return StepShape(
+        step,
+        len(output.num_scheduled_tokens),
+        output.num_prefill_tokens,
+        output.num_decode_tokens,
+        sampled,
+        decode_context,
+        prefill_kv,
+        pairs,
+    )

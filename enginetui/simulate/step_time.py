@@ -33,8 +33,13 @@ class StepTimeModel:
         step_seconds gives each (models may compute it in one go, to the same bits)."""
         import numpy as np
 
-        return np.array([self.step_seconds(StepShape(first_step + j, num_reqs, 0, num_reqs, num_reqs, int(c), 0, 0))
-                         for j, c in enumerate(contexts.tolist())], dtype=np.float64)
+        return np.array(
+            [
+                self.step_seconds(StepShape(first_step + j, num_reqs, 0, num_reqs, num_reqs, int(c), 0, 0))
+                for j, c in enumerate(contexts.tolist())
+            ],
+            dtype=np.float64,
+        )
 
     def next_start(self, now: float, step: int) -> float:
         """When step number `step` (1-based) may start, the engine being free at `now`: at once."""

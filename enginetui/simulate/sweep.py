@@ -59,20 +59,30 @@ def run_sweep(sweep: Sweep, settings: SimSettings, flags: dict, on_result=None) 
 def sweep_table(sweep: Sweep, results: list[SimResult]) -> str:
     goodput = any(r.summary.goodput is not None for r in results)
     refused = [(value, r.summary) for value, r in zip(sweep.values, results) if r.summary.num_rejected]
-    head = (f"{sweep.name:>22} {'req/s':>8} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} "
-            f"{'TPOT p99':>9} {'preempt':>8} {'KV max':>7}" + (f" {'goodput':>8}" if goodput else "")
-            + (f" {'rejected':>8}" if refused else ""))
+    head = (
+        f"{sweep.name:>22} {'req/s':>8} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} "
+        f"{'TPOT p99':>9} {'preempt':>8} {'KV max':>7}"
+        + (f" {'goodput':>8}" if goodput else "")
+        + (f" {'rejected':>8}" if refused else "")
+    )
     lines = [head]
     for value, r in zip(sweep.values, results):
         m = r.summary
-        line = (f"{value!s:>22} {m.request_throughput:>8.2f} {m.output_throughput:>10.1f} {m.ttft.p50:>9.1f} "
-                f"{m.ttft.p99:>9.1f} {m.tpot.p50:>9.2f} {m.tpot.p99:>9.2f} {m.num_preemptions:>8} "
-                f"{m.kv_usage_max:>7.0%}")
+        line = (
+            f"{value!s:>22} {m.request_throughput:>8.2f} {m.output_throughput:>10.1f} {m.ttft.p50:>9.1f} "
+            f"{m.ttft.p99:>9.1f} {m.tpot.p50:>9.2f} {m.tpot.p99:>9.2f} {m.num_preemptions:>8} "
+            f"{m.kv_usage_max:>7.0%}"
+        )
         lines.append(line + (f" {m.goodput:>8.2f}" if goodput else "") + (f" {m.num_rejected:>8}" if refused else ""))
-    lines.append("(latencies in ms; nan: no request completed)" if any(not r.summary.num_completed for r in results)
-                 else "(latencies in ms)")
-    lines += [f"rejected at {sweep.name}={value}: {m.num_rejected} never fit, the first: {m.first_rejection}"
-              for value, m in refused]
+    lines.append(
+        "(latencies in ms; nan: no request completed)"
+        if any(not r.summary.num_completed for r in results)
+        else "(latencies in ms)"
+    )
+    lines += [
+        f"rejected at {sweep.name}={value}: {m.num_rejected} never fit, the first: {m.first_rejection}"
+        for value, m in refused
+    ]
     return "\n".join(lines)
 
 
@@ -124,8 +134,12 @@ def plot_sweep(sweep: Sweep, results: list[SimResult], path: str) -> None:
     top.ticklabel_format(axis="y", useOffset=False)
     top.set_ylim(bottom=0)
     top.set_title(sweep_title(sweep, results))
-    for name, pick in (("TTFT p50", lambda m: m.ttft.p50), ("TTFT p99", lambda m: m.ttft.p99),
-                       ("TPOT p50", lambda m: m.tpot.p50), ("TPOT p99", lambda m: m.tpot.p99)):
+    for name, pick in (
+        ("TTFT p50", lambda m: m.ttft.p50),
+        ("TTFT p99", lambda m: m.ttft.p99),
+        ("TPOT p50", lambda m: m.tpot.p50),
+        ("TPOT p99", lambda m: m.tpot.p99),
+    ):
         bottom.plot(xs, [pick(r.summary) for r in results], "o-", label=name)
     bottom.set_yscale("log")
     bottom.set_ylabel("ms")

@@ -58,13 +58,15 @@ def dataset_path(name: str) -> Path:
     """The file of a named trace; a clear error when it is not there."""
     path = traces_dir() / TRACE_DATASETS[name]
     if not path.is_file():
-        raise ValueError(f"--dataset {name}: {path} not found (set {TRACES_ENV} to the folder holding "
-                         f"{TRACE_DATASETS[name]}, or give --trace FILE)")
+        raise ValueError(
+            f"--dataset {name}: {path} not found (set {TRACES_ENV} to the folder holding "
+            f"{TRACE_DATASETS[name]}, or give --trace FILE)"
+        )
     return path
 
 
 def detect_format(path: str | Path) -> str:
-    """"azure", "burstgpt" or "mooncake" from the file's first line; ValueError naming the problem otherwise."""
+    """ "azure", "burstgpt" or "mooncake" from the file's first line; ValueError naming the problem otherwise."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline().strip()
@@ -82,9 +84,11 @@ def detect_format(path: str | Path) -> str:
         return "azure"
     if {"Timestamp", "Request tokens", "Response tokens"} <= columns:
         return "burstgpt"
-    raise ValueError(f"--trace {path}: not a trace this reads (an Azure CSV with TIMESTAMP,ContextTokens,"
-                     f"GeneratedTokens; a BurstGPT CSV with Timestamp,Request tokens,Response tokens; or Mooncake "
-                     f"JSON lines with timestamp,input_length,output_length); its first line is {first[:80]!r}")
+    raise ValueError(
+        f"--trace {path}: not a trace this reads (an Azure CSV with TIMESTAMP,ContextTokens,"
+        f"GeneratedTokens; a BurstGPT CSV with Timestamp,Request tokens,Response tokens; or Mooncake "
+        f"JSON lines with timestamp,input_length,output_length); its first line is {first[:80]!r}"
+    )
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -108,8 +112,9 @@ def _read_azure(path) -> tuple[list[TraceRow], int]:
     days: dict[str, float] = {}  # date -> its midnight, seconds since the epoch (UTC)
     with open(path, newline="") as f:
         for rec in csv.DictReader(f):
-            rows.append(TraceRow(_wall_seconds(rec["TIMESTAMP"], days), int(rec["ContextTokens"]),
-                                 int(rec["GeneratedTokens"])))
+            rows.append(
+                TraceRow(_wall_seconds(rec["TIMESTAMP"], days), int(rec["ContextTokens"]), int(rec["GeneratedTokens"]))
+            )
     return rows, 0
 
 
@@ -144,8 +149,14 @@ def _read_mooncake(path) -> tuple[list[TraceRow], int]:
             if line.strip():
                 rec = json.loads(line)
                 ids = rec.get("hash_ids")
-                rows.append(TraceRow(rec["timestamp"] / 1e3, int(rec["input_length"]), int(rec["output_length"]),
-                                     tuple(int(h) for h in ids) if ids else None))
+                rows.append(
+                    TraceRow(
+                        rec["timestamp"] / 1e3,
+                        int(rec["input_length"]),
+                        int(rec["output_length"]),
+                        tuple(int(h) for h in ids) if ids else None,
+                    )
+                )
     return rows, 0
 
 
@@ -165,8 +176,9 @@ def parse_window(text: str | None) -> tuple[float, float] | None:
     return window
 
 
-def trace_workload(trace: Trace, window: tuple[float, float] | None, time_scale: float, max_model_len: int,
-                   over_context: str) -> tuple[list[SimRequest], list[str]]:
+def trace_workload(
+    trace: Trace, window: tuple[float, float] | None, time_scale: float, max_model_len: int, over_context: str
+) -> tuple[list[SimRequest], list[str]]:
     """The trace's requests in `window` (trace seconds, [start, end)), arrivals from the window's start
     divided by `time_scale`, fitted to `max_model_len` by `over_context`; and notes saying what was done."""
     if not time_scale > 0:
@@ -180,8 +192,10 @@ def trace_workload(trace: Trace, window: tuple[float, float] | None, time_scale:
         rows = [r for r in rows if start <= r.arrival < end]
         if not rows:
             last = trace.rows[-1].arrival
-            raise ValueError(f"--trace-window {start:g}:{end:g}: no request of {trace.path} arrives in it "
-                             f"(its requests arrive from 0 to {last:.1f} s)")
+            raise ValueError(
+                f"--trace-window {start:g}:{end:g}: no request of {trace.path} arrives in it "
+                f"(its requests arrive from 0 to {last:.1f} s)"
+            )
     requests, clipped, skipped = [], 0, 0
     for k, r in enumerate(rows):
         prompt_len, output_len = r.prompt_len, r.output_len
@@ -192,18 +206,25 @@ def trace_workload(trace: Trace, window: tuple[float, float] | None, time_scale:
             clipped += 1
             output_len = min(output_len, max_model_len // 2)
             prompt_len = min(prompt_len, max_model_len - output_len)
-        requests.append(SimRequest(f"trace-{k}", (r.arrival - start) / time_scale, prompt_len, output_len,
-                                   hash_ids=r.hash_ids))
+        requests.append(
+            SimRequest(f"trace-{k}", (r.arrival - start) / time_scale, prompt_len, output_len, hash_ids=r.hash_ids)
+        )
     if not requests:
-        raise ValueError(f"every request of {trace.path} in the window is longer than max_model_len {max_model_len} "
-                         f"(--over-context skip): raise --max-model-len or clip them")
+        raise ValueError(
+            f"every request of {trace.path} in the window is longer than max_model_len {max_model_len} "
+            f"(--over-context skip): raise --max-model-len or clip them"
+        )
     notes = []
     if clipped:
-        notes.append(f"{clipped} of {len(rows)} trace requests are longer than max_model_len {max_model_len}: "
-                     f"clipped to fit (output to at most half of it, then the prompt; --over-context skip drops them)")
+        notes.append(
+            f"{clipped} of {len(rows)} trace requests are longer than max_model_len {max_model_len}: "
+            f"clipped to fit (output to at most half of it, then the prompt; --over-context skip drops them)"
+        )
     if skipped:
-        notes.append(f"{skipped} of {len(rows)} trace requests are longer than max_model_len {max_model_len}: "
-                     f"skipped (--over-context skip)")
+        notes.append(
+            f"{skipped} of {len(rows)} trace requests are longer than max_model_len {max_model_len}: "
+            f"skipped (--over-context skip)"
+        )
     if trace.num_dropped:
         notes.append(f"{trace.num_dropped} rows of {trace.path} with no response tokens (failed requests) left out")
     return requests, notes

@@ -171,8 +171,9 @@ class SimWatchTUI(EngineTUI, inherit_bindings=False):
     BINDINGS = [
         keys.timeline_key(plain=True),
         *keys.select_keys(),
-        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s",
-                          "bursts, aborts, clearing, pause and step: not in a simulated run"),
+        keys.refused_keys(
+            "ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s", "bursts, aborts, clearing, pause and step: not in a simulated run"
+        ),
         keys.help_key(plain=True),
         *keys.quit_keys("stop the simulation and quit", plain=True),
     ]
@@ -221,8 +222,19 @@ class SimWatchTUI(EngineTUI, inherit_bindings=False):
         info = self.sim.info
         rows = [("run", "simulated: the engine's scheduler and KV manager on a step-time model, no model runs")]
         if info is not None:
-            rows.append(("engine", f"{info.model_name} · {info.device} · {info.dtype} · "
-                                   f"{info.num_blocks} blocks × {info.block_size} tok"))
-        rows.append(("pace", f"{self.sim.speed:g} simulated seconds per second" if self.sim.speed > 0
-                     else "as fast as it can be drawn"))
+            rows.append(
+                (
+                    "engine",
+                    f"{info.model_name} · {info.device} · {info.dtype} · "
+                    f"{info.num_blocks} blocks × {info.block_size} tok",
+                )
+            )
+        rows.append(
+            (
+                "pace",
+                f"{self.sim.speed:g} simulated seconds per second"
+                if self.sim.speed > 0
+                else "as fast as it can be drawn",
+            )
+        )
         return rows

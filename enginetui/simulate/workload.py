@@ -24,7 +24,9 @@ class SimRequest:
     priority: int = 0  # scheduling priority (lower first under the priority policy)
     arrival_time: float | None = None  # the request's own time for priority ties (recordings); None: `arrival`
     max_tokens: int | None = None  # the limit the scheduler sees; None: output_len
-    hash_ids: tuple[int, ...] | None = None  # traces: the prompt's HASH_BLOCK_TOKENS-token blocks (equal ids: equal tokens)
+    hash_ids: tuple[int, ...] | None = (
+        None  # traces: the prompt's HASH_BLOCK_TOKENS-token blocks (equal ids: equal tokens)
+    )
 
 
 HASH_BLOCK_TOKENS = 512  # tokens per hash id (Mooncake's blocks)
@@ -70,8 +72,9 @@ def random_lengths(num: int, mean: int, range_ratio: float, rng: np.random.Gener
     return rng.integers(low, high + 1, size=num)  # [num]
 
 
-def random_workload(num_prompts: int, input_len: int, output_len: int, range_ratio: float,
-                    seed: int) -> list[SimRequest]:
+def random_workload(
+    num_prompts: int, input_len: int, output_len: int, range_ratio: float, seed: int
+) -> list[SimRequest]:
     """Independent prompts of random lengths (arrivals set later)."""
     rng = np.random.default_rng(seed)
     inputs = random_lengths(num_prompts, input_len, range_ratio, rng)
@@ -79,16 +82,28 @@ def random_workload(num_prompts: int, input_len: int, output_len: int, range_rat
     return [SimRequest(f"sim-{i}", 0.0, int(n), int(m)) for i, (n, m) in enumerate(zip(inputs, outputs))]
 
 
-def shared_prefix_workload(num_prompts: int, num_prefixes: int, prefix_len: int, input_len: int, output_len: int,
-                           range_ratio: float, seed: int, vocab_size: int) -> list[SimRequest]:
+def shared_prefix_workload(
+    num_prompts: int,
+    num_prefixes: int,
+    prefix_len: int,
+    input_len: int,
+    output_len: int,
+    range_ratio: float,
+    seed: int,
+    vocab_size: int,
+) -> list[SimRequest]:
     """Prompts that start with one of `num_prefixes` shared prefixes (request i gets prefix i mod n),
     then a distinct part of random length: what prefix caching saves."""
     if num_prefixes < 1 or prefix_len < 1:
-        raise ValueError(f"shared-prefix workloads need --num-prefixes >= 1 and --prefix-len >= 1, got "
-                         f"{num_prefixes} and {prefix_len}")
+        raise ValueError(
+            f"shared-prefix workloads need --num-prefixes >= 1 and --prefix-len >= 1, got "
+            f"{num_prefixes} and {prefix_len}"
+        )
     rng = np.random.default_rng(seed)
     prefixes = [rng.integers(0, vocab_size, size=prefix_len).tolist() for _ in range(num_prefixes)]
     inputs = random_lengths(num_prompts, input_len, range_ratio, rng)
     outputs = random_lengths(num_prompts, output_len, range_ratio, rng)
-    return [SimRequest(f"sim-{i}", 0.0, prefix_len + int(n), int(m), prefix=prefixes[i % num_prefixes])
-            for i, (n, m) in enumerate(zip(inputs, outputs))]
+    return [
+        SimRequest(f"sim-{i}", 0.0, prefix_len + int(n), int(m), prefix=prefixes[i % num_prefixes])
+        for i, (n, m) in enumerate(zip(inputs, outputs))
+    ]

@@ -17,8 +17,9 @@ def make_workload(s, vocab_size: int, max_model_len: int = 2048, notes: list[str
     """The requests of `s` (SimSettings), arrivals set; what the reader should know of them goes to `notes`."""
     if s.trace or s.dataset in TRACE_DATASETS:  # a trace brings its own arrivals
         trace = read_trace(s.trace or dataset_path(s.dataset))
-        requests, trace_notes = trace_workload(trace, parse_window(s.trace_window), s.time_scale, max_model_len,
-                                               s.over_context)
+        requests, trace_notes = trace_workload(
+            trace, parse_window(s.trace_window), s.time_scale, max_model_len, s.over_context
+        )
         if notes is not None:
             notes.extend(trace_notes)
         return requests
@@ -27,8 +28,9 @@ def make_workload(s, vocab_size: int, max_model_len: int = 2048, notes: list[str
     if s.dataset == "random":
         requests = random_workload(s.num_prompts, s.input_len, s.output_len, s.range_ratio, s.seed)
     elif s.dataset == "shared-prefix":
-        requests = shared_prefix_workload(s.num_prompts, s.num_prefixes, s.prefix_len, s.input_len, s.output_len,
-                                          s.range_ratio, s.seed, vocab_size)
+        requests = shared_prefix_workload(
+            s.num_prompts, s.num_prefixes, s.prefix_len, s.input_len, s.output_len, s.range_ratio, s.seed, vocab_size
+        )
     elif s.dataset == "sharegpt":
         from enginetui.simulate.sharegpt import sharegpt_workload
 
@@ -51,8 +53,13 @@ def step_model(s, recorded_steps) -> tuple[StepTimeModel, ModelShape | None, dic
         from enginetui.simulate.roofline import RooflineModel, RooflineParams
 
         model_shape = load_model_shape(s.model)
-        params = RooflineParams(model_shape, accelerator(s.hardware), s.tensor_parallel_size, weight_bytes(s.weight_dtype),
-                                kv_bytes(s.kv_cache_dtype))
+        params = RooflineParams(
+            model_shape,
+            accelerator(s.hardware),
+            s.tensor_parallel_size,
+            weight_bytes(s.weight_dtype),
+            kv_bytes(s.kv_cache_dtype),
+        )
         changes = {k: v for k, v in (("mfu", s.mfu), ("mbu", s.mbu)) if v is not None}
         if s.overhead_ms is not None:
             changes["overhead_s"] = s.overhead_ms / 1e3
@@ -64,8 +71,10 @@ def step_model(s, recorded_steps) -> tuple[StepTimeModel, ModelShape | None, dic
     try:
         fitted = load_fitted(s.step_times)
     except FileNotFoundError:
-        raise ValueError(f"--step-times {s.step_times}: no such file (roofline, recorded, or a file written by "
-                         f"`enginetui simulate --calibrate`)") from None
+        raise ValueError(
+            f"--step-times {s.step_times}: no such file (roofline, recorded, or a file written by "
+            f"`enginetui simulate --calibrate`)"
+        ) from None
     shape = _shape_or_none(fitted.info.model) or _shape_or_none(s.model)
     measured = fitted.info.engine_config
     implied = {"num_gpu_blocks_override": measured.get("num_blocks"), "max_model_len": measured.get("max_model_len")}
@@ -85,8 +94,15 @@ def _shape_or_none(model: str | None) -> ModelShape | None:
         return None
 
 
-def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: int, max_model_len: int,
-                 model: StepTimeModel, live=None):
+def event_writer(
+    s,
+    config: EngineConfig,
+    shape: ModelShape | None,
+    num_blocks: int,
+    max_model_len: int,
+    model: StepTimeModel,
+    live=None,
+):
     """A StepEventBuilder for --record and a live view (None with neither). `live(info, source)`: the
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
@@ -98,18 +114,28 @@ def event_writer(s, config: EngineConfig, shape: ModelShape | None, num_blocks: 
 
         from enginetui.core.record.reader import read_recording
 
-        info = msgspec.structs.replace(read_recording(s.from_recording).header.engine, device=f"simulated {model.name}",
-                                       pid=0)
+        info = msgspec.structs.replace(
+            read_recording(s.from_recording).header.engine, device=f"simulated {model.name}", pid=0
+        )
         source = f"enginetui simulate --from-recording {s.from_recording}"
     else:
         kv_values = shape.kv_elements_per_token if shape else 0
         info = EngineInfo(
-            model_name=shape.name if shape else s.model, model_dir=None,
-            architecture=shape.architecture if shape else "unknown", num_parameters=shape.num_params if shape else 0,
+            model_name=shape.name if shape else s.model,
+            model_dir=None,
+            architecture=shape.architecture if shape else "unknown",
+            num_parameters=shape.num_params if shape else 0,
             kv_bytes_per_token=kv_values * (1 if s.kv_cache_dtype == "fp8" else 2),
-            vocab_size=shape.vocab_size if shape else 0, max_model_len=max_model_len, num_blocks=num_blocks,
-            block_size=config.block_size, device=f"simulated {model.name}", dtype=s.weight_dtype, eos_token_ids=[],
-            default_sampling={}, pid=0)
+            vocab_size=shape.vocab_size if shape else 0,
+            max_model_len=max_model_len,
+            num_blocks=num_blocks,
+            block_size=config.block_size,
+            device=f"simulated {model.name}",
+            dtype=s.weight_dtype,
+            eos_token_ids=[],
+            default_sampling={},
+            pid=0,
+        )
         rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
         source = f"enginetui simulate ({s.dataset}, {rate})"
     sinks: list[EventSink] = [RecordingSink(s.record, config, info, source)] if s.record else []

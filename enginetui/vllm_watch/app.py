@@ -39,24 +39,32 @@ from enginetui.vllm_watch.tree_panel import PrefixTreePanel, TreeContext
 
 POLL_S = 1.0  # /metrics reading interval
 SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
-KV_HINT = ("start vLLM with --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", "
-           "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}' and pass --kv-events "
-           "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)")
+KV_HINT = (
+    'start vLLM with --kv-events-config \'{"enable_kv_cache_events": true, "publisher": "zmq", '
+    '"endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558"}\' and pass --kv-events '
+    "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)"
+)
 
 # What each panel shows, one line each (the help screen's "panels" rows).
 WATCH_PANELS = [
     ("title bar", "the server, its model, whether /metrics and the KV events answer"),
     ("Requests", "the prompts sent from here (and through the proxy, --proxy-port), streamed from vLLM"),
-    ("Queues", "vLLM's running and waiting counts over time and now, per engine; `rebuilt:` the same queues "
-               "rebuilt by this engine's scheduler from the requests seen (with vLLM's limits given)"),
+    (
+        "Queues",
+        "vLLM's running and waiting counts over time and now, per engine; `rebuilt:` the same queues "
+        "rebuilt by this engine's scheduler from the requests seen (with vLLM's limits given)",
+    ),
     ("Selected request", "the selected request's text, TTFT and tok/s as measured here"),
     ("Over time", "one point per /metrics reading: tokens/s generated and prompted, KV %, preemptions, hits"),
     ("Event log", "KV events, links going up and down, server restarts, your requests"),
     ("prefix cache", "the blocks vLLM caches, as a tree by hash chain (from its KV events)"),
     ("Server", "KV blocks in use, tokens/s, preemptions and prefix-cache hit rate, 60 s and since start"),
-    ("Latency", "p50/p90/p99 of TTFT, inter-token, end-to-end and queue time (vLLM's histograms: its TTFT runs "
-                "from the request's arrival in vLLM's front-end; a request's TTFT in the list runs from the "
-                "proxy's arrival, or the send here, and a client's own from its send: client's ≥ proxy's ≥ vLLM's)"),
+    (
+        "Latency",
+        "p50/p90/p99 of TTFT, inter-token, end-to-end and queue time (vLLM's histograms: its TTFT runs "
+        "from the request's arrival in vLLM's front-end; a request's TTFT in the list runs from the "
+        "proxy's arrival, or the send here, and a client's own from its send: client's ≥ proxy's ≥ vLLM's)",
+    ),
 ]
 EMPTY_REQUESTS = "no prompts yet: just type one\nand press Enter · ^b sends a burst"  # lines fit 80 columns
 
@@ -69,11 +77,15 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing (enginetui/keys.py)
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        keys.burst_key("send a burst of synthetic requests (they ignore EOS, "
-                       f"{BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each)"),
+        keys.burst_key(
+            "send a burst of synthetic requests (they ignore EOS, "
+            f"{BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each)"
+        ),
         keys.abort_key("abort the selected request (closes its stream: vLLM aborts it)"),
         keys.CLEAR,
-        Binding("ctrl+r", "reset_cache", "Reset cache", tooltip="reset vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1)"),
+        Binding(
+            "ctrl+r", "reset_cache", "Reset cache", tooltip="reset vLLM's prefix cache (needs VLLM_SERVER_DEV_MODE=1)"
+        ),
         *keys.select_keys(how=""),
         keys.help_key(),
         *keys.quit_keys("quit (the server keeps running)"),
@@ -83,11 +95,24 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
-    def __init__(self, url: str, *, kv_events: str | None, kv_replay: str | None = None, api_key: str | None = None,
-                 tokenizer: str | None = None, burst_size: int = 8, redraw_hz: float = 10.0,
-                 max_cpu_share: float = 0.0, seed: int = 0, poll_s: float = POLL_S,
-                 silence_check_s: float = SILENCE_CHECK_S, limits: SchedulerLimits | None = None,
-                 proxy: tuple[str, int] | None = None, record: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        kv_events: str | None,
+        kv_replay: str | None = None,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        burst_size: int = 8,
+        redraw_hz: float = 10.0,
+        max_cpu_share: float = 0.0,
+        seed: int = 0,
+        poll_s: float = POLL_S,
+        silence_check_s: float = SILENCE_CHECK_S,
+        limits: SchedulerLimits | None = None,
+        proxy: tuple[str, int] | None = None,
+        record: str | None = None,
+    ) -> None:
         super().__init__()
         self.url = url.rstrip("/")  # the server watched
         self.kv_events = kv_events  # its KV events PUB endpoint, rank 0's (None: don't listen)
@@ -100,9 +125,16 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
             self.state = RecordingWatchState(self.url, kv_events, self.recorder, limits=limits or SchedulerLimits())
         else:
             self.state = WatchState(self.url, kv_events, limits=limits or SchedulerLimits())
-        self.feed = ServerFeed(self.state, self.client, lambda coro: self.run_worker(coro, group="kv", exit_on_error=False),
-                               kv_events=kv_events, kv_replay=kv_replay, tokenizer=tokenizer, poll_s=poll_s,
-                               on_tokenizer=self.recorder.write_tokenizer if self.recorder else None)
+        self.feed = ServerFeed(
+            self.state,
+            self.client,
+            lambda coro: self.run_worker(coro, group="kv", exit_on_error=False),
+            kv_events=kv_events,
+            kv_replay=kv_replay,
+            tokenizer=tokenizer,
+            poll_s=poll_s,
+            on_tokenizer=self.recorder.write_tokenizer if self.recorder else None,
+        )
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._burst_size = burst_size  # requests per `b`
         self._redraw_hz = redraw_hz  # most redraws per second
@@ -120,17 +152,27 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
             with Vertical(id="watch-left"):
                 yield WatchRequestsTable(id="watch-requests", classes="panel")
                 yield panels.TextPanel(panels.queues_text, "Queues · over time", id="watch-queues", classes="panel")
-                yield RequestPanel("your prompts go to vLLM's /v1/completions: just type one, Enter sends it; "
-                                   "requests through the proxy (--proxy-port) are listed too",
-                                   id="watch-detail", classes="panel")
-                yield panels.TextPanel(panels.series_text, "Over time · one point per /metrics reading",
-                                       id="watch-series", classes="panel")
+                yield RequestPanel(
+                    "your prompts go to vLLM's /v1/completions: just type one, Enter sends it; "
+                    "requests through the proxy (--proxy-port) are listed too",
+                    id="watch-detail",
+                    classes="panel",
+                )
+                yield panels.TextPanel(
+                    panels.series_text, "Over time · one point per /metrics reading", id="watch-series", classes="panel"
+                )
                 yield panels.LogPanel(id="watch-log", classes="panel")
             with Vertical(id="watch-right"):
                 yield PrefixTreePanel(id="watch-tree", classes="panel")
-                yield panels.TextPanel(panels.server_text, "Server · KV pool · rates", id="watch-server", classes="panel")
-                yield panels.TextPanel(panels.latency_text, "Latency (vLLM histograms: a quantile is the bucket that "
-                                       "holds it) · last 60 s", id="watch-latency", classes="panel")
+                yield panels.TextPanel(
+                    panels.server_text, "Server · KV pool · rates", id="watch-server", classes="panel"
+                )
+                yield panels.TextPanel(
+                    panels.latency_text,
+                    "Latency (vLLM histograms: a quantile is the bucket that holds it) · last 60 s",
+                    id="watch-latency",
+                    classes="panel",
+                )
         yield PromptBar(id="prompt-bar")
         yield Footer()
 
@@ -145,7 +187,9 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         if self.kv_events:
             self._follow_rank(0)
         else:
-            self.state.kv_status(time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache")
+            self.state.kv_status(
+                time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache"
+            )
 
     # ---- keys and drawing ----------------------------------------------------------------
 
@@ -193,9 +237,14 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         if s.link == "down" and s.down_since is not None and s.caches.ranks:
             since = time.strftime("%H:%M:%S", time.localtime(s.down_since))
             stale = f"vLLM has not answered since {since}: the cache as it was then"
-        return TreeContext(pool_blocks=s.config("num_gpu_blocks"), block_size=s.config("block_size"),
-                           hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
-                           empty_note=self._empty_tree_note(), stale_note=stale, tokenizer_note=s.tokenizer_note)
+        return TreeContext(
+            pool_blocks=s.config("num_gpu_blocks"),
+            block_size=s.config("block_size"),
+            hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
+            empty_note=self._empty_tree_note(),
+            stale_note=stale,
+            tokenizer_note=s.tokenizer_note,
+        )
 
     def _empty_tree_note(self) -> str:
         s = self.state
@@ -227,7 +276,9 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         try:
             sock = proxy_server.listen(host, port)
         except OSError as exc:
-            self.state.proxy_listening(time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}")
+            self.state.proxy_listening(
+                time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
+            )
             return
         bound = sock.getsockname()[1]
         self.state.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
@@ -302,14 +353,22 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
             self.notify(str(exc), severity="error")
 
     def action_help(self) -> None:
-        about = [("server", self.url), ("KV events", self.kv_events or "not listened to"),
-                 ("replay", self.kv_replay or "none: batches missed while away are lost"),
-                 ("proxy", self.state.proxy_url or "off: pass --proxy-port PORT to list every client's requests"),
-                 ("not published by vLLM", "which requests run or wait, per-request block tables, step times, the "
-                                          "engine process"),
-                 ("vLLM's limits", "not on /metrics, and the rebuild needs them: pass --max-num-seqs and "
-                                   "--max-num-batched-tokens as vLLM got them, or start vLLM with "
-                                   "VLLM_SERVER_DEV_MODE=1 and they are read from its /server_info")]
+        about = [
+            ("server", self.url),
+            ("KV events", self.kv_events or "not listened to"),
+            ("replay", self.kv_replay or "none: batches missed while away are lost"),
+            ("proxy", self.state.proxy_url or "off: pass --proxy-port PORT to list every client's requests"),
+            (
+                "not published by vLLM",
+                "which requests run or wait, per-request block tables, step times, the engine process",
+            ),
+            (
+                "vLLM's limits",
+                "not on /metrics, and the rebuild needs them: pass --max-num-seqs and "
+                "--max-num-batched-tokens as vLLM got them, or start vLLM with "
+                "VLLM_SERVER_DEV_MODE=1 and they are read from its /server_info",
+            ),
+        ]
         self.show_help(WATCH_PANELS, about)
 
     async def action_quit(self) -> None:

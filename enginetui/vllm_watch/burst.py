@@ -24,8 +24,16 @@ from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 
-TOPICS = ("A class is", "An exception", "The module", "A dictionary", "The method", "A tuple", "The iterator",
-          "A generator")  # burst prompts start with one of these
+TOPICS = (
+    "A class is",
+    "An exception",
+    "The module",
+    "A dictionary",
+    "The method",
+    "A tuple",
+    "The iterator",
+    "A generator",
+)  # burst prompts start with one of these
 SETTLE_READINGS = 3  # /metrics readings after the last request ended (vLLM's gauges back at rest)
 READING_TIMEOUT_S = 60.0  # most to wait for those
 BURST_REQUESTS = 64  # the captured burst: requests sent at once
@@ -44,20 +52,30 @@ def burst_prompt(i: int) -> str:
     return f"{i} {TOPICS[i % len(TOPICS)]} a thing that " + "returns the items in order, " * (1 + i % 4)
 
 
-async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int = 64, max_tokens: int = 64,
-                        record: str | None = None, poll_s: float = 0.25, first: int = 0,
-                        kv_endpoint: str | None = None) -> WatchState:
+async def proxied_burst(
+    url: str,
+    limits: SchedulerLimits,
+    *,
+    num_requests: int = 64,
+    max_tokens: int = 64,
+    record: str | None = None,
+    poll_s: float = 0.25,
+    first: int = 0,
+    kv_endpoint: str | None = None,
+) -> WatchState:
     """Send `num_requests` streamed completions at once through a proxy in front of `url`; return the
     watcher's state once all ended and vLLM's gauges were read a few times more. Their prompts are
     burst_prompt(first), burst_prompt(first + 1), … With `kv_endpoint` the watcher also listens to
     vLLM's KV events there (the recording keeps each batch)."""
     client = VllmClient(url, None)
     recorder = WatchRecorder(record, url, kv_endpoint) if record else None
-    state = (RecordingWatchState(url, None, recorder, limits=limits) if recorder
-             else WatchState(url, None, limits=limits))
+    state = (
+        RecordingWatchState(url, None, recorder, limits=limits) if recorder else WatchState(url, None, limits=limits)
+    )
     tasks: list[asyncio.Task] = []
-    feed = ServerFeed(state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=kv_endpoint,
-                      poll_s=poll_s)
+    feed = ServerFeed(
+        state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=kv_endpoint, poll_s=poll_s
+    )
     sock = proxy_server.listen("127.0.0.1", 0)
     proxy_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     state.proxy_listening(time.time(), proxy_url)
@@ -70,9 +88,15 @@ async def proxied_burst(url: str, limits: SchedulerLimits, *, num_requests: int 
                 await asyncio.sleep(0.05)
 
             async def one(i: int) -> None:
-                body = {"model": model, "prompt": burst_prompt(i), "max_tokens": max_tokens, "temperature": 0,
-                        "ignore_eos": True, "stream": True,
-                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+                body = {
+                    "model": model,
+                    "prompt": burst_prompt(i),
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                    "stream": True,
+                    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                }
                 async with http.stream("POST", f"{proxy_url}/v1/completions", json=body) as r:
                     r.raise_for_status()
                     async for _ in r.aiter_bytes():
@@ -121,6 +145,9 @@ def matching_steps(rebuild: SchedRebuild, logged: list[LoggedStep]) -> int:
     """How many of vLLM's steps the rebuild made alike, in order: the same requests and tokens scheduled,
     the same KV blocks held after."""
     size = rebuild.setup.num_blocks
-    return sum(ours.scheduled_requests == theirs.requests and ours.scheduled_tokens == theirs.tokens
-               and (theirs.kv_usage is None or round(theirs.kv_usage * size) == ours.used_blocks)
-               for ours, theirs in zip(rebuild.steps, logged))
+    return sum(
+        ours.scheduled_requests == theirs.requests
+        and ours.scheduled_tokens == theirs.tokens
+        and (theirs.kv_usage is None or round(theirs.kv_usage * size) == ours.used_blocks)
+        for ours, theirs in zip(rebuild.steps, logged)
+    )

@@ -13,40 +13,82 @@ VLLM_KV_PORT = 5557  # vLLM's default KV events endpoint is tcp://*:5557
 def add_vllm_args(parser: argparse.ArgumentParser) -> None:
     """`--vllm` and its companions, on the attach subcommand."""
     group = parser.add_argument_group("watching a real vLLM server (--vllm)")
-    group.add_argument("--vllm", metavar="URL", nargs="?", action="append", const="",
-                       help="watch a real vLLM OpenAI server (`vllm serve`): its /metrics and KV cache events; send "
-                            "it prompts. `attach URL --vllm` or `attach --vllm URL`; given several times (one per "
-                            "replica), the fleet view: a panel per replica and which prefixes are cached where")
-    group.add_argument("--kv-events", metavar="ENDPOINT", action="append",
-                       help=f"where vLLM publishes its KV events (its --kv-events-config endpoint), e.g. "
-                            f"tcp://HOST:{VLLM_KV_PORT} or ipc:///path; data-parallel rank r is read at port + r "
-                            f"(default: tcp://URL's host:{VLLM_KV_PORT}; 'none': don't listen); once per --vllm URL, "
-                            f"in their order, for a fleet")
-    group.add_argument("--kv-replay", metavar="ENDPOINT", action="append",
-                       help="vLLM's KV events replay endpoint (its replay_endpoint), to catch up on the cache's "
-                            "history and on batches missed (default: none); once per --vllm URL for a fleet")
-    group.add_argument("--max-num-seqs", type=int, metavar="N",
-                       help="vLLM's --max-num-seqs, shown beside its queues (vLLM does not publish it)")
-    group.add_argument("--max-num-batched-tokens", type=int, metavar="N",
-                       help="vLLM's --max-num-batched-tokens, shown beside its tokens per step (not published either)")
-    group.add_argument("--proxy-port", type=int, metavar="PORT",
-                       help="also serve vLLM's OpenAI API on this port (0: any free one) and pass every request "
-                            "through: each client pointed here is listed, request by request (default: no proxy)")
-    group.add_argument("--proxy-host", default="127.0.0.1", metavar="HOST",
-                       help="the proxy's address (default 127.0.0.1: this machine only)")
-    group.add_argument("--record", metavar="FILE",
-                       help="keep the session in FILE (KV events, /metrics readings, requests typed and proxied): "
-                            "open it with `enginetui replay FILE` or `enginetui export FILE --format perfetto OUT`")
-    group.add_argument("--tokenizer", metavar="DIR",
-                       help="decode cached blocks with this tokenizer (default: the served model's, when its "
-                            "path from /v1/models is on this machine)")
+    group.add_argument(
+        "--vllm",
+        metavar="URL",
+        nargs="?",
+        action="append",
+        const="",
+        help="watch a real vLLM OpenAI server (`vllm serve`): its /metrics and KV cache events; send "
+        "it prompts. `attach URL --vllm` or `attach --vllm URL`; given several times (one per "
+        "replica), the fleet view: a panel per replica and which prefixes are cached where",
+    )
+    group.add_argument(
+        "--kv-events",
+        metavar="ENDPOINT",
+        action="append",
+        help=f"where vLLM publishes its KV events (its --kv-events-config endpoint), e.g. "
+        f"tcp://HOST:{VLLM_KV_PORT} or ipc:///path; data-parallel rank r is read at port + r "
+        f"(default: tcp://URL's host:{VLLM_KV_PORT}; 'none': don't listen); once per --vllm URL, "
+        f"in their order, for a fleet",
+    )
+    group.add_argument(
+        "--kv-replay",
+        metavar="ENDPOINT",
+        action="append",
+        help="vLLM's KV events replay endpoint (its replay_endpoint), to catch up on the cache's "
+        "history and on batches missed (default: none); once per --vllm URL for a fleet",
+    )
+    group.add_argument(
+        "--max-num-seqs",
+        type=int,
+        metavar="N",
+        help="vLLM's --max-num-seqs, shown beside its queues (vLLM does not publish it)",
+    )
+    group.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        metavar="N",
+        help="vLLM's --max-num-batched-tokens, shown beside its tokens per step (not published either)",
+    )
+    group.add_argument(
+        "--proxy-port",
+        type=int,
+        metavar="PORT",
+        help="also serve vLLM's OpenAI API on this port (0: any free one) and pass every request "
+        "through: each client pointed here is listed, request by request (default: no proxy)",
+    )
+    group.add_argument(
+        "--proxy-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the proxy's address (default 127.0.0.1: this machine only)",
+    )
+    group.add_argument(
+        "--record",
+        metavar="FILE",
+        help="keep the session in FILE (KV events, /metrics readings, requests typed and proxied): "
+        "open it with `enginetui replay FILE` or `enginetui export FILE --format perfetto OUT`",
+    )
+    group.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="decode cached blocks with this tokenizer (default: the served model's, when its "
+        "path from /v1/models is on this machine)",
+    )
 
 
 def vllm_only_flags(args: argparse.Namespace) -> list[str]:
     """The --vllm companions given (they mean nothing on an `enginetui serve`)."""
-    given = {"--kv-events": args.kv_events, "--kv-replay": args.kv_replay, "--tokenizer": args.tokenizer,
-             "--max-num-seqs": args.max_num_seqs, "--max-num-batched-tokens": args.max_num_batched_tokens,
-             "--proxy-port": args.proxy_port, "--record": args.record}
+    given = {
+        "--kv-events": args.kv_events,
+        "--kv-replay": args.kv_replay,
+        "--tokenizer": args.tokenizer,
+        "--max-num-seqs": args.max_num_seqs,
+        "--max-num-batched-tokens": args.max_num_batched_tokens,
+        "--proxy-port": args.proxy_port,
+        "--record": args.record,
+    }
     return [flag for flag, value in given.items() if value is not None]
 
 
@@ -77,11 +119,15 @@ def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | Non
 
     urls = vllm_urls(url, args.vllm)
     kv_events, kv_replay = args.kv_events or [], args.kv_replay or []
-    problem = ("give the server as attach --vllm URL" if not urls else None) or \
-        next((p for u in urls if (p := check_url(u))), None) or \
-        next((p for e in kv_events + kv_replay if (p := _check_endpoint(e))), None) or \
-        _check_counts(len(urls), kv_events, kv_replay) or \
-        _check_limits(args) or _check_port(args.proxy_port) or _check_record(args.record)
+    problem = (
+        ("give the server as attach --vllm URL" if not urls else None)
+        or next((p for u in urls if (p := check_url(u))), None)
+        or next((p for e in kv_events + kv_replay if (p := _check_endpoint(e))), None)
+        or _check_counts(len(urls), kv_events, kv_replay)
+        or _check_limits(args)
+        or _check_port(args.proxy_port)
+        or _check_record(args.record)
+    )
     if problem:
         print(f"enginetui attach --vllm: {problem}", file=sys.stderr)
         return 2
@@ -93,13 +139,19 @@ def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | Non
     if refuse_without_terminal("enginetui attach --vllm"):
         return 2
     try:
-        app = VllmWatchApp(url, kv_events=kv_endpoint(url, kv_events[0] if kv_events else None),
-                           kv_replay=kv_replay[0] if kv_replay else None, api_key=api_key,
-                           tokenizer=args.tokenizer, burst_size=args.burst_size, redraw_hz=args.redraw_hz,
-                           max_cpu_share=args.max_cpu / 100,
-                           limits=SchedulerLimits(args.max_num_seqs, args.max_num_batched_tokens),
-                           proxy=(args.proxy_host, args.proxy_port) if args.proxy_port is not None else None,
-                           record=args.record)
+        app = VllmWatchApp(
+            url,
+            kv_events=kv_endpoint(url, kv_events[0] if kv_events else None),
+            kv_replay=kv_replay[0] if kv_replay else None,
+            api_key=api_key,
+            tokenizer=args.tokenizer,
+            burst_size=args.burst_size,
+            redraw_hz=args.redraw_hz,
+            max_cpu_share=args.max_cpu / 100,
+            limits=SchedulerLimits(args.max_num_seqs, args.max_num_batched_tokens),
+            proxy=(args.proxy_host, args.proxy_port) if args.proxy_port is not None else None,
+            record=args.record,
+        )
     except OSError as exc:
         print(f"enginetui attach --vllm: cannot write --record {args.record}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -112,15 +164,24 @@ def _run_fleet(urls: list[str], args: argparse.Namespace, api_key: str | None) -
     from enginetui.terminal_check import refuse_without_terminal
     from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 
-    alone = [flag for flag, value in (("--proxy-port", args.proxy_port), ("--record", args.record),
-                                      ("--max-num-seqs", args.max_num_seqs),
-                                      ("--max-num-batched-tokens", args.max_num_batched_tokens)) if value is not None]
+    alone = [
+        flag
+        for flag, value in (
+            ("--proxy-port", args.proxy_port),
+            ("--record", args.record),
+            ("--max-num-seqs", args.max_num_seqs),
+            ("--max-num-batched-tokens", args.max_num_batched_tokens),
+        )
+        if value is not None
+    ]
     if alone:
         print(f"enginetui attach --vllm: {', '.join(alone)} watch one server: not with a fleet", file=sys.stderr)
         return 2
     kv_events, kv_replay = args.kv_events or [], args.kv_replay or []
-    replicas = [Replica(url, kv_endpoint(url, kv_events[i] if kv_events else None), kv_replay[i] if kv_replay else None)
-                for i, url in enumerate(urls)]
+    replicas = [
+        Replica(url, kv_endpoint(url, kv_events[i] if kv_events else None), kv_replay[i] if kv_replay else None)
+        for i, url in enumerate(urls)
+    ]
     if refuse_without_terminal("enginetui attach --vllm"):
         return 2
     app = FleetApp(replicas, api_key=api_key, tokenizer=args.tokenizer, redraw_hz=min(args.redraw_hz, 4.0))
@@ -144,7 +205,10 @@ def _check_endpoint(endpoint: str | None) -> str | None:
 
 
 def _check_limits(args: argparse.Namespace) -> str | None:
-    for flag, value in (("--max-num-seqs", args.max_num_seqs), ("--max-num-batched-tokens", args.max_num_batched_tokens)):
+    for flag, value in (
+        ("--max-num-seqs", args.max_num_seqs),
+        ("--max-num-batched-tokens", args.max_num_batched_tokens),
+    ):
         if value is not None and value < 1:
             return f"{flag} must be a positive integer, got {value}"
     return None
@@ -155,8 +219,11 @@ def _check_record(path: str | None) -> str | None:
         return None
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
-        return f"cannot write --record {path}: {folder} is not a folder this user can write into" \
-            if not os.path.isdir(path) else f"cannot write --record {path}: it is a folder"
+        return (
+            f"cannot write --record {path}: {folder} is not a folder this user can write into"
+            if not os.path.isdir(path)
+            else f"cannot write --record {path}: it is a folder"
+        )
     return None
 
 
@@ -187,8 +254,10 @@ def run_watch_replay(path: str, at: str | None, keep_idle: bool = False) -> int:
         print(f"enginetui replay: --at {at!r}: a vLLM watch recording is entered at a time (12.5s)", file=sys.stderr)
         return 2
     if recording.problem:
-        print(f"enginetui replay: {recording.problem}: replaying the {len(recording.items)} items before it",
-              file=sys.stderr)
+        print(
+            f"enginetui replay: {recording.problem}: replaying the {len(recording.items)} items before it",
+            file=sys.stderr,
+        )
     if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
         return 2
     app = WatchReplayApp(recording, start_s=start, keep_idle=keep_idle)
@@ -214,8 +283,10 @@ def export_watch_recording(path: str, form: str, out: str) -> int:
         print(f"enginetui export: {exc}", file=sys.stderr)
         return 2
     if recording.problem:
-        print(f"enginetui export: {recording.problem}: exporting the {len(recording.items)} items before it",
-              file=sys.stderr)
+        print(
+            f"enginetui export: {recording.problem}: exporting the {len(recording.items)} items before it",
+            file=sys.stderr,
+        )
     try:
         with open(out, "w") as f:
             json.dump(perfetto_trace(recording), f)

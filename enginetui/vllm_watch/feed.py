@@ -19,9 +19,18 @@ Start = Callable[[Coroutine], object]  # runs a coroutine as a background task o
 class ServerFeed:
     """Reads one vLLM server into `state` until the app ends."""
 
-    def __init__(self, state: WatchState, client: VllmClient, start: Start, *, kv_events: str | None,
-                 kv_replay: str | None = None, tokenizer: str | None = None, poll_s: float = 1.0,
-                 on_tokenizer: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        state: WatchState,
+        client: VllmClient,
+        start: Start,
+        *,
+        kv_events: str | None,
+        kv_replay: str | None = None,
+        tokenizer: str | None = None,
+        poll_s: float = 1.0,
+        on_tokenizer: Callable[[str], None] | None = None,
+    ) -> None:
         self.state = state  # where everything read is folded
         self.client = client  # the HTTP calls
         self.start = start  # how a long task is run
@@ -90,8 +99,11 @@ class ServerFeed:
 
     def check_kv_silence(self) -> None:
         if self.state.kv_events_missing() and self.state.kv_link != "silent":
-            self.state.kv_status(time.time(), "silent",
-                                 f"vLLM has cached blocks since we attached, but none were published at {self.kv_events}")
+            self.state.kv_status(
+                time.time(),
+                "silent",
+                f"vLLM has cached blocks since we attached, but none were published at {self.kv_events}",
+            )
 
     def follow_new_ranks(self, engines: list[str]) -> None:
         """One subscriber per data-parallel rank that /metrics reports (rank r publishes on port + r)."""

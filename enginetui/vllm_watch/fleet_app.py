@@ -40,16 +40,27 @@ class FleetApp(App[None]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("q", "quit", "Quit"), Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
-    def __init__(self, replicas: list[Replica], *, api_key: str | None = None, tokenizer: str | None = None,
-                 redraw_hz: float = 4.0, poll_s: float = POLL_S, silence_check_s: float = SILENCE_CHECK_S) -> None:
+    def __init__(
+        self,
+        replicas: list[Replica],
+        *,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        redraw_hz: float = 4.0,
+        poll_s: float = POLL_S,
+        silence_check_s: float = SILENCE_CHECK_S,
+    ) -> None:
         super().__init__()
         self.names = list(REPLICA_NAMES[: len(replicas)])  # each replica's letter
         self.states = [WatchState(r.url.rstrip("/"), r.kv_events) for r in replicas]  # one per replica
         self.clients = [VllmClient(r.url, api_key) for r in replicas]
         start = lambda coro: self.run_worker(coro, group="feeds", exit_on_error=False)  # noqa: E731
-        self.feeds = [ServerFeed(state, client, start, kv_events=r.kv_events, kv_replay=r.kv_replay,
-                                 tokenizer=tokenizer, poll_s=poll_s)
-                      for state, client, r in zip(self.states, self.clients, replicas, strict=True)]
+        self.feeds = [
+            ServerFeed(
+                state, client, start, kv_events=r.kv_events, kv_replay=r.kv_replay, tokenizer=tokenizer, poll_s=poll_s
+            )
+            for state, client, r in zip(self.states, self.clients, replicas, strict=True)
+        ]
         self._redraw_hz = redraw_hz  # most redraws per second
         self._silence_check_s = silence_check_s
         self._drawn: tuple | None = None  # the states' versions on screen
@@ -94,8 +105,7 @@ class FleetApp(App[None]):
             return
         self._drawn = key
         up = sum(state.link == "up" for state in self.states)
-        title.update(
-            Text(f"enginetui · vLLM fleet · {up}/{len(self.states)} replicas answer", style="bold"))
+        title.update(Text(f"enginetui · vLLM fleet · {up}/{len(self.states)} replicas answer", style="bold"))
         width = max(20, self.size.width - 4)
         for name, state in self.replicas:
             self.query_one(f"#replica-{name}", Static).update(replica_text(name, state, width))

@@ -73,7 +73,11 @@ class Histogram:
     def since(self, earlier: "Histogram | None") -> "Histogram":
         """The observations made after `earlier` (the whole histogram when the server restarted
         in between: its counts went down)."""
-        if earlier is None or earlier.count > self.count or [b for b, _ in earlier.buckets] != [b for b, _ in self.buckets]:
+        if (
+            earlier is None
+            or earlier.count > self.count
+            or [b for b, _ in earlier.buckets] != [b for b, _ in self.buckets]
+        ):
             return self
         buckets = tuple((le, c - e) for (le, c), (_, e) in zip(self.buckets, earlier.buckets, strict=True))
         return Histogram(buckets, self.count - earlier.count, self.total - earlier.total)
@@ -92,7 +96,9 @@ class MetricsSample:
     values: dict[str, dict[str, float]] = field(default_factory=dict)  # gauge/counter sample name -> engine -> value
     histograms: dict[str, dict[str, Histogram]] = field(default_factory=dict)  # histogram name -> engine -> histogram
     info: dict[str, dict[str, str]] = field(default_factory=dict)  # info gauge name -> its labels (engine 0's)
-    split: dict[str, dict[str, float]] = field(default_factory=dict)  # SPLIT_LABELS series -> label value -> sum over engines
+    split: dict[str, dict[str, float]] = field(
+        default_factory=dict
+    )  # SPLIT_LABELS series -> label value -> sum over engines
 
     def total(self, name: str) -> float | None:
         """A gauge or counter summed over engines (None: vLLM did not report it)."""
@@ -123,7 +129,9 @@ class MetricsSample:
         return self.total(PROCESS_START)
 
 
-_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+\S+)?")  # name{labels} value [timestamp]
+_SAMPLE = re.compile(
+    r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+\S+)?"
+)  # name{labels} value [timestamp]
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?[ \t]*')  # name="value",
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}  # the escapes of a label value
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
@@ -181,8 +189,10 @@ def parse_metrics(text: str, time: float) -> MetricsSample:
         by_engine = values.setdefault(name, {})
         by_engine[engine] = by_engine.get(engine, 0.0) + value
     histograms = {
-        name: {engine: Histogram(tuple(sorted(buckets.get(name, {}).get(engine, {}).items())), c, t)
-               for engine, (c, t) in per.items()}
+        name: {
+            engine: Histogram(tuple(sorted(buckets.get(name, {}).get(engine, {}).items())), c, t)
+            for engine, (c, t) in per.items()
+        }
         for name, per in counts.items()
     }
     return MetricsSample(time, values, histograms, info, split)
@@ -194,7 +204,7 @@ def _labels(text: str, number: int) -> dict[str, str]:
     while at < len(text):
         match = _LABEL.match(text, at)
         if match is None:
-            raise ValueError(f"line {number}: bad labels {text[at:at + 40]!r}")
+            raise ValueError(f"line {number}: bad labels {text[at : at + 40]!r}")
         value = match.group(2)
         if "\\" in value:
             value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], value)

@@ -21,11 +21,19 @@ from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
-LINK_STYLES = {"up": "bold #98c379", "connecting": "#e5c07b", "silent": "#e5c07b", "down": "bold #be5046",
-               "off": DIM}
-LOG_STYLES = {"store": "#98c379", "evict": "#e06c75", "clear": "bold #e06c75", "replay": "#56b6c2",
-              "gap": "bold #e5c07b", "link": "#61afef", "restart": "bold #c678dd", "send": "#abb2bf",
-              "finish": "#7f848e", "error": "bold #be5046"}
+LINK_STYLES = {"up": "bold #98c379", "connecting": "#e5c07b", "silent": "#e5c07b", "down": "bold #be5046", "off": DIM}
+LOG_STYLES = {
+    "store": "#98c379",
+    "evict": "#e06c75",
+    "clear": "bold #e06c75",
+    "replay": "#56b6c2",
+    "gap": "bold #e5c07b",
+    "link": "#61afef",
+    "restart": "bold #c678dd",
+    "send": "#abb2bf",
+    "finish": "#7f848e",
+    "error": "bold #be5046",
+}
 QUANTILE_NAMES = tuple(f"p{round(q * 100)}" for q in QUANTILES)  # column names of the latency panel
 LABEL_WIDTH = 9  # "prompt/s "
 NARROW_LATENCY = 60  # below this width the latency panel shows p50, p99 and the mean only
@@ -114,13 +122,19 @@ def server_text(state: WatchState, width: int) -> Text:
     if h.preempt_s and h.preempt_s[-1]:
         preempted.append(f" ({h.preempt_s[-1]:.1f}/s)", style="bold #e06c75")
     rates = [f"tokens/s generated {gen:.1f}", f"prompt {prompt:.1f}", preempted]
-    hits = [f"prefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)}",
-            f"{pct(state.hit_rate(False))} since start", f"{count(round(s.total(m.REQUESTS_DONE) or 0), 'request')} done"]
+    hits = [
+        f"prefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)}",
+        f"{pct(state.hit_rate(False))} since start",
+        f"{count(round(s.total(m.REQUESTS_DONE) or 0), 'request')} done",
+    ]
     text.append_text(figure_lines(used, rates, hits, width=width))
     caching = state.config("enable_prefix_caching")
     if caching == "False":
-        off = figure_lines("prefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)".split(),
-                    width=width, separator=" ")
+        off = figure_lines(
+            "prefix caching is off in this vLLM: nothing is ever cached (--enable-prefix-caching)".split(),
+            width=width,
+            separator=" ",
+        )
         off.stylize(NOT_PUBLISHED)
         text.append("\n").append_text(off)
     return text
@@ -140,8 +154,11 @@ def queues_text(state: WatchState, width: int) -> Text:
     if s is None:
         return Text("—", style=DIM)
     h = state.history
-    rows = [("running", h.running, None, "#e5c07b", "{:.0f}"), ("waiting", h.waiting, None, "#d19a66", "{:.0f}"),
-            ("tok/step", h.step_tokens, None, "#56b6c2", "{:.1f}")]
+    rows = [
+        ("running", h.running, None, "#e5c07b", "{:.0f}"),
+        ("waiting", h.waiting, None, "#d19a66", "{:.0f}"),
+        ("tok/step", h.step_tokens, None, "#56b6c2", "{:.1f}"),
+    ]
     text = _spark_rows(rows, width)
     running, waiting = s.per_engine(m.RUNNING), s.per_engine(m.WAITING)
     if len(running) > 1:
@@ -182,14 +199,20 @@ def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
         last = state.queue_checks[-1]
         agree, total = agreement(state.queue_checks)
         first = Text("rebuilt from requests: ", style=DIM).append(f"running {last.rebuilt_running}")
-        row = [first, f"waiting {last.rebuilt_waiting}",
-               f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)"]
+        row = [
+            first,
+            f"waiting {last.rebuilt_waiting}",
+            f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)",
+        ]
         text.append("\n").append_text(figure_lines(row, width=width))
     if limits.source == "/server_info":
         text.append("\nlimits read from vLLM's /server_info", style=DIM)
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
-        hint = figure_lines("limits unknown: pass vLLM's --max-num-seqs, --max-num-batched-tokens (F1 says how)".split(),
-                            width=width, separator=" ")
+        hint = figure_lines(
+            "limits unknown: pass vLLM's --max-num-seqs, --max-num-batched-tokens (F1 says how)".split(),
+            width=width,
+            separator=" ",
+        )
         hint.stylize(DIM)
         text.append("\n").append_text(hint)
     return text
@@ -199,17 +222,23 @@ def rebuild_text(rebuild: SchedRebuild, width: int) -> Text:
     """The scheduler rebuild's latest state and how often it agreed with vLLM's gauges."""
     last = rebuild.checks[-1]
     agree, total = agreement(rebuild.checks)
-    items: list[str | Text] = [f"running {last.rebuilt_running}", f"waiting {last.rebuilt_waiting}",
-                               f"agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings",
-                               f"preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})"]
+    items: list[str | Text] = [
+        f"running {last.rebuilt_running}",
+        f"waiting {last.rebuilt_waiting}",
+        f"agrees ±{TOLERANCE} on {100 * agree / total:.0f}% of {total} readings",
+        f"preemptions {last.rebuilt_preemptions} (vLLM {last.preemptions:.0f})",
+    ]
     blocks = [c.blocks_agree for c in rebuild.checks if c.blocks_agree is not None]
     if blocks:
-        items.append(f"KV blocks {last.rebuilt_kv_blocks} (±{TOLERANCE} of vLLM's on "
-                     f"{100 * sum(blocks) / len(blocks):.0f}%)")
+        items.append(
+            f"KV blocks {last.rebuilt_kv_blocks} (±{TOLERANCE} of vLLM's on {100 * sum(blocks) / len(blocks):.0f}%)"
+        )
     cached = [c.cached_agree for c in rebuild.checks if c.cached_agree is not None]
     if cached:
-        items.append(f"cached {last.rebuilt_cached_blocks} (±{TOLERANCE} of KV events' on "
-                     f"{100 * sum(cached) / len(cached):.0f}%)")
+        items.append(
+            f"cached {last.rebuilt_cached_blocks} (±{TOLERANCE} of KV events' on "
+            f"{100 * sum(cached) / len(cached):.0f}%)"
+        )
     if rebuild.num_skipped:
         items.append(Text(f"{rebuild.num_skipped} requests left out (no usage)", style=DIM))
     items[0] = Text("rebuilt: ", style=DIM).append(items[0])  # by this engine's scheduler (the help screen says)
@@ -258,7 +287,12 @@ def latency_text(state: WatchState, width: int) -> Text:
     narrow = width < NARROW_LATENCY  # the median and the tail only, no count
     shown = [0, len(QUANTILES) - 1] if narrow else list(range(len(QUANTILES)))  # the quantiles shown, by index
     column = 10 if narrow else 11  # a bucket's range: "250–500 ms"
-    head = " " * 6 + "".join(f"{QUANTILE_NAMES[i]:>{column}}" for i in shown) + f"{'mean':>10}" + ("" if narrow else "    n")
+    head = (
+        " " * 6
+        + "".join(f"{QUANTILE_NAMES[i]:>{column}}" for i in shown)
+        + f"{'mean':>10}"
+        + ("" if narrow else "    n")
+    )
     since = width >= len(head) + 20  # room for the mean since start (a narrow panel keeps its own columns whole)
     text = Text(head + ("  mean since start · over time" if since else ""), style="bold")
     spark_width = max(0, width - len(head) - 22)
@@ -285,7 +319,9 @@ def _spark_rows(rows, width: int) -> Text:
         text.append(label.ljust(LABEL_WIDTH), style="bold")
         text.append(gapped_sparkline(series, spark_width, top).ljust(spark_width), style=style)
         last = series[-1] if series else None
-        text.append((fmt.format(last) if last is not None else "—").rjust(VALUE_WIDTH), style="" if last is not None else DIM)
+        text.append(
+            (fmt.format(last) if last is not None else "—").rjust(VALUE_WIDTH), style="" if last is not None else DIM
+        )
     return text
 
 
@@ -331,5 +367,6 @@ class LogPanel(TextPanel):
     """The newest log lines that fit."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(lambda state, width: log_text(state, self.content_size.height), "Event log · KV events and links",
-                         **kwargs)
+        super().__init__(
+            lambda state, width: log_text(state, self.content_size.height), "Event log · KV events and links", **kwargs
+        )

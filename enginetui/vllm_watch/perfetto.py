@@ -25,8 +25,11 @@ def perfetto_trace(recording: WatchRecording) -> dict:
     times = recording.times()
     origin = times[0] if times else 0.0
     us = lambda t: round((t - origin) * 1e6, 3)  # noqa: E731  (time.time() -> trace microseconds)
-    trace = [_meta("process_name", VLLM_PID, 0, f"vLLM {recording.header.url}"),
-             _meta("thread_name", VLLM_PID, KV_TID, "KV events"), _meta("process_name", REQUESTS_PID, 0, "requests")]
+    trace = [
+        _meta("process_name", VLLM_PID, 0, f"vLLM {recording.header.url}"),
+        _meta("thread_name", VLLM_PID, KV_TID, "KV events"),
+        _meta("process_name", REQUESTS_PID, 0, "requests"),
+    ]
     state = WatchState(recording.header.url, recording.header.kv_endpoint)  # folds the items, as live
     previous = None
     for item in recording.items:
@@ -38,9 +41,15 @@ def perfetto_trace(recording: WatchRecording) -> dict:
             trace.append(_batch_instant(item, us(item.t)))
     for tid, view in enumerate(state.requests.values(), start=1):
         trace += _request_track(view, tid, us)
-    return {"traceEvents": trace, "displayTimeUnit": "ms",
-            "metadata": {"source": "enginetui attach --vllm --record", "url": recording.header.url,
-                         "created": recording.header.created}}
+    return {
+        "traceEvents": trace,
+        "displayTimeUnit": "ms",
+        "metadata": {
+            "source": "enginetui attach --vllm --record",
+            "url": recording.header.url,
+            "created": recording.header.created,
+        },
+    }
 
 
 def _counters(sample, previous, ts: float) -> list[dict]:
@@ -55,7 +64,9 @@ def _counters(sample, previous, ts: float) -> list[dict]:
         since = steps.since(previous.histogram(m.ITERATION_TOKENS))
         if since.count > 0:
             values["tokens per step"] = since.mean()
-    return [{"name": name, "ph": "C", "pid": VLLM_PID, "ts": ts, "args": {name: value}} for name, value in values.items()]
+    return [
+        {"name": name, "ph": "C", "pid": VLLM_PID, "ts": ts, "args": {name: value}} for name, value in values.items()
+    ]
 
 
 def _batch_instant(item: BatchItem, ts: float) -> dict:
@@ -63,25 +74,61 @@ def _batch_instant(item: BatchItem, ts: float) -> dict:
     removed = sum(len(e.block_hashes) for e in item.batch.events if isinstance(e, BlockRemoved))
     cleared = any(isinstance(e, AllBlocksCleared) for e in item.batch.events)
     name = "cleared" if cleared else f"+{stored} -{removed} blocks"
-    return {"name": name, "ph": "i", "s": "t", "pid": VLLM_PID, "tid": KV_TID, "ts": ts,
-            "args": {"seq": item.batch.seq, "rank": item.batch.data_parallel_rank, "stored": stored,
-                     "removed": removed, "replayed": item.replayed}}
+    return {
+        "name": name,
+        "ph": "i",
+        "s": "t",
+        "pid": VLLM_PID,
+        "tid": KV_TID,
+        "ts": ts,
+        "args": {
+            "seq": item.batch.seq,
+            "rank": item.batch.data_parallel_rank,
+            "stored": stored,
+            "removed": removed,
+            "replayed": item.replayed,
+        },
+    }
 
 
 def _request_track(view: WatchedRequest, tid: int, us) -> list[dict]:
     events = [_meta("thread_name", REQUESTS_PID, tid, f"{view.req_id} {view.method} {view.route} · {view.source}")]
     end = view.finished if view.finished is not None else view.last_token or view.arrival
-    args = {"prompt": view.prompt[:200], "tokens": view.tokens(), "chunks": view.token_chunks, "status": view.status,
-            "finish_reason": view.finish_reason, "detail": view.detail}
+    args = {
+        "prompt": view.prompt[:200],
+        "tokens": view.tokens(),
+        "chunks": view.token_chunks,
+        "status": view.status,
+        "finish_reason": view.finish_reason,
+        "detail": view.detail,
+    }
     first = view.first_token if view.first_token is not None else end
-    events.append({"name": "until first token" if view.first_token is not None else view.status, "ph": "X",
-                   "pid": REQUESTS_PID, "tid": tid, "ts": us(view.arrival), "dur": max(0.0, us(first) - us(view.arrival)),
-                   "args": args})
+    events.append(
+        {
+            "name": "until first token" if view.first_token is not None else view.status,
+            "ph": "X",
+            "pid": REQUESTS_PID,
+            "tid": tid,
+            "ts": us(view.arrival),
+            "dur": max(0.0, us(first) - us(view.arrival)),
+            "args": args,
+        }
+    )
     if view.first_token is not None:
-        events.append({"name": "streaming", "ph": "X", "pid": REQUESTS_PID, "tid": tid, "ts": us(first),
-                       "dur": max(0.0, us(end) - us(first)), "args": {"tokens": view.tokens(), "chunks": view.token_chunks}})
-    events.append({"name": view.finish_reason or view.status, "ph": "i", "s": "t", "pid": REQUESTS_PID, "tid": tid,
-                   "ts": us(end)})
+        events.append(
+            {
+                "name": "streaming",
+                "ph": "X",
+                "pid": REQUESTS_PID,
+                "tid": tid,
+                "ts": us(first),
+                "dur": max(0.0, us(end) - us(first)),
+                "args": {"tokens": view.tokens(), "chunks": view.token_chunks},
+            }
+        )
+    events.append(
+        {"name": view.finish_reason or view.status, "ph": "i", "s": "t", "pid": REQUESTS_PID, "tid": tid, "ts": us(end)}
+    )
     return events
 
 

@@ -16,8 +16,16 @@ from enginetui.vllm_watch.metrics import MetricsSample
 
 IDLE_BACKOFF = 8  # an idle server is read this many times less often, at most
 # What a reading shows of the server's work: queues, KV in use and the counters that move with it.
-ACTIVITY = (m.RUNNING, m.WAITING, m.KV_USAGE, m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUESTS_DONE,
-            m.PREEMPTIONS, m.PREFIX_QUERIES)
+ACTIVITY = (
+    m.RUNNING,
+    m.WAITING,
+    m.KV_USAGE,
+    m.PROMPT_TOKENS,
+    m.GENERATION_TOKENS,
+    m.REQUESTS_DONE,
+    m.PREEMPTIONS,
+    m.PREFIX_QUERIES,
+)
 
 
 def activity(sample: MetricsSample) -> tuple[float | None, ...]:

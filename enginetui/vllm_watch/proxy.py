@@ -22,8 +22,20 @@ import uvicorn
 from enginetui.core.entrypoints.tcp_listen import tcp_listener
 
 CONNECT_TIMEOUT_S = 5.0  # to reach vLLM; a response may take as long as it takes
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
-                        b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})  # not forwarded
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+    }
+)  # not forwarded
 
 
 class ProxyReport(Protocol):
@@ -49,8 +61,11 @@ class VllmProxy:
         self.upstream = upstream.rstrip("/")  # vLLM's http://HOST:PORT
         self.report = report  # where requests and responses are told
         self.on_arrival = on_arrival  # called after each arrival is reported (the watcher reads /metrics at once)
-        self.http = httpx.AsyncClient(base_url=self.upstream, timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
-                                      limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
+        self.http = httpx.AsyncClient(
+            base_url=self.upstream,
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -126,8 +141,15 @@ def listen(host: str, port: int) -> socket.socket:
 
 async def serve(proxy: VllmProxy, sock: socket.socket) -> None:
     """Serve the proxy on `sock` until cancelled (then the listening socket and vLLM's connections close)."""
-    config = uvicorn.Config(proxy, lifespan="off", log_config=None, log_level="critical", access_log=False,
-                            timeout_keep_alive=30, backlog=2048)
+    config = uvicorn.Config(
+        proxy,
+        lifespan="off",
+        log_config=None,
+        log_level="critical",
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=2048,
+    )
     server = _QuietServer(config)
     try:
         await server.serve(sockets=[sock])
@@ -168,6 +190,11 @@ async def _lifespan(receive, send) -> None:
 
 async def _send_error(send, status: int, message: str) -> None:
     body = json.dumps({"error": {"message": message, "type": "BadGateway", "code": status}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body, "more_body": False})

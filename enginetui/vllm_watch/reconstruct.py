@@ -39,8 +39,10 @@ class QueuesCompared:
 
     @property
     def agrees(self) -> bool:
-        return abs(self.running - self.rebuilt_running) <= TOLERANCE and \
-            abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE
+        return (
+            abs(self.running - self.rebuilt_running) <= TOLERANCE
+            and abs(self.waiting - self.rebuilt_waiting) <= TOLERANCE
+        )
 
 
 def worth_checking(check: QueuesCompared, checks: Sequence[QueuesCompared]) -> bool:

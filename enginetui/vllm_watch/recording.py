@@ -34,10 +34,26 @@ from enginetui.vllm_watch.state import ServerInfo, WatchState
 
 WATCH_HEADER, WATCH_ITEM = b"W", b"V"  # frame kinds of a watch recording
 WATCH_FORMAT_VERSION = 1  # bump on any incompatible change of WatchHeader or WatchItem
-RECORDED_CALLS = frozenset({  # WatchState methods whose calls are recorded (with plain arguments) and replayed
-    "metrics_failed", "models_failed", "tokenizer_loaded", "proxy_listening", "kv_status", "batches_missed",
-    "publisher_restarted", "add_request", "apply_chunk", "end_request", "proxy_arrived", "proxy_responded",
-    "proxy_data", "proxy_ended", "clear_ended", "limits_read"})
+RECORDED_CALLS = frozenset(
+    {  # WatchState methods whose calls are recorded (with plain arguments) and replayed
+        "metrics_failed",
+        "models_failed",
+        "tokenizer_loaded",
+        "proxy_listening",
+        "kv_status",
+        "batches_missed",
+        "publisher_restarted",
+        "add_request",
+        "apply_chunk",
+        "end_request",
+        "proxy_arrived",
+        "proxy_responded",
+        "proxy_data",
+        "proxy_ended",
+        "clear_ended",
+        "limits_read",
+    }
+)
 
 
 class WatchHeader(msgspec.Struct, kw_only=True):
@@ -98,8 +114,13 @@ class WatchRecorder:
         self.path = str(path)  # the file
         self.num_items = 0  # items written
         self._file = open(self.path, "wb", buffering=0)  # unbuffered: an item is in the file once written
-        header = WatchHeader(watch_format_version=WATCH_FORMAT_VERSION, created=time.time(), url=url,
-                             kv_endpoint=kv_endpoint, enginetui_version=_version())
+        header = WatchHeader(
+            watch_format_version=WATCH_FORMAT_VERSION,
+            created=time.time(),
+            url=url,
+            kv_endpoint=kv_endpoint,
+            enginetui_version=_version(),
+        )
         self._file.write(fmt.preamble())
         self._write(WATCH_HEADER, _ENCODER.encode(header))
 
@@ -229,8 +250,10 @@ def read_watch_recording(path: str | os.PathLike) -> WatchRecording:
     _, start, end = frames[0]
     header = msgspec.msgpack.decode(data[start:end], type=WatchHeader)
     if header.watch_format_version > WATCH_FORMAT_VERSION:
-        raise fmt.RecordingError(f"{path} is a vLLM watch recording of version {header.watch_format_version}; this "
-                                 f"enginetui reads version {WATCH_FORMAT_VERSION} and older: upgrade enginetui")
+        raise fmt.RecordingError(
+            f"{path} is a vLLM watch recording of version {header.watch_format_version}; this "
+            f"enginetui reads version {WATCH_FORMAT_VERSION} and older: upgrade enginetui"
+        )
     items = []
     for kind, start, end in frames[1:]:
         if kind != WATCH_ITEM:

@@ -50,22 +50,26 @@ def idle_after(items: list[WatchItem]) -> list[bool]:
 
 
 def item_kind(item: WatchItem) -> str:
-    return ITEM_KINDS.get(type(item)) or (item.op.replace("_", " ") if isinstance(item, CallItem) else
-                                          type(item).__name__.removesuffix("Item").lower())
+    return ITEM_KINDS.get(type(item)) or (
+        item.op.replace("_", " ") if isinstance(item, CallItem) else type(item).__name__.removesuffix("Item").lower()
+    )
 
 
 class WatchReplayBar(Static):
     """Where the replay is: playing or paused, the item shown, its time, the speed."""
 
-    DEFAULT_CSS = ("WatchReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; "
-                   "text-overflow: ellipsis; }")
+    DEFAULT_CSS = (
+        "WatchReplayBar { height: 1; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }"
+    )
 
     def show(self, app: "WatchReplayApp") -> None:
         text = Text("▶ playing" if app.playing else "⏸ replay", style="bold #98c379" if app.playing else "bold #e5c07b")
         items = app.recording.items
         kind = item_kind(items[app.shown - 1]) if app.shown else "the start"
-        text.append(f" · item {app.shown}/{len(items)} ({kind}) · {app.seconds_at(app.shown):.1f} s of "
-                    f"{app.seconds_at(len(items)):.1f} s · {app.speed:g}x")
+        text.append(
+            f" · item {app.shown}/{len(items)} ({kind}) · {app.seconds_at(app.shown):.1f} s of "
+            f"{app.seconds_at(len(items)):.1f} s · {app.speed:g}x"
+        )
         text.append(" · idle as recorded" if app.keep_idle else " · idle stretches shortened", style=DIM)
         hint = "  space play · → ← item · - + speed · g jump"
         if len(text) + len(hint) <= self.content_size.width:
@@ -80,19 +84,36 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
     AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
     BINDINGS = [
         Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
-        Binding("right,ctrl+s", "move(1)", "Next", key_display="→",
-                tooltip="the next recorded item: a /metrics reading, KV events, a request's change (or ^s)"),
+        Binding(
+            "right,ctrl+s",
+            "move(1)",
+            "Next",
+            key_display="→",
+            tooltip="the next recorded item: a /metrics reading, KV events, a request's change (or ^s)",
+        ),
         Binding("left", "move(-1)", "Back", key_display="←", tooltip="the previous recorded item"),
         Binding("home", "move_to(0)", "Start", show=False, tooltip="the start of the recording"),
         Binding("end", "move_to(-1)", "End", show=False, tooltip="the end of the recording"),
-        Binding(f"minus,{keys.SLOWER}", "speed(-1)", "Slower", key_display="-",
-                tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)"),
-        Binding(f"plus,equals_sign,{keys.FASTER}", "speed(1)", "Faster", key_display="+",
-                tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)"),
+        Binding(
+            f"minus,{keys.SLOWER}",
+            "speed(-1)",
+            "Slower",
+            key_display="-",
+            tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)",
+        ),
+        Binding(
+            f"plus,equals_sign,{keys.FASTER}",
+            "speed(1)",
+            "Faster",
+            key_display="+",
+            tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)",
+        ),
         Binding("g", "jump", "Jump", tooltip="jump to a time into the recording (12.5s)"),
         *keys.select_keys(how=""),
-        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+r",
-                          "bursts, aborts, clearing and cache resets: not in a replay (it shows what happened)"),
+        keys.refused_keys(
+            "ctrl+b,ctrl+x,ctrl+l,ctrl+r",
+            "bursts, aborts, clearing and cache resets: not in a replay (it shows what happened)",
+        ),
         keys.help_key(plain=True),
         *keys.quit_keys("quit", plain=True),
     ]
@@ -104,8 +125,11 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
         times = recording.times()
         self._times = [t - times[0] for t in times] if times else []  # seconds into the recording, per item
         # the playback clock per item (idle stretches shortened unless keep_idle); [0] is the start
-        self._offsets = [0.0, *offsets_for_play(times, idle_after(recording.items),
-                                                None if keep_idle else MAX_IDLE_S)] if times else [0.0]
+        self._offsets = (
+            [0.0, *offsets_for_play(times, idle_after(recording.items), None if keep_idle else MAX_IDLE_S)]
+            if times
+            else [0.0]
+        )
         self.shown = 0  # items folded into the state on show
         self.speed = 1.0  # play speed (recorded seconds per second)
         self.playing = False  # playback moving on by itself
@@ -122,8 +146,11 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
     def _fresh_state(self) -> WatchState:
         state = WatchState(self.recording.header.url, self.recording.header.kv_endpoint, limits=self.state.limits)
         state.kv_link = "off" if self.recording.header.kv_endpoint is None else "connecting"
-        state.note(self.recording.header.created, "link", f"replay of {self.recording.path}"
-                   + (f" ({self.recording.problem})" if self.recording.problem else ""))
+        state.note(
+            self.recording.header.created,
+            "link",
+            f"replay of {self.recording.path}" + (f" ({self.recording.problem})" if self.recording.problem else ""),
+        )
         return state
 
     def on_mount(self) -> None:
@@ -147,7 +174,7 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
         count = max(0, min(len(self.recording.items), count))
         if count < self.shown:
             self.state, self.shown = self._fresh_state(), 0
-        for item in self.recording.items[self.shown:count]:
+        for item in self.recording.items[self.shown : count]:
             apply_item(self.state, item)
         self.shown = count
         if self.selected not in self.state.requests:
@@ -176,8 +203,10 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
 
     def _at_an_end(self, delta: int) -> None:
         if delta > 0:
-            self.notify(f"end of the recording: {self.seconds_at(self.shown):.1f} s (Home goes back to the start)",
-                        severity="warning")
+            self.notify(
+                f"end of the recording: {self.seconds_at(self.shown):.1f} s (Home goes back to the start)",
+                severity="warning",
+            )
         else:
             self.notify("start of the recording", severity="warning")
 
@@ -244,11 +273,17 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
 
     def action_help(self) -> None:
         header = self.recording.header
-        about = [("file", self.recording.path), ("server", header.url),
-                 ("KV events", header.kv_endpoint or "not listened to"),
-                 ("recorded by", f"enginetui {header.enginetui_version}, "
-                                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(header.created))}"),
-                 ("holds", f"{len(self.recording.items)} items · {self.seconds_at(len(self.recording.items)):.1f} s")]
+        about = [
+            ("file", self.recording.path),
+            ("server", header.url),
+            ("KV events", header.kv_endpoint or "not listened to"),
+            (
+                "recorded by",
+                f"enginetui {header.enginetui_version}, "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(header.created))}",
+            ),
+            ("holds", f"{len(self.recording.items)} items · {self.seconds_at(len(self.recording.items)):.1f} s"),
+        ]
         if self.recording.problem:
             about.append(("note", self.recording.problem))
         self.show_help(REPLAY_PANELS, about, prompt_keys=False, about_title="recording")

@@ -36,18 +36,25 @@ class WatchedRequest:
     responded: float | None = None  # when the response's status line went by (None: not yet, or typed here)
     first_token: float | None = None  # when the first generated text went by
     last_token: float | None = None  # when the latest generated text went by
-    token_chunks: int = 0  # chunks that carried generated tokens (one or more; the text may be empty: a character cut in two)
-    token_times: list[float] = field(default_factory=list)  # when each generated token went by, by vLLM's usage count per chunk (without usage: one per chunk)
+    token_chunks: int = (
+        0  # chunks that carried generated tokens (one or more; the text may be empty: a character cut in two)
+    )
+    token_times: list[float] = field(
+        default_factory=list
+    )  # when each generated token went by, by vLLM's usage count per chunk (without usage: one per chunk)
     prompt_tokens: int | None = None  # vLLM's usage: prompt length (None: not reported)
     output_tokens: int | None = None  # vLLM's usage: tokens generated (None: not reported)
     text: str = ""  # the generated text so far
     finish_reason: str | None = None  # stop | length | abort ... (None: not yet)
     detail: str = ""  # an error's message, or why it ended early
     finished: float | None = None  # when the response ended
-    rebuilt_preemptions: int = 0  # times vLLM preempted it, as the scheduler rebuild has it (sched_rebuild.py; not on the wire)
+    rebuilt_preemptions: int = (
+        0  # times vLLM preempted it, as the scheduler rebuild has it (sched_rebuild.py; not on the wire)
+    )
     _pending: str = field(default="", repr=False)  # an event stream's text after the last complete event
-    _utf8: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"),
-                                             repr=False)  # a character cut between two reads is decoded whole
+    _utf8: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"), repr=False
+    )  # a character cut between two reads is decoded whole
     _body: bytes = field(default=b"", repr=False)  # a JSON response's bytes so far
 
     @property

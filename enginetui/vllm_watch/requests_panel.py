@@ -39,13 +39,20 @@ class WatchRequestsTable(RequestsTable):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._drawn: tuple | None = None  # what show() drew: each row's (id, status, text length, tokens, TTFT), the selection
+        self._drawn: tuple | None = (
+            None  # what show() drew: each row's (id, status, text length, tokens, TTFT), the selection
+        )
 
     # Rows are WatchedRequests, not RequestViews: the base's drawing reads only req_id and active of them.
     def show(self, views: list[WatchedRequest], selected: str | None, empty: str = "") -> None:  # type: ignore[override]
-        drawn = (tuple((v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token,
-                        v.rebuilt_preemptions) for v in views),
-                 selected, empty)
+        drawn = (
+            tuple(
+                (v.req_id, v.status, len(v.text), v.tokens(), v.token_chunks, v.first_token, v.rebuilt_preemptions)
+                for v in views
+            ),
+            selected,
+            empty,
+        )
         if drawn == self._drawn:
             return  # no request moved: nothing to repaint
         self._drawn = drawn
@@ -105,8 +112,10 @@ def detail_text(view: WatchedRequest) -> Text:
         if not view.stream and view.generates:
             text.append(" · not streamed: no first-token time", style=DIM)
     if view.finish_reason or view.detail:
-        text.append(f"\n{view.finish_reason or view.status}" + (f": {view.detail}" if view.detail else ""),
-                    style=STYLES.get(view.status, ""))
+        text.append(
+            f"\n{view.finish_reason or view.status}" + (f": {view.detail}" if view.detail else ""),
+            style=STYLES.get(view.status, ""),
+        )
     text.append("\nprompt\n", style="bold").append(view.prompt or "—", style=DIM)
     if view.generates:
         text.append("\noutput\n", style="bold").append(view.text or "—")

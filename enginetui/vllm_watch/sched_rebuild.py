@@ -98,8 +98,12 @@ class RebuiltStep:
     waiting: int  # requests waiting (preempted ones included)
     used_blocks: int  # KV blocks referenced
     preemptions: int  # preemptions so far, as vLLM's counter shows them (each once its request samples again)
-    cached_blocks: int = 0  # KV blocks with a hash (full blocks, held or cached free): what vLLM's KV events show cached
-    output_steps: int = 0  # steps so far in which a request sampled (this one included): vLLM's step count (see reading())
+    cached_blocks: int = (
+        0  # KV blocks with a hash (full blocks, held or cached free): what vLLM's KV events show cached
+    )
+    output_steps: int = (
+        0  # steps so far in which a request sampled (this one included): vLLM's step count (see reading())
+    )
     scheduled_requests: int = 0  # requests the step computed tokens for
     scheduled_tokens: int = 0  # tokens it computed
 
@@ -128,8 +132,7 @@ class RebuildCheck(QueuesCompared):
     @property
     def cached_agree(self) -> bool | None:
         """The cached blocks within one of vLLM's, by its KV events (None: they were not listened to)."""
-        return (None if self.cached_blocks is None
-                else abs(self.cached_blocks - self.rebuilt_cached_blocks) <= TOLERANCE)
+        return None if self.cached_blocks is None else abs(self.cached_blocks - self.rebuilt_cached_blocks) <= TOLERANCE
 
 
 @dataclass(slots=True)
@@ -151,8 +154,12 @@ class SchedRebuild:
 
     setup: RebuildSetup  # vLLM's configuration
     sched: Scheduler = field(init=False)  # this engine's scheduler, standing in for vLLM's
-    views: deque[WatchedRequest] = field(default_factory=deque)  # generating requests not yet in the scheduler, by arrival
-    entered: dict[str, WatchedRequest] = field(default_factory=dict)  # requests in the scheduler (and ended there), by id
+    views: deque[WatchedRequest] = field(
+        default_factory=deque
+    )  # generating requests not yet in the scheduler, by arrival
+    entered: dict[str, WatchedRequest] = field(
+        default_factory=dict
+    )  # requests in the scheduler (and ended there), by id
     steps: list[RebuiltStep] = field(default_factory=list)  # the rebuilt state after each timed step, in time order
     checks: deque[RebuildCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings checked
     num_preemptions: int = 0  # preemptions rebuilt so far
@@ -161,11 +168,15 @@ class SchedRebuild:
     output_steps: int = 0  # rebuilt steps in which a request sampled (vLLM's steps with outputs), so far
     _steps_base: float | None = None  # vLLM's step count when the rebuild's was 0 (None: not anchored, see _anchor)
     _spell_starts: list[int] = field(default_factory=list)  # output_steps when each busy spell began
-    _admitted_fresh: dict[str, int] = field(default_factory=dict)  # running requests never preempted: id -> admitting step
+    _admitted_fresh: dict[str, int] = field(
+        default_factory=dict
+    )  # running requests never preempted: id -> admitting step
     num_skipped: int = 0  # requests left out: ended before vLLM reported their prompt length
     clock: float | None = None  # the rebuilt clock: the last timed step's end (None: no request yet)
     _plan: SchedulerOutput | None = None  # the step scheduled and not applied yet (its tokens have not all gone by)
-    _unsized: set[str] = field(default_factory=set)  # ids of requests in the scheduler whose prompt length is not known yet
+    _unsized: set[str] = field(
+        default_factory=set
+    )  # ids of requests in the scheduler whose prompt length is not known yet
     _sampling: list[str] = field(default_factory=list)  # ids of the requests that sample in _plan
     _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
     _pending: deque[_Pending] = field(default_factory=deque)  # readings not yet passed
@@ -173,9 +184,15 @@ class SchedRebuild:
 
     def __post_init__(self) -> None:
         s = self.setup
-        config = EngineConfig(device="cpu", block_size=s.block_size, enable_prefix_caching=s.prefix_caching,
-                              max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
-                              max_model_len=s.max_model_len, async_scheduling=False)
+        config = EngineConfig(
+            device="cpu",
+            block_size=s.block_size,
+            enable_prefix_caching=s.prefix_caching,
+            max_num_seqs=s.max_num_seqs,
+            max_num_batched_tokens=s.max_num_batched_tokens,
+            max_model_len=s.max_model_len,
+            async_scheduling=False,
+        )
         self.sched = Scheduler(config, s.num_blocks, s.max_model_len)
 
     # ---- input ---------------------------------------------------------------------------
@@ -185,8 +202,16 @@ class SchedRebuild:
         if view.generates:
             self.views.append(view)
 
-    def reading(self, time: float, running: float, waiting: float, preemptions: float,
-                kv_usage: float | None = None, cached_blocks: int | None = None, steps: float | None = None) -> None:
+    def reading(
+        self,
+        time: float,
+        running: float,
+        waiting: float,
+        preemptions: float,
+        kv_usage: float | None = None,
+        cached_blocks: int | None = None,
+        steps: float | None = None,
+    ) -> None:
         """A /metrics reading: vLLM's gauges, its preemption counter (total since it started) and its
         kv_cache_usage_perc (a fraction of its pool less the null block: vLLM's BlockPool.get_usage()),
         the blocks its KV events show cached by then (stored, less removed), and its steps with outputs so
@@ -197,8 +222,9 @@ class SchedRebuild:
         if self._preempt_base is None:
             self._preempt_base = preemptions
         blocks = None if kv_usage is None else kv_usage * self.setup.num_blocks
-        self._pending.append(_Pending(time, running, waiting, preemptions - self._preempt_base, blocks,
-                                      cached_blocks, steps))
+        self._pending.append(
+            _Pending(time, running, waiting, preemptions - self._preempt_base, blocks, cached_blocks, steps)
+        )
 
     # ---- stepping ------------------------------------------------------------------------
 
@@ -408,8 +434,9 @@ class SchedRebuild:
     def _lanes(self, decoding: list[Request], n: int) -> list[list[float]] | None:
         """When the decoding requests' next `n` tokens went by, for those whose went by (None: one still
         streaming has not sent them yet)."""
-        lanes = [self.entered[r.request_id].token_times[r.num_output_tokens:r.num_output_tokens + n]
-                 for r in decoding]
+        lanes = [
+            self.entered[r.request_id].token_times[r.num_output_tokens : r.num_output_tokens + n] for r in decoding
+        ]
         if any(len(times) < n and self.entered[r.request_id].active for r, times in zip(decoding, lanes)):
             return None
         return [times for times in lanes if len(times) == n]
@@ -428,9 +455,12 @@ class SchedRebuild:
 
     def _end_finished(self) -> None:
         """Requests whose response ended with no more tokens than the rebuild gave them end now."""
-        done = [r.request_id for r in self.sched.requests.values()
-                if not self.entered[r.request_id].active
-                and r.num_output_tokens >= len(self.entered[r.request_id].token_times)]
+        done = [
+            r.request_id
+            for r in self.sched.requests.values()
+            if not self.entered[r.request_id].active
+            and r.num_output_tokens >= len(self.entered[r.request_id].token_times)
+        ]
         if done:
             self.sched.finish_requests(done, RequestStatus.FINISHED_ABORTED, "ended on the wire")
 
@@ -474,9 +504,16 @@ class SchedRebuild:
         self._plan = None
         for req_id in [i for i in self._admitted_fresh if i not in sched.requests]:
             del self._admitted_fresh[req_id]  # ended
-        state = (len(sched.running), len(sched.waiting), sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
-                 self.num_preemptions_counted, sum(map(len, sched.kv.pool.cached.values())), self.output_steps,
-                 len(scheduled), sum(scheduled.values()))
+        state = (
+            len(sched.running),
+            len(sched.waiting),
+            sched.kv.num_blocks - sched.kv.pool.num_free_blocks,
+            self.num_preemptions_counted,
+            sum(map(len, sched.kv.pool.cached.values())),
+            self.output_steps,
+            len(scheduled),
+            sum(scheduled.values()),
+        )
         if not times:
             self._untimed.append(state)
             return
@@ -511,8 +548,19 @@ class SchedRebuild:
             running, waiting, preempted, blocks, cached = state
             if p.steps is not None and (vllm_idle or self._steps_base is None):
                 self._anchor(p.time, p.steps, vllm_idle)
-            check = RebuildCheck(p.time, p.running, p.waiting, p.preemptions, running, waiting, preempted,
-                                 p.kv_blocks, blocks, p.cached_blocks, cached)
+            check = RebuildCheck(
+                p.time,
+                p.running,
+                p.waiting,
+                p.preemptions,
+                running,
+                waiting,
+                preempted,
+                p.kv_blocks,
+                blocks,
+                p.cached_blocks,
+                cached,
+            )
             if worth_checking(check, self.checks):
                 self.checks.append(check)
 

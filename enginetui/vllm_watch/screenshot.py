@@ -54,8 +54,11 @@ async def play(app: VllmWatchApp) -> str:
         await until(pilot, lambda: app.state.caches.ranks[0].num_removed > 0 and active() > len(BURST) or not active())
         cache, latest = app.state.caches.ranks[0], app.state.latest
         waiting = (latest.total(m.WAITING) if latest is not None else None) or 0
-        print(f"the picture: {active()} requests streaming, {cache.num_cached} blocks cached, "
-              f"{cache.num_removed} evicted, {waiting:.0f} waiting", file=sys.stderr)
+        print(
+            f"the picture: {active()} requests streaming, {cache.num_cached} blocks cached, "
+            f"{cache.num_removed} evicted, {waiting:.0f} waiting",
+            file=sys.stderr,
+        )
         app.redraw()
         await pilot.pause()
         return app.export_screenshot(title="enginetui attach --vllm")

@@ -46,7 +46,9 @@ class VllmClient:
             card = data["data"][0]
         except (KeyError, IndexError, TypeError):
             raise ServerError(f"{self.url}/v1/models lists no model: is this a vLLM server?") from None
-        return ServerInfo(model=card["id"], root=card.get("root") or card["id"], max_model_len=card.get("max_model_len"))
+        return ServerInfo(
+            model=card["id"], root=card.get("root") or card["id"], max_model_len=card.get("max_model_len")
+        )
 
     async def scheduler_limits(self) -> tuple[int, int] | None:
         """(max_num_seqs, max_num_batched_tokens) from /server_info, which vLLM serves in dev mode
@@ -73,9 +75,15 @@ class VllmClient:
 
     async def complete(self, model: str, prompt: str, settings: SamplingSettings) -> AsyncIterator[Chunk]:
         """Stream one completion. A request the server refuses raises ValueError with its message."""
-        body = {"model": model, "prompt": prompt, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
-                "top_p": settings.top_p, "stream": True,
-                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        body = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
         if settings.top_k:
             body["top_k"] = settings.top_k
         if settings.seed is not None:
@@ -85,11 +93,15 @@ class VllmClient:
         if settings.ignore_eos:
             body["ignore_eos"] = True  # vLLM's extension of the OpenAI API
         try:
-            async with self.http.stream("POST", "/v1/completions", json=body, timeout=httpx.Timeout(TIMEOUT_S, read=None)) as r:
+            async with self.http.stream(
+                "POST", "/v1/completions", json=body, timeout=httpx.Timeout(TIMEOUT_S, read=None)
+            ) as r:
                 if r.status_code != 200:
                     await r.aread()
                     message = _error_message(r)
-                    raise (ValueError if r.status_code in (400, 404, 422) else ServerError)(f"HTTP {r.status_code}: {message}")
+                    raise (ValueError if r.status_code in (400, 404, 422) else ServerError)(
+                        f"HTTP {r.status_code}: {message}"
+                    )
                 async for line in r.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
@@ -98,8 +110,12 @@ class VllmClient:
                         raise ServerError(_error_text(data))
                     usage = data.get("usage") or {}
                     for choice in data.get("choices", []):
-                        yield Chunk(choice.get("text", ""), usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                                    choice.get("finish_reason"))
+                        yield Chunk(
+                            choice.get("text", ""),
+                            usage.get("prompt_tokens"),
+                            usage.get("completion_tokens"),
+                            choice.get("finish_reason"),
+                        )
         except httpx.HTTPError as exc:
             raise ServerError(f"the stream from {self.url} broke: {_network_error(exc)}") from exc
 
@@ -144,11 +160,14 @@ def load_decoder(source: str) -> tuple[Decode | None, str]:
             fast = Tokenizer.from_file(str(path / "tokenizer.json"))
         except Exception as exc:  # a damaged file means: no tokenizer here
             return None, f"{path / 'tokenizer.json'} cannot be read ({exc}): blocks show token ids"
-        return (lambda token_ids: fast.decode(list(token_ids), skip_special_tokens=False)), \
-            f"tokens decoded with {source}'s tokenizer"
+        return (
+            lambda token_ids: fast.decode(list(token_ids), skip_special_tokens=False)
+        ), f"tokens decoded with {source}'s tokenizer"
     if not path.is_absolute() and (len(path.parts) > 1 or source.startswith(".")) and not path.exists():
-        return None, (f"the model path {source!r} is relative to vLLM's working directory, not found here: "
-                      "blocks show token ids; pass --tokenizer DIR to decode them")
+        return None, (
+            f"the model path {source!r} is relative to vLLM's working directory, not found here: "
+            "blocks show token ids; pass --tokenizer DIR to decode them"
+        )
     from transformers import AutoTokenizer
 
     try:

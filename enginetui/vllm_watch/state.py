@@ -49,13 +49,21 @@ class WatchHistory:
 
     gen_tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # generated tokens/s
     prompt_tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # prompt tokens/s
-    kv_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # KV blocks in use, % (engines' mean)
+    kv_pct: deque[float] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
+    )  # KV blocks in use, % (engines' mean)
     running: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # running requests
     waiting: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # waiting requests
     preempt_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # preemptions/s
-    hit_pct: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # prefix hits % since the last reading (None: no lookups)
-    latency_mean: dict[str, deque[float | None]] = field(default_factory=dict)  # label -> mean over WINDOW_S (None: no observations)
-    step_tokens: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # mean tokens per engine step since the last reading (None: no step)
+    hit_pct: deque[float | None] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
+    )  # prefix hits % since the last reading (None: no lookups)
+    latency_mean: dict[str, deque[float | None]] = field(
+        default_factory=dict
+    )  # label -> mean over WINDOW_S (None: no observations)
+    step_tokens: deque[float | None] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
+    )  # mean tokens per engine step since the last reading (None: no step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +72,9 @@ class LatencyReading:
     observation lies (a bucket's range) and the exact mean (`_sum / _count`)."""
 
     label: str  # TTFT | ITL | e2e | queue
-    window: tuple[tuple[float, float] | None, ...]  # QUANTILES' buckets (lower, upper] over the last WINDOW_S (None: no observations)
+    window: tuple[
+        tuple[float, float] | None, ...
+    ]  # QUANTILES' buckets (lower, upper] over the last WINDOW_S (None: no observations)
     window_count: int  # observations in the window
     window_mean: float | None  # their mean
     window_max: float | None  # no observation in the window was above this bucket bound (inf: beyond the last bound)
@@ -108,11 +118,15 @@ class WatchState:
     kv_error: str = ""  # why they are silent or down, in words
     latest: MetricsSample | None = None  # the last /metrics reading
     window: deque[MetricsSample] = field(default_factory=deque)  # readings of the last WINDOW_S, oldest first
-    history: WatchHistory = field(default_factory=WatchHistory)  # the sparklines' series, the last HISTORY_POINTS readings
+    history: WatchHistory = field(
+        default_factory=WatchHistory
+    )  # the sparklines' series, the last HISTORY_POINTS readings
     caches: PrefixCaches = field(default_factory=PrefixCaches)  # the prefix cache of each rank
     requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
     requests_seen: int = 0  # requests ever listed (their colour index)
-    queue_checks: deque[QueueCheck] = field(default_factory=lambda: deque(maxlen=MAX_CHECKS))  # readings with traffic (and the first back at rest) against the queues rebuilt from the requests seen
+    queue_checks: deque[QueueCheck] = field(
+        default_factory=lambda: deque(maxlen=MAX_CHECKS)
+    )  # readings with traffic (and the first back at rest) against the queues rebuilt from the requests seen
     proxied: int = 0  # requests passed through the proxy
     proxy_url: str | None = None  # where the proxy serves vLLM's API (None: no proxy)
     proxy_error: str = ""  # why the proxy is not serving
@@ -184,9 +198,15 @@ class WatchState:
                 self.rebuild.track(view)
         kv = sample.per_engine(m.KV_USAGE)  # one engine's pool (the rebuild is one scheduler)
         steps = sample.histograms.get(m.ITERATION_TOKENS, {})  # one engine's steps with outputs
-        self.rebuild.reading(sample.time, sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0,
-                             sample.total(m.PREEMPTIONS) or 0.0, next(iter(kv.values())) if len(kv) == 1 else None,
-                             self._cached_blocks(), next(iter(steps.values())).count if len(steps) == 1 else None)
+        self.rebuild.reading(
+            sample.time,
+            sample.total(m.RUNNING) or 0.0,
+            sample.total(m.WAITING) or 0.0,
+            sample.total(m.PREEMPTIONS) or 0.0,
+            next(iter(kv.values())) if len(kv) == 1 else None,
+            self._cached_blocks(),
+            next(iter(steps.values())).count if len(steps) == 1 else None,
+        )
         self.rebuild.advance()
 
     def _cached_blocks(self) -> int | None:
@@ -200,12 +220,24 @@ class WatchState:
         """vLLM's configuration for the rebuild: its pool (/metrics), its limits (given), its max_model_len
         (/v1/models); None until all are known."""
         limits, blocks, size = self.limits, self.config("num_gpu_blocks"), self.config("block_size")
-        if not (limits.max_num_seqs and limits.max_num_batched_tokens and blocks and size and self.server
-                and self.server.max_model_len):
+        if not (
+            limits.max_num_seqs
+            and limits.max_num_batched_tokens
+            and blocks
+            and size
+            and self.server
+            and self.server.max_model_len
+        ):
             return None
         # vLLM's block pool keeps one of its blocks as the null block (never handed to a request)
-        return RebuildSetup(int(blocks) - 1, int(size), self.config("enable_prefix_caching") == "True",
-                            limits.max_num_seqs, limits.max_num_batched_tokens, self.server.max_model_len)
+        return RebuildSetup(
+            int(blocks) - 1,
+            int(size),
+            self.config("enable_prefix_caching") == "True",
+            limits.max_num_seqs,
+            limits.max_num_batched_tokens,
+            self.server.max_model_len,
+        )
 
     def metrics_failed(self, when: float, reason: str) -> None:
         """A /metrics reading failed (the server is down, restarting, or not there)."""
@@ -247,10 +279,12 @@ class WatchState:
     def limits_read(self, when: float, max_num_seqs: int, max_num_batched_tokens: int) -> None:
         """The server said its scheduler limits (/server_info): they fill those not given."""
         given = self.limits
-        self.limits = SchedulerLimits(given.max_num_seqs or max_num_seqs,
-                                      given.max_num_batched_tokens or max_num_batched_tokens, "/server_info")
-        self.note(when, "link", f"/server_info: max_num_seqs {max_num_seqs}, max_num_batched_tokens "
-                                f"{max_num_batched_tokens}")
+        self.limits = SchedulerLimits(
+            given.max_num_seqs or max_num_seqs, given.max_num_batched_tokens or max_num_batched_tokens, "/server_info"
+        )
+        self.note(
+            when, "link", f"/server_info: max_num_seqs {max_num_seqs}, max_num_batched_tokens {max_num_batched_tokens}"
+        )
         self.version += 1
 
     def models_failed(self, when: float, reason: str) -> None:
@@ -268,8 +302,15 @@ class WatchState:
         if now is None:
             return LatencyReading(label, tuple(None for _ in QUANTILES), 0, None, None, None, 0)
         recent = self._recent(name) or now
-        return LatencyReading(label, tuple(recent.quantile_bucket(q) for q in QUANTILES), int(recent.count),
-                              recent.mean(), recent.largest_bound(), now.mean(), int(now.count))
+        return LatencyReading(
+            label,
+            tuple(recent.quantile_bucket(q) for q in QUANTILES),
+            int(recent.count),
+            recent.mean(),
+            recent.largest_bound(),
+            now.mean(),
+            int(now.count),
+        )
 
     def steps(self) -> StepReading | None:
         """Engine steps and their tokens over the window (None: vLLM publishes no iteration_tokens_total)."""
@@ -277,8 +318,9 @@ class WatchState:
         if recent is None:
             return None
         span = self.window[-1].time - self.window[0].time if len(self.window) > 1 else 0.0
-        return StepReading(int(recent.count), recent.count / span if span > 0 else None, recent.mean(),
-                           recent.largest_bound())
+        return StepReading(
+            int(recent.count), recent.count / span if span > 0 else None, recent.mean(), recent.largest_bound()
+        )
 
     def waiting_by_reason(self) -> dict[str, float]:
         """The waiting requests per reason (capacity | deferred) in the last reading ({}: not published)."""
@@ -360,8 +402,12 @@ class WatchState:
     def batches_missed(self, when: float, rank: int, first: int, last: int) -> None:
         """Batches first..last never arrived and the replay buffer did not have them."""
         self.missed_batches += last - first + 1
-        self.note(when, "gap", f"rank {rank}: batches {first}-{last} lost (not in the replay buffer): "
-                               "blocks they stored are missing from the tree")
+        self.note(
+            when,
+            "gap",
+            f"rank {rank}: batches {first}-{last} lost (not in the replay buffer): "
+            "blocks they stored are missing from the tree",
+        )
 
     def publisher_restarted(self, when: float, rank: int) -> None:
         """Rank `rank`'s sequence numbers started over: a new publisher, with an empty cache."""
@@ -373,14 +419,25 @@ class WatchState:
 
     def add_request(self, req_id: str, prompt: str, max_tokens: int, when: float) -> WatchedRequest:
         """A prompt typed here, sent to /v1/completions (streamed)."""
-        view = self._add(WatchedRequest(req_id=req_id, index=self._next_index(), source=TYPED_HERE, method="POST",
-                                        route="/v1/completions", arrival=when, prompt=prompt, max_tokens=max_tokens,
-                                        stream=True))
+        view = self._add(
+            WatchedRequest(
+                req_id=req_id,
+                index=self._next_index(),
+                source=TYPED_HERE,
+                method="POST",
+                route="/v1/completions",
+                arrival=when,
+                prompt=prompt,
+                max_tokens=max_tokens,
+                stream=True,
+            )
+        )
         self.note(when, "send", f"{req_id} · {prompt[:60]!r}")
         return view
 
-    def apply_chunk(self, req_id: str, text: str, prompt_tokens: int | None, output_tokens: int | None,
-                    when: float) -> None:
+    def apply_chunk(
+        self, req_id: str, text: str, prompt_tokens: int | None, output_tokens: int | None, when: float
+    ) -> None:
         """A streamed piece of a typed prompt's completion (vLLM's `usage` counts every chunk)."""
         view = self.requests.get(req_id)
         if view is None or not view.active:
@@ -409,8 +466,15 @@ class WatchState:
         self.proxied += 1
         req_id = f"p{self.proxied}"
         route = path.split("?", 1)[0]
-        view = WatchedRequest(req_id=req_id, index=self._next_index(), source=client, method=method, route=route,
-                              arrival=when, prompt=f"{method} {path}")
+        view = WatchedRequest(
+            req_id=req_id,
+            index=self._next_index(),
+            source=client,
+            method=method,
+            route=route,
+            arrival=when,
+            prompt=f"{method} {path}",
+        )
         view.read_body(body)
         self._add(view)
         if view.generates:
@@ -460,8 +524,11 @@ class WatchState:
         if view.generates:
             kind = "finish" if view.status == "finished" else "error"
             what = view.finish_reason or view.status
-            self.note(view.finished or view.arrival, kind, f"{view.req_id} · {what} · {view.tokens_text()}"
-                      + (f" · {view.detail}" if view.detail else ""))
+            self.note(
+                view.finished or view.arrival,
+                kind,
+                f"{view.req_id} · {what} · {view.tokens_text()}" + (f" · {view.detail}" if view.detail else ""),
+            )
         self.version += 1
 
     # ---- log -----------------------------------------------------------------------------
@@ -494,5 +561,7 @@ def _restarted(prev: MetricsSample, now: MetricsSample) -> bool:
     """A new server process, or counters that went down."""
     if prev.process_start is not None and now.process_start is not None and now.process_start != prev.process_start:
         return True
-    return any((now.total(name) or 0.0) < (prev.total(name) or 0.0)
-               for name in (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUESTS_DONE))
+    return any(
+        (now.total(name) or 0.0) < (prev.total(name) or 0.0)
+        for name in (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUESTS_DONE)
+    )

@@ -132,8 +132,10 @@ class KvSubscriber:
             await dealer.send_multipart([b"", start.to_bytes(8, "big")])
             while True:
                 if not await dealer.poll(REPLAY_TIMEOUT_S * 1000):
-                    self.report.status("up" if self.expected is not None else "connecting",
-                                       f"no answer from the replay socket {self.replay_endpoint}")
+                    self.report.status(
+                        "up" if self.expected is not None else "connecting",
+                        f"no answer from the replay socket {self.replay_endpoint}",
+                    )
                     return False
                 frames = await dealer.recv_multipart()
                 if len(frames) != 4 or frames[2] == END_OF_REPLAY:

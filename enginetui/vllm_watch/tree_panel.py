@@ -55,7 +55,9 @@ class TreeContext:
 
     pool_blocks: str | None = None  # vLLM's pool size in blocks (None: unknown yet)
     block_size: str | None = None  # tokens per block from vLLM's cache config (None: unknown yet)
-    hit_tokens: dict[int, float] = field(default_factory=dict)  # rank -> prompt tokens served from its prefix cache (/metrics)
+    hit_tokens: dict[int, float] = field(
+        default_factory=dict
+    )  # rank -> prompt tokens served from its prefix cache (/metrics)
     empty_note: str = ""  # what an empty cache says (how to get KV events, or why none came yet)
     stale_note: str = ""  # set while vLLM is down: the tree is the cache as last seen
     tokenizer_note: str = ""  # why blocks show token ids ("": they show text)

@@ -11,8 +11,13 @@ import importlib.util
 import os
 import sys
 
-ABSENT_ON_AVX2 = ("_is_avx512_supported", "_is_avx512_vnni_supported", "_is_avx512_bf16_supported",
-                  "_is_amx_tile_supported", "_is_amx_fp16_supported")  # torch.cpu queries an AVX2-only CPU answers False
+ABSENT_ON_AVX2 = (
+    "_is_avx512_supported",
+    "_is_avx512_vnni_supported",
+    "_is_avx512_bf16_supported",
+    "_is_amx_tile_supported",
+    "_is_amx_fp16_supported",
+)  # torch.cpu queries an AVX2-only CPU answers False
 
 if os.environ.get("ENGINETUI_CPU_ISA") == "avx2":
     import torch.cpu
@@ -23,6 +28,7 @@ if os.environ.get("ENGINETUI_CPU_ISA") == "avx2":
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _shadowed = importlib.machinery.PathFinder.find_spec(
-    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here]
+)
 if _shadowed is not None and _shadowed.loader is not None:
     _shadowed.loader.exec_module(importlib.util.module_from_spec(_shadowed))

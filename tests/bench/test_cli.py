@@ -14,12 +14,21 @@ def test_bench_throughput_parses_with_engine_flags_and_its_own():
         "--max-num-seqs", "32", "--json", "out.json",
     ])  # fmt: skip
     assert (args.command, args.bench_command) == ("bench", "throughput")
-    assert (args.preset, args.compare, args.events, args.repeats, args.json) == ("mixed", ["hf"], ["off", "subscriber"],
-                                                                                 3, "out.json")
+    assert (args.preset, args.compare, args.events, args.repeats, args.json) == (
+        "mixed",
+        ["hf"],
+        ["off", "subscriber"],
+        3,
+        "out.json",
+    )
     assert (args.competing, args.vllm_cores, args.temperature, args.vllm_python) == (["none"], ["default"], 1.0, None)
     assert args.hf_batch_sizes == [8, 16, 32]
-    assert engine_args(args) == {"model": "facebook/opt-125m", "load_format": "dummy", "enable_prefix_caching": True,
-                                 "max_num_seqs": 32}
+    assert engine_args(args) == {
+        "model": "facebook/opt-125m",
+        "load_format": "dummy",
+        "enable_prefix_caching": True,
+        "max_num_seqs": 32,
+    }
 
 
 def test_latency_and_profile_parse_with_their_defaults():
@@ -36,8 +45,9 @@ def test_each_subcommand_dispatches_to_its_module(monkeypatch):
         assert args.func(args) == f"ran {name}"
 
 
-@pytest.mark.parametrize("argv", [["bench"], ["bench", "throughput", "--events", "loud"],
-                                  ["bench", "profile", "--batch-sizes", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["bench"], ["bench", "throughput", "--events", "loud"], ["bench", "profile", "--batch-sizes", "0"]]
+)
 def test_bad_bench_command_lines_are_argparse_errors(argv):
     with pytest.raises(SystemExit) as info:
         build_parser().parse_args(argv)

@@ -48,8 +48,12 @@ def test_vllm_keeps_its_defaults_but_shares_the_flags_given(monkeypatch):
     monkeypatch.delenv(EAGER_ENV, raising=False)  # as a benchmark runs: vLLM compiles, as its users run it
     assert vllm_engine_kwargs(ours, "float32") == {"dtype": "float32", "seed": 3, "max_num_seqs": 8}
     monkeypatch.setenv(EAGER_ENV, "1")  # as the tests run it
-    assert vllm_engine_kwargs(ours, "float32") == {"dtype": "float32", "seed": 3, "max_num_seqs": 8,
-                                                   "enforce_eager": True}
+    assert vllm_engine_kwargs(ours, "float32") == {
+        "dtype": "float32",
+        "seed": 3,
+        "max_num_seqs": 8,
+        "enforce_eager": True,
+    }
 
 
 def test_greedy_agreement_counts_identical_requests_and_the_agreeing_prefix():
@@ -59,17 +63,37 @@ def test_greedy_agreement_counts_identical_requests_and_the_agreeing_prefix():
 
 
 def test_throughput_compares_with_vllm_per_cores_mode_and_load(tiny_opt_dir, fake_vllm):
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm", "--vllm-cores", "default",
-                      "all", "--competing", "none", "busy", "--temperature", "0", "--seed", "5")
+    args = bench_args(
+        "throughput",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--compare",
+        "vllm",
+        "--vllm-cores",
+        "default",
+        "all",
+        "--competing",
+        "none",
+        "busy",
+        "--temperature",
+        "0",
+        "--seed",
+        "5",
+    )
     result = throughput.run(args)
     workload = make_workload(spec_from_args(args), 512)
     assert [(v.cores, v.competing) for v in result.vllm_runs] == [
-        ("default", "none"), ("default", "busy"), ("all", "none"), ("all", "busy")]
+        ("default", "none"),
+        ("default", "busy"),
+        ("all", "none"),
+        ("all", "busy"),
+    ]
     assert all(v.output_tokens == sum(r.output_len for r in workload) for v in result.vllm_runs)
     assert result.vllm_version == "0.0-fake"
     assert set(result.vllm_ratio) == {"vllm-default", "vllm-default+busy", "vllm-all", "vllm-all+busy"}
     assert result.vllm_ratio["vllm-all"] == pytest.approx(
-        result.best["on"].output_tokens_per_s / result.vllm_best["vllm-all"].output_tokens_per_s)
+        result.best["on"].output_tokens_per_s / result.vllm_best["vllm-all"].output_tokens_per_s
+    )
     assert result.vllm_agreement.num_requests == 5  # the fake counts up, our random model does not
     assert set(result.competing_ratio) == {"busy"} and "vllm-all" in result.summary
 
@@ -106,8 +130,9 @@ def test_a_failing_runner_raises_with_its_log_and_keeps_it(tmp_path, fake_vllm):
 def test_busy_and_dashboard_loads_run_beside_the_engine(tiny_opt_dir):
     # a pass of over 1 s: the dashboard, paced by its CPU budget, redraws at least once a second
     long_enough = ["--num-prompts", "10", "--min-output-len", "420", "--max-output-len", "460"]
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, *long_enough, "--competing", "none", "busy",
-                      "dashboard")
+    args = bench_args(
+        "throughput", tiny_opt_dir, *SMALL_WORKLOAD, *long_enough, "--competing", "none", "busy", "dashboard"
+    )
     result = throughput.run(args)
     assert [r.label for r in result.runs] == ["on", "on+busy", "on+dashboard"]
     cost = result.runs[2].dashboard
@@ -127,8 +152,9 @@ def test_the_dashboard_load_needs_step_events(tiny_opt_dir, monkeypatch):
 @needs_real_vllm
 def test_real_vllm_same_weights_greedy_tokens_agree(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32
-    args = bench_args("throughput", model, *SMALL_WORKLOAD, "--compare", "vllm", "hf", "--temperature", "0",
-                      "--hf-batch-sizes", "8")
+    args = bench_args(
+        "throughput", model, *SMALL_WORKLOAD, "--compare", "vllm", "hf", "--temperature", "0", "--hf-batch-sizes", "8"
+    )
     result = throughput.run(args)
     assert result.vllm_version and result.vllm_runs[0].output_tokens == result.output_tokens
     assert result.vllm_agreement.agreeing_token_share > 0.9  # fp32 on both sides: summation order only

@@ -2,10 +2,10 @@
 
 import torch
 
-from enginetui.core import LLM
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.hf_baseline import load_hf_model, run_hf
 from enginetui.bench.workload import BenchRequest
+from enginetui.core import LLM
 
 
 def test_static_batches_generate_to_the_longest_request_but_count_only_useful_tokens(tiny_opt_dir):
@@ -20,8 +20,13 @@ def test_static_batches_generate_to_the_longest_request_but_count_only_useful_to
 
 
 def test_dummy_weights_are_identical_in_both_engines_by_construction(tiny_opt_dir):
-    kwargs = {"model": tiny_opt_dir, "load_format": "dummy", "skip_tokenizer_init": True, "seed": 3,
-              "num_gpu_blocks_override": 16}
+    kwargs = {
+        "model": tiny_opt_dir,
+        "load_format": "dummy",
+        "skip_tokenizer_init": True,
+        "seed": 3,
+        "num_gpu_blocks_override": 16,
+    }
     with shared_weights(kwargs) as (engine_kwargs, hf_dir):
         assert engine_kwargs["load_format"] == "auto" and engine_kwargs["model"] == str(hf_dir)
         hf = load_hf_model(hf_dir, "float32", "cpu")

@@ -31,9 +31,25 @@ def a_vllm_that_never_starts(folder: Path) -> tuple[Path, Path]:
 def test_a_signal_ends_the_benchmark_and_the_vllm_still_starting(tiny_opt_dir, tmp_path, sig):
     python, pid_file = a_vllm_that_never_starts(tmp_path)
     bench = subprocess.Popen(
-        [sys.executable, "-m", "enginetui", "bench", "throughput", "--model", tiny_opt_dir, *SMALL_ENGINE,
-         *SMALL_WORKLOAD, "--compare", "vllm", "--vllm-python", str(python)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "enginetui",
+            "bench",
+            "throughput",
+            "--model",
+            tiny_opt_dir,
+            *SMALL_ENGINE,
+            *SMALL_WORKLOAD,
+            "--compare",
+            "vllm",
+            "--vllm-python",
+            str(python),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal, not a background job
     )
     try:

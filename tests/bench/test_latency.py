@@ -22,15 +22,19 @@ def test_arrivals_are_seeded_poisson_and_inf_means_all_at_once():
 
 def test_ttft_tpot_itl_and_e2e_come_from_the_client_timings():
     workload = [BenchRequest([1, 2], 3), BenchRequest([3], 1)]
-    timings = [RequestTiming(sent=0.0, token_times=[0.1, 0.3, 0.4], num_output_tokens=3, done=0.4),
-               RequestTiming(sent=0.2, token_times=[0.5], num_output_tokens=1, done=0.5)]
+    timings = [
+        RequestTiming(sent=0.0, token_times=[0.1, 0.3, 0.4], num_output_tokens=3, done=0.4),
+        RequestTiming(sent=0.2, token_times=[0.5], num_output_tokens=1, done=0.5),
+    ]
     result = summarize("enginetui", "none", workload, timings, duration=0.5)
     assert result.ttft_ms.mean == pytest.approx(200.0) and result.ttft_ms.count == 2  # 100 and 300 ms
     assert result.tpot_ms.mean == pytest.approx(150.0) and result.tpot_ms.count == 1  # (0.4 - 0.1) / 2
     assert result.itl_ms.median == pytest.approx(150.0) and result.itl_ms.count == 2  # 200 and 100 ms
     assert result.e2e_ms.median == pytest.approx(350.0)  # 400 and 300 ms
     assert result.requests_per_s == 4.0 and result.output_tokens_per_s == 8.0 and result.total_tokens_per_s == 14.0
-    assert result.label == "enginetui" and summarize("vllm-all", "busy", workload, timings, 0.5).label == "vllm-all+busy"
+    assert (
+        result.label == "enginetui" and summarize("vllm-all", "busy", workload, timings, 0.5).label == "vllm-all+busy"
+    )
     with pytest.raises(RuntimeError, match="generated 4 tokens"):
         summarize("enginetui", "none", [BenchRequest([1], 5)] * 2, timings, 0.5)
 

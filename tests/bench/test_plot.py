@@ -29,8 +29,9 @@ def plotted(monkeypatch) -> list:
 @pytest.mark.slow
 def test_throughput_bars_are_the_best_passes_and_the_dots_every_pass(tiny_opt_dir, tmp_path, capsys, plotted):
     path = tmp_path / "tp.png"
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "on", "record", "--repeats", "2",
-                      "--plot", str(path))
+    args = bench_args(
+        "throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "on", "record", "--repeats", "2", "--plot", str(path)
+    )
     assert args.func(args) == 0
     assert path.read_bytes().startswith(PNG_MAGIC) and f"plot written to {path}" in capsys.readouterr().out
     [result] = plotted
@@ -63,8 +64,23 @@ def test_latency_cdfs_step_through_every_request(tiny_opt_dir, tmp_path, monkeyp
 
 def test_profile_stacks_each_stage_of_a_step(tiny_opt_dir, tmp_path, plotted):
     path = tmp_path / "prof.png"
-    args = bench_args("profile", tiny_opt_dir, "--batch-sizes", "1", "4", "--input-len", "40", "--warmup-steps", "1",
-                      "--steps", "3", "--max-num-batched-tokens", "64", "--plot", str(path))
+    args = bench_args(
+        "profile",
+        tiny_opt_dir,
+        "--batch-sizes",
+        "1",
+        "4",
+        "--input-len",
+        "40",
+        "--warmup-steps",
+        "1",
+        "--steps",
+        "3",
+        "--max-num-batched-tokens",
+        "64",
+        "--plot",
+        str(path),
+    )
     assert args.func(args) == 0
     assert path.read_bytes().startswith(PNG_MAGIC)
     [result] = plotted

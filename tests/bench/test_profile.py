@@ -10,8 +10,23 @@ from .conftest import bench_args
 
 def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_path, capsys, allocator_tunings):
     path = tmp_path / "profile.json"
-    args = bench_args("profile", tiny_opt_dir, "--batch-sizes", "1", "4", "--input-len", "40", "--warmup-steps", "1",
-                      "--steps", "3", "--max-num-batched-tokens", "64", "--json", str(path))
+    args = bench_args(
+        "profile",
+        tiny_opt_dir,
+        "--batch-sizes",
+        "1",
+        "4",
+        "--input-len",
+        "40",
+        "--warmup-steps",
+        "1",
+        "--steps",
+        "3",
+        "--max-num-batched-tokens",
+        "64",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     assert allocator_tunings == [True]  # on CPU the profile allocates as the EngineCore child does
     data = json.loads(path.read_text())
@@ -27,7 +42,17 @@ def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_pa
 
 
 def test_a_batch_the_pool_cannot_hold_is_refused_up_front(tiny_opt_dir, capsys):
-    args = bench_args("profile", tiny_opt_dir, "--batch-sizes", "8", "--input-len", "40", "--steps", "3",
-                      "--num-gpu-blocks-override", "16")
+    args = bench_args(
+        "profile",
+        tiny_opt_dir,
+        "--batch-sizes",
+        "8",
+        "--input-len",
+        "40",
+        "--steps",
+        "3",
+        "--num-gpu-blocks-override",
+        "16",
+    )
     assert args.func(args) == 2
     assert re.search("need 40 KV blocks .* the pool has 16 blocks", capsys.readouterr().err)

@@ -3,9 +3,9 @@ what recording costs beside events on."""
 
 import pytest
 
-from enginetui.core.record.reader import read_recording
 from enginetui.bench import latency, throughput
 from enginetui.bench.recording import event_modes
+from enginetui.core.record.reader import read_recording
 
 from .conftest import SMALL_WORKLOAD, bench_args
 
@@ -15,8 +15,9 @@ def test_throughput_record_mode_beside_on_reports_the_ratio_and_removes_its_temp
     args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "on", "record")
     result = throughput.run(args)
     assert [r.events for r in result.runs] == ["on", "record"]
-    assert result.record_ratio == pytest.approx(result.best["record"].output_tokens_per_s
-                                                / result.best["on"].output_tokens_per_s)
+    assert result.record_ratio == pytest.approx(
+        result.best["record"].output_tokens_per_s / result.best["on"].output_tokens_per_s
+    )
     rec = result.recording
     assert rec.num_events > 0 and rec.missed_events == 0
     assert "recording" in result.summary

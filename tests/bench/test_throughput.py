@@ -22,8 +22,9 @@ def _expected(args) -> tuple[int, int]:
 def test_in_process_runs_write_json_that_matches_the_workload(tiny_opt_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ENGINETUI_MULTIPROC", "0")
     path = tmp_path / "tp.json"
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "off", "on", "--repeats", "2",
-                      "--json", str(path))
+    args = bench_args(
+        "throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--events", "off", "on", "--repeats", "2", "--json", str(path)
+    )
     assert args.func(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     data = json.loads(path.read_text())
@@ -44,18 +45,32 @@ def test_in_process_runs_write_json_that_matches_the_workload(tiny_opt_dir, tmp_
     engine_line = next(line for line in lines if line.startswith("engine: "))
     assert "{" not in engine_line and ", flags --" in engine_line
     assert engine_settings({"model": None}) == "the engine's default flags"
-    assert engine_settings({"model": "m", "max_num_seqs": 8, "enable_prefix_caching": False}) == \
-        "flags --max-num-seqs 8 --no-enable-prefix-caching"
+    assert (
+        engine_settings({"model": "m", "max_num_seqs": 8, "enable_prefix_caching": False})
+        == "flags --max-num-seqs 8 --no-enable-prefix-caching"
+    )
     header = next(line for line in lines if line.split()[:2] == ["events", "competing"])
     assert "steps" not in header and "prefill tok" not in header and "engine cores" not in header
-    assert "not shown: prefill tok, steps and preempted are summed from the step events by a live subscriber " \
-           "(--events subscriber)" in lines
+    assert (
+        "not shown: prefill tok, steps and preempted are summed from the step events by a live subscriber "
+        "(--events subscriber)" in lines
+    )
     assert any(line.startswith("not shown: engine cores:") for line in lines)
 
 
 def test_live_subscriber_sums_the_steps_and_prefix_caching_saves_prefill(tiny_opt_dir):
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--prefix-len", "48", "--enable-prefix-caching",
-                      "--events", "subscriber", "--repeats", "2")
+    args = bench_args(
+        "throughput",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--prefix-len",
+        "48",
+        "--enable-prefix-caching",
+        "--events",
+        "subscriber",
+        "--repeats",
+        "2",
+    )
     result = throughput.run(args)
     prompt_tokens, output_tokens = _expected(args)
     for run in result.runs:  # the second pass starts from a reset prefix cache, like the first
@@ -68,8 +83,18 @@ def test_live_subscriber_sums_the_steps_and_prefix_caching_saves_prefill(tiny_op
 
 
 def test_compare_hf_uses_the_same_workload_and_counts_useful_tokens(tiny_opt_dir):
-    args = bench_args("throughput", tiny_opt_dir, *SMALL_WORKLOAD, "--load-format", "dummy", "--compare", "hf",
-                      "--hf-batch-sizes", "2", "8")
+    args = bench_args(
+        "throughput",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--load-format",
+        "dummy",
+        "--compare",
+        "hf",
+        "--hf-batch-sizes",
+        "2",
+        "8",
+    )
     result = throughput.run(args)
     prompt_tokens, output_tokens = _expected(args)
     assert [h.batch_size for h in result.hf_runs] == [2, 5]  # 8 > 5 prompts: one batch of all

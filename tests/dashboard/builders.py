@@ -7,7 +7,13 @@ T0 = 1000.0
 
 
 def progress(
-    req_id: str, computed: int, tokens: int, *, prompt: int | None = None, status: str = "running", blocks=(),
+    req_id: str,
+    computed: int,
+    tokens: int,
+    *,
+    prompt: int | None = None,
+    status: str = "running",
+    blocks=(),
     preemptions: int = 0,
 ) -> RequestProgress:
     prompt = tokens if prompt is None else prompt
@@ -19,8 +25,17 @@ def progress(
 
 
 def event(
-    step: int, *, running=(), waiting=(), scheduled=None, snapshot=False, total_out=0, free=8, kind=None, seq=None,
-    **deltas
+    step: int,
+    *,
+    running=(),
+    waiting=(),
+    scheduled=None,
+    snapshot=False,
+    total_out=0,
+    free=8,
+    kind=None,
+    seq=None,
+    **deltas,
 ) -> StepEvent:
     """A step event (or a snapshot / update); `seq` defaults to the step number."""
     kind = kind or ("snapshot" if snapshot else "step")

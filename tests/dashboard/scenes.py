@@ -40,8 +40,14 @@ class Scene:
 
 def make_app(engine: ScriptedEngine) -> EngineTUI:
     """The app over `engine`, with a restart that gets a new hand-stepped engine (`r`)."""
-    return EngineTUI(engine, probe=lambda pid: FIXED_PROCESS, seed=0, history_interval=0.1,
-                     reopen=lambda: ScriptedEngine(autostep=False), clock=FROZEN_CLOCK)
+    return EngineTUI(
+        engine,
+        probe=lambda pid: FIXED_PROCESS,
+        seed=0,
+        history_interval=0.1,
+        reopen=lambda: ScriptedEngine(autostep=False),
+        clock=FROZEN_CLOCK,
+    )
 
 
 async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 120.0) -> None:
@@ -54,8 +60,10 @@ async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout:
     deadline = loop.time() + timeout
     while not (done() and app.engine.drained()):
         if loop.time() > deadline:
-            raise TimeoutError(f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()}; "
-                               f"{app.engine.why_not_drained()})")
+            raise TimeoutError(
+                f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()}; "
+                f"{app.engine.why_not_drained()})"
+            )
         await pilot.pause(0.01)
     app.redraw()
     await pilot.pause()

@@ -38,12 +38,29 @@ class ScriptedEngine:
 
     made: ClassVar[list["ScriptedEngine"]] = []  # every one made (tests/dashboard/conftest.py shuts them down)
 
-    def __init__(self, *, num_blocks: int = 64, block_size: int = 16, token_budget: int = 64, max_num_seqs: int = 8,
-                 max_model_len: int = 512, autostep: bool = True, control_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        num_blocks: int = 64,
+        block_size: int = 16,
+        token_budget: int = 64,
+        max_num_seqs: int = 8,
+        max_model_len: int = 512,
+        autostep: bool = True,
+        control_delay: float = 0.0,
+    ) -> None:
         self.llm = AsyncLLM.from_engine_args(
-            model=None, model_runner=PACED_RUNNER if autostep else SCRIPTED_RUNNER, multiprocess=False, device="cpu",
-            seed=0, num_gpu_blocks_override=num_blocks, block_size=block_size, max_num_batched_tokens=token_budget,
-            max_num_seqs=max_num_seqs, max_model_len=max_model_len)
+            model=None,
+            model_runner=PACED_RUNNER if autostep else SCRIPTED_RUNNER,
+            multiprocess=False,
+            device="cpu",
+            seed=0,
+            num_gpu_blocks_override=num_blocks,
+            block_size=block_size,
+            max_num_batched_tokens=token_budget,
+            max_num_seqs=max_num_seqs,
+            max_model_len=max_model_len,
+        )
         ScriptedEngine.made.append(self)
         self.core = self.llm.client.core  # EngineCore: read its figures only, while the test waits
         if not autostep:  # it starts paused: set before any client has seen it (no change to report), while
@@ -141,8 +158,10 @@ class ScriptedEngine:
     def why_not_drained(self) -> str:
         """What drained() waits for (for a test's timeout message)."""
         waiting = {rid: q.qsize() for rid, q in self.llm._queues.items() if not q.empty()}
-        return (f"outputs not taken: {waiting}, hand steps under way: {self._steps_asked}, latest event handed "
-                f"to a subscriber: {self._latest_seq}, engine's latest event: {self.core.event_seq}")
+        return (
+            f"outputs not taken: {waiting}, hand steps under way: {self._steps_asked}, latest event handed "
+            f"to a subscriber: {self._latest_seq}, engine's latest event: {self.core.event_seq}"
+        )
 
     def die(self) -> None:
         """End EngineCore under the client, as if its process had been killed: its busy loop gets a
@@ -159,18 +178,23 @@ class ScriptedEngine:
         return START_TIME + STEP_SECONDS * bisect.bisect_right(self._step_marks, t)
 
     def _pin_progress(self, p: RequestProgress) -> RequestProgress:
-        return msgspec.structs.replace(p, arrival_time=self._pin_time(p.arrival_time),
-                                       first_scheduled_time=self._pin_time(p.first_scheduled_time))
+        return msgspec.structs.replace(
+            p, arrival_time=self._pin_time(p.arrival_time), first_scheduled_time=self._pin_time(p.first_scheduled_time)
+        )
 
     def _pin_event(self, event: StepEvent) -> StepEvent:
         if not self.by_hand:
             return event
         added = [msgspec.structs.replace(a, arrival_time=self._pin_time(a.arrival_time)) for a in event.added]
         return msgspec.structs.replace(
-            event, time=self._pin_time(event.time), sched_ms=0.1 + 0.02 * len(event.running),
-            exec_ms=1.5 + 0.05 * event.num_scheduled_tokens, update_ms=0.2,
+            event,
+            time=self._pin_time(event.time),
+            sched_ms=0.1 + 0.02 * len(event.running),
+            exec_ms=1.5 + 0.05 * event.num_scheduled_tokens,
+            update_ms=0.2,
             running=[self._pin_progress(p) for p in event.running],
-            waiting=[self._pin_progress(p) for p in event.waiting], added=added,
+            waiting=[self._pin_progress(p) for p in event.waiting],
+            added=added,
         )
 
     def _pin_output(self, out: RequestOutput) -> RequestOutput:
@@ -178,9 +202,11 @@ class ScriptedEngine:
             return out
         m = out.metrics
         metrics = dataclasses.replace(
-            m, arrival_time=self._pin_time(m.arrival_time), first_scheduled_time=self._pin_time(m.first_scheduled_time),
-            first_token_time=self._pin_time(m.first_token_time), last_token_time=self._pin_time(m.last_token_time),
+            m,
+            arrival_time=self._pin_time(m.arrival_time),
+            first_scheduled_time=self._pin_time(m.first_scheduled_time),
+            first_token_time=self._pin_time(m.first_token_time),
+            last_token_time=self._pin_time(m.last_token_time),
             finished_time=self._pin_time(m.finished_time),
         )
         return dataclasses.replace(out, metrics=metrics)
-

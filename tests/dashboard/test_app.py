@@ -23,8 +23,8 @@ from enginetui.flags.engine import DASHBOARD_POOL_RULE
 from enginetui.settings import SamplingSettings
 from tests.dashboard.builders import event
 from tests.dashboard.conftest import SIZE, RecordingApp
-from tests.dashboard.scripted_engine import ScriptedEngine
 from tests.dashboard.scenes import PROMPTS, advance, settle, start, submit
+from tests.dashboard.scripted_engine import ScriptedEngine
 
 
 def shown(app: EngineTUI, widget_type) -> str:
@@ -174,7 +174,11 @@ async def test_burst_into_a_tiny_pool_preempts(make_app):
         assert "PREEMPTED" in shown(app, RequestsTable)
         await settle(pilot)
         count = app.fake.total_preemptions
-        assert count >= 1 and str(app.query_one(EventLog).border_title) == f"Event log · {count} preemption{'s' if count > 1 else ''} so far"
+        assert (
+            count >= 1
+            and str(app.query_one(EventLog).border_title)
+            == f"Event log · {count} preemption{'s' if count > 1 else ''} so far"
+        )
 
 
 async def test_abort_the_selected_request(make_app):
@@ -257,11 +261,14 @@ async def test_rejected_prompts_are_explained_not_raised(make_app):
         await settle(pilot, lambda: app.state.requests["r1"].status == "rejected")
         await advance(pilot, 1)
         await settle(pilot, lambda: app.state.requests["r2"].status == "rejected")
-        assert ("error", "r1 rejected: prompt is 301 tokens; max_model_len is 200 (room for at least one output "
-                         "token is needed)") in app.notes  # refused by the client (AsyncLLM's processor)
+        assert (
+            "error",
+            "r1 rejected: prompt is 301 tokens; max_model_len is 200 (room for at least one output token is needed)",
+        ) in app.notes  # refused by the client (AsyncLLM's processor)
         # rejected by the engine's scheduler (it reserves the whole sequence: vLLM's rule)
-        assert app.state.requests["r2"].detail == ("needs 11 KV blocks for 164 tokens (prompt + max_tokens - 1) "
-                                                   "but the whole pool has 4")
+        assert app.state.requests["r2"].detail == (
+            "needs 11 KV blocks for 164 tokens (prompt + max_tokens - 1) but the whole pool has 4"
+        )
         log = shown(app, EventLog)
         assert "reject  r1 · prompt is 301 tokens" in log and "reject  r2 · needs 11 KV blocks" in log, log
 
@@ -276,7 +283,10 @@ async def test_engine_death_is_a_message_not_a_traceback(make_app):
         await settle(pilot, lambda: app.phase == "stopped")
         assert "✖ engine stopped" in shown(app, TitleBar)
         assert app.state.requests["r1"].status == "error"
-        assert ("error", "EngineCore thread died unexpectedly (exit code 0)") in app.notes  # no reopen: no restart offered
+        assert (
+            "error",
+            "EngineCore thread died unexpectedly (exit code 0)",
+        ) in app.notes  # no reopen: no restart offered
         assert "restart" not in footer_actions(app)
         # The engine's keys stay in the footer, dimmed, and do nothing; the rest still work.
         assert set(footer_actions(app)) == {"submit", "help", "quit"}
@@ -352,10 +362,16 @@ async def test_the_first_screen_says_what_the_embedded_model_is_offers_slow_moti
     async with app.run_test(size=(80, 24)) as pilot:
         await start(pilot)
         lines = shown(app, RequestsTable).splitlines()
-        assert lines[:3] == ["no requests yet: just type a prompt", "and press Enter · ^b sends a burst",
-                             "· PgDn slow motion: watch each step"]
-        assert lines[4:7] == ["the model: a tiny OPT (1.38M params)", "trained on Python's docs: its text",
-                              "looks plausible but is not sensible"]
+        assert lines[:3] == [
+            "no requests yet: just type a prompt",
+            "and press Enter · ^b sends a burst",
+            "· PgDn slow motion: watch each step",
+        ]
+        assert lines[4:7] == [
+            "the model: a tiny OPT (1.38M params)",
+            "trained on Python's docs: its text",
+            "looks plausible but is not sensible",
+        ]
         assert max(map(len, lines[:7])) <= app.query_one(RequestsTable).content_size.width  # nothing cut in 80 columns
         assert shown(app, ModelPanel).splitlines()[-1] == "sized by the dashboard's default"
         await pilot.press("ctrl+q")
@@ -443,8 +459,17 @@ async def test_help_lists_every_key(make_app):
         listed = {key for key, _ in app.screen.keys}
         assert {"type", "^p", "^s", "^x", "^b", "^l", "PgDn", "PgUp", "↑", "↓", "^t", "F1", "^q"} <= listed
         panels = dict(app.screen.panels)
-        for title in ("Requests", "Queues", "Selected request", "Model", "KV pool", "Step", "Over time", "Event log",
-                      "Timeline"):
+        for title in (
+            "Requests",
+            "Queues",
+            "Selected request",
+            "Model",
+            "KV pool",
+            "Step",
+            "Over time",
+            "Event log",
+            "Timeline",
+        ):
             assert title in panels and "\n" not in panels[title]
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
@@ -465,7 +490,9 @@ async def test_help_and_the_empty_requests_panel_tell_where_the_engine_log_is():
             "48 blocks × 16 tok · dashboard default 512 blocks so pages are visible; "
             "pass --num-gpu-blocks-override N to change it"
         )
-        assert about["engine log"] == "/var/tmp/enginetui/engine-7.log · EngineCore's stdout, stderr, logging and warnings"
+        assert (
+            about["engine log"] == "/var/tmp/enginetui/engine-7.log · EngineCore's stdout, stderr, logging and warnings"
+        )
 
 
 async def test_help_names_the_server_beside_the_dashboard():
@@ -475,7 +502,8 @@ async def test_help_names_the_server_beside_the_dashboard():
         await pilot.press("f1")
         await settle(pilot)
         assert dict(app.screen.about)["server"] == (
-            "http://127.0.0.1:8000, this engine over the OpenAI API (others: `enginetui attach http://127.0.0.1:8000`)")
+            "http://127.0.0.1:8000, this engine over the OpenAI API (others: `enginetui attach http://127.0.0.1:8000`)"
+        )
     assert "server" not in dict(RecordingApp(ScriptedEngine(autostep=False)).about())
 
 
@@ -528,8 +556,11 @@ async def test_step_panel_shows_the_prefix_cache_hit_rate(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
         await settle(pilot)  # the engine's own events are in: this one is the latest
-        app.state.apply_event(msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1), prefix_cache_queries=200,
-                                                     prefix_cache_hits=90))
+        app.state.apply_event(
+            msgspec.structs.replace(
+                event(1, seq=app.state.latest.seq + 1), prefix_cache_queries=200, prefix_cache_hits=90
+            )
+        )
         app.redraw()
         assert "prefix hits 45%" in shown(app, StepPanel)
 
@@ -542,13 +573,15 @@ async def test_step_panel_says_when_a_step_ran_on_fewer_threads_than_the_engine_
         assert "thread" not in shown(app, StepPanel)  # the scripted runner runs no model on a CPU
         app.fake.info = msgspec.structs.replace(app.fake.info, cpu_threads=4)
         for threads, words in ((4, "· 4 threads"), (1, "· 1 of 4 threads")):  # all of them, then the governor's one
-            app.state.apply_event(msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1),
-                                                         compute_threads=threads))
+            app.state.apply_event(
+                msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1), compute_threads=threads)
+            )
             app.redraw()
             assert words in shown(app, StepPanel)
         # asynchronous scheduling adds the placeholders to the same line: the threads give way, never wrap it
-        app.state.apply_event(msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1), compute_threads=1,
-                                                     async_scheduling=True))
+        app.state.apply_event(
+            msgspec.structs.replace(event(1, seq=app.state.latest.seq + 1), compute_threads=1, async_scheduling=True)
+        )
         app.redraw()
         width = app.query_one(StepPanel).content_size.width
         assert "placeholders 0" in shown(app, StepPanel)
@@ -557,8 +590,11 @@ async def test_step_panel_says_when_a_step_ran_on_fewer_threads_than_the_engine_
 
 def footer_actions(app: EngineTUI) -> list[str]:
     """The actions the footer offers right now, in its order."""
-    return [b.action.removeprefix("app.").split("(")[0] for _, b, enabled, _ in app.screen.active_bindings.values()
-            if b.show and enabled]  # ^x and ^l are on the requests panel's frame instead
+    return [
+        b.action.removeprefix("app.").split("(")[0]
+        for _, b, enabled, _ in app.screen.active_bindings.values()
+        if b.show and enabled
+    ]  # ^x and ^l are on the requests panel's frame instead
 
 
 async def test_a_slash_command_is_typed_like_any_text(make_app):
@@ -580,7 +616,9 @@ async def test_the_footer_shows_only_the_keys_that_apply(make_app):
         assert set(dashboard) == {"pause", "step", "burst", "pace", "submit", "help", "quit"}
         await pilot.press("f1")
         await settle(pilot)
-        assert set(footer_actions(app)) == {"close"}  # over the help screen: its own key (Esc, F1; typing closes it too)
+        assert set(footer_actions(app)) == {
+            "close"
+        }  # over the help screen: its own key (Esc, F1; typing closes it too)
         await pilot.press("escape")
         await settle(pilot)
         assert footer_actions(app) == dashboard
@@ -628,9 +666,17 @@ async def test_the_essentials_show_at_every_designed_size(size):
         view = app.state.requests["r3"]
         queues = app.state.latest
         for essential in (
-            "budget ", "KV pool · ", f"running {len(queues.running)}/8", f"waiting {len(queues.waiting)}",
-            f"r3 · {view.status}", f"{view.status.upper()} · {view.num_computed_tokens}/{view.num_tokens} tok",
-            "^p Resume", "F1 Help", "^q Quit", "OPTForCausalLM · 1.38M params", "random weights",
+            "budget ",
+            "KV pool · ",
+            f"running {len(queues.running)}/8",
+            f"waiting {len(queues.waiting)}",
+            f"r3 · {view.status}",
+            f"{view.status.upper()} · {view.num_computed_tokens}/{view.num_tokens} tok",
+            "^p Resume",
+            "F1 Help",
+            "^q Quit",
+            "OPTForCausalLM · 1.38M params",
+            "random weights",
         ):
             assert essential in screen, f"{essential!r} is not on the {size[0]}x{size[1]} screen:\n{screen}"
         wide = size[0] >= 120
@@ -666,4 +712,6 @@ async def test_keys_typed_faster_than_the_prompt_box_takes_the_focus_all_land_in
             assert app.query_one("#prompt").value == typed
             await pilot.press("enter")
         await settle(pilot, lambda: len(app.state.requests) == 3)
-        assert app.state.requests["r1"].prompt == "Return the number of bytes\n" and app.engine.paused  # spaces were text
+        assert (
+            app.state.requests["r1"].prompt == "Return the number of bytes\n" and app.engine.paused
+        )  # spaces were text

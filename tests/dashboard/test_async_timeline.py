@@ -12,7 +12,10 @@ from tests.dashboard.builders import event, progress
 def test_the_plan_and_exec_rows_show_step_n_plus_1_planned_while_step_n_executes():
     a = lambda computed, tokens: progress("a", computed, tokens, prompt=4)  # noqa: E731
     steps = [  # engine step, planned, executed: the first plan fills the queue, the last step only applies
-        (1, 1, 0), (2, 2, 1), (3, 3, 2), (4, 0, 3),
+        (1, 1, 0),
+        (2, 2, 1),
+        (3, 3, 2),
+        (4, 0, 3),
     ]
     timeline = Timeline()
     for step, planned, executed in steps:

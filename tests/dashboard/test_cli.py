@@ -55,11 +55,20 @@ def test_bad_flag_values_are_argparse_errors(capsys):
     assert "invalid choice: 'pickle'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("flag", "value"), [
-    ("--step-interval-ms", "-5"), ("--step-interval-ms", "10001"), ("--step-interval-ms", "fast"),
-    ("--redraw-hz", "0"), ("--redraw-hz", "61"), ("--redraw-hz", "smooth"),
-    ("--max-cpu", "-1"), ("--max-cpu", "101"), ("--max-cpu", "lots"),
-])
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--step-interval-ms", "-5"),
+        ("--step-interval-ms", "10001"),
+        ("--step-interval-ms", "fast"),
+        ("--redraw-hz", "0"),
+        ("--redraw-hz", "61"),
+        ("--redraw-hz", "smooth"),
+        ("--max-cpu", "-1"),
+        ("--max-cpu", "101"),
+        ("--max-cpu", "lots"),
+    ],
+)
 def test_bad_dashboard_flag_values_are_argparse_errors(capsys, flag, value):
     with pytest.raises(SystemExit) as info:
         cli.build_parser().parse_args([flag, value])
@@ -110,8 +119,9 @@ def help_text(capsys, argv=("--help",)) -> str:
 
 def test_help_documents_the_pool_default_the_tokenizer_and_the_log_file(capsys):
     out = help_text(capsys)
-    assert ("--num-gpu-blocks-override N KV pool size in blocks (default: 512 in the dashboard, so pages are "
-            "visible") in out
+    assert (
+        "--num-gpu-blocks-override N KV pool size in blocks (default: 512 in the dashboard, so pages are visible"
+    ) in out
     assert "--tokenizer DIR" in out
     assert "$XDG_CACHE_HOME/enginetui/engine-PID.log" in out and "--log-file PATH" in out
     assert "the last 20 of these logs are kept, older ones are deleted" in out
@@ -131,8 +141,11 @@ def test_help_shows_each_engine_flags_default_from_the_engine_config(capsys):
         ("--max-model-len N", "longest prompt + output in tokens (default: the model's max positions)"),
         ("--load-format {auto,dummy}", "dummy: random weights, no download (default: auto)"),
         ("--scheduling-policy {fcfs,priority}", "fcfs or priority (lower priority value runs first) (default: fcfs)"),
-        ("--long-prefill-token-threshold N", "cap on one request's prefill tokens per step while others run "
-         f"(0: no cap) (default: {config.long_prefill_token_threshold})"),
+        (
+            "--long-prefill-token-threshold N",
+            "cap on one request's prefill tokens per step while others run "
+            f"(0: no cap) (default: {config.long_prefill_token_threshold})",
+        ),
         ("--scheduler-reserve-full-isl, --no-scheduler-reserve-full-isl", "admit a waiting request only if"),
         ("--model MODEL", "HF model directory or hub id (default: the embedded default model)"),
         ("--device DEVICE", "cpu, cuda, or auto (cuda when available) (default: auto)"),
@@ -175,7 +188,9 @@ def test_an_engine_that_cannot_start_is_one_clear_line(monkeypatch, capsys, cach
 
 
 def test_a_model_path_that_is_not_there_fails_before_the_engine_starts(monkeypatch, capsys, cache_home):
-    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
+    monkeypatch.setattr(
+        "enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started")
+    )
     assert cli.main(["--model", "/nope"]) == 2
     assert capsys.readouterr().err.strip() == "enginetui: --model /nope: model path '/nope' does not exist"
 
@@ -196,7 +211,9 @@ def test_a_model_without_a_tokenizer_points_at_the_tokenizer_flag(monkeypatch, c
 
 
 def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys, cache_home):
-    monkeypatch.setattr("enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started"))
+    monkeypatch.setattr(
+        "enginetui.dashboard.engine_link.open_engine", lambda *a, **k: pytest.fail("the engine was started")
+    )
     assert cli.main(["--tokenizer", "/nope-tok"]) == 2
     assert capsys.readouterr().err.strip() == "enginetui: --tokenizer /nope-tok: model path '/nope-tok' does not exist"
 

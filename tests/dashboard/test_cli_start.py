@@ -10,11 +10,25 @@ import sys
 import pytest
 
 from enginetui import cli
-from enginetui.flags.engine import (DASHBOARD_NUM_BLOCKS, DASHBOARD_POOL_RULE, byte_count, dashboard_engine_args,
-                                    dashboard_pool_rule, engine_args, flag_problem)
+from enginetui.flags.engine import (
+    DASHBOARD_NUM_BLOCKS,
+    DASHBOARD_POOL_RULE,
+    byte_count,
+    dashboard_engine_args,
+    dashboard_pool_rule,
+    engine_args,
+    flag_problem,
+)
 from tests.conftest import REPO_ROOT, checkout_env, installed_env
 
-HEAVY = ("torch", "transformers", "textual", "fastapi", "enginetui.core.engine.engine_host", "enginetui.core.engine.async_llm")
+HEAVY = (
+    "torch",
+    "transformers",
+    "textual",
+    "fastapi",
+    "enginetui.core.engine.engine_host",
+    "enginetui.core.engine.async_llm",
+)
 PROBE = """
 import sys
 from enginetui import cli
@@ -31,8 +45,15 @@ def run_cli(*argv: str, tmp_path=None) -> tuple[int, str, list[str]]:
     stderr without the probe's line, and which heavy modules it imported."""
     env = checkout_env(HF_HUB_OFFLINE="1", **({"HF_HOME": str(tmp_path)} if tmp_path else {}))
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)
-    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     *lines, probe = done.stderr.strip().splitlines()
     _, code, _, loaded = (probe.split(" ") + [""])[:4]
     return int(code), "\n".join(lines), [m for m in loaded.split(",") if m]
@@ -44,14 +65,17 @@ def test_help_and_version_import_no_torch_nor_textual(argv):
     assert code == 0 and loaded == []
 
 
-@pytest.mark.parametrize(("argv", "flag"), [
-    (["--max-num-seqs", "0"], "--max-num-seqs"),
-    (["serve", "--max-num-seqs", "0"], "--max-num-seqs"),
-    (["serve", "--block-size", "3"], "--block-size"),
-    (["serve", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
-    (["--long-prefill-token-threshold", "600", "--max-model-len", "512"], "--long-prefill-token-threshold"),
-    (["bench", "throughput", "--kv-cache-memory-bytes", "0"], "--kv-cache-memory-bytes"),
-])
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["serve", "--max-num-seqs", "0"], "--max-num-seqs"),
+        (["serve", "--block-size", "3"], "--block-size"),
+        (["serve", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
+        (["--long-prefill-token-threshold", "600", "--max-model-len", "512"], "--long-prefill-token-threshold"),
+        (["bench", "throughput", "--kv-cache-memory-bytes", "0"], "--kv-cache-memory-bytes"),
+    ],
+)
 def test_a_bad_flag_value_fails_with_its_flag_before_any_engine_starts(argv, flag):
     code, err, loaded = run_cli(*argv)
     assert code == 2 and f"enginetui: error: argument {flag}: " in err
@@ -61,7 +85,8 @@ def test_a_bad_flag_value_fails_with_its_flag_before_any_engine_starts(argv, fla
 def test_a_bad_vllm_cpu_kvcache_space_is_named(monkeypatch):
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "lots")
     assert flag_problem(cli.build_parser().parse_args(["serve"])) == (
-        "VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got 'lots'")
+        "VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got 'lots'"
+    )
 
 
 def test_a_missing_model_path_fails_before_any_engine_starts(tmp_path):
@@ -73,8 +98,10 @@ def test_a_missing_model_path_fails_before_any_engine_starts(tmp_path):
 def test_a_hub_id_that_is_not_cached_suggests_dummy_weights(tmp_path):
     code, err, loaded = run_cli("serve", "facebook/opt-125m", tmp_path=tmp_path)
     assert code == 2 and loaded == [] and len(err.splitlines()) == 1
-    assert err.startswith("enginetui serve: --model facebook/opt-125m: model 'facebook/opt-125m' is not a local "
-                          "directory, not in the Hugging Face cache")
+    assert err.startswith(
+        "enginetui serve: --model facebook/opt-125m: model 'facebook/opt-125m' is not a local "
+        "directory, not in the Hugging Face cache"
+    )
     assert "add --load-format dummy" in err
     code, err, _ = run_cli("serve", "--model", "does/not-exist", tmp_path=tmp_path)
     assert code == 2 and "--load-format dummy runs random weights" in err and "facebook/opt-125m" in err
@@ -90,13 +117,19 @@ def test_flags_are_never_abbreviated(capsys):
 
     every = list(parsers(cli.build_parser()))
     assert len(every) > 8 and all(not p.allow_abbrev for p in every)
-    for argv in (["--num-gpu-blocks", "48"], ["serve", "--num-gpu-blocks=48"], ["bench", "throughput", "--num-prompt", "4"]):
+    for argv in (
+        ["--num-gpu-blocks", "48"],
+        ["serve", "--num-gpu-blocks=48"],
+        ["bench", "throughput", "--num-prompt", "4"],
+    ):
         with pytest.raises(SystemExit) as info:
             cli.main(argv)
         assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "unrecognized argument --num-gpu-blocks (flags are never abbreviated; did you mean " \
-           "--num-gpu-blocks-override?)" in err
+    assert (
+        "unrecognized argument --num-gpu-blocks (flags are never abbreviated; did you mean "
+        "--num-gpu-blocks-override?)" in err
+    )
 
 
 def test_serve_takes_the_model_as_vllm_does():
@@ -138,8 +171,15 @@ def test_byte_counts_read_like_vllms():
 
 @pytest.mark.parametrize("argv", [["--model", "/nowhere"], ["attach", "http://127.0.0.1:9"]])
 def test_the_dashboards_refuse_to_draw_into_a_pipe(argv, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "enginetui", *argv], capture_output=True, text=True, cwd=REPO_ROOT,
-                          env=checkout_env(), timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "enginetui", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=checkout_env(),
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2 and done.stdout == ""  # no escape codes
     (line,) = done.stderr.strip().splitlines()
     assert "needs a terminal" in line and "`enginetui serve`" in line and "Python API" in line
@@ -171,12 +211,16 @@ def test_the_burst_size_must_be_positive(capsys, argv):
 
 def test_a_replay_or_simulation_without_a_terminal_names_what_needs_none(tmp_path, capsys):
     rec = tmp_path / "sim.etrec"  # pytest's stdin is not a terminal
-    assert cli.main(["simulate", "--num-prompts", "3", "--random-input-len", "32", "--record", str(rec),
-                     "--no-progress"]) == 0
+    assert (
+        cli.main(["simulate", "--num-prompts", "3", "--random-input-len", "32", "--record", str(rec), "--no-progress"])
+        == 0
+    )
     capsys.readouterr()
     assert cli.main(["replay", str(rec)]) == 2
-    assert capsys.readouterr().err.endswith("without a screen, `enginetui export FILE` writes the recording as a "
-                                            "Perfetto trace (ui.perfetto.dev)\n")
+    assert capsys.readouterr().err.endswith(
+        "without a screen, `enginetui export FILE` writes the recording as a Perfetto trace (ui.perfetto.dev)\n"
+    )
     assert cli.main(["simulate", "--num-prompts", "3", "--watch"]) == 2
-    assert capsys.readouterr().err.endswith("without a screen, leave out --watch: the run's figures are printed when "
-                                            "it ends\n")
+    assert capsys.readouterr().err.endswith(
+        "without a screen, leave out --watch: the run's figures are printed when it ends\n"
+    )

@@ -114,23 +114,40 @@ def test_counts_are_singular_or_plural():
 def test_model_figures_are_short_and_keep_three_digits():
     assert [short_count(n) for n in (512, 12_345, 125_239_296, 1_100_048_384)] == ["512", "12.3K", "125.2M", "1.10B"]
     assert [binary_size(n) for n in (512, 1536, 73_728, 301_989_888, 3 * 2**30)] == [
-        "512 B", "1.5 KiB", "72 KiB", "288 MiB", "3.0 GiB"]
+        "512 B",
+        "1.5 KiB",
+        "72 KiB",
+        "288 MiB",
+        "3.0 GiB",
+    ]
 
 
 def test_a_request_the_engine_has_not_listed_shows_as_sent_with_its_prompt_length():
     view = RequestView("r1", 0, prompt="Once upon a time", status="sent", max_tokens=64)
     assert progress(view) == "16 ch"
     text = detail_text(view, None, 16).plain
-    assert text == ("SENT · not yet listed by the engine · up to 64 tokens to generate\n"
-                    "prompt · 16 characters\nOnce upon a time")
+    assert text == (
+        "SENT · not yet listed by the engine · up to 64 tokens to generate\nprompt · 16 characters\nOnce upon a time"
+    )
     one = RequestView("r2", 1, prompt="A", status="sent", max_tokens=1)
-    assert detail_text(one, None, 16).plain == ("SENT · not yet listed by the engine · up to 1 token to generate\n"
-                                                "prompt · 1 character\nA")
+    assert detail_text(one, None, 16).plain == (
+        "SENT · not yet listed by the engine · up to 1 token to generate\nprompt · 1 character\nA"
+    )
 
 
 def test_a_finished_request_says_why_on_a_line_of_its_own():
-    view = RequestView("r1", 0, prompt="Once", status="finished", max_tokens=64, num_prompt_tokens=15,
-                       num_computed_tokens=22, num_tokens=23, num_output_tokens=8, finish_reason="stop",
-                       detail="EOS token")
+    view = RequestView(
+        "r1",
+        0,
+        prompt="Once",
+        status="finished",
+        max_tokens=64,
+        num_prompt_tokens=15,
+        num_computed_tokens=22,
+        num_tokens=23,
+        num_output_tokens=8,
+        finish_reason="stop",
+        detail="EOS token",
+    )
     lines = detail_text(view, None, 16).plain.splitlines()
     assert lines[:2] == ["FINISHED · 22/23 tok computed · 8/64 generated", "stop: EOS token"]

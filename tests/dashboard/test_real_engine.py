@@ -125,8 +125,13 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
     engine = open_engine(ENGINE_ARGS, log_file=log_file)
     first_pid = engine.engine_pid
     # Slow motion (50 ms a step, kept by the restart) so that r1 is still running when it is killed.
-    app = EngineTUI(engine, seed=0, log_file=log_file, step_interval_ms=50,
-                    reopen=lambda: open_engine(ENGINE_ARGS, log_file=log_file))
+    app = EngineTUI(
+        engine,
+        seed=0,
+        log_file=log_file,
+        step_interval_ms=50,
+        reopen=lambda: open_engine(ENGINE_ARGS, log_file=log_file),
+    )
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
@@ -142,6 +147,7 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
             second_pid = app.engine.engine_pid
             assert second_pid not in (None, first_pid) and gone(first_pid)
             await pilot.press(*"Return the number of", "enter")
+
             def streamed() -> bool:
                 return "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4
 
@@ -178,10 +184,12 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
             await pilot.press(*"Once upon a time", "enter")
             await wait_for(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
             model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
-            assert model == (f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
-                             f"{config['max_position_embeddings']:,} tok · KV {binary_size(kv_bytes)}/tok · "
-                             f"pool 512 tok = {binary_size(512 * kv_bytes)} · "  # 32 blocks of 16 tokens
-                             "sized by --num-gpu-blocks-override")
+            assert model == (
+                f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
+                f"{config['max_position_embeddings']:,} tok · KV {binary_size(kv_bytes)}/tok · "
+                f"pool 512 tok = {binary_size(512 * kv_bytes)} · "  # 32 blocks of 16 tokens
+                "sized by --num-gpu-blocks-override"
+            )
             await pilot.press("ctrl+q")
     finally:
         engine.shutdown()
@@ -200,8 +208,12 @@ async def test_a_typed_prompt_gets_a_reply_that_starts_cleanly(tmp_path):
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=12, temperature=0)
             app.query_one("#prompt").value = "Tell me a story about a quick brown fox"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active,
-                           "the reply", timeout=60)
+            await wait_for(
+                pilot,
+                lambda: "r1" in app.state.requests and not app.state.requests["r1"].active,
+                "the reply",
+                timeout=60,
+            )
             reply = app.state.requests["r1"].text
             assert app.state.requests["r1"].prompt.endswith("fox\n")
             assert reply[:1].isupper(), f"the reply does not start a sentence: {reply!r}"

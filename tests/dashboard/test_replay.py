@@ -90,16 +90,21 @@ async def test_jumps_to_a_step_a_time_and_an_event_and_bad_targets_say_why(recor
     session = ReplaySession(read_recording(recording))
     app = NotingReplay(session)
     async with app.run_test(size=SIZE) as pilot:
-        for target, check in (("30", lambda: app.state.step == 30), ("e10", lambda: app.index == 9),
-                              ("1.5s", lambda: session.seconds_at(app.index) <= 1.5 < session.seconds_at(app.index + 1))):
+        for target, check in (
+            ("30", lambda: app.state.step == 30),
+            ("e10", lambda: app.index == 9),
+            ("1.5s", lambda: session.seconds_at(app.index) <= 1.5 < session.seconds_at(app.index + 1)),
+        ):
             await pilot.press("g")
             await pilot.pause()
             await pilot.press(*target, "enter")
             await pilot.pause()
             assert check(), target
-        for target, words in (("999", "no step 999 in this recording (steps 1–60)"),
-                              ("e0", "no event 0: the recording has events 1–67"),
-                              ("soon", "'soon' is not a step (123), a time (12.5s) or an event (e40)")):
+        for target, words in (
+            ("999", "no step 999 in this recording (steps 1–60)"),
+            ("e0", "no event 0: the recording has events 1–67"),
+            ("soon", "'soon' is not a step (123), a time (12.5s) or an event (e40)"),
+        ):
             await pilot.press("g")
             await pilot.pause()
             await pilot.press(*target, "enter")
@@ -114,7 +119,10 @@ async def test_past_either_end_says_where_it_is(recording):
         assert app.notes[-1] == ("warning", "start of the recording: event 1, step 0")
         await pilot.press("end", "right")
         assert app.index == 66 and app.state.step == 60
-        assert app.notes[-1] == ("warning", "end of the recording: event 67 of 67, step 60 (Home goes back to the start)")
+        assert app.notes[-1] == (
+            "warning",
+            "end of the recording: event 67 of 67, step 60 (Home goes back to the start)",
+        )
         await pilot.press("home")
         await pilot.pause()
         assert app.index == 0 and app.state.step == 0
@@ -156,8 +164,11 @@ async def test_engine_keys_say_a_recording_cannot_be_changed_and_nothing_invites
         await pilot.press(*"bxc")  # letters that are no replay key do nothing
         assert not app.notes and not app.query_one(PromptBar).display
         await pilot.press("ctrl+b")
-        assert app.notes[-1] == ("warning", "this is a replay of a recording: it shows what happened, nothing can be "
-                                            "sent to it (enginetui opens a live engine)")
+        assert app.notes[-1] == (
+            "warning",
+            "this is a replay of a recording: it shows what happened, nothing can be "
+            "sent to it (enginetui opens a live engine)",
+        )
         await pilot.press("t")
         assert not app.query_one(TimelinePanel).display
 
@@ -221,5 +232,6 @@ def test_replay_shows_the_text_the_engine_returned(text_opt_dir, tmp_path):
     assert notes == []
     views = session.state_at(len(session) - 1).requests
     assert {k: (v.prompt, v.text, v.status) for k, v in views.items()} == {
-        o.request_id: (o.prompt, o.outputs[0].text, "finished") for o in outs}
+        o.request_id: (o.prompt, o.outputs[0].text, "finished") for o in outs
+    }
     assert all(v.ttft() > 0 for v in views.values())

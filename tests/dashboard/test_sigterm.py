@@ -20,15 +20,26 @@ EXIT_TIMEOUT_S = 60.0
 ENTER_ALT_SCREEN, LEAVE_ALT_SCREEN = b"\x1b[?1049h", b"\x1b[?1049l"
 
 
-@pytest.mark.parametrize("ready", [
-    ENTER_ALT_SCREEN,  # the moment the app takes the terminal, while it still mounts its widgets
-    b"KV block pool",  # its first frame drawn
-], ids=["while-mounting", "drawn"])
+@pytest.mark.parametrize(
+    "ready",
+    [
+        ENTER_ALT_SCREEN,  # the moment the app takes the terminal, while it still mounts its widgets
+        b"KV block pool",  # its first frame drawn
+    ],
+    ids=["while-mounting", "drawn"],
+)
 def test_sigterm_quits_the_dashboard_and_restores_the_terminal(tiny_opt_dir, ready):
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color"}
-    app = subprocess.Popen([sys.executable, "-m", "enginetui", "--model", tiny_opt_dir, "--num-gpu-blocks-override", "64"],
-                           cwd=REPO, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    app = subprocess.Popen(
+        [sys.executable, "-m", "enginetui", "--model", tiny_opt_dir, "--num-gpu-blocks-override", "64"],
+        cwd=REPO,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
     os.close(slave)
     drawn = bytearray()
 

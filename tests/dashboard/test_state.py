@@ -2,7 +2,7 @@
 
 import pytest
 
-from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
+from enginetui.core.engine.events import Admission, Preemption, PrefillChunk, RequestAdded, RequestEnd
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.state import HISTORY_POINTS, DashboardState
 from tests.dashboard.builders import T0, event, output, progress
@@ -38,8 +38,15 @@ def test_an_added_request_shows_its_prompt_length_before_it_is_listed():
 def test_admission_is_logged_from_the_event_that_says_so():
     s = DashboardState()
     s.apply_event(event(1, waiting=[progress("r1", 0, 10, status="waiting")]))
-    s.apply_event(event(2, running=[progress("r1", 10, 11, prompt=10, blocks=[3])], scheduled={"r1": 10},
-                        admitted=[Admission("r1", 10, 0, False)], new_tokens={"r1": [7]}))
+    s.apply_event(
+        event(
+            2,
+            running=[progress("r1", 10, 11, prompt=10, blocks=[3])],
+            scheduled={"r1": 10},
+            admitted=[Admission("r1", 10, 0, False)],
+            new_tokens={"r1": [7]},
+        )
+    )
     s.apply_event(event(3, running=[progress("r1", 11, 12, prompt=10, blocks=[3])], scheduled={"r1": 1}))
     assert kinds(s) == ["2 admit r1 · prompt 10 tok"]
     assert s.requests["r1"].status == "running"
@@ -48,14 +55,32 @@ def test_admission_is_logged_from_the_event_that_says_so():
 
 def test_chunked_prefill_is_logged_for_each_chunk():
     s = DashboardState()
-    s.apply_event(event(1, running=[progress("r1", 16, 40, prompt=40)], scheduled={"r1": 16},
-                        admitted=[Admission("r1", 16, 0, False)], chunks=[PrefillChunk("r1", 16, 24)]))
-    s.apply_event(event(2, running=[progress("r1", 32, 40, prompt=40)], scheduled={"r1": 16},
-                        chunks=[PrefillChunk("r1", 16, 8)]))
-    s.apply_event(event(3, running=[progress("r1", 40, 41, prompt=40)], scheduled={"r1": 8},
-                        chunks=[PrefillChunk("r1", 8, 0)], new_tokens={"r1": [5]}))
-    assert kinds(s) == ["1 admit r1 · prompt 40 tok · chunk 16", "2 chunk r1 · +16 tok · 8 tok left",
-                        "3 chunk r1 · +8 tok · prefill done"]
+    s.apply_event(
+        event(
+            1,
+            running=[progress("r1", 16, 40, prompt=40)],
+            scheduled={"r1": 16},
+            admitted=[Admission("r1", 16, 0, False)],
+            chunks=[PrefillChunk("r1", 16, 24)],
+        )
+    )
+    s.apply_event(
+        event(2, running=[progress("r1", 32, 40, prompt=40)], scheduled={"r1": 16}, chunks=[PrefillChunk("r1", 16, 8)])
+    )
+    s.apply_event(
+        event(
+            3,
+            running=[progress("r1", 40, 41, prompt=40)],
+            scheduled={"r1": 8},
+            chunks=[PrefillChunk("r1", 8, 0)],
+            new_tokens={"r1": [5]},
+        )
+    )
+    assert kinds(s) == [
+        "1 admit r1 · prompt 40 tok · chunk 16",
+        "2 chunk r1 · +16 tok · 8 tok left",
+        "3 chunk r1 · +8 tok · prefill done",
+    ]
 
 
 def test_preemption_sets_status_lost_tokens_and_logs():
@@ -67,16 +92,29 @@ def test_preemption_sets_status_lost_tokens_and_logs():
     view = s.requests["r1"]
     assert (view.status, view.lost_tokens, view.num_preemptions, view.block_ids) == ("preempted", 20, 1, [])
     assert kinds(s)[-1] == "2 preempt r1 · lost 20 tok · freed 2 blocks"
-    s.apply_event(event(3, running=[progress("r1", 21, 22, prompt=16, preemptions=1)], scheduled={"r1": 21},
-                        admitted=[Admission("r1", 21, 0, True)], new_tokens={"r1": [9]}))
+    s.apply_event(
+        event(
+            3,
+            running=[progress("r1", 21, 22, prompt=16, preemptions=1)],
+            scheduled={"r1": 21},
+            admitted=[Admission("r1", 21, 0, True)],
+            new_tokens={"r1": [9]},
+        )
+    )
     assert kinds(s)[-1] == "3 admit r1 · recompute 21 tok"
 
 
 def test_one_freed_block_is_singular():
     s = DashboardState()
     s.apply_event(event(1, running=[progress("r2", 8, 9, prompt=8, blocks=[0])], scheduled={"r2": 8}))
-    s.apply_event(event(2, waiting=[progress("r2", 0, 9, prompt=8, status="preempted", preemptions=1)],
-                        preempted=[Preemption("r2", lost_tokens=8, freed_blocks=1)], freed=[0]))
+    s.apply_event(
+        event(
+            2,
+            waiting=[progress("r2", 0, 9, prompt=8, status="preempted", preemptions=1)],
+            preempted=[Preemption("r2", lost_tokens=8, freed_blocks=1)],
+            freed=[0],
+        )
+    )
     assert kinds(s)[-1] == "2 preempt r2 · lost 8 tok · freed 1 block"
 
 
@@ -162,8 +200,9 @@ def test_snapshots_update_state_but_derive_no_log_or_history():
     # the step the snapshot already reflected arrives late: its admission is still logged,
     # and the snapshot stays the latest word on the engine
     snapshot = s.latest
-    s.apply_event(event(1, running=[progress("r1", 5, 6, prompt=5)], scheduled={"r1": 5},
-                        admitted=[Admission("r1", 5, 0, False)]))
+    s.apply_event(
+        event(1, running=[progress("r1", 5, 6, prompt=5)], scheduled={"r1": 5}, admitted=[Admission("r1", 5, 0, False)])
+    )
     assert kinds(s) == ["1 admit r1 · prompt 5 tok"] and s.latest is snapshot
 
 
@@ -306,8 +345,15 @@ def test_a_late_attach_snapshot_with_prompts_and_output_so_far_shows_the_whole_t
     running = progress("cmpl-z", len(prompt) + 3, len(prompt) + 4, prompt=len(prompt))
     s.apply_event(event(4, running=[running], new_tokens={"cmpl-z": said[3:4]}))  # published just before the greeting
     assert s.requests["cmpl-z"].text.startswith("…")
-    s.apply_event(event(5, snapshot=True, running=[running], new_tokens={"cmpl-z": said[:4]},
-                        added=[RequestAdded("cmpl-z", prompt, SamplingParams(), 16, 0, T0)]))
+    s.apply_event(
+        event(
+            5,
+            snapshot=True,
+            running=[running],
+            new_tokens={"cmpl-z": said[:4]},
+            added=[RequestAdded("cmpl-z", prompt, SamplingParams(), 16, 0, T0)],
+        )
+    )
     view = s.requests["cmpl-z"]
     assert view.prompt == "The function" and view.text == tokenizer.decode(said[:4])
     for i, token in enumerate(said[4:]):

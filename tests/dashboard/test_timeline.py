@@ -4,7 +4,7 @@ recompute after it, and every way a request ends, each aligned to its engine ste
 from textual.app import App
 
 from enginetui import keys
-from enginetui.core.engine.events import Admission, PrefillChunk, Preemption, RequestAdded, RequestEnd
+from enginetui.core.engine.events import Admission, Preemption, PrefillChunk, RequestAdded, RequestEnd
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.state import DashboardState
 from enginetui.dashboard.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, STALLED, WAITING, Timeline
@@ -64,11 +64,25 @@ def folded() -> Timeline:
 def test_each_lane_holds_its_phases_step_by_step():
     t = folded()
     r1, r2, r3 = t.lanes["r1"], t.lanes["r2"], t.lanes["r3"]
-    assert r1.segments == [(PREFILL, 1, 3), (DECODE, 4, 5), (REQUEUED, 7, 7), (RECOMPUTE, 8, 9), (STALLED, 10, 10),
-                           (DECODE, 11, 11)]
+    assert r1.segments == [
+        (PREFILL, 1, 3),
+        (DECODE, 4, 5),
+        (REQUEUED, 7, 7),
+        (RECOMPUTE, 8, 9),
+        (STALLED, 10, 10),
+        (DECODE, 11, 11),
+    ]
     assert r1.preemptions == [6] and r1.end == (12, "length") and r1.num_chunks == 5  # 3 prefill + 2 recompute
-    assert [r1.phase_at(s) for s in (1, 3, 4, 6, 7, 8, 9, 12)] == [PREFILL, PREFILL, DECODE, None, REQUEUED, RECOMPUTE,
-                                                                  RECOMPUTE, None]
+    assert [r1.phase_at(s) for s in (1, 3, 4, 6, 7, 8, 9, 12)] == [
+        PREFILL,
+        PREFILL,
+        DECODE,
+        None,
+        REQUEUED,
+        RECOMPUTE,
+        RECOMPUTE,
+        None,
+    ]
     assert r2.first_step == 1 and r2.segments == [(WAITING, 1, 2), (PREFILL, 3, 3), (DECODE, 4, 5)]
     assert r2.end == (6, "abort")  # aborted after step 5: it did not run in step 6
     assert r3.first_step == 7 and r3.segments == [] and r3.end == (7, "rejected")

@@ -13,13 +13,44 @@ from tests.dashboard.scenes import settle, start
 
 # A sentence for every key any dashboard ever had (and the replay's plain keys): each starts with it.
 SENTENCES = (
-    "quick brown fox", "bytes are cheap", "step by step", "clear skies", "xylophones ring", "tell me more",
-    "restart the story", "is it raining", "go on", " leading space", "- a list item", "+1 to that",
-    "= equals", "? what is this", ". dot", ", comma", "/slash is a command only on Enter", "Quit Ctrl", "B is a letter",
+    "quick brown fox",
+    "bytes are cheap",
+    "step by step",
+    "clear skies",
+    "xylophones ring",
+    "tell me more",
+    "restart the story",
+    "is it raining",
+    "go on",
+    " leading space",
+    "- a list item",
+    "+1 to that",
+    "= equals",
+    "? what is this",
+    ". dot",
+    ", comma",
+    "/slash is a command only on Enter",
+    "Quit Ctrl",
+    "B is a letter",
 )
 # Each action reached by its key, in an order the fake engine can follow (pause before step, etc.).
-ACTIONS = ("ctrl+b", "ctrl+p", "ctrl+s", "ctrl+p", "pagedown", "pageup", "down", "up", "ctrl+x", "ctrl+l",
-           "ctrl+t", "ctrl+t", "f1", "escape", "f1")
+ACTIONS = (
+    "ctrl+b",
+    "ctrl+p",
+    "ctrl+s",
+    "ctrl+p",
+    "pagedown",
+    "pageup",
+    "down",
+    "up",
+    "ctrl+x",
+    "ctrl+l",
+    "ctrl+t",
+    "ctrl+t",
+    "f1",
+    "escape",
+    "f1",
+)
 
 
 def keys_for(text: str) -> list[str]:
@@ -37,8 +68,16 @@ async def type_text(pilot, text: str) -> None:
 def what_ran(app: EngineTUI) -> tuple:
     """Everything an action could change: requests, pause, pace, selection, timeline, screens, notes."""
     timeline = app.query_one("#timeline").display
-    return (len(app.state.requests), app.paused, app.state.step_interval_ms, app.selected, timeline,
-            len(app.screen_stack), len(app.notes), app.state.step)
+    return (
+        len(app.state.requests),
+        app.paused,
+        app.state.step_interval_ms,
+        app.selected,
+        timeline,
+        len(app.screen_stack),
+        len(app.notes),
+        app.state.step,
+    )
 
 
 async def type_each_sentence(pilot, app: EngineTUI) -> None:

@@ -17,9 +17,11 @@ def tiny_reference(tiny_opt_dir):
     return prompts, hf_greedy(tiny_opt_dir, prompts, 16)
 
 
-@pytest.mark.parametrize("engine_args", [{}, {"max_num_batched_tokens": 32},
-                                         {"num_gpu_blocks_override": 10, "block_size": 16}],
-                         ids=["plain", "chunked", "preempting"])
+@pytest.mark.parametrize(
+    "engine_args",
+    [{}, {"max_num_batched_tokens": 32}, {"num_gpu_blocks_override": 10, "block_size": 16}],
+    ids=["plain", "chunked", "preempting"],
+)
 def test_async_greedy_tokens_match_transformers(tiny_opt_dir, tiny_reference, engine_args):
     prompts, expected = tiny_reference
     got, events = engine_greedy(tiny_opt_dir, prompts, 16, async_scheduling=True, **engine_args)
@@ -47,8 +49,13 @@ def test_events_show_the_next_plan_overlapping_the_execution(tiny_opt_dir, tiny_
 
 
 def _generate(model_dir, params, async_scheduling, prompt=(2, 50, 60, 70)):
-    llm = LLM(model=model_dir, multiprocess=False, skip_tokenizer_init=True, dtype="float32",
-              async_scheduling=async_scheduling)
+    llm = LLM(
+        model=model_dir,
+        multiprocess=False,
+        skip_tokenizer_init=True,
+        dtype="float32",
+        async_scheduling=async_scheduling,
+    )
     out = llm.generate([list(prompt)], params, use_tqdm=False)[0].outputs[0]
     llm.shutdown()
     return out
@@ -65,8 +72,9 @@ def test_async_stops_as_synchronous_steps_do(tiny_opt_dir, rule):
     params = {
         "max_tokens": SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
         "stop_token": SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, stop_token_ids=[third]),
-        "min_tokens": SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, stop_token_ids=[third],
-                                     min_tokens=4),
+        "min_tokens": SamplingParams(
+            temperature=0, max_tokens=12, ignore_eos=True, stop_token_ids=[third], min_tokens=4
+        ),
     }[rule]
     sync_out = _generate(tiny_opt_dir, params, False)
     async_out = _generate(tiny_opt_dir, params, True)
@@ -78,7 +86,10 @@ def test_async_stops_as_synchronous_steps_do(tiny_opt_dir, rule):
     else:
         tokens = async_out.token_ids  # the stop token is masked for the first 4 tokens, then it stops
         assert third not in tokens[:4]
-        assert (async_out.finish_reason, tokens[-1]) == ("stop", third) or (async_out.finish_reason, len(tokens)) == ("length", 12)
+        assert (async_out.finish_reason, tokens[-1]) == ("stop", third) or (async_out.finish_reason, len(tokens)) == (
+            "length",
+            12,
+        )
 
 
 def test_async_stops_at_eos(tiny_opt_dir, tmp_path):
@@ -94,8 +105,9 @@ def test_async_stops_at_eos(tiny_opt_dir, tmp_path):
 def test_async_stop_string(text_opt_dir):
     def run(async_scheduling, stop=None):
         llm = LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, async_scheduling=async_scheduling)
-        out = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=16, ignore_eos=True, stop=stop),
-                           use_tqdm=False)[0].outputs[0]
+        out = llm.generate(
+            "Once upon a time", SamplingParams(temperature=0, max_tokens=16, ignore_eos=True, stop=stop), use_tqdm=False
+        )[0].outputs[0]
         llm.shutdown()
         return out
 

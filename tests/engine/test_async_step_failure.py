@@ -38,15 +38,30 @@ class FailingRunner(ScriptedRunner):
 
 
 def _add(core: EngineCore, req_id: str) -> None:
-    core.add_request(EngineCoreRequest(request_id=req_id, prompt_token_ids=PROMPTS[req_id],
-                                       sampling_params=SamplingParams(max_tokens=MAX_TOKENS), eos_token_ids=[2],
-                                       arrival_time=0.0))
+    core.add_request(
+        EngineCoreRequest(
+            request_id=req_id,
+            prompt_token_ids=PROMPTS[req_id],
+            sampling_params=SamplingParams(max_tokens=MAX_TOKENS),
+            eos_token_ids=[2],
+            arrival_time=0.0,
+        )
+    )
 
 
 def _state(event) -> dict:
     """The state an event leaves behind (what a viewer draws), without times."""
-    fields = ("running", "waiting", "num_free_blocks", "cached_free_blocks", "shared_blocks",
-              "prefix_cache_queries", "prefix_cache_hits", "total_output_tokens", "total_preemptions")
+    fields = (
+        "running",
+        "waiting",
+        "num_free_blocks",
+        "cached_free_blocks",
+        "shared_blocks",
+        "prefix_cache_queries",
+        "prefix_cache_hits",
+        "total_output_tokens",
+        "total_preemptions",
+    )
     return {f: msgspec.to_builtins(getattr(event, f)) for f in fields}
 
 
@@ -55,9 +70,16 @@ def _run(async_scheduling: bool):
     once the victim's step has failed; with async scheduling, while it executes (they are planned
     into step 2 before step 1's failure is seen). Returns tokens, ends, the event of the busy-loop
     step that applied the failure with a snapshot taken right after it, and the core."""
-    core = EngineCore(EngineConfig(model_runner=FAILING_RUNNER, num_gpu_blocks_override=32, block_size=4,
-                                   enable_prefix_caching=True, async_scheduling=async_scheduling,
-                                   debug_invariants=True))
+    core = EngineCore(
+        EngineConfig(
+            model_runner=FAILING_RUNNER,
+            num_gpu_blocks_override=32,
+            block_size=4,
+            enable_prefix_caching=True,
+            async_scheduling=async_scheduling,
+            debug_invariants=True,
+        )
+    )
     _add(core, VICTIM)
     tokens: dict[str, list[int]] = {r: [] for r in PROMPTS}
     ends: dict[str, tuple[str, str]] = {}

@@ -23,17 +23,21 @@ def sentencepiece_style() -> PreTrainedTokenizerFast:
     """A Llama-style BPE trained here: "▁" for spaces, unknown characters as byte tokens."""
     bpe = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Metaspace()
-    bpe.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])
+    bpe.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
-    bpe.train_from_iterator([TEXT.replace("日本語", "")], trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<unk>", "<s>", "</s>", *byte_tokens], show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   clean_up_tokenization_spaces=False)
+    bpe.train_from_iterator(
+        [TEXT.replace("日本語", "")],
+        trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>", *byte_tokens], show_progress=False),
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>", clean_up_tokenization_spaces=False
+    )
 
 
 def deltas(detok, ids: list[int], per_add: int) -> list[str]:
-    return [detok.add(ids[i:i + per_add]) for i in range(0, len(ids), per_add)]
+    return [detok.add(ids[i : i + per_add]) for i in range(0, len(ids), per_add)]
 
 
 @pytest.mark.parametrize("make", [embedded, sentencepiece_style])

@@ -65,8 +65,9 @@ def test_a_budget_that_holds_no_block_says_what_to_change():
         size_kv_pool(cpu(kv_cache_memory_bytes=1000), TINY, max_model_len=512)
 
 
-@pytest.mark.parametrize(("field", "value"), [("gpu_memory_utilization", 0), ("gpu_memory_utilization", 1.2),
-                                              ("kv_cache_memory_bytes", 0)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("gpu_memory_utilization", 0), ("gpu_memory_utilization", 1.2), ("kv_cache_memory_bytes", 0)]
+)
 def test_bad_memory_settings_are_refused_by_the_config(field, value):
     with pytest.raises(ConfigError) as info:
         EngineConfig(**{field: value})
@@ -101,11 +102,20 @@ def test_on_cuda_the_default_is_vllms_utilization_less_the_weights_and_headroom(
     total, weights = 80 * GiB, 2 * GiB
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (total - weights, total))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: weights)
-    config = SimpleNamespace(num_gpu_blocks_override=None, kv_cache_memory_bytes=None, gpu_memory_utilization=None,
-                             block_size=16, max_num_seqs=256, torch_device=torch.device("cuda", 0))
+    config = SimpleNamespace(
+        num_gpu_blocks_override=None,
+        kv_cache_memory_bytes=None,
+        gpu_memory_utilization=None,
+        block_size=16,
+        max_num_seqs=256,
+        torch_device=torch.device("cuda", 0),
+    )
     budget = int(total * 0.92) - weights - int(total * 0.05)
     pool = size_kv_pool(config, 2 * 1024**2, max_model_len=4096)  # 2 MiB a token: 256 x 4096 tokens would be 2 TiB
-    assert pool.num_blocks == budget // (2 * 1024**2 * 16) and pool.rule == "0.92 of 80.0 GiB GPU memory, < 256 seqs x 4,096 tok"
+    assert (
+        pool.num_blocks == budget // (2 * 1024**2 * 16)
+        and pool.rule == "0.92 of 80.0 GiB GPU memory, < 256 seqs x 4,096 tok"
+    )
     assert size_kv_pool(config, TINY, max_model_len=512).num_blocks == 256 * 32  # a tiny model: what it can use
     config.gpu_memory_utilization = 0.5  # asked for: all of it, as vLLM
     pool = size_kv_pool(config, TINY, max_model_len=512)

@@ -27,32 +27,44 @@ def test_outputs_come_back_in_prompt_order_with_text_and_timings(llm):
 
 
 def test_token_id_prompts_and_per_prompt_params(llm):
-    params = [SamplingParams(temperature=0, max_tokens=3, ignore_eos=True),
-              SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)]
+    params = [
+        SamplingParams(temperature=0, max_tokens=3, ignore_eos=True),
+        SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
+    ]
     outs = llm.generate([[2, 100, 200], [2, 300]], params, use_tqdm=False)
     assert [len(o.outputs[0].token_ids) for o in outs] == [3, 5]
     assert outs[0].prompt is None and outs[0].prompt_token_ids == [2, 100, 200]
 
 
 def test_stop_string_cuts_text_before_it(llm):
-    base = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False)[0]
+    base = llm.generate(
+        "Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False
+    )[0]
     text = base.outputs[0].text
     assert len(text) > 6
     stop = text[3:6]
-    cut = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop]), use_tqdm=False)[0]
+    cut = llm.generate(
+        "Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop]), use_tqdm=False
+    )[0]
     c = cut.outputs[0]
     assert c.finish_reason == "stop" and c.stop_reason == stop
     assert c.text == text[: text.find(stop)]
-    kept = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop],
-                                                           include_stop_str_in_output=True), use_tqdm=False)[0]
+    kept = llm.generate(
+        "Once upon a time",
+        SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, stop=[stop], include_stop_str_in_output=True),
+        use_tqdm=False,
+    )[0]
     assert kept.outputs[0].text == text[: text.find(stop) + len(stop)]
 
 
 def test_stop_token_ids_end_generation(llm):
     base = llm.generate([[2, 50, 60]], SamplingParams(temperature=0, max_tokens=10, ignore_eos=True), use_tqdm=False)[0]
     third = base.outputs[0].token_ids[2]
-    out = llm.generate([[2, 50, 60]], SamplingParams(temperature=0, max_tokens=10, ignore_eos=True,
-                                                     stop_token_ids=[third]), use_tqdm=False)[0]
+    out = llm.generate(
+        [[2, 50, 60]],
+        SamplingParams(temperature=0, max_tokens=10, ignore_eos=True, stop_token_ids=[third]),
+        use_tqdm=False,
+    )[0]
     first_hit = base.outputs[0].token_ids.index(third)
     assert out.outputs[0].token_ids == base.outputs[0].token_ids[: first_hit + 1]
     assert out.outputs[0].finish_reason == "stop" and out.outputs[0].stop_reason == third
@@ -67,7 +79,9 @@ def test_seeded_sampling_is_reproducible_across_batches(llm):
 
 
 def test_logprobs_are_returned_per_token(llm):
-    out = llm.generate("The", SamplingParams(temperature=0, max_tokens=4, logprobs=3, ignore_eos=True), use_tqdm=False)[0]
+    out = llm.generate("The", SamplingParams(temperature=0, max_tokens=4, logprobs=3, ignore_eos=True), use_tqdm=False)[
+        0
+    ]
     c = out.outputs[0]
     assert len(c.logprobs) == 4
     for token, entry in zip(c.token_ids, c.logprobs):
@@ -106,41 +120,54 @@ def test_vllm_prompt_forms(llm):
     assert [o.prompt for o in outs] == [text, text, None, None]
     single = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
     assert single[0].outputs[0].token_ids == outs[0].outputs[0].token_ids
-    for bad, match in (({"text": text}, "exactly one key"), ({"prompt": 5}, "'prompt' must be a string"),
-                       ({"prompt": text, "prompt_token_ids": ids}, "exactly one key")):
+    for bad, match in (
+        ({"text": text}, "exactly one key"),
+        ({"prompt": 5}, "'prompt' must be a string"),
+        ({"prompt": text, "prompt_token_ids": ids}, "exactly one key"),
+    ):
         with pytest.raises(ValueError, match=match):
             llm.generate(bad, params, use_tqdm=False)
 
 
 def test_parallel_sampling_returns_n_completions(llm):
-    out = llm.generate("Once upon a time", SamplingParams(n=4, seed=11, temperature=1.0, max_tokens=12,
-                                                          ignore_eos=True), use_tqdm=False)[0]
+    out = llm.generate(
+        "Once upon a time",
+        SamplingParams(n=4, seed=11, temperature=1.0, max_tokens=12, ignore_eos=True),
+        use_tqdm=False,
+    )[0]
     assert out.finished and [c.index for c in out.outputs] == [0, 1, 2, 3]
     assert all(len(c.token_ids) == 12 and c.finish_reason == "length" for c in out.outputs)
     assert len({tuple(c.token_ids) for c in out.outputs}) > 1  # seeds seed+i: the samples differ
     # Sample i is the request with seed + i, alone.
-    third = llm.generate("Once upon a time", SamplingParams(seed=13, temperature=1.0, max_tokens=12,
-                                                            ignore_eos=True), use_tqdm=False)[0]
+    third = llm.generate(
+        "Once upon a time", SamplingParams(seed=13, temperature=1.0, max_tokens=12, ignore_eos=True), use_tqdm=False
+    )[0]
     assert third.outputs[0].token_ids == out.outputs[2].token_ids
-    greedy = llm.generate([[2, 40, 41]], SamplingParams(n=3, temperature=0, max_tokens=5, ignore_eos=True),
-                          use_tqdm=False)[0]
+    greedy = llm.generate(
+        [[2, 40, 41]], SamplingParams(n=3, temperature=0, max_tokens=5, ignore_eos=True), use_tqdm=False
+    )[0]
     assert len({tuple(c.token_ids) for c in greedy.outputs}) == 1
 
 
 def test_parallel_samples_share_the_prompt_blocks(text_opt_dir):
-    with LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, enable_prefix_caching=True,
-             max_num_seqs=1) as llm:  # one at a time: each later sample finds the first one's blocks
+    with LLM(
+        model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, enable_prefix_caching=True, max_num_seqs=1
+    ) as llm:  # one at a time: each later sample finds the first one's blocks
         prompt = [2] + list(range(100, 150))  # 51 tokens: 3 full blocks
-        out = llm.generate([prompt], SamplingParams(n=3, temperature=0, max_tokens=2, ignore_eos=True),
-                           use_tqdm=False)[0]
+        out = llm.generate([prompt], SamplingParams(n=3, temperature=0, max_tokens=2, ignore_eos=True), use_tqdm=False)[
+            0
+        ]
         assert len(out.outputs) == 3 and out.num_cached_tokens in (0, 48)
         snap = llm.engine.snapshot()
         assert snap.prefix_cache_hits >= 2 * 48  # the second and third sample hit the cache
 
 
 def test_cumulative_logprob_is_the_sum_of_the_sampled_tokens_logprobs(llm):
-    out = llm.generate([[2, 70, 71]], SamplingParams(temperature=0.7, seed=3, max_tokens=6, logprobs=2,
-                                                     ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    out = llm.generate(
+        [[2, 70, 71]],
+        SamplingParams(temperature=0.7, seed=3, max_tokens=6, logprobs=2, ignore_eos=True),
+        use_tqdm=False,
+    )[0].outputs[0]
     assert len(out.logprobs) == 6
     assert out.cumulative_logprob == pytest.approx(sum(lp[t] for lp, t in zip(out.logprobs, out.token_ids)))
     plain = llm.generate([[2, 70, 71]], SamplingParams(max_tokens=2), use_tqdm=False)[0].outputs[0]
@@ -149,7 +176,6 @@ def test_cumulative_logprob_is_the_sum_of_the_sampled_tokens_logprobs(llm):
 
 def test_reset_prefix_cache_on_an_idle_engine(llm):
     assert llm.reset_prefix_cache() is True
-
 
 
 def test_llm_on_cpu_takes_vllms_offline_step_budget_unless_one_is_given(llm):

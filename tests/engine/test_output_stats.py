@@ -18,13 +18,26 @@ PROMPT_LEN, MAX_TOKENS, NUM_REQUESTS = 10, 12, 6
 def _run(async_scheduling: bool) -> tuple[list[EngineCoreOutputs], list, EngineInfo]:
     """Six requests on a pool of 12 blocks of 4 tokens, prompts in chunks of at most 16 tokens a
     step: they preempt one another, and some steps compute a prompt's chunk and output nothing."""
-    core = EngineCore(EngineConfig(model_runner=SCRIPTED_RUNNER, num_gpu_blocks_override=12, block_size=4,
-                                   max_num_batched_tokens=16, async_scheduling=async_scheduling,
-                                   debug_invariants=True))
+    core = EngineCore(
+        EngineConfig(
+            model_runner=SCRIPTED_RUNNER,
+            num_gpu_blocks_override=12,
+            block_size=4,
+            max_num_batched_tokens=16,
+            async_scheduling=async_scheduling,
+            debug_invariants=True,
+        )
+    )
     for i in range(NUM_REQUESTS):
-        core.add_request(EngineCoreRequest(
-            request_id=f"r{i}", prompt_token_ids=[3 + i] * PROMPT_LEN, eos_token_ids=[],
-            sampling_params=SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True), arrival_time=0.0))
+        core.add_request(
+            EngineCoreRequest(
+                request_id=f"r{i}",
+                prompt_token_ids=[3 + i] * PROMPT_LEN,
+                eos_token_ids=[],
+                sampling_params=SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True),
+                arrival_time=0.0,
+            )
+        )
     info = core.describe(0)
     outputs, events = [], []
     while core.has_work():
@@ -52,8 +65,15 @@ def test_outputs_carry_each_steps_tokens_and_each_finished_requests_preemptions(
 
 def test_a_step_that_computed_a_prompts_middle_chunk_still_reports_its_tokens():
     core = EngineCore(EngineConfig(model_runner=SCRIPTED_RUNNER, max_num_batched_tokens=8, block_size=4))
-    core.add_request(EngineCoreRequest(request_id="long", prompt_token_ids=[5] * 30, eos_token_ids=[],
-                                       sampling_params=SamplingParams(max_tokens=2, ignore_eos=True), arrival_time=0.0))
+    core.add_request(
+        EngineCoreRequest(
+            request_id="long",
+            prompt_token_ids=[5] * 30,
+            eos_token_ids=[],
+            sampling_params=SamplingParams(max_tokens=2, ignore_eos=True),
+            arrival_time=0.0,
+        )
+    )
     steps = []
     while core.has_work():
         steps.append(core.step()[0])
@@ -69,8 +89,9 @@ def test_the_servers_metrics_count_them():
         metrics.observe_engine_outputs(out)
     steps = [o.num_scheduled_tokens for o in outputs if o.num_scheduled_tokens]
     assert _sample(metrics, "vllm:iteration_tokens_total_count") == len(steps)
-    assert _sample(metrics, "vllm:iteration_tokens_total_sum") == sum(steps) == sum(
-        e.num_scheduled_tokens for e in events)  # recomputed prompts included
+    assert (
+        _sample(metrics, "vllm:iteration_tokens_total_sum") == sum(steps) == sum(e.num_scheduled_tokens for e in events)
+    )  # recomputed prompts included
     assert _sample(metrics, "vllm:request_num_preemptions_count") == NUM_REQUESTS
     assert _sample(metrics, "vllm:request_num_preemptions_sum") == events[-1].total_preemptions
 

@@ -17,12 +17,15 @@ def test_auto_is_the_real_runner_and_a_name_is_imported():
     assert runner_class(SCRIPTED_RUNNER) is ScriptedRunner
 
 
-@pytest.mark.parametrize("name, error", [
-    ("tests.scripted_runner", "package.module:Class"),
-    ("tests.no_such_module:Runner", "cannot be imported"),
-    ("tests.scripted_runner:NoSuchClass", "cannot be imported"),
-    ("tests.scripted_runner:SCRIPTED_RUNNER", "no execute"),
-])
+@pytest.mark.parametrize(
+    "name, error",
+    [
+        ("tests.scripted_runner", "package.module:Class"),
+        ("tests.no_such_module:Runner", "cannot be imported"),
+        ("tests.scripted_runner:NoSuchClass", "cannot be imported"),
+        ("tests.scripted_runner:SCRIPTED_RUNNER", "no execute"),
+    ],
+)
 def test_a_bad_runner_name_is_a_clear_error(name, error):
     with pytest.raises(ValueError, match=error):
         runner_class(EngineConfig(model_runner=name).model_runner)
@@ -32,14 +35,25 @@ def test_the_engine_steps_the_scripted_tokens_through_chunking_and_preemption():
     """A pool too small for all three, stepped by hand: chunked prefill, preemption and recompute,
     and still each request gets exactly its script (the runner drops a preempted request and takes
     it anew)."""
-    core = EngineCore(EngineConfig(model_runner=SCRIPTED_RUNNER, num_gpu_blocks_override=6, block_size=4,
-                                   max_num_batched_tokens=8, scheduler_reserve_full_isl=False, debug_invariants=True))
+    core = EngineCore(
+        EngineConfig(
+            model_runner=SCRIPTED_RUNNER,
+            num_gpu_blocks_override=6,
+            block_size=4,
+            max_num_batched_tokens=8,
+            scheduler_reserve_full_isl=False,
+            debug_invariants=True,
+        )
+    )
     assert isinstance(core.runner, ScriptedRunner)
     prompts = {"a": [2, 7, 8, 9, 10], "b": [2, 11, 12], "c": [2, 13, 14, 15, 16, 17, 18]}
     params = SamplingParams(max_tokens=8)
     for req_id, prompt in prompts.items():
-        core.add_request(EngineCoreRequest(request_id=req_id, prompt_token_ids=prompt, sampling_params=params,
-                                           eos_token_ids=[2], arrival_time=0.0))
+        core.add_request(
+            EngineCoreRequest(
+                request_id=req_id, prompt_token_ids=prompt, sampling_params=params, eos_token_ids=[2], arrival_time=0.0
+            )
+        )
     tokens: dict[str, list[int]] = {req_id: [] for req_id in prompts}
     ends = {}
     chunked = False

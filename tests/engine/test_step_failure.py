@@ -4,8 +4,13 @@ from enginetui.core import LLM, SamplingParams
 
 
 def test_model_step_exception_errors_its_requests_and_the_engine_goes_on(tiny_opt_dir):
-    llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=32,
-              debug_invariants=True)
+    llm = LLM(
+        model=tiny_opt_dir,
+        multiprocess=False,
+        skip_tokenizer_init=True,
+        num_gpu_blocks_override=32,
+        debug_invariants=True,
+    )
     core = llm.engine.client.core
     model = core.runner.model
     original = model.forward

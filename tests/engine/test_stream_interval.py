@@ -14,13 +14,19 @@ def passed_on(engine_interval: int, request_interval: int | None, steps: list[li
     output processor; the token count of every RequestOutput it passes on."""
     processor = OutputProcessor(None, stream=True, stream_interval=engine_interval)
     params = SamplingParams(max_tokens=1000, n=n, stream_interval=request_interval)
-    children = processor.register(EngineCoreRequest(request_id="r", prompt_token_ids=[1, 2], sampling_params=params,
-                                                    eos_token_ids=[], arrival_time=0.0), None)
+    children = processor.register(
+        EngineCoreRequest(
+            request_id="r", prompt_token_ids=[1, 2], sampling_params=params, eos_token_ids=[], arrival_time=0.0
+        ),
+        None,
+    )
     counts = []
     for i, tokens in enumerate(steps):
         last = i == len(steps) - 1
-        outs = [EngineCoreOutput(request_id=c.request_id, new_token_ids=tokens, finish_reason="length" if last else None)
-                for c in children]
+        outs = [
+            EngineCoreOutput(request_id=c.request_id, new_token_ids=tokens, finish_reason="length" if last else None)
+            for c in children
+        ]
         results, _ = processor.process(outs)
         counts += [len(c.token_ids) for r in results for c in r.outputs]
     return counts

@@ -319,6 +319,7 @@ async def test_cancel_or_break_aborts_in_the_engine(llm, has_tokenizer):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
     async def first_then_break():
         async for _ in llm.generate(prompt(has_tokenizer, 1), greedy(200), "broken"):
             break  # leaving the loop early

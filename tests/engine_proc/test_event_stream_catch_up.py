@@ -16,8 +16,16 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio]
 
 
 async def test_a_subscriber_that_lost_the_last_events_gets_the_engine_state_once_it_is_quiet():
-    llm = AsyncLLM.from_engine_args(model=None, model_runner=SCRIPTED_RUNNER, multiprocess=False, device="cpu",
-                                    seed=0, num_gpu_blocks_override=64, max_num_seqs=8, max_model_len=512)
+    llm = AsyncLLM.from_engine_args(
+        model=None,
+        model_runner=SCRIPTED_RUNNER,
+        multiprocess=False,
+        device="cpu",
+        seed=0,
+        num_gpu_blocks_override=64,
+        max_num_seqs=8,
+        max_model_len=512,
+    )
     try:
         stream = llm.events()
         first = await anext(stream)  # subscribed (the greeting snapshot)

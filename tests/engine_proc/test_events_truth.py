@@ -18,8 +18,10 @@ NUM_BLOCKS = 24  # 384 tokens, less than max_model_len (512): a request needing 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=[True, False], ids=["multiproc", "inproc"])
 async def llm(request, engine_model_dir, has_tokenizer):
-    engine = AsyncLLM.from_engine_args(multiprocess=request.param, **engine_args(
-        engine_model_dir, has_tokenizer, num_gpu_blocks_override=NUM_BLOCKS, enable_prefix_caching=True))
+    engine = AsyncLLM.from_engine_args(
+        multiprocess=request.param,
+        **engine_args(engine_model_dir, has_tokenizer, num_gpu_blocks_override=NUM_BLOCKS, enable_prefix_caching=True),
+    )
     yield engine
     engine.shutdown()
 
@@ -52,8 +54,10 @@ class Watcher:
             if found is not None:
                 return found
             await asyncio.sleep(0.01)
-        raise AssertionError(f"no matching event within {seconds} s among {len(self.events)}; "
-                             f"latest: {self.events[-1] if self.events else None}")
+        raise AssertionError(
+            f"no matching event within {seconds} s among {len(self.events)}; "
+            f"latest: {self.events[-1] if self.events else None}"
+        )
 
     async def close(self) -> None:
         self._task.cancel()
@@ -62,9 +66,14 @@ class Watcher:
 
 def state(event: StepEvent) -> tuple:
     """What the engine holds, as an event shows it."""
-    return (event.paused, event.step_interval_ms, event.num_free_blocks, sorted(event.cached_free_blocks),
-            [(r.req_id, r.status, r.num_computed_tokens, r.block_ids) for r in event.running],
-            [(r.req_id, r.status, r.num_computed_tokens, r.block_ids) for r in event.waiting])
+    return (
+        event.paused,
+        event.step_interval_ms,
+        event.num_free_blocks,
+        sorted(event.cached_free_blocks),
+        [(r.req_id, r.status, r.num_computed_tokens, r.block_ids) for r in event.running],
+        [(r.req_id, r.status, r.num_computed_tokens, r.block_ids) for r in event.waiting],
+    )
 
 
 async def matches_engine(watcher: Watcher, pred=lambda e: True) -> StepEvent:

@@ -16,10 +16,10 @@ import zmq
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.async_llm import AsyncLLM
-from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
-from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.core_client import EngineCoreClient, SyncClient
 from enginetui.core.engine.engine_host import EngineProcess
+from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
+from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.processor import Processor
 from enginetui.core.sampling_params import SamplingParams
 from tests.conftest import checkout_env
@@ -46,7 +46,9 @@ def _live_children() -> set[int]:
 def test_startup_error_bad_model_path():
     before = _live_children()
     t0 = time.monotonic()
-    with pytest.raises(EngineStartupError, match=r"ModelLoadError: model path .*enginetui-no-such-model.* does not exist"):
+    with pytest.raises(
+        EngineStartupError, match=r"ModelLoadError: model path .*enginetui-no-such-model.* does not exist"
+    ):
         LLM(model="/nonexistent/enginetui-no-such-model", multiprocess=True, skip_tokenizer_init=True)
     assert time.monotonic() - t0 < 30
     assert isinstance(EngineStartupError("x"), RuntimeError)
@@ -58,8 +60,12 @@ def test_startup_child_dies_before_handshake():
         EngineProcess(EngineConfig(), zmq.Context(), command=[sys.executable, "-c", "import os; os._exit(3)"])
     before = _live_children()
     with pytest.raises(EngineStartupError, match=r"did not become ready within 2 s"):
-        EngineProcess(EngineConfig(), zmq.Context(), startup_timeout=2.0,
-                      command=[sys.executable, "-c", "import time; time.sleep(120)"])
+        EngineProcess(
+            EngineConfig(),
+            zmq.Context(),
+            startup_timeout=2.0,
+            command=[sys.executable, "-c", "import time; time.sleep(120)"],
+        )
     assert _live_children() <= before
 
 
@@ -78,13 +84,16 @@ def _kill_later(pid: int, delay: float) -> list[float]:
 
 
 def test_sync_client_kill9_raises_engine_dead_quickly(engine_model_dir):
-    client = EngineCoreClient.make(EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False,
-                                   multiprocess=True)
+    client = EngineCoreClient.make(
+        EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False, multiprocess=True
+    )
     try:
         pid = client.engine_pid
         client.call("pause")  # get_output() now blocks: nothing will come
         killed_at = _kill_later(pid, 0.3)
-        with pytest.raises(EngineDeadError, match=rf"EngineCore process \(pid {pid}\) died unexpectedly \(exit code -9\)"):
+        with pytest.raises(
+            EngineDeadError, match=rf"EngineCore process \(pid {pid}\) died unexpectedly \(exit code -9\)"
+        ):
             client.get_output()
         assert time.monotonic() - killed_at[0] < 1.0
         req, _ = Processor(None, client.info).process("x", [1, 2], SamplingParams(max_tokens=2))
@@ -132,8 +141,9 @@ async def test_async_kill9_fails_pending_requests_quickly(engine_model_dir, has_
 
 
 async def test_events_disabled_and_shutdown(engine_model_dir, has_tokenizer):
-    llm = AsyncLLM.from_engine_args(multiprocess=True, **engine_args(engine_model_dir, has_tokenizer,
-                                                                     enable_step_events=False))
+    llm = AsyncLLM.from_engine_args(
+        multiprocess=True, **engine_args(engine_model_dir, has_tokenizer, enable_step_events=False)
+    )
     pid = llm.engine_pid
     got = []
 
@@ -191,8 +201,13 @@ PARENT_SCRIPT = textwrap.dedent("""
 def test_parent_killed_takes_the_child(engine_model_dir, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(PARENT_SCRIPT)
-    parent = subprocess.Popen([sys.executable, str(script), engine_model_dir], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, env=checkout_env())
+    parent = subprocess.Popen(
+        [sys.executable, str(script), engine_model_dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=checkout_env(),
+    )
     try:
         line = parent.stdout.readline()  # the pytest timeout guards a hang here
         pid_text, n_tokens = line.split()

@@ -63,8 +63,15 @@ def test_engine_starts_from_every_kind_of_caller(form, tiny_opt_dir, tmp_path):
         args, stdin = ["-c", code], None
     else:  # an interactive interpreter reading the lines as typed
         args, stdin = ["-i", "-q"], code + "exit()\n"
-    proc = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, timeout=150,
-                          cwd=tmp_path, env=checkout_env())
+    proc = subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=tmp_path,
+        env=checkout_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     _check(proc.stdout)
 
@@ -94,6 +101,6 @@ def test_a_child_that_dies_at_start_up_says_why():
 def test_a_failed_start_up_points_at_the_log_file(tmp_path):
     log = tmp_path / "engine.log"
     with pytest.raises(EngineStartupError, match=rf"exited with code 3 before it was ready(.|\n)*its log: {log}"):
-        EngineProcess(EngineConfig(), zmq.Context(), log_file=str(log),
-                      command=[sys.executable, "-c", "import os; os._exit(3)"])
-
+        EngineProcess(
+            EngineConfig(), zmq.Context(), log_file=str(log), command=[sys.executable, "-c", "import os; os._exit(3)"]
+        )

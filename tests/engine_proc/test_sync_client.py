@@ -3,8 +3,8 @@
 import pytest
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.core_client import EngineCoreClient
+from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.processor import Processor
 from enginetui.core.sampling_params import SamplingParams
 from tests.engine_proc.conftest import engine_args, wait_gone
@@ -32,8 +32,9 @@ def test_greedy_outputs_identical_inproc_and_multiproc(engine_model_dir, has_tok
 
 
 def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
-    client = EngineCoreClient.make(EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False,
-                                   multiprocess=True)
+    client = EngineCoreClient.make(
+        EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False, multiprocess=True
+    )
     try:
         assert client.info.pid == client.engine_pid
         processor = Processor(None, client.info)

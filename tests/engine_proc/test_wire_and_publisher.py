@@ -20,34 +20,93 @@ pytestmark = pytest.mark.timeout(30)
 
 def make_event(step: int, pad: int = 0, kind: str = "step", seq: int | None = None) -> StepEvent:
     return StepEvent(
-        version=SCHEMA_VERSION, seq=step if seq is None else seq, kind=kind, step=step, time=time.time(),
-        paused=False, sched_ms=0.1, exec_ms=1.0, update_ms=0.1, token_budget=256, max_num_seqs=8,
-        num_scheduled_tokens=0, num_prefill_tokens=0, num_decode_tokens=0, scheduled={}, added=[], admitted=[],
-        chunks=[], new_token_ids={}, running=[], waiting=[], num_blocks=64,
-        block_size=16, num_free_blocks=64, num_cached_free_blocks=0, shared_blocks=[],
-        cached_free_blocks=list(range(pad)), blocks_allocated=[], blocks_freed=[], preempted=[], finished=[],
-        rejected=[], prefix_cache_queries=0, prefix_cache_hits=0, num_dropped_events=0, total_output_tokens=0,
-        total_preemptions=0, step_interval_ms=0.0,
+        version=SCHEMA_VERSION,
+        seq=step if seq is None else seq,
+        kind=kind,
+        step=step,
+        time=time.time(),
+        paused=False,
+        sched_ms=0.1,
+        exec_ms=1.0,
+        update_ms=0.1,
+        token_budget=256,
+        max_num_seqs=8,
+        num_scheduled_tokens=0,
+        num_prefill_tokens=0,
+        num_decode_tokens=0,
+        scheduled={},
+        added=[],
+        admitted=[],
+        chunks=[],
+        new_token_ids={},
+        running=[],
+        waiting=[],
+        num_blocks=64,
+        block_size=16,
+        num_free_blocks=64,
+        num_cached_free_blocks=0,
+        shared_blocks=[],
+        cached_free_blocks=list(range(pad)),
+        blocks_allocated=[],
+        blocks_freed=[],
+        preempted=[],
+        finished=[],
+        rejected=[],
+        prefix_cache_queries=0,
+        prefix_cache_hits=0,
+        num_dropped_events=0,
+        total_output_tokens=0,
+        total_preemptions=0,
+        step_interval_ms=0.0,
     )
 
 
 def test_input_and_output_messages_round_trip():
-    req = EngineCoreRequest(request_id="r1", prompt_token_ids=[1, 2, 3], eos_token_ids=[2], arrival_time=1.5,
-                            sampling_params=SamplingParams(temperature=0.5, max_tokens=7, stop=["x"]), priority=3)
-    for msg in (wire.AddRequest(request=req), wire.AbortRequests(request_ids=["a", "b"]),
-                wire.Control(call_id=4, op="step_once"), wire.Control(call_id=5, op="set_step_interval", value=0.25),
-                wire.Shutdown()):
+    req = EngineCoreRequest(
+        request_id="r1",
+        prompt_token_ids=[1, 2, 3],
+        eos_token_ids=[2],
+        arrival_time=1.5,
+        sampling_params=SamplingParams(temperature=0.5, max_tokens=7, stop=["x"]),
+        priority=3,
+    )
+    for msg in (
+        wire.AddRequest(request=req),
+        wire.AbortRequests(request_ids=["a", "b"]),
+        wire.Control(call_id=4, op="step_once"),
+        wire.Control(call_id=5, op="set_step_interval", value=0.25),
+        wire.Shutdown(),
+    ):
         assert wire.decode_input(wire.encode(msg)) == msg
-    info = EngineInfo(model_name="m", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000,
-                      kv_bytes_per_token=96, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
-                      device="cpu", dtype="float32", eos_token_ids=[2], default_sampling={"temperature": 0.6}, pid=123)
-    outs = EngineCoreOutputs(outputs=[EngineCoreOutput(request_id="r1", new_token_ids=[5], finish_reason="length")],
-                             step=9, timestamp=2.0)
-    for msg in (wire.Ready(info=info), wire.StartupFailed(error="ValueError: no"), wire.Outputs(outputs=outs),
-                wire.ControlReply(call_id=4, step=9, result=make_event(9, kind="snapshot")),
-                wire.ControlReply(call_id=5, step=9, result=True), wire.ControlReply(call_id=6, step=9),
-                wire.ControlReply(call_id=7, step=9, error=ControlError(code="bad_call", message="no such op")),
-                wire.EngineFailed(error="boom")):
+    info = EngineInfo(
+        model_name="m",
+        model_dir=None,
+        architecture="OPTForCausalLM",
+        num_parameters=1000,
+        kv_bytes_per_token=96,
+        vocab_size=10,
+        max_model_len=32,
+        num_blocks=4,
+        block_size=16,
+        device="cpu",
+        dtype="float32",
+        eos_token_ids=[2],
+        default_sampling={"temperature": 0.6},
+        pid=123,
+    )
+    outs = EngineCoreOutputs(
+        outputs=[EngineCoreOutput(request_id="r1", new_token_ids=[5], finish_reason="length")], step=9, timestamp=2.0
+    )
+    for msg in (
+        wire.Ready(info=info),
+        wire.StartupFailed(error="ValueError: no"),
+        wire.Outputs(outputs=outs),
+        wire.ControlReply(call_id=4, step=9, result=make_event(9, kind="snapshot")),
+        wire.ControlReply(call_id=5, step=9, result=True),
+        wire.ControlReply(call_id=6, step=9),
+        wire.ControlReply(call_id=7, step=9, error=ControlError(code="bad_call", message="no such op")),
+        wire.EngineFailed(error="boom"),
+    ):
         assert wire.decode_output(wire.encode(msg)) == msg
     with pytest.raises(msgspec.ValidationError):  # an input message is not an output message
         wire.decode_output(wire.encode(wire.Shutdown()))
@@ -110,7 +169,16 @@ def test_missed_events_are_counted_from_seq_gaps_and_snapshot_replies_only_move_
     missed = MissedEvents()
     reply = make_event(4, kind="snapshot")  # a control call's snapshot repeats the latest seq
     update = make_event(4, kind="update", seq=5)  # an update between steps takes a seq of its own
-    seen = [missed.mark(e).num_dropped_events for e in (make_event(3), make_event(4), reply, update,
-                                                          make_event(5, seq=6), make_event(8, seq=10),
-                                                          make_event(9, seq=11))]
+    seen = [
+        missed.mark(e).num_dropped_events
+        for e in (
+            make_event(3),
+            make_event(4),
+            reply,
+            update,
+            make_event(5, seq=6),
+            make_event(8, seq=10),
+            make_event(9, seq=11),
+        )
+    ]
     assert seen == [0, 0, 0, 0, 0, 3, 0] and missed.total == 3

@@ -81,23 +81,40 @@ def test_cpu_threads_are_a_counter_where_steps_ran_a_model_on_a_cpu(recording, t
     events = [msgspec.structs.replace(e, compute_threads=threads(e)) for e in rec.events()]
     path = tmp_path / "threads.etrec"
     write_recording(path, rec.header, events)
-    counted = [e["args"]["threads"] for e in perfetto_trace(read_recording(path))["traceEvents"]
-               if e["ph"] == "C" and e["name"] == "CPU threads"]
+    counted = [
+        e["args"]["threads"]
+        for e in perfetto_trace(read_recording(path))["traceEvents"]
+        if e["ph"] == "C" and e["name"] == "CPU threads"
+    ]
     assert counted == [threads(e) for e in events if e.is_step]
 
 
 def test_each_request_has_a_track_with_its_phases_a_preemption_and_its_end(recording):
     trace = perfetto_trace(read_recording(recording))["traceEvents"]
-    names = {e["tid"]: e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"
-             and e["pid"] == REQUESTS_PID}
+    names = {
+        e["tid"]: e["args"]["name"]
+        for e in trace
+        if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == REQUESTS_PID
+    }
     assert sorted(names.values()) == [f"r{i}" for i in range(1, 7)]
     r6 = next(tid for tid, name in names.items() if name == "r6")
-    track = sorted((e for e in trace if e["pid"] == REQUESTS_PID and e.get("tid") == r6 and e["ph"] in "Xi"),
-                   key=lambda e: e["ts"])
+    track = sorted(
+        (e for e in trace if e["pid"] == REQUESTS_PID and e.get("tid") == r6 and e["ph"] in "Xi"), key=lambda e: e["ts"]
+    )
     # preempted twice: the second time right after its recompute (the newest running request goes first)
-    assert [e["name"] for e in track] == ["waiting", "prefill", "decode", "preempted", "waiting (preempted)",
-                                          "recompute", "preempted", "waiting (preempted)", "recompute", "decode",
-                                          "end: length"]
+    assert [e["name"] for e in track] == [
+        "waiting",
+        "prefill",
+        "decode",
+        "preempted",
+        "waiting (preempted)",
+        "recompute",
+        "preempted",
+        "waiting (preempted)",
+        "recompute",
+        "decode",
+        "end: length",
+    ]
     assert track[3]["args"]["step"] == 18 and track[3]["args"]["lost tokens"] == 32
     assert track[5]["args"]["steps"] == "25" and track[6]["args"]["step"] == 26
 
@@ -127,7 +144,8 @@ def test_csv_tables_have_a_row_per_step_and_per_request(recording, tmp_path):
     assert {r["compute_threads"] for r in steps} == {"0"}  # the scripted runner runs no model on a CPU
     assert int(steps[17]["preempted"]) == 1 and steps[17]["step"] == "18"
     assert sum(int(r["decode_tokens"]) + int(r["prefill_tokens"]) for r in steps) == sum(
-        int(r["scheduled_tokens"]) for r in steps)
+        int(r["scheduled_tokens"]) for r in steps
+    )
     assert sorted(requests) == [f"r{i}" for i in range(1, 7)]
     r6 = requests["r6"]
     assert r6["preemptions"] == "2" and r6["prefill_chunks"] == "3" and r6["finish_reason"] == "length"
@@ -144,7 +162,9 @@ def test_the_command_writes_the_trace_and_refuses_what_it_cannot_read(recording,
     assert "is not an enginetui recording" in capsys.readouterr().err
 
 
-def test_without_out_the_export_goes_beside_the_recording_and_without_format_it_is_perfetto(recording, tmp_path, capsys):
+def test_without_out_the_export_goes_beside_the_recording_and_without_format_it_is_perfetto(
+    recording, tmp_path, capsys
+):
     import shutil
 
     copy = tmp_path / "run.etrec"

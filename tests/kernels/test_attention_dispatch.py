@@ -15,8 +15,9 @@ def test_backend_follows_device(monkeypatch):
     assert select_backend(torch.device("cuda")) == "triton"
 
 
-@pytest.mark.parametrize("value,expected", [("torch", "torch"), ("triton", "triton"), (" Triton ", "triton"),
-                                            ("cpp", "cpp")])
+@pytest.mark.parametrize(
+    "value,expected", [("torch", "torch"), ("triton", "triton"), (" Triton ", "triton"), ("cpp", "cpp")]
+)
 def test_env_var_forces_backend(monkeypatch, value, expected):
     monkeypatch.setenv(BACKEND_ENV, value)
     assert select_backend(torch.device("cpu")) == expected
@@ -87,8 +88,9 @@ def test_dispatch_picks_the_prefill_tile_from_the_step(monkeypatch):
 
     launches = []
     real = triton_paged_attention.paged_attention_launch
-    monkeypatch.setattr(triton_paged_attention, "paged_attention_launch",
-                        lambda *a, **k: launches.append(a[-1]) or real(*a, **k))
+    monkeypatch.setattr(
+        triton_paged_attention, "paged_attention_launch", lambda *a, **k: launches.append(a[-1]) or real(*a, **k)
+    )
     batch = make_paged_batch([1, 70], [29, 95], num_heads=4, num_kv_heads=2, head_size=16, dtype=torch.float16)
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
     for max_query_len, block_m in ((70, PREFILL.block_m), (1, None)):

@@ -14,14 +14,20 @@ from enginetui.vllm_launch import find_vllm_python
 from tests.kernels.test_cpu_kernels import DTYPES, _cpu_flags, assert_build_matches_reference
 
 NARROWS = cpu_isa.NARROWER_ISAS["avx2"].cpu_flag in _cpu_flags()  # else the native build already is the AVX2 one
-ISA_PROBE = ("import torch, torch.cpu; print(torch.backends.cpu.get_cpu_capability(), "
-             "torch.cpu._is_avx512_supported(), torch.cpu._is_amx_tile_supported())")
+ISA_PROBE = (
+    "import torch, torch.cpu; print(torch.backends.cpu.get_cpu_capability(), "
+    "torch.cpu._is_avx512_supported(), torch.cpu._is_amx_tile_supported())"
+)
 
 
 def test_environment_tells_every_library_and_is_idempotent(monkeypatch):
     env = cpu_isa.environment("avx2", {"PYTHONPATH": "/elsewhere"})
     assert env["ENGINETUI_CPU_ISA"] == "avx2"
-    assert (env["ATEN_CPU_CAPABILITY"], env["ONEDNN_MAX_CPU_ISA"], env["MKL_ENABLE_INSTRUCTIONS"]) == ("avx2", "AVX2", "AVX2")
+    assert (env["ATEN_CPU_CAPABILITY"], env["ONEDNN_MAX_CPU_ISA"], env["MKL_ENABLE_INSTRUCTIONS"]) == (
+        "avx2",
+        "AVX2",
+        "AVX2",
+    )
     assert env["PYTHONPATH"] == os.pathsep.join([str(cpu_isa.SITE_DIR), "/elsewhere"])
     assert cpu_isa.environment("avx2", env) == env  # a restarted process computes the same environment
     monkeypatch.setattr(os, "environ", env)
@@ -45,8 +51,10 @@ def test_torch_and_onednn_take_their_avx2_code():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split() == ["AVX2", "False", "False"]
-    code = ("import torch; w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 8), 4); "
-            "torch.ops.mkldnn._linear_pointwise(torch.ones(4, 8), w, None, 'none', [], '')")
+    code = (
+        "import torch; w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 8), 4); "
+        "torch.ops.mkldnn._linear_pointwise(torch.ones(4, 8), w, None, 'none', [], '')"
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     isa = [line for line in done.stdout.splitlines() if ",info,cpu,isa:" in line]
@@ -57,8 +65,9 @@ def test_torch_and_onednn_take_their_avx2_code():
 def test_the_kernels_build_without_avx512_and_match_the_reference(tmp_path):
     """Under ENGINETUI_CPU_ISA=avx2 the C++ kernels are a build of their own, with no 512-bit
     (zmm) register anywhere in it, and it computes every case as the reference does."""
-    assert_build_matches_reference({**cpu_isa.environment("avx2"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")},
-                                   DTYPES)
+    assert_build_matches_reference(
+        {**cpu_isa.environment("avx2"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}, DTYPES
+    )
     (library,) = (tmp_path / "cache").glob("enginetui_cpu_*.so")
     disassembly = subprocess.run(["objdump", "-d", str(library)], capture_output=True, text=True, timeout=120).stdout
     assert "ymm" in disassembly and "zmm" not in disassembly
@@ -69,9 +78,11 @@ def test_the_kernels_build_without_avx512_and_match_the_reference(tmp_path):
 def test_vllm_loads_its_avx2_build():
     """vLLM's interpreter, started with the environment, loads `vllm._C_AVX2` (what it loads on an
     AVX2-only CPU); without it, on a CPU with AVX-512, another build."""
-    code = ("from vllm.platforms import current_platform; current_platform.import_kernels(); "
-            "print(sorted({line.rsplit('/', 1)[-1].split('.')[0] for line in open('/proc/self/maps') "
-            "if '/vllm/_C' in line}))")
+    code = (
+        "from vllm.platforms import current_platform; current_platform.import_kernels(); "
+        "print(sorted({line.rsplit('/', 1)[-1].split('.')[0] for line in open('/proc/self/maps') "
+        "if '/vllm/_C' in line}))"
+    )
     for env, expected in ((cpu_isa.environment("avx2"), "['_C_AVX2']"), (dict(os.environ), None)):
         done = subprocess.run([find_vllm_python(), "-c", code], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr

@@ -39,14 +39,25 @@ CASES = {
     "many_decodes_gqa_head80": ([1] * 24 + [5], [17 + 23 * i for i in range(24)] + [40], 8, 2, 80, 16),
 }
 
-PARAMS = [pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
-          for name, case in CASES.items() for dtype in DTYPES]
+PARAMS = [
+    pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
+    for name, case in CASES.items()
+    for dtype in DTYPES
+]
 
 
 def _batch(case, dtype=torch.float32, **kwargs):
     q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size = case
-    return make_paged_batch(q_lens, seq_lens, num_heads=num_heads, num_kv_heads=num_kv_heads, head_size=head_size,
-                            block_size=block_size, dtype=dtype, **kwargs)
+    return make_paged_batch(
+        q_lens,
+        seq_lens,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_size=head_size,
+        block_size=block_size,
+        dtype=dtype,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("case,dtype", PARAMS)
@@ -92,8 +103,9 @@ def test_bad_inputs_are_errors_not_crashes():
     with pytest.raises(RuntimeError, match="multiple of num_kv_heads"):
         paged_attention_cpu(torch.randn(1, 3, 16), *batch.args()[1:])
     with pytest.raises(RuntimeError, match="past the cache"):
-        reshape_and_cache_cpu(torch.randn(1, 2, 16), torch.randn(1, 2, 16), batch.key_cache, batch.value_cache,
-                              torch.tensor([10_000]))
+        reshape_and_cache_cpu(
+            torch.randn(1, 2, 16), torch.randn(1, 2, 16), batch.key_cache, batch.value_cache, torch.tensor([10_000])
+        )
 
 
 @pytest.mark.parametrize("key_dtype,cache_dtype,block_size", KV_WRITE_CASES, ids=str)
@@ -154,21 +166,24 @@ def test_builds_for_narrower_cpus_match_reference(tmp_path, build):
     compiler = tmp_path / f"c++-{build}"
     compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" {flag}\n')
     compiler.chmod(0o755)
-    assert_build_matches_reference({**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")},
-                                   dtypes)
+    assert_build_matches_reference(
+        {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}, dtypes
+    )
 
 
 def assert_build_matches_reference(env: dict[str, str], dtypes: list[torch.dtype]) -> None:
     """In a fresh Python with `env` (which decides the build), the kernels match the reference on
     every case in every dtype of `dtypes`."""
-    code = ("import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
-            "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
-            "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
-            f"for dtype in {[str(d) for d in dtypes]}:\n"
-            "    for case in CASES.values():\n"
-            "        b = _batch(case, getattr(torch, dtype.removeprefix('torch.')))\n"
-            "        print(dtype, max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
-            "paged_attention_ref(*b.args(*b.clean_caches()))))")
+    code = (
+        "import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
+        "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
+        "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
+        f"for dtype in {[str(d) for d in dtypes]}:\n"
+        "    for case in CASES.values():\n"
+        "        b = _batch(case, getattr(torch, dtype.removeprefix('torch.')))\n"
+        "        print(dtype, max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
+        "paged_attention_ref(*b.args(*b.clean_caches()))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     errors = [line.split() for line in done.stdout.split("\n") if line]
@@ -181,8 +196,10 @@ def assert_build_matches_reference(env: dict[str, str], dtypes: list[torch.dtype
 def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}
     env.pop("ENGINETUI_ATTENTION_BACKEND", None)
-    code = ("import torch; from enginetui.kernels import select_backend; "
-            "print(select_backend(torch.device('cpu')), select_backend(torch.device('cpu')))")
+    code = (
+        "import torch; from enginetui.kernels import select_backend; "
+        "print(select_backend(torch.device('cpu')), select_backend(torch.device('cpu')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["torch", "torch"]

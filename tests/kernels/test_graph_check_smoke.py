@@ -14,8 +14,13 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow  # an engine start and a dozen profiled steps: seconds of CPU
 def test_graph_check_cpu_smoke_passes(tmp_path):
     out = tmp_path / "graphs.json"
-    proc = subprocess.run([sys.executable, "tools/graph_check.py", "--cpu-smoke", "--json", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "tools/graph_check.py", "--cpu-smoke", "--json", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     rows = {row["case"]: row for row in report["rows"]}
@@ -30,6 +35,11 @@ def test_graph_check_cpu_smoke_passes(tmp_path):
 def test_gpu_session_script_parses_and_refuses_an_unknown_part(tmp_path):
     script = REPO / "kernels" / "gpu_session.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    proc = subprocess.run(["bash", str(script), str(tmp_path), "nonsense"], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "PYTHON": "true"})
+    proc = subprocess.run(
+        ["bash", str(script), str(tmp_path), "nonsense"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": "true"},
+    )
     assert proc.returncode == 2 and "unknown part nonsense: kernels or graphs" in proc.stderr

@@ -11,8 +11,7 @@ CODE = "import kernels; print(getattr(kernels, 'MARK', None), hasattr(kernels, '
 
 def _run(pythonpath: list[Path]) -> list[str]:
     env = {"PYTHONPATH": ":".join(str(p) for p in pythonpath), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", CODE], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", CODE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 

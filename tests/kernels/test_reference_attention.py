@@ -48,8 +48,9 @@ CASES = {  # (q_lens, seq_lens, num_heads, num_kv_heads, block_size, head_size, 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_reference_matches_dense_attention(case):
     q_lens, seq_lens, num_heads, num_kv_heads, block_size, head_size, window = case
-    batch = make_paged_batch(q_lens, seq_lens, num_heads=num_heads, num_kv_heads=num_kv_heads, block_size=block_size,
-                             head_size=head_size)
+    batch = make_paged_batch(
+        q_lens, seq_lens, num_heads=num_heads, num_kv_heads=num_kv_heads, block_size=block_size, head_size=head_size
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     returned = paged_attention_ref(*batch.args(*batch.clean_caches()), out=out, sliding_window=window)
     assert returned is out
@@ -59,8 +60,14 @@ def test_reference_matches_dense_attention(case):
 def test_reference_empty_batch():
     batch = make_paged_batch([1], [3])
     empty = batch.query[:0]  # [0, num_heads, head_size]
-    out = paged_attention_ref(empty, *batch.clean_caches(), torch.zeros(1, dtype=torch.int32),
-                              batch.seq_lens[:0], batch.block_table[:0], batch.scale)
+    out = paged_attention_ref(
+        empty,
+        *batch.clean_caches(),
+        torch.zeros(1, dtype=torch.int32),
+        batch.seq_lens[:0],
+        batch.block_table[:0],
+        batch.scale,
+    )
     assert out.shape == empty.shape
 
 

@@ -23,8 +23,13 @@ ATTENTION_PARAMS = [
 def test_paged_attention_matches_reference(case, dtype):
     q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size = case
     batch = make_paged_batch(
-        q_lens, seq_lens, num_heads=num_heads, num_kv_heads=num_kv_heads,
-        head_size=head_size, block_size=block_size, dtype=dtype,
+        q_lens,
+        seq_lens,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_size=head_size,
+        block_size=block_size,
+        dtype=dtype,
     )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     assert paged_attention_triton(*batch.args(), out=out) is out  # on the poisoned caches
@@ -35,8 +40,9 @@ def test_paged_attention_matches_reference(case, dtype):
 @pytest.mark.parametrize("tile_n,block_size", [(64, 16), (32, 32), (128, 8)])
 def test_paged_attention_tile_variants_match_reference(tile_n, block_size):
     """Inner steps spanning several blocks (or one): only the speed may change."""
-    batch = make_paged_batch([1, 13, 1, 40], [29, 13, 130, 95], num_heads=4, num_kv_heads=2,
-                             head_size=16, block_size=block_size)
+    batch = make_paged_batch(
+        [1, 13, 1, 40], [29, 13, 130, 95], num_heads=4, num_kv_heads=2, head_size=16, block_size=block_size
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     paged_attention_triton(*batch.args(), out=out, tile_n=tile_n, num_warps=8)
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
@@ -47,8 +53,9 @@ def test_paged_attention_tile_variants_match_reference(tile_n, block_size):
 def test_taller_query_tiles_match_reference(block_m, num_heads, num_kv_heads):
     """More rows per tile (block_m): several query tokens of a prompt, or of a GQA group, per program;
     a block_m under the group (32 heads on one kv head) is raised to the group. Only the speed may change."""
-    batch = make_paged_batch([1, 37, 1, 70], [29, 37, 130, 95], num_heads=num_heads, num_kv_heads=num_kv_heads,
-                             head_size=16, block_size=16)
+    batch = make_paged_batch(
+        [1, 37, 1, 70], [29, 37, 130, 95], num_heads=num_heads, num_kv_heads=num_kv_heads, head_size=16, block_size=16
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     paged_attention_triton(*batch.args(), out=out, block_m=block_m)
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
@@ -60,8 +67,9 @@ def test_taller_query_tiles_match_reference(block_m, num_heads, num_kv_heads):
 def test_split_kv_matches_reference(num_splits, dtype):
     """Flash-decoding: each tile's keys shared among programs, then combined. The prefill rows
     early in a long chunk see no key of the later splits; 8 splits of a 1-tile request are mostly empty."""
-    batch = make_paged_batch([1, 40, 1, 3], [300, 120, 9, 150], num_heads=6, num_kv_heads=2, head_size=16,
-                             block_size=16, dtype=dtype)
+    batch = make_paged_batch(
+        [1, 40, 1, 3], [300, 120, 9, 150], num_heads=6, num_kv_heads=2, head_size=16, block_size=16, dtype=dtype
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     paged_attention_triton(*batch.args(), out=out, num_splits=num_splits)
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
@@ -80,8 +88,9 @@ def test_paged_attention_int64_metadata_and_strided_query():
 # Head sizes of the supported families: 32 and 80 (small Llamas), 64 (TinyLlama, GPT-2), 96, 128, 256.
 @pytest.mark.parametrize("head_size", [32, 64, 80, 96, 128, 256])
 def test_paged_attention_head_sizes_match_reference(head_size):
-    batch = make_paged_batch([1, 5, 1], [21, 12, 3], num_heads=2, num_kv_heads=1, head_size=head_size,
-                             dtype=torch.bfloat16)
+    batch = make_paged_batch(
+        [1, 5, 1], [21, 12, 3], num_heads=2, num_kv_heads=1, head_size=head_size, dtype=torch.bfloat16
+    )
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     paged_attention_triton(*batch.args(), out=out, num_splits=2 if head_size == 80 else 1)
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]

@@ -14,8 +14,9 @@ def req(rid, tokens, max_tokens=2):
 
 
 def caching_scheduler(num_blocks=16, **kw):
-    return make_scheduler(num_blocks=num_blocks, block_size=4, budget=64, max_model_len=64,
-                          enable_prefix_caching=True, **kw)
+    return make_scheduler(
+        num_blocks=num_blocks, block_size=4, budget=64, max_model_len=64, enable_prefix_caching=True, **kw
+    )
 
 
 A = list(range(100, 110))  # 10 tokens: 2 full blocks of 4 + a partial one
@@ -128,8 +129,16 @@ def test_outputs_identical_with_and_without_caching(tiny_opt_dir):
     params = SamplingParams(temperature=0, max_tokens=10, ignore_eos=True)
     results, hit_rates = [], []
     for caching in (False, True):
-        llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, enable_prefix_caching=caching,
-                  num_gpu_blocks_override=20, block_size=16, max_num_batched_tokens=64, debug_invariants=True)
+        llm = LLM(
+            model=tiny_opt_dir,
+            multiprocess=False,
+            skip_tokenizer_init=True,
+            enable_prefix_caching=caching,
+            num_gpu_blocks_override=20,
+            block_size=16,
+            max_num_batched_tokens=64,
+            debug_invariants=True,
+        )
         with recorded_events(llm.engine) as events:
             results.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
         hit_rates.append(events[-1].prefix_cache_hits)
@@ -143,8 +152,14 @@ def test_outputs_identical_with_and_without_caching(tiny_opt_dir):
 
 
 def test_reset_through_the_control_channel_of_a_running_engine(tiny_opt_dir):
-    llm = LLM(model=tiny_opt_dir, multiprocess=True, skip_tokenizer_init=True, enable_prefix_caching=True,
-              num_gpu_blocks_override=32, block_size=16)
+    llm = LLM(
+        model=tiny_opt_dir,
+        multiprocess=True,
+        skip_tokenizer_init=True,
+        enable_prefix_caching=True,
+        num_gpu_blocks_override=32,
+        block_size=16,
+    )
     engine = llm.engine
     prompt = [[2] + list(range(10, 60))]  # 51 tokens: 3 full blocks
     params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)

@@ -30,8 +30,9 @@ def test_bf16_engine_tracks_the_fp32_reference_on_its_own_tokens(tmp_path, famil
     prompts = mixed_prompts(6, 512, 5, 60, seed=1)
     llm = LLM(model=model_dir, multiprocess=False, skip_tokenizer_init=True, dtype="bfloat16")
     assert llm.engine.info.dtype == "bfloat16"
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, logprobs=0),
-                        use_tqdm=False)
+    outs = llm.generate(
+        prompts, SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, logprobs=0), use_tqdm=False
+    )
     llm.shutdown()
     reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).float().eval()
     worst_gap = worst_error = 0.0
@@ -39,7 +40,7 @@ def test_bf16_engine_tracks_the_fp32_reference_on_its_own_tokens(tmp_path, famil
         tokens, logprobs = out.outputs[0].token_ids, out.outputs[0].logprobs
         with torch.no_grad():
             logits = reference(torch.tensor([prompt + tokens[:-1]])).logits[0]  # [len(prompt) + 11, vocab]
-        ref = logits[len(prompt) - 1:].log_softmax(-1)  # [12, vocab]: the distribution of each generated token
+        ref = logits[len(prompt) - 1 :].log_softmax(-1)  # [12, vocab]: the distribution of each generated token
         for i, token in enumerate(tokens):
             worst_gap = max(worst_gap, (ref[i].max() - ref[i, token]).item())
             worst_error = max(worst_error, abs(logprobs[i][token] - ref[i, token].item()))

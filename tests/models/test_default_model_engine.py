@@ -19,7 +19,7 @@ def test_default_model_generates_what_transformers_generates():
     model = OPTForCausalLM.from_pretrained(DEFAULT_MODEL_DIR).eval()
     for prompt, out in zip(PROMPTS, outs):
         ids = tok(prompt, return_tensors="pt").input_ids
-        ref = model.generate(ids, max_new_tokens=20, do_sample=False, pad_token_id=1)[0, ids.shape[1]:].tolist()
+        ref = model.generate(ids, max_new_tokens=20, do_sample=False, pad_token_id=1)[0, ids.shape[1] :].tolist()
         assert out.outputs[0].token_ids == ref
         assert out.outputs[0].text == tok.decode(ref, skip_special_tokens=True)
         assert len(out.outputs[0].text.split()) >= 2  # words, not noise

@@ -67,9 +67,10 @@ def test_model_loads_and_generates(tokenizer, model) -> None:
     assert model.config.vocab_size == len(tokenizer)
     ids = tokenizer("The function", return_tensors="pt").input_ids
     with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=10, min_new_tokens=10, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id)
-    new = out[0, ids.shape[1]:]
+        out = model.generate(
+            ids, max_new_tokens=10, min_new_tokens=10, do_sample=False, pad_token_id=tokenizer.pad_token_id
+        )
+    new = out[0, ids.shape[1] :]
     assert new.numel() == 10
     text = tokenizer.decode(new, skip_special_tokens=True)
     assert text.strip(), text

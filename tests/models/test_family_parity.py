@@ -16,24 +16,57 @@ VARIANTS = {
     "llama-biases": ("llama", dict(attention_bias=True, mlp_bias=True)),
     "llama-head32": ("llama", dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)),
     "llama-rope-linear": ("llama", dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})),
-    "llama-rope-dynamic": ("llama", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0,
-                                                          "rope_theta": 10000.0})),
-    "llama-rope-llama3": ("llama", dict(rope_parameters={
-        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 32, "rope_theta": 500000.0})),
-    "llama-rope-yarn": ("llama", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0,
-                                                       "original_max_position_embeddings": 64, "rope_theta": 10000.0})),
+    "llama-rope-dynamic": (
+        "llama",
+        dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}),
+    ),
+    "llama-rope-llama3": (
+        "llama",
+        dict(
+            rope_parameters={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "rope_theta": 500000.0,
+            }
+        ),
+    ),
+    "llama-rope-yarn": (
+        "llama",
+        dict(
+            rope_parameters={
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 64,
+                "rope_theta": 10000.0,
+            }
+        ),
+    ),
     "mistral-window16": ("mistral", {}),
     "mistral-window5-head32": ("mistral", dict(sliding_window=5, hidden_size=128)),
     "qwen2": ("qwen2", {}),
     "qwen2-window-layer1": ("qwen2", dict(use_sliding_window=True, sliding_window=12, max_window_layers=1)),
     "qwen3": ("qwen3", {}),
-    "qwen3-yarn-tied": ("qwen3", dict(tie_word_embeddings=True, rope_parameters={
-        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 1e6})),
+    "qwen3-yarn-tied": (
+        "qwen3",
+        dict(
+            tie_word_embeddings=True,
+            rope_parameters={
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "rope_theta": 1e6,
+            },
+        ),
+    ),
     "qwen3-attention-bias": ("qwen3", dict(attention_bias=True)),
     "gpt2": ("gpt2", {}),
-    "gpt2-inverse-layer-scale-relu": ("gpt2", dict(scale_attn_by_inverse_layer_idx=True, activation_function="relu",
-                                                   n_inner=96)),
+    "gpt2-inverse-layer-scale-relu": (
+        "gpt2",
+        dict(scale_attn_by_inverse_layer_idx=True, activation_function="relu", n_inner=96),
+    ),
 }
 # The first variant of each family also runs chunked and preempted on their own.
 MAIN = ["llama", "mistral-window16", "qwen2", "qwen3", "gpt2"]
@@ -59,8 +92,9 @@ def test_greedy_tokens_match_transformers(variant):
     got, _ = engine_greedy(model_dir, PROMPTS, MAX_TOKENS)
     assert got == expected
     # Prefills in chunks of 16 tokens, and a pool of 6 blocks of 16 that cannot hold every request.
-    got, events = engine_greedy(model_dir, PROMPTS, MAX_TOKENS, max_num_batched_tokens=16,
-                                num_gpu_blocks_override=6, block_size=16)
+    got, events = engine_greedy(
+        model_dir, PROMPTS, MAX_TOKENS, max_num_batched_tokens=16, num_gpu_blocks_override=6, block_size=16
+    )
     assert got == expected
     assert chunked(events) and preempted(events)
 
@@ -95,12 +129,14 @@ def test_preemption_alone_matches_transformers(variant):
 def test_triton_kernels_in_the_engine_match_transformers(tmp_path, monkeypatch):
     """The Triton kernels (interpreted on CPU) inside a real model: a head size that is not a
     power of two (80, padded to 128) and a sliding window, chunked and preempted."""
-    model_dir = make_family_dir(tmp_path, "mistral", seed=11, hidden_size=160, num_attention_heads=2,
-                                num_key_value_heads=1, sliding_window=6)
+    model_dir = make_family_dir(
+        tmp_path, "mistral", seed=11, hidden_size=160, num_attention_heads=2, num_key_value_heads=1, sliding_window=6
+    )
     prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[3]]  # 32, 21 and 15 tokens: 3 blocks each at most
     expected = hf_greedy(model_dir, prompts, MAX_TOKENS)
     monkeypatch.setenv("ENGINETUI_ATTENTION_BACKEND", "triton")
-    got, events = engine_greedy(model_dir, prompts, MAX_TOKENS, max_num_batched_tokens=24, num_gpu_blocks_override=4,
-                                block_size=16)
+    got, events = engine_greedy(
+        model_dir, prompts, MAX_TOKENS, max_num_batched_tokens=24, num_gpu_blocks_override=4, block_size=16
+    )
     assert got == expected
     assert chunked(events) and preempted(events)

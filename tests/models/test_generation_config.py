@@ -21,13 +21,20 @@ def write_generation_config(model_dir, **fields) -> None:
 
 def test_generation_config_file_gives_eos_list_and_sampling_defaults(tmp_path):
     d = make_opt_dir(tmp_path, seed=2)
-    write_generation_config(d, eos_token_id=[7, 9, 7], do_sample=True, temperature=0.6, top_p=0.9, top_k=50,
-                            max_new_tokens=30, repetition_penalty=1.1)
+    write_generation_config(
+        d,
+        eos_token_id=[7, 9, 7],
+        do_sample=True,
+        temperature=0.6,
+        top_p=0.9,
+        top_k=50,
+        max_new_tokens=30,
+        repetition_penalty=1.1,
+    )
     gen = generation_defaults(tmp_path, None)
     assert gen.eos_token_ids == [7, 9]
     # do_sample is not a sampling default (vLLM ignores it); max_new_tokens becomes max_tokens.
-    assert gen.sampling == {"temperature": 0.6, "top_p": 0.9, "top_k": 50, "max_tokens": 30,
-                            "repetition_penalty": 1.1}
+    assert gen.sampling == {"temperature": 0.6, "top_p": 0.9, "top_k": 50, "max_tokens": 30, "repetition_penalty": 1.1}
 
 
 def test_without_a_generation_config_the_model_config_gives_the_eos(tmp_path):
@@ -94,8 +101,21 @@ def test_processor_puts_the_tokenizer_eos_first(eos):
     class Tok:
         eos_token_id = 5
 
-    info = EngineInfo(model_name="m", model_dir=None, architecture="OPTForCausalLM", num_parameters=1000,
-                      kv_bytes_per_token=96, vocab_size=10, max_model_len=32, num_blocks=4, block_size=16,
-                      device="cpu", dtype="float32", eos_token_ids=eos, default_sampling={}, pid=1)
+    info = EngineInfo(
+        model_name="m",
+        model_dir=None,
+        architecture="OPTForCausalLM",
+        num_parameters=1000,
+        kv_bytes_per_token=96,
+        vocab_size=10,
+        max_model_len=32,
+        num_blocks=4,
+        block_size=16,
+        device="cpu",
+        dtype="float32",
+        eos_token_ids=eos,
+        default_sampling={},
+        pid=1,
+    )
     assert Processor(Tok(), info).eos_token_ids == [5, 3][: 1 + bool(eos)]
     assert Processor(None, info).eos_token_ids == list(dict.fromkeys(eos))

@@ -43,8 +43,13 @@ def test_pytorch_bin_checkpoints_load_like_safetensors(tmp_path, tiny_opt_dir):
 
 
 def test_dummy_weights_for_a_known_hub_name_work_offline():
-    llm = LLM(model="facebook/opt-125m", load_format="dummy", multiprocess=False, skip_tokenizer_init=True,
-              num_gpu_blocks_override=16)
+    llm = LLM(
+        model="facebook/opt-125m",
+        load_format="dummy",
+        multiprocess=False,
+        skip_tokenizer_init=True,
+        num_gpu_blocks_override=16,
+    )
     try:
         assert llm.engine.info.vocab_size == 50272
         out = llm.generate([[2, 5, 6]], SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)[0]
@@ -67,8 +72,9 @@ def build_hub_cache(cache: str, repo_id: str, model_dir: str) -> None:
 def run_python(code: str, env_extra: dict, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_hub_id_resolves_from_the_local_hf_cache_offline(tmp_path, tiny_opt_dir):

@@ -9,8 +9,14 @@ from tests.models.families import make_family_dir
 
 def test_engine_info_describes_the_model(tmp_path):
     d = make_family_dir(tmp_path, "qwen3", seed=1, tie_word_embeddings=True, max_position_embeddings=200)
-    llm = LLM(model=d, multiprocess=False, skip_tokenizer_init=True, dtype="bfloat16", num_gpu_blocks_override=9,
-              block_size=16)
+    llm = LLM(
+        model=d,
+        multiprocess=False,
+        skip_tokenizer_init=True,
+        dtype="bfloat16",
+        num_gpu_blocks_override=9,
+        block_size=16,
+    )
     try:
         info = llm.engine.info
     finally:

@@ -88,14 +88,20 @@ def rewrite_checkpoint(model_dir, edit) -> None:
 @pytest.mark.parametrize(
     "edit,message",
     [
-        (lambda s: s.pop("model.decoder.layers.0.self_attn.k_proj.weight"),
-         r"missing 1 weights, e.g. \['model.decoder.layers.0.self_attn.qkv_proj.weight \(k\)'\]"),
+        (
+            lambda s: s.pop("model.decoder.layers.0.self_attn.k_proj.weight"),
+            r"missing 1 weights, e.g. \['model.decoder.layers.0.self_attn.qkv_proj.weight \(k\)'\]",
+        ),
         (lambda s: s.pop("model.decoder.final_layer_norm.bias"), "missing 1 weights"),
         (lambda s: s.update({"model.decoder.extra.weight": torch.zeros(2)}), "unexpected weight 'model.decoder.extra"),
-        (lambda s: s.update({"model.decoder.layers.0.fc1.weight": torch.zeros(3, 3)}),
-         r"weight 'model.decoder.layers.0.fc1.weight': shape \(3, 3\) does not fit parameter of shape \(128, 64\)"),
-        (lambda s: s.update({"model.decoder.layers.0.self_attn.v_proj.bias": torch.zeros(5)}),
-         r"v_proj.bias': shape \(5,\) does not fit parameter of shape \(64,\)"),
+        (
+            lambda s: s.update({"model.decoder.layers.0.fc1.weight": torch.zeros(3, 3)}),
+            r"weight 'model.decoder.layers.0.fc1.weight': shape \(3, 3\) does not fit parameter of shape \(128, 64\)",
+        ),
+        (
+            lambda s: s.update({"model.decoder.layers.0.self_attn.v_proj.bias": torch.zeros(5)}),
+            r"v_proj.bias': shape \(5,\) does not fit parameter of shape \(64,\)",
+        ),
     ],
     ids=["missing-shard", "missing-param", "unexpected", "misshapen", "misshapen-shard"],
 )
@@ -112,8 +118,9 @@ def test_unsupported_architecture_is_refused_with_the_supported_list(tmp_path):
     cfg["architectures"] = ["FalconForCausalLM"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     supported = ", ".join(ARCHITECTURES)
-    with pytest.raises(ValueError, match=f"architecture FalconForCausalLM is not supported; supported architectures: "
-                                         f"{supported}$"):
+    with pytest.raises(
+        ValueError, match=f"architecture FalconForCausalLM is not supported; supported architectures: {supported}$"
+    ):
         engine_tokens(d)
 
 

@@ -13,8 +13,15 @@ INFO = EngineInfo(
 
 
 def header(**overrides) -> fmt.Header:
-    fields = dict(event_schema_version=SCHEMA_VERSION, created=1000.0, source="test", enginetui_version="test",
-                  engine=INFO, config={"block_size": 16}, tokenizer=None)
+    fields = dict(
+        event_schema_version=SCHEMA_VERSION,
+        created=1000.0,
+        source="test",
+        enginetui_version="test",
+        engine=INFO,
+        config={"block_size": 16},
+        tokenizer=None,
+    )
     fields.update(overrides)
     return fmt.Header(**fields)
 

@@ -104,8 +104,11 @@ def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
         read_recording(tmp_path / "notes.txt")
     (tmp_path / "trace.json").write_text('{"traceEvents": []}')  # an export, given where a recording goes
     for reader in (read_recording, read_watch_recording):
-        with pytest.raises(fmt.RecordingError, match="is not an enginetui recording \\(it is JSON, as `enginetui "
-                                                     "export` writes; a recording is what --record wrote"):
+        with pytest.raises(
+            fmt.RecordingError,
+            match="is not an enginetui recording \\(it is JSON, as `enginetui "
+            "export` writes; a recording is what --record wrote",
+        ):
             reader(tmp_path / "trace.json")
     path = write(tmp_path / "a.etrec", EVENTS)
     (tmp_path / "headless.etrec").write_bytes(open(path, "rb").read()[: fmt.PREAMBLE.size + 3])
@@ -124,9 +127,19 @@ def test_events_and_headers_written_before_cuda_graphs_read_as_eager(tmp_path):
     old_event = msgspec.msgpack.decode(encode_event(EVENTS[0]))
     del old_event["cuda_graph_size"]
     assert decode_event(msgspec.msgpack.encode(old_event)).cuda_graph_size == 0
-    old_header = msgspec.msgpack.decode(fmt.encode(fmt.Header(
-        event_schema_version=SCHEMA_VERSION, created=1.0, source="test", enginetui_version="test", engine=INFO,
-        config={}, tokenizer=None)))
+    old_header = msgspec.msgpack.decode(
+        fmt.encode(
+            fmt.Header(
+                event_schema_version=SCHEMA_VERSION,
+                created=1.0,
+                source="test",
+                enginetui_version="test",
+                engine=INFO,
+                config={},
+                tokenizer=None,
+            )
+        )
+    )
     for name in ("cuda_graph_sizes", "cuda_graph_capture_s", "cuda_graphs_off"):
         del old_header["engine"][name]
     engine = fmt.decode_header(msgspec.msgpack.encode(old_header)).engine

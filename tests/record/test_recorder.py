@@ -33,7 +33,7 @@ def test_the_recording_equals_what_a_subscriber_received_event_for_event(tmp_pat
     assert rec.trailer is not None and rec.trailer.missed_events == 0 and rec.describe_problems() == []
     events = list(rec.events())
     # The recorder subscribed first: its greeting snapshot, then exactly the subscriber's stream.
-    assert events[0].is_snapshot and events[1:1 + len(received)] == received
+    assert events[0].is_snapshot and events[1 : 1 + len(received)] == received
     assert [rec.encoded(i) for i in range(len(rec))] == [encode_event(e) for e in events]  # bytes as published
     assert [e.seq for e in events] == list(range(events[0].seq, events[0].seq + len(events)))  # no gaps
     assert any(e.preempted for e in events) and any(c.num_remaining for e in events for c in e.chunks)
@@ -46,7 +46,9 @@ def test_the_recording_equals_what_a_subscriber_received_event_for_event(tmp_pat
     tokenizer = unpack_tokenizer(rec.header.tokenizer)
     added = {a.req_id: a.prompt_token_ids for e in events for a in e.added}
     assert [tokenizer.decode(added[o.request_id], skip_special_tokens=True) for o in outs] == PROMPTS
-    assert [tokenizer.decode(tokens[o.request_id], skip_special_tokens=True) for o in outs] == [o.outputs[0].text for o in outs]
+    assert [tokenizer.decode(tokens[o.request_id], skip_special_tokens=True) for o in outs] == [
+        o.outputs[0].text for o in outs
+    ]
     assert rec.header.source == "LLM" and rec.header.engine.num_blocks == 12
     assert rec.header.config["max_num_batched_tokens"] == 16
 
@@ -75,6 +77,7 @@ async def test_async_llm_records_from_the_start_and_on_demand(tmp_path, text_opt
     first, second = tmp_path / "first.etrec", tmp_path / "second.etrec"
     engine = AsyncLLM.from_engine_args(model=text_opt_dir, multiprocess=False, record=first, **ENGINE)
     try:
+
         async def run(request_id: str) -> list[int]:
             async for out in engine.generate("A function", SamplingParams(max_tokens=6, ignore_eos=True), request_id):  # noqa: B007 (the last output is kept)
                 pass

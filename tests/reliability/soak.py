@@ -42,9 +42,13 @@ class SoakReport:
 
 def random_params(rng: random.Random) -> SamplingParams:
     return SamplingParams(
-        temperature=rng.choice([0.0, 0.7, 1.0]), top_p=rng.choice([1.0, 0.9]), top_k=rng.choice([0, 20]),
-        max_tokens=rng.randint(1, 24), seed=rng.choice([None, rng.randrange(1000)]),
-        stop=rng.choice([None, [" the"], ["e"]]), ignore_eos=rng.random() < 0.5,
+        temperature=rng.choice([0.0, 0.7, 1.0]),
+        top_p=rng.choice([1.0, 0.9]),
+        top_k=rng.choice([0, 20]),
+        max_tokens=rng.randint(1, 24),
+        seed=rng.choice([None, rng.randrange(1000)]),
+        stop=rng.choice([None, [" the"], ["e"]]),
+        ignore_eos=rng.random() < 0.5,
         presence_penalty=rng.choice([0.0, 0.5]),
     )
 
@@ -56,15 +60,25 @@ def random_prompt(rng: random.Random, vocab: int):
     if kind < 0.08:
         return [2, vocab + 5]  # invalid: unknown token id
     if kind < 0.5:
-        return " ".join(rng.choice(["the", "function", "class", "returns", "a", "list", "of"]) for _ in range(rng.randint(1, 40)))
+        return " ".join(
+            rng.choice(["the", "function", "class", "returns", "a", "list", "of"]) for _ in range(rng.randint(1, 40))
+        )
     return [2] + [rng.randrange(4, vocab) for _ in range(rng.randint(1, rng.choice([8, 40, 150, 200])))]
 
 
-def run_soak(model: str | None, num_requests: int, seconds: float, seed: int = 0, multiprocess: bool = True,
-             num_blocks: int = 12) -> SoakReport:
+def run_soak(
+    model: str | None, num_requests: int, seconds: float, seed: int = 0, multiprocess: bool = True, num_blocks: int = 12
+) -> SoakReport:
     rng = random.Random(seed)
-    config = EngineConfig(model=model, num_gpu_blocks_override=num_blocks, block_size=16, max_num_batched_tokens=96,
-                          max_model_len=256, debug_invariants=True, seed=seed)
+    config = EngineConfig(
+        model=model,
+        num_gpu_blocks_override=num_blocks,
+        block_size=16,
+        max_num_batched_tokens=96,
+        max_model_len=256,
+        debug_invariants=True,
+        seed=seed,
+    )
     engine = LLMEngine(config, multiprocess=multiprocess)
     report = SoakReport()
     procs = {"client": psutil.Process(), "engine": psutil.Process(engine.info.pid)}
@@ -119,8 +133,10 @@ def main() -> None:
     summary = asdict(report)
     summary.pop("finals_per_request")
     print(json.dumps(summary, indent=2))
-    print(f"soak {'OK' if report.ok() else 'FAILED'}: {report.submitted} requests, {report.finished}, "
-          f"{report.blocks_leaked} blocks leaked, {report.requests_lost} lost, {report.seconds}s")
+    print(
+        f"soak {'OK' if report.ok() else 'FAILED'}: {report.submitted} requests, {report.finished}, "
+        f"{report.blocks_leaked} blocks leaked, {report.requests_lost} lost, {report.seconds}s"
+    )
     raise SystemExit(0 if report.ok() else 1)
 
 

@@ -4,9 +4,9 @@ import time
 
 import zmq
 
+from enginetui.bench.event_counter import EventCounter
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.engine.events import MissedEvents, decode_event
-from enginetui.bench.event_counter import EventCounter
 
 
 def test_a_subscriber_that_stops_reading_never_slows_the_engine_or_other_subscribers(tiny_opt_dir):

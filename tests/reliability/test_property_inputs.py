@@ -8,30 +8,46 @@ from hypothesis import strategies as st
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.engine.llm import _as_prompt_list
 
-NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32), st.integers(-5, 300), st.text(max_size=2),
-                   st.none(), st.booleans())
-PARAMS = st.fixed_dictionaries({}, optional={
-    "temperature": NUMBER, "top_p": NUMBER, "top_k": NUMBER, "min_p": NUMBER, "seed": NUMBER,
-    "presence_penalty": NUMBER, "frequency_penalty": NUMBER, "repetition_penalty": NUMBER,
-    "max_tokens": st.one_of(st.integers(-2, 12), st.none(), st.text(max_size=1)),
-    "min_tokens": st.one_of(st.integers(-2, 12), st.floats(width=32)),
-    "stop": st.one_of(st.none(), st.text(max_size=3), st.lists(st.text(max_size=3), max_size=3), st.integers()),
-    "stop_token_ids": st.one_of(st.none(), st.lists(st.integers(-3, 5000), max_size=3)),
-    "logprobs": st.one_of(st.none(), st.integers(-1, 25)),
-    "ignore_eos": st.one_of(st.booleans(), st.integers(0, 2)),
-})
+NUMBER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.integers(-5, 300),
+    st.text(max_size=2),
+    st.none(),
+    st.booleans(),
+)
+PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "temperature": NUMBER,
+        "top_p": NUMBER,
+        "top_k": NUMBER,
+        "min_p": NUMBER,
+        "seed": NUMBER,
+        "presence_penalty": NUMBER,
+        "frequency_penalty": NUMBER,
+        "repetition_penalty": NUMBER,
+        "max_tokens": st.one_of(st.integers(-2, 12), st.none(), st.text(max_size=1)),
+        "min_tokens": st.one_of(st.integers(-2, 12), st.floats(width=32)),
+        "stop": st.one_of(st.none(), st.text(max_size=3), st.lists(st.text(max_size=3), max_size=3), st.integers()),
+        "stop_token_ids": st.one_of(st.none(), st.lists(st.integers(-3, 5000), max_size=3)),
+        "logprobs": st.one_of(st.none(), st.integers(-1, 25)),
+        "ignore_eos": st.one_of(st.booleans(), st.integers(0, 2)),
+    },
+)
 PROMPT = st.one_of(
     st.text(max_size=40),  # any unicode, control characters and lone surrogates included
     st.lists(st.integers(-10, 5000), max_size=20),
     st.lists(st.one_of(st.integers(0, 100), st.text(max_size=1), st.floats()), max_size=5),
-    st.none(), st.integers(),
+    st.none(),
+    st.integers(),
 )
 
 
 @pytest.fixture(scope="module")
 def llm(text_opt_dir):
-    engine = LLM(model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, max_model_len=128,
-                 debug_invariants=True)
+    engine = LLM(
+        model=text_opt_dir, multiprocess=False, num_gpu_blocks_override=64, max_model_len=128, debug_invariants=True
+    )
     yield engine
     engine.shutdown()
 

@@ -10,18 +10,37 @@ from enginetui.core.sample.sampler import CDF_CHUNK, Sampler, filter_logits, inv
 VOCAB = 50
 
 
-def meta(n, temperature=1.0, top_k=None, top_p=None, min_p=None, seeds=None, num_out=None, penalties=None,
-         outputs=None, prompts=None, blocked=None, logprobs=None):
+def meta(
+    n,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    min_p=None,
+    seeds=None,
+    num_out=None,
+    penalties=None,
+    outputs=None,
+    prompts=None,
+    blocked=None,
+    logprobs=None,
+):
     def col(v, dt):
         return None if v is None else torch.tensor([v] * n if not isinstance(v, list) else v, dtype=dt)
 
     pres, freq, rep = penalties or (None, None, None)
     return SamplingMetadata(
-        temperature=col(temperature, torch.float32), top_k=col(top_k, torch.long), top_p=col(top_p, torch.float32),
-        min_p=col(min_p, torch.float32), seeds=seeds or [None] * n, num_output_tokens=num_out or [0] * n,
-        presence_penalty=col(pres, torch.float32), frequency_penalty=col(freq, torch.float32),
-        repetition_penalty=col(rep, torch.float32), output_token_ids=outputs or [[] for _ in range(n)],
-        prompt_token_ids=prompts or [[] for _ in range(n)], min_tokens_blocked=blocked or [[] for _ in range(n)],
+        temperature=col(temperature, torch.float32),
+        top_k=col(top_k, torch.long),
+        top_p=col(top_p, torch.float32),
+        min_p=col(min_p, torch.float32),
+        seeds=seeds or [None] * n,
+        num_output_tokens=num_out or [0] * n,
+        presence_penalty=col(pres, torch.float32),
+        frequency_penalty=col(freq, torch.float32),
+        repetition_penalty=col(rep, torch.float32),
+        output_token_ids=outputs or [[] for _ in range(n)],
+        prompt_token_ids=prompts or [[] for _ in range(n)],
+        min_tokens_blocked=blocked or [[] for _ in range(n)],
         max_num_logprobs=logprobs,
     )
 

@@ -14,8 +14,9 @@ def test_preempt_during_execution(async_scheduling):
     synchronous scheduler and two batches in flight; with asynchronous scheduling the second plan
     also decodes the first request on a placeholder, so its prompt is one token shorter to leave
     room for the second request's five blocks."""
-    s = make_scheduler(num_blocks=10, block_size=16, budget=100, enable_prefix_caching=False,
-                       async_scheduling=async_scheduling)  # vLLM's 11 blocks less its null block
+    s = make_scheduler(
+        num_blocks=10, block_size=16, budget=100, enable_prefix_caching=False, async_scheduling=async_scheduling
+    )  # vLLM's 11 blocks less its null block
     a, b = make_request("0", 79 if async_scheduling else 80), make_request("1", 80)
     s.add_request(a)
     out0 = s.schedule()

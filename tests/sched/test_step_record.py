@@ -31,9 +31,15 @@ def test_between_steps_aborts_rejections_and_errors_are_recorded_with_their_outp
     s.report_error("bad", "request could not be decoded: junk")
     s.finish_requests(["A"], RequestStatus.FINISHED_ABORTED, "aborted by the client")
     record = s.drain_step_record()
-    assert record.rejected == [Ended("huge", "rejected", "needs 14 KV blocks for 55 tokens (prompt + max_tokens - 1) but the whole pool has 4", 0)]
-    assert record.finished == [Ended("bad", "error", "request could not be decoded: junk", 0),
-                               Ended("A", "abort", "aborted by the client", 0)]
+    assert record.rejected == [
+        Ended(
+            "huge", "rejected", "needs 14 KV blocks for 55 tokens (prompt + max_tokens - 1) but the whole pool has 4", 0
+        )
+    ]
+    assert record.finished == [
+        Ended("bad", "error", "request could not be decoded: junk", 0),
+        Ended("A", "abort", "aborted by the client", 0),
+    ]
     outputs = {o.request_id: o.finish_reason for o in s.take_pending_outputs()}
     assert outputs == {"huge": "rejected", "bad": "error", "A": "abort"}
     assert not s.has_pending_outputs() and not s.has_unfinished_requests()
@@ -97,7 +103,10 @@ def test_the_record_carries_the_plan_split_prefills_decodes_and_block_changes():
     run_step(s)  # B's last piece of prompt is still a chunk (the end of a split prefill)
     record = s.drain_step_record()
     assert record.chunks == [Chunk("B", 2, 0)] and record.decodes == ["A"]
-    assert [e.req_id for e in record.finished] == ["A"] and record.blocks_freed == [2, 0]  # A held 0 and 2, freed tail first
+    assert [e.req_id for e in record.finished] == ["A"] and record.blocks_freed == [
+        2,
+        0,
+    ]  # A held 0 and 2, freed tail first
 
 
 def test_kv_state_reports_the_pool_and_shared_blocks():

@@ -24,9 +24,13 @@ NUM_TRACES = 300
 NUM_ASYNC_TRACES = 150
 ORACLE = Path(__file__).with_name("vllm_oracle.py")
 
-pytestmark = [pytest.mark.skipif(not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
-                                 reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(
+        not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
+        reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed",
+    ),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,13 @@ def traces_and_vllm_results(tmp_path_factory):
     traces_path, results_path = workdir / "traces.json", workdir / "results.json"
     traces_path.write_text(json.dumps(traces))
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
-    done = subprocess.run([VLLM_PYTHON, str(ORACLE), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(
+        [VLLM_PYTHON, str(ORACLE), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, f"vLLM oracle failed:\n{done.stderr[-4000:]}"
     return traces, json.loads(results_path.read_text())
 
@@ -78,10 +87,23 @@ def test_the_traces_exercise_every_rule(traces_and_vllm_results):
                 seen[f"finished by {reason}"] += 1
         seen["prefix hits"] += steps[-1]["stats"][1]
         seen["hits after preemption"] += steps[-1]["stats"][3]
-    minimum = {"steps": 5000, "priority traces": 100, "caching traces": 120, "unchunked traces": 20,
-               "threshold traces": 40, "first-chunk admission traces": 50, "preemptions": 150,
-               "priority preemptions": 50, "aborts": 100, "refused resets": 20, "resets": 10,
-               "finished by stop": 500, "finished by length": 500, "prefix hits": 1000, "hits after preemption": 200}
+    minimum = {
+        "steps": 5000,
+        "priority traces": 100,
+        "caching traces": 120,
+        "unchunked traces": 20,
+        "threshold traces": 40,
+        "first-chunk admission traces": 50,
+        "preemptions": 150,
+        "priority preemptions": 50,
+        "aborts": 100,
+        "refused resets": 20,
+        "resets": 10,
+        "finished by stop": 500,
+        "finished by length": 500,
+        "prefix hits": 1000,
+        "hits after preemption": 200,
+    }
     short = {name: seen[name] for name, least in minimum.items() if seen[name] < least}
     assert not short, f"the traces no longer exercise: {short}"
 
@@ -105,8 +127,18 @@ def test_the_async_traces_exercise_placeholders_and_preemption_in_flight(traces_
             for _, reason in step["finished"]:
                 seen[f"finished by {reason}"] += 1
         seen["prefix hits"] += steps[-1]["stats"][1]
-    minimum = {"traces": NUM_ASYNC_TRACES, "priority traces": 50, "caching traces": 60, "steps": 3000,
-               "steps with placeholders": 2000, "stale deliveries": 100, "priority preemptions": 25, "aborts": 40,
-               "finished by stop": 200, "finished by length": 200, "prefix hits": 400}
+    minimum = {
+        "traces": NUM_ASYNC_TRACES,
+        "priority traces": 50,
+        "caching traces": 60,
+        "steps": 3000,
+        "steps with placeholders": 2000,
+        "stale deliveries": 100,
+        "priority preemptions": 25,
+        "aborts": 40,
+        "finished by stop": 200,
+        "finished by length": 200,
+        "prefix hits": 400,
+    }
     short = {name: seen[name] for name, least in minimum.items() if seen[name] < least}
     assert not short, f"the async traces no longer exercise: {short}"

@@ -15,9 +15,8 @@ did not leave mid-prefill; the token is the request's next trace output when the
 are applied.
 """
 
-from collections import deque
-
 import random
+from collections import deque
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request, RequestStatus
@@ -83,12 +82,18 @@ def random_trace(seed: int, async_scheduling: bool = False) -> dict:
         step = rng.randint(0, last_arrival_step)
         req_id = f"r{n}"  # string order (r10 < r2) differs from arrival order: ties break by id
         ids.append(req_id)
-        steps[step].append({
-            "op": "add", "id": req_id, "prompt": prompt, "max_tokens": max_tokens,
-            "priority": rng.choice([0, 0, 1, 2]), "arrival": float(step),
-            "stop_token_ids": [STOP] if rng.random() < 0.5 else [],
-            "outputs": [_sample(rng) for _ in range(max_tokens)],
-        })
+        steps[step].append(
+            {
+                "op": "add",
+                "id": req_id,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "priority": rng.choice([0, 0, 1, 2]),
+                "arrival": float(step),
+                "stop_token_ids": [STOP] if rng.random() < 0.5 else [],
+                "outputs": [_sample(rng) for _ in range(max_tokens)],
+            }
+        )
     for _ in range(rng.randint(0, 3)):  # aborts, some of requests already gone or not yet arrived
         steps[rng.randint(0, last_arrival_step)].append({"op": "abort", "id": rng.choice(ids)})
     if rng.random() < 0.3:
@@ -131,15 +136,27 @@ def run_ours(trace: dict) -> list[dict]:
     records = []
     stats = [0, 0, 0, 0]
     step = 0
-    while step < MAX_STEPS and (step < len(trace["steps"]) or (s.has_requests() if is_async else s.has_unfinished_requests())
-                                or in_flight):
+    while step < MAX_STEPS and (
+        step < len(trace["steps"]) or (s.has_requests() if is_async else s.has_unfinished_requests()) or in_flight
+    ):
         record = {"aborted": [], "reset": [], "cached": {}, "finished": [], "sched": [], "preempted": [], "stale": []}
         for action in trace["steps"][step] if step < len(trace["steps"]) else []:
             if action["op"] == "add":
                 outputs[action["id"]] = action["outputs"]
-                params = SamplingParams(max_tokens=action["max_tokens"], stop_token_ids=action["stop_token_ids"] or None)
-                s.add_request(Request(action["id"], list(action["prompt"]), params, [EOS], action["arrival"],
-                                      action["priority"], action["max_tokens"]))
+                params = SamplingParams(
+                    max_tokens=action["max_tokens"], stop_token_ids=action["stop_token_ids"] or None
+                )
+                s.add_request(
+                    Request(
+                        action["id"],
+                        list(action["prompt"]),
+                        params,
+                        [EOS],
+                        action["arrival"],
+                        action["priority"],
+                        action["max_tokens"],
+                    )
+                )
             elif action["op"] == "abort":
                 record["aborted"] += s.finish_requests([action["id"]], RequestStatus.FINISHED_ABORTED, "aborted")
             else:
@@ -178,7 +195,9 @@ def run_ours(trace: dict) -> list[dict]:
 def _apply_oldest(s: Scheduler, oldest: tuple, outputs: dict, emitted: set, record: dict) -> None:
     """The oldest step in flight returns: each request it samples for (still live) gets its next trace token."""
     out, samplers = oldest
-    record["stale"] = sorted(r for r in out.num_scheduled_tokens if r in s.requests and s.requests[r].num_stale_output_tokens)
+    record["stale"] = sorted(
+        r for r in out.num_scheduled_tokens if r in s.requests and s.requests[r].num_stale_output_tokens
+    )
     sampled = {}
     for req_id in samplers:
         request = s.requests.get(req_id)

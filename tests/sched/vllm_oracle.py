@@ -33,8 +33,14 @@ MAX_STEPS = 600  # traces.MAX_STEPS
 
 def build_vllm_config(model_dir: str) -> VllmConfig:
     """One VllmConfig for every trace; run_trace sets each trace's scheduler fields on it."""
-    scheduler_config = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=256, max_model_len=256,
-                                       enable_chunked_prefill=True, async_scheduling=False, is_encoder_decoder=False)
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=16,
+        max_num_batched_tokens=256,
+        max_model_len=256,
+        enable_chunked_prefill=True,
+        async_scheduling=False,
+        is_encoder_decoder=False,
+    )
     model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=256)
     return VllmConfig(scheduler_config=scheduler_config, model_config=model_config, cache_config=CacheConfig())
 
@@ -55,11 +61,17 @@ def make_scheduler(vllm_config: VllmConfig, config: dict, classes: tuple = (Sche
     cache.enable_prefix_caching = config["enable_prefix_caching"]
     cache.num_gpu_blocks = config["num_blocks"] + 1  # + vLLM's null block
     spec = FullAttentionSpec(block_size=config["block_size"], num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv_config = KVCacheConfig(num_blocks=cache.num_gpu_blocks, kv_cache_tensors=[],
-                              kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    kv_config = KVCacheConfig(
+        num_blocks=cache.num_gpu_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
     scheduler_class = classes[1] if config["async_scheduling"] else classes[0]
-    return scheduler_class(vllm_config=vllm_config, kv_cache_config=kv_config, block_size=config["block_size"],
-                           structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True)
+    return scheduler_class(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_config,
+        block_size=config["block_size"],
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        log_stats=True,
+    )
 
 
 def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler, AsyncScheduler)) -> list[dict]:
@@ -74,18 +86,30 @@ def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler,
     is_async = config["async_scheduling"]
     in_flight: deque = deque()  # (scheduler output, ids of requests it samples), newest first
     step = 0
-    while step < MAX_STEPS and (step < len(steps) or (s.has_requests() if is_async else s.has_unfinished_requests())
-                                or in_flight):
+    while step < MAX_STEPS and (
+        step < len(steps) or (s.has_requests() if is_async else s.has_unfinished_requests()) or in_flight
+    ):
         record = {"aborted": [], "reset": [], "cached": {}, "finished": [], "sched": [], "preempted": [], "stale": []}
         for action in steps[step] if step < len(steps) else []:
             if action["op"] == "add":
                 outputs[action["id"]] = action["outputs"]
                 params = SamplingParams(max_tokens=action["max_tokens"], stop_token_ids=action["stop_token_ids"])
                 params.update_from_generation_config({}, eos_token_id=EOS)
-                s.add_request(Request(action["id"], list(action["prompt"]), params, None,
-                                      arrival_time=action["arrival"], priority=action["priority"], block_hasher=hasher))
+                s.add_request(
+                    Request(
+                        action["id"],
+                        list(action["prompt"]),
+                        params,
+                        None,
+                        arrival_time=action["arrival"],
+                        priority=action["priority"],
+                        block_hasher=hasher,
+                    )
+                )
             elif action["op"] == "abort":
-                record["aborted"] += [r.request_id for r in s.finish_requests(action["id"], RequestStatus.FINISHED_ABORTED)]
+                record["aborted"] += [
+                    r.request_id for r in s.finish_requests(action["id"], RequestStatus.FINISHED_ABORTED)
+                ]
             else:
                 record["reset"].append(s.reset_prefix_cache())
         apply = not is_async
@@ -104,10 +128,14 @@ def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler,
             running=[r.request_id for r in s.running],
             waiting=[r.request_id for r in s.waiting] + [r.request_id for r in s.kv_holding_waiting],
             computed={r.request_id: r.num_computed_tokens for r in s.requests.values()},
-            blocks={req_id: [b.block_id - 1 for b in blocks] for req_id, blocks in manager.req_to_blocks.items() if blocks},
+            blocks={
+                req_id: [b.block_id - 1 for b in blocks] for req_id, blocks in manager.req_to_blocks.items() if blocks
+            },
             free=s.kv_cache_manager.block_pool.get_num_free_blocks(),
             stats=list(stats),
-            placeholders={r.request_id: r.num_output_placeholders for r in s.requests.values() if r.num_output_placeholders},
+            placeholders={
+                r.request_id: r.num_output_placeholders for r in s.requests.values() if r.num_output_placeholders
+            },
         )
         record["finished"].sort()
         records.append(record)
@@ -118,8 +146,9 @@ def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler,
 def apply_oldest(s: Scheduler, oldest: tuple, outputs: dict, emitted: set, stats: list, record: dict) -> None:
     """The oldest step in flight returns: each request it samples for (still live) gets its next trace token."""
     out, samplers = oldest
-    record["stale"] = sorted(r for r in out.num_scheduled_tokens
-                             if r in s.requests and s.requests[r].num_stale_output_tokens)
+    record["stale"] = sorted(
+        r for r in out.num_scheduled_tokens if r in s.requests and s.requests[r].num_stale_output_tokens
+    )
     req_ids = list(out.num_scheduled_tokens)
     sampled = []
     for req_id in req_ids:
@@ -129,8 +158,9 @@ def apply_oldest(s: Scheduler, oldest: tuple, outputs: dict, emitted: set, stats
             tokens = outputs[req_id]
             token = [tokens[request.num_output_tokens] if request.num_output_tokens < len(tokens) else EOS]
         sampled.append(token)
-    runner_output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                      sampled_token_ids=sampled)
+    runner_output = ModelRunnerOutput(
+        req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled
+    )
     for engine_outputs in s.update_from_output(out, runner_output).values():
         if engine_outputs.scheduler_stats is not None:  # this step's prefix-cache lookups
             prefix_stats = engine_outputs.scheduler_stats.prefix_cache_stats

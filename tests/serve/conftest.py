@@ -30,8 +30,9 @@ class ServerProcess(ServeProcess):
 @pytest.fixture(scope="session")
 def server():
     """The shared test server: embedded model, 24-block pool, API key `test-key`, control allowed."""
-    srv = ServerProcess("--num-gpu-blocks-override", str(NUM_BLOCKS), "--max-num-seqs", "16",
-                        "--api-key", API_KEY, "--allow-control")
+    srv = ServerProcess(
+        "--num-gpu-blocks-override", str(NUM_BLOCKS), "--max-num-seqs", "16", "--api-key", API_KEY, "--allow-control"
+    )
     yield srv
     assert srv.stop() == 0
 
@@ -70,6 +71,8 @@ def engine_idle(http: httpx.Client, timeout: float = 10.0) -> dict:
         if not state["running"] and not state["waiting"] and state["num_free_blocks"] == state["num_blocks"]:
             return state
         if time.monotonic() > deadline:
-            raise AssertionError(f"the engine is not idle after {timeout} s: {len(state['running'])} running, "
-                                 f"{len(state['waiting'])} waiting, {state['num_free_blocks']}/{state['num_blocks']} free")
+            raise AssertionError(
+                f"the engine is not idle after {timeout} s: {len(state['running'])} running, "
+                f"{len(state['waiting'])} waiting, {state['num_free_blocks']}/{state['num_blocks']} free"
+            )
         time.sleep(0.05)

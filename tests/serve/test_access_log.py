@@ -31,8 +31,9 @@ async def get_all(app: FastAPI, *paths: str) -> None:
 
 async def test_clients_at_info_the_dashboards_polling_at_debug_and_excluded_paths_not_at_all(caplog):
     caplog.set_level(logging.DEBUG, logger="uvicorn.error")
-    await get_all(logged_app(frozenset({"/health"})), "/v1/models", "/v1/enginetui/process", "/health",
-                  "/health?probe=1")
+    await get_all(
+        logged_app(frozenset({"/health"})), "/v1/models", "/v1/enginetui/process", "/health", "/health?probe=1"
+    )
     lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "uvicorn.error"]
     assert [(level, message.split(" - ")[1].rsplit(" ", 1)[0]) for level, message in lines] == [
         (logging.INFO, '"GET /v1/models HTTP/1.1" 200'),
@@ -42,15 +43,25 @@ async def test_clients_at_info_the_dashboards_polling_at_debug_and_excluded_path
 
 @pytest.mark.parametrize("value", ["health", "/health,metrics"])
 def test_an_endpoint_that_is_not_a_path_is_refused_before_anything_starts(value):
-    r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", "0",
-                        "--disable-access-log-for-endpoints", value], cwd=REPO, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "enginetui", "serve", "--port", "0", "--disable-access-log-for-endpoints", value],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "paths start with '/'" in r.stderr and "starting the engine" not in r.stderr
 
 
 def test_the_server_logs_its_clients_requests_only():
-    srv = ServerProcess("--num-gpu-blocks-override", "32", "--uvicorn-log-level", "info",
-                        "--disable-access-log-for-endpoints", "/health,/metrics")
+    srv = ServerProcess(
+        "--num-gpu-blocks-override",
+        "32",
+        "--uvicorn-log-level",
+        "info",
+        "--disable-access-log-for-endpoints",
+        "/health,/metrics",
+    )
     try:
         with httpx.Client(base_url=srv.url, timeout=60) as http:
             for path in ("/health", "/metrics", "/v1/enginetui/process", "/v1/models"):
@@ -63,8 +74,9 @@ def test_the_server_logs_its_clients_requests_only():
 
 
 def test_no_access_log_at_all():
-    srv = ServerProcess("--num-gpu-blocks-override", "32", "--uvicorn-log-level", "info",
-                        "--disable-uvicorn-access-log")
+    srv = ServerProcess(
+        "--num-gpu-blocks-override", "32", "--uvicorn-log-level", "info", "--disable-uvicorn-access-log"
+    )
     try:
         with httpx.Client(base_url=srv.url, timeout=60) as http:
             assert http.get("/v1/models").status_code == 200

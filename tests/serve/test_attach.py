@@ -39,6 +39,7 @@ def row_of(app: EngineTUI, req_id: str) -> str:
 @contextlib.asynccontextmanager
 async def attached(engine: RemoteEngine) -> AsyncIterator[None]:
     """`engine` attached as a dashboard is (its event stream open) while inside; detached after."""
+
     async def follow() -> None:
         async for _ in engine.events():
             pass
@@ -74,10 +75,14 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
         await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").render()), "EngineCore's reading")
         model = app.query_one(ModelPanel).render().plain  # the served engine's EngineInfo, from /info
         assert model.startswith(remote.info.architecture) and f"pool {NUM_BLOCKS * remote.info.block_size} tok" in model
-        out = await client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0,
-                                              extra_body={"ignore_eos": True})
-        await wait_for(pilot, lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,
-                       "the openai request to show and end")
+        out = await client.completions.create(
+            model="default", prompt="The function", max_tokens=24, temperature=0, extra_body={"ignore_eos": True}
+        )
+        await wait_for(
+            pilot,
+            lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,
+            "the openai request to show and end",
+        )
         view = app.state.requests[out.id]
         assert view.status == "finished" and view.finish_reason == "length"
         assert view.num_output_tokens == 24 and view.num_prompt_tokens == out.usage.prompt_tokens
@@ -133,9 +138,15 @@ async def test_a_late_attach_draws_a_running_request_whole_and_the_state_another
     received: list[str] = []  # the client's text chunks
 
     async def stream() -> None:
-        chunks = await client.completions.create(model="default", prompt="The function", max_tokens=40,
-                                                 temperature=0, stream=True, extra_body={"ignore_eos": True},
-                                                 extra_headers={"X-Request-Id": "late-1"})
+        chunks = await client.completions.create(
+            model="default",
+            prompt="The function",
+            max_tokens=40,
+            temperature=0,
+            stream=True,
+            extra_body={"ignore_eos": True},
+            extra_headers={"X-Request-Id": "late-1"},
+        )
         async for chunk in chunks:
             received.append(chunk.choices[0].text)
 
@@ -177,8 +188,11 @@ async def late_attach(server, received: list[str], reading: asyncio.Task) -> Non
 
 async def _look_and_resume(late: EngineTUI, received: list[str], reading: asyncio.Task) -> None:
     async with late.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "cmpl-late-1" in late.state.requests and late.state.requests["cmpl-late-1"].prompt,
-                       "B to draw the request from the event stream's greeting")
+        await wait_for(
+            pilot,
+            lambda: "cmpl-late-1" in late.state.requests and late.state.requests["cmpl-late-1"].prompt,
+            "B to draw the request from the event stream's greeting",
+        )
         view = late.state.requests["cmpl-late-1"]
         assert late.state.paused and late.state.step_interval_ms == 100  # what A set, B sees
         assert view.active and 5 <= view.num_output_tokens < 40
@@ -210,12 +224,23 @@ async def test_a_pause_ends_when_the_dashboard_that_made_it_detaches(server, rem
             assert "--max-pause-s" in line
             assert (await http.get("/health")).status_code == 200  # a pause is not an outage
             assert (await http.get("/v1/models")).status_code == 200
-            waiting = asyncio.create_task(client.completions.create(
-                model="default", prompt="The function", max_tokens=8, temperature=0, extra_body={"ignore_eos": True},
-                extra_headers={"X-Request-Id": "during-pause"}))
-            await wait_for(pilot, lambda: "cmpl-during-pause" in [p.req_id for p in (app.state.latest.waiting
-                                                                                       if app.state.latest else [])],
-                           "the request to wait in the paused engine")
+            waiting = asyncio.create_task(
+                client.completions.create(
+                    model="default",
+                    prompt="The function",
+                    max_tokens=8,
+                    temperature=0,
+                    extra_body={"ignore_eos": True},
+                    extra_headers={"X-Request-Id": "during-pause"},
+                )
+            )
+            await wait_for(
+                pilot,
+                lambda: (
+                    "cmpl-during-pause" in [p.req_id for p in (app.state.latest.waiting if app.state.latest else [])]
+                ),
+                "the request to wait in the paused engine",
+            )
             assert not waiting.done()
             await pilot.press("ctrl+q")  # the dashboard that paused it goes away
         out = await asyncio.wait_for(waiting, WAIT_S)  # answered once the pause ended

@@ -16,10 +16,20 @@ from tests.vllm_peer_marks import FAKE_VLLM
 
 
 def test_engine_arguments_become_serve_flags():
-    kwargs = {"model": None, "max_num_seqs": 8, "enable_prefix_caching": True, "enable_chunked_prefill": False,
-              "skip_tokenizer_init": True}
-    assert serve_flags(kwargs) == ["--max-num-seqs", "8", "--no-enable-chunked-prefill", "--enable-prefix-caching",
-                                   "--skip-tokenizer-init"]
+    kwargs = {
+        "model": None,
+        "max_num_seqs": 8,
+        "enable_prefix_caching": True,
+        "enable_chunked_prefill": False,
+        "skip_tokenizer_init": True,
+    }
+    assert serve_flags(kwargs) == [
+        "--max-num-seqs",
+        "8",
+        "--no-enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--skip-tokenizer-init",
+    ]
 
 
 def test_llm_generate_runs_the_servers_step_budget():
@@ -41,14 +51,25 @@ def test_four_kinds_of_pass_take_turns_forwards_then_backwards():
     calls = []
     passes = {name: (lambda name=name: calls.append(name) or 1.0) for name in "abcd"}
     durations = take_turns(passes, 3)
-    assert "".join(calls) == "abcd" "dcba" "abcd" and durations == {name: [1.0] * 3 for name in "abcd"}
+    assert "".join(calls) == "abcddcbaabcd" and durations == {name: [1.0] * 3 for name in "abcd"}
 
 
 @pytest.mark.slow
 def test_bench_serve_runs_the_workload_over_http_and_against_generate(tiny_opt_dir, tmp_path):
     path = tmp_path / "serve.json"
-    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--compare", "generate",
-                      "--repeats", "1", "--json", str(path))
+    args = bench_args(
+        "serve",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--request-rate",
+        "50",
+        "--compare",
+        "generate",
+        "--repeats",
+        "1",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     run = data["run"]
@@ -65,8 +86,21 @@ def test_vllm_generate_compares_both_servers_with_their_generate(tiny_opt_dir, t
     monkeypatch.setenv("FAKE_VLLM_SERVER_LOG", str(tmp_path / "fake-server.jsonl"))
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     path = tmp_path / "serve.json"
-    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--compare", "vllm-generate",
-                      "--vllm-python", sys.executable, "--repeats", "2", "--json", str(path))
+    args = bench_args(
+        "serve",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--request-rate",
+        "50",
+        "--compare",
+        "vllm-generate",
+        "--vllm-python",
+        sys.executable,
+        "--repeats",
+        "2",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     for o in (data["overhead"], data["vllm_overhead"]):

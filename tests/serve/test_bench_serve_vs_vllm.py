@@ -19,10 +19,27 @@ from tests.vllm_peer_marks import FAKE_VLLM, needs_real_vllm
 
 
 def test_vllm_gets_its_engine_keywords_as_flags():
-    flags = server_flags({"dtype": "float32", "seed": 0, "enable_prefix_caching": False,
-                          "skip_tokenizer_init": True, "enforce_eager": True})
-    assert flags == ["--disable-log-stats", "--uvicorn-log-level", "warning", "--dtype", "float32", "--seed", "0",
-                     "--no-enable-prefix-caching", "--skip-tokenizer-init", "--enforce-eager"]
+    flags = server_flags(
+        {
+            "dtype": "float32",
+            "seed": 0,
+            "enable_prefix_caching": False,
+            "skip_tokenizer_init": True,
+            "enforce_eager": True,
+        }
+    )
+    assert flags == [
+        "--disable-log-stats",
+        "--uvicorn-log-level",
+        "warning",
+        "--dtype",
+        "float32",
+        "--seed",
+        "0",
+        "--no-enable-prefix-caching",
+        "--skip-tokenizer-init",
+        "--enforce-eager",
+    ]
     logged = server_flags({}, log_steps=True)
     assert "--enable-logging-iteration-details" in logged and "--disable-log-stats" not in logged
 
@@ -60,8 +77,19 @@ def test_bench_serve_records_for_the_accuracy_check(tiny_opt_dir, tmp_path):
     from enginetui.simulate.accuracy import compare_recording
 
     path, record = tmp_path / "serve.json", tmp_path / "serve.etrec"
-    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--request-rate", "50", "--record", str(record),
-                      "--goodput", "ttft:60000", "--json", str(path))
+    args = bench_args(
+        "serve",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--request-rate",
+        "50",
+        "--record",
+        str(record),
+        "--goodput",
+        "ttft:60000",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["record"] == str(record) and data["goodput"] > 0
@@ -79,9 +107,25 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     monkeypatch.setenv("FAKE_VLLM_SERVER_LOG", str(log))
     path = tmp_path / "vs.json"
     before = _descendants()
-    args = bench_args("serve", tiny_opt_dir, *SMALL_WORKLOAD, "--compare", "vllm-server", "--vllm-python",
-                      sys.executable, "--request-rate", "50", "inf", "--goodput", "ttft:60000", "--repeats", "2",
-                      "--step-times", "--json", str(path))
+    args = bench_args(
+        "serve",
+        tiny_opt_dir,
+        *SMALL_WORKLOAD,
+        "--compare",
+        "vllm-server",
+        "--vllm-python",
+        sys.executable,
+        "--request-rate",
+        "50",
+        "inf",
+        "--goodput",
+        "ttft:60000",
+        "--repeats",
+        "2",
+        "--step-times",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["request_rates"] == [50.0, None] and data["vllm_version"] == "0.0-fake" and data["repeats"] == 2
@@ -103,20 +147,27 @@ def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--dtype") + 1] == "float32"
     assert "--no-enable-prefix-caching" in argv and "--skip-tokenizer-init" in argv
     assert started["env"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0" and started["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
-    assert not psutil.pid_exists(started["engine_core_pid"]) or \
-        psutil.Process(started["engine_core_pid"]).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(started["engine_core_pid"])
+        or psutil.Process(started["engine_core_pid"]).status() == psutil.STATUS_ZOMBIE
+    )
     assert _descendants() <= before  # both servers and everything they started are gone
     assert "--enable-logging-iteration-details" in argv
     # the stand-in logs a step per token: each request's first a prompt step, the rest one-request decodes
     steps = data["steps"]
-    tokens = sum(p["run"]["itl_ms"]["count"] + p["run"]["e2e_ms"]["count"] for point in data["vllm"]
-                 for p in point["passes"])  # every pass's tokens (the warm-ups add more)
+    tokens = sum(
+        p["run"]["itl_ms"]["count"] + p["run"]["e2e_ms"]["count"] for point in data["vllm"] for p in point["passes"]
+    )  # every pass's tokens (the warm-ups add more)
     assert steps["vllm_steps"] >= tokens and steps["ours_steps"] > 0
     rows = {r["kind"]: r for r in steps["rows"]}
     assert rows["decode 1"]["vllm_ms"] == 1.0 and rows["prompt 1-128 tok"]["vllm_steps"] >= 20
     assert sum(r["ours_steps"] for r in steps["rows"]) == steps["ours_steps"]
     out = capsys.readouterr().out
-    assert "request rate 50 req/s, median of 2 passes each, interleaved" in out and "ours/vLLM" in out and out.rstrip().splitlines()[-1].startswith("serve ")
+    assert (
+        "request rate 50 req/s, median of 2 passes each, interleaved" in out
+        and "ours/vLLM" in out
+        and out.rstrip().splitlines()[-1].startswith("serve ")
+    )
     assert "model time per engine step" in out and "all steps: ours" in out
 
 
@@ -126,8 +177,23 @@ def test_compare_with_the_real_vllm_server(tmp_path):
     model = make_opt_dir(tmp_path / "opt", hidden_size=128, word_embed_proj_dim=128, ffn_dim=256)  # head size 32
     path = tmp_path / "vs.json"
     before = _descendants()
-    args = bench_args("serve", model, *SMALL_WORKLOAD, "--compare", "vllm-server", "--request-rate", "50",
-                      "--repeats", "1", "--goodput", "ttft:60000", "tpot:60000", "--step-times", "--json", str(path))
+    args = bench_args(
+        "serve",
+        model,
+        *SMALL_WORKLOAD,
+        "--compare",
+        "vllm-server",
+        "--request-rate",
+        "50",
+        "--repeats",
+        "1",
+        "--goodput",
+        "ttft:60000",
+        "tpot:60000",
+        "--step-times",
+        "--json",
+        str(path),
+    )
     assert args.func(args) == 0
     data = json.loads(path.read_text())
     assert data["vllm_version"] and data["vllm_args"]["dtype"] == "float32"
@@ -147,4 +213,5 @@ def test_without_vllms_interpreter_the_command_says_how_to_name_one(monkeypatch,
     assert main(["bench", "serve", "--compare", "vllm-server"]) == 2
     assert capsys.readouterr().err.startswith(
         "enginetui bench serve: error: comparing with vLLM needs vLLM's interpreter: pass --vllm-python PATH or set "
-        "ENGINETUI_VLLM_PYTHON")
+        "ENGINETUI_VLLM_PYTHON"
+    )

@@ -17,13 +17,22 @@ from tests.serve.conftest import REPO, ServerProcess
 
 
 def test_model_without_chat_template_a_served_name_and_the_key_from_the_environment(text_opt_dir):
-    srv = ServerProcess("--model", text_opt_dir, "--served-model-name", "tiny", "--num-gpu-blocks-override", "32",
-                        env={"ENGINETUI_API_KEY": "from-env"})
+    srv = ServerProcess(
+        "--model",
+        text_opt_dir,
+        "--served-model-name",
+        "tiny",
+        "--num-gpu-blocks-override",
+        "32",
+        env={"ENGINETUI_API_KEY": "from-env"},
+    )
     try:
         assert httpx.get(f"{srv.url}/v1/models", timeout=60).status_code == 401
         with httpx.Client(base_url=srv.url, headers={"Authorization": "Bearer from-env"}, timeout=60) as http:
             assert [m["id"] for m in http.get("/v1/models").json()["data"]] == ["tiny"]
-            r = http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+            r = http.post(
+                "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+            )
             assert r.status_code == 400 and r.json()["error"]["message"] == NO_TEMPLATE
             r = http.post("/v1/completions", json={"model": "tiny", "prompt": "hello", "max_tokens": 3})
             assert r.status_code == 200 and r.json()["model"] == "tiny"
@@ -37,24 +46,42 @@ def test_a_taken_port_fails_at_once():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", str(port)], cwd=REPO,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "enginetui", "serve", "--port", str(port)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert r.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "starting the engine" not in r.stderr
 
 
 def test_a_bad_model_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == f"enginetui serve: --model {tmp_path / 'none'}: model path '{tmp_path / 'none'}' does not exist"
+    assert (
+        r.stderr.strip()
+        == f"enginetui serve: --model {tmp_path / 'none'}: model path '{tmp_path / 'none'}' does not exist"
+    )
 
 
 @pytest.mark.slow
 def test_a_model_that_fails_in_engine_core_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text('{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}')
-    r = subprocess.run([sys.executable, "-m", "enginetui", "serve", str(tmp_path), "--port", "0"],  # vLLM's positional
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "enginetui", "serve", str(tmp_path), "--port", "0"],  # vLLM's positional
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and "could not start the engine" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -81,8 +108,9 @@ def test_record_writes_what_the_server_served_and_says_where(text_opt_dir, tmp_p
     path = tmp_path / "served.etrec"
     srv = ServerProcess("--model", text_opt_dir, "--num-gpu-blocks-override", "32", "--record", str(path))
     try:
-        r = httpx.post(f"{srv.url}/v1/completions", json={"model": text_opt_dir, "prompt": "hello", "max_tokens": 4},
-                       timeout=60)
+        r = httpx.post(
+            f"{srv.url}/v1/completions", json={"model": text_opt_dir, "prompt": "hello", "max_tokens": 4}, timeout=60
+        )
         assert r.status_code == 200
     finally:
         assert srv.stop() == 0
@@ -104,5 +132,6 @@ def test_a_server_reachable_from_other_machines_without_a_key_is_warned_about():
     warning = exposure_warning("0.0.0.0", 8000, keyed=False, allow_control=False)
     assert warning.startswith("listening on 0.0.0.0 without --api-key: anyone who can reach port 8000 of this machine")
     assert "control the engine" not in warning
-    assert "and control the engine (--allow-control)" in exposure_warning("192.168.1.5", 9000, keyed=False,
-                                                                          allow_control=True)
+    assert "and control the engine (--allow-control)" in exposure_warning(
+        "192.168.1.5", 9000, keyed=False, allow_control=True
+    )

@@ -50,8 +50,10 @@ async def test_a_pause_and_slow_motion_end_when_their_dashboard_detaches(caplog)
     await gate.detached("a1b2")
     assert engine.calls[2:] == [("resume", None), ("set_step_interval", 0.0)]
     said = [r.getMessage() for r in caplog.records]
-    assert said[0].startswith("engine paused by dashboard a1b2 (127.0.0.1:5001): requests wait until it resumes "
-                              "(when that dashboard detaches, or after 60s at the latest")
+    assert said[0].startswith(
+        "engine paused by dashboard a1b2 (127.0.0.1:5001): requests wait until it resumes "
+        "(when that dashboard detaches, or after 60s at the latest"
+    )
     assert "engine resumed: dashboard a1b2 (127.0.0.1:5001), which paused it, detached" in said
     gate.close()
 

@@ -33,8 +33,15 @@ def test_each_op_says_its_value_and_what_it_does():
     assert [op.name for op in control.OPS.values() if not op.changes_engine] == ["snapshot"]
 
 
-@pytest.mark.parametrize("code, cls", [("bad_call", control.BadControlCall), ("not_allowed", control.ControlNotAllowed),
-                                       ("failed", control.ControlFailed), ("from-a-newer-side", control.ControlFailed)])
+@pytest.mark.parametrize(
+    "code, cls",
+    [
+        ("bad_call", control.BadControlCall),
+        ("not_allowed", control.ControlNotAllowed),
+        ("failed", control.ControlFailed),
+        ("from-a-newer-side", control.ControlFailed),
+    ],
+)
 def test_an_error_travels_as_a_value_and_arrives_as_its_exception(code, cls):
     reply = wire.ControlReply(call_id=1, step=2, error=control.ControlError(code=code, message="why"))
     arrived = wire.decode_output(wire.encode(reply))

@@ -70,8 +70,9 @@ def test_a_client_that_times_out_aborts_its_whole_request(server, http):
 def test_disconnect_while_the_engine_is_paused_aborts_the_waiting_request(server, http):
     control(http, "pause")
     try:
-        client = httpx.Client(base_url=server.url,
-                              headers={"Authorization": f"Bearer {API_KEY}", "X-Request-Id": "gone-3"})
+        client = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}", "X-Request-Id": "gone-3"}
+        )
         with pytest.raises(httpx.ReadTimeout):  # no answer while paused: it waits for its first token
             client.post("/v1/completions", json={**LONG, "stream": True}, timeout=httpx.Timeout(WAIT_S, read=1.0))
         client.close()

@@ -33,12 +33,15 @@ def test_malformed_json_is_422(http, body):
         assert err["type"] == "UnprocessableEntityError" and "not valid JSON" in err["message"]
 
 
-@pytest.mark.parametrize("patch, param", [
-    ({"temperature": "hot"}, "temperature"),
-    ({"max_tokens": [1]}, "max_tokens"),
-    ({"prompt": None, "messages": "x"}, None),
-    ({"stream": {"yes": 1}}, "stream"),
-])
+@pytest.mark.parametrize(
+    "patch, param",
+    [
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_tokens": [1]}, "max_tokens"),
+        ({"prompt": None, "messages": "x"}, None),
+        ({"stream": {"yes": 1}}, "stream"),
+    ],
+)
 def test_wrong_types_are_400_naming_the_field(http, patch, param):
     body = {k: v for k, v in {**GOOD, **patch}.items() if v is not None}
     route = "/v1/chat/completions" if "messages" in body else "/v1/completions"
@@ -46,17 +49,20 @@ def test_wrong_types_are_400_naming_the_field(http, patch, param):
     assert param is None or err["param"] == param
 
 
-@pytest.mark.parametrize("patch, words", [
-    ({"temperature": -1}, "temperature must be in [0, 100]"),
-    ({"top_p": 0}, "top_p must be in (0, 1]"),
-    ({"max_tokens": 0}, "max_tokens must be at least 1"),
-    ({"prompt": ""}, "prompt"),
-    ({"prompt": [999999]}, "outside the vocabulary"),
-    ({"stop": [""]}, "stop strings must not be empty"),
-    ({"logprobs": 50}, "logprobs must be in [0, 20]"),
-    ({"stream_options": {"include_usage": True}}, "Stream options can only be defined when `stream=True`."),
-    ({"logit_bias": {"1": 5}}, "logit_bias: not supported"),
-])
+@pytest.mark.parametrize(
+    "patch, words",
+    [
+        ({"temperature": -1}, "temperature must be in [0, 100]"),
+        ({"top_p": 0}, "top_p must be in (0, 1]"),
+        ({"max_tokens": 0}, "max_tokens must be at least 1"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": [999999]}, "outside the vocabulary"),
+        ({"stop": [""]}, "stop strings must not be empty"),
+        ({"logprobs": 50}, "logprobs must be in [0, 20]"),
+        ({"stream_options": {"include_usage": True}}, "Stream options can only be defined when `stream=True`."),
+        ({"logit_bias": {"1": 5}}, "logit_bias: not supported"),
+    ],
+)
 def test_invalid_parameters_are_400(http, patch, words):
     err = error_of(http.post("/v1/completions", json={**GOOD, **patch}), 400)
     assert words in err["message"]
@@ -69,8 +75,9 @@ def test_streamed_invalid_request_is_400_not_a_stream(http):
 
 def test_prompt_longer_than_max_model_len_is_400_in_vllms_words(http):
     err = error_of(http.post("/v1/completions", json={**GOOD, "prompt": [5] * 600}), 400)
-    assert err["message"].startswith("This model's maximum context length is 512 tokens. However, your prompt "
-                                     "contains 600 input tokens")
+    assert err["message"].startswith(
+        "This model's maximum context length is 512 tokens. However, your prompt contains 600 input tokens"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -83,20 +90,34 @@ def test_a_request_that_can_never_fit_the_pool_is_400(http, stream):
 
 def test_unknown_model_is_404(http):
     err = error_of(http.post("/v1/completions", json={**GOOD, "model": "gpt-4"}), 404)
-    assert err == {"message": f"The model `gpt-4` does not exist. Valid aliases: {DEFAULT_MODEL_DIR}, default.",
-                   "type": "NotFoundError", "param": "model", "code": 404}
-    error_of(http.post("/v1/chat/completions", json={"model": "x", "messages": [{"role": "user", "content": "hi"}]}),
-             404)
+    assert err == {
+        "message": f"The model `gpt-4` does not exist. Valid aliases: {DEFAULT_MODEL_DIR}, default.",
+        "type": "NotFoundError",
+        "param": "model",
+        "code": 404,
+    }
+    error_of(
+        http.post("/v1/chat/completions", json={"model": "x", "messages": [{"role": "user", "content": "hi"}]}), 404
+    )
 
 
 def test_unknown_route_is_an_openai_shaped_404(http):
     error_of(http.get("/v1/nothing-here"), 404)
 
 
-@pytest.mark.parametrize("route, method", [
-    ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"), ("/v1/models", "GET"), ("/metrics", "GET"),
-    ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/enginetui/snapshot", "GET"), ("/v1/enginetui/control", "POST"),
-])
+@pytest.mark.parametrize(
+    "route, method",
+    [
+        ("/v1/completions", "POST"),
+        ("/v1/chat/completions", "POST"),
+        ("/v1/models", "GET"),
+        ("/metrics", "GET"),
+        ("/tokenize", "POST"),
+        ("/detokenize", "POST"),
+        ("/v1/enginetui/snapshot", "GET"),
+        ("/v1/enginetui/control", "POST"),
+    ],
+)
 @pytest.mark.parametrize("auth", [None, "Bearer wrong-key", f"Basic {API_KEY}", API_KEY])
 def test_every_route_needs_the_key(server, route, method, auth):
     headers = {"Authorization": auth} if auth else {}
@@ -123,13 +144,23 @@ def test_event_stream_needs_the_key(server):
 
 def test_chat_errors(http):
     msgs = [{"role": "user", "content": "hi"}]
-    assert "messages" in error_of(http.post("/v1/chat/completions", json={"model": "default", "messages": []}), 400)["message"]
+    assert (
+        "messages"
+        in error_of(http.post("/v1/chat/completions", json={"model": "default", "messages": []}), 400)["message"]
+    )
     err = error_of(http.post("/v1/chat/completions", json={"messages": [{"content": "no role"}]}), 400)
     assert err["param"] == "messages.0.role"
-    err = error_of(http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}), 400)
+    err = error_of(
+        http.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+        ),
+        400,
+    )
     assert "only text parts" in err["message"]
-    err = error_of(http.post("/v1/chat/completions", json={"messages": msgs, "top_logprobs": -3, "logprobs": True}), 400)
+    err = error_of(
+        http.post("/v1/chat/completions", json={"messages": msgs, "top_logprobs": -3, "logprobs": True}), 400
+    )
     assert "top_logprobs" in err["message"]
     err = error_of(http.post("/v1/chat/completions", json={"messages": msgs, "tools": [{"type": "function"}]}), 400)
     assert err["param"] == "tools"

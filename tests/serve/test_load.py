@@ -58,8 +58,14 @@ async def one_request(client: httpx.AsyncClient, rng: random.Random, name: str) 
         r = await client.post("/v1/completions", **{**send, "headers": {**headers, **send.get("headers", {})}})
         return Outcome(req_id, kind, r.status_code)
     hangup_after = rng.randint(1, 4) if rng.random() < HANGUP_SHARE else None
-    body = {"model": "default", "prompt": rng.choice(PROMPTS), "max_tokens": rng.randint(8, 32), "stream": True,
-            "temperature": rng.choice([0, 0.8]), "ignore_eos": rng.random() < 0.5}
+    body = {
+        "model": "default",
+        "prompt": rng.choice(PROMPTS),
+        "max_tokens": rng.randint(8, 32),
+        "stream": True,
+        "temperature": rng.choice([0, 0.8]),
+        "ignore_eos": rng.random() < 0.5,
+    }
     out = Outcome(req_id, "hangup" if hangup_after else "complete")
     chunks = 0
     async with client.stream("POST", "/v1/completions", json=body, headers=headers) as r:
@@ -95,8 +101,11 @@ class EngineEnds:
     @classmethod
     @contextlib.contextmanager
     def following(cls, url: str):
-        with connect(url.replace("http://", "ws://") + "/v1/enginetui/events",
-                     additional_headers={"Authorization": f"Bearer {API_KEY}"}, open_timeout=30) as ws:
+        with connect(
+            url.replace("http://", "ws://") + "/v1/enginetui/events",
+            additional_headers={"Authorization": f"Bearer {API_KEY}"},
+            open_timeout=30,
+        ) as ws:
             ws.recv(timeout=30)  # the greeting snapshot
             ends = cls(ws)
             ends._thread.start()
@@ -156,6 +165,8 @@ def test_64_concurrent_streaming_clients_with_hangups_and_bad_requests(server, h
     assert http.get("/health").status_code == 200
     r = http.post("/v1/completions", json={"prompt": "The function", "max_tokens": 5})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
-    print(f"load: {len(outcomes)} requests in {time.monotonic() - started:.1f} s, "
-          f"{sum(o.kind == 'hangup' for o in outcomes)} hung up, {sum(o.kind in BAD for o in outcomes)} bad, "
-          f"{ends.dropped} events missed by the test's subscriber")
+    print(
+        f"load: {len(outcomes)} requests in {time.monotonic() - started:.1f} s, "
+        f"{sum(o.kind == 'hangup' for o in outcomes)} hung up, {sum(o.kind in BAD for o in outcomes)} bad, "
+        f"{ends.dropped} events missed by the test's subscriber"
+    )

@@ -13,21 +13,50 @@ from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.serve.conftest import engine_idle
 
 LABELS = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
-NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-         "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_count",
-         "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count",
-         "vllm:request_queue_time_seconds_count", "vllm:request_prompt_tokens_count", "vllm:request_prompt_tokens_sum",
-         "vllm:request_generation_tokens_count", "vllm:request_generation_tokens_sum",
-         "vllm:iteration_tokens_total_count", "vllm:iteration_tokens_total_sum", "vllm:request_num_preemptions_count")
+NAMES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:time_to_first_token_seconds_count",
+    "vllm:inter_token_latency_seconds_count",
+    "vllm:e2e_request_latency_seconds_count",
+    "vllm:request_queue_time_seconds_count",
+    "vllm:request_prompt_tokens_count",
+    "vllm:request_prompt_tokens_sum",
+    "vllm:request_generation_tokens_count",
+    "vllm:request_generation_tokens_sum",
+    "vllm:iteration_tokens_total_count",
+    "vllm:iteration_tokens_total_sum",
+    "vllm:request_num_preemptions_count",
+)
 # A /metrics reading of vLLM 0.32 serving opt-tiny with max_model_len 512, as the shared test server has.
 VLLM_METRICS = Path(__file__).resolve().parents[1] / "vllm_watch" / "fixtures" / "opt-tiny" / "metrics.jsonl.xz"
-SERIES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason",
-          "vllm:kv_cache_usage_perc", "vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens",
-          "vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:request_success", "vllm:request_prompt_tokens",
-          "vllm:request_generation_tokens", "vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds",
-          "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
-          "vllm:request_num_preemptions", "vllm:cache_config_info")  # every vllm: family this server publishes
+SERIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_waiting_by_reason",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions",
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+    "vllm:request_success",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
+    "vllm:iteration_tokens_total",
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_num_preemptions",
+    "vllm:cache_config_info",
+)  # every vllm: family this server publishes
 
 
 def families(text: str) -> dict[str, dict]:
@@ -38,10 +67,17 @@ def families(text: str) -> dict[str, dict]:
         if not fam.name.startswith("vllm:"):
             continue
         out[fam.name] = {
-            "type": fam.type, "samples": sorted({s.name for s in fam.samples}),
+            "type": fam.type,
+            "samples": sorted({s.name for s in fam.samples}),
             "labels": sorted({k for s in fam.samples for k in s.labels}),
-            "values": sorted({(k, v) for s in fam.samples for k, v in s.labels.items()
-                              if k not in ("model_name", "le") and fam.name != "vllm:cache_config_info"}),
+            "values": sorted(
+                {
+                    (k, v)
+                    for s in fam.samples
+                    for k, v in s.labels.items()
+                    if k not in ("model_name", "le") and fam.name != "vllm:cache_config_info"
+                }
+            ),
             "le": sorted({float(s.labels["le"]) for s in fam.samples if "le" in s.labels}),
         }
     return out

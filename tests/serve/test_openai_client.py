@@ -37,8 +37,16 @@ def test_completion_greedy_is_deterministic_and_counts_usage(client):
 
 def test_streamed_completion_equals_the_whole_one(client):
     whole = client.completions.create(model="default", prompt="A class is", max_tokens=20, temperature=0)
-    chunks = list(client.completions.create(model="default", prompt="A class is", max_tokens=20, temperature=0,
-                                            stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        client.completions.create(
+            model="default",
+            prompt="A class is",
+            max_tokens=20,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     text_chunks = [c for c in chunks if c.choices]
     assert "".join(c.choices[0].text for c in text_chunks) == whole.choices[0].text
     assert text_chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
@@ -51,9 +59,16 @@ def test_streamed_completion_equals_the_whole_one(client):
 def test_streamed_completion_with_continuous_usage_counts_on_every_chunk(client):
     """`continuous_usage_stats`: each text chunk carries the usage so far (a bug sent none: the stream broke)."""
     whole = client.completions.create(model="default", prompt="A class is", max_tokens=8, temperature=0)
-    chunks = list(client.completions.create(model="default", prompt="A class is", max_tokens=8, temperature=0,
-                                            stream=True,
-                                            stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    chunks = list(
+        client.completions.create(
+            model="default",
+            prompt="A class is",
+            max_tokens=8,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True, "continuous_usage_stats": True},
+        )
+    )
     text_chunks = [c for c in chunks if c.choices]
     assert "".join(c.choices[0].text for c in text_chunks) == whole.choices[0].text
     counts = [c.usage.completion_tokens for c in text_chunks]
@@ -80,16 +95,20 @@ def test_completion_logprobs(client):
 
 def test_streamed_logprobs_equal_the_whole_ones(client):
     whole = client.completions.create(model="default", prompt="In Python,", max_tokens=6, temperature=0, logprobs=2)
-    chunks = list(client.completions.create(model="default", prompt="In Python,", max_tokens=6, temperature=0,
-                                            logprobs=2, stream=True))
+    chunks = list(
+        client.completions.create(
+            model="default", prompt="In Python,", max_tokens=6, temperature=0, logprobs=2, stream=True
+        )
+    )
     tokens = [t for c in chunks for t in c.choices[0].logprobs.tokens]
     offsets = [o for c in chunks for o in c.choices[0].logprobs.text_offset]
     assert tokens == whole.choices[0].logprobs.tokens and offsets == whole.choices[0].logprobs.text_offset
 
 
 def test_chat_completion(client):
-    out = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "What is a class?"}],
-                                         max_tokens=10, temperature=0)
+    out = client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "What is a class?"}], max_tokens=10, temperature=0
+    )
     assert out.object == "chat.completion" and out.id.startswith("chatcmpl-")
     msg = out.choices[0].message
     assert msg.role == "assistant" and msg.content.strip()
@@ -100,9 +119,18 @@ def test_chat_completion(client):
 def test_streamed_chat_with_usage_and_logprobs(client):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a list?"}]
     whole = client.chat.completions.create(model="default", messages=messages, max_tokens=8, temperature=0)
-    chunks = list(client.chat.completions.create(
-        model="default", messages=messages, max_tokens=8, temperature=0, stream=True, logprobs=True, top_logprobs=2,
-        stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="default",
+            messages=messages,
+            max_tokens=8,
+            temperature=0,
+            stream=True,
+            logprobs=True,
+            top_logprobs=2,
+            stream_options={"include_usage": True},
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content == ""
     body = [c for c in chunks[1:] if c.choices]
     assert "".join(c.choices[0].delta.content for c in body) == whole.choices[0].message.content
@@ -116,30 +144,44 @@ def test_stop_string_cuts_the_text_streamed_or_not(client):
     base = client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0)
     text = base.choices[0].text
     stop = text[8:11]  # three characters from the middle of the greedy text
-    cut = text[:text.index(stop)]
+    cut = text[: text.index(stop)]
     whole = client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0, stop=stop)
     assert whole.choices[0].text == cut and whole.choices[0].finish_reason == "stop"
     assert whole.choices[0].stop_reason == stop
-    chunks = list(client.completions.create(model="default", prompt="The function", max_tokens=24, temperature=0,
-                                            stop=[stop], stream=True))
+    chunks = list(
+        client.completions.create(
+            model="default", prompt="The function", max_tokens=24, temperature=0, stop=[stop], stream=True
+        )
+    )
     assert "".join(c.choices[0].text for c in chunks) == cut  # nothing of the stop string was ever sent
 
 
 def test_seeded_sampling_repeats(client):
-    args = dict(model="default", prompt="Once upon a time", max_tokens=12, temperature=1.0, top_p=0.9, seed=7,
-                presence_penalty=0.5, frequency_penalty=0.3, extra_body={"top_k": 50, "min_p": 0.01})
+    args = dict(
+        model="default",
+        prompt="Once upon a time",
+        max_tokens=12,
+        temperature=1.0,
+        top_p=0.9,
+        seed=7,
+        presence_penalty=0.5,
+        frequency_penalty=0.3,
+        extra_body={"top_k": 50, "min_p": 0.01},
+    )
     assert client.completions.create(**args).choices[0].text == client.completions.create(**args).choices[0].text
 
 
 def test_ignore_eos_generates_exactly_max_tokens(client):
-    out = client.completions.create(model="default", prompt="Hi", max_tokens=40, temperature=0,
-                                    extra_body={"ignore_eos": True})
+    out = client.completions.create(
+        model="default", prompt="Hi", max_tokens=40, temperature=0, extra_body={"ignore_eos": True}
+    )
     assert out.usage.completion_tokens == 40 and out.choices[0].finish_reason == "length"
 
 
 def test_a_batch_of_prompts_gets_one_choice_each(client):
-    out = client.completions.create(model="default", prompt=["The function", "A class is", "In Python,"],
-                                    max_tokens=4, temperature=0)
+    out = client.completions.create(
+        model="default", prompt=["The function", "A class is", "In Python,"], max_tokens=4, temperature=0
+    )
     assert [c.index for c in out.choices] == [0, 1, 2]
     single = client.completions.create(model="default", prompt="A class is", max_tokens=4, temperature=0)
     assert out.choices[1].text == single.choices[0].text
@@ -158,19 +200,34 @@ def test_requests_leave_nothing_behind(client, http):
 
 
 def test_n_completions_per_prompt(client):
-    out = client.completions.create(model="default", prompt="The function", max_tokens=10, temperature=1.0, n=3,
-                                    seed=3, extra_body={"ignore_eos": True})
+    out = client.completions.create(
+        model="default",
+        prompt="The function",
+        max_tokens=10,
+        temperature=1.0,
+        n=3,
+        seed=3,
+        extra_body={"ignore_eos": True},
+    )
     assert [c.index for c in out.choices] == [0, 1, 2]
     assert len({c.text for c in out.choices}) > 1  # independent samples
     assert out.usage.completion_tokens == 30 and out.usage.prompt_tokens == 3
-    batch = client.completions.create(model="default", prompt=["The function", "A class is"], max_tokens=4, n=2,
-                                      extra_body={"ignore_eos": True})
+    batch = client.completions.create(
+        model="default", prompt=["The function", "A class is"], max_tokens=4, n=2, extra_body={"ignore_eos": True}
+    )
     assert [c.index for c in batch.choices] == [0, 1, 2, 3]  # prompt i, completion j: choice i * n + j
 
 
 def test_streamed_n_equals_the_whole_one(client):
-    args = dict(model="default", prompt="A class is", max_tokens=8, temperature=1.0, n=2, seed=5,
-                extra_body={"ignore_eos": True})
+    args = dict(
+        model="default",
+        prompt="A class is",
+        max_tokens=8,
+        temperature=1.0,
+        n=2,
+        seed=5,
+        extra_body={"ignore_eos": True},
+    )
     whole = client.completions.create(**args)
     texts, finishes = {0: "", 1: ""}, {}
     for chunk in client.completions.create(**args, stream=True):
@@ -182,8 +239,15 @@ def test_streamed_n_equals_the_whole_one(client):
 
 
 def test_chat_n_and_streamed_chat_n(client):
-    args = dict(model="default", messages=[{"role": "user", "content": "What is a class?"}], max_tokens=6, n=2,
-                temperature=1.0, seed=1, extra_body={"ignore_eos": True})
+    args = dict(
+        model="default",
+        messages=[{"role": "user", "content": "What is a class?"}],
+        max_tokens=6,
+        n=2,
+        temperature=1.0,
+        seed=1,
+        extra_body={"ignore_eos": True},
+    )
     whole = client.chat.completions.create(**args)
     assert [c.index for c in whole.choices] == [0, 1] and whole.usage.completion_tokens == 12
     chunks = list(client.chat.completions.create(**args, stream=True))
@@ -196,8 +260,16 @@ def test_chat_n_and_streamed_chat_n(client):
 
 def test_stream_interval_sends_the_tokens_in_chunks_of_that_many(client):
     whole = client.completions.create(model="default", prompt="A class is", max_tokens=11, temperature=0)
-    chunks = list(client.completions.create(model="default", prompt="A class is", max_tokens=11, temperature=0,
-                                            stream=True, extra_body={"stream_interval": 4, "return_token_ids": True}))
+    chunks = list(
+        client.completions.create(
+            model="default",
+            prompt="A class is",
+            max_tokens=11,
+            temperature=0,
+            stream=True,
+            extra_body={"stream_interval": 4, "return_token_ids": True},
+        )
+    )
     assert [len(c.choices[0].token_ids) for c in chunks] == [1, 4, 4, 2]  # the first at once, then 4, the rest last
     assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
     assert [c.choices[0].finish_reason for c in chunks] == [None, None, None, "length"]

@@ -8,8 +8,14 @@ from tests.dashboard.builders import event, progress
 
 def test_ids_map_both_ways_without_collisions():
     names = RequestNames("ab12")
-    pairs = {"r1": "cmpl-ab12-r1", "host-r1": "r1", "cmpl-x9": "cmpl-x9", "chatcmpl-x9": "chatcmpl-x9",
-             "cmpl-cd34-r1": "cmpl-cd34-r1", "host-rx": "host-rx"}
+    pairs = {
+        "r1": "cmpl-ab12-r1",
+        "host-r1": "r1",
+        "cmpl-x9": "cmpl-x9",
+        "chatcmpl-x9": "chatcmpl-x9",
+        "cmpl-cd34-r1": "cmpl-cd34-r1",
+        "host-rx": "host-rx",
+    }
     for local, engine in pairs.items():
         assert names.engine(local) == engine
         assert names.local(engine) == local
@@ -18,8 +24,13 @@ def test_ids_map_both_ways_without_collisions():
 
 def test_an_event_shows_every_id_under_its_local_name():
     names = RequestNames("ab12")
-    raw = event(3, running=[progress("cmpl-ab12-r1", 4, 5), progress("r1", 4, 5)], scheduled={"r1": 1},
-                new_tokens={"cmpl-ab12-r1": [7]}, finished=[RequestEnd("chatcmpl-q", "stop", "r1", 3)])
+    raw = event(
+        3,
+        running=[progress("cmpl-ab12-r1", 4, 5), progress("r1", 4, 5)],
+        scheduled={"r1": 1},
+        new_tokens={"cmpl-ab12-r1": [7]},
+        finished=[RequestEnd("chatcmpl-q", "stop", "r1", 3)],
+    )
     shown = names.local_event(raw)
     assert [p.req_id for p in shown.running] == ["r1", "host-r1"]
     assert shown.scheduled == {"host-r1": 1} and shown.new_token_ids == {"r1": [7]}

@@ -27,7 +27,7 @@ async def wait_for(pilot, done, what: str) -> None:
 
 def metric(text: str, name: str) -> float:
     labels = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
-    return float(re.search(rf'^{re.escape(name + labels)} (\S+)$', text, re.M).group(1))
+    return float(re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M).group(1))
 
 
 @pytest.mark.slow
@@ -39,20 +39,32 @@ async def test_dashboard_and_server_share_one_engine():
     app = EngineTUI(engine, seed=0)
     headers = {"Authorization": "Bearer beside-key", "X-Request-Id": "via-http"}
     try:
-        async with server.serving(), app.run_test(size=(120, 40)) as pilot, \
-                httpx.AsyncClient(base_url=server.url, headers=headers, timeout=WAIT_S) as http:
+        async with (
+            server.serving(),
+            app.run_test(size=(120, 40)) as pilot,
+            httpx.AsyncClient(base_url=server.url, headers=headers, timeout=WAIT_S) as http,
+        ):
             await wait_for(pilot, lambda: app.phase == "ready", "the dashboard")
             assert (await http.get("/v1/models", headers={"Authorization": ""})).status_code == 401
             r = await http.post("/v1/completions", json={"prompt": "The function", "max_tokens": 8, "ignore_eos": True})
             assert r.status_code == 200 and r.json()["id"] == "cmpl-via-http"
-            await wait_for(pilot, lambda: app.state.requests.get("cmpl-via-http") is not None
-                           and app.state.requests["cmpl-via-http"].status == "finished", "the HTTP request on screen")
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.state.requests.get("cmpl-via-http") is not None
+                    and app.state.requests["cmpl-via-http"].status == "finished"
+                ),
+                "the HTTP request on screen",
+            )
             assert app.state.requests["cmpl-via-http"].num_output_tokens == 8
 
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=5, ignore_eos=True)
             await pilot.press(*"A class is", "enter")
-            await wait_for(pilot, lambda: "r1" in app.state.requests and app.state.requests["r1"].status == "finished",
-                           "the typed prompt to finish")
+            await wait_for(
+                pilot,
+                lambda: "r1" in app.state.requests and app.state.requests["r1"].status == "finished",
+                "the typed prompt to finish",
+            )
             text = (await http.get("/metrics")).text
             assert metric(text, "vllm:e2e_request_latency_seconds_count") == 2  # both front ends count
             assert metric(text, "vllm:generation_tokens_total") == 8 + 5

@@ -13,15 +13,24 @@ from tests.serve.conftest import ServerProcess
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.slow,
+]
 SERVER_INTERVAL = 3  # both servers' --stream-interval
 
 
 def chunk_tokens(url: str, model: str, max_tokens: int, interval: int | None) -> list[int]:
     """Tokens in each chunk of one streamed greedy completion (its own token ids, as both servers return them)."""
-    body = {"model": model, "prompt": "The function", "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
-            "stream": True, "return_token_ids": True}
+    body = {
+        "model": model,
+        "prompt": "The function",
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "return_token_ids": True,
+    }
     if interval is not None:
         body["stream_interval"] = interval
     counts = []
@@ -43,12 +52,14 @@ def interval_chunks(max_tokens: int, interval: int) -> list[int]:
 
 def coarsens(coarse: list[int], fine: list[int]) -> bool:
     """Each chunk of `coarse` is a run of consecutive chunks of `fine` (the same tokens, fewer chunks)."""
+
     def ends(chunks):
         total, out = 0, set()
         for n in chunks:
             total += n
             out.add(total)
         return out
+
     return sum(coarse) == sum(fine) and ends(coarse) <= ends(fine)
 
 

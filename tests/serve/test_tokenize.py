@@ -21,8 +21,10 @@ def test_tokenize_chat_uses_the_chat_template(http):
     assert chat["usage"]["prompt_tokens"] == r["count"]
 
 
-@pytest.mark.parametrize("route, body", [("/tokenize", {"prompt": 5}), ("/detokenize", {"tokens": "x"}),
-                                         ("/tokenize", {"prompt": "x", "model": "other"})])
+@pytest.mark.parametrize(
+    "route, body",
+    [("/tokenize", {"prompt": 5}), ("/detokenize", {"tokens": "x"}), ("/tokenize", {"prompt": "x", "model": "other"})],
+)
 def test_tokenize_errors(http, route, body):
     r = http.post(route, json=body)
     assert r.status_code in (400, 404) and r.json()["error"]["code"] == r.status_code

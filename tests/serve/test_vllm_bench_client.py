@@ -16,12 +16,16 @@ from enginetui.vllm_launch import find_vllm_python
 from tests.serve.conftest import ServerProcess
 
 PYTHON = find_vllm_python()
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.slow,
+]
 # `vllm bench serve` without the `vllm` launcher (the same parser and main as the CLI's subcommand)
-BENCH = ("from vllm.benchmarks.serve import add_cli_args, main; "
-         "from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
-         "p = P(); add_cli_args(p); main(p.parse_args())")
+BENCH = (
+    "from vllm.benchmarks.serve import add_cli_args, main; "
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser as P; "
+    "p = P(); add_cli_args(p); main(p.parse_args())"
+)
 PROMPTS = 6
 
 
@@ -30,12 +34,36 @@ def test_vllm_bench_serve_runs_against_our_server(tmp_path):
     srv = ServerProcess()
     try:
         assert [m["id"] for m in httpx.get(f"{srv.url}/v1/models", timeout=60).json()["data"]] == [
-            str(DEFAULT_MODEL_DIR)]
+            str(DEFAULT_MODEL_DIR)
+        ]
         proc = subprocess.run(
-            [PYTHON, "-c", BENCH, "--backend", "openai", "--base-url", srv.url, "--dataset-name", "random",
-             "--random-input-len", "32", "--random-output-len", "16", "--num-prompts", str(PROMPTS),
-             "--save-result", "--result-dir", str(tmp_path), "--result-filename", "result.json"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=200)
+            [
+                PYTHON,
+                "-c",
+                BENCH,
+                "--backend",
+                "openai",
+                "--base-url",
+                srv.url,
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                "16",
+                "--num-prompts",
+                str(PROMPTS),
+                "--save-result",
+                "--result-dir",
+                str(tmp_path),
+                "--result-filename",
+                "result.json",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=200,
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         result = json.loads((tmp_path / "result.json").read_text())
         assert result["tokenizer_id"] == str(DEFAULT_MODEL_DIR)  # the served name, found as a tokenizer

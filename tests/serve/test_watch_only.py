@@ -25,8 +25,13 @@ def watch_only_server():
 
 def test_changing_the_engine_is_refused_reading_it_is_not(watch_only_server):
     with httpx.Client(base_url=watch_only_server.url, timeout=WAIT_S) as http:
-        for op, value in (("pause", None), ("step_once", None), ("set_step_interval", 0.5),
-                          ("reset_prefix_cache", None), ("resume", None)):
+        for op, value in (
+            ("pause", None),
+            ("step_once", None),
+            ("set_step_interval", 0.5),
+            ("reset_prefix_cache", None),
+            ("resume", None),
+        ):
             r = http.post("/v1/enginetui/control", json={"op": op, "value": value})
             assert r.status_code == 403
             assert r.json() == {"op": op, "error": {"code": "not_allowed", "message": WATCH_ONLY}}

@@ -11,10 +11,10 @@ import asyncio
 import msgspec
 import pytest
 
+from enginetui.cli import main
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.cli import main
 from enginetui.simulate.accuracy import compare_recording
 from enginetui.simulate.accuracy import main as accuracy_main
 from enginetui.simulate.fitted import FitInfo, FittedModel
@@ -23,8 +23,18 @@ from enginetui.simulate.replay import replay_recording
 pytestmark = pytest.mark.timeout(240)
 
 # Keys of a step event that are measured times (or counters of them) or the machine's state, not scheduling decisions.
-TIMED = {"seq", "time", "sched_ms", "exec_ms", "update_ms", "forward_ms", "sample_ms", "compute_threads",
-         "step_interval_ms", "phases"}
+TIMED = {
+    "seq",
+    "time",
+    "sched_ms",
+    "exec_ms",
+    "update_ms",
+    "forward_ms",
+    "sample_ms",
+    "compute_threads",
+    "step_interval_ms",
+    "phases",
+}
 
 
 async def _record(path, model_dir, engine_args: dict) -> None:
@@ -40,11 +50,29 @@ async def _record(path, model_dir, engine_args: dict) -> None:
                     first_tokens.set()
 
         lengths = [(40, 30), (70, 12), (25, 45), (90, 20)]
-        first = [asyncio.create_task(run(f"a{i}", list(range(5 + i, 5 + i + p)), SamplingParams(
-            max_tokens=o, ignore_eos=True, temperature=0), priority=i % 2)) for i, (p, o) in enumerate(lengths)]
+        first = [
+            asyncio.create_task(
+                run(
+                    f"a{i}",
+                    list(range(5 + i, 5 + i + p)),
+                    SamplingParams(max_tokens=o, ignore_eos=True, temperature=0),
+                    priority=i % 2,
+                )
+            )
+            for i, (p, o) in enumerate(lengths)
+        ]
         await first_tokens.wait()  # the second wave arrives while the first runs
-        second = [asyncio.create_task(run(f"b{i}", list(range(300 + 7 * i, 300 + 7 * i + p)), SamplingParams(
-            max_tokens=o, temperature=1.0, seed=i), priority=(i + 1) % 2)) for i, (p, o) in enumerate(lengths)]
+        second = [
+            asyncio.create_task(
+                run(
+                    f"b{i}",
+                    list(range(300 + 7 * i, 300 + 7 * i + p)),
+                    SamplingParams(max_tokens=o, temperature=1.0, seed=i),
+                    priority=(i + 1) % 2,
+                )
+            )
+            for i, (p, o) in enumerate(lengths)
+        ]
         await asyncio.gather(*first, *second)
         await engine.stop_recording()
     finally:
@@ -60,11 +88,22 @@ def _scheduling_fields(event) -> dict:
     return fields
 
 
-@pytest.mark.parametrize("engine_args", [
-    dict(num_gpu_blocks_override=14, max_num_batched_tokens=32, max_num_seqs=4, block_size=8),
-    dict(num_gpu_blocks_override=20, max_num_batched_tokens=48, max_num_seqs=3, block_size=4,
-         enable_prefix_caching=True, scheduling_policy="priority", long_prefill_token_threshold=16),
-], ids=["fcfs", "priority-prefix-caching"])
+@pytest.mark.parametrize(
+    "engine_args",
+    [
+        dict(num_gpu_blocks_override=14, max_num_batched_tokens=32, max_num_seqs=4, block_size=8),
+        dict(
+            num_gpu_blocks_override=20,
+            max_num_batched_tokens=48,
+            max_num_seqs=3,
+            block_size=4,
+            enable_prefix_caching=True,
+            scheduling_policy="priority",
+            long_prefill_token_threshold=16,
+        ),
+    ],
+    ids=["fcfs", "priority-prefix-caching"],
+)
 def test_simulator_reproduces_a_recorded_run_step_for_step(tmp_path, text_opt_dir, engine_args):
     real_path, sim_path = tmp_path / "real.etrec", tmp_path / "sim.etrec"
     asyncio.run(_record(real_path, text_opt_dir, dict(seed=0, **engine_args)))

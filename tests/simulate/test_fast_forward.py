@@ -19,8 +19,9 @@ def test_fast_forward_changes_nothing(caching, num_blocks):
     config = EngineConfig(device="cpu", enable_prefix_caching=caching, max_num_seqs=64)
 
     def run(fast_forward):
-        workload = with_arrivals(shared_prefix_workload(150, 3, 100, 200, 100, 0.9, 1, 32000),
-                                 arrival_times(150, 20.0, seed=2))
+        workload = with_arrivals(
+            shared_prefix_workload(150, 3, 100, 200, 100, 0.9, 1, 32000), arrival_times(150, 20.0, seed=2)
+        )
         return Simulator(config, num_blocks, 4096, model, fast_forward=fast_forward).run(workload)
 
     slow, fast = run(False), run(True)

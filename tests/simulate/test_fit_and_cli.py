@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from enginetui.core.record.reader import read_recording
 from enginetui.cli import main
+from enginetui.core.record.reader import read_recording
 from enginetui.simulate.fitted import FitInfo, fit, load_fitted
 from enginetui.simulate.step_shape import StepShape
 
@@ -13,8 +13,12 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_the_fit_recovers_known_coefficients_and_survives_a_round_trip(tmp_path):
-    shapes = [StepShape(1, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
-              for d in (1, 4, 16) for c in (100, 400) for p in (0, 64, 256)]
+    shapes = [
+        StepShape(1, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
+        for d in (1, 4, 16)
+        for c in (100, 400)
+        for p in (0, 64, 256)
+    ]
     truth = lambda s: 2e-3 + 5e-6 * s.num_prefill_tokens + 3e-5 * s.num_decode_tokens + 1e-8 * s.decode_context  # noqa: E731
     model = fit(shapes, [truth(s) for s in shapes], FitInfo("m", "here", 0, 0.0, 0.0))
     assert model.info.r2 == pytest.approx(1.0) and model.info.num_steps == len(shapes)
@@ -50,8 +54,25 @@ def test_calibrate_then_simulate_with_the_fit(tmp_path, capsys):
     assert fitted.info.num_steps == 2 * 2  # per batch size: decode alone, and with a prefill (each a median)
     assert fitted.info.engine_config["max_model_len"] == 512
     assert fitted.step_seconds(StepShape(1, 1, 0, 1, 1, 20, 0, 0)) > 0
-    assert main(["simulate", "--step-times", str(out), "--num-prompts", "20", "--random-input-len", "64",
-                 "--random-output-len", "16", "--request-rate", "50", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--step-times",
+                str(out),
+                "--num-prompts",
+                "20",
+                "--random-input-len",
+                "64",
+                "--random-output-len",
+                "16",
+                "--request-rate",
+                "50",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "20 completed of 20" in text and "fitted (default on" in text
 
@@ -68,9 +89,30 @@ def test_calibration_prefills_no_longer_than_the_model_takes(monkeypatch):
 
 def test_the_command_prints_figures_and_writes_a_recording_export_reads(tmp_path, capsys):
     rec = tmp_path / "sim.etrec"
-    assert main(["simulate", "--num-prompts", "30", "--random-input-len", "200", "--random-output-len", "20",
-                 "--num-gpu-blocks-override", "40", "--max-num-seqs", "8", "--goodput", "ttft:100", "tpot:50",
-                 "--record", str(rec), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "30",
+                "--random-input-len",
+                "200",
+                "--random-output-len",
+                "20",
+                "--num-gpu-blocks-override",
+                "40",
+                "--max-num-seqs",
+                "8",
+                "--goodput",
+                "ttft:100",
+                "tpot:50",
+                "--record",
+                str(rec),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     for line in ("30 completed of 30", "goodput", "TTFT", "TPOT", "ITL", "E2E", "KV pool       40 blocks"):
         assert line in text
@@ -83,36 +125,74 @@ def test_the_command_prints_figures_and_writes_a_recording_export_reads(tmp_path
 
 def test_a_recordings_requests_arrive_as_recorded_and_workload_flags_beside_it_are_refused(tmp_path, capsys):
     rec = tmp_path / "sim.etrec"
-    assert main(["simulate", "--num-prompts", "6", "--random-input-len", "64", "--request-rate", "20",
-                 "--record", str(rec), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "6",
+                "--random-input-len",
+                "64",
+                "--request-rate",
+                "20",
+                "--record",
+                str(rec),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["simulate", "--from-recording", str(rec), "--no-progress"]) == 0
     assert f"workload      recording {rec}: its 6 requests, arriving as recorded\n" in capsys.readouterr().out
     assert main(["simulate", "--from-recording", str(rec), "--request-rate", "5", "--seed", "3", "--no-progress"]) == 2
-    assert capsys.readouterr().err == ("enginetui simulate: --request-rate, --seed: not used with --from-recording, "
-                                       "whose requests arrive as they were recorded (leave them out)\n")
+    assert capsys.readouterr().err == (
+        "enginetui simulate: --request-rate, --seed: not used with --from-recording, "
+        "whose requests arrive as they were recorded (leave them out)\n"
+    )
 
 
 def test_a_sweep_prints_a_table_and_plots(tmp_path, capsys):
     plot = tmp_path / "sweep.png"
-    assert main(["simulate", "--num-prompts", "40", "--random-input-len", "128", "--random-output-len", "32",
-                 "--request-rate", "100", "--sweep", "max_num_seqs=2,8,32", "--plot", str(plot),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "40",
+                "--random-input-len",
+                "128",
+                "--random-output-len",
+                "32",
+                "--request-rate",
+                "100",
+                "--sweep",
+                "max_num_seqs=2,8,32",
+                "--plot",
+                str(plot),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if "max_num_seqs" in line and "req/s" in line)
-    assert [line.split()[0] for line in lines[header + 1:header + 4]] == ["2", "8", "32"]
+    assert [line.split()[0] for line in lines[header + 1 : header + 4]] == ["2", "8", "32"]
     assert plot.stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "llama-3.1-70b", "--hardware", "h100"], "does not fit"),
-    (["--num-gpu-blocks-override", "4"], "cannot hold request"),
-    (["--hardware", "tpu"], "unknown hardware"),
-    (["--hardware", "l4"], "fewer than max_model_len 131072"),
-    (["--step-times", "recorded"], "give --from-recording"),
-    (["--sweep", "nonsense=1,2"], "neither an engine flag"),
-    (["--goodput", "latency:3"], "unknown SLO"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "llama-3.1-70b", "--hardware", "h100"], "does not fit"),
+        (["--num-gpu-blocks-override", "4"], "cannot hold request"),
+        (["--hardware", "tpu"], "unknown hardware"),
+        (["--hardware", "l4"], "fewer than max_model_len 131072"),
+        (["--step-times", "recorded"], "give --from-recording"),
+        (["--sweep", "nonsense=1,2"], "neither an engine flag"),
+        (["--goodput", "latency:3"], "unknown SLO"),
+    ],
+)
 def test_impossible_configs_are_one_clear_line(argv, message, capsys):
     assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err
@@ -120,30 +200,68 @@ def test_impossible_configs_are_one_clear_line(argv, message, capsys):
 
 
 def test_a_run_whose_every_request_is_refused_says_why_and_fails(capsys):
-    assert main(["simulate", "--num-prompts", "3", "--random-input-len", "4096", "--max-model-len", "2048",
-                 "--no-progress"]) == 1
+    assert (
+        main(
+            ["simulate", "--num-prompts", "3", "--random-input-len", "4096", "--max-model-len", "2048", "--no-progress"]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
-    assert "0 completed of 3, 3 rejected (never fit; the first: prompt (4096) + max_tokens (128) exceeds " \
-           "max_model_len (2048))" in out
+    assert (
+        "0 completed of 3, 3 rejected (never fit; the first: prompt (4096) + max_tokens (128) exceeds "
+        "max_model_len (2048))" in out
+    )
     assert "no request completed: no throughput or latency to report" in out and "nan" not in out
 
 
 def test_a_sweep_counts_refused_requests_and_says_why(tmp_path, capsys):
-    assert main(["simulate", "--num-prompts", "5", "--random-input-len", "1024", "--sweep", "max_model_len=512,4096",
-                 "--plot", str(tmp_path / "sweep.png"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "5",
+                "--random-input-len",
+                "1024",
+                "--sweep",
+                "max_model_len=512,4096",
+                "--plot",
+                str(tmp_path / "sweep.png"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if "max_model_len" in line and "req/s" in line)
     assert lines[header].split()[-1] == "rejected"
     assert lines[header + 1].split()[1] == "nan" and lines[header + 1].split()[-1] == "5"
     assert lines[header + 2].split()[-1] == "0"
     assert lines[header + 3] == "(latencies in ms; nan: no request completed)"
-    assert lines[header + 4] == ("rejected at max_model_len=512: 5 never fit, the first: prompt (1024) + max_tokens "
-                                 "(128) exceeds max_model_len (512)")
+    assert lines[header + 4] == (
+        "rejected at max_model_len=512: 5 never fit, the first: prompt (1024) + max_tokens "
+        "(128) exceeds max_model_len (512)"
+    )
 
 
 def test_some_refused_requests_are_counted_beside_the_figures(capsys):
-    assert main(["simulate", "--num-prompts", "40", "--random-input-len", "1900", "--random-range-ratio", "0.1",
-                 "--max-model-len", "2048", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "40",
+                "--random-input-len",
+                "1900",
+                "--random-range-ratio",
+                "0.1",
+                "--max-model-len",
+                "2048",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     requests = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("requests"))
     completed, total, rejected = (int(w) for w in requests.replace(",", "").split() if w.isdigit())
     assert total == 40 and 0 < rejected < 40 and completed + rejected == 40
@@ -155,9 +273,20 @@ def test_a_published_figure_is_compared_with_the_roofline_prediction():
 
     from enginetui.simulate.published import PublishedResult, compare, comparison_table
 
-    figure = PublishedResult(source="a made-up figure", model="llama-3.1-8b", hardware="h100", tensor_parallel_size=1,
-                             dataset="random", num_prompts=50, request_rate=math.inf, metric="tpot.p50", value=20.0,
-                             input_len=256, output_len=32, engine_flags={"max_num_seqs": 16})
+    figure = PublishedResult(
+        source="a made-up figure",
+        model="llama-3.1-8b",
+        hardware="h100",
+        tensor_parallel_size=1,
+        dataset="random",
+        num_prompts=50,
+        request_rate=math.inf,
+        metric="tpot.p50",
+        value=20.0,
+        input_len=256,
+        output_len=32,
+        engine_flags={"max_num_seqs": 16},
+    )
     c = compare(figure, overhead_ms=0.0)
     assert c.predicted > 0 and c.error_pct == pytest.approx((c.predicted - 20.0) / 20.0 * 100)
     faster = compare(figure, overhead_ms=0.0, mbu=1.0)

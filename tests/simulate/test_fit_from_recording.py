@@ -43,8 +43,18 @@ class GappedLaw(FittedModel):
 
 def _simulated_recording(path, monkeypatch, **workload) -> str:
     monkeypatch.setattr(workloads, "step_model", lambda s, steps: (GappedLaw(), None, {}))
-    settings = dict(num_prompts=40, input_len=64, output_len=16, range_ratio=0.8, request_rate=60, seed=3,
-                    model="law", num_gpu_blocks_override=400, max_model_len=512, record=str(path))
+    settings = dict(
+        num_prompts=40,
+        input_len=64,
+        output_len=16,
+        range_ratio=0.8,
+        request_rate=60,
+        seed=3,
+        model="law",
+        num_gpu_blocks_override=400,
+        max_model_len=512,
+        record=str(path),
+    )
     simulate(**{**settings, **workload})
     return str(path)
 
@@ -84,10 +94,13 @@ def test_the_command_writes_the_fit_prints_its_error_and_the_simulator_takes_it(
 def test_steps_on_fewer_threads_than_the_engine_has_are_left_out_of_the_fit(law_recording, tmp_path):
     # the law's run as an engine on 4 CPU threads would record it, every 7th step on 1 (a busy neighbour)
     recording = read_recording(law_recording)
-    events = [msgspec.structs.replace(e, compute_threads=(1 if e.step % 7 == 0 else 4) if e.is_step else 0)
-              for e in recording.events()]
-    header = msgspec.structs.replace(recording.header,
-                                     engine=msgspec.structs.replace(recording.header.engine, cpu_threads=4))
+    events = [
+        msgspec.structs.replace(e, compute_threads=(1 if e.step % 7 == 0 else 4) if e.is_step else 0)
+        for e in recording.events()
+    ]
+    header = msgspec.structs.replace(
+        recording.header, engine=msgspec.structs.replace(recording.header.engine, cpu_threads=4)
+    )
     path = str(tmp_path / "neighbour.etrec")
     write_recording(path, header, events)
     all_steps, steps = recorded_steps(law_recording), recorded_steps(path)
@@ -113,11 +126,17 @@ def test_several_recordings_fit_together(law_recording, tmp_path, monkeypatch):
     assert both.coefficients["prefill_tokens"] == pytest.approx(LAW["prefill_tokens"], rel=1e-6)
 
 
-@pytest.mark.parametrize("workload, message", [
-    (dict(num_prompts=2, request_rate=1.0), "the fit needs at least 20"),  # two lone requests: few busy steps
-    (dict(num_prompts=12, input_len=32, output_len=40, range_ratio=0.0, request_rate=float("inf")),
-     "distinct shapes"),  # one batch of equal requests: one prefill and uniform decodes
-], ids=["too-few-steps", "too-few-shapes"])
+@pytest.mark.parametrize(
+    "workload, message",
+    [
+        (dict(num_prompts=2, request_rate=1.0), "the fit needs at least 20"),  # two lone requests: few busy steps
+        (
+            dict(num_prompts=12, input_len=32, output_len=40, range_ratio=0.0, request_rate=float("inf")),
+            "distinct shapes",
+        ),  # one batch of equal requests: one prefill and uniform decodes
+    ],
+    ids=["too-few-steps", "too-few-shapes"],
+)
 def test_a_recording_too_thin_to_fit_is_refused(tmp_path, monkeypatch, capsys, workload, message):
     path = _simulated_recording(tmp_path / "thin.etrec", monkeypatch, **workload)
     with pytest.raises(ValueError, match=message):
@@ -130,8 +149,15 @@ def test_a_recording_too_thin_to_fit_is_refused(tmp_path, monkeypatch, capsys, w
 def test_a_recording_without_steps_of_both_kinds_is_refused(tmp_path, monkeypatch):
     # one batch, all at once: a single step carries prompt tokens (the fit could not price them), then
     # decode batches that shrink as requests of different lengths finish
-    path = _simulated_recording(tmp_path / "decode.etrec", monkeypatch, num_prompts=8, input_len=16, output_len=30,
-                                range_ratio=0.9, request_rate=float("inf"))
+    path = _simulated_recording(
+        tmp_path / "decode.etrec",
+        monkeypatch,
+        num_prompts=8,
+        input_len=16,
+        output_len=30,
+        range_ratio=0.9,
+        request_rate=float("inf"),
+    )
     with pytest.raises(ValueError, match="at least 3 of each"):
         calibrate_from_recording(path)
 
@@ -162,24 +188,50 @@ class SleepingRunner(ScriptedRunner):
     """The scripted runner, sleeping by a law of the step's shape (a model whose forward costs that)."""
 
     def execute(self, out):
-        time.sleep(SLEEP_CONSTANT_S + SLEEP_PER_PREFILL_TOKEN_S * out.num_prefill_tokens
-                   + SLEEP_PER_DECODE_S * out.num_decode_tokens)
+        time.sleep(
+            SLEEP_CONSTANT_S
+            + SLEEP_PER_PREFILL_TOKEN_S * out.num_prefill_tokens
+            + SLEEP_PER_DECODE_S * out.num_decode_tokens
+        )
         return super().execute(out)
 
 
 async def _record_engine(path) -> None:
-    engine = AsyncLLM.from_engine_args(model=None, model_runner=f"{__name__}:SleepingRunner", multiprocess=False,
-                                       device="cpu", seed=0, num_gpu_blocks_override=128, max_num_seqs=8,
-                                       max_model_len=512, record=str(path))
+    engine = AsyncLLM.from_engine_args(
+        model=None,
+        model_runner=f"{__name__}:SleepingRunner",
+        multiprocess=False,
+        device="cpu",
+        seed=0,
+        num_gpu_blocks_override=128,
+        max_num_seqs=8,
+        max_model_len=512,
+        record=str(path),
+    )
     try:
+
         async def run(i: int, prompt_len: int, max_tokens: int, delay: float) -> None:
             await asyncio.sleep(delay)
             params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0)
             async for _ in engine.generate(list(range(5 + i, 5 + i + prompt_len)), params, f"r{i}"):
                 pass
 
-        lengths = [(30, 24), (90, 12), (16, 30), (120, 20), (50, 16), (70, 26), (24, 18), (100, 14), (40, 20),
-                   (140, 10), (60, 22), (20, 16), (110, 18), (80, 12)]
+        lengths = [
+            (30, 24),
+            (90, 12),
+            (16, 30),
+            (120, 20),
+            (50, 16),
+            (70, 26),
+            (24, 18),
+            (100, 14),
+            (40, 20),
+            (140, 10),
+            (60, 22),
+            (20, 16),
+            (110, 18),
+            (80, 12),
+        ]
         await asyncio.gather(*(run(i, p, o, 0.03 * i) for i, (p, o) in enumerate(lengths)))
         await engine.stop_recording()
     finally:
@@ -211,8 +263,10 @@ def test_noisy_steps_are_fitted_to_their_mean_not_to_the_fast_ones():
     from enginetui.simulate.fitted import fit, fit_relative_to_prediction
 
     law = GappedLaw()
-    shapes = [StepShape(k, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
-              for k, (d, c, p) in enumerate((d, c, p) for d in (1, 2, 4, 8) for c in (50, 200) for p in (0, 0, 0, 40))]
+    shapes = [
+        StepShape(k, d + (p > 0), p, d, d + (p > 0), d * c, p, p * (p + 1) // 2)
+        for k, (d, c, p) in enumerate((d, c, p) for d in (1, 2, 4, 8) for c in (50, 200) for p in (0, 0, 0, 40))
+    ]
     seconds = [law.step_seconds(s) * (2.5 if k % 4 == 1 else 1.0) for k, s in enumerate(shapes)]
     mean_ratio = sum(s / law.step_seconds(shape) for s, shape in zip(seconds, shapes)) / len(shapes)  # 1.375
     biased = fit(shapes, seconds, FitInfo("m", "x", 0, 0.0, 0.0))

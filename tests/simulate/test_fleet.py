@@ -123,8 +123,15 @@ def test_prefix_score_weighs_the_cached_prefix_the_queue_and_kv_usage():
 def test_unknown_router_is_refused():
     with pytest.raises(ValueError, match="no such router"):
         make_router("fastest", 2, BLOCK)
-    assert set(ROUTERS) == {"round-robin", "random", "power-of-two", "consistent-hash", "cache-aware",
-                            "least-outstanding", "prefix-score"}
+    assert set(ROUTERS) == {
+        "round-robin",
+        "random",
+        "power-of-two",
+        "consistent-hash",
+        "cache-aware",
+        "least-outstanding",
+        "prefix-score",
+    }
 
 
 def _model():
@@ -134,8 +141,9 @@ def _model():
 @pytest.mark.parametrize("router", ROUTERS)
 def test_a_fleet_run_finishes_every_request_once_and_its_replicas_add_up(router):
     config = EngineConfig(device="cpu", enable_prefix_caching=True, max_num_seqs=32)
-    workload = with_arrivals(shared_prefix_workload(120, 4, 64, 100, 40, 0.8, 3, 32000),
-                             arrival_times(120, 40.0, seed=1))
+    workload = with_arrivals(
+        shared_prefix_workload(120, 4, 64, 100, 40, 0.8, 3, 32000), arrival_times(120, 40.0, seed=1)
+    )
     run = run_fleet(config, 2000, 4096, _model(), 3, make_router(router, 3, BLOCK, seed=2), workload)
     ids = [r.request_id for rep in run.replicas for r in rep.requests]
     assert sorted(ids) == sorted(r.request_id for r in workload)  # each request on exactly one replica
@@ -144,9 +152,23 @@ def test_a_fleet_run_finishes_every_request_once_and_its_replicas_add_up(router)
     for rep in run.replicas:
         assert not np.isnan(np.array(rep.times.finish)).any()
         assert list(rep.times.num_output) == [r.output_len for r in rep.requests]  # every token, finished once
-    result = simulate(num_prompts=120, dataset="shared-prefix", num_prefixes=4, prefix_len=64, input_len=100,
-                      output_len=40, range_ratio=0.8, request_rate=40.0, seed=3, replicas=3, router=router,
-                      enable_prefix_caching=True, num_gpu_blocks_override=2000, max_model_len=4096, max_num_seqs=32)
+    result = simulate(
+        num_prompts=120,
+        dataset="shared-prefix",
+        num_prefixes=4,
+        prefix_len=64,
+        input_len=100,
+        output_len=40,
+        range_ratio=0.8,
+        request_rate=40.0,
+        seed=3,
+        replicas=3,
+        router=router,
+        enable_prefix_caching=True,
+        num_gpu_blocks_override=2000,
+        max_model_len=4096,
+        max_num_seqs=32,
+    )
     fleet_m, parts = result.summary, result.fleet.summaries
     assert fleet_m.num_completed == sum(m.num_completed for m in parts) == 120
     assert fleet_m.num_steps == sum(m.num_steps for m in parts)
@@ -166,8 +188,7 @@ def test_a_fleet_of_one_is_the_single_engine():
     alone = Simulator(config, 500, 4096, _model()).run(workload())
     one = run_fleet(config, 500, 4096, _model(), 1, RoundRobin(1, BLOCK), workload()).replicas[0]
     for name in ("arrival", "first_token", "finish", "num_output", "num_preemptions"):
-        assert np.array_equal(np.array(getattr(alone.times, name)), np.array(getattr(one.times, name)),
-                              equal_nan=True)
+        assert np.array_equal(np.array(getattr(alone.times, name)), np.array(getattr(one.times, name)), equal_nan=True)
     assert list(alone.timeline.end) == list(one.timeline.end)
 
 
@@ -189,9 +210,31 @@ def test_the_router_counts_a_request_until_it_finishes():
 
 def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, capsys):
     plot = tmp_path / "replicas.png"
-    assert main(["simulate", "--num-prompts", "60", "--random-input-len", "512", "--random-output-len", "32",
-                 "--request-rate", "100", "--sweep", "replicas=1,2,4", "--goodput", "ttft:100", "--router",
-                 "least-outstanding", "--plot", str(plot), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--num-prompts",
+                "60",
+                "--random-input-len",
+                "512",
+                "--random-output-len",
+                "32",
+                "--request-rate",
+                "100",
+                "--sweep",
+                "replicas=1,2,4",
+                "--goodput",
+                "ttft:100",
+                "--router",
+                "least-outstanding",
+                "--plot",
+                str(plot),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "fleet         behind least-outstanding\nsweep         replicas = 1, 2, 4\n" in out
     # one replica keeps 31.7% of the requests under 100 ms to the first token, two keep them all
@@ -199,12 +242,15 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
     assert plot.stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--replicas", "0"], "--replicas must be at least 1, got 0"),
-    (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
-    (["--replicas", "2", "--record", "x.etrec"], "leave out --replicas"),
-    (["--router", "random"], "one replica has nothing to route"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--replicas", "0"], "--replicas must be at least 1, got 0"),
+        (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
+        (["--replicas", "2", "--record", "x.etrec"], "leave out --replicas"),
+        (["--router", "random"], "one replica has nothing to route"),
+    ],
+)
 def test_bad_fleet_input_is_one_line(argv, message, capsys):
     assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err

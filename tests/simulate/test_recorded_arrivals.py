@@ -32,10 +32,21 @@ def run(tmp_path_factory):
     some at an idle engine), recorded; (its result, the recording)."""
     path = str(tmp_path_factory.mktemp("arrivals") / "run.etrec")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(workloads, "step_model",
-                            lambda s, steps: (FittedModel(LAW, FitInfo("law", "here", 0, 1.0, 0.0)), None, {}))
-        result = simulate(num_prompts=40, input_len=64, output_len=12, range_ratio=0.8, request_rate=30, seed=5,
-                          model="law", num_gpu_blocks_override=400, max_model_len=512, record=path)
+        monkeypatch.setattr(
+            workloads, "step_model", lambda s, steps: (FittedModel(LAW, FitInfo("law", "here", 0, 1.0, 0.0)), None, {})
+        )
+        result = simulate(
+            num_prompts=40,
+            input_len=64,
+            output_len=12,
+            range_ratio=0.8,
+            request_rate=30,
+            seed=5,
+            model="law",
+            num_gpu_blocks_override=400,
+            max_model_len=512,
+            record=path,
+        )
     return result, path
 
 
@@ -75,12 +86,17 @@ def test_an_arrival_stamped_outside_its_step_is_kept_within_it(run, tmp_path):
     events = list(recording.events())
     steps = [k for k, e in enumerate(events) if e.is_step]
     # two requests taken in by steps that followed a busy step: one stamped early, one late
-    busy = [k for j, k in enumerate(steps[1:], 1) if events[k].added and (events[steps[j - 1]].running
-                                                                          or events[steps[j - 1]].waiting)]
+    busy = [
+        k
+        for j, k in enumerate(steps[1:], 1)
+        if events[k].added and (events[steps[j - 1]].running or events[steps[j - 1]].waiting)
+    ]
     early, late = busy[0], busy[1]
     previous_start = step_start(events[steps[steps.index(early) - 1]])
-    moved = {events[early].added[0].req_id: previous_start - 0.5, events[late].added[-1].req_id:
-             step_start(events[late]) + 0.5}
+    moved = {
+        events[early].added[0].req_id: previous_start - 0.5,
+        events[late].added[-1].req_id: step_start(events[late]) + 0.5,
+    }
 
     def stamped(event):
         added = [msgspec.structs.replace(a, arrival_time=moved.get(a.req_id, a.arrival_time)) for a in event.added]

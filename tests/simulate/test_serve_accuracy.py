@@ -16,8 +16,13 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_the_runs_are_taken_in_turns_calibration_first(tmp_path):
     runs = plan([0.75, 1.5, 3.0], [1.0, 2.0], 2, tmp_path)
-    assert [(r.kind, r.rate) for r in runs[:5]] == [("cal", 0.75), ("test", 1.0), ("cal", 1.5), ("test", 2.0),
-                                                    ("cal", 3.0)]
+    assert [(r.kind, r.rate) for r in runs[:5]] == [
+        ("cal", 0.75),
+        ("test", 1.0),
+        ("cal", 1.5),
+        ("test", 2.0),
+        ("cal", 3.0),
+    ]
     assert runs[5:] == [Run(r.kind, r.rate, r.seed, r.path.replace("-0.etrec", "-1.etrec")) for r in runs[:5]]
     assert {r.seed for r in runs if r.kind == "cal"} == {serve_accuracy.CAL_SEED} != {serve_accuracy.TEST_SEED}
     assert len({r.path for r in runs}) == len(runs)
@@ -46,11 +51,14 @@ def test_a_sitting_fits_the_calibration_runs_and_predicts_the_tested_ones(tmp_pa
 
 
 def test_the_report_names_the_figures_that_miss():
-    rows = [{"figure": f, "measured": 100.0, "predicted": p, "error_pct": p - 100.0}
-            for f, p in (("TTFT p50 ms", 110.0), ("TTFT p90 ms", 60.0), ("TPOT p50 ms", 116.0))]
+    rows = [
+        {"figure": f, "measured": 100.0, "predicted": p, "error_pct": p - 100.0}
+        for f, p in (("TTFT p50 ms", 110.0), ("TTFT p90 ms", 60.0), ("TPOT p50 ms", 116.0))
+    ]
     neighbour = {"steps": 120, "of_steps": 2810, "time_share": 0.08}
-    text = report({"tested": [{"run": {"rate": 1.0, "path": "/x/test-1-0.etrec"}, "figures": rows,
-                               "fewer_threads": neighbour}]})
+    text = report(
+        {"tested": [{"run": {"rate": 1.0, "path": "/x/test-1-0.etrec"}, "figures": rows, "fewer_threads": neighbour}]}
+    )
     assert "tested run at 1 req/s (test-1-0.etrec)" in text
     assert "within 15%: not TTFT p90 ms, TPOT p50 ms" in text and "-40.0%" in text
     assert "120 of the measured run's 2810 steps ran on fewer CPU threads than the engine has (8% of its" in text

@@ -73,16 +73,18 @@ def test_prefix_caching_serves_shared_prefixes_from_the_cache():
     prefill = {}
     for caching in (False, True):
         config = EngineConfig(device="cpu", enable_prefix_caching=caching, max_num_seqs=4)
-        run = Simulator(config, 400, 1024, TenMs()).run([SimRequest(**{f: getattr(r, f) for f in r.__slots__})
-                                                         for r in workload])
+        run = Simulator(config, 400, 1024, TenMs()).run(
+            [SimRequest(**{f: getattr(r, f) for f in r.__slots__}) for r in workload]
+        )
         prefill[caching] = sum(run.timeline.num_prefill_tokens)
     assert prefill[False] == 20 * (256 + 32)
     assert prefill[True] <= 20 * 32 + 2 * 256 + 20 * 16  # each prefix computed about once
 
 
 def test_requests_that_can_never_fit_are_rejected_by_the_scheduler():
-    run = Simulator(EngineConfig(device="cpu"), 4, 512, TenMs()).run([SimRequest("big", 0.0, 100, 10),
-                                                                      SimRequest("ok", 0.0, 20, 5)])
+    run = Simulator(EngineConfig(device="cpu"), 4, 512, TenMs()).run(
+        [SimRequest("big", 0.0, 100, 10), SimRequest("ok", 0.0, 20, 5)]
+    )
     assert run.num_rejected == 1 and math.isnan(run.times.finish[0]) and run.times.num_output[1] == 5
     assert run.first_rejection == "needs 7 KV blocks for 109 tokens (prompt + max_tokens - 1) but the whole pool has 4"
     summary = summarize(run)

@@ -7,8 +7,17 @@ from enginetui.simulate.sweep import parse_sweep, run_sweep, sweep_title
 
 
 def test_the_summary_names_the_model_and_the_hit_rate():
-    result = simulate(model="qwen3-8b", hardware="h100", dataset="shared-prefix", num_prompts=40, num_prefixes=2,
-                      prefix_len=256, input_len=64, output_len=8, enable_prefix_caching=True)
+    result = simulate(
+        model="qwen3-8b",
+        hardware="h100",
+        dataset="shared-prefix",
+        num_prompts=40,
+        num_prefixes=2,
+        prefix_len=256,
+        input_len=64,
+        output_len=8,
+        enable_prefix_caching=True,
+    )
     text = format_summary(result)
     assert "model         qwen3-8b, bf16 weights, on h100\n" in text
     m = result.summary

@@ -18,14 +18,20 @@ from enginetui.simulate.traces import (
 )
 from enginetui.simulate.workload import HASH_BLOCK_TOKENS, hash_block_tokens
 
-AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" \
-        "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:16:47.0,3000,20\n"
-BURSTGPT = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" \
-           "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n" \
-           "47.5,GPT-4,417,276,693,Conversation log\n"
-MOONCAKE = [{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [0, 1, 2]},
-            {"timestamp": 250, "input_length": 1500, "output_length": 7, "hash_ids": [0, 1, 3]},
-            {"timestamp": 1250, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]}]
+AZURE = (
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:16:47.0,3000,20\n"
+)
+BURSTGPT = (
+    "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n"
+    "47.5,GPT-4,417,276,693,Conversation log\n"
+)
+MOONCAKE = [
+    {"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [0, 1, 2]},
+    {"timestamp": 250, "input_length": 1500, "output_length": 7, "hash_ids": [0, 1, 3]},
+    {"timestamp": 1250, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]},
+]
 
 
 @pytest.fixture
@@ -38,8 +44,11 @@ def files(tmp_path):
 
 
 def test_each_format_is_told_by_its_header_and_read_with_arrivals_from_zero(files):
-    assert [detect_format(files / f) for f in ("azure.csv", "burst.csv", "moon.jsonl")] == \
-        ["azure", "burstgpt", "mooncake"]
+    assert [detect_format(files / f) for f in ("azure.csv", "burst.csv", "moon.jsonl")] == [
+        "azure",
+        "burstgpt",
+        "mooncake",
+    ]
     azure = read_trace(files / "azure.csv")
     assert [r.arrival for r in azure.rows] == pytest.approx([0.0, 4.314579, 60.31941])
     assert [(r.prompt_len, r.output_len) for r in azure.rows] == [(374, 44), (396, 109), (3000, 20)]
@@ -72,11 +81,12 @@ def test_window_time_scale_and_the_context_rule(files):
 def test_mooncake_blocks_are_shared_tokens_and_prefix_caching_finds_them(files):
     a, b = hash_block_tokens((0, 1, 2), 1100), hash_block_tokens((0, 1, 3), 1500)
     assert len(a) == 1100 and len(b) == 1500
-    assert a[:2 * HASH_BLOCK_TOKENS] == b[:2 * HASH_BLOCK_TOKENS]  # equal leading ids: equal tokens
+    assert a[: 2 * HASH_BLOCK_TOKENS] == b[: 2 * HASH_BLOCK_TOKENS]  # equal leading ids: equal tokens
     assert a[2 * HASH_BLOCK_TOKENS] != b[2 * HASH_BLOCK_TOKENS]
     assert hash_block_tokens((4,), 512) != hash_block_tokens((5,), 512)
-    result = simulate(trace=str(files / "moon.jsonl"), enable_prefix_caching=True, num_gpu_blocks_override=2000,
-                      max_model_len=4096)
+    result = simulate(
+        trace=str(files / "moon.jsonl"), enable_prefix_caching=True, num_gpu_blocks_override=2000, max_model_len=4096
+    )
     m = result.summary
     assert m.num_completed == 3
     # the second request finds the first's two shared blocks (1024 tokens); the third shares nothing
@@ -104,14 +114,17 @@ def test_the_real_traces_read_whole(name, fmt, count):
         assert all(len(r.hash_ids) == -(-r.prompt_len // HASH_BLOCK_TOKENS) for r in trace.rows[:1000])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--trace", "{other}"], "not a trace this reads"),
-    (["--trace", "{azure}", "--trace-window", "500:600"], "no request of"),
-    (["--trace", "{azure}", "--trace-window", "9:3"], "the end must come after the start"),
-    (["--trace", "{azure}", "--num-prompts", "5"], "a trace serves every request of its window"),
-    (["--trace-window", "0:5"], "apply to traces"),
-    (["--trace", "{azure}", "--time-scale", "0"], "--time-scale must be positive"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--trace", "{other}"], "not a trace this reads"),
+        (["--trace", "{azure}", "--trace-window", "500:600"], "no request of"),
+        (["--trace", "{azure}", "--trace-window", "9:3"], "the end must come after the start"),
+        (["--trace", "{azure}", "--num-prompts", "5"], "a trace serves every request of its window"),
+        (["--trace-window", "0:5"], "apply to traces"),
+        (["--trace", "{azure}", "--time-scale", "0"], "--time-scale must be positive"),
+    ],
+)
 def test_bad_trace_input_is_one_line(files, argv, message, capsys):
     argv = [a.format(other=files / "other.csv", azure=files / "azure.csv") for a in argv]
     assert main(["simulate", "--no-progress", *argv]) == 2

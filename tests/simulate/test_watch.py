@@ -12,8 +12,17 @@ from enginetui.keys import SELECT_HINT
 from enginetui.simulate.api import simulate
 from enginetui.simulate.watch import SIMULATED_ONLY, LiveSimulation, SimulatedEngine, SimWatchTUI
 
-RUN = dict(model="opt-125m", hardware="h100", dataset="random", num_prompts=6, input_len=48, output_len=5,
-           request_rate=float("inf"), num_gpu_blocks_override=64, max_num_seqs=4)
+RUN = dict(
+    model="opt-125m",
+    hardware="h100",
+    dataset="random",
+    num_prompts=6,
+    input_len=48,
+    output_len=5,
+    request_rate=float("inf"),
+    num_gpu_blocks_override=64,
+    max_num_seqs=4,
+)
 
 
 def shown(app, widget_type) -> str:

@@ -42,8 +42,9 @@ class FakeVllm:
         else:
             pub, replay = _free_ports(ranks), _free_ports(ranks)
             self.kv_endpoint, self.replay_endpoint = f"tcp://127.0.0.1:{pub}", f"tcp://127.0.0.1:{replay}"
-        self.ranks = [_Rank(r, rank_endpoint(self.kv_endpoint, r), rank_endpoint(self.replay_endpoint, r))
-                      for r in range(ranks)]  # each data-parallel rank's publisher
+        self.ranks = [
+            _Rank(r, rank_endpoint(self.kv_endpoint, r), rank_endpoint(self.replay_endpoint, r)) for r in range(ranks)
+        ]  # each data-parallel rank's publisher
         self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
         self.dev_mode_limits: tuple[int, int] | None = None  # (max_num_seqs, max_num_batched_tokens): /server_info
         self.frames = recorded.frames()  # the recorded batches still to send, in order
@@ -58,7 +59,9 @@ class FakeVllm:
         self.last_ts = 0.0  # vLLM's time of the last batch played (a restarted server starts after it)
         self.completions: list[dict] = []  # bodies of the completions asked for
         self.aborted = 0  # streams whose client went away before the end
-        self.headers_seen: dict[str, dict[str, str]] = {}  # path -> the headers of its latest request (names lowercased)
+        self.headers_seen: dict[
+            str, dict[str, str]
+        ] = {}  # path -> the headers of its latest request (names lowercased)
         self._http: ThreadingHTTPServer | None = None
         self.port = 0  # the HTTP port (kept across restarts)
         self.start()
@@ -96,17 +99,36 @@ class FakeVllm:
         chunks = [json.loads(e[6:]) for e in self.stream.split("\n\n") if e.startswith("data: {")]
         text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
         reason = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1]
-        return {"id": chunks[0]["id"], "object": "text_completion", "model": chunks[0]["model"],
-                "choices": [{"index": 0, "text": text, "finish_reason": reason}], "usage": chunks[-1]["usage"]}
+        return {
+            "id": chunks[0]["id"],
+            "object": "text_completion",
+            "model": chunks[0]["model"],
+            "choices": [{"index": 0, "text": text, "finish_reason": reason}],
+            "usage": chunks[-1]["usage"],
+        }
 
     def metrics_text(self) -> str:
         shown = [r for r in self.readings if r["t"] <= self.t] or self.readings[:1]
-        text = re.sub(r"^process_start_time_seconds .*$", f"process_start_time_seconds {self.start_time}",
-                      shown[-1]["text"], flags=re.M)
+        text = re.sub(
+            r"^process_start_time_seconds .*$",
+            f"process_start_time_seconds {self.start_time}",
+            shown[-1]["text"],
+            flags=re.M,
+        )
         if len(self.ranks) > 1:  # every engine="0" series again for each other engine
             lines = text.splitlines()
-            text = "\n".join(lines + [line.replace('engine="0"', f'engine="{r.rank}"')
-                                      for r in self.ranks[1:] for line in lines if 'engine="0"' in line]) + "\n"
+            text = (
+                "\n".join(
+                    lines
+                    + [
+                        line.replace('engine="0"', f'engine="{r.rank}"')
+                        for r in self.ranks[1:]
+                        for line in lines
+                        if 'engine="0"' in line
+                    ]
+                )
+                + "\n"
+            )
         return text
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -234,8 +256,11 @@ def _handler(fake: FakeVllm):
 
         def _authorized(self) -> bool:
             fake.headers_seen[self.path] = {k.lower(): v for k, v in self.headers.items()}
-            if fake.api_key and self.path.startswith("/v1") and \
-                    self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            if (
+                fake.api_key
+                and self.path.startswith("/v1")
+                and self.headers.get("Authorization") != f"Bearer {fake.api_key}"
+            ):
                 self._send(401, {"error": "Unauthorized"})
                 return False
             return True
@@ -260,8 +285,9 @@ def _handler(fake: FakeVllm):
                 self._send(200, fake.metrics_text(), "text/plain; version=0.0.4")
             elif self.path == "/server_info?config_format=json" and fake.dev_mode_limits:  # VLLM_SERVER_DEV_MODE=1
                 seqs, tokens = fake.dev_mode_limits
-                self._send(200, {"vllm_config": {"scheduler_config": {"max_num_seqs": seqs,
-                                                                      "max_num_batched_tokens": tokens}}})
+                self._send(
+                    200, {"vllm_config": {"scheduler_config": {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}}}
+                )
             else:
                 self._send(404, {"detail": "Not Found"})
 

@@ -18,7 +18,9 @@ async def main(url: str, kv_events: str, kv_replay: str, last_seq: str) -> dict:
     app = VllmWatchApp(url, kv_events=kv_events, kv_replay=kv_replay, proxy=("127.0.0.1", 0))
     async with app.run_test(size=(160, 48)) as pilot:
         caches = app.state.caches
-        while not (caches.decode and app.state.proxy_url and caches.ranks and caches.ranks[0].last_seq == int(last_seq)):
+        while not (
+            caches.decode and app.state.proxy_url and caches.ranks and caches.ranks[0].last_seq == int(last_seq)
+        ):
             await pilot.pause(0.05)  # until the cache's whole history is folded
         await pilot.pause(1.5)  # the first redraws done
         cpu, wall = time.process_time(), time.monotonic()

@@ -10,7 +10,9 @@ from enginetui.vllm_watch.metrics import MetricsSample, parse_metrics
 
 FIXTURE = Path(__file__).with_name("fixtures") / "opt-tiny"  # vLLM 0.32 CPU serving the embedded model
 REPO = Path(__file__).resolve().parents[2]
-MODEL_DIR = REPO / "core" / "models" / "default_model" / "opt-tiny"  # the served model: its tokenizer decodes the blocks
+MODEL_DIR = (
+    REPO / "core" / "models" / "default_model" / "opt-tiny"
+)  # the served model: its tokenizer decodes the blocks
 
 
 def frames() -> list[dict]:

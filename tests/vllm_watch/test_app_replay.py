@@ -76,8 +76,15 @@ async def test_the_recorded_session_fills_every_panel_vllm_feeds(fake):
         assert "Return the number of items in the list" in text  # decoded with the served model's tokenizer
         assert "├ " in text and "└ " in text  # the two prompts branch after their shared prefix
         fake.play_all()
-        await until(pilot, lambda: tree.ranks[0].num_cleared == 1 and fake.t == float("inf")
-                    and app.state.latest is not None and app.state.latest.total("vllm:request_success_total") >= 24)
+        await until(
+            pilot,
+            lambda: (
+                tree.ranks[0].num_cleared == 1
+                and fake.t == float("inf")
+                and app.state.latest is not None
+                and app.state.latest.total("vllm:request_success_total") >= 24
+            ),
+        )
         assert {k for k, b in tree.ranks[0].blocks.items() if b.cached} == recorded_tree()
         assert tree.ranks[0].num_removed > 0  # the burst evicted blocks
         log = shown(app, "#watch-log")
@@ -105,7 +112,9 @@ async def test_a_typed_prompt_streams_from_v1_completions(fake):
         view = app.state.requests["r1"]
         assert view.status == "finished" and view.finish_reason == "length" and view.tokens() == 24
         assert view.text and view.text in "".join(recorded.stream_texts())
-        assert fake.completions[0]["prompt"] == "Return the\n" and fake.completions[0]["stream"] is True  # its line ended
+        assert (
+            fake.completions[0]["prompt"] == "Return the\n" and fake.completions[0]["stream"] is True
+        )  # its line ended
         assert fake.completions[0]["model"] == recorded.session()["models"]["data"][0]["id"]
         row = shown(app, RequestsTable)
         assert " r1 " in row and "FINISHED" in row and " 24 tok " in row and "/" not in row.split("FINISHED")[1][:20]
@@ -235,8 +244,12 @@ async def test_each_data_parallel_rank_has_its_own_tree():
             await until(pilot, lambda: app.state.server is not None)
             fake.play_until(step_time("a burst"))
             caches = app.state.caches
-            await until(pilot, lambda: sorted(caches.ranks) == [0, 1]
-                        and all(c.last_seq == fake.last_seq for c in caches.ranks.values()))
+            await until(
+                pilot,
+                lambda: (
+                    sorted(caches.ranks) == [0, 1] and all(c.last_seq == fake.last_seq for c in caches.ranks.values())
+                ),
+            )
             assert {k for k, b in caches.ranks[1].blocks.items() if b.cached} == recorded_tree(fake.last_seq)
             text = shown(app, PrefixTreePanel)
             assert "rank 0 · " in text and "rank 1 · " in text

@@ -28,24 +28,51 @@ def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
     monkeypatch.setattr(app_module.VllmWatchApp, "run", lambda self: opened.append(self))
     monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)  # pytest's stdout is not one
     monkeypatch.delenv("ENGINETUI_API_KEY", raising=False)
-    assert main(["attach", "--vllm", "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:6000",
-                 "--kv-replay", "tcp://127.0.0.1:6001", "--api-key", "k", "--burst-size", "3",
-                 "--tokenizer", "/models/x"]) == 0
+    assert (
+        main(
+            [
+                "attach",
+                "--vllm",
+                "http://127.0.0.1:8000",
+                "--kv-events",
+                "tcp://127.0.0.1:6000",
+                "--kv-replay",
+                "tcp://127.0.0.1:6001",
+                "--api-key",
+                "k",
+                "--burst-size",
+                "3",
+                "--tokenizer",
+                "/models/x",
+            ]
+        )
+        == 0
+    )
     app = opened[0]
     assert (app.url, app.kv_events, app.kv_replay, app.tokenizer) == (
-        "http://127.0.0.1:8000", "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001", "/models/x")
+        "http://127.0.0.1:8000",
+        "tcp://127.0.0.1:6000",
+        "tcp://127.0.0.1:6001",
+        "/models/x",
+    )
     assert app.client.http.headers["Authorization"] == "Bearer k" and app._burst_size == 3
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--vllm", "localhost:8000"], "is not a server address: give it as http://HOST:PORT"),
-    (["--vllm", "http://h:1", "--kv-events", "h:5557"], "'h:5557' is not a ZMQ endpoint"),
-    (["--vllm", "http://h:1", "--kv-replay", "5558"], "'5558' is not a ZMQ endpoint"),
-    (["http://h:1", "--kv-events", "tcp://h:5557"], "--kv-events only apply with --vllm"),
-    (["--vllm", "http://a:1", "--vllm", "http://b:2", "--kv-events", "ipc:///a"], "--kv-events given 1 times for 2"),
-    (["--vllm", "http://a:1", "--vllm", "http://b:2", "--proxy-port", "0"], "watch one server: not with a fleet"),
-    ([], "give the server's URL"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--vllm", "localhost:8000"], "is not a server address: give it as http://HOST:PORT"),
+        (["--vllm", "http://h:1", "--kv-events", "h:5557"], "'h:5557' is not a ZMQ endpoint"),
+        (["--vllm", "http://h:1", "--kv-replay", "5558"], "'5558' is not a ZMQ endpoint"),
+        (["http://h:1", "--kv-events", "tcp://h:5557"], "--kv-events only apply with --vllm"),
+        (
+            ["--vllm", "http://a:1", "--vllm", "http://b:2", "--kv-events", "ipc:///a"],
+            "--kv-events given 1 times for 2",
+        ),
+        (["--vllm", "http://a:1", "--vllm", "http://b:2", "--proxy-port", "0"], "watch one server: not with a fleet"),
+        ([], "give the server's URL"),
+    ],
+)
 def test_bad_flags_are_refused_before_the_screen_opens(capsys, argv, message):
     assert main(["attach", *argv]) == 2
     assert message in capsys.readouterr().err

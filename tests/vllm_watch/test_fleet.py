@@ -43,14 +43,13 @@ def _rehashed(batch):
     events = []
     for e in batch.events:
         if isinstance(e, BlockStored):
-            e = msgspec.structs.replace(e, block_hashes=[other(h) for h in e.block_hashes],
-                                        parent_block_hash=other(e.parent_block_hash))
+            e = msgspec.structs.replace(
+                e, block_hashes=[other(h) for h in e.block_hashes], parent_block_hash=other(e.parent_block_hash)
+            )
         elif isinstance(e, BlockRemoved):
             e = msgspec.structs.replace(e, block_hashes=[other(h) for h in e.block_hashes])
         events.append(e)
     return dataclasses.replace(batch, events=tuple(events))
-
-
 
 
 def test_prefixes_are_matched_by_tokens_across_replicas():
@@ -73,8 +72,13 @@ async def test_the_fleet_app_watches_each_replica(fakes):
         await until(pilot, lambda: all(s.server is not None and s.caches.decode for s in app.states))
         first.play_until(step_time("a streamed completion"))
         second.play_until(step_time("prompt with the shared prefix", 1))
-        await until(pilot, lambda: all(s.caches.ranks and s.caches.ranks[0].last_seq == f.last_seq
-                                       for s, f in zip(app.states, fakes, strict=True)))
+        await until(
+            pilot,
+            lambda: all(
+                s.caches.ranks and s.caches.ranks[0].last_seq == f.last_seq
+                for s, f in zip(app.states, fakes, strict=True)
+            ),
+        )
         app.redraw()
         body = str(app.query_one("#fleet-prefixes-body").content)
         assert "● ● " in body and "● · " in body and "Return the number of items" in body

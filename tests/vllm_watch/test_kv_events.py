@@ -21,8 +21,14 @@ from tests.vllm_watch.wire import cleared, frames, payload, removed, stored
 
 def test_a_batch_of_each_event_type_decodes_field_for_field():
     h1, h2 = b"\x01" * 32, b"\x02" * 32
-    batch = decode_frames(frames(7, 12.5, [stored([h1, h2], None, range(8), 4, group_idx=0, extra_keys=None),
-                                           removed([h1]), cleared()], rank=3))
+    batch = decode_frames(
+        frames(
+            7,
+            12.5,
+            [stored([h1, h2], None, range(8), 4, group_idx=0, extra_keys=None), removed([h1]), cleared()],
+            rank=3,
+        )
+    )
     assert (batch.seq, batch.ts, batch.data_parallel_rank, batch.num_unknown) == (7, 12.5, 3, 0)
     s, r, c = batch.events
     assert isinstance(s, BlockStored) and s.block_hashes == [h1, h2] and s.parent_block_hash is None
@@ -32,8 +38,9 @@ def test_a_batch_of_each_event_type_decodes_field_for_field():
 
 
 def test_int_hashes_a_missing_rank_and_unknown_event_types():
-    batch = decode_batch(0, payload(1.0, [stored([2**63 + 5], 17, [1, 2], 2), {"type": "BlockMoved", "x": 1}], rank=None),
-                         default_rank=2)
+    batch = decode_batch(
+        0, payload(1.0, [stored([2**63 + 5], 17, [1, 2], 2), {"type": "BlockMoved", "x": 1}], rank=None), default_rank=2
+    )
     assert batch.data_parallel_rank == 2  # the rank of the endpoint it came from
     assert batch.events[0].block_hashes == [2**63 + 5] and batch.events[0].parent_block_hash == 17
     assert batch.num_unknown == 1  # skipped, not fatal

@@ -19,8 +19,22 @@ def test_the_watcher_loads_no_torch_and_idles_lightly():
     try:
         fake.play_all()
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        run = subprocess.run([sys.executable, "-m", "tests.vllm_watch.light_watcher", fake.url, fake.kv_endpoint,
-                              fake.replay_endpoint, str(fake.last_seq)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.vllm_watch.light_watcher",
+                fake.url,
+                fake.kv_endpoint,
+                fake.replay_endpoint,
+                str(fake.last_seq),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         fake.stop()
     assert run.returncode == 0, run.stderr[-2000:]

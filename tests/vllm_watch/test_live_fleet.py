@@ -23,8 +23,11 @@ from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(2400), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.timeout(2400),
+    pytest.mark.slow,
+]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything a live server does
 until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
@@ -42,8 +45,10 @@ def two_servers():
         env.setenv("OMP_NUM_THREADS", "1")
         env.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         with ThreadPoolExecutor(2) as pool:
-            starts = [pool.submit(start_vllm, PYTHON, str(MODEL_DIR), workdir=tempfile.mkdtemp(prefix="vf-"))
-                      for _ in range(2)]
+            starts = [
+                pool.submit(start_vllm, PYTHON, str(MODEL_DIR), workdir=tempfile.mkdtemp(prefix="vf-"))
+                for _ in range(2)
+            ]
             try:
                 servers: list[VllmServer] = [start.result() for start in starts]
             except BaseException:
@@ -74,8 +79,14 @@ async def test_the_fleet_shows_which_replica_caches_which_prefix(two_servers):
     a, b = two_servers
     app = FleetApp([Replica(s.url, s.kv_endpoint, s.replay_endpoint) for s in (a, b)], poll_s=0.5)
     async with app.run_test(size=SIZE) as pilot, httpx.AsyncClient(timeout=600) as http:
-        await until(pilot, lambda: all(s.server is not None and s.caches.decode is not None and s.link == "up"
-                                       and s.kv_link == "up" for s in app.states), "both models and their tokenizers")
+        await until(
+            pilot,
+            lambda: all(
+                s.server is not None and s.caches.decode is not None and s.link == "up" and s.kv_link == "up"
+                for s in app.states
+            ),
+            "both models and their tokenizers",
+        )
         for prompt in A_PROMPTS:
             await complete(http, a, app.states[0].server.model, prompt)
         await complete(http, b, app.states[1].server.model, B_PROMPT)
@@ -107,16 +118,22 @@ async def test_the_fleet_shows_which_replica_caches_which_prefix(two_servers):
         for (name, state), server, done in zip(app.replicas, (a, b), (len(A_PROMPTS), 1), strict=True):
             direct = await scrape(http, server)
             assert direct.total(m.REQUESTS_DONE) == done
-            await until(pilot, lambda state=state, direct=direct: state.latest is not None
-                        and state.latest.total(m.REQUESTS_DONE) == direct.total(m.REQUESTS_DONE),
-                        f"replica {name}'s reading of its finished requests")
+            await until(
+                pilot,
+                lambda state=state, direct=direct: (
+                    state.latest is not None and state.latest.total(m.REQUESTS_DONE) == direct.total(m.REQUESTS_DONE)
+                ),
+                f"replica {name}'s reading of its finished requests",
+            )
             for metric in (m.RUNNING, m.WAITING, m.KV_USAGE, m.PREFIX_QUERIES, m.PREFIX_HITS):
                 assert state.latest.total(metric) == direct.total(metric), metric
             app.redraw()
             panel = str(app.query_one(f"#replica-{name}").content)
             kv = 100 * max(direct.per_engine(m.KV_USAGE).values())
-            assert (f"running {direct.total(m.RUNNING):.0f} · waiting {direct.total(m.WAITING):.0f}" in panel
-                    and f"KV {kv:.0f}%" in panel), panel
+            assert (
+                f"running {direct.total(m.RUNNING):.0f} · waiting {direct.total(m.WAITING):.0f}" in panel
+                and f"KV {kv:.0f}%" in panel
+            ), panel
             assert f"{state.caches.ranks[0].num_cached} blocks cached" in panel and server.url in panel
         assert (app.states[0].latest.total(m.PREFIX_HITS) or 0) > 0  # A's second prompt reused the shared prefix
         assert (app.states[1].latest.total(m.PREFIX_HITS) or 0) == 0

@@ -19,8 +19,11 @@ from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(1800), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.timeout(1800),
+    pytest.mark.slow,
+]
 SIZE = (160, 48)
 WAIT_S = 180.0  # for anything the live server does
 until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
@@ -32,46 +35,74 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
     server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
     record = tmp_path / "live.etrec"
     try:
-        app = VllmWatchApp(server.url, kv_events=server.kv_endpoint, kv_replay=server.replay_endpoint, poll_s=0.5,
-                           proxy=("127.0.0.1", 0), record=str(record), limits=SchedulerLimits(4, None))
+        app = VllmWatchApp(
+            server.url,
+            kv_events=server.kv_endpoint,
+            kv_replay=server.replay_endpoint,
+            poll_s=0.5,
+            proxy=("127.0.0.1", 0),
+            record=str(record),
+            limits=SchedulerLimits(4, None),
+        )
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.state.server and app.state.proxy_url and app.state.caches.decode,
-                        "the model, its tokenizer and the proxy")
+            await until(
+                pilot,
+                lambda: app.state.server and app.state.proxy_url and app.state.caches.decode,
+                "the model, its tokenizer and the proxy",
+            )
             model = app.state.server.model
-            body = {"model": model, "prompt": "Return the number of items", "max_tokens": 16, "temperature": 0,
-                    "ignore_eos": True}
+            body = {
+                "model": model,
+                "prompt": "Return the number of items",
+                "max_tokens": 16,
+                "temperature": 0,
+                "ignore_eos": True,
+            }
             async with httpx.AsyncClient(timeout=120) as http:
                 direct = (await http.post(f"{server.url}/v1/completions", json=body)).json()
                 via = (await http.post(f"{app.state.proxy_url}/v1/completions", json=body)).json()
                 assert via["choices"][0]["text"] == direct["choices"][0]["text"]  # greedy: the same text
-                chat = await http.post(f"{app.state.proxy_url}/v1/chat/completions",
-                                       json={"model": model, "messages": [{"role": "user", "content": "hi"}],
-                                             "max_tokens": 4})
+                chat = await http.post(
+                    f"{app.state.proxy_url}/v1/chat/completions",
+                    json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+                )
                 assert chat.status_code in (200, 400)  # passed through whatever vLLM answers (no chat template: 400)
 
                 async def stream(i: int) -> str:
                     text = ""
-                    async with http.stream("POST", f"{app.state.proxy_url}/v1/completions",
-                                           json={**body, "prompt": f"{i} The function", "max_tokens": 48,
-                                                 "stream": True}) as r:
+                    async with http.stream(
+                        "POST",
+                        f"{app.state.proxy_url}/v1/completions",
+                        json={**body, "prompt": f"{i} The function", "max_tokens": 48, "stream": True},
+                    ) as r:
                         async for line in r.aiter_lines():
                             text += line
                     return text
 
                 await asyncio.gather(*(stream(i) for i in range(BURST)))
-            await until(pilot, lambda: sum(not v.active for v in app.state.requests.values()) == BURST + 2,
-                        "every proxied request ended")
+            await until(
+                pilot,
+                lambda: sum(not v.active for v in app.state.requests.values()) == BURST + 2,
+                "every proxied request ended",
+            )
             views = list(app.state.requests.values())
             assert views[0].text == direct["choices"][0]["text"] and views[0].tokens() == 16
             streamed = [v for v in views if v.stream]
-            print("streamed:", [(v.status, v.finish_reason, v.tokens(), v.output_tokens, v.token_chunks) for v in streamed])
-            assert len(streamed) == BURST and all(v.status == "finished" and v.finish_reason == "length" for v in streamed)
+            print(
+                "streamed:",
+                [(v.status, v.finish_reason, v.tokens(), v.output_tokens, v.token_chunks) for v in streamed],
+            )
+            assert len(streamed) == BURST and all(
+                v.status == "finished" and v.finish_reason == "length" for v in streamed
+            )
             assert all(v.tokens() is None and 1 <= v.token_chunks <= 48 for v in streamed)  # no usage asked for
             # vLLM merges a stream's tokens into fewer chunks when it runs ahead of its client (seen: all 48
             # in one under CI's load): an ITL needs two chunks, and most streams have them
             assert all(v.ttft() is not None and (v.itl() is None) == (v.token_chunks < 2) for v in streamed)
             assert sum(v.itl() is not None for v in streamed) >= BURST // 2
-            await until(pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up")
+            await until(
+                pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up"
+            )
             reasons = app.state.waiting_by_reason()
             assert set(reasons) >= {"capacity", "deferred"}
             steps = app.state.steps()

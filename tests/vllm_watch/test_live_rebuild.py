@@ -25,13 +25,27 @@ PYTHON = find_vllm_python()
 # 2-core AMD EPYC Zen 5 a burst now lasts 1.7 s, 4 readings alone; a CI run beside other tests read 13 and
 # agreed on 8 while its rebuild made 64 of vLLM's 631 steps alike, 624 of 624 alone.)
 MIN_READINGS = 20
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(1800), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.timeout(1800),
+    pytest.mark.slow,
+]
 
 
 def test_the_rebuild_follows_a_fresh_burst_on_a_live_vllm(tmp_path):
-    capture = [sys.executable, "tools/capture.py", "--burst", "--first", "500", "--vllm-python", PYTHON,  # prompts
-               "--model", str(MODEL_DIR), "--out", str(tmp_path)]  # no fixture has
+    capture = [
+        sys.executable,
+        "tools/capture.py",
+        "--burst",
+        "--first",
+        "500",
+        "--vllm-python",
+        PYTHON,  # prompts
+        "--model",
+        str(MODEL_DIR),
+        "--out",
+        str(tmp_path),
+    ]  # no fixture has
     proc = subprocess.run(capture, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rebuild = replay_burst(tmp_path).rebuild  # the capture's recording, replayed as it went by
@@ -40,8 +54,10 @@ def test_the_rebuild_follows_a_fresh_burst_on_a_live_vllm(tmp_path):
     views = rebuild.entered.values()
     burst_s = max(v.token_times[-1] for v in views) - min(v.arrival for v in views)
     starved = total < max(MIN_READINGS, 0.5 * burst_s / BURST_POLL_S)
-    print(f"readings {agree}/{total} over {burst_s:.1f} s{' (starved)' if starved else ''}; steps alike "
-          f"{matching_steps(rebuild, logged)}/{len(logged)}; preemptions {rebuild.num_preemptions} rebuilt")
+    print(
+        f"readings {agree}/{total} over {burst_s:.1f} s{' (starved)' if starved else ''}; steps alike "
+        f"{matching_steps(rebuild, logged)}/{len(logged)}; preemptions {rebuild.num_preemptions} rebuilt"
+    )
     assert len(views) == 64 and all(len(v.token_times) == BURST_MAX_TOKENS for v in views)  # all through the proxy
     assert len(logged) > 300  # vLLM's line per step, kept
     assert rebuild.steps and not rebuild.sched.has_unfinished_requests()  # followed the wire to its end

@@ -21,8 +21,11 @@ from tests.vllm_watch.live_pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
-pytestmark = [pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
-              pytest.mark.timeout(1800), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
+    pytest.mark.timeout(1800),
+    pytest.mark.slow,
+]
 SIZE = (150, 50)
 WAIT_S = 120.0  # for anything the live server does
 until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
@@ -38,8 +41,11 @@ async def prompt(pilot, app: VllmWatchApp, text: str) -> None:
     """Send a prompt and wait until its completion ended."""
     before = len(app.state.requests)
     await send(pilot, app, text)
-    await until(pilot, lambda: len(app.state.requests) > before and not list(app.state.requests.values())[-1].active,
-                f"the answer to {text[:30]!r}")
+    await until(
+        pilot,
+        lambda: len(app.state.requests) > before and not list(app.state.requests.values())[-1].active,
+        f"the answer to {text[:30]!r}",
+    )
     assert list(app.state.requests.values())[-1].status == "finished"
 
 
@@ -53,11 +59,16 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
     try:
         app = VllmWatchApp(server.url, kv_events=server.kv_endpoint, kv_replay=server.replay_endpoint, poll_s=0.5)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.state.server is not None and app.state.caches.decode is not None
-                        and app.state.link == "up", "the model and its tokenizer")
+            await until(
+                pilot,
+                lambda: app.state.server is not None and app.state.caches.decode is not None and app.state.link == "up",
+                "the model and its tokenizer",
+            )
             for line in ("/set max 48", "/set temp 0"):
                 await send(pilot, app, line)
-            bar = app.query_one(PromptBar)  # and past EOS (not /set-able): 58-60 prompt + 48 tokens = 3 full blocks each
+            bar = app.query_one(
+                PromptBar
+            )  # and past EOS (not /set-able): 58-60 prompt + 48 tokens = 3 full blocks each
             bar.settings = replace(bar.settings, ignore_eos=True)
             await prompt(pilot, app, SHARED + BRANCHES[0])
             await prompt(pilot, app, SHARED + BRANCHES[1])
@@ -66,8 +77,14 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             assert "Return the number of items in the list" in rows[0].block.text  # decoded with the model's tokenizer
             assert sum(r.prefix.startswith(("├", "└")) for r in rows) == 2  # the two prompts branch
             await prompt(pilot, app, SHARED + BRANCHES[0])  # again: its blocks come from the prefix cache
-            await until(pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= 3
-                        and (app.state.latest.total(m.PREFIX_HITS) or 0) > 0, "prefix-cache hits in /metrics")
+            await until(
+                pilot,
+                lambda: (
+                    (app.state.latest.total(m.REQUESTS_DONE) or 0) >= 3
+                    and (app.state.latest.total(m.PREFIX_HITS) or 0) > 0
+                ),
+                "prefix-cache hits in /metrics",
+            )
             assert app.state.hit_rate(recent=False) > 0
             assert app.state.latency(m.TTFT, "TTFT").count == 3
             assert max(app.state.history.gen_tok_s) > 0
@@ -76,7 +93,9 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             assert "FINISHED" in app.query_one(RequestsTable).render().plain
             assert "prefix-cache hits" in app.query_one("#watch-server").render().plain
 
-            await pilot.press("ctrl+r")  # vLLM resets its prefix cache; its AllBlocksCleared event comes with its next step
+            await pilot.press(
+                "ctrl+r"
+            )  # vLLM resets its prefix cache; its AllBlocksCleared event comes with its next step
             await prompt(pilot, app, SHARED + BRANCHES[1])
             await until(pilot, lambda: tree(app).num_cleared == 1 and tree(app).num_cached == 3, "the reset")
             assert len(tree(app).roots()) == 1  # only the last prompt's chain is cached now

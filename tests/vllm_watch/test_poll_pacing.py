@@ -83,7 +83,9 @@ async def test_a_wake_cuts_the_idle_wait_short():
     server, _ = await run_feed(lambda now: {}, 60.0, wake_at=20.5)
     assert 20.5 in server.readings  # read as soon as woken
     after = [t for t in server.readings if t > 20.5]
-    assert after[0] == pytest.approx(21.5, abs=0.05)  # and at the busy pace again (the figures did not move: it backs off anew)
+    assert after[0] == pytest.approx(
+        21.5, abs=0.05
+    )  # and at the busy pace again (the figures did not move: it backs off anew)
 
 
 def test_a_failed_reading_keeps_the_busy_pace():

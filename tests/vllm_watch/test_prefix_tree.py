@@ -17,14 +17,18 @@ def fold(*batches) -> PrefixCaches:
 
 
 def drawn(cache) -> list[str]:
-    return [f"{row.prefix}{row.block.text}{'' if row.block.cached else ' x'}{' ...' if row.orphan else ''}"
-            for row in cache.rows()]
+    return [
+        f"{row.prefix}{row.block.text}{'' if row.block.cached else ' x'}{' ...' if row.orphan else ''}"
+        for row in cache.rows()
+    ]
 
 
 def test_chains_grow_and_branch_where_prompts_diverge():
-    caches = fold(([stored([A, B], None, [1, 2, 3, 4], 2)], 0),  # "ab" "cd"
-                  ([stored([C], B, [5, 6], 2)], 0),  # "ef" after "cd"
-                  ([stored([D], A, [7, 8], 2)], 0))  # "gh" after "ab": a branch
+    caches = fold(
+        ([stored([A, B], None, [1, 2, 3, 4], 2)], 0),  # "ab" "cd"
+        ([stored([C], B, [5, 6], 2)], 0),  # "ef" after "cd"
+        ([stored([D], A, [7, 8], 2)], 0),
+    )  # "gh" after "ab": a branch
     cache = caches.ranks[0]
     assert (cache.num_cached, cache.num_stored, cache.block_size) == (4, 4, 2)
     assert drawn(cache) == ["ab", "├ cd", "│ ef", "└ gh"]
@@ -32,10 +36,12 @@ def test_chains_grow_and_branch_where_prompts_diverge():
 
 
 def test_a_hash_stored_again_is_a_reuse_report_and_an_evicted_one_comes_back():
-    caches = fold(([stored([A, B], None, [1, 2, 3, 4], 2)], 0),
-                  ([stored([A], None, [1, 2], 2)], 0),  # already cached: reported again
-                  ([removed([B])], 0),
-                  ([stored([B], A, [3, 4], 2)], 0))  # cached again after eviction
+    caches = fold(
+        ([stored([A, B], None, [1, 2, 3, 4], 2)], 0),
+        ([stored([A], None, [1, 2], 2)], 0),  # already cached: reported again
+        ([removed([B])], 0),
+        ([stored([B], A, [3, 4], 2)], 0),
+    )  # cached again after eviction
     cache = caches.ranks[0]
     assert cache.blocks[("GPU", None, A)].times_stored == 2 and cache.num_restored == 1
     assert cache.blocks[("GPU", None, B)].cached and cache.num_removed == 1 and cache.num_stored == 3
@@ -56,9 +62,11 @@ def test_evictions_are_marked_then_pruned_oldest_first_keeping_parents_of_live_b
 
 
 def test_chains_still_cached_are_drawn_before_chains_wholly_evicted():
-    caches = fold(([stored([A, B], None, [1, 2, 3, 4], 2)], 0),  # "ab" "cd": the first chain...
-                  ([stored([C], None, [5, 6], 2)], 0),  # "ef": a second chain
-                  ([removed([A, B])], 0))  # ...wholly evicted
+    caches = fold(
+        ([stored([A, B], None, [1, 2, 3, 4], 2)], 0),  # "ab" "cd": the first chain...
+        ([stored([C], None, [5, 6], 2)], 0),  # "ef": a second chain
+        ([removed([A, B])], 0),
+    )  # ...wholly evicted
     assert drawn(caches.ranks[0]) == ["ef", "ab x", "cd x"]
     assert [row.block.text for row in caches.ranks[0].rows(limit=2)] == ["ef", "ab"]
 
@@ -78,8 +86,10 @@ def test_all_blocks_cleared_empties_only_its_rank_and_ranks_stay_apart():
 
 
 def test_mediums_are_separate_caches_of_the_same_hash():
-    caches = fold(([stored([A], None, [1, 2], 2, medium="GPU"), stored([A], None, [1, 2], 2, medium="CPU")], 0),
-                  ([removed([A], medium="CPU")], 0))
+    caches = fold(
+        ([stored([A], None, [1, 2], 2, medium="GPU"), stored([A], None, [1, 2], 2, medium="CPU")], 0),
+        ([removed([A], medium="CPU")], 0),
+    )
     cache = caches.ranks[0]
     assert cache.blocks[("GPU", None, A)].cached and not cache.blocks[("CPU", None, A)].cached
 

@@ -57,8 +57,11 @@ def test_chat_requests_and_other_routes():
     chat = WatchedRequest("p2", 1, "c", "POST", "/v1/chat/completions", arrival=1.0)
     chat.read_body(json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode())
     chat.respond(200, 1.0)
-    chat.read(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
-              b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', 1.2)
+    chat.read(
+        b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
+        1.2,
+    )
     chat.end(1.3)
     assert (chat.prompt, chat.text, chat.finish_reason, chat.token_chunks) == ("hi", "Hello", "stop", 2)
     assert chat.tokens() is None and chat.tokens_text() == "2 chunks"  # no usage: chunks are no token count
@@ -94,8 +97,9 @@ async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
             direct = (await http.post(f"{fake.url}/v1/completions", json=body, headers=AUTH)).content
             via = await http.post(f"{app.state.proxy_url}/v1/completions", json=body, headers=AUTH)
             assert via.status_code == 200 and via.content == direct == STREAM  # byte for byte
-            whole = await http.post(f"{app.state.proxy_url}/v1/completions", json={**body, "stream": False},
-                                    headers=AUTH)
+            whole = await http.post(
+                f"{app.state.proxy_url}/v1/completions", json={**body, "stream": False}, headers=AUTH
+            )
             assert whole.json()["choices"][0]["text"] == "".join(recorded.stream_texts())
             refused = await http.get(f"{app.state.proxy_url}/v1/models")  # no key: vLLM's 401 comes back
             assert refused.status_code == 401
@@ -148,7 +152,10 @@ async def test_a_request_through_the_proxy_has_metrics_read_at_once(fake):
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.state.proxy_url is not None and app.feed.num_readings == 1)
         async with httpx.AsyncClient(timeout=10) as http:
-            r = await http.post(f"{app.state.proxy_url}/v1/completions", headers=AUTH,
-                                json={"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24})
+            r = await http.post(
+                f"{app.state.proxy_url}/v1/completions",
+                headers=AUTH,
+                json={"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24},
+            )
         assert r.status_code == 200
         await until(pilot, lambda: app.feed.num_readings == 2)  # long before the 120 s interval ends

@@ -9,9 +9,26 @@ from tests.conftest import REPO_ROOT
 
 
 def test_a_tiny_run_measures_both_ways():
-    proc = subprocess.run([sys.executable, "tools/proxy_bench.py", "--clients", "3", "--requests", "2", "--tokens", "4",
-                           "--token-delay-ms", "1", "--rounds", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "tools/proxy_bench.py",
+            "--clients",
+            "3",
+            "--requests",
+            "2",
+            "--tokens",
+            "4",
+            "--token-delay-ms",
+            "1",
+            "--rounds",
+            "1",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     for way in ("direct", "proxied"):

@@ -14,8 +14,12 @@ def request(req_id: str, arrival: float, first: float | None, end: float | None,
 
 
 def test_a_request_waits_until_its_first_token_and_runs_until_its_end():
-    views = [request("a", 0.0, 1.0, 3.0), request("b", 0.5, 2.0, 4.0), request("c", 2.5, None, None),
-             request("refused", 0.2, None, 0.3, "rejected")]
+    views = [
+        request("a", 0.0, 1.0, 3.0),
+        request("b", 0.5, 2.0, 4.0),
+        request("c", 2.5, None, None),
+        request("refused", 0.2, None, 0.3, "rejected"),
+    ]
     assert rebuilt_queues(views, 0.25) == (0, 1)  # a waits; the refused one never queued in vLLM
     assert rebuilt_queues(views, 0.4) == (0, 1)
     assert rebuilt_queues(views, 1.5) == (1, 1)
@@ -36,8 +40,13 @@ def test_each_reading_with_traffic_and_the_first_at_rest_is_checked_against_the_
     state.apply_metrics(reading(4.0, 2, 3, running=0))  # back at rest both ways: checked, so the panel shows it
     state.apply_metrics(reading(5.0, 2, 3, running=0))  # still at rest: not counted
     assert [(c.running, c.rebuilt_running, c.agrees) for c in state.queue_checks] == [
-        (1, 1, True), (3, 1, False), (0, 0, True)]
+        (1, 1, True),
+        (3, 1, False),
+        (0, 0, True),
+    ]
     assert agreement(state.queue_checks) == (2, 3)
     assert QueueCheck(0, 2, 0, 1, 1).agrees and not QueueCheck(0, 2, 0, 0, 0).agrees
-    assert ("rebuilt from requests: running 0 · waiting 0 · within ±1 of vLLM on 2/3 readings (67%)"
-            in queues_text(state, 120).plain)
+    assert (
+        "rebuilt from requests: running 0 · waiting 0 · within ±1 of vLLM on 2/3 readings (67%)"
+        in queues_text(state, 120).plain
+    )

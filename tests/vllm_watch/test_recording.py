@@ -5,8 +5,8 @@ import json
 import httpx
 import pytest
 
-from enginetui.core.record.format import RecordingError
 from enginetui.cli import main
+from enginetui.core.record.format import RecordingError
 from enginetui.vllm_watch.recording import MetricsItem, apply_item, is_watch_recording, read_watch_recording
 from enginetui.vllm_watch.replay import WatchReplayApp
 from enginetui.vllm_watch.state import WatchState
@@ -47,10 +47,14 @@ async def session(fake, tmp_path):
         await until(pilot, lambda: app.state.caches.ranks and app.state.caches.ranks[0].last_seq == fake.last_seq)
         app.submit("Return the", app.query_one("PromptBar").settings)
         async with httpx.AsyncClient(timeout=10) as http:
-            r = await http.post(f"{app.state.proxy_url}/v1/completions",
-                                json={"model": "opt-tiny", "prompt": "The list", "max_tokens": 24, "stream": True})
+            r = await http.post(
+                f"{app.state.proxy_url}/v1/completions",
+                json={"model": "opt-tiny", "prompt": "The list", "max_tokens": 24, "stream": True},
+            )
             assert r.status_code == 200
-        await until(pilot, lambda: len(app.state.requests) == 2 and not any(v.active for v in app.state.requests.values()))
+        await until(
+            pilot, lambda: len(app.state.requests) == 2 and not any(v.active for v in app.state.requests.values())
+        )
         await until(pilot, lambda: app.state.latest is not None and app.state.latest.time > 0)
         live = app.state
     return path, live
@@ -61,8 +65,9 @@ async def test_a_recorded_session_folds_back_into_the_same_state(session):
     assert is_watch_recording(path)
     again = folded(path)
     assert cached(again) == cached(live) and again.caches.ranks[0].last_seq == live.caches.ranks[0].last_seq
-    assert [(v.req_id, v.status, v.text, v.tokens(), v.source) for v in again.requests.values()] == \
-        [(v.req_id, v.status, v.text, v.tokens(), v.source) for v in live.requests.values()]
+    assert [(v.req_id, v.status, v.text, v.tokens(), v.source) for v in again.requests.values()] == [
+        (v.req_id, v.status, v.text, v.tokens(), v.source) for v in live.requests.values()
+    ]
     assert again.latest.values == live.latest.values and again.proxy_url == live.proxy_url
     assert [line.text for line in again.log] == [line.text for line in live.log]
     recording = read_watch_recording(path)

@@ -64,15 +64,21 @@ class Truth(Observer):
         return last
 
 
-SETUP = RebuildSetup(num_blocks=24, block_size=16, prefix_caching=False, max_num_seqs=8, max_num_batched_tokens=256,
-                     max_model_len=512)
+SETUP = RebuildSetup(
+    num_blocks=24, block_size=16, prefix_caching=False, max_num_seqs=8, max_num_batched_tokens=256, max_model_len=512
+)
 
 
 def stand_in_run(num: int = 32, arrivals: list[float] | None = None) -> tuple[list[SimRequest], Truth]:
     """The stand-in server's run of `num` requests, reaching it at `arrivals` (default: 2 ms apart)."""
-    config = EngineConfig(device="cpu", block_size=SETUP.block_size, max_num_seqs=SETUP.max_num_seqs,
-                          max_num_batched_tokens=SETUP.max_num_batched_tokens, max_model_len=SETUP.max_model_len,
-                          async_scheduling=False)
+    config = EngineConfig(
+        device="cpu",
+        block_size=SETUP.block_size,
+        max_num_seqs=SETUP.max_num_seqs,
+        max_num_batched_tokens=SETUP.max_num_batched_tokens,
+        max_model_len=SETUP.max_model_len,
+        async_scheduling=False,
+    )
     arrivals = arrivals or [1000.0 + 0.002 * i for i in range(num)]
     workload = [SimRequest(f"p{i + 1}", arrivals[i], 20 + 7 * (i % 5), 40 + 11 * (i % 3)) for i in range(num)]
     truth = Truth()
@@ -80,12 +86,21 @@ def stand_in_run(num: int = 32, arrivals: list[float] | None = None) -> tuple[li
     return workload, truth
 
 
-def seen(r: SimRequest, truth: Truth, by: float = float("inf"), arrival: float | None = None,
-         responded: float | None = None) -> WatchedRequest:
+def seen(
+    r: SimRequest, truth: Truth, by: float = float("inf"), arrival: float | None = None, responded: float | None = None
+) -> WatchedRequest:
     """The request as the proxy saw it by time `by`: having reached the proxy at `arrival`, its response's
     status line at `responded` (both by default when it reached the server)."""
-    view = WatchedRequest(r.request_id, 0, "c", "POST", "/v1/completions", arrival=r.arrival if arrival is None
-                          else arrival, max_tokens=r.output_len, stream=True)
+    view = WatchedRequest(
+        r.request_id,
+        0,
+        "c",
+        "POST",
+        "/v1/completions",
+        arrival=r.arrival if arrival is None else arrival,
+        max_tokens=r.output_len,
+        stream=True,
+    )
     view.respond(200, r.arrival if responded is None else responded)
     times = [t for t in truth.token_times[r.request_id] if t <= by]
     if times:
@@ -132,14 +147,23 @@ def test_it_follows_the_wire_as_far_as_it_goes_and_waits_there():
     for r in workload:  # the rest of the traffic goes by: the rebuild catches up
         view = rebuild.entered.get(r.request_id) or next(v for v in rebuild.views if v.req_id == r.request_id)
         full = seen(r, truth)
-        view.prompt_tokens, view.token_times, view.status, view.finished = (full.prompt_tokens, full.token_times,
-                                                                            full.status, full.finished)
+        view.prompt_tokens, view.token_times, view.status, view.finished = (
+            full.prompt_tokens,
+            full.token_times,
+            full.status,
+            full.finished,
+        )
     rebuild.advance()
     assert [c.time for c in rebuild.checks] == [early, cut + 0.05] and all(c.agrees for c in rebuild.checks)
 
 
-def replay_stand_in(workload: list[SimRequest], truth: Truth, proxy_arrivals: list[float] | None = None,
-                    reading_lag: float = 0.0, early_status: bool = False) -> SchedRebuild:
+def replay_stand_in(
+    workload: list[SimRequest],
+    truth: Truth,
+    proxy_arrivals: list[float] | None = None,
+    reading_lag: float = 0.0,
+    early_status: bool = False,
+) -> SchedRebuild:
     """The rebuild of the stand-in's run, read once before it and every 13 ms from its first step on: each
     reading with the state and the step count at its instant, reported `reading_lag` seconds later (as a
     reading slow to come back); the requests reached the proxy at `proxy_arrivals` (default: when they
@@ -147,8 +171,10 @@ def replay_stand_in(workload: list[SimRequest], truth: Truth, proxy_arrivals: li
     (`early_status`: as soon as they reached the proxy)."""
     rebuild = SchedRebuild(SETUP)
     proxy_arrivals = proxy_arrivals or [r.arrival for r in workload]
-    views = [seen(r, truth, arrival=proxy_arrivals[i], responded=proxy_arrivals[i] if early_status else None)
-             for i, r in enumerate(workload)]
+    views = [
+        seen(r, truth, arrival=proxy_arrivals[i], responded=proxy_arrivals[i] if early_status else None)
+        for i, r in enumerate(workload)
+    ]
     for view in sorted(views, key=lambda v: v.arrival):
         rebuild.track(view)
     rebuild.reading(workload[0].arrival - 1.0, 0, 0, 0, steps=0)
@@ -194,8 +220,9 @@ def test_the_step_count_is_anchored_again_after_each_idle_spell():
         rebuild.reading(t, *truth_a.at(t), steps=truth_a.steps_at(t))
     rebuild.reading(1005.0, 0, 0, truth_a.total, steps=counted)  # idle between the spells
     for end, *_ in truth_b.steps[::7]:
-        rebuild.reading(end, *truth_b.at(end)[:2], truth_a.total + truth_b.at(end)[2],
-                        steps=counted + truth_b.steps_at(end))
+        rebuild.reading(
+            end, *truth_b.at(end)[:2], truth_a.total + truth_b.at(end)[2], steps=counted + truth_b.steps_at(end)
+        )
     rebuild.advance()
     agree, total = agreement(rebuild.checks)
     assert total > 20 and agree == total
@@ -214,12 +241,12 @@ def test_whom_vllm_preempted_among_requests_admitted_together_comes_from_the_wir
     assert truth.total > 0
     rebuild = replay_stand_in(workload, truth, proxy)
     assert agreement(rebuild.checks)[0] == len(rebuild.checks)
-    assert {v.req_id: v.rebuilt_preemptions for v in rebuild.entered.values() if v.rebuilt_preemptions} \
-        == truth.preempted
+    assert {
+        v.req_id: v.rebuilt_preemptions for v in rebuild.entered.values() if v.rebuilt_preemptions
+    } == truth.preempted
     monkeypatch.setattr(SchedRebuild, "_order_victims", lambda self: True)  # the scheduler's order of the ties
     blind = replay_stand_in(workload, truth, proxy)
-    assert {v.req_id: v.rebuilt_preemptions for v in blind.entered.values() if v.rebuilt_preemptions} \
-        != truth.preempted
+    assert {v.req_id: v.rebuilt_preemptions for v in blind.entered.values() if v.rebuilt_preemptions} != truth.preempted
 
 
 BURST_OVER_STEPS = [1000.0] + [1000.012] * 7 + [1000.022] * 8  # reaching the server over three steps
@@ -278,8 +305,10 @@ def test_the_rebuild_agrees_with_a_recorded_real_vllm_burst():
     state = burst_state()
     rebuild = state.rebuild
     agree, total = agreement(rebuild.checks)
-    print(f"agrees ±1 on {agree}/{total}; preemptions rebuilt {rebuild.num_preemptions}, "
-          f"vLLM {rebuild.checks[-1].preemptions}")
+    print(
+        f"agrees ±1 on {agree}/{total}; preemptions rebuilt {rebuild.num_preemptions}, "
+        f"vLLM {rebuild.checks[-1].preemptions}"
+    )
     # measured: 33 of 43 readings (77%); preemptions 78 rebuilt against vLLM's 76. The hardest capture:
     # taken on a 2-core machine so loaded that the wire carried a step's tokens over 40-180 ms (steps took
     # 10), so whom vLLM preempted and took in is not always to be told from it

@@ -12,9 +12,19 @@ from tests.vllm_watch import recorded
 from tests.vllm_watch.wire import frames, stored
 
 
-def reading(t: float, gen: float, prompt: float, start: float = 1.0, running: float = 0.0, hits: float = 0.0,
-            queries: float = 0.0, ttft: tuple[float, float, float] = (0, 0, 0), done: float = 0.0,
-            prompt_sum: float = 0.0, gen_sum: float = 0.0) -> m.MetricsSample:
+def reading(
+    t: float,
+    gen: float,
+    prompt: float,
+    start: float = 1.0,
+    running: float = 0.0,
+    hits: float = 0.0,
+    queries: float = 0.0,
+    ttft: tuple[float, float, float] = (0, 0, 0),
+    done: float = 0.0,
+    prompt_sum: float = 0.0,
+    gen_sum: float = 0.0,
+) -> m.MetricsSample:
     """A /metrics text like vLLM's with the numbers given (ttft: cumulative counts at le 0.1, 1, +Inf)."""
     a, b, c = ttft
     text = f"""\

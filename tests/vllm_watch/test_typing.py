@@ -29,8 +29,7 @@ class NotingWatch(VllmWatchApp):
 def what_ran(app: VllmWatchApp) -> tuple:
     """Everything an action could change: requests, selection, screens, resets, notifications."""
     caches = app.state.caches.ranks.get(0)
-    return (len(app.state.requests), app.selected, len(app.screen_stack), caches and caches.num_cleared,
-            app.notes)
+    return (len(app.state.requests), app.selected, len(app.screen_stack), caches and caches.num_cleared, app.notes)
 
 
 async def type_text(pilot, text: str) -> None:

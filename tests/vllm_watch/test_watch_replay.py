@@ -32,10 +32,16 @@ def reading(t: float, running: int, waiting: int = 0) -> MetricsItem:
 
 def test_idle_stretches_play_short_unless_kept():
     """47 s of an idle vLLM before a request, as a recording's first minute often is: played, 2 s."""
-    items = [*(reading(float(t), 0) for t in range(48)),  # idle, a reading a second
-             CallItem("proxy_arrived", ["POST", "/v1/completions", b"{}", "127.0.0.1", 47.5], 47.5),
-             reading(48.0, 1), reading(49.0, 0, waiting=1), reading(50.0, 1),
-             CallItem("proxy_ended", ["p1", "", 50.5], 50.5), reading(51.0, 0), reading(60.0, 0)]
+    items = [
+        *(reading(float(t), 0) for t in range(48)),  # idle, a reading a second
+        CallItem("proxy_arrived", ["POST", "/v1/completions", b"{}", "127.0.0.1", 47.5], 47.5),
+        reading(48.0, 1),
+        reading(49.0, 0, waiting=1),
+        reading(50.0, 1),
+        CallItem("proxy_ended", ["p1", "", 50.5], 50.5),
+        reading(51.0, 0),
+        reading(60.0, 0),
+    ]
     idle = idle_after(items)
     assert idle[:48] == [True] * 48 and idle[48:53] == [False] * 5 and idle[53:] == [True] * 2  # busy to 51.0
     times = [item.sample.time if isinstance(item, MetricsItem) else item.t for item in items]

@@ -5,8 +5,17 @@ import msgspec
 
 def stored(hashes, parent, tokens, block_size, medium="GPU", **extra) -> dict:
     """A BlockStored event as vLLM encodes it (a map tagged by "type"; its fields without default always present)."""
-    return {"type": "BlockStored", "block_hashes": list(hashes), "parent_block_hash": parent, "token_ids": list(tokens),
-            "block_size": block_size, "lora_id": None, "medium": medium, "lora_name": None, **extra}
+    return {
+        "type": "BlockStored",
+        "block_hashes": list(hashes),
+        "parent_block_hash": parent,
+        "token_ids": list(tokens),
+        "block_size": block_size,
+        "lora_id": None,
+        "medium": medium,
+        "lora_name": None,
+        **extra,
+    }
 
 
 def removed(hashes, medium="GPU") -> dict:

@@ -26,8 +26,15 @@ from enginetui.core.worker.cpu_linear import (
 
 
 def small_opt(**overrides) -> OPTForCausalLM:
-    cfg = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, ffn_dim=64,
-               max_position_embeddings=64, word_embed_proj_dim=32)
+    cfg = dict(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        ffn_dim=64,
+        max_position_embeddings=64,
+        word_embed_proj_dim=32,
+    )
     torch.manual_seed(0)
     model = OPTForCausalLM(OPTConfig(**{**cfg, **overrides}))
     for p in model.parameters():

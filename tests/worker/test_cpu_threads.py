@@ -7,7 +7,13 @@ import torch
 
 from enginetui.core import LLM
 from enginetui.core.config import EngineConfig
-from enginetui.core.worker.cpu_threads import ADAPT_ENV, DEFAULT_SPIN_COUNT, engine_process_env, engine_threads, usable_cores
+from enginetui.core.worker.cpu_threads import (
+    ADAPT_ENV,
+    DEFAULT_SPIN_COUNT,
+    engine_process_env,
+    engine_threads,
+    usable_cores,
+)
 
 OMP_VARS = ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
@@ -21,8 +27,11 @@ def clean_env(monkeypatch):
 
 def test_defaults_use_every_usable_core_and_a_short_spin(clean_env):
     env = engine_process_env(EngineConfig(device="cpu"))
-    assert env == {"OMP_NUM_THREADS": str(usable_cores()), "GOMP_SPINCOUNT": str(DEFAULT_SPIN_COUNT),
-                   ADAPT_ENV: "1"}  # a count of its own choosing: it may adapt to busy neighbours
+    assert env == {
+        "OMP_NUM_THREADS": str(usable_cores()),
+        "GOMP_SPINCOUNT": str(DEFAULT_SPIN_COUNT),
+        ADAPT_ENV: "1",
+    }  # a count of its own choosing: it may adapt to busy neighbours
 
 
 def test_reserved_cores_are_left_to_the_front_end_but_one_thread_remains(clean_env):
@@ -44,16 +53,24 @@ def test_nothing_is_set_for_a_gpu_engine(clean_env):
     assert engine_process_env(SimpleNamespace(torch_device=torch.device("cuda"))) == {}
 
 
-@pytest.mark.parametrize("field,value", [("cpu_threads", 0), ("cpu_reserved_cores", -1), ("cpu_spin_count", -5),
-                                         ("cpu_threads", True)])
+@pytest.mark.parametrize(
+    "field,value", [("cpu_threads", 0), ("cpu_reserved_cores", -1), ("cpu_spin_count", -5), ("cpu_threads", True)]
+)
 def test_bad_values_are_refused(field, value):
     with pytest.raises(ValueError, match=field):
         EngineConfig(**{field: value})
 
 
 def test_the_engine_child_starts_with_the_policy_in_its_environment(tiny_opt_dir, clean_env):
-    llm = LLM(model=tiny_opt_dir, skip_tokenizer_init=True, num_gpu_blocks_override=16, device="cpu",
-              cpu_threads=1, cpu_spin_count=123, multiprocess=True)
+    llm = LLM(
+        model=tiny_opt_dir,
+        skip_tokenizer_init=True,
+        num_gpu_blocks_override=16,
+        device="cpu",
+        cpu_threads=1,
+        cpu_spin_count=123,
+        multiprocess=True,
+    )
     try:
         pid = llm.engine.client.engine_pid
         with open(f"/proc/{pid}/environ", "rb") as f:

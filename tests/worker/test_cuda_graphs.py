@@ -18,9 +18,14 @@ EAGER_REPLAY_RUNNER = f"{EagerReplayRunner.__module__}:{EagerReplayRunner.__name
 def decode_step(runner, n: int) -> SchedulerOutput:
     """n requests, each decoding its one token at a different position (after a prompt of 3 + 7i tokens)."""
     reqs = [new_req(f"r{i}", 4 + 7 * i, 3 + 7 * i, [2 * i + 1, 2 * i + 2, 2 * i + 3, 2 * i + 4]) for i in range(n)]
-    return SchedulerOutput(scheduled_new_reqs=reqs, scheduled_cached_reqs=CachedRequestData(),
-                           num_scheduled_tokens={r.req_id: 1 for r in reqs}, total_num_scheduled_tokens=n,
-                           finished_req_ids=set(), preempted_req_ids=set())
+    return SchedulerOutput(
+        scheduled_new_reqs=reqs,
+        scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={r.req_id: 1 for r in reqs},
+        total_num_scheduled_tokens=n,
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
+    )
 
 
 def filled_runner():
@@ -66,7 +71,9 @@ def test_a_smaller_batch_repads_rows_a_larger_one_filled():
     runner.capture_cuda_graphs([8], EagerReplay)
     graphs = runner.graphs
     for n in (6, 2):
-        runner.batch.__init__(runner.batch.max_num_reqs, runner.batch.token_ids.shape[1], runner.batch.block_table.shape[1])
+        runner.batch.__init__(
+            runner.batch.max_num_reqs, runner.batch.token_ids.shape[1], runner.batch.block_table.shape[1]
+        )
         out = decode_step(runner, n)
         runner.update_states(out)
         inputs = runner.prepare_inputs(out)
@@ -94,7 +101,9 @@ def test_graphs_are_off_with_a_reason_where_they_cannot_run():
     cpu = torch.device("cpu")
     assert graph_plan(EngineConfig(device="cpu"), cpu, "cpp").off_reason.startswith("CUDA graphs need a CUDA device")
     assert graph_plan(EngineConfig(enforce_eager=True), cpu, "cpp").off_reason == "--enforce-eager"
-    assert graph_plan(EngineConfig(), torch.device("cuda"), "torch").off_reason.startswith("the torch attention backend")
+    assert graph_plan(EngineConfig(), torch.device("cuda"), "torch").off_reason.startswith(
+        "the torch attention backend"
+    )
 
 
 def test_engine_on_cpu_says_why_it_runs_eagerly():
@@ -104,8 +113,14 @@ def test_engine_on_cpu_says_why_it_runs_eagerly():
     info = core.describe(0)
     assert info.cuda_graph_sizes == [] and info.cuda_graphs_off.startswith("CUDA graphs need a CUDA device")
     assert info.cuda_graphs_text == ""  # a CPU engine's model panel shows nothing about graphs
-    cuda_info = type(info)(**{**{f: getattr(info, f) for f in info.__struct_fields__}, "device": "cuda:0",
-                              "cuda_graph_sizes": [1, 2, 4], "cuda_graph_capture_s": 1.25})
+    cuda_info = type(info)(
+        **{
+            **{f: getattr(info, f) for f in info.__struct_fields__},
+            "device": "cuda:0",
+            "cuda_graph_sizes": [1, 2, 4],
+            "cuda_graph_capture_s": 1.25,
+        }
+    )
     assert cuda_info.cuda_graphs_text == "CUDA graphs 1-4 (3 sizes, captured in 1.2 s)"
 
 
@@ -149,13 +164,30 @@ def test_the_captured_forward_reads_no_device_value_on_the_host(tmp_path, shape)
     if shape == "opt":
         runner = filled_runner()
     else:
-        fields = dict(SHAPES[shape], hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, vocab_size=512, max_position_embeddings=256)
+        fields = dict(
+            SHAPES[shape],
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=512,
+            max_position_embeddings=256,
+        )
         AutoConfig.for_model(fields.pop("model_type"), **fields).save_pretrained(tmp_path)
         config = EngineConfig(model=str(tmp_path), load_format="dummy", device="cpu", dtype="float32")
         hf_config, model_dir = load_hf_config(config)
-        runner = ModelRunner(load_model(config, hf_config, model_dir), num_blocks=32, block_size=16, max_num_reqs=8,
-                             max_model_len=128, dtype=torch.float32, device=torch.device("cpu"), seed=0)
+        runner = ModelRunner(
+            load_model(config, hf_config, model_dir),
+            num_blocks=32,
+            block_size=16,
+            max_num_reqs=8,
+            max_model_len=128,
+            dtype=torch.float32,
+            device=torch.device("cpu"),
+            seed=0,
+        )
     runner.capture_cuda_graphs([4], EagerReplay)
     out = decode_step(runner, 3)
     runner.update_states(out)

@@ -31,8 +31,7 @@ def test_given_sizes_and_maximum():
 
 def test_padding_takes_the_next_captured_size():
     sizes = [1, 2, 4, 8, 16, 24]
-    assert [padded_size(n, sizes) for n in range(1, 26)] == (
-        [1, 2, 4, 4] + [8] * 4 + [16] * 8 + [24] * 8 + [None])
+    assert [padded_size(n, sizes) for n in range(1, 26)] == ([1, 2, 4, 4] + [8] * 4 + [16] * 8 + [24] * 8 + [None])
 
 
 def test_inconsistent_flags_are_refused_by_name():
@@ -86,16 +85,32 @@ for seqs, tokens, sizes, max_size in json.loads(sys.argv[1]):
     results.append([cc.cudagraph_capture_sizes, padding])
 print(json.dumps(results))
 """
-CASES = [(256, 2048, None, None), (5, 2048, None, None), (100, 2048, None, None), (256, 100, None, None),
-         (1, 1, None, None), (512, 8192, None, None), (300, 600, None, None), (256, 2048, [3, 1, 8, 8, 4096], None),
-         (256, 2048, None, 100), (256, 2048, None, 1000), (64, 2048, [1, 2, 4, 64], 64), (256, 4, [8, 16], None)]
+CASES = [
+    (256, 2048, None, None),
+    (5, 2048, None, None),
+    (100, 2048, None, None),
+    (256, 100, None, None),
+    (1, 1, None, None),
+    (512, 8192, None, None),
+    (300, 600, None, None),
+    (256, 2048, [3, 1, 8, 8, 4096], None),
+    (256, 2048, None, 100),
+    (256, 2048, None, 1000),
+    (64, 2048, [1, 2, 4, 64], 64),
+    (256, 4, [8, 16], None),
+]
 
 
 @pytest.mark.slow  # vLLM's import takes seconds
 @needs_real_vllm
 def test_sizes_and_padding_equal_vllms_own():
-    done = subprocess.run([REAL_VLLM, "-c", VLLM_SCRIPT, json.dumps(CASES)], capture_output=True, text=True,
-                          timeout=240, cwd=Path(__file__).parent)
+    done = subprocess.run(
+        [REAL_VLLM, "-c", VLLM_SCRIPT, json.dumps(CASES)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
     for (seqs, tokens, sizes, max_size), (their_sizes, their_padding) in zip(CASES, theirs):

@@ -1,5 +1,6 @@
 """The model runner packs a mixed prefill/decode step into flat, unpadded tensors."""
 
+import torch
 from transformers import OPTConfig
 
 from enginetui.core.models.opt import OPTForCausalLM
@@ -7,20 +8,39 @@ from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from enginetui.core.worker.model_runner import ModelRunner
 
-import torch
-
 
 def make_runner(block_size=16):
-    cfg = OPTConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64,
-                    max_position_embeddings=128, word_embed_proj_dim=32)
-    return ModelRunner(OPTForCausalLM(cfg), num_blocks=32, block_size=block_size, max_num_reqs=8,
-                       max_model_len=128, dtype=torch.float32, device=torch.device("cpu"), seed=0)
+    cfg = OPTConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        ffn_dim=64,
+        max_position_embeddings=128,
+        word_embed_proj_dim=32,
+    )
+    return ModelRunner(
+        OPTForCausalLM(cfg),
+        num_blocks=32,
+        block_size=block_size,
+        max_num_reqs=8,
+        max_model_len=128,
+        dtype=torch.float32,
+        device=torch.device("cpu"),
+        seed=0,
+    )
 
 
 def new_req(req_id, n_tokens, n_computed, blocks):
-    return NewRequestData(req_id=req_id, token_ids=list(range(10, 10 + n_tokens)), num_prompt_tokens=n_tokens,
-                          sampling_params=SamplingParams(temperature=0), eos_token_ids=[2], block_ids=blocks,
-                          num_computed_tokens=n_computed)
+    return NewRequestData(
+        req_id=req_id,
+        token_ids=list(range(10, 10 + n_tokens)),
+        num_prompt_tokens=n_tokens,
+        sampling_params=SamplingParams(temperature=0),
+        eos_token_ids=[2],
+        block_ids=blocks,
+        num_computed_tokens=n_computed,
+    )
 
 
 def test_article_packing_example():
@@ -28,8 +48,11 @@ def test_article_packing_example():
     runner = make_runner()
     out = SchedulerOutput(
         scheduled_new_reqs=[new_req("A", 4, 0, [7]), new_req("B", 51, 50, [3, 9, 4, 12]), new_req("C", 31, 30, [5, 6])],
-        scheduled_cached_reqs=CachedRequestData(), num_scheduled_tokens={"A": 4, "B": 1, "C": 1},
-        total_num_scheduled_tokens=6, finished_req_ids=set(), preempted_req_ids=set(),
+        scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={"A": 4, "B": 1, "C": 1},
+        total_num_scheduled_tokens=6,
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
     )
     runner.update_states(out)
     packed = runner.prepare_inputs(out)
@@ -48,17 +71,25 @@ def test_article_packing_example():
 def test_partial_prefill_chunk_gets_no_logits_and_deltas_extend_the_batch():
     runner = make_runner(block_size=4)
     first = SchedulerOutput(
-        scheduled_new_reqs=[new_req("A", 10, 0, [1, 2])], scheduled_cached_reqs=CachedRequestData(),
-        num_scheduled_tokens={"A": 6}, total_num_scheduled_tokens=6, finished_req_ids=set(), preempted_req_ids=set(),
+        scheduled_new_reqs=[new_req("A", 10, 0, [1, 2])],
+        scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={"A": 6},
+        total_num_scheduled_tokens=6,
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
     )
     runner.update_states(first)
     packed = runner.prepare_inputs(first)
     assert packed.logits_indices.tolist() == []  # 6 of 10 prompt tokens: nothing to sample yet
     second = SchedulerOutput(
-        scheduled_new_reqs=[], num_scheduled_tokens={"A": 4}, total_num_scheduled_tokens=4,
-        scheduled_cached_reqs=CachedRequestData(req_ids=["A"], new_token_ids=[[]], new_block_ids=[[5]],
-                                                num_computed_tokens=[6]),
-        finished_req_ids=set(), preempted_req_ids=set(),
+        scheduled_new_reqs=[],
+        num_scheduled_tokens={"A": 4},
+        total_num_scheduled_tokens=4,
+        scheduled_cached_reqs=CachedRequestData(
+            req_ids=["A"], new_token_ids=[[]], new_block_ids=[[5]], num_computed_tokens=[6]
+        ),
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
     )
     runner.update_states(second)
     packed = runner.prepare_inputs(second)
@@ -71,8 +102,11 @@ def test_removed_rows_are_refilled_by_the_last_row():
     runner = make_runner()
     out = SchedulerOutput(
         scheduled_new_reqs=[new_req("A", 3, 0, [1]), new_req("B", 3, 0, [2]), new_req("C", 3, 0, [3])],
-        scheduled_cached_reqs=CachedRequestData(), num_scheduled_tokens={"A": 3, "B": 3, "C": 3},
-        total_num_scheduled_tokens=9, finished_req_ids=set(), preempted_req_ids=set(),
+        scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={"A": 3, "B": 3, "C": 3},
+        total_num_scheduled_tokens=9,
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
     )
     runner.update_states(out)
     runner.batch.remove("A")
@@ -86,8 +120,13 @@ def test_the_output_says_how_many_threads_the_step_ran_on():
     runner = make_runner()
     before = torch.get_num_threads()
     plan = lambda req_id: SchedulerOutput(  # noqa: E731
-        scheduled_new_reqs=[new_req(req_id, 4, 0, [len(req_id)])], scheduled_cached_reqs=CachedRequestData(),
-        num_scheduled_tokens={req_id: 4}, total_num_scheduled_tokens=4, finished_req_ids=set(), preempted_req_ids=set())
+        scheduled_new_reqs=[new_req(req_id, 4, 0, [len(req_id)])],
+        scheduled_cached_reqs=CachedRequestData(),
+        num_scheduled_tokens={req_id: 4},
+        total_num_scheduled_tokens=4,
+        finished_req_ids=set(),
+        preempted_req_ids=set(),
+    )
     try:
         torch.set_num_threads(1)
         assert runner.execute(plan("A")).compute_threads == 1

@@ -41,8 +41,9 @@ def test_each_thread_sees_only_its_own_forward_context():
 
 def test_the_engine_chooses_its_attention_backend_once_when_it_starts(tiny_opt_dir, monkeypatch):
     monkeypatch.delenv(BACKEND_ENV, raising=False)
-    llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=16,
-              device="cpu")
+    llm = LLM(
+        model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, num_gpu_blocks_override=16, device="cpu"
+    )
     try:
         runner = llm.engine.client.core.runner
         assert runner.attention_backend == "cpp" and cpu_kernels.available()  # built (or loaded) before ready

@@ -21,8 +21,9 @@ class Machine:
             gov.after_step()
 
     def governor(self, threads: int = 2) -> ThreadGovernor:
-        return ThreadGovernor(threads, read_delay=lambda: self.delay, clock=lambda: self.now,
-                              set_threads=self.set_to.append)
+        return ThreadGovernor(
+            threads, read_delay=lambda: self.delay, clock=lambda: self.now, set_threads=self.set_to.append
+        )
 
 
 def test_alone_or_beside_a_light_load_it_keeps_every_thread():

@@ -57,8 +57,14 @@ class AccessLogMiddleware:
             seen.failed = True  # answered with a 500 by the server-error handler outside this middleware
             raise
         finally:
-            log.log(level, "%s - %s %s %.2fs", _client(scope), _request_line(scope), seen.outcome(scope),
-                    time.perf_counter() - start)
+            log.log(
+                level,
+                "%s - %s %s %.2fs",
+                _client(scope),
+                _request_line(scope),
+                seen.outcome(scope),
+                time.perf_counter() - start,
+            )
 
 
 class _Seen:

@@ -47,14 +47,25 @@ from enginetui.core.entrypoints.tcp_listen import tcp_listener
 GRACEFUL_SHUTDOWN_S = 3  # how long open answers may take to end after SIGINT / SIGTERM before they are cut
 TICK_S = 1.0  # how often the server looks whether it should stop (it is also woken when told to)
 # uvicorn's own lines at a stop; the server's caller says it stopped in one line instead.
-UVICORN_STOP_LINES = frozenset({"Shutting down", "Waiting for connections to close. (CTRL+C to force quit)",
-                                "Waiting for background tasks to complete. (CTRL+C to force quit)",
-                                "Finished server process [%d]"})
+UVICORN_STOP_LINES = frozenset(
+    {
+        "Shutting down",
+        "Waiting for connections to close. (CTRL+C to force quit)",
+        "Waiting for background tasks to complete. (CTRL+C to force quit)",
+        "Finished server process [%d]",
+    }
+)
 
 
-def build_app(engine, served_model_name: str | None = None, api_key: str | None = None, allow_control: bool = False,
-              max_pause_s: float = DEFAULT_MAX_PAUSE_S, access_log: bool = True,
-              access_log_excluded: frozenset[str] = frozenset()) -> FastAPI:
+def build_app(
+    engine,
+    served_model_name: str | None = None,
+    api_key: str | None = None,
+    allow_control: bool = False,
+    max_pause_s: float = DEFAULT_MAX_PAUSE_S,
+    access_log: bool = True,
+    access_log_excluded: frozenset[str] = frozenset(),
+) -> FastAPI:
     """The server's app over `engine` (an AsyncLLM, or a MeteredEngine around one). Attached
     dashboards watch; with `allow_control` they may also pause, step and slow it (control_gate.py).
     `access_log`: a line per request (access_log.py), but for the paths in `access_log_excluded`."""
@@ -63,9 +74,13 @@ def build_app(engine, served_model_name: str | None = None, api_key: str | None 
         engine = MeteredEngine(engine, ServerMetrics(name, engine.info, getattr(engine, "config", None)))
     embedded = engine.model_name == EMBEDDED_ALIAS and not served_model_name
     served = ServedModel(
-        engine=engine, name=name, tokenizer=engine.tokenizer,
-        max_model_len=engine.info.max_model_len, root=engine.info.model_dir,
-        eos_token_ids=engine.processor.eos_token_ids, default_sampling=engine.info.default_sampling,
+        engine=engine,
+        name=name,
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.info.max_model_len,
+        root=engine.info.model_dir,
+        eos_token_ids=engine.processor.eos_token_ids,
+        default_sampling=engine.info.default_sampling,
         aliases=(EMBEDDED_ALIAS,) if embedded else (),
     )
     app = FastAPI(title="enginetui", docs_url=None, redoc_url=None, openapi_url=None)
@@ -121,14 +136,18 @@ def _add_utility_routes(app: FastAPI, served: ServedModel) -> None:
             raise RequestValidationError(exc.errors()) from exc
         served.check_request(req, req.model)
         if isinstance(req, TokenizeChatRequest):
-            text = render_chat(served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message,
-                               None)
+            text = render_chat(
+                served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message, None
+            )
         else:
             text = req.prompt
         ids = served.tokenize(text, req.add_special_tokens)
         strs = served.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
-        return JSONResponse(TokenizeResponse(count=len(ids), max_model_len=served.max_model_len, tokens=ids,
-                                             token_strs=strs).model_dump())
+        return JSONResponse(
+            TokenizeResponse(
+                count=len(ids), max_model_len=served.max_model_len, tokens=ids, token_strs=strs
+            ).model_dump()
+        )
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> JSONResponse:
@@ -141,8 +160,9 @@ async def _json_body(raw: Request):
     try:
         return json.loads(await raw.body())
     except ValueError as exc:
-        raise APIError(f"The request body is not valid JSON: {exc}", HTTPStatus.UNPROCESSABLE_ENTITY,
-                       "UnprocessableEntityError") from exc
+        raise APIError(
+            f"The request body is not valid JSON: {exc}", HTTPStatus.UNPROCESSABLE_ENTITY, "UnprocessableEntityError"
+        ) from exc
 
 
 class _Server(uvicorn.Server):
@@ -212,8 +232,9 @@ def listen_socket(host: str, port: int) -> socket.socket:
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None,
-                    log_level: str = "info") -> None:
+async def serve_app(
+    app: FastAPI, sock: socket.socket, stop: asyncio.Event | None = None, log_level: str = "info"
+) -> None:
     """Serve on `sock` until SIGINT / SIGTERM; open requests are then aborted, and their answers get
     GRACEFUL_SHUTDOWN_S to end. The socket is closed at the end; `app.state.ended_at_stop` says how
     many requests were still open.
@@ -221,9 +242,15 @@ async def serve_app(app: FastAPI, sock: socket.socket, stop: asyncio.Event | Non
     With `stop`, the server is a guest in a host (the dashboard of `enginetui --serve`): it ends
     when `stop` is set, and leaves signals and logging configuration to the host.
     """
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", ws="websockets-sansio",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-                            log_config=None if stop is not None else uvicorn.config.LOGGING_CONFIG)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        log_config=None if stop is not None else uvicorn.config.LOGGING_CONFIG,
+    )
     server = _Server(config, app, handle_signals=stop is None)
     quiet = _QuietStop()
     logging.getLogger("uvicorn.error").addFilter(quiet)

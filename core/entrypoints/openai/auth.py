@@ -22,8 +22,12 @@ class APIKeyMiddleware:
         self._digest = hashlib.sha256(api_key.encode()).digest()  # of the one valid key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope.get("method") == "OPTIONS" \
-                or scope["path"] in OPEN_PATHS or self._valid(scope):
+        if (
+            scope["type"] not in ("http", "websocket")
+            or scope.get("method") == "OPTIONS"
+            or scope["path"] in OPEN_PATHS
+            or self._valid(scope)
+        ):
             await self.app(scope, receive, send)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": "Unauthorized"})

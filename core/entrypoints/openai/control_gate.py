@@ -23,8 +23,10 @@ from enginetui.core.engine import control
 log = logging.getLogger("uvicorn.error")  # the server's log (access_log.py writes there too)
 
 DEFAULT_MAX_PAUSE_S = 300.0  # the longest a pause lasts unless the server is told otherwise
-WATCH_ONLY = ("watch only: this server lets dashboards watch its engine, not control it "
-              "(start it with `enginetui serve --allow-control` to allow pause, step and slow motion)")
+WATCH_ONLY = (
+    "watch only: this server lets dashboards watch its engine, not control it "
+    "(start it with `enginetui serve --allow-control` to allow pause, step and slow motion)"
+)
 DASHBOARD_HEADER = "x-enginetui-dashboard"  # the attached dashboard's id, on its control calls and event stream
 
 
@@ -82,8 +84,12 @@ class ControlGate:
             self.pause_holder = caller
             self._pause_timer = asyncio.ensure_future(self._end_pause_later(caller))
             ends = "when that dashboard detaches, or " if caller.dashboard else ""
-            log.warning("engine paused by %s: requests wait until it resumes (%safter %gs at the latest, "
-                        "--max-pause-s)", caller, ends, self.max_pause_s)
+            log.warning(
+                "engine paused by %s: requests wait until it resumes (%safter %gs at the latest, --max-pause-s)",
+                caller,
+                ends,
+                self.max_pause_s,
+            )
         elif op == "resume":
             self.close()
             self.pause_holder = None

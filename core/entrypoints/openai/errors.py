@@ -29,8 +29,13 @@ class ClientDisconnected(Exception):
 class APIError(Exception):
     """An error answer: raise it from a route (or a helper it calls)."""
 
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST,
-                 err_type: str = "BadRequestError", param: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: HTTPStatus = HTTPStatus.BAD_REQUEST,
+        err_type: str = "BadRequestError",
+        param: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message  # what is wrong, in words
         self.status = status  # HTTP status of the answer
@@ -55,13 +60,17 @@ def bad_request(message: str, param: str | None = None) -> APIError:
 
 def model_not_found(asked: str, served: str) -> APIError:
     """vLLM's words for an unknown `model`."""
-    return APIError(f"The model `{asked}` does not exist. Valid aliases: {served}.", HTTPStatus.NOT_FOUND,
-                    "NotFoundError", "model")
+    return APIError(
+        f"The model `{asked}` does not exist. Valid aliases: {served}.", HTTPStatus.NOT_FOUND, "NotFoundError", "model"
+    )
 
 
 def unauthorized() -> APIError:
-    return APIError("Unauthorized: a valid API key is required (header `Authorization: Bearer KEY`).",
-                    HTTPStatus.UNAUTHORIZED, "AuthenticationError")
+    return APIError(
+        "Unauthorized: a valid API key is required (header `Authorization: Bearer KEY`).",
+        HTTPStatus.UNAUTHORIZED,
+        "AuthenticationError",
+    )
 
 
 def internal_error(message: str) -> APIError:
@@ -105,8 +114,11 @@ async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResp
 
 async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
     status = HTTPStatus(exc.status_code)
-    return JSONResponse(error_body(str(exc.detail), status, status.phrase).model_dump(), status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None))
+    return JSONResponse(
+        error_body(str(exc.detail), status, status.phrase).model_dump(),
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
 
 
 async def _invalid_value(_: Request, exc: ValueError) -> JSONResponse:
@@ -129,5 +141,21 @@ def _field(loc) -> str:
     return ".".join(fields) or "body"
 
 
-_PYDANTIC_MARKERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "union", "tagged-union",
-                               "nullable", "function-after", "function-before", "function-wrap", "json-or-python"})
+_PYDANTIC_MARKERS = frozenset(
+    {
+        "str",
+        "int",
+        "float",
+        "bool",
+        "list",
+        "dict",
+        "none",
+        "union",
+        "tagged-union",
+        "nullable",
+        "function-after",
+        "function-before",
+        "function-wrap",
+        "json-or-python",
+    }
+)

@@ -31,13 +31,21 @@ async def full_greeting(llm, snapshot: StepEvent) -> StepEvent:
         state = llm.output_processor.states.get(p.req_id)
         if state is None or _behind(llm, p):
             continue
-        added.append(RequestAdded(req_id=p.req_id, prompt_token_ids=list(state.prompt_token_ids),
-                                  sampling_params=state.params, max_tokens=p.max_tokens, priority=p.priority,
-                                  arrival_time=p.arrival_time))
+        added.append(
+            RequestAdded(
+                req_id=p.req_id,
+                prompt_token_ids=list(state.prompt_token_ids),
+                sampling_params=state.params,
+                max_tokens=p.max_tokens,
+                priority=p.priority,
+                arrival_time=p.arrival_time,
+            )
+        )
         if p.num_output_tokens:
-            tokens[p.req_id] = state.detok.token_ids[:p.num_output_tokens]
-    return msgspec.structs.replace(snapshot, added=[*snapshot.added, *added],
-                                   new_token_ids={**snapshot.new_token_ids, **tokens})
+            tokens[p.req_id] = state.detok.token_ids[: p.num_output_tokens]
+    return msgspec.structs.replace(
+        snapshot, added=[*snapshot.added, *added], new_token_ids={**snapshot.new_token_ids, **tokens}
+    )
 
 
 def _behind(llm, p: RequestProgress) -> bool:

@@ -39,8 +39,14 @@ from enginetui.core.entrypoints.openai.greeting import full_greeting
 from enginetui.core.entrypoints.openai.served_model import ServedModel
 
 PREFIX = "/v1/enginetui"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "chat_template.jinja")  # text files a fast tokenizer is rebuilt from
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+)  # text files a fast tokenizer is rebuilt from
 
 
 CONTROL_STATUS = {"bad_call": 400, "not_allowed": 403}  # HTTP status of a failed control call by its code (else 500)
@@ -61,14 +67,19 @@ def add_routes(app: FastAPI, served: ServedModel, gate: ControlGate) -> None:
 
     @app.get(f"{PREFIX}/info")
     async def info() -> JSONResponse:
-        return JSONResponse({
-            "served_model_name": served.name, "model": engine.model_name, "device": engine.device,
-            "engine_pid": engine.engine_pid, "max_model_len": served.max_model_len,
-            "has_tokenizer": served.tokenizer is not None,
-            "allow_control": gate.allow,  # False: dashboards watch only
-            "max_pause_s": gate.max_pause_s,  # a pause ends after this long at the latest
-            "engine": msgspec.to_builtins(engine.info),  # EngineInfo: the attached dashboard's model panel
-        })
+        return JSONResponse(
+            {
+                "served_model_name": served.name,
+                "model": engine.model_name,
+                "device": engine.device,
+                "engine_pid": engine.engine_pid,
+                "max_model_len": served.max_model_len,
+                "has_tokenizer": served.tokenizer is not None,
+                "allow_control": gate.allow,  # False: dashboards watch only
+                "max_pause_s": gate.max_pause_s,  # a pause ends after this long at the latest
+                "engine": msgspec.to_builtins(engine.info),  # EngineInfo: the attached dashboard's model panel
+            }
+        )
 
     @app.websocket(f"{PREFIX}/events")
     async def events(ws: WebSocket) -> None:
@@ -108,8 +119,9 @@ def add_routes(app: FastAPI, served: ServedModel, gate: ControlGate) -> None:
     @app.post(f"{PREFIX}/control")
     async def control_call(body: ControlCall, raw: Request) -> Response:
         client = raw.client
-        caller = Caller(address=f"{client.host}:{client.port}" if client else "-",
-                        dashboard=raw.headers.get(DASHBOARD_HEADER))
+        caller = Caller(
+            address=f"{client.host}:{client.port}" if client else "-", dashboard=raw.headers.get(DASHBOARD_HEADER)
+        )
         try:
             result = await gate.call(body.op, body.value, caller)
         except control.ControlFailed as exc:
@@ -165,7 +177,11 @@ class _EngineProcess:
             if self._proc is None:
                 self._proc = psutil.Process(self.pid)
             with self._proc.oneshot():
-                return {"pid": self.pid, "cpu_percent": self._proc.cpu_percent(interval=None),
-                        "rss_mb": self._proc.memory_info().rss / 2**20, "running": True}
+                return {
+                    "pid": self.pid,
+                    "cpu_percent": self._proc.cpu_percent(interval=None),
+                    "rss_mb": self._proc.memory_info().rss / 2**20,
+                    "running": True,
+                }
         except psutil.Error:
             return {"pid": self.pid, "running": False}

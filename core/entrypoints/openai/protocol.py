@@ -13,11 +13,28 @@ from pydantic import BaseModel, ConfigDict, Field
 from enginetui.core.sampling_params import SamplingParams
 
 # Request fields of vLLM / OpenAI that this server does not implement: naming one is a 400.
-UNSUPPORTED_FIELDS = frozenset({
-    "logit_bias", "suffix", "use_beam_search", "best_of", "prompt_logprobs", "logprob_token_ids",
-    "allowed_token_ids", "bad_words", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
-    "prompt_embeds", "functions", "tools", "tool_choice", "response_format", "truncate_prompt_tokens",
-})
+UNSUPPORTED_FIELDS = frozenset(
+    {
+        "logit_bias",
+        "suffix",
+        "use_beam_search",
+        "best_of",
+        "prompt_logprobs",
+        "logprob_token_ids",
+        "allowed_token_ids",
+        "bad_words",
+        "structured_outputs",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "prompt_embeds",
+        "functions",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "truncate_prompt_tokens",
+    }
+)
 
 
 class OpenAIBaseModel(BaseModel):
@@ -28,7 +45,14 @@ class OpenAIBaseModel(BaseModel):
     def unsupported_fields(self) -> list[str]:
         """Names of set request fields this server refuses (values that change nothing are allowed)."""
         extra = self.model_extra or {}
-        harmless: tuple[object, ...] = (None, [], {}, False, "none", {"type": "text"})  # values that ask for nothing special
+        harmless: tuple[object, ...] = (
+            None,
+            [],
+            {},
+            False,
+            "none",
+            {"type": "text"},
+        )  # values that ask for nothing special
         return sorted(k for k, v in extra.items() if k in UNSUPPORTED_FIELDS and v not in harmless)
 
 
@@ -50,8 +74,11 @@ class UsageInfo(OpenAIBaseModel):
 
     @classmethod
     def of(cls, prompt_tokens: int, completion_tokens: int) -> "UsageInfo":
-        return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                   total_tokens=prompt_tokens + completion_tokens)
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        )
 
 
 class StreamOptions(OpenAIBaseModel):
@@ -85,7 +112,9 @@ class SamplingRequest(OpenAIBaseModel):
     request_id: str | None = None  # base of the engine request id (else X-Request-Id, else random)
     user: str | None = None  # accepted and ignored
 
-    def sampling_params(self, max_tokens: int, logprobs: int | None, defaults: dict[str, int | float]) -> SamplingParams:
+    def sampling_params(
+        self, max_tokens: int, logprobs: int | None, defaults: dict[str, int | float]
+    ) -> SamplingParams:
         """The engine's SamplingParams (raises ValueError on an invalid value). A field the request
         leaves out takes the model's generation-config default, else OpenAI's (as vLLM does)."""
         if self.stream_options is not None and not self.stream:
@@ -170,4 +199,3 @@ class DetokenizeRequest(OpenAIBaseModel):
 
 class DetokenizeResponse(OpenAIBaseModel):
     prompt: str  # the decoded text
-

@@ -59,7 +59,9 @@ class ServedModel:
             raise bad_request(
                 f"This model's maximum context length is {self.max_model_len} tokens. However, your prompt "
                 f"contains {prompt_len} input tokens, which leaves no room for any output tokens. "
-                f"Please reduce the length of the input prompt.", "input_tokens")
+                f"Please reduce the length of the input prompt.",
+                "input_tokens",
+            )
         room = self.max_model_len - prompt_len
         if asked is None and (default := self.default_sampling.get("max_tokens")) is not None:
             asked = int(default)  # a generation config's max_new_tokens

@@ -32,12 +32,14 @@ RESPONSE_ROLE = "assistant"  # the role of generated messages (vLLM's --response
 
 async def create_chat_completion(served: ServedModel, req: ChatCompletionRequest, raw: Request):
     served.check_request(req, req.model)
-    prompt = render_chat(served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message,
-                         req.chat_template_kwargs)
+    prompt = render_chat(
+        served.tokenizer, req.messages, req.add_generation_prompt, req.continue_final_message, req.chat_template_kwargs
+    )
     token_ids = served.tokenize(prompt, req.add_special_tokens)
     param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
-    params = req.sampling_params(served.output_limit(len(token_ids), req.output_limit(), param), req.num_logprobs(),
-                                 served.default_sampling)
+    params = req.sampling_params(
+        served.output_limit(len(token_ids), req.output_limit(), param), req.num_logprobs(), served.default_sampling
+    )
     request_id = f"chatcmpl-{request_id_base(raw, req.request_id)}"
     streams = EngineStreams(lambda _: served.engine.generate(token_ids, params, request_id, req.priority), 1)
     answer = _Answer(served, req, params, request_id)
@@ -55,7 +57,9 @@ async def create_chat_completion(served: ServedModel, req: ChatCompletionRequest
 class _Answer:
     """Builds the answer of one chat request from its engine outputs."""
 
-    def __init__(self, served: ServedModel, req: ChatCompletionRequest, params: SamplingParams, request_id: str) -> None:
+    def __init__(
+        self, served: ServedModel, req: ChatCompletionRequest, params: SamplingParams, request_id: str
+    ) -> None:
         self.served = served  # the model and its tokenizer
         self.req = req  # the request
         self.params = params  # its sampling parameters
@@ -70,12 +74,23 @@ class _Answer:
         choices = []
         for c in final.outputs:
             logprobs = self._logprobs(c.token_ids, c.logprobs)
-            choices.append(ChatCompletionResponseChoice(
-                index=c.index, message=ChatMessage(role=self.role, content=self.echoed + c.text), logprobs=logprobs,
-                finish_reason=c.finish_reason, stop_reason=self.served.stop_reason(c, self.params)))
+            choices.append(
+                ChatCompletionResponseChoice(
+                    index=c.index,
+                    message=ChatMessage(role=self.role, content=self.echoed + c.text),
+                    logprobs=logprobs,
+                    finish_reason=c.finish_reason,
+                    stop_reason=self.served.stop_reason(c, self.params),
+                )
+            )
         completion_tokens = sum(len(c.token_ids) for c in final.outputs)
-        return ChatCompletionResponse(id=self.id, created=self.created, model=self.served.name, choices=choices,
-                                      usage=UsageInfo.of(len(final.prompt_token_ids), completion_tokens))
+        return ChatCompletionResponse(
+            id=self.id,
+            created=self.created,
+            model=self.served.name,
+            choices=choices,
+            usage=UsageInfo.of(len(final.prompt_token_ids), completion_tokens),
+        )
 
     async def chunks(self, streams: EngineStreams):
         final_usage, continuous_usage = self.req.usage_in_stream()
@@ -96,8 +111,9 @@ class _Answer:
                         delta = deltas[c.index].advance(c)
                         if delta is None:
                             continue
-                        choice = self._choice(c.index, DeltaMessage(content=delta.text),
-                                              self._logprobs(delta.token_ids, delta.logprobs))
+                        choice = self._choice(
+                            c.index, DeltaMessage(content=delta.text), self._logprobs(delta.token_ids, delta.logprobs)
+                        )
                         if delta.finish_reason is not None:
                             choice.finish_reason = delta.finish_reason
                             choice.stop_reason = self.served.stop_reason(c, self.params)
@@ -105,8 +121,9 @@ class _Answer:
                         yield self._event(choice, usage)
                 if final_usage:
                     usage = UsageInfo.of(prompt_tokens, sum(d.sent_tokens for d in deltas))
-                    chunk = ChatCompletionStreamResponse(id=self.id, created=self.created, model=self.served.name,
-                                                         choices=[], usage=usage)
+                    chunk = ChatCompletionStreamResponse(
+                        id=self.id, created=self.created, model=self.served.name, choices=[], usage=usage
+                    )
                     yield sse(chunk.model_dump_json(exclude_unset=True, exclude_none=True))
             except APIError as exc:
                 yield sse(exc.body().model_dump_json())
@@ -118,8 +135,9 @@ class _Answer:
         return ChatCompletionResponseStreamChoice(index=index, delta=delta, logprobs=logprobs, finish_reason=None)
 
     def _event(self, choice: ChatCompletionResponseStreamChoice, usage: UsageInfo | None = None) -> str:
-        chunk = ChatCompletionStreamResponse(id=self.id, object="chat.completion.chunk", created=self.created,
-                                             model=self.served.name, choices=[choice])
+        chunk = ChatCompletionStreamResponse(
+            id=self.id, object="chat.completion.chunk", created=self.created, model=self.served.name, choices=[choice]
+        )
         if usage is not None:
             chunk.usage = usage
         return sse(chunk.model_dump_json(exclude_unset=True))

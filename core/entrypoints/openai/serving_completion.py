@@ -32,13 +32,18 @@ async def create_completion(served: ServedModel, req: CompletionRequest, raw: Re
         raise bad_request("echo with logprobs is not supported (it needs prompt logprobs)", "echo")
     prompts = req.prompts()
     token_ids = [served.tokenize(p, req.add_special_tokens) for p in prompts]
-    params = [req.sampling_params(served.output_limit(len(ids), req.max_tokens), req.logprobs, served.default_sampling)
-              for ids in token_ids]
+    params = [
+        req.sampling_params(served.output_limit(len(ids), req.max_tokens), req.logprobs, served.default_sampling)
+        for ids in token_ids
+    ]
     request_id = f"cmpl-{request_id_base(raw, req.request_id)}"
     echoed = [p if isinstance(p, str) else served.decode(p) for p in prompts] if req.echo else None
     streams = EngineStreams(
-        lambda i: served.engine.generate(token_ids[i], params[i], engine_request_id(request_id, i, len(prompts)),
-                                         req.priority), len(prompts))
+        lambda i: served.engine.generate(
+            token_ids[i], params[i], engine_request_id(request_id, i, len(prompts)), req.priority
+        ),
+        len(prompts),
+    )
     answer = _Answer(served, req, params, request_id, echoed)
     try:
         await until_disconnected(raw, streams.start())
@@ -58,8 +63,14 @@ def engine_request_id(request_id: str, index: int, count: int) -> str:
 class _Answer:
     """Builds the answer of one completion request from its engine outputs."""
 
-    def __init__(self, served: ServedModel, req: CompletionRequest, params: list[SamplingParams], request_id: str,
-                 echoed: list[str] | None) -> None:
+    def __init__(
+        self,
+        served: ServedModel,
+        req: CompletionRequest,
+        params: list[SamplingParams],
+        request_id: str,
+        echoed: list[str] | None,
+    ) -> None:
         self.served = served  # the model and its tokenizer
         self.req = req  # the request
         self.params = params  # sampling parameters per prompt
@@ -78,13 +89,24 @@ class _Answer:
                 if self.req.logprobs is not None:
                     logprobs = completion_logprobs(c.token_ids, c.logprobs, self.req.logprobs, self.served.tokenizer)
                 text = (self.echoed[i] if self.echoed else "") + c.text
-                choices.append(CompletionResponseChoice(
-                    index=len(choices), text=text, logprobs=logprobs, finish_reason=c.finish_reason,
-                    stop_reason=self.served.stop_reason(c, self.params[i]),
-                    prompt_token_ids=out.prompt_token_ids if self.req.return_token_ids else None,
-                    token_ids=c.token_ids if self.req.return_token_ids else None))
-        return CompletionResponse(id=self.id, created=self.created, model=self.served.name, choices=choices,
-                                  usage=UsageInfo.of(prompt_tokens, completion_tokens))
+                choices.append(
+                    CompletionResponseChoice(
+                        index=len(choices),
+                        text=text,
+                        logprobs=logprobs,
+                        finish_reason=c.finish_reason,
+                        stop_reason=self.served.stop_reason(c, self.params[i]),
+                        prompt_token_ids=out.prompt_token_ids if self.req.return_token_ids else None,
+                        token_ids=c.token_ids if self.req.return_token_ids else None,
+                    )
+                )
+        return CompletionResponse(
+            id=self.id,
+            created=self.created,
+            model=self.served.name,
+            choices=choices,
+            usage=UsageInfo.of(prompt_tokens, completion_tokens),
+        )
 
     async def chunks(self, streams: EngineStreams):
         n = self.req.n
@@ -107,11 +129,20 @@ class _Answer:
                         text = (self.echoed[i] if self.echoed and first else "") + delta.text
                         logprobs = None
                         if self.req.logprobs is not None:
-                            logprobs = completion_logprobs(delta.token_ids, delta.logprobs, self.req.logprobs,
-                                                           self.served.tokenizer, delta.text_offset)
+                            logprobs = completion_logprobs(
+                                delta.token_ids,
+                                delta.logprobs,
+                                self.req.logprobs,
+                                self.served.tokenizer,
+                                delta.text_offset,
+                            )
                         sent = CompletionResponseStreamChoice(
-                            index=index, text=text, logprobs=logprobs, finish_reason=delta.finish_reason,
-                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None)
+                            index=index,
+                            text=text,
+                            logprobs=logprobs,
+                            finish_reason=delta.finish_reason,
+                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None,
+                        )
                         if self.req.return_token_ids:
                             sent.token_ids = delta.token_ids
                             if first:
@@ -131,8 +162,9 @@ class _Answer:
             await streams.close()
 
     def _chunk(self, choices, usage: UsageInfo | None = None) -> CompletionStreamResponse:
-        chunk = CompletionStreamResponse(id=self.id, object="text_completion", created=self.created,
-                                         model=self.served.name, choices=choices)
+        chunk = CompletionStreamResponse(
+            id=self.id, object="text_completion", created=self.created, model=self.served.name, choices=choices
+        )
         if usage is not None:
             chunk.usage = usage
         return chunk

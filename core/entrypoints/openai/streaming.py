@@ -58,8 +58,13 @@ class EngineStreams:
         self._single = generate(0) if count == 1 else None  # the one prompt's stream, read in place
         # (prompt index, RequestOutput, or the stream's error, or None: the stream ended)
         self._queue: asyncio.Queue[tuple[int, RequestOutput | Exception | None]] = asyncio.Queue()
-        self._tasks = [] if self._single is not None else [  # one per prompt
-            asyncio.create_task(self._pump(i, generate(i))) for i in range(count)]
+        self._tasks = (
+            []
+            if self._single is not None
+            else [  # one per prompt
+                asyncio.create_task(self._pump(i, generate(i))) for i in range(count)
+            ]
+        )
         self._first: list[tuple[int, RequestOutput]] = []  # outputs read by start(), replayed by outputs()
         self._live = count  # streams not yet ended
 
@@ -187,13 +192,19 @@ class ChoiceDelta:
             return None
         done = c.finish_reason is not None
         upto = len(c.text) if done else max(self.sent_text, len(c.text) - self.holdback)
-        text = c.text[self.sent_text:upto]
-        tokens = c.token_ids[self.sent_tokens:]
+        text = c.text[self.sent_text : upto]
+        tokens = c.token_ids[self.sent_tokens :]
         if not text and not tokens and not done:
             return None
-        logprobs = c.logprobs[self.sent_tokens:len(c.token_ids)] if c.logprobs is not None else None
-        delta = Delta(text=text, token_ids=list(tokens), logprobs=logprobs, text_offset=self.sent_text,
-                      finish_reason=c.finish_reason, stop_reason=c.stop_reason if done else None)
+        logprobs = c.logprobs[self.sent_tokens : len(c.token_ids)] if c.logprobs is not None else None
+        delta = Delta(
+            text=text,
+            token_ids=list(tokens),
+            logprobs=logprobs,
+            text_offset=self.sent_text,
+            finish_reason=c.finish_reason,
+            stop_reason=c.stop_reason if done else None,
+        )
         self.sent_text, self.sent_tokens, self.finished = upto, len(c.token_ids), done
         return delta
 

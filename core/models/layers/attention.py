@@ -10,8 +10,9 @@ from enginetui.kernels import paged_attention, reshape_and_cache
 class PagedAttention(nn.Module):
     """Attention over this layer's slice of the paged KV cache (bound by the model runner)."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_size: int, scale: float,
-                 sliding_window: int | None = None) -> None:
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_size: int, scale: float, sliding_window: int | None = None
+    ) -> None:
         super().__init__()
         self.num_heads = num_heads  # query heads
         self.num_kv_heads = num_kv_heads  # key/value heads (divides num_heads)
@@ -33,7 +34,15 @@ class PagedAttention(nn.Module):
         v = v.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
         reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping, backend=meta.backend)
         out = paged_attention(
-            q, self.key_cache, self.value_cache, meta.query_start_loc, meta.seq_lens, meta.block_table, self.scale,
-            sliding_window=self.sliding_window, backend=meta.backend, max_query_len=meta.max_query_len,
+            q,
+            self.key_cache,
+            self.value_cache,
+            meta.query_start_loc,
+            meta.seq_lens,
+            meta.block_table,
+            self.scale,
+            sliding_window=self.sliding_window,
+            backend=meta.backend,
+            max_query_len=meta.max_query_len,
         )  # [num_tokens, num_heads, head_size]
         return out.view(n, self.num_heads * self.head_size)

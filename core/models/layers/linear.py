@@ -5,7 +5,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import handle_torch_function, has_torch_function
 
-from enginetui.core.models.layers.weight_loading import default_weight_loader, set_weight_loader, transposed_weight_loader
+from enginetui.core.models.layers.weight_loading import (
+    default_weight_loader,
+    set_weight_loader,
+    transposed_weight_loader,
+)
 
 
 class Linear(nn.Module):

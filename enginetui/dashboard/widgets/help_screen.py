@@ -24,9 +24,14 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,f1", "close", "Close help")]
 
-    def __init__(self, keys: list[tuple[str, str]], panels: list[tuple[str, str]],
-                 about: list[tuple[str, str]] | None = None, prompt_keys: bool = True,
-                 about_title: str = "engine") -> None:
+    def __init__(
+        self,
+        keys: list[tuple[str, str]],
+        panels: list[tuple[str, str]],
+        about: list[tuple[str, str]] | None = None,
+        prompt_keys: bool = True,
+        about_title: str = "engine",
+    ) -> None:
         super().__init__()
         self.keys = keys  # (key as shown, what it does) of the dashboard
         self.panels = panels  # (panel, what it shows in a line) of the dashboard

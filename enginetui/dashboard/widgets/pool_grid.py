@@ -76,8 +76,15 @@ def legend_entries(drawn: set[str]) -> list[Entry]:
     return [(glyph, "bold" if glyph != "·" else DIM, meaning) for glyph, meaning in GLYPHS.items() if glyph in drawn]
 
 
-def _cell(group: range, owner: list[str | None], colors: Mapping[str, str], new: set[int], freed: set[int],
-          shared: set[int], cached: set[int]) -> tuple[str, str]:
+def _cell(
+    group: range,
+    owner: list[str | None],
+    colors: Mapping[str, str],
+    new: set[int],
+    freed: set[int],
+    shared: set[int],
+    cached: set[int],
+) -> tuple[str, str]:
     """Glyph and style of one cell standing for the blocks in `group`."""
     used = [b for b in group if owner[b] is not None]
     if used:

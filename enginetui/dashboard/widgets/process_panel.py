@@ -45,8 +45,14 @@ class PsutilProbe:
         return ProcessSample(pid=pid, cpu_percent=cpu, rss_mb=rss / 2**20)
 
 
-def process_text(sample: ProcessSample | None, in_process: bool, device: str, columns: int,
-                 server: str | None = None, pid: int | None = None) -> Text:
+def process_text(
+    sample: ProcessSample | None,
+    in_process: bool,
+    device: str,
+    columns: int,
+    server: str | None = None,
+    pid: int | None = None,
+) -> Text:
     """The panel's line for a terminal `columns` wide: shorter forms leave the title bar room. An
     attached dashboard (`server`: the URL it is attached to, `pid`: the server's EngineCore) keeps
     both at every size: which engine it shows matters more than what the engine costs."""
@@ -77,8 +83,14 @@ class ProcessPanel(Widget):
         """A reading of the live process is on show."""
         return self._reading is not None and self._reading[0] is not None
 
-    def show(self, sample: ProcessSample | None, in_process: bool, device: str, server: str | None = None,
-             pid: int | None = None) -> None:
+    def show(
+        self,
+        sample: ProcessSample | None,
+        in_process: bool,
+        device: str,
+        server: str | None = None,
+        pid: int | None = None,
+    ) -> None:
         self._reading = (sample, in_process, device, server, pid)
         self.refresh(layout=True)
 

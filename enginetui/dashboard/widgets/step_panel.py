@@ -27,7 +27,7 @@ def budget_bar(prefill: int, decode: int, budget: int, width: int) -> Text:
 
 
 def threads_text(compute_threads: int, cpu_threads: int) -> Text:
-    """" · 2 threads" for a step on every thread the engine has; " · 1 of 2 threads", highlighted,
+    """ " · 2 threads" for a step on every thread the engine has; " · 1 of 2 threads", highlighted,
     for one the thread governor ran on fewer (other processes competing for the cores); nothing for
     a step that ran no model on a CPU. `cpu_threads`: the engine's count (0: unknown)."""
     if compute_threads <= 0:
@@ -58,8 +58,9 @@ class StepPanel(Widget):
             total = event.sched_ms + event.exec_ms + event.update_ms
             self.border_title = f"Step {event.step} · {total:.1f} ms" if event.step else "Step · none yet"
             if event.async_scheduling and event.is_step:  # which step was planned while which one executed
-                self.border_title = (f"Step {event.step} · plan {event.planned_step or '-'} ∥ "
-                                     f"exec {event.executed_step or '-'}")
+                self.border_title = (
+                    f"Step {event.step} · plan {event.planned_step or '-'} ∥ exec {event.executed_step or '-'}"
+                )
         self.refresh()
 
     def render(self) -> Text:

@@ -80,8 +80,11 @@ def lane_cells(lane: Lane, first: int, last: int) -> list[tuple[str, str] | None
 
 def visible_lanes(timeline: Timeline, first: int, last: int, rows: int, selected: str | None) -> list[Lane]:
     """The newest lanes that overlap steps first..last, at most `rows`, the selected one kept in."""
-    lanes = [lane for lane in timeline.lanes.values()
-             if lane.first_step <= last and (lane.end is None or lane.last_step >= first)]
+    lanes = [
+        lane
+        for lane in timeline.lanes.values()
+        if lane.first_step <= last and (lane.end is None or lane.last_step >= first)
+    ]
     if len(lanes) <= rows:
         return lanes
     shown = lanes[-rows:] if rows > 0 else []
@@ -155,7 +158,9 @@ class TimelinePanel(Widget):
             lanes = visible_lanes(timeline, first, last, height - len(head) - legend_rows, self._selected)
             cells = [lane_cells(lane, first, last) for lane in lanes]
             drawn = {cell for row in cells for cell in row if cell}
-            entries = [(glyph, style, meaning) for (glyph, style), meaning in MEANINGS.items() if (glyph, style) in drawn]
+            entries = [
+                (glyph, style, meaning) for (glyph, style), meaning in MEANINGS.items() if (glyph, style) in drawn
+            ]
             legend = legend_lines(entries, width)[:MAX_LEGEND_LINES]
             if len(legend) <= legend_rows:
                 break

@@ -16,8 +16,15 @@ class TitleBar(Static):
     """`enginetui ▶ running · step N · 250 ms/step · model`: what matters most first, so a narrow
     terminal cuts only the model name."""
 
-    def show(self, model: str, step: int, phase: str, step_interval_ms: float = 0.0,
-             random_weights: bool = False, hint: str = "") -> None:
+    def show(
+        self,
+        model: str,
+        step: int,
+        phase: str,
+        step_interval_ms: float = 0.0,
+        random_weights: bool = False,
+        hint: str = "",
+    ) -> None:
         """`hint`: what to do about the phase (`r restarts`), said right after it."""
         label, style = PHASES[phase]
         text = Text("enginetui ", style="bold")
