@@ -1,6 +1,7 @@
 """A simulated run as text: what was simulated, then the figures (vllm bench serve's layout)."""
 
 import math
+from collections.abc import Sequence
 
 from enginetui.plural import count
 from enginetui.simulate.api import SimResult
@@ -115,7 +116,7 @@ def format_summary(result: SimResult) -> str:
     return "\n".join(lines)
 
 
-def load_imbalance(values: list[float]) -> float:
+def load_imbalance(values: Sequence[float]) -> float:
     """The busiest replica's share against an even one: max / mean (1: even; nan: nothing to share)."""
     mean = sum(values) / len(values) if values else 0.0
     return max(values) / mean if mean > 0 else float("nan")
@@ -124,6 +125,8 @@ def load_imbalance(values: list[float]) -> float:
 def format_fleet(result: SimResult) -> list[str]:
     """The fleet's spread and each replica's figures."""
     fleet = result.fleet
+    if fleet is None:
+        raise ValueError("format_fleet needs a fleet's result")
     counts = [s.num_requests for s in fleet.summaries]
     tokens = [sum(r.prompt_len + r.output_len for r in run.requests) for run in fleet.runs]
     lines = [

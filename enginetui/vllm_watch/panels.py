@@ -83,7 +83,7 @@ def short_model(name: str) -> str:
     return "…/" + name.rstrip("/").rsplit("/", 1)[-1] if name.startswith("/") else name
 
 
-def figure_lines(*rows: list[str | Text], width: int, separator: str = " · ") -> Text:
+def figure_lines(*rows: Sequence[str | Text], width: int, separator: str = " · ") -> Text:
     """Rows of figures, each row's items joined by `separator` and wrapped whole at `width` (an item is
     never cut between lines), so a narrow panel shows every figure on more lines."""
     text = Text()
@@ -111,7 +111,7 @@ def server_text(state: WatchState, width: int) -> Text:
     bar_width = max(4, min(30, width - 40))
     filled = round(bar_width * usage)
     bar = Text("KV ").append("█" * filled, style="#61afef").append("░" * (bar_width - filled), style=DIM)
-    used = [bar.append(f" {100 * usage:.0f}% used")]
+    used: list[str | Text] = [bar.append(f" {100 * usage:.0f}% used")]
     if blocks and size:
         used.append(f"of {blocks} blocks × {size} tok")
     if len(kv) > 1:
@@ -121,7 +121,7 @@ def server_text(state: WatchState, width: int) -> Text:
     preempted = Text(f"preemptions {s.total(m.PREEMPTIONS) or 0:.0f}")
     if h.preempt_s and h.preempt_s[-1]:
         preempted.append(f" ({h.preempt_s[-1]:.1f}/s)", style="bold #e06c75")
-    rates = [f"tokens/s generated {gen:.1f}", f"prompt {prompt:.1f}", preempted]
+    rates: list[str | Text] = [f"tokens/s generated {gen:.1f}", f"prompt {prompt:.1f}", preempted]
     hits = [
         f"prefix-cache hits {pct(state.hit_rate(True))} last {state_window(state)}",
         f"{pct(state.hit_rate(False))} since start",
@@ -199,7 +199,7 @@ def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
         last = state.queue_checks[-1]
         agree, total = agreement(state.queue_checks)
         first = Text("rebuilt from requests: ", style=DIM).append(f"running {last.rebuilt_running}")
-        row = [
+        row: list[str | Text] = [
             first,
             f"waiting {last.rebuilt_waiting}",
             f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)",
