@@ -9,7 +9,10 @@ other modules (config, probe) import without vLLM.
 
 import importlib
 
-_EXPORTS = {"ProbeScheduler": "enginetui.vllm_probe.schedulers", "ProbeAsyncScheduler": "enginetui.vllm_probe.schedulers"}
+_EXPORTS = {
+    "ProbeScheduler": "enginetui.vllm_probe.schedulers",
+    "ProbeAsyncScheduler": "enginetui.vllm_probe.schedulers",
+}
 __all__ = list(_EXPORTS)
 
 

@@ -7,7 +7,6 @@ says so). Its first event is vLLM's next step: an idle vLLM shows nothing until 
 """
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -20,8 +19,9 @@ from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.interrupt import sigterm_quits
 
-PROBE_READ_ONLY = ("this is a real vLLM seen through its probe: the dashboard watches it; send requests to vLLM's "
-                   "own API")
+PROBE_READ_ONLY = (
+    "this is a real vLLM seen through its probe: the dashboard watches it; send requests to vLLM's own API"
+)
 
 
 class ProbeRestarted(RuntimeError):
@@ -57,9 +57,18 @@ class ProbeEngine(NoInputEngine):
             if self._latest is None:
                 self._latest = await self._next()
                 return self._latest
-        return msgspec.structs.replace(self._latest, kind="snapshot", added=[], admitted=[], chunks=[],
-                                       new_token_ids={}, preempted=[], finished=[], rejected=[],
-                                       num_dropped_events=0)
+        return msgspec.structs.replace(
+            self._latest,
+            kind="snapshot",
+            added=[],
+            admitted=[],
+            chunks=[],
+            new_token_ids={},
+            preempted=[],
+            finished=[],
+            rejected=[],
+            num_dropped_events=0,
+        )
 
     async def events(self) -> AsyncIterator[StepEvent]:
         while True:
@@ -91,8 +100,10 @@ class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
     BINDINGS = [
         keys.timeline_key(plain=True),
         *keys.select_keys(),
-        keys.refused_keys("ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s,pagedown,pageup",
-                          "bursts, aborts, clearing, pause, step and slow motion: not on a vLLM seen through its probe"),
+        keys.refused_keys(
+            "ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s,pagedown,pageup",
+            "bursts, aborts, clearing, pause, step and slow motion: not on a vLLM seen through its probe",
+        ),
         keys.help_key(plain=True),
         *keys.quit_keys("stop watching and quit (vLLM keeps serving)", plain=True),
     ]

@@ -25,8 +25,8 @@ from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import (
     SCHEMA_VERSION,
     Admission,
-    PrefillChunk,
     Preemption,
+    PrefillChunk,
     RequestAdded,
     RequestEnd,
     RequestProgress,
@@ -41,8 +41,13 @@ log = logging.getLogger("vllm.enginetui_probe")  # under vLLM's logger: its hand
 # Pools larger than this are not scanned for cached-free blocks at every step (the scan visits every
 # block): their events carry no cached-free blocks.
 CACHED_SCAN_MAX_BLOCKS = 16384
-_END_DETAILS = {"FINISHED_ABORTED": "aborted", "FINISHED_ERROR": "error", "FINISHED_IGNORED": "prompt too long",
-                "FINISHED_LENGTH_CAPPED": "length limit reached", "FINISHED_REPETITION": "repetition detected"}
+_END_DETAILS = {
+    "FINISHED_ABORTED": "aborted",
+    "FINISHED_ERROR": "error",
+    "FINISHED_IGNORED": "prompt too long",
+    "FINISHED_LENGTH_CAPPED": "length limit reached",
+    "FINISHED_REPETITION": "repetition detected",
+}
 
 
 @dataclass(slots=True)
@@ -78,8 +83,12 @@ class Probe:
         self._publisher = EventPublisher(zmq.Context.instance(), self.address, config.hwm)
         self._publisher.sock.setsockopt(zmq.XPUB_VERBOSER, 1)  # every unsubscribe too: count who listens
         self._plan: _Plan | None = None  # the schedule() whose event is not out yet
-        self._in_flight: dict[int, tuple[int, float]] = {}  # id(scheduler output) -> (its step, wall end of its schedule)
-        self._admission: dict[str, tuple[int, float]] = {}  # request id -> (prefix-cache hit, wall time) of its first admission
+        self._in_flight: dict[
+            int, tuple[int, float]
+        ] = {}  # id(scheduler output) -> (its step, wall end of its schedule)
+        self._admission: dict[
+            str, tuple[int, float]
+        ] = {}  # request id -> (prefix-cache hit, wall time) of its first admission
         self._sched_start = (0.0, 0.0)  # (wall, perf_counter) at the latest schedule()'s start
         self._update_start = (0.0, 0.0)
         self._running_before: set[str] | None = None  # running ids before the latest schedule() (None: not listening)
@@ -118,7 +127,7 @@ class Probe:
                 self._admission[new.req_id] = (new.num_computed_tokens, wall)
         plan = _Plan(step, (now - self._sched_start[1]) * 1e3, StepPhase(step, "schedule", self._sched_start[0], wall))
         if self._running_before is not None:
-            self._describe_plan(s, out, plan)
+            self._describe_plan(s, out, plan, self._running_before)
         self._plan = plan
 
     def before_update(self, s, out) -> None:
@@ -144,11 +153,16 @@ class Probe:
                 if o.finish_reason is not None:
                     request = self._requests_before.get(o.request_id)
                     self._ended[o.request_id] = RequestEnd(
-                        o.request_id, str(o.finish_reason), _stop_detail(str(o.finish_reason), o.stop_reason, request),
-                        request.num_output_tokens if request is not None else 0)
+                        o.request_id,
+                        str(o.finish_reason),
+                        _stop_detail(str(o.finish_reason), o.stop_reason, request),
+                        request.num_output_tokens if request is not None else 0,
+                    )
         self._requests_before = {}
-        phases = [StepPhase(executed, "execute", sched_end, self._update_start[0]),
-                  StepPhase(executed, "update", self._update_start[0], wall)]
+        phases = [
+            StepPhase(executed, "execute", sched_end, self._update_start[0]),
+            StepPhase(executed, "update", self._update_start[0], wall),
+        ]
         exec_ms = max(0.0, (self._update_start[0] - sched_end) * 1e3)
         self._finish_step(s, executed, phases, new_tokens, exec_ms, (now - self._update_start[1]) * 1e3)
         if len(self._admission) > 2 * len(s.requests) + 64:  # forget requests that left
@@ -156,18 +170,28 @@ class Probe:
 
     def after_add(self, s, request, is_new: bool) -> None:
         if is_new and (self.subscribers or self.poll_subscribers()):
-            self._added.append(RequestAdded(request.request_id, list(request.prompt_token_ids or ()),
-                                            _sampling_params(request), request.max_tokens, request.priority,
-                                            request.arrival_time))
+            self._added.append(
+                RequestAdded(
+                    request.request_id,
+                    list(request.prompt_token_ids or ()),
+                    _sampling_params(request),
+                    request.max_tokens,
+                    request.priority,
+                    request.arrival_time,
+                )
+            )
 
     def after_finish(self, s, requests: list) -> None:
         """Requests ended from outside a step (aborts) or for errors."""
         if self.subscribers:
             for r in requests:
                 reason = r.get_finished_reason()
-                self._ended[r.request_id] = RequestEnd(r.request_id, str(reason) if reason is not None else "abort",
-                                                       _END_DETAILS.get(r.status.name, r.status.name.lower()),
-                                                       r.num_output_tokens)
+                self._ended[r.request_id] = RequestEnd(
+                    r.request_id,
+                    str(reason) if reason is not None else "abort",
+                    _END_DETAILS.get(r.status.name, r.status.name.lower()),
+                    r.num_output_tokens,
+                )
 
     def before_preempt(self, s, request) -> None:
         self.total_preemptions += 1
@@ -204,8 +228,15 @@ class Probe:
         except Exception:  # closing must never raise into vLLM
             pass
 
-    def _finish_step(self, s, executed: int, phases: list[StepPhase], new_tokens: dict | None = None,
-                     exec_ms: float = 0.0, update_ms: float = 0.0) -> None:
+    def _finish_step(
+        self,
+        s,
+        executed: int,
+        phases: list[StepPhase],
+        new_tokens: dict | None = None,
+        exec_ms: float = 0.0,
+        update_ms: float = 0.0,
+    ) -> None:
         """The end of one busy-loop step: the held plan (if any) and the applied step `executed` (0: none)."""
         plan, self._plan = self._plan, None
         self.step_count += 1
@@ -226,11 +257,10 @@ class Probe:
 
     # ---- reading vLLM ------------------------------------------------------------------------
 
-    def _describe_plan(self, s, out, plan: _Plan) -> None:
+    def _describe_plan(self, s, out, plan: _Plan, running_before: set[str]) -> None:
         """What this schedule() did: tokens per request, prefill or decode, split prefills, admissions."""
         spec = out.scheduled_spec_decode_tokens
         sampled_per_step = getattr(s, "num_sampled_tokens_per_step", 1)
-        running_before = self._running_before
         for req_id, n in out.num_scheduled_tokens.items():
             r = s.requests[req_id]
             num_spec = len(spec.get(req_id, ()))
@@ -251,8 +281,9 @@ class Probe:
                 plan.admitted.append(Admission(req_id, n, before, r.num_preemptions > 0))
         plan.scheduled = dict(out.num_scheduled_tokens)
 
-    def _build(self, s, kind: str, plan: _Plan | None, executed: int, phases: list[StepPhase],
-               new_tokens: dict[str, list[int]]) -> StepEvent:
+    def _build(
+        self, s, kind: str, plan: _Plan | None, executed: int, phases: list[StepPhase], new_tokens: dict[str, list[int]]
+    ) -> StepEvent:
         tables = _tables(s)
         pool = s.kv_cache_manager.block_pool
         admission = self._admission
@@ -262,23 +293,34 @@ class Probe:
             first = admission.get(r.request_id)
             name = r.status.name
             return RequestProgress(
-                req_id=r.request_id, status="running" if name == "RUNNING" else "preempted" if name == "PREEMPTED" else "waiting",
-                num_prompt_tokens=r.num_prompt_tokens, num_computed_tokens=r.num_computed_tokens,
-                num_tokens=r.num_tokens, num_output_tokens=r.num_output_tokens, max_tokens=r.max_tokens,
-                num_cached_tokens=first[0] if first else 0, num_preemptions=r.num_preemptions, priority=r.priority,
-                arrival_time=r.arrival_time, block_ids=[b.block_id - 1 for b in blocks] if blocks else [],
-                first_scheduled_time=first[1] if first else None, num_output_placeholders=r.num_output_placeholders)
+                req_id=r.request_id,
+                status="running" if name == "RUNNING" else "preempted" if name == "PREEMPTED" else "waiting",
+                num_prompt_tokens=r.num_prompt_tokens,
+                num_computed_tokens=r.num_computed_tokens,
+                num_tokens=r.num_tokens,
+                num_output_tokens=r.num_output_tokens,
+                max_tokens=r.max_tokens,
+                num_cached_tokens=first[0] if first else 0,
+                num_preemptions=r.num_preemptions,
+                priority=r.priority,
+                arrival_time=r.arrival_time,
+                block_ids=[b.block_id - 1 for b in blocks] if blocks else [],
+                first_scheduled_time=first[1] if first else None,
+                num_output_placeholders=r.num_output_placeholders,
+            )
 
         running = [progress(r) for r in s.running]
         waiting = [progress(r) for r in (*getattr(s, "kv_holding_waiting", ()), *s.waiting)]
         referenced = {b.block_id - 1 for blocks in tables.values() for b in blocks if not b.is_null}
         previous, self._referenced = self._referenced, referenced
-        shared = sorted({b.block_id - 1 for r in s.running for b in tables.get(r.request_id, ())
-                         if b.ref_cnt > 1 and not b.is_null})
+        shared = sorted(
+            {b.block_id - 1 for r in s.running for b in tables.get(r.request_id, ()) if b.ref_cnt > 1 and not b.is_null}
+        )
         cached_free = []
         if pool.num_gpu_blocks <= CACHED_SCAN_MAX_BLOCKS:
-            cached_free = [b.block_id - 1 for b in pool.blocks
-                           if b.ref_cnt == 0 and b.block_hash is not None and not b.is_null]
+            cached_free = [
+                b.block_id - 1 for b in pool.blocks if b.ref_cnt == 0 and b.block_hash is not None and not b.is_null
+            ]
         sched_ms, exec_ms, update_ms = self._times
         added, self._added = self._added, []
         ended, self._ended = list(self._ended.values()), {}
@@ -286,25 +328,48 @@ class Probe:
         pause = getattr(s, "_pause_state", None)
         self.seq += 1
         return StepEvent(
-            version=SCHEMA_VERSION, seq=self.seq, kind=kind, step=self.step_count, time=time.time(),
-            paused=pause is not None and pause.name != "UNPAUSED", sched_ms=sched_ms, exec_ms=exec_ms,
-            update_ms=update_ms, token_budget=getattr(s, "max_num_scheduled_tokens", s.scheduler_config.max_num_batched_tokens),
+            version=SCHEMA_VERSION,
+            seq=self.seq,
+            kind=kind,
+            step=self.step_count,
+            time=time.time(),
+            paused=pause is not None and pause.name != "UNPAUSED",
+            sched_ms=sched_ms,
+            exec_ms=exec_ms,
+            update_ms=update_ms,
+            token_budget=getattr(s, "max_num_scheduled_tokens", s.scheduler_config.max_num_batched_tokens),
             max_num_seqs=s.max_num_running_reqs,
             num_scheduled_tokens=sum(plan.scheduled.values()) if plan else 0,
             num_prefill_tokens=plan.num_prefill_tokens if plan else 0,
             num_decode_tokens=plan.num_decode_tokens if plan else 0,
-            scheduled=plan.scheduled if plan else {}, added=added, admitted=plan.admitted if plan else [],
-            chunks=plan.chunks if plan else [], new_token_ids=new_tokens, running=running, waiting=waiting,
-            num_blocks=pool.num_gpu_blocks - 1, block_size=s.block_size, num_free_blocks=pool.get_num_free_blocks(),
-            num_cached_free_blocks=len(cached_free), shared_blocks=shared, cached_free_blocks=cached_free,
+            scheduled=plan.scheduled if plan else {},
+            added=added,
+            admitted=plan.admitted if plan else [],
+            chunks=plan.chunks if plan else [],
+            new_token_ids=new_tokens,
+            running=running,
+            waiting=waiting,
+            num_blocks=pool.num_gpu_blocks - 1,
+            block_size=s.block_size,
+            num_free_blocks=pool.get_num_free_blocks(),
+            num_cached_free_blocks=len(cached_free),
+            shared_blocks=shared,
+            cached_free_blocks=cached_free,
             blocks_allocated=sorted(referenced - previous) if previous is not None else [],
             blocks_freed=sorted(previous - referenced) if previous is not None else [],
-            preempted=preempted, finished=ended, rejected=[],
-            prefix_cache_queries=self.prefix_cache_queries, prefix_cache_hits=self.prefix_cache_hits,
-            num_dropped_events=0, total_output_tokens=self.total_output_tokens,
-            total_preemptions=self.total_preemptions, step_interval_ms=0.0,
+            preempted=preempted,
+            finished=ended,
+            rejected=[],
+            prefix_cache_queries=self.prefix_cache_queries,
+            prefix_cache_hits=self.prefix_cache_hits,
+            num_dropped_events=0,
+            total_output_tokens=self.total_output_tokens,
+            total_preemptions=self.total_preemptions,
+            step_interval_ms=0.0,
             async_scheduling=bool(s.scheduler_config.async_scheduling),
-            planned_step=plan.step if plan else 0, executed_step=executed, phases=phases,
+            planned_step=plan.step if plan else 0,
+            executed_step=executed,
+            phases=phases,
         )
 
 
@@ -319,8 +384,11 @@ def _stop_detail(reason: str, stop_reason, request) -> str:
             return f"stop token {stop_reason}"
         return f"stop string {stop_reason!r}" if stop_reason is not None else "EOS token"
     if reason == "length" and request is not None:
-        return f"max_tokens ({request.max_tokens}) reached" if request.num_output_tokens >= request.max_tokens \
+        return (
+            f"max_tokens ({request.max_tokens}) reached"
+            if request.num_output_tokens >= request.max_tokens
             else "max_model_len reached"
+        )
     return _END_DETAILS.get(request.status.name, reason) if request is not None else reason
 
 
@@ -331,10 +399,20 @@ def _sampling_params(request) -> SamplingParams:
         return SamplingParams(max_tokens=request.max_tokens)
     try:
         return SamplingParams(
-            temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, min_p=p.min_p, seed=p.seed,
-            presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
-            repetition_penalty=p.repetition_penalty, max_tokens=request.max_tokens, min_tokens=p.min_tokens,
-            stop=list(p.stop) if p.stop else None, stop_token_ids=list(p.stop_token_ids or ()) or None,
-            ignore_eos=p.ignore_eos, logprobs=p.logprobs)
+            temperature=p.temperature,
+            top_p=p.top_p,
+            top_k=p.top_k,
+            min_p=p.min_p,
+            seed=p.seed,
+            presence_penalty=p.presence_penalty,
+            frequency_penalty=p.frequency_penalty,
+            repetition_penalty=p.repetition_penalty,
+            max_tokens=request.max_tokens,
+            min_tokens=p.min_tokens,
+            stop=list(p.stop) if p.stop else None,
+            stop_token_ids=list(p.stop_token_ids or ()) or None,
+            ignore_eos=p.ignore_eos,
+            logprobs=p.logprobs,
+        )
     except (ValueError, TypeError, msgspec.ValidationError):
         return SamplingParams(max_tokens=request.max_tokens)

@@ -16,8 +16,8 @@ from enginetui.vllm_probe.probe import Probe, log
 KNOWN_VLLM = ("0.32",)  # minor versions whose scheduler the probe's tests ran against
 
 
-class _ProbeHooks:
-    """The hooks, mixed in before vLLM's scheduler class."""
+class ProbeScheduler(Scheduler):
+    """vLLM's synchronous Scheduler, publishing step events (its hooks serve ProbeAsyncScheduler too)."""
 
     _enginetui_probe: Probe | None = None
 
@@ -74,28 +74,28 @@ class _ProbeHooks:
             self._enginetui_probe.close()
 
 
-class ProbeScheduler(_ProbeHooks, Scheduler):
-    """vLLM's synchronous Scheduler, publishing step events."""
-
-
-class ProbeAsyncScheduler(_ProbeHooks, AsyncScheduler):
-    """vLLM's AsyncScheduler, publishing step events."""
+class ProbeAsyncScheduler(ProbeScheduler, AsyncScheduler):
+    """vLLM's AsyncScheduler, publishing step events (ProbeScheduler's hooks call on into AsyncScheduler's)."""
 
 
 def _start_probe(scheduler) -> Probe | None:
     """The probe for this scheduler, or None (with one log line saying why not)."""
     version = ".".join(vllm.__version__.split(".")[:2])
     if version not in KNOWN_VLLM:
-        log.warning("enginetui probe: vLLM %s is not a version it was tested with (%s); its events may be "
-                    "incomplete", vllm.__version__, ", ".join(KNOWN_VLLM))
+        log.warning(
+            "enginetui probe: vLLM %s is not a version it was tested with (%s); its events may be incomplete",
+            vllm.__version__,
+            ", ".join(KNOWN_VLLM),
+        )
     try:
         config = probe_config_from_env()
     except ProbeConfigError as exc:
         log.error("enginetui probe: %s; not publishing", exc)
         return None
     if config is None:
-        log.warning("enginetui probe: %s is not set; not publishing (set it to tcp://127.0.0.1:PORT or ipc://PATH)",
-                    PROBE_ENV)
+        log.warning(
+            "enginetui probe: %s is not set; not publishing (set it to tcp://127.0.0.1:PORT or ipc://PATH)", PROBE_ENV
+        )
         return None
     parallel = scheduler.parallel_config
     rank = getattr(parallel, "data_parallel_index", None) or getattr(parallel, "data_parallel_rank", 0) or 0

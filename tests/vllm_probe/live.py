@@ -26,27 +26,43 @@ NUM_BLOCKS = 10  # of 32 tokens: a small pool, so that a burst preempts
 TOKEN_BUDGET = 64  # tokens per step: prompts are split into chunks
 MAX_MODEL_LEN = 256  # vLLM refuses to start with a pool smaller than one request of this length
 # Distinct prompts sharing a head of more than one block (prefix-cache hits)
-BURST_PROMPT = ("In Python, the built-in function that returns the number of items in a list, a string or a "
-                "dictionary is called len, and the function that returns {i}")
+BURST_PROMPT = (
+    "In Python, the built-in function that returns the number of items in a list, a string or a "
+    "dictionary is called len, and the function that returns {i}"
+)
 
 
 @contextlib.contextmanager
-def vllm_with_probe(workdir: Path, scheduler_cls: str = "enginetui.vllm_probe.ProbeAsyncScheduler",
-                    extra_args: tuple[str, ...] = ()) -> Iterator[tuple[VllmServer, str]]:
-    """vLLM serving the embedded model with the probe; yields (server, the probe's address)."""
+def vllm_with_probe(
+    workdir: Path, scheduler_cls: str = "enginetui.vllm_probe.ProbeAsyncScheduler", hwm: int = 100_000
+) -> Iterator[tuple[VllmServer, str]]:
+    """vLLM serving the embedded model with the probe; yields (server, the probe's address). `hwm`: events
+    queued per subscriber (the default, vLLM's KV events' own: a test's subscriber that reads now and then
+    loses nothing)."""
     site = workdir / "site"
     site.mkdir(parents=True, exist_ok=True)
     if not (site / "enginetui").exists():
         (site / "enginetui").symlink_to(REPO / "enginetui")
     address = f"ipc://{workdir}/probe.sock"
-    added = {"PYTHONPATH": str(site), "ENGINETUI_PROBE": address}
+    added = {"PYTHONPATH": str(site), "ENGINETUI_PROBE": json.dumps({"endpoint": address, "hwm": hwm})}
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)  # start_vllm passes this process's environment on
     try:
-        server = start_vllm(find_vllm_python(), str(DEFAULT_MODEL_DIR), workdir=str(workdir / "vllm"), num_blocks=NUM_BLOCKS,
-                            max_model_len=MAX_MODEL_LEN,
-                            extra_args=("--scheduler-cls", scheduler_cls, "--max-num-seqs", "16",
-                                        "--max-num-batched-tokens", str(TOKEN_BUDGET), *extra_args))
+        server = start_vllm(
+            find_vllm_python(),
+            str(DEFAULT_MODEL_DIR),
+            workdir=str(workdir / "vllm"),
+            num_blocks=NUM_BLOCKS,
+            max_model_len=MAX_MODEL_LEN,
+            extra_args=(
+                "--scheduler-cls",
+                scheduler_cls,
+                "--max-num-seqs",
+                "16",
+                "--max-num-batched-tokens",
+                str(TOKEN_BUDGET),
+            ),
+        )
     finally:
         for name, value in saved.items():
             if value is None:
@@ -62,10 +78,15 @@ def send_burst(url: str, count: int, max_tokens: int = 48) -> list[dict]:
     answers: list[dict] = []
 
     def one(i: int) -> None:
-        body = {"model": str(DEFAULT_MODEL_DIR), "prompt": BURST_PROMPT.format(i=i), "max_tokens": max_tokens,
-                "ignore_eos": True}
-        request = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
+        body = {
+            "model": str(DEFAULT_MODEL_DIR),
+            "prompt": BURST_PROMPT.format(i=i),
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        }
+        request = urllib.request.Request(
+            url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=600) as r:
             answers.append(json.loads(r.read()))
 

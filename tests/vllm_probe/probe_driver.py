@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "sched"))  # vllm_oracle
 
 # This checkout's enginetui, without its root on sys.path (its kernels/ folder would shadow a package)
-_spec = importlib.util.spec_from_file_location("enginetui", REPO / "enginetui" / "__init__.py",
-                                               submodule_search_locations=[str(REPO / "enginetui")])
+_spec = importlib.util.spec_from_file_location(
+    "enginetui", REPO / "enginetui" / "__init__.py", submodule_search_locations=[str(REPO / "enginetui")]
+)
 _module = importlib.util.module_from_spec(_spec)
 sys.modules["enginetui"] = _module
 _spec.loader.exec_module(_module)
@@ -64,14 +65,26 @@ def read_state(s) -> dict:
     return {
         "running": [r.request_id for r in s.running],
         "waiting": [r.request_id for r in s.kv_holding_waiting] + [r.request_id for r in s.waiting],
-        "requests": {r.request_id: [status.get(r.status.name, "waiting"), r.num_prompt_tokens, r.num_computed_tokens,
-                                    r.num_tokens, r.num_output_tokens, r.max_tokens, r.num_preemptions, r.priority,
-                                    r.num_output_placeholders] for r in live},
+        "requests": {
+            r.request_id: [
+                status.get(r.status.name, "waiting"),
+                r.num_prompt_tokens,
+                r.num_computed_tokens,
+                r.num_tokens,
+                r.num_output_tokens,
+                r.max_tokens,
+                r.num_preemptions,
+                r.priority,
+                r.num_output_placeholders,
+            ]
+            for r in live
+        },
         "blocks": {req_id: [b.block_id - 1 for b in blocks] for req_id, blocks in tables.items() if blocks},
         "num_blocks": pool.num_gpu_blocks - 1,
         "free": pool.get_num_free_blocks(),
-        "cached_free": sorted(b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks()
-                              if b.block_hash is not None),
+        "cached_free": sorted(
+            b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks() if b.block_hash is not None
+        ),
         "shared": sorted({b.block_id - 1 for r in s.running for b in tables.get(r.request_id, ()) if b.ref_cnt > 1}),
     }
 
@@ -82,9 +95,20 @@ def event_state(e) -> dict:
     return {
         "running": [p.req_id for p in e.running],
         "waiting": [p.req_id for p in e.waiting],
-        "requests": {p.req_id: [p.status, p.num_prompt_tokens, p.num_computed_tokens, p.num_tokens,
-                                p.num_output_tokens, p.max_tokens, p.num_preemptions, p.priority,
-                                p.num_output_placeholders] for p in live},
+        "requests": {
+            p.req_id: [
+                p.status,
+                p.num_prompt_tokens,
+                p.num_computed_tokens,
+                p.num_tokens,
+                p.num_output_tokens,
+                p.max_tokens,
+                p.num_preemptions,
+                p.priority,
+                p.num_output_placeholders,
+            ]
+            for p in live
+        },
         "blocks": {p.req_id: p.block_ids for p in live if p.block_ids},
         "num_blocks": e.num_blocks,
         "free": e.num_free_blocks,
@@ -148,20 +172,34 @@ class Checker:
         if event.planned_step and plan is None:
             self.problem(f"seq {event.seq}: planned step {event.planned_step} is not a step vLLM planned")
         scheduled, preempted, admitted, decode, chunked = plan or ({}, [], [], 0, set())
-        got = {"scheduled": list(event.scheduled.items()), "preempted": sorted(p.req_id for p in event.preempted),
-               "admitted": [a.req_id for a in event.admitted], "executed": event.executed_step,
-               "finished": sorted((e.req_id, e.reason) for e in event.finished), "new_token_ids": event.new_token_ids,
-               "added": [(a.req_id, len(a.prompt_token_ids), a.max_tokens, a.priority) for a in event.added],
-               "prefix": [event.prefix_cache_queries, event.prefix_cache_hits],
-               "output_tokens": event.total_output_tokens,
-               "split": [event.num_prefill_tokens, event.num_decode_tokens], "step": event.step,
-               "unfinished prefills": {c.req_id for c in event.chunks if c.num_remaining}}
-        want = {"scheduled": list(scheduled.items()), "preempted": preempted, "admitted": admitted,
-                "executed": executed, "finished": sorted(self.ended.items()), "new_token_ids": new_tokens,
-                "added": self.added,
-                "prefix": self.prefix, "output_tokens": self.output_tokens,
-                "split": [sum(scheduled.values()) - decode, decode], "unfinished prefills": chunked,
-                "step": self.latest_step + 1 if event.kind == "step" else self.latest_step}
+        got = {
+            "scheduled": list(event.scheduled.items()),
+            "preempted": sorted(p.req_id for p in event.preempted),
+            "admitted": [a.req_id for a in event.admitted],
+            "executed": event.executed_step,
+            "finished": sorted((e.req_id, e.reason) for e in event.finished),
+            "new_token_ids": event.new_token_ids,
+            "added": [(a.req_id, len(a.prompt_token_ids), a.max_tokens, a.priority) for a in event.added],
+            "prefix": [event.prefix_cache_queries, event.prefix_cache_hits],
+            "output_tokens": event.total_output_tokens,
+            "split": [event.num_prefill_tokens, event.num_decode_tokens],
+            "step": event.step,
+            "unfinished prefills": {c.req_id for c in event.chunks if c.num_remaining},
+        }
+        want = {
+            "scheduled": list(scheduled.items()),
+            "preempted": preempted,
+            "admitted": admitted,
+            "executed": executed,
+            "finished": sorted(self.ended.items()),
+            "new_token_ids": new_tokens,
+            "added": self.added,
+            "prefix": self.prefix,
+            "output_tokens": self.output_tokens,
+            "split": [sum(scheduled.values()) - decode, decode],
+            "unfinished prefills": chunked,
+            "step": self.latest_step + 1 if event.kind == "step" else self.latest_step,
+        }
         for key, value in want.items():
             if got[key] != value:
                 self.problem(f"seq {event.seq} {key}: probe {got[key]} vs vLLM {value}")
@@ -179,9 +217,10 @@ class Checker:
         self.counts["cached-free blocks"] += event.num_cached_free_blocks
         self.counts["shared blocks"] += len(event.shared_blocks)
         self.counts["placeholders"] += sum(p.num_output_placeholders for p in event.running)
-        self.counts["combined async steps"] += bool(event.async_scheduling or
-                                                    (event.planned_step and event.executed_step
-                                                     and event.planned_step != event.executed_step))
+        self.counts["combined async steps"] += bool(
+            event.async_scheduling
+            or (event.planned_step and event.executed_step and event.planned_step != event.executed_step)
+        )
 
 
 def checked(base, checkers: list):
@@ -215,8 +254,13 @@ def checked(base, checkers: list):
                 c.counts["recompute tokens vLLM counts as generation"] += n * (not context and r.is_prefill_chunk)
                 if r.is_prefill_chunk:
                     chunked.add(req_id)
-            c.plans[step] = (dict(out.num_scheduled_tokens), sorted(out.preempted_req_ids),
-                             [r for r in out.num_scheduled_tokens if r not in before["running"]], decode, chunked)
+            c.plans[step] = (
+                dict(out.num_scheduled_tokens),
+                sorted(out.preempted_req_ids),
+                [r for r in out.num_scheduled_tokens if r not in before["running"]],
+                decode,
+                chunked,
+            )
             return out
 
         def update_from_output(self, scheduler_output, model_runner_output):
@@ -226,7 +270,10 @@ def checked(base, checkers: list):
             for engine_outputs in outputs.values():
                 stats = engine_outputs.scheduler_stats
                 if stats is not None:
-                    c.prefix = [c.prefix[0] + stats.prefix_cache_stats.queries, c.prefix[1] + stats.prefix_cache_stats.hits]
+                    c.prefix = [
+                        c.prefix[0] + stats.prefix_cache_stats.queries,
+                        c.prefix[1] + stats.prefix_cache_stats.hits,
+                    ]
                 for o in engine_outputs.outputs:
                     c.output_tokens += len(o.new_token_ids)
                     if o.new_token_ids:
@@ -242,8 +289,9 @@ def checked(base, checkers: list):
 
         def add_request(self, request) -> None:
             super().add_request(request)
-            self.checker.added.append((request.request_id, request.num_prompt_tokens, request.max_tokens,
-                                       request.priority))
+            self.checker.added.append(
+                (request.request_id, request.num_prompt_tokens, request.max_tokens, request.priority)
+            )
 
         def finish_requests(self, request_ids, finished_status):
             ended = super().finish_requests(request_ids, finished_status)
@@ -283,15 +331,20 @@ def check_traces(vllm_config, traces: list, workdir: str, counts: Counter, probl
     for i, trace in enumerate(traces):
         address = f"ipc://{workdir}/probe-{i}"
         os.environ[PROBE_ENV] = address
-        checkers = [Checker(address, f"seed {trace['seed']} async={trace['config']['async_scheduling']}",
-                            counts, problems)]
+        checkers = [
+            Checker(address, f"seed {trace['seed']} async={trace['config']['async_scheduling']}", counts, problems)
+        ]
         try:
             plain = run_trace(vllm_config, trace)
-            probed = run_trace(vllm_config, trace, (checked(ProbeScheduler, checkers), checked(ProbeAsyncScheduler, checkers)))
+            probed = run_trace(
+                vllm_config, trace, (checked(ProbeScheduler, checkers), checked(ProbeAsyncScheduler, checkers))
+            )
             probe, checker = checkers[0].probe, checkers[0]
             if probe.step_count != checker.latest_step or probe.seq != checker.missed.last_seq:
-                checker.problem(f"{probe.step_count} steps, {probe.seq} events; the latest checked: step "
-                                f"{checker.latest_step}, seq {checker.missed.last_seq}")
+                checker.problem(
+                    f"{probe.step_count} steps, {probe.seq} events; the latest checked: step "
+                    f"{checker.latest_step}, seq {checker.missed.last_seq}"
+                )
             counts["probe steps"] += probe.step_count
         finally:
             checkers[0].close()
@@ -303,8 +356,9 @@ def check_traces(vllm_config, traces: list, workdir: str, counts: Counter, probl
             problems.append(f"seed {trace['seed']}: vLLM scheduled differently with the probe in it")
 
 
-def check_quiet_and_faults(vllm_config, traces: list, workdir: str, counts: Counter, problems: list,
-                           logs: LogLines) -> None:
+def check_quiet_and_faults(
+    vllm_config, traces: list, workdir: str, counts: Counter, problems: list, logs: LogLines
+) -> None:
     """No subscriber: nothing published, nothing changed. A probe failing mid-run: logged once, switched
     off, and vLLM's steps are still the plain ones."""
     for i, trace in enumerate(traces):
@@ -316,16 +370,20 @@ def check_quiet_and_faults(vllm_config, traces: list, workdir: str, counts: Coun
         counts["quiet traces"] += 1
         if quiet != plain or probe.seq != 0 or probe.step_count == 0:
             counts["problems"] += 1
-            problems.append(f"seed {trace['seed']} without a subscriber: changed={quiet != plain}, "
-                            f"published {probe.seq}, steps {probe.step_count}")
+            problems.append(
+                f"seed {trace['seed']} without a subscriber: changed={quiet != plain}, "
+                f"published {probe.seq}, steps {probe.step_count}"
+            )
 
         os.environ[PROBE_ENV] = f"ipc://{workdir}/faulty-{i}"
         logs.lines.clear()
 
         class Faulty(ProbeScheduler if not trace["config"]["async_scheduling"] else ProbeAsyncScheduler):
+            made = kept.made  # the schedulers this run built
+
             def __init__(self, *args, **kwargs) -> None:
                 super().__init__(*args, **kwargs)
-                kept.made.append(self)
+                self.made.append(self)
                 probe, calls = self._enginetui_probe, []
                 after_schedule = probe.after_schedule
                 self.fault_calls = calls
@@ -346,8 +404,10 @@ def check_quiet_and_faults(vllm_config, traces: list, workdir: str, counts: Coun
         counts["probes switched off"] += broke
         if faulty != plain or scheduler._enginetui_probe.enabled == broke or len(failed) != broke:
             counts["problems"] += 1
-            problems.append(f"seed {trace['seed']} with a failing probe: changed={faulty != plain}, "
-                            f"still on={scheduler._enginetui_probe.enabled}, error lines {len(failed)}")
+            problems.append(
+                f"seed {trace['seed']} with a failing probe: changed={faulty != plain}, "
+                f"still on={scheduler._enginetui_probe.enabled}, error lines {len(failed)}"
+            )
 
 
 def check_startup_lines(vllm_config, trace: dict, workdir: str, logs: LogLines) -> dict:
@@ -388,12 +448,27 @@ def main() -> None:
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="probe-") as workdir:
         check_traces(vllm_config, traces, workdir, counts, problems)
-        check_quiet_and_faults(vllm_config, traces[:10] + [t for t in traces if t["config"]["async_scheduling"]][:10],
-                               workdir, counts, problems, logs)
+        check_quiet_and_faults(
+            vllm_config,
+            traces[:10] + [t for t in traces if t["config"]["async_scheduling"]][:10],
+            workdir,
+            counts,
+            problems,
+            logs,
+        )
         startup = check_startup_lines(vllm_config, traces[0], workdir, logs)
         enginetui_modules = sorted(m for m in sys.modules if m.startswith("enginetui"))
-    Path(results_path).write_text(json.dumps({"counts": counts, "problems": problems, "startup": startup,
-                                              "modules": enginetui_modules, "textual": "textual" in sys.modules}))
+    Path(results_path).write_text(
+        json.dumps(
+            {
+                "counts": counts,
+                "problems": problems,
+                "startup": startup,
+                "modules": enginetui_modules,
+                "textual": "textual" in sys.modules,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

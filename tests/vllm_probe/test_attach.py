@@ -42,15 +42,19 @@ class NotingProbeTUI(ProbeWatchTUI):
 
 async def publish_all(pilot, app, publisher: EventPublisher, events: list) -> None:
     for start in range(0, len(events), BATCH):
-        for event in events[start:start + BATCH]:
+        for event in events[start : start + BATCH]:
             publisher.publish(event)
         last = events[min(start + BATCH, len(events)) - 1].seq
-        await wait_for(pilot, lambda: app.state.latest is not None and app.state.latest.seq == last, f"event {last}")
+        await wait_for(
+            pilot, lambda last=last: app.state.latest is not None and app.state.latest.seq == last, f"event {last}"
+        )
 
 
 async def subscribed(pilot, publisher: EventPublisher) -> None:
     joined = []
-    await wait_for(pilot, lambda: joined.append(publisher.new_subscribers()) or sum(joined) > 0, "the dashboard to subscribe")
+    await wait_for(
+        pilot, lambda: joined.append(publisher.new_subscribers()) or sum(joined) > 0, "the dashboard to subscribe"
+    )
 
 
 def test_the_recorded_burst_preempts_finishes_and_hits_the_prefix_cache():
@@ -78,7 +82,9 @@ async def test_the_dashboard_shows_the_probes_events_and_refuses_input(tmp_path)
                 folded.apply_event(event)
             assert app.state.latest == events[-1] and app.state.step == events[-1].step
             assert set(app.state.requests) == set(folded.requests)
-            assert [(v.req_id, v.status) for v in app.state.ordered()] == [(v.req_id, v.status) for v in folded.ordered()]
+            assert [(v.req_id, v.status) for v in app.state.ordered()] == [
+                (v.req_id, v.status) for v in folded.ordered()
+            ]
             assert app.state.log == folded.log and app.state.timeline == folded.timeline
             app.redraw()
             await pilot.pause()
@@ -102,6 +108,7 @@ def test_a_bad_probe_address_or_a_url_beside_it_is_one_line(capsys):
     assert main(["attach", "--probe", "localhost:5600"]) == 2
     assert main(["attach", "--probe", "tcp://127.0.0.1:5600", "--vllm", "http://127.0.0.1:8000"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["enginetui attach: --probe 'localhost:5600' is not tcp://HOST:PORT or ipc://PATH",
-                   "enginetui attach: --probe ADDR watches the probe alone (no URL, no --vllm flags)"]
-
+    assert err == [
+        "enginetui attach: --probe 'localhost:5600' is not tcp://HOST:PORT or ipc://PATH",
+        "enginetui attach: --probe ADDR watches the probe alone (no URL, no --vllm flags)",
+    ]

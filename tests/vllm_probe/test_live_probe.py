@@ -12,17 +12,21 @@ import pytest
 import zmq
 
 from enginetui.core.engine.events import MissedEvents, decode_event
+from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
 from enginetui.vllm_watch import metrics as m
-from enginetui.vllm_launch import find_vllm_python
 from tests.serve.test_attach import wait_for
 from tests.vllm_probe.live import send_burst, vllm_with_probe
 
 NUM_REQUESTS = 32
 
-pytestmark = [pytest.mark.skipif(find_vllm_python() is None,
-                                 reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed"),
-              pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.skipif(
+        find_vllm_python() is None, reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed"
+    ),
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),
+]
 
 
 def read_metrics(url: str) -> m.MetricsSample:
@@ -58,16 +62,20 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics(tmp_path):
                 while sub.poll(3000):
                     collected.append(missed.mark(decode_event(sub.recv())))
                 last = collected[-1]
-                await wait_for(pilot, lambda: app.state.latest is not None and app.state.latest.seq == last.seq,
-                               "the dashboard to take the last event")
+                await wait_for(
+                    pilot,
+                    lambda: app.state.latest is not None and app.state.latest.seq == last.seq,
+                    "the dashboard to take the last event",
+                )
                 final = read_metrics(server.url)
                 assert missed.total == 0 and engine.missed.total == 0
                 assert app.state.latest == last
 
                 # every /metrics reading shows a state some event showed (or the idle one before the first)
                 states = {pool_state(0, 0, 0.0)}
-                states |= {pool_state(len(e.running), len(e.waiting), 1 - e.num_free_blocks / e.num_blocks)
-                           for e in collected}
+                states |= {
+                    pool_state(len(e.running), len(e.waiting), 1 - e.num_free_blocks / e.num_blocks) for e in collected
+                }
                 for reading in readings + [final]:
                     seen = pool_state(reading.total(m.RUNNING), reading.total(m.WAITING), reading.total(m.KV_USAGE))
                     assert seen in states, f"/metrics showed {seen}, no event did"

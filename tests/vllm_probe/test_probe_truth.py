@@ -23,9 +23,13 @@ NUM_TRACES = 300
 NUM_ASYNC_TRACES = 150
 DRIVER = Path(__file__).with_name("probe_driver.py")
 
-pytestmark = [pytest.mark.skipif(not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
-                                 reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(
+        not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
+        reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed",
+    ),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,13 @@ def probe_run(tmp_path_factory) -> dict:
     traces_path.write_text(json.dumps(traces))
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
     env.pop("ENGINETUI_PROBE", None)
-    done = subprocess.run([VLLM_PYTHON, str(DRIVER), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
-                          capture_output=True, text=True, timeout=900, env=env)
+    done = subprocess.run(
+        [VLLM_PYTHON, str(DRIVER), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert done.returncode == 0, f"the probe driver failed:\n{done.stderr[-4000:]}"
     return json.loads(results_path.read_text())
 
@@ -53,10 +62,21 @@ def test_every_event_of_every_trace_equals_vllms_state(probe_run):
 
 def test_the_traces_exercise_what_the_events_tell(probe_run):
     counts = probe_run["counts"]
-    minimum = {"async traces": NUM_ASYNC_TRACES, "events": 8000, "preemptions": 150, "admissions": 2000,
-               "chunks": 2000, "finishes": 2000, "additions": 3000, "blocks allocated": 5000, "cached-free blocks": 5000,
-               "shared blocks": 100, "placeholders": 2000, "combined async steps": 2000,
-               "recompute tokens vLLM counts as generation": 50}
+    minimum = {
+        "async traces": NUM_ASYNC_TRACES,
+        "events": 8000,
+        "preemptions": 150,
+        "admissions": 2000,
+        "chunks": 2000,
+        "finishes": 2000,
+        "additions": 3000,
+        "blocks allocated": 5000,
+        "cached-free blocks": 5000,
+        "shared blocks": 100,
+        "placeholders": 2000,
+        "combined async steps": 2000,
+        "recompute tokens vLLM counts as generation": 50,
+    }
     short = {name: counts.get(name, 0) for name, least in minimum.items() if counts.get(name, 0) < least}
     assert not short, f"the traces no longer exercise: {short} (all counts: {counts})"
 
@@ -77,7 +97,16 @@ def test_a_bad_or_missing_setting_is_one_line_and_vllm_runs_without_the_probe(pr
 
 
 def test_inside_vllm_it_imports_only_the_event_schema_and_publisher(probe_run):
-    allowed = {"enginetui", "enginetui.core", "enginetui.core.engine", "enginetui.core.engine.event_publisher",
-               "enginetui.core.engine.events", "enginetui.core.sampling_params", "enginetui.vllm_probe",
-               "enginetui.vllm_probe.config", "enginetui.vllm_probe.probe", "enginetui.vllm_probe.schedulers"}
+    allowed = {
+        "enginetui",
+        "enginetui.core",
+        "enginetui.core.engine",
+        "enginetui.core.engine.event_publisher",
+        "enginetui.core.engine.events",
+        "enginetui.core.sampling_params",
+        "enginetui.vllm_probe",
+        "enginetui.vllm_probe.config",
+        "enginetui.vllm_probe.probe",
+        "enginetui.vllm_probe.schedulers",
+    }
     assert set(probe_run["modules"]) <= allowed and not probe_run["textual"]
