@@ -1,4 +1,4 @@
-"""The `enginetui bench {throughput,latency,serve,profile,scheduling}` subcommands: their flags, and dispatch."""
+"""The `enginetui bench {throughput,latency,serve,profile,ops,roofline,scheduling}` subcommands: their flags, and dispatch."""
 
 import argparse
 import datetime
@@ -270,6 +270,83 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         "own binding: one core kept for its front-end)",
     )
     _add_common(ops, "ops")
+
+    roof = kinds.add_parser(
+        "roofline",
+        help="each step kind against this machine's limits (memory bandwidth, GEMM peak); --compare vllm: vLLM's too",
+        description="Measures this machine's memory bandwidth (a STREAM-style triad) and GEMM peak in the "
+        "step's dtype (through the engine's linear path) on the engine's threads, then times decode steps "
+        "at each batch size and context and prompt chunks alone, as `bench ops` does, and prints each step's "
+        "bytes and FLOPs, its floor max(bytes / bandwidth, FLOPs / GEMM peak), the fraction of it reached "
+        "(floor / step time) and where the step's time goes. Measure on a quiet machine.",
+    )
+    roof.add_argument(
+        "--batch-sizes",
+        type=_positive,
+        nargs="+",
+        default=[1, 8, 32, 64],
+        metavar="N",
+        help="running requests of the decode steps (default 1 8 32 64)",
+    )
+    roof.add_argument(
+        "--contexts",
+        type=_positive,
+        nargs="+",
+        default=[128, 1024],
+        metavar="TOKENS",
+        help="prompt tokens of each decoding request: its context (default 128 1024)",
+    )
+    roof.add_argument(
+        "--prompt-lens",
+        type=_positive,
+        nargs="*",
+        default=[64, 512, 2048],
+        metavar="L",
+        help="prompt chunks computed alone, one per step (default 64 512 2048; clipped to max_model_len "
+        "and the step's token budget; none: decode only)",
+    )
+    roof.add_argument("--warmup-steps", type=int, default=5, help="steps run before measuring (default 5)")
+    roof.add_argument(
+        "--steps", type=_positive, default=10, help="steps timed, and as many profiled, per pass (default 10)"
+    )
+    roof.add_argument(
+        "--repeats", type=_positive, default=3, help="passes of each engine per step kind, in turns (default 3)"
+    )
+    roof.add_argument(
+        "--temperature", type=float, default=1.0, help="sampling temperature of every request (default 1.0)"
+    )
+    roof.add_argument(
+        "--array-mib",
+        type=float,
+        metavar="MIB",
+        help="each triad array's size (default: 4x the largest CPU cache, at least 64 MiB)",
+    )
+    roof.add_argument(
+        "--gemm-size", type=_positive, default=4096, help="the peak's GEMM is SIZE x SIZE by SIZE x SIZE (default 4096)"
+    )
+    roof.add_argument(
+        "--limit-repeats", type=_positive, default=5, help="timed runs of the triad and of the GEMM; the best is kept"
+    )
+    roof.add_argument(
+        "--compare",
+        choices=("vllm",),
+        nargs="+",
+        default=[],
+        metavar="PEER",
+        help="vllm: also time vLLM's engine (through --vllm-python) on the same weights and prompts",
+    )
+    roof.add_argument(
+        "--vllm-python",
+        metavar="PATH",
+        help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})",
+    )
+    roof.add_argument(
+        "--vllm-cores",
+        choices=CORE_MODES,
+        default="all",
+        help="vLLM's CPU threads: all (the model on every core, as ours; default) or default (its own binding)",
+    )
+    _add_common(roof, "roofline")
 
     sch = kinds.add_parser(
         "scheduling",

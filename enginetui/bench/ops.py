@@ -31,6 +31,7 @@ from enginetui.bench.step_profiler import profile_steps
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
+from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
@@ -185,23 +186,112 @@ def medians(passes: list[OpsPass]) -> dict[str, float]:
     return {kind: statistics.median(p.ms(kind) for p in passes) for kind in (*ORDER, "step")}
 
 
-def run(args: argparse.Namespace) -> OpsResult:
+@dataclass(slots=True)
+class OpsEngines:
+    """Our in-process engine (and vLLM's, once started) that step shapes are measured on."""
+
+    kwargs: dict[str, Any]  # our engine's arguments as given
+    engine_kwargs: dict[str, Any]  # as run: the shared weights' directory with --compare vllm
+    config: EngineConfig
+    core: EngineCore
+    info: EngineInfo
+    processor: Processor
+    output_processor: OutputProcessor
+    python: str | None  # vLLM's interpreter with --compare vllm
+    weights_dir: str | None  # the weights both engines load, with --compare vllm
+    peer: VLLMPeer | None = None  # started by start_vllm
+
+
+def start_ours(args: argparse.Namespace, stack: ExitStack) -> OpsEngines:
+    """Our engine in this process (on shared weights with --compare vllm), closed with `stack`."""
     kwargs = bench_engine_kwargs(args)
     python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs
+    engine_kwargs, weights_dir = kwargs, None
+    if python is not None:
+        report.quiet_transformers()
+        engine_kwargs, weights_dir = stack.enter_context(shared_weights(kwargs))
+    config = EngineConfig(**engine_kwargs)
+    core = EngineCore(config)
+    stack.callback(core.close)
+    info = core.describe(os.getpid())
+    tokenizer = load_tokenizer(config, info.model_dir)
+    processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
+    weights = str(weights_dir) if weights_dir is not None else None
+    return OpsEngines(kwargs, engine_kwargs, config, core, info, processor, output_processor, python, weights)
+
+
+def start_vllm(engines: OpsEngines, args: argparse.Namespace, stack: ExitStack) -> str | None:
+    """With --compare vllm: vLLM's in-process engine on the same weights, closed with `stack`; its version."""
+    if engines.python is None or engines.weights_dir is None:
+        return None
+    kwargs = vllm_engine_kwargs(engines.engine_kwargs, engines.info.dtype)
+    peer = VLLMPeer(engines.python, engines.weights_dir, kwargs, args.vllm_cores, in_process=True)
+    engines.peer = stack.enter_context(peer)
+    return engines.peer.version
+
+
+def steps_per_pass(args: argparse.Namespace) -> int:
+    """Steps one pass runs: each computes one new prompt (with --prompt-lens)."""
+    return args.warmup_steps + 2 * args.steps
+
+
+def measure_shape(
+    engines: OpsEngines,
+    rng: np.random.Generator,
+    batch_size: int,
+    prompt_len: int,
+    input_len: int,
+    args: argparse.Namespace,
+) -> OpsRow:
+    """One step shape, --repeats passes of each engine in turns, with their medians."""
+    info, peer = engines.info, engines.peer
+    prompts = [rng.integers(0, info.vocab_size, size=input_len).tolist() for _ in range(batch_size)]
+    row = OpsRow(batch_size=batch_size, prompt_len=prompt_len)
+    for repeat in range(args.repeats):  # in turns: a drift of the machine hits both engines alike
+        # fresh prompts each pass, the same for both engines: none is found in a prefix cache
+        step_prompts = [
+            rng.integers(0, info.vocab_size, size=prompt_len).tolist()
+            for _ in range(steps_per_pass(args) if prompt_len else 0)
+        ]
+        with frozen(*([peer.proc] if peer is not None else [])):  # an idle vLLM wakes ~1,300 times a second
+            row.passes.append(
+                measure_ours(
+                    engines.core,
+                    engines.processor,
+                    engines.output_processor,
+                    prompts,
+                    step_prompts,
+                    args.warmup_steps,
+                    args.steps,
+                    args.temperature,
+                    repeat,
+                )
+            )
+        if peer is not None:
+            row.passes.append(
+                measure_vllm(
+                    peer,
+                    prompts,
+                    step_prompts,
+                    info.max_model_len - input_len,
+                    args.warmup_steps,
+                    args.steps,
+                    args.temperature,
+                    repeat,
+                )
+            )
+    for engine in dict.fromkeys(p.engine for p in row.passes):
+        row.median_ms[engine] = medians([p for p in row.passes if p.engine == engine])
+    return row
+
+
+def run(args: argparse.Namespace) -> OpsResult:
     with ExitStack() as stack:
-        engine_kwargs, weights_dir = kwargs, None
-        if python is not None:
-            report.quiet_transformers()
-            engine_kwargs, weights_dir = stack.enter_context(shared_weights(kwargs))
-        config = EngineConfig(**engine_kwargs)
-        core = EngineCore(config)
-        stack.callback(core.close)
-        info = core.describe(os.getpid())
-        tokenizer = load_tokenizer(config, info.model_dir)
-        processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
+        engines = start_ours(args, stack)
+        info = engines.info
         result = OpsResult(
-            model=kwargs["model"] or "default",
-            engine_args=kwargs,
+            model=engines.kwargs["model"] or "default",
+            engine_args=engines.kwargs,
             device=info.device,
             dtype=info.dtype,
             input_len=args.input_len,
@@ -210,64 +300,15 @@ def run(args: argparse.Namespace) -> OpsResult:
             temperature=args.temperature,
         )
         shapes = [(b, n) for b in args.batch_sizes for n in (args.prompt_lens or [0])]
-        steps = args.warmup_steps + 2 * args.steps  # each step of a pass computes one new prompt (with --prompt-lens)
         for batch_size, prompt_len in shapes:  # every shape, before any engine is measured
             if batch_size == prompt_len == 0:
                 raise ValueError("a step of 0 decoding requests needs --prompt-lens")
-            check_decode_capacity(info, batch_size, args.input_len, steps, prompt_len)
-            check_budget(config, batch_size, prompt_len)
-        peer = None
-        if python is not None:
-            peer = stack.enter_context(
-                VLLMPeer(
-                    python,
-                    str(weights_dir),
-                    vllm_engine_kwargs(engine_kwargs, info.dtype),
-                    args.vllm_cores,
-                    in_process=True,
-                )
-            )
-            result.vllm_version = peer.version
-        rng = np.random.default_rng(config.seed)
+            check_decode_capacity(info, batch_size, args.input_len, steps_per_pass(args), prompt_len)
+            check_budget(engines.config, batch_size, prompt_len)
+        result.vllm_version = start_vllm(engines, args, stack)
+        rng = np.random.default_rng(engines.config.seed)
         for batch_size, prompt_len in shapes:
-            prompts = [rng.integers(0, info.vocab_size, size=args.input_len).tolist() for _ in range(batch_size)]
-            row = OpsRow(batch_size=batch_size, prompt_len=prompt_len)
-            for repeat in range(args.repeats):  # in turns: a drift of the machine hits both engines alike
-                # fresh prompts each pass, the same for both engines: none is found in a prefix cache
-                step_prompts = [
-                    rng.integers(0, info.vocab_size, size=prompt_len).tolist()
-                    for _ in range(steps if prompt_len else 0)
-                ]
-                with frozen(*([peer.proc] if peer is not None else [])):  # an idle vLLM wakes ~1,300 times a second
-                    row.passes.append(
-                        measure_ours(
-                            core,
-                            processor,
-                            output_processor,
-                            prompts,
-                            step_prompts,
-                            args.warmup_steps,
-                            args.steps,
-                            args.temperature,
-                            repeat,
-                        )
-                    )
-                if peer is not None:
-                    row.passes.append(
-                        measure_vllm(
-                            peer,
-                            prompts,
-                            step_prompts,
-                            info.max_model_len - args.input_len,
-                            args.warmup_steps,
-                            args.steps,
-                            args.temperature,
-                            repeat,
-                        )
-                    )
-            for engine in dict.fromkeys(p.engine for p in row.passes):
-                row.median_ms[engine] = medians([p for p in row.passes if p.engine == engine])
-            result.rows.append(row)
+            result.rows.append(measure_shape(engines, rng, batch_size, prompt_len, args.input_len, args))
     result.summary = report.ops_summary(result)
     return result
 

@@ -381,3 +381,57 @@ def latency_summary(result) -> str:
             f"{r.output_tokens_per_s:.1f} output tok/s" + (f" ({ratio})" if ratio else "")
         )
     return " | ".join(parts)
+
+
+# ---- roofline ------------------------------------------------------------------------------
+
+
+def print_roofline(result) -> None:
+    from enginetui.bench.op_kinds import ORDER
+
+    lim = result.limits
+    flags = ", ".join(f for f, on in lim.cpu_flags.items() if on) or "none of " + ", ".join(lim.cpu_flags)
+    print(
+        f"roofline: {result.model} on {result.device} ({result.dtype}), {lim.threads} threads (the engine's), "
+        f"{result.steps} steps timed and {result.steps} profiled per pass; ours with "
+        f"{engine_settings(result.engine_args)}"
+        + (f", against vLLM {result.vllm_version} on the same weights and prompts" if result.vllm_version else "")
+    )
+    print(
+        f"limits: memory bandwidth {lim.bandwidth_gb_s:.1f} GB/s (triad on 3 x {lim.array_mib:.0f} MiB float32, best "
+        f"of {len(lim.bandwidth_runs_gb_s)}); GEMM peak {lim.gemm_gflop_s:.1f} GFLOP/s ({lim.gemm_size}^3 "
+        f"{lim.gemm_dtype} through {lim.gemm_path}, best of {len(lim.gemm_runs_gflop_s)})"
+        + (f"; CPU offers {flags}" if lim.cpu_flags else "")
+    )
+    rows = []
+    for row in result.rows:
+        for engine, ms in row.ops.median_ms.items():
+            rows.append(
+                [
+                    row.kind,
+                    _ENGINE_NAMES[engine],
+                    row.cost.bytes / 1e6,
+                    row.cost.flops / 1e9,
+                    f"{row.floor_ms:.3f} ({row.bound})",
+                    ms["step"],
+                    f"{100 * row.fraction[engine]:.1f}%",
+                    *(ms[kind] for kind in ORDER),
+                ]
+            )
+    headers = ["step", "engine", "MB moved", "GFLOP", "floor ms", "step ms", "of roofline", *(f"{k} ms" for k in ORDER)]
+    print(table(headers, rows))
+    for note in result.notes:
+        print(f"  {note}")
+
+
+def roofline_summary(result) -> str:
+    lim = result.limits
+    parts = []
+    for row in result.rows:
+        ours = f"{row.kind}: {100 * row.fraction['ours']:.0f}%"
+        if "vllm" in row.fraction:
+            ours += f" (vLLM {100 * row.fraction['vllm']:.0f}%)"
+        parts.append(ours)
+    return f"roofline ({lim.bandwidth_gb_s:.1f} GB/s, {lim.gemm_gflop_s:.1f} GFLOP/s {lim.gemm_dtype}): " + ", ".join(
+        parts
+    )

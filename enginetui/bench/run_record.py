@@ -207,6 +207,8 @@ def figures(result: Any) -> dict[str, Any]:
         return _serve(result)
     if kind == "OpsResult":
         return _ops(result)
+    if kind == "RooflineResult":
+        return _roofline(result)
     return {"kind": kind.removesuffix("Result").lower(), "workload": _workload(result), "dtype": _dtype(result)}
 
 
@@ -325,4 +327,30 @@ def _ops(result: Any) -> dict[str, Any]:
         "passes": sum(p.engine == "ours" for p in first) or None,
         "vllm_version": result.vllm_version,
         "shapes": shapes,
+    }
+
+
+def _roofline(result: Any) -> dict[str, Any]:
+    """The limits, and per step kind its floor, the median step ms and the fraction of the roofline reached:
+    [ours, vLLM's] (ours alone without vLLM)."""
+    engines = ("ours", "vllm")
+    lim = result.limits
+    return {
+        "kind": "roofline",
+        "dtype": result.dtype,
+        "vllm_version": result.vllm_version,
+        "bandwidth_gb_s": lim.bandwidth_gb_s,
+        "gemm_gflop_s": lim.gemm_gflop_s,
+        "gemm_path": lim.gemm_path,
+        "threads": lim.threads,
+        "steps": [
+            {
+                "kind": row.kind,
+                "floor_ms": row.floor_ms,
+                "bound": row.bound,
+                "ms": [row.ops.median_ms[e]["step"] for e in engines if e in row.ops.median_ms],
+                "fraction": [row.fraction[e] for e in engines if e in row.fraction],
+            }
+            for row in result.rows
+        ],
     }
