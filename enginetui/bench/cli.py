@@ -12,6 +12,7 @@ from enginetui.bench.run_record import RESULT_DIR, check_destinations
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args
+from enginetui.flags.traces import TRACE_DATASET_HELP, TRACE_DATASETS, add_trace_args
 from enginetui.interrupt import sigterm_interrupts
 from enginetui.kernels import cpu_isa
 from enginetui.vllm_launch import CORE_MODES, VLLM_PYTHON_ENV
@@ -117,6 +118,12 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         "requests and arrivals, the two taking turns at each --request-rate.",
     )
     add_workload_args(srv)
+    trace = srv.add_argument_group(
+        "trace (instead of the workload flags: the requests and arrivals `enginetui simulate` serves for the same "
+        "flags, fitted to --max-model-len or the model's length)"
+    )
+    trace.add_argument("--dataset", choices=sorted(TRACE_DATASETS), help=TRACE_DATASET_HELP)
+    add_trace_args(trace)
     srv.add_argument(
         "--request-rate",
         type=_rate,

@@ -23,6 +23,7 @@ from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwar
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 from enginetui.core import SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
+from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
 
@@ -130,14 +131,18 @@ async def measure(
 
 
 def summarize(
-    engine: str, competing_load: str, workload: list[BenchRequest], timings: list[RequestTiming], duration: float
+    engine: str,
+    competing_load: str,
+    workload: list[BenchRequest] | list[SimRequest],
+    timings: list[RequestTiming],
+    duration: float,
 ) -> LatencyRun:
     """Latency distributions and throughput from the per-request timings."""
     expected = total_output_len(workload)
     output_tokens = sum(t.num_output_tokens for t in timings)
     if output_tokens != expected:
         raise RuntimeError(f"{engine} generated {output_tokens} tokens, the workload asks for {expected}")
-    prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
+    prompt_tokens = sum(r.prompt_len for r in workload)
     return LatencyRun(
         engine=engine,
         competing=competing_load,

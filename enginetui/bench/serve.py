@@ -3,7 +3,8 @@ overhead against LLM.generate on the same workload.
 
 The benchmark starts `enginetui serve` with the engine flags given (or uses --base-url), sends
 the workload to /v1/completions as streamed requests (serve_load.py) arriving by a seeded Poisson
-process at --request-rate, and measures on the client, per request: TTFT (sent to first token),
+process at --request-rate, or a trace's requests at the trace's arrivals (--trace / --dataset: the very
+requests `enginetui simulate` serves for the same flags), and measures on the client, per request: TTFT (sent to first token),
 TPOT (mean time per output token after the first), ITL (every gap between chunks carrying tokens),
 end-to-end latency; and throughput over the run. --compare generate adds the server's cost against
 LLM.generate on the workload all at once, --compare vllm-generate the same for vLLM beside ours
@@ -16,15 +17,25 @@ import argparse
 import asyncio
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from enginetui.bench import report, serve_overhead
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
 from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.latency import LatencyRun, arrival_offsets, summarize
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
-from enginetui.bench.workload import WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.bench.workload import (
+    SHAREGPT_FLAGS,
+    WorkloadSpec,
+    spec_from_args,
+    timed,
+    total_output_len,
+    warmup_workload,
+)
+from enginetui.flags.traces import check_trace_args, uses_trace
+from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
 
@@ -45,6 +56,8 @@ class ServeResult:
     slos_ms: dict[str, float] = field(default_factory=dict)  # the --goodput SLOs (ttft, tpot, e2e), milliseconds
     goodput: float | None = None  # requests per second that met every SLO (None: no --goodput)
     record: str | None = None  # the file the server recorded its step events to (--record)
+    trace: str | None = None  # the trace served (its name, window and time scale); None: a drawn workload
+    trace_notes: list[str] = field(default_factory=list)  # what was done to the trace's requests (clipped, skipped)
     summary: str = ""  # the one-line summary printed last
 
 
@@ -62,11 +75,20 @@ def run(args: argparse.Namespace) -> ServeResult:
             "benchmark starts: leave out --base-url"
         )
     python = vllm_python(args.vllm_python) if args.compare == "vllm-generate" else None  # fail before any start
+    check_trace_args(args)
     slos_ms = request_slos(args.goodput)
-    spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     vocab_size = model_vocab_size(kwargs)
-    workload, warmup = bench_workload(spec, kwargs), warmup_workload(vocab_size)
+    notes: list[str] = []
+    if uses_trace(args):
+        workload = trace_workload(args, kwargs, vocab_size, notes)
+        spec = trace_spec(args, workload)
+        drawn = None
+    else:
+        spec = spec_from_args(args)
+        drawn = bench_workload(spec, kwargs)
+        workload = timed(drawn, arrival_offsets(len(drawn), rate, spec.seed))
+    warmup = timed(warmup_workload(vocab_size))
     server = (
         None
         if args.base_url
@@ -74,26 +96,27 @@ def run(args: argparse.Namespace) -> ServeResult:
     )
     url = server.url if server is not None else args.base_url
     try:
-        timings, duration = asyncio.run(
-            run_workload(url, args.api_key, workload, warmup, rate, spec.seed, args.timeout_s)
-        )
+        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, args.timeout_s))
     finally:
         if server is not None:
             server.stop()
     overhead = vllm_overhead = None
     if args.compare == "generate":
-        overhead = serve_overhead.overhead(kwargs, workload, warmup, args.repeats, spec.seed, args.timeout_s)
+        assert drawn is not None  # a trace refuses --compare (trace_workload)
+        overhead = serve_overhead.overhead(
+            kwargs, drawn, warmup_workload(vocab_size), args.repeats, spec.seed, args.timeout_s
+        )
     elif args.compare == "vllm-generate":
-        assert python is not None  # found above for vllm-generate
+        assert python is not None and drawn is not None  # found above for vllm-generate; a trace refuses --compare
         report.quiet_transformers()
         overhead, vllm_overhead = serve_overhead.overhead_beside_vllm(
-            kwargs, workload, warmup, args.repeats, spec.seed, args.timeout_s, python
+            kwargs, drawn, warmup_workload(vocab_size), args.repeats, spec.seed, args.timeout_s, python
         )
     result = ServeResult(
         workload=spec,
-        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        prompt_tokens=sum(r.prompt_len for r in workload),
         output_tokens=total_output_len(workload),
-        request_rate=None if math.isinf(rate) else rate,
+        request_rate=None if math.isinf(rate) or uses_trace(args) else rate,
         model=kwargs["model"] or "default",
         engine_args={} if args.base_url else kwargs,
         url=url,
@@ -103,15 +126,63 @@ def run(args: argparse.Namespace) -> ServeResult:
         slos_ms=slos_ms,
         goodput=goodput(timings, duration, slos_ms),
         record=args.record,
+        trace=spec.name if uses_trace(args) else None,
+        trace_notes=notes,
     )
     result.summary = serve_summary(result)
     return result
 
 
+def trace_workload(
+    args: argparse.Namespace, kwargs: dict[str, Any], vocab_size: int, notes: list[str]
+) -> list[SimRequest]:
+    """The trace's requests, as `enginetui simulate` serves them for the same flags and max_model_len."""
+    from enginetui.core.config import EngineConfig
+    from enginetui.core.models.loader import load_hf_config
+    from enginetui.simulate.traces import trace_requests
+    from enginetui.simulate.workload import TOKEN_RANGE
+
+    drawn = [
+        f"--{name.replace('_', '-')}"
+        for name in (*SHAREGPT_FLAGS, "num_prompts", "workload_seed")
+        if getattr(args, name) is not None
+    ]
+    drawn += ["--range-ratio"] if args.range_ratio else []
+    drawn += ["--request-rate"] if args.request_rate != [math.inf] else []
+    drawn += [f"--compare {args.compare}"] if args.compare else []
+    if drawn:
+        raise ValueError(f"a trace brings its own requests and arrivals: leave out {' '.join(drawn)}")
+    if vocab_size < TOKEN_RANGE[1]:
+        raise ValueError(
+            f"a trace's prompts use token ids up to {TOKEN_RANGE[1] - 1}; the model's vocabulary has {vocab_size}"
+        )
+    max_model_len = kwargs.get("max_model_len") or load_hf_config(EngineConfig(**kwargs))[0].max_position_embeddings
+    return trace_requests(args, max_model_len, notes)
+
+
+def trace_spec(args: argparse.Namespace, workload: list[SimRequest]) -> WorkloadSpec:
+    """The trace's requests described as a workload (the record's name, counts and length ranges)."""
+    name = args.dataset if args.dataset else Path(args.trace).name
+    name += f" {args.trace_window}" if args.trace_window else ""
+    name += f" x{args.time_scale:g}" if args.time_scale != 1.0 else ""
+    inputs, outputs = [r.prompt_len for r in workload], [r.output_len for r in workload]
+    return WorkloadSpec(name, len(workload), min(inputs), max(inputs), min(outputs), max(outputs))
+
+
 def print_serve(result: ServeResult) -> None:
     r = result.run
-    print(report.workload_line(result))
-    rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
+    if result.trace is None:
+        print(report.workload_line(result))
+        rate = "all at once" if result.request_rate is None else f"Poisson arrivals at {result.request_rate:g} req/s"
+    else:
+        w = result.workload
+        print(
+            f"trace {w.name}: {w.num_prompts} requests, input {w.min_input_len}-{w.max_input_len}, output "
+            f"{w.min_output_len}-{w.max_output_len} ({result.prompt_tokens} prompt + {result.output_tokens} output tokens)"
+        )
+        for note in result.trace_notes:
+            print(f"  {note}")
+        rate = "the trace's arrivals"
     print(f"server {result.url} ({result.model}): streamed /v1/completions, {rate}; engine args {result.engine_args}")
     print(
         f"duration {r.duration_s:.2f} s: {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s, "
@@ -134,8 +205,9 @@ def print_serve(result: ServeResult) -> None:
 def serve_summary(result: ServeResult) -> str:
     r = result.run
     rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
+    arrivals = "trace arrivals" if result.trace else f"{rate} req/s"
     line = (
-        f"serve {result.workload.name} @ {rate} req/s: TTFT median {r.ttft_ms.median:.1f} ms "
+        f"serve {result.workload.name} @ {arrivals}: TTFT median {r.ttft_ms.median:.1f} ms "
         f"(p99 {r.ttft_ms.p99:.1f}), TPOT median {r.tpot_ms.median:.1f} ms, ITL median {r.itl_ms.median:.1f} ms, "
         f"E2E median {r.e2e_ms.median:.1f} ms | {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s"
     )

@@ -1,9 +1,10 @@
 """Sending a workload to an OpenAI-compatible server, as the serving benchmarks do, and the flags
 that start `enginetui serve` with given engine arguments.
 
-Each request is a streamed /v1/completions with token-id prompts, ignore_eos and max_tokens = the
-request's output length, sent at its arrival time (a seeded Poisson process at the request rate,
-or all at once); the client (stream_client.py) records when each chunk carrying tokens arrived.
+A workload is the simulator's requests (enginetui/simulate/workload.py), so a trace's requests are sent as
+`enginetui simulate` serves them. Each is a streamed /v1/completions with its token-id prompt, ignore_eos and
+max_tokens = its output length, sent at its arrival; the client (stream_client.py) records when each chunk
+carrying tokens arrived.
 """
 
 import argparse
@@ -14,22 +15,19 @@ from typing import Any
 
 import httpx
 
-from enginetui.bench.latency import RequestTiming, arrival_offsets
+from enginetui.bench.latency import RequestTiming
 from enginetui.bench.stream_client import stream_events
-from enginetui.bench.workload import BenchRequest
 from enginetui.flags.engine import ENGINE_FLAGS
+from enginetui.simulate.workload import SimRequest, prompt_token_ids
 
 TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
 
 
-async def send(
-    url: str, headers: dict[str, str], model: str, req: BenchRequest, delay: float, t0: float
-) -> RequestTiming:
-    """One streamed request, sent `delay` s after `t0`; its timings as the client saw them."""
-    await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
-    body = {
+def request_body(model: str, req: SimRequest) -> dict[str, Any]:
+    """The /v1/completions body of one request: its token-id prompt, run to its output length."""
+    return {
         "model": model,
-        "prompt": req.prompt_token_ids,
+        "prompt": prompt_token_ids(req),
         "max_tokens": req.output_len,
         "ignore_eos": True,
         "temperature": TEMPERATURE,
@@ -37,6 +35,12 @@ async def send(
         "stream": True,
         "return_token_ids": True,
     }
+
+
+async def send(url: str, headers: dict[str, str], model: str, req: SimRequest, t0: float) -> RequestTiming:
+    """One streamed request, sent at its arrival (seconds after `t0`); its timings as the client saw them."""
+    await asyncio.sleep(max(0.0, t0 + req.arrival - time.perf_counter()))
+    body = request_body(model, req)
     timing = RequestTiming(sent=time.perf_counter())
 
     def on_data(data: bytes) -> None:
@@ -53,25 +57,18 @@ async def send(
 
 
 async def run_workload(
-    url: str,
-    api_key: str | None,
-    workload: list[BenchRequest],
-    warmup: list[BenchRequest],
-    rate: float,
-    seed: int,
-    timeout_s: float,
+    url: str, api_key: str | None, workload: list[SimRequest], warmup: list[SimRequest], timeout_s: float
 ) -> tuple[list[RequestTiming], float]:
-    """Warm the server up, then send the workload on its arrival schedule; timings and duration.
+    """Warm the server up, then send the workload, each request at its arrival; timings and duration.
     A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def go() -> tuple[list[RequestTiming], float]:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as client:
             model = (await client.get("/v1/models")).raise_for_status().json()["data"][0]["id"]
-        await asyncio.gather(*(send(url, headers, model, r, 0.0, time.perf_counter()) for r in warmup))
-        offsets = arrival_offsets(len(workload), rate, seed)
+        await asyncio.gather(*(send(url, headers, model, r, time.perf_counter()) for r in warmup))
         t0 = time.perf_counter()
-        timings = await asyncio.gather(*(send(url, headers, model, r, offsets[i], t0) for i, r in enumerate(workload)))
+        timings = await asyncio.gather(*(send(url, headers, model, r, t0) for r in workload))
         return list(timings), max(t.done for t in timings) - t0
 
     try:

@@ -31,12 +31,20 @@ from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
 from enginetui.bench.frozen import frozen
 from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.latency import LatencyRun, arrival_offsets, summarize
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import start_peer_server, vllm_engine_kwargs
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.bench.workload import (
+    BenchRequest,
+    WorkloadSpec,
+    spec_from_args,
+    timed,
+    total_output_len,
+    warmup_workload,
+)
+from enginetui.flags.traces import check_trace_args, uses_trace
 from enginetui.vllm_launch import vllm_python
 
 
@@ -131,7 +139,11 @@ def serve_pass(
     its CPU per token counts the pass's few warm-up requests too)."""
     front_end = psutil.Process(server_pid)  # this process only: its EngineCore child is not counted
     cpu_before = cpu_seconds(front_end)
-    timings, duration = asyncio.run(run_workload(server_url, None, workload, warmup, rate, seed, timeout_s))
+    timings, duration = asyncio.run(
+        run_workload(
+            server_url, None, timed(workload, arrival_offsets(len(workload), rate, seed)), timed(warmup), timeout_s
+        )
+    )
     cpu_s = cpu_seconds(front_end) - cpu_before
     tokens = total_output_len(workload)  # every request streams all of them (ignore_eos)
     return ServePass(
@@ -151,6 +163,9 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     from enginetui.serve.process import ServeProcess
 
     rates = list(args.request_rate)
+    if uses_trace(args):
+        raise ValueError("--compare vllm-server sends a drawn workload at each --request-rate: leave out the trace")
+    check_trace_args(args)
     if args.base_url:
         raise ValueError("--compare vllm-server starts both servers itself: leave out --base-url")
     slos_ms = request_slos(args.goodput)

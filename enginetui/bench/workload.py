@@ -10,9 +10,12 @@ vLLM, the Hugging Face baseline) sees the very same requests.
 import argparse
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginetui.simulate.sharegpt import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN
+
+if TYPE_CHECKING:
+    from enginetui.simulate.workload import SimRequest
 
 DATASETS = ("random", "sharegpt")  # where prompts and lengths come from
 SHAREGPT_FLAGS = (
@@ -60,6 +63,10 @@ class BenchRequest:
 
     prompt_token_ids: list[int]  # the prompt (shared prefix + distinct part)
     output_len: int  # tokens it must generate (ignore_eos, max_tokens = output_len)
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_token_ids)
 
 
 PRESETS: dict[str, WorkloadSpec] = {
@@ -111,7 +118,19 @@ def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | Non
     return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
 
 
-def total_output_len(workload: list[BenchRequest]) -> int:
+def timed(workload: list[BenchRequest], offsets: list[float] | None = None) -> list["SimRequest"]:
+    """The workload as the simulator's requests, arriving `offsets` seconds after the start (None: all at once):
+    what a server is sent (serve_load.py)."""
+    from enginetui.simulate.workload import SimRequest
+
+    offsets = [0.0] * len(workload) if offsets is None else offsets
+    return [
+        SimRequest(f"bench-{i}", t, r.prompt_len, r.output_len, prompt_token_ids=r.prompt_token_ids)
+        for i, (r, t) in enumerate(zip(workload, offsets, strict=True))
+    ]
+
+
+def total_output_len(workload: "list[BenchRequest] | list[SimRequest]") -> int:
     """Tokens the whole workload generates (every request runs to its output length: ignore_eos)."""
     return sum(r.output_len for r in workload)
 

@@ -5,6 +5,7 @@ import argparse
 import math
 import sys
 
+from enginetui.flags.traces import TRACE_DATASET_HELP, add_trace_args, check_trace_args, uses_trace
 from enginetui.interrupt import sigterm_quits
 
 SIM_ENGINE_FLAGS = (
@@ -78,32 +79,9 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         "--dataset",
         default="random",
         choices=("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake"),
-        help="default: random; azure-conv and mooncake are real traces, read from $ENGINETUI_TRACES_DIR "
-        "or shared/traces beside the checkout",
+        help=f"default: random; {TRACE_DATASET_HELP}",
     )
-    w.add_argument(
-        "--trace",
-        metavar="FILE",
-        help="serve a trace file (Azure or BurstGPT CSV, Mooncake JSON lines) with its own arrivals",
-    )
-    w.add_argument(
-        "--trace-window",
-        metavar="START:END",
-        help="traces: serve the requests arriving in these seconds of the trace (e.g. 0:60)",
-    )
-    w.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="traces: arrivals X times as fast (2: twice the rate; default: 1)",
-    )
-    w.add_argument(
-        "--over-context",
-        default="clip",
-        choices=("clip", "skip"),
-        help="traces: a request longer than max_model_len is clipped to fit or skipped (default: clip)",
-    )
+    add_trace_args(w)
     w.add_argument(
         "--num-prompts",
         type=int,
@@ -236,13 +214,9 @@ def _settings_and_flags(args: argparse.Namespace):
     values["model"] = getattr(args, "model", None) or "llama-3.1-8b"
     values["seed"] = getattr(args, "seed", None) or 0
     values["goodput"] = " ".join(args.goodput) if args.goodput else None
-    if values.get("trace") or values.get("dataset") in ("azure-conv", "mooncake"):
-        if getattr(args, "num_prompts", None) is not None:
-            raise ValueError("--num-prompts: a trace serves every request of its window (give --trace-window)")
-    elif values.get("trace_window") or values.get("time_scale", 1.0) != 1.0:
-        raise ValueError(
-            "--trace-window and --time-scale apply to traces: give --trace FILE or --dataset azure-conv|mooncake"
-        )
+    if uses_trace(args) and getattr(args, "num_prompts", None) is not None:
+        raise ValueError("--num-prompts: a trace serves every request of its window (give --trace-window)")
+    check_trace_args(args)
     sweeps_fleet = args.sweep and args.sweep.lstrip("-").replace("-", "_").startswith("replicas")
     if getattr(args, "router", None) and values.get("replicas", 1) == 1 and not sweeps_fleet:
         raise ValueError("--router: one replica has nothing to route (give --replicas N)")

@@ -27,7 +27,7 @@ from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_shape import step_shape
 from enginetui.simulate.step_time import StepTimeModel
-from enginetui.simulate.workload import SimRequest, distinct_tokens, hash_block_tokens
+from enginetui.simulate.workload import SimRequest, prompt_token_ids
 
 STAND_IN_TOKEN = 0  # the token every simulated request "samples" (no EOS is ever set, so it stops nothing)
 STAND_IN_PROMPT_TOKEN = 1  # prompt filler where token values cannot matter (prefix caching off)
@@ -461,15 +461,11 @@ class _DecodePlan:
 def _engine_request(r: SimRequest, caching: bool, block_size: int = 0) -> Request:
     """The scheduler's Request for a workload request: forced output length, no EOS. With `block_size` (and
     caching) its prompt's block hashes are computed here, in one pass."""
-    if r.prompt_token_ids is not None:
-        prompt = list(r.prompt_token_ids)
+    if caching or r.prompt_token_ids is not None:  # token values matter only to prefix caching
+        prompt = prompt_token_ids(r)
     else:
-        if r.hash_ids and caching:  # token values matter only to prefix caching
-            prefix = hash_block_tokens(r.hash_ids, r.prompt_len)
-        else:
-            prefix = r.prefix or []
-        distinct = r.prompt_len - len(prefix)
-        prompt = prefix + (distinct_tokens(r.request_id, distinct) if caching else [STAND_IN_PROMPT_TOKEN] * distinct)
+        prefix = r.prefix or []
+        prompt = prefix + [STAND_IN_PROMPT_TOKEN] * (r.prompt_len - len(prefix))
     max_tokens = r.max_tokens or r.output_len
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     arrival_time = r.arrival if r.arrival_time is None else r.arrival_time

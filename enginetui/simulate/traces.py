@@ -18,11 +18,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from enginetui.flags.traces import OVER_CONTEXT_RULES, TRACE_DATASETS
 from enginetui.simulate.workload import SimRequest
 
-TRACE_DATASETS = {"azure-conv": "azure-2023-conv.csv", "mooncake": "mooncake-conversation.jsonl"}  # --dataset names
 TRACES_ENV = "ENGINETUI_TRACES_DIR"  # where the named traces are (default: shared/traces beside the checkout)
-OVER_CONTEXT_RULES = ("clip", "skip")  # what happens to a request longer than max_model_len
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,3 +227,15 @@ def trace_workload(
     if trace.num_dropped:
         notes.append(f"{trace.num_dropped} rows of {trace.path} with no response tokens (failed requests) left out")
     return requests, notes
+
+
+def trace_requests(s, max_model_len: int, notes: list[str] | None = None) -> list[SimRequest]:
+    """The requests of the trace the flags `s` name (trace or dataset, trace_window, time_scale, over_context:
+    SimSettings or the parsed flags), arrivals set: what `simulate` serves and `bench serve` sends."""
+    trace = read_trace(s.trace or dataset_path(s.dataset))
+    requests, trace_notes = trace_workload(
+        trace, parse_window(s.trace_window), s.time_scale, max_model_len, s.over_context
+    )
+    if notes is not None:
+        notes.extend(trace_notes)
+    return requests

@@ -30,7 +30,18 @@ class SimRequest:
 
 
 HASH_BLOCK_TOKENS = 512  # tokens per hash id (Mooncake's blocks)
-TOKEN_RANGE = (2, 32000)  # stand-in prompt tokens are drawn from [2, 32000): 0 and 1 are the simulator's fillers
+# Stand-in prompt tokens are drawn from [2, 4096): 0 and 1 are the simulator's fillers, and every model served
+# here (the embedded one's 4096-token vocabulary the smallest) takes them, so `bench serve` sends them as they are.
+TOKEN_RANGE = (2, 4096)
+
+
+def prompt_token_ids(r: SimRequest) -> list[int]:
+    """The request's prompt as a server (and prefix caching) sees it: its recorded prompt, else its trace blocks
+    or shared prefix, then tokens no other prompt shares."""
+    if r.prompt_token_ids is not None:
+        return list(r.prompt_token_ids)
+    prefix = hash_block_tokens(r.hash_ids, r.prompt_len) if r.hash_ids else (r.prefix or [])
+    return prefix + distinct_tokens(r.request_id, r.prompt_len - len(prefix))
 
 
 def hash_block_tokens(hash_ids: tuple[int, ...], length: int) -> list[int]:

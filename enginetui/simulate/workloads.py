@@ -7,7 +7,7 @@ from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.model_shape import ModelShape, load_model_shape
 from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel
-from enginetui.simulate.traces import TRACE_DATASETS, dataset_path, parse_window, read_trace, trace_workload
+from enginetui.simulate.traces import TRACE_DATASETS, trace_requests
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 DATASETS = ("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake")  # --dataset choices
@@ -16,13 +16,7 @@ DATASETS = ("random", "sharegpt", "shared-prefix", "azure-conv", "mooncake")  # 
 def make_workload(s, vocab_size: int, max_model_len: int = 2048, notes: list[str] | None = None) -> list[SimRequest]:
     """The requests of `s` (SimSettings), arrivals set; what the reader should know of them goes to `notes`."""
     if s.trace or s.dataset in TRACE_DATASETS:  # a trace brings its own arrivals
-        trace = read_trace(s.trace or dataset_path(s.dataset))
-        requests, trace_notes = trace_workload(
-            trace, parse_window(s.trace_window), s.time_scale, max_model_len, s.over_context
-        )
-        if notes is not None:
-            notes.extend(trace_notes)
-        return requests
+        return trace_requests(s, max_model_len, notes)
     if s.num_prompts < 1:
         raise ValueError(f"--num-prompts must be at least 1, got {s.num_prompts}")
     if s.dataset == "random":
