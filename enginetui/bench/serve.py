@@ -29,8 +29,8 @@ from enginetui.bench.serve_overhead import OverheadResult
 from enginetui.bench.workload import (
     SHAREGPT_FLAGS,
     WorkloadSpec,
+    arriving,
     spec_from_args,
-    timed,
     total_output_len,
     warmup_workload,
 )
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> ServeResult:
     else:
         spec = spec_from_args(args)
         drawn = bench_workload(spec, kwargs)
-        workload = timed(drawn, arrival_offsets(len(drawn), rate, spec.seed))
-    warmup = timed(warmup_workload(vocab_size))
+        workload = arriving(drawn, arrival_offsets(len(drawn), rate, spec.seed))
+    warmup = arriving(warmup_workload(vocab_size))
     server = (
         None
         if args.base_url

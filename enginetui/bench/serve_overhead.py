@@ -25,7 +25,7 @@ from enginetui.bench import report
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.serve_load import TEMPERATURE, run_workload, serve_flags
 from enginetui.bench.vllm_peer import VLLMPeer, start_peer_server, vllm_engine_kwargs
-from enginetui.bench.workload import BenchRequest, timed, total_output_len
+from enginetui.bench.workload import BenchRequest, arriving, total_output_len
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
 
@@ -151,7 +151,7 @@ def server_pass(
 
     server = ServeProcess(*serve_flags(kwargs))
     try:
-        return asyncio.run(run_workload(server.url, None, timed(workload), timed(warmup), timeout_s))[1]
+        return asyncio.run(run_workload(server.url, None, arriving(workload), arriving(warmup), timeout_s))[1]
     finally:
         server.stop()
 
@@ -176,7 +176,7 @@ def vllm_server_pass(
 ) -> float:
     """Start vLLM's OpenAI server, warm it up, send the workload all at once, stop it; the duration."""
     with start_peer_server(python, str(weights_dir), {**engine, "skip_tokenizer_init": True}) as server:
-        return asyncio.run(run_workload(server.url, None, timed(workload), timed(warmup), timeout_s))[1]
+        return asyncio.run(run_workload(server.url, None, arriving(workload), arriving(warmup), timeout_s))[1]
 
 
 def vllm_generate_pass(python: str, weights_dir: Path, engine: dict[str, Any], workload: list[BenchRequest]) -> float:

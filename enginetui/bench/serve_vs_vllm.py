@@ -39,8 +39,8 @@ from enginetui.bench.vllm_peer import start_peer_server, vllm_engine_kwargs
 from enginetui.bench.workload import (
     BenchRequest,
     WorkloadSpec,
+    arriving,
     spec_from_args,
-    timed,
     total_output_len,
     warmup_workload,
 )
@@ -141,7 +141,11 @@ def serve_pass(
     cpu_before = cpu_seconds(front_end)
     timings, duration = asyncio.run(
         run_workload(
-            server_url, None, timed(workload, arrival_offsets(len(workload), rate, seed)), timed(warmup), timeout_s
+            server_url,
+            None,
+            arriving(workload, arrival_offsets(len(workload), rate, seed)),
+            arriving(warmup),
+            timeout_s,
         )
     )
     cpu_s = cpu_seconds(front_end) - cpu_before

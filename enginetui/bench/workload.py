@@ -118,7 +118,7 @@ def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | Non
     return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
 
 
-def timed(workload: list[BenchRequest], offsets: list[float] | None = None) -> list["SimRequest"]:
+def arriving(workload: list[BenchRequest], offsets: list[float] | None = None) -> list["SimRequest"]:
     """The workload as the simulator's requests, arriving `offsets` seconds after the start (None: all at once):
     what a server is sent (serve_load.py)."""
     from enginetui.simulate.workload import SimRequest
