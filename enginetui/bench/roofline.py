@@ -249,6 +249,20 @@ def run(args: argparse.Namespace) -> RooflineResult:
         if device.type == "cpu":  # the steps and the limits on the threads the EngineCore child computes with
             stack.callback(torch.set_num_threads, torch.get_num_threads())
             torch.set_num_threads(engine_threads(config))
+        kinds, notes = step_kinds(args, info.max_model_len, config.max_num_batched_tokens)
+        runnable = []
+        for batch_size, context, chunk in kinds:
+            try:
+                check_decode_capacity(info, batch_size, context, steps_per_pass(args), chunk)
+                check_budget(config, batch_size, chunk)
+            except ValueError as exc:  # its message names bench ops' flag for the context
+                why = str(exc).replace("--input-len", "--contexts")
+                notes.append(f"{_kind(batch_size, context, chunk)} left out: {why}")
+                continue
+            runnable.append((batch_size, context, chunk))
+        if not runnable:
+            more = f" (and {len(kinds) - 1} more step kinds)" if len(kinds) > 1 else ""
+            raise ValueError(f"no step kind fits this engine: {notes[-1]}{more}")
         model = engines.core.runner.model
         dtype = next(model.parameters()).dtype
         limits = measure_limits(
@@ -264,19 +278,8 @@ def run(args: argparse.Namespace) -> RooflineResult:
             shape=model_shape(model, dtype, info.kv_bytes_per_token),
             warmup_steps=args.warmup_steps,
             steps=args.steps,
+            notes=notes,
         )
-        kinds, result.notes = step_kinds(args, info.max_model_len, config.max_num_batched_tokens)
-        runnable = []
-        for batch_size, context, chunk in kinds:
-            try:
-                check_decode_capacity(info, batch_size, context, steps_per_pass(args), chunk)
-                check_budget(config, batch_size, chunk)
-            except ValueError as exc:
-                result.notes.append(f"{_kind(batch_size, context, chunk)} left out: {exc}")
-                continue
-            runnable.append((batch_size, context, chunk))
-        if not runnable:
-            raise ValueError("no step kind fits this engine: " + "; ".join(result.notes))
         result.vllm_version = start_vllm(engines, args, stack)
         rng = np.random.default_rng(config.seed)
         for batch_size, context, chunk in runnable:

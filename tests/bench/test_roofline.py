@@ -63,8 +63,8 @@ def test_prompt_chunks_are_clipped_to_what_one_step_computes_and_say_so():
 
 def test_the_command_on_the_embedded_model_writes_every_field(tmp_path, capsys, allocator_tunings):
     path = tmp_path / "roofline.json"
-    flags = ["--batch-sizes", "2", "--contexts", "8", "--prompt-lens", "16", "--warmup-steps", "1", "--steps", "2"]
-    flags += ["--repeats", "1", "--array-mib", "1", "--gemm-size", "32", "--limit-repeats", "2"]
+    flags = ["--batch-sizes", "2", "--contexts", "8", "600", "--prompt-lens", "16", "--warmup-steps", "1"]
+    flags += ["--steps", "2", "--repeats", "1", "--array-mib", "1", "--gemm-size", "32", "--limit-repeats", "2"]
     argv = ["bench", "roofline", "--device", "cpu", *flags, "--json", str(path), "--save-result"]
     assert main([*argv, "--result-dir", str(tmp_path / "results")]) == 0
     data = json.loads(path.read_text())
@@ -98,7 +98,17 @@ def test_the_command_on_the_embedded_model_writes_every_field(tmp_path, capsys, 
         assert row["ops"]["median_ms"]["ours"]["gemm"] > 0  # the breakdown bench ops gives
     figures = data["figures"]
     assert figures["kind"] == "roofline" and [s["kind"] for s in figures["steps"]] == ["decode 2 @ 8", "prefill 16"]
-    assert data["notes"] == [] and data["provenance"]["benchmark"] == "roofline"
+    [note] = data["notes"]  # the embedded model's max_model_len is 512
+    assert note.startswith("decode 2 @ 600 left out: ") and "lower --contexts" in note
+    assert data["provenance"]["benchmark"] == "roofline"
+
+
+def test_step_kinds_none_of_which_fits_are_refused_in_one_line(capsys):
+    argv = ["bench", "roofline", "--device", "cpu", "--batch-sizes", "1", "--contexts", "600", "--prompt-lens"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("enginetui bench roofline: error: no step kind fits this engine: decode 1 @ 600 left out")
+    assert err.count("\n") == 1
 
 
 @pytest.mark.slow
