@@ -1,6 +1,7 @@
 """`enginetui bench latency`: online serving latency, like `vllm bench serve`.
 
-Requests of the workload arrive by a seeded Poisson process at --request-rate (inf: all at once)
+Requests of the workload arrive by a seeded Poisson process at --request-rate (inf: all at once), the
+simulator's schedule (enginetui/simulate/arrivals.py),
 and stream through AsyncLLM (with --compare vllm, also through vLLM's AsyncLLM on the same weights
 and arrivals; with --competing, also beside a busy process or the attached dashboard). Per request, measured on the client: TTFT (arrival to first token),
 TPOT (mean time per output token after the first), ITL (gap between successive streamed outputs),
@@ -23,6 +24,7 @@ from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwar
 from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 from enginetui.core import SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
+from enginetui.simulate.arrivals import arrival_times
 from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
@@ -92,14 +94,6 @@ class LatencyResult:
     vllm_version: str | None = None  # the peer's version, when compared
     recording: RecordingSummary | None = None  # what --record wrote
     summary: str = ""  # the one-line summary printed last
-
-
-def arrival_offsets(num_requests: int, request_rate: float, seed: int) -> list[float]:
-    """Seconds after the start at which each request arrives: a seeded Poisson process."""
-    if math.isinf(request_rate):
-        return [0.0] * num_requests
-    gaps = np.random.default_rng(seed).exponential(1.0 / request_rate, size=num_requests)  # [n]
-    return (np.cumsum(gaps) - gaps[0]).tolist()  # the first request arrives at once
 
 
 async def _one_request(
@@ -225,7 +219,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     workload = bench_workload(spec, kwargs)
-    offsets = arrival_offsets(len(workload), args.request_rate, spec.seed)
+    offsets = arrival_times(len(workload), args.request_rate, seed=spec.seed).tolist()
     loads = list(dict.fromkeys(args.competing))
     python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs
     version = None

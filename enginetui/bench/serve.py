@@ -23,7 +23,7 @@ from typing import Any
 from enginetui.bench import report, serve_overhead
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
 from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, arrival_offsets, summarize
+from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
 from enginetui.bench.workload import (
@@ -35,6 +35,7 @@ from enginetui.bench.workload import (
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
+from enginetui.simulate.arrivals import arrival_times
 from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> ServeResult:
     else:
         spec = spec_from_args(args)
         drawn = bench_workload(spec, kwargs)
-        workload = arriving(drawn, arrival_offsets(len(drawn), rate, spec.seed))
+        workload = arriving(drawn, arrival_times(len(drawn), rate, seed=spec.seed).tolist())
     warmup = arriving(warmup_workload(vocab_size))
     server = (
         None

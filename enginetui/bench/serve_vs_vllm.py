@@ -31,7 +31,7 @@ from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
 from enginetui.bench.frozen import frozen
 from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, arrival_offsets, summarize
+from enginetui.bench.latency import LatencyRun, summarize
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
@@ -45,6 +45,7 @@ from enginetui.bench.workload import (
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
+from enginetui.simulate.arrivals import arrival_times
 from enginetui.vllm_launch import vllm_python
 
 
@@ -143,7 +144,7 @@ def serve_pass(
         run_workload(
             server_url,
             None,
-            arriving(workload, arrival_offsets(len(workload), rate, seed)),
+            arriving(workload, arrival_times(len(workload), rate, seed=seed).tolist()),
             arriving(warmup),
             timeout_s,
         )

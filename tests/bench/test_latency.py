@@ -1,23 +1,14 @@
 """`bench latency`: seeded Poisson arrivals, latency statistics, and a streaming run on the tiny model."""
 
-import itertools
 import json
 import math
 
 import pytest
 
-from enginetui.bench.latency import Distribution, RequestTiming, arrival_offsets, summarize
+from enginetui.bench.latency import Distribution, RequestTiming, summarize
 from enginetui.bench.workload import BenchRequest
 
 from .conftest import SMALL_WORKLOAD, bench_args
-
-
-def test_arrivals_are_seeded_poisson_and_inf_means_all_at_once():
-    a = arrival_offsets(2000, 4.0, seed=0)
-    assert a == arrival_offsets(2000, 4.0, seed=0) and a != arrival_offsets(2000, 4.0, seed=1)
-    assert a[0] == 0.0 and all(x <= y for x, y in itertools.pairwise(a))
-    assert a[-1] / 1999 == pytest.approx(0.25, rel=0.1)  # mean gap 1 / rate
-    assert arrival_offsets(3, math.inf, seed=0) == [0.0, 0.0, 0.0]
 
 
 def test_ttft_tpot_itl_and_e2e_come_from_the_client_timings():

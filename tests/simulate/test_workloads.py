@@ -14,6 +14,9 @@ def test_arrivals_all_at_once_poisson_and_bursts():
     assert not arrival_times(5, math.inf).any()
     t = arrival_times(20000, 50.0, seed=1)
     assert t[0] == 0 and np.all(np.diff(t) >= 0)
+    assert np.array_equal(t, arrival_times(20000, 50.0, seed=1)) and not np.array_equal(
+        t, arrival_times(20000, 50.0, seed=2)
+    )
     assert np.diff(t).mean() == pytest.approx(1 / 50, rel=0.03)
     assert np.diff(t).std() == pytest.approx(1 / 50, rel=0.05)  # exponential: std = mean
     bursts = arrival_times(12, 2.0, burst_size=4, seed=0)
