@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> ServeResult:
     vocab_size = model_vocab_size(kwargs)
     notes: list[str] = []
     if uses_trace(args):
-        workload = trace_workload(args, kwargs, vocab_size, notes)
+        workload = trace_to_send(args, kwargs, vocab_size, notes)
         spec = trace_spec(args, workload)
         drawn = None
     else:
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> ServeResult:
             server.stop()
     overhead = vllm_overhead = None
     if args.compare == "generate":
-        assert drawn is not None  # a trace refuses --compare (trace_workload)
+        assert drawn is not None  # a trace refuses --compare (trace_to_send)
         overhead = serve_overhead.overhead(
             kwargs, drawn, warmup_workload(vocab_size), args.repeats, spec.seed, args.timeout_s
         )
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> ServeResult:
     return result
 
 
-def trace_workload(
+def trace_to_send(
     args: argparse.Namespace, kwargs: dict[str, Any], vocab_size: int, notes: list[str]
 ) -> list[SimRequest]:
     """The trace's requests, as `enginetui simulate` serves them for the same flags and max_model_len."""

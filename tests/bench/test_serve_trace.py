@@ -6,7 +6,7 @@ import json
 import pytest
 
 from enginetui.bench.engines import bench_engine_kwargs, model_vocab_size
-from enginetui.bench.serve import run, trace_workload
+from enginetui.bench.serve import run, trace_to_send
 from enginetui.bench.serve_load import request_body
 from enginetui.cli import build_parser
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
@@ -39,7 +39,7 @@ def _sent(flags: list[str]) -> list[tuple[list[int], int, float]]:
     """(prompt, max_tokens, arrival) of each request `bench serve` would send, from its parsed flags."""
     args = build_parser().parse_args(["bench", "serve", *flags])
     kwargs = bench_engine_kwargs(args)
-    workload = trace_workload(args, kwargs, model_vocab_size(kwargs), [])
+    workload = trace_to_send(args, kwargs, model_vocab_size(kwargs), [])
     return [(request_body("m", r)["prompt"], request_body("m", r)["max_tokens"], r.arrival) for r in workload]
 
 
