@@ -13,7 +13,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from enginetui.vllm_probe.config import PROBE_ENV, ProbeConfigError, probe_config_from_env
 from enginetui.vllm_probe.probe import Probe, log
 
-KNOWN_VLLM = ("0.32",)  # minor versions whose scheduler the probe's tests ran against
+KNOWN_VLLM = ("0.30", "0.31", "0.32")  # minor versions whose scheduler the probe's tests ran against
 
 
 class ProbeScheduler(Scheduler):

@@ -126,7 +126,8 @@ def run_trace(vllm_config: VllmConfig, trace: dict, classes: tuple = (Scheduler,
         manager = s.kv_cache_manager.coordinator.single_type_managers[0]
         record.update(
             running=[r.request_id for r in s.running],
-            waiting=[r.request_id for r in s.waiting] + [r.request_id for r in s.kv_holding_waiting],
+            waiting=[r.request_id for r in s.waiting]
+            + [r.request_id for r in getattr(s, "kv_holding_waiting", ())],  # a queue since 0.32
             computed={r.request_id: r.num_computed_tokens for r in s.requests.values()},
             blocks={
                 req_id: [b.block_id - 1 for b in blocks] for req_id, blocks in manager.req_to_blocks.items() if blocks

@@ -61,10 +61,11 @@ def read_state(s) -> dict:
     pool = manager.block_pool
     tables = manager.coordinator.single_type_managers[0].req_to_blocks
     status = {"RUNNING": "running", "PREEMPTED": "preempted"}
-    live = [*s.running, *s.kv_holding_waiting, *s.waiting]
+    holding = getattr(s, "kv_holding_waiting", ())  # vLLM 0.32's queue of waiting requests that hold blocks
+    live = [*s.running, *holding, *s.waiting]
     return {
         "running": [r.request_id for r in s.running],
-        "waiting": [r.request_id for r in s.kv_holding_waiting] + [r.request_id for r in s.waiting],
+        "waiting": [r.request_id for r in holding] + [r.request_id for r in s.waiting],
         "requests": {
             r.request_id: [
                 status.get(r.status.name, "waiting"),
