@@ -4,6 +4,7 @@ same way every time; the latest run of a CPU and workload is its figure, every r
 import importlib.util
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ def test_the_committed_tables_are_what_results_gives():
     texts = {page: page.read_text() for page in tool.TABLES}
     assert tool.pages(tool.load(), texts) == texts, "run python tools/results.py and commit what it changes"
     assert tool.main(["--check"]) == 0
+
+
+def test_every_marked_table_is_one_the_tool_makes():
+    for page, tables in tool.TABLES.items():
+        marked = re.findall(r"^<!-- results:begin (\S+) -->$", page.read_text(), flags=re.M)
+        assert set(marked) == set(tables), page.name  # a marked table the tool does not make would go unchecked
 
 
 def test_every_record_says_where_when_and_how_it_was_measured():

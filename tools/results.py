@@ -5,8 +5,10 @@
     python tools/results.py --check  # exit 1 if a committed table is not what results/ gives
 
 Each table sits between `<!-- results:begin NAME -->` and `<!-- results:end NAME -->` in its page;
-the prose around it is written by hand. The README's table and the first one on the results page
-give each CPU's latest figure per workload; the others list every run, the history of a figure.
+the prose around it is written by hand. The README's table and "Every CPU at a glance" give each CPU's
+latest figure per workload; the first table on the results page gives the runs with a `headline` (a
+benchmark's result in words), the "whole set" table one CPU's `tools/cpu_results.sh` run; the others list
+every run, the history of a figure.
 """
 
 import argparse
@@ -298,7 +300,7 @@ def throughput_table(records: list[Record]) -> str:
             f["dtype"] != "float32",
             f["workload"] != "mixed",
             f["workload"],
-            min(loads.index(row["load"]) if row["load"] in loads else 9 for row in f["rows"]),
+            min((loads.index(row["load"]) if row["load"] in loads else 9 for row in f["rows"]), default=9),
         )
 
     rows = []
@@ -461,9 +463,95 @@ def ops_table(keep: Callable[[Record, dict[str, Any]], bool]) -> Callable[[list[
     return table
 
 
+BENCHMARKS = ("throughput", "latency", "serve", "profile", "ops", "scheduling")  # the headlines' order
+
+
+def headlines_table(records: list[Record]) -> str:
+    """A line per benchmark: the runs with a `headline` (what the benchmark measures, the result in words), by
+    benchmark, the latest first."""
+    runs = [r for r in records if r["figures"].get("headline")]
+    runs.sort(key=lambda r: (r["provenance"]["date"], _start(r), r["file"]), reverse=True)
+    runs.sort(key=lambda r: (BENCHMARKS + (r["provenance"]["benchmark"],)).index(r["provenance"]["benchmark"]))
+    rows = [
+        [r["figures"]["headline"]["benchmark"], f"`{r['provenance']['command']}`", r["figures"]["headline"]["result"]]
+        for r in runs
+    ]
+    return markdown(["benchmark", "command", "result"], rows)
+
+
+def whole_set_table(cpu: str, date: str) -> Callable[[list[Record]], str]:
+    """One CPU's `tools/cpu_results.sh` set of a day, the mixed workload: output tok/s of the best pass (the range),
+    ours under each load, vLLM on its default cores and on every core, and `transformers.generate`."""
+    columns = (
+        ("headless, fp32", "float32", "none"),
+        ("dashboard attached, fp32", "float32", "dashboard"),
+        ("one busy process, fp32", "float32", "busy"),
+        ("headless, bf16", "bfloat16", "none"),
+    )
+
+    def best(values: list[float]) -> str:
+        return f"**{values[-1]:.1f}** ({_span(values)})"
+
+    def table(records: list[Record]) -> str:
+        runs = _of(records, cpu, "throughput", keep=lambda r: r["provenance"]["date"] == date)
+        mixed = [r for r in runs if r["figures"]["workload"] == "mixed" and r["figures"].get("ours_vs_hf") is None]
+        hf = [r for r in runs if r["figures"]["workload"] == "mixed" and r["figures"].get("ours_vs_hf") is not None]
+
+        def find(dtype: str, load: str, cores: str | None) -> dict[str, Any] | None:
+            found = [
+                row
+                for r in mixed
+                if r["figures"]["dtype"] == dtype
+                for row in r["figures"]["rows"]
+                if row["load"] == load and (cores is None or row.get("vllm_cores") == cores)
+            ]
+            return found[-1] if found else None
+
+        ours = []
+        for _, dtype, load in columns:
+            found = find(dtype, load, None)
+            cell = best(found["ours_output_tok_s"]) if found else NONE
+            if found and found.get("ours_vs_alone") is not None:
+                cell += f" = **{found['ours_vs_alone']:.2f}x** headless"
+            if found and found.get("dashboard_core_percent"):
+                cell += (
+                    f"; the dashboard took {_span(found['dashboard_core_percent'], 0)}% of a core, "
+                    f"{_span(found['redraws_per_s'])} redraws/s"
+                )
+            if found and found.get("ours_engine_cores"):
+                cell += f" (engine cores {_span(found['ours_engine_cores'], 2)})"
+            ours.append(cell)
+        rows = [["enginetui", *ours]]
+        version = next((r["figures"].get("vllm_version") for r in mixed if r["figures"].get("vllm_version")), "")
+        for cores, name in (("default", "its defaults (model on one core)"), ("all", "both cores")):
+            cells = []
+            for _, dtype, load in columns:
+                found = find(dtype, load, cores)
+                ratio = _ratio(found["ours_vs_vllm"]) if found else ""
+                cells.append(  # every ratio bold but beside the busy process, as the page had it
+                    f"{best(found['vllm_output_tok_s'])} → ours {ratio if load == 'busy' else f'**{ratio}**'}"
+                    if found
+                    else NONE
+                )
+            rows.append([f"vLLM {version}, {name}", *cells])
+        if hf:
+            f = hf[-1]["figures"]
+            cell = (
+                f"**{f['hf_output_tok_s']:.1f}** → ours **{_ratio(f['ours_vs_hf'])}** "
+                f"(ours {f['rows'][0]['ours_output_tok_s'][-1]:.1f} in that run)"
+            )
+            rows.append(
+                [f"`transformers.generate`, batches of {f['hf_batch_size']}", cell, *[NONE] * (len(columns) - 1)]
+            )
+        return markdown(["engine", *(c[0] for c in columns)], rows)
+
+    return table
+
+
 TABLES: dict[Path, dict[str, Callable[[list[Record]], str]]] = {
     README: {"summary": readme_table},
     RESULTS_PAGE: {
+        "headlines": headlines_table,
         "glance": glance_table,
         "throughput": throughput_table,
         "servers": servers_table,
@@ -471,6 +559,7 @@ TABLES: dict[Path, dict[str, Callable[[list[Record]], str]]] = {
         "ops-decode": ops_table(lambda r, shape: not r["provenance"].get("cpu_isa") and not shape["prompt_len"]),
         "ops-prompt": ops_table(lambda r, shape: not r["provenance"].get("cpu_isa") and bool(shape["prompt_len"])),
         "ops-avx2": ops_table(lambda r, shape: r["provenance"].get("cpu_isa") == "avx2"),
+        "whole-set": whole_set_table("Intel Xeon, Sapphire Rapids", "2026-12-01"),
     },
 }
 
