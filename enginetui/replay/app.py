@@ -6,19 +6,17 @@ Home / End the ends, space plays (at 0.25x-8x, - and +), g jumps to a step or a 
 prompts, aborting and the other engine keys say that a recording cannot be changed.
 """
 
-import time
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from enginetui import keys
 from enginetui.dashboard.app import PANELS, EngineTUI
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.timeline import TimelinePanel
-from enginetui.replay.controls import MAX_IDLE_S, PLAY_HZ, SPEEDS, JumpScreen, offsets_for_play
+from enginetui.replay.controls import MAX_IDLE_S, SPEEDS, JumpScreen, Playback, offsets_for_play
 from enginetui.replay.engine import RecordedEngine
 from enginetui.replay.session import ReplaySession
 
@@ -79,7 +77,7 @@ class ReplayBar(Static):
         self.update(text)
 
 
-class ReplayTUI(EngineTUI, inherit_bindings=False):
+class ReplayTUI(Playback, EngineTUI, inherit_bindings=False):
     """The dashboard on a recording."""
 
     BINDINGS = [
@@ -140,12 +138,8 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
         self.session = session  # the recording and its states
         self.file_notes = list(notes)  # what to say about the recording when it opens (cut short, events lost)
         self.index = start  # the event shown
-        self.speed = 1.0  # play speed (recorded seconds per second)
-        self.playing = False  # playback moving on by itself
         # playback clock per event: a long gap (an idle engine) plays as MAX_IDLE_S unless keep_idle
-        self._play_offsets = offsets_for_play(session.times, max_idle_s=None if keep_idle else MAX_IDLE_S)
-        self._play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
-        self._play_timer: Timer | None = None  # moves playback on while playing
+        self.play_offsets = offsets_for_play(session.times, max_idle_s=None if keep_idle else MAX_IDLE_S)
 
     def on_mount(self) -> None:
         self.take_no_input()  # nothing can be sent to a recording, no process runs (the help screen names it)
@@ -233,49 +227,18 @@ class ReplayTUI(EngineTUI, inherit_bindings=False):
 
         self.push_screen(JumpScreen(), jump)
 
-    # ---- playing -------------------------------------------------------------------------
+    # ---- playing (Playback) -------------------------------------------------------------
 
-    def action_play(self) -> None:
-        if self.playing:
-            self.stop_playing()
-            return
-        if self.index >= len(self.session) - 1:
-            self._at_an_end(1)
-            return
-        self.playing = True
-        self._play_from = (time.monotonic(), self._play_offsets[self.index])
-        self._play_timer = self.set_interval(1 / PLAY_HZ, self._play_tick)
-        self.redraw()
+    @property
+    def play_position(self) -> int:
+        return self.index
 
-    def stop_playing(self) -> None:
-        if self._play_timer is not None:
-            self._play_timer.stop()
-            self._play_timer = None
-        if self.playing:
-            self.playing = False
-            self.redraw()
+    @property
+    def play_last(self) -> int:
+        return len(self.session) - 1
 
-    def _play_tick(self) -> None:
-        started, offset = self._play_from or (time.monotonic(), 0.0)
-        clock = offset + (time.monotonic() - started) * self.speed
-        index = self.index
-        while index + 1 < len(self.session) and self._play_offsets[index + 1] <= clock:
-            index += 1
-        if index != self.index:
-            self.show_event(index)
-        if index >= len(self.session) - 1:
-            self.stop_playing()
-            self._at_an_end(1)
-
-    def action_speed(self, direction: int) -> None:
-        at = SPEEDS.index(self.speed)
-        if not 0 <= at + direction < len(SPEEDS):
-            self.notify(f"already the {'fastest' if direction > 0 else 'slowest'}: {self.speed:g}x", severity="warning")
-            return
-        if self.playing:  # keep the clock continuous across the change
-            self._play_from = (time.monotonic(), self._play_offsets[self.index])
-        self.speed = SPEEDS[at + direction]
-        self.redraw()
+    def play_show(self, position: int) -> None:
+        self.show_event(position)
 
     # ---- what a recording cannot do ------------------------------------------------------
 

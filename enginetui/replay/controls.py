@@ -1,12 +1,21 @@
 """What both replays share (the engine's, `enginetui/replay/app.py`, and the vLLM watch's,
 `enginetui/vllm_watch/replay.py`): play speeds, the playback clock that shortens idle stretches,
-and the screen that asks where to jump. Light: no engine, no torch."""
+playing and pausing along it, and the screen that asks where to jump. Light: no engine, no torch."""
 
-from textual.app import ComposeResult
+import time
+from typing import TYPE_CHECKING
+
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Input, Label
+
+if TYPE_CHECKING:
+    _AppBase = App  # type-checked as the App it is mixed into
+else:
+    _AppBase = object
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # play speeds the - and + keys step through
 MAX_IDLE_S = 2.0  # an idle stretch plays as this long at most, at 1x (unless --keep-idle)
@@ -61,3 +70,71 @@ class JumpScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         self.dismiss(message.value)
+
+
+class Playback(_AppBase):
+    """Play, pause and speed, mixed into a replay app. The app says where it is (`play_position`, from 0
+    to `play_last`), the playback clock at each position (`play_offsets`), how to show a position
+    (`play_show`) and what to say at either end (`_at_an_end`); this moves the position on by that clock."""
+
+    speed = 1.0  # play speed (recorded seconds per second)
+    playing = False  # playback moving on by itself
+    _play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
+    _play_timer: Timer | None = None  # moves playback on while playing
+    play_offsets: list[float]  # the playback clock (seconds) at each position
+
+    if TYPE_CHECKING:  # what the app provides
+
+        @property
+        def play_position(self) -> int: ...
+
+        @property
+        def play_last(self) -> int: ...
+
+        def play_show(self, position: int) -> None: ...
+
+        def _at_an_end(self, delta: int) -> None: ...
+
+        def redraw(self) -> None: ...
+
+    def action_play(self) -> None:
+        if self.playing:
+            self.stop_playing()
+            return
+        if self.play_position >= self.play_last:
+            self._at_an_end(1)
+            return
+        self.playing = True
+        self._play_from = (time.monotonic(), self.play_offsets[self.play_position])
+        self._play_timer = self.set_interval(1 / PLAY_HZ, self._play_tick)
+        self.redraw()
+
+    def stop_playing(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if self.playing:
+            self.playing = False
+            self.redraw()
+
+    def _play_tick(self) -> None:
+        started, offset = self._play_from or (time.monotonic(), 0.0)
+        clock = offset + (time.monotonic() - started) * self.speed
+        position = self.play_position
+        while position < self.play_last and self.play_offsets[position + 1] <= clock:
+            position += 1
+        if position != self.play_position:
+            self.play_show(position)
+        if position >= self.play_last:
+            self.stop_playing()
+            self._at_an_end(1)
+
+    def action_speed(self, direction: int) -> None:
+        at = SPEEDS.index(self.speed)
+        if not 0 <= at + direction < len(SPEEDS):
+            self.notify(f"already the {'fastest' if direction > 0 else 'slowest'}: {self.speed:g}x", severity="warning")
+            return
+        if self.playing:  # keep the clock continuous across the change
+            self._play_from = (time.monotonic(), self.play_offsets[self.play_position])
+        self.speed = SPEEDS[at + direction]
+        self.redraw()

@@ -8,13 +8,12 @@ import time
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from enginetui import keys
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
-from enginetui.replay.controls import MAX_IDLE_S, PLAY_HZ, SPEEDS, JumpScreen, offsets_for_play
+from enginetui.replay.controls import MAX_IDLE_S, SPEEDS, JumpScreen, Playback, offsets_for_play
 from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch.app import WATCH_PANELS, VllmWatchApp
 from enginetui.vllm_watch.recording import BatchItem, CallItem, MetricsItem, WatchItem, WatchRecording, apply_item
@@ -77,7 +76,7 @@ class WatchReplayBar(Static):
         self.update(text)
 
 
-class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
+class WatchReplayApp(Playback, VllmWatchApp, inherit_bindings=False):
     """The vLLM dashboard on a recording instead of a server."""
 
     TITLE = "enginetui · vLLM replay"
@@ -125,16 +124,12 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
         times = recording.times()
         self._times = [t - times[0] for t in times] if times else []  # seconds into the recording, per item
         # the playback clock per item (idle stretches shortened unless keep_idle); [0] is the start
-        self._offsets = (
+        self.play_offsets = (
             [0.0, *offsets_for_play(times, idle_after(recording.items), None if keep_idle else MAX_IDLE_S)]
             if times
             else [0.0]
         )
         self.shown = 0  # items folded into the state on show
-        self.speed = 1.0  # play speed (recorded seconds per second)
-        self.playing = False  # playback moving on by itself
-        self._play_from: tuple[float, float] | None = None  # (time.monotonic(), play offset) when play (re)started
-        self._play_timer: Timer | None = None
         self._start_at = sum(t <= start_s for t in self._times)  # --at: the items folded at once
         self.state = self._fresh_state()
 
@@ -225,48 +220,18 @@ class WatchReplayApp(VllmWatchApp, inherit_bindings=False):
 
         self.push_screen(JumpScreen("a time into the recording (12.5s)", "12.5s"), jump)
 
-    # ---- playing -------------------------------------------------------------------------
+    # ---- playing (Playback) -------------------------------------------------------------
 
-    def action_play(self) -> None:
-        if self.playing:
-            self.stop_playing()
-            return
-        if self.shown >= len(self.recording.items):
-            self._at_an_end(1)
-            return
-        self.playing = True
-        self._play_from = (time.monotonic(), self._offsets[self.shown])
-        self._play_timer = self.set_interval(1 / PLAY_HZ, self._play_tick)
-        self.redraw()
+    @property
+    def play_position(self) -> int:
+        return self.shown
 
-    def stop_playing(self) -> None:
-        if self._play_timer is not None:
-            self._play_timer.stop()
-            self._play_timer = None
-        if self.playing:
-            self.playing = False
-            self.redraw()
+    @property
+    def play_last(self) -> int:
+        return len(self.recording.items)
 
-    def _play_tick(self) -> None:
-        started, offset = self._play_from or (time.monotonic(), 0.0)
-        clock = offset + (time.monotonic() - started) * self.speed
-        count = self.shown
-        while count < len(self.recording.items) and self._offsets[count + 1] <= clock:
-            count += 1
-        if count != self.shown:
-            self.show_items(count)
-        if count >= len(self.recording.items):
-            self.stop_playing()
-
-    def action_speed(self, direction: int) -> None:
-        at = SPEEDS.index(self.speed)
-        if not 0 <= at + direction < len(SPEEDS):
-            self.notify(f"already the {'fastest' if direction > 0 else 'slowest'}: {self.speed:g}x", severity="warning")
-            return
-        if self.playing:  # keep the clock continuous across the change
-            self._play_from = (time.monotonic(), self._offsets[self.shown])
-        self.speed = SPEEDS[at + direction]
-        self.redraw()
+    def play_show(self, position: int) -> None:
+        self.show_items(position)
 
     def action_refused(self) -> None:
         self.notify(REPLAY_ONLY, severity="warning")
