@@ -13,9 +13,9 @@ import time
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.batch_queue import BatchQueue
 from enginetui.core.engine.engine_info import EngineInfo
+from enginetui.core.engine.event_builder import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from enginetui.core.engine.events import RequestAdded, StepEvent, StepPhase
 from enginetui.core.engine.kv_sizing import kv_bytes_per_token, size_kv_pool
-from enginetui.core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from enginetui.core.models.generation_config import generation_defaults
 from enginetui.core.models.loader import load_hf_config, load_model
 from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest

@@ -16,8 +16,8 @@ import msgspec
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.engine_info import EngineInfo
+from enginetui.core.engine.event_builder import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from enginetui.core.engine.events import SCHEMA_VERSION, RequestAdded, StepEvent, StepPhase
-from enginetui.core.engine.step_event import EngineTotals, StepSummary, StepTimes, StepWork, build_step_event
 from enginetui.core.record import format as fmt
 from enginetui.core.record.writer import RecordingWriter
 from enginetui.core.request import Request

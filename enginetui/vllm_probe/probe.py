@@ -2,7 +2,7 @@
 
 Called by the scheduler subclasses (enginetui/vllm_probe/schedulers.py) in vLLM's engine process. It
 imports no vLLM (it reads the scheduler object it is handed) and of enginetui only the event schema
-and its publisher. It fills the same StepEvent our EngineCore fills (core/engine/step_event.py), from
+and its publisher. It fills the same StepEvent our EngineCore fills (core/engine/event_builder.py), from
 vLLM's state instead of ours, with the same event pattern: one "step" event per busy-loop step of
 vLLM's EngineCore. A schedule() is held until the next hook: an update_from_output() that follows
 joins it in one event (planned step N, executed step M; the same step when synchronous), another
