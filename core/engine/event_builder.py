@@ -1,7 +1,7 @@
 """The StepEvent built from the scheduler's state: the one place an event's fields are filled.
 
 EngineCore (core/engine/core.py) builds a live engine's events here; the simulator
-(enginetui/simulate/step_events.py) builds a simulated run's here too, so both describe a step
+(enginetui/simulate/event_sinks.py) builds a simulated run's here too, so both describe a step
 the same way.
 """
 

@@ -21,7 +21,7 @@ from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.dashboard.widgets.title_bar import TitleBar
-from enginetui.simulate.step_events import EventSink
+from enginetui.simulate.event_sinks import EventSink
 
 QUEUE_EVENTS = 256  # events built ahead of the dashboard, at most
 POLL_S = 0.01  # how often the dashboard looks for the next event while none is ready

@@ -101,7 +101,7 @@ def event_writer(
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
         return None
-    from enginetui.simulate.step_events import EventSink, RecordingSink, StepEventBuilder
+    from enginetui.simulate.event_sinks import EventSink, RecordingSink, StepEventBuilder
 
     if s.from_recording:  # the recorded engine, simulated
         import msgspec
