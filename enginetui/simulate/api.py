@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
-from enginetui.simulate import workloads
+from enginetui.simulate import from_settings
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
 from enginetui.simulate.metrics import Summary, parse_slos, summarize
@@ -105,11 +105,11 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
                 f"{recorded.num_partial} recorded requests were aborted or unfinished: they stop after "
                 f"the tokens they had generated"
             )
-    step_model, shape, implied = workloads.step_model(s, recorded.steps if s.from_recording else None)
+    step_model, shape, implied = from_settings.step_model(s, recorded.steps if s.from_recording else None)
     config = _engine_config({**implied, **flags})
     max_model_len = config.max_model_len or (shape.max_position_embeddings if shape else 2048)
     if not s.from_recording:
-        requests = workloads.make_workload(s, shape.vocab_size if shape else 32000, max_model_len, notes)
+        requests = from_settings.make_workload(s, shape.vocab_size if shape else 32000, max_model_len, notes)
     pool = None
     num_blocks = config.num_gpu_blocks_override
     if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
@@ -133,7 +133,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
 
     if s.replicas != 1:
         return _simulate_fleet(s, config, num_blocks, max_model_len, step_model, requests, pool, notes)
-    writer = workloads.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
+    writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
             run = Simulator(config, num_blocks, max_model_len, step_model, writer).run(requests, progress)

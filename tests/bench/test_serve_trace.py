@@ -10,7 +10,7 @@ from enginetui.bench.serve import run, trace_to_send
 from enginetui.bench.serve_load import request_body
 from enginetui.cli import build_parser
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from enginetui.simulate import workloads
+from enginetui.simulate import from_settings
 from enginetui.simulate.cli import _settings_and_flags
 from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.simulator import _engine_request
@@ -47,7 +47,7 @@ def _simulated(flags: list[str]) -> list[tuple[list[int], int, float]]:
     """The same for the scheduler requests `enginetui simulate` serves (prefix caching on: real token values)."""
     s, _ = _settings_and_flags(build_parser().parse_args(["simulate", "--model", str(DEFAULT_MODEL_DIR), *flags]))
     shape = load_model_shape(str(DEFAULT_MODEL_DIR))
-    requests = workloads.make_workload(s, shape.vocab_size, shape.max_position_embeddings)
+    requests = from_settings.make_workload(s, shape.vocab_size, shape.max_position_embeddings)
     engine = [_engine_request(r, True) for r in requests]
     return [(list(e.prompt_token_ids), e.max_tokens, r.arrival) for r, e in zip(requests, engine)]
 

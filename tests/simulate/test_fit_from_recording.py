@@ -16,7 +16,7 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.simulate import workloads
+from enginetui.simulate import from_settings
 from enginetui.simulate.accuracy import fewer_threads, fewer_threads_line
 from enginetui.simulate.api import simulate
 from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
@@ -42,7 +42,7 @@ class GappedLaw(FittedModel):
 
 
 def _simulated_recording(path, monkeypatch, **workload) -> str:
-    monkeypatch.setattr(workloads, "step_model", lambda s, steps: (GappedLaw(), None, {}))
+    monkeypatch.setattr(from_settings, "step_model", lambda s, steps: (GappedLaw(), None, {}))
     settings = dict(
         num_prompts=40,
         input_len=64,

@@ -14,7 +14,7 @@ import pytest
 
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
-from enginetui.simulate import workloads
+from enginetui.simulate import from_settings
 from enginetui.simulate.accuracy import compare_recording, measured_run
 from enginetui.simulate.api import simulate
 from enginetui.simulate.fitted import FitInfo, FittedModel
@@ -33,7 +33,9 @@ def run(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("arrivals") / "run.etrec")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(
-            workloads, "step_model", lambda s, steps: (FittedModel(LAW, FitInfo("law", "here", 0, 1.0, 0.0)), None, {})
+            from_settings,
+            "step_model",
+            lambda s, steps: (FittedModel(LAW, FitInfo("law", "here", 0, 1.0, 0.0)), None, {}),
         )
         result = simulate(
             num_prompts=40,
