@@ -6,7 +6,7 @@ from enginetui.bench.latency import RequestTiming
 
 def request_slos(goodput: list[str] | None) -> dict[str, float]:
     """--goodput NAME:MS ... -> {"ttft": ms, "tpot": ms, "e2e": ms} (those named)."""
-    from enginetui.simulate.metrics import parse_slos
+    from enginetui.simulate.summary import parse_slos
 
     return parse_slos(" ".join(goodput or []))
 

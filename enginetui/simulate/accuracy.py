@@ -19,8 +19,8 @@ from typing import Any
 from enginetui.core.record.reader import read_recording
 from enginetui.export.steps import step_ms
 from enginetui.simulate.from_recording import recorded_run
-from enginetui.simulate.metrics import Summary, summarize
 from enginetui.simulate.simulator import RequestTimes, SimRun, Timeline
+from enginetui.simulate.summary import Summary, summarize
 
 FIGURES = (
     ("duration s", "duration_s"),

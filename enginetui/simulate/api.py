@@ -15,9 +15,9 @@ from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, bloc
 from enginetui.simulate import from_settings
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
-from enginetui.simulate.metrics import Summary, parse_slos, summarize
 from enginetui.simulate.model_shape import ModelShape
 from enginetui.simulate.simulator import SimRun, Simulator
+from enginetui.simulate.summary import Summary, parse_slos, summarize
 
 
 @dataclass(slots=True)

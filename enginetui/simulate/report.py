@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from enginetui.plural import count
 from enginetui.simulate.api import SimResult
-from enginetui.simulate.metrics import Latency, Summary
+from enginetui.simulate.summary import Latency, Summary
 from enginetui.simulate.traces import TRACE_DATASETS
 
 

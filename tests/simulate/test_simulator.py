@@ -6,9 +6,9 @@ import math
 import pytest
 
 from enginetui.core.config import EngineConfig
-from enginetui.simulate.metrics import parse_slos, summarize
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
+from enginetui.simulate.summary import parse_slos, summarize
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 
