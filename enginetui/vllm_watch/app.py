@@ -27,8 +27,8 @@ from enginetui.dashboard.prompting_app import MODAL_ACTIONS, NARROW, PromptingAp
 from enginetui.dashboard.redraw_pacer import RedrawPacer
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.settings import SamplingSettings
-from enginetui.vllm_watch import metrics as m
 from enginetui.vllm_watch import panels
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import ServerFeed
 from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from enginetui.dashboard.widgets.palette import DIM
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.panels import LINK_STYLES, duration, pct
 from enginetui.vllm_watch.prefix_tree import BlockKey, RankCache
 from enginetui.vllm_watch.state import WatchState

@@ -15,7 +15,7 @@ from enginetui.dashboard.widgets.model_panel import wrap_items
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.sparklines import BARS
 from enginetui.plural import count
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState

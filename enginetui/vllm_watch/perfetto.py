@@ -10,7 +10,7 @@ Times are microseconds from the recording's first item, on this machine's clock 
 placed when it was delivered here).
 """
 
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 from enginetui.vllm_watch.recording import BatchItem, MetricsItem, WatchRecording, apply_item
 from enginetui.vllm_watch.requests import WatchedRequest

@@ -11,8 +11,8 @@ and a busy one `base_s`.
 
 import asyncio
 
-from enginetui.vllm_watch import metrics as m
-from enginetui.vllm_watch.metrics import MetricsSample
+from enginetui.vllm_watch import prometheus as m
+from enginetui.vllm_watch.prometheus import MetricsSample
 
 IDLE_BACKOFF = 8  # an idle server is read this many times less often, at most
 # What a reading shows of the server's work: queues, KV in use and the counters that move with it.

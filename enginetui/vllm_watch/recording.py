@@ -29,7 +29,7 @@ import msgspec
 from enginetui.core.record import format as fmt
 from enginetui.core.record.reader import read_frames
 from enginetui.vllm_watch.kv_events import KVEventBatch
-from enginetui.vllm_watch.metrics import MetricsSample
+from enginetui.vllm_watch.prometheus import MetricsSample
 from enginetui.vllm_watch.state import ServerInfo, WatchState
 
 WATCH_HEADER, WATCH_ITEM = b"W", b"V"  # frame kinds of a watch recording

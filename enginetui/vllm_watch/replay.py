@@ -14,7 +14,7 @@ from enginetui import keys
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.replay.controls import MAX_IDLE_S, SPEEDS, JumpScreen, Playback, offsets_for_play
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import WATCH_PANELS, VllmWatchApp
 from enginetui.vllm_watch.recording import BatchItem, CallItem, MetricsItem, WatchItem, WatchRecording, apply_item
 from enginetui.vllm_watch.state import WatchState

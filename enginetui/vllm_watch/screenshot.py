@@ -17,7 +17,7 @@ from textual.widgets import Input
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.vllm_launch import find_vllm_python, start_vllm
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 
 from enginetui.settings import SamplingSettings
-from enginetui.vllm_watch.metrics import MetricsSample, parse_metrics
 from enginetui.vllm_watch.prefix_tree import Decode
+from enginetui.vllm_watch.prometheus import MetricsSample, parse_metrics
 from enginetui.vllm_watch.state import ServerInfo
 
 TIMEOUT_S = 5.0  # connect / read timeout of /metrics and /v1/models

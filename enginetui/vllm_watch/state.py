@@ -8,10 +8,10 @@ redraws from this state at a bounded rate.
 from collections import deque
 from dataclasses import dataclass, field
 
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
-from enginetui.vllm_watch.metrics import Histogram, MetricsSample
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
+from enginetui.vllm_watch.prometheus import Histogram, MetricsSample
 from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues, worth_checking
 from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild

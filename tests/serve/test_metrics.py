@@ -142,7 +142,7 @@ def test_metrics_count_what_requests_did(http):
 def test_our_own_vllm_watcher_reads_it_as_it_reads_vllms(http):
     """`enginetui attach --vllm` parses this server's /metrics: the pool from cache_config_info and
     the histograms it draws latency from."""
-    from enginetui.vllm_watch.metrics import CACHE_CONFIG, parse_metrics
+    from enginetui.vllm_watch.prometheus import CACHE_CONFIG, parse_metrics
 
     sample = parse_metrics(http.get("/metrics").text, time.time())
     assert sample.info[CACHE_CONFIG]["block_size"] == "16" and sample.info[CACHE_CONFIG]["num_gpu_blocks"] == "24"

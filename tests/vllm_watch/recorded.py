@@ -6,7 +6,7 @@ import lzma
 from pathlib import Path
 
 from enginetui.vllm_watch.kv_events import KVEventBatch, decode_batch
-from enginetui.vllm_watch.metrics import MetricsSample, parse_metrics
+from enginetui.vllm_watch.prometheus import MetricsSample, parse_metrics
 
 FIXTURE = Path(__file__).with_name("fixtures") / "opt-tiny"  # vLLM 0.32 CPU serving the embedded model
 REPO = Path(__file__).resolve().parents[2]

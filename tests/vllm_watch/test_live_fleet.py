@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from enginetui.vllm_launch import VllmServer, find_vllm_python, start_vllm
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED

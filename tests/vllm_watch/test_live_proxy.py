@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from enginetui.vllm_launch import find_vllm_python, start_vllm
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.recording import apply_item, read_watch_recording

@@ -13,7 +13,7 @@ import pytest
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.vllm_launch import find_vllm_python, start_vllm
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prompts import BRANCHES, SHARED
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel

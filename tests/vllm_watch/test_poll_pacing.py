@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.feed import ServerFeed
-from enginetui.vllm_watch.metrics import MetricsSample
 from enginetui.vllm_watch.poll_pacing import IDLE_BACKOFF, PollPacing
+from enginetui.vllm_watch.prometheus import MetricsSample
 from enginetui.vllm_watch.state import ServerInfo, WatchState
 
 IDLE = {m.RUNNING: 0.0, m.WAITING: 0.0, m.KV_USAGE: 0.0, m.REQUESTS_DONE: 3.0, m.GENERATION_TOKENS: 96.0}

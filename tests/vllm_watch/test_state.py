@@ -2,10 +2,10 @@
 
 import pytest
 
-from enginetui.vllm_watch import metrics as m
+from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import decode_frames
-from enginetui.vllm_watch.metrics import parse_metrics
 from enginetui.vllm_watch.panels import latency_text, queues_text, series_text, server_text
+from enginetui.vllm_watch.prometheus import parse_metrics
 from enginetui.vllm_watch.requests_panel import detail_text
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.vllm_watch import recorded

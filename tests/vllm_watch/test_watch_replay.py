@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from enginetui.replay.controls import MAX_IDLE_S, offsets_for_play
-from enginetui.vllm_watch import metrics as m
-from enginetui.vllm_watch.metrics import MetricsSample
+from enginetui.vllm_watch import prometheus as m
+from enginetui.vllm_watch.prometheus import MetricsSample
 from enginetui.vllm_watch.recording import CallItem, MetricsItem, apply_item, read_watch_recording
 from enginetui.vllm_watch.replay import REPLAY_ONLY, WatchReplayApp, idle_after
 from enginetui.vllm_watch.state import WatchState

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from enginetui.vllm_watch import metrics as m
-from enginetui.vllm_watch.metrics import Histogram, parse_metrics
+from enginetui.vllm_watch import prometheus as m
+from enginetui.vllm_watch.prometheus import Histogram, parse_metrics
 from tests.vllm_watch import recorded
 
 TEXT = """\
