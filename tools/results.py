@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 RESULTS_PAGE = ROOT / "docs" / "results.md"
+SPEED_PAGE = ROOT / "docs" / "speed.md"
 PLOT = ROOT / "docs" / "results-vs-vllm.png"
 
 Record = dict[str, Any]
@@ -548,8 +549,51 @@ def whole_set_table(cpu: str, date: str) -> Callable[[list[Record]], str]:
     return table
 
 
+# ---- how close to the machine's limit (`enginetui bench roofline`) ------------------------------------
+
+README_ROOFLINE_STEPS = ("decode 1 @ 128", "decode 8 @ 128", "decode 64 @ 128", "prefill 512")
+
+
+def _reached(step: dict[str, Any]) -> str:
+    """'36% (vLLM 36%)': the fraction of the roofline each engine's step reached."""
+    ours, *vllm = step["fraction"]
+    return f"{ours:.0%}" + (f" (vLLM {vllm[0]:.0%})" if vllm else "")
+
+
+def _limits(fig: dict[str, Any]) -> str:
+    return f"{fig['bandwidth_gb_s']:.1f} GB/s, {fig['gemm_gflop_s']:.0f} GFLOP/s"
+
+
+def readme_roofline_table(records: list[Record]) -> str:
+    """Each CPU's latest roofline run per dtype: the share of the machine's limit a few step kinds reach."""
+    latest: dict[tuple[str, str], Record] = {}
+    for r in records:
+        if r["figures"]["kind"] == "roofline" and not r["provenance"].get("cpu_isa"):
+            latest[(_label(r), r["figures"]["dtype"])] = r
+    rows = []
+    for (cpu, dtype), r in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1] != "float32")):
+        steps = {step["kind"]: step for step in r["figures"]["steps"]}
+        cells = [_reached(steps[k]) if k in steps else NONE for k in README_ROOFLINE_STEPS]
+        rows.append([cpu, DTYPES.get(dtype, dtype), _limits(r["figures"]), *cells])
+    return markdown(["CPU", "dtype", "limits (2 cores)", *README_ROOFLINE_STEPS], rows)
+
+
+def roofline_table(records: list[Record]) -> str:
+    """Every roofline run, newest first: each step kind's floor, each engine's step and share of the floor."""
+    rows = []
+    for r in reversed([r for r in records if r["figures"]["kind"] == "roofline"]):
+        fig = r["figures"]
+        run = f"{_label(r)}, {DTYPES.get(fig['dtype'], fig['dtype'])}, {_when(r)} ({_limits(fig)})"
+        for step in fig["steps"]:
+            ms = " / ".join(f"{v:.1f}" for v in step["ms"])
+            rows.append([run, step["kind"], f"{step['floor_ms']:.1f} ({step['bound']})", ms, _reached(step)])
+            run = ""
+    return markdown(["run", "step", "floor ms (limit)", "step ms: ours / vLLM", "of the roofline"], rows)
+
+
 TABLES: dict[Path, dict[str, Callable[[list[Record]], str]]] = {
-    README: {"summary": readme_table},
+    README: {"summary": readme_table, "roofline": readme_roofline_table},
+    SPEED_PAGE: {"roofline": roofline_table},
     RESULTS_PAGE: {
         "headlines": headlines_table,
         "glance": glance_table,
