@@ -1,13 +1,14 @@
-"""The C++ CPU attention kernels (kernels/csrc/cpu_attention.cpp): built at first use, cached, loaded.
+"""The C++ CPU kernels (kernels/csrc/: attention, and linear layers of a few rows): built at first use, cached,
+loaded.
 
 EngineCore's model runner asks for them while the engine starts (before it reports ready), so a
 build never lands inside a request; the build says so in the log, with the time it took.
 
-The source is compiled on the machine that runs it (-O3 -march=native, OpenMP) against this torch's
+The sources are compiled on the machine that runs it (-O3 -march=native, OpenMP) against this torch's
 headers and libraries (paths from `torch.utils.cpp_extension`), and linked to torch's own OpenMP
 runtime, so the kernels and torch's operators share one thread pool and one thread count. The
 shared library is cached in `$ENGINETUI_KERNEL_CACHE` (default `~/.cache/enginetui/kernels`), one
-file per source, torch version, compiler, CPU and flags (`ENGINETUI_CPU_ISA=avx2` builds without
+file per version of the sources, torch version, compiler, CPU and flags (`ENGINETUI_CPU_ISA=avx2` builds without
 AVX-512: kernels/cpu_isa.py): the first use builds it (about 10-30 s), later
 processes load it in milliseconds. Where it cannot be built (no compiler, another platform),
 `available()` is False, one warning line says why, and the dispatch uses the torch reference.
@@ -29,7 +30,7 @@ import torch
 
 from enginetui.kernels.cpu_isa import kernel_compile_flags
 
-SOURCE = Path(__file__).with_name("csrc") / "cpu_attention.cpp"
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("cpu_attention.cpp", "cpu_linear.cpp"))
 CACHE_ENV = "ENGINETUI_KERNEL_CACHE"  # where built kernels are kept
 COMPILER_ENV = "CXX"  # the C++ compiler (default: c++, else g++)
 COMPILE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-std=c++20", "-w"]
@@ -49,9 +50,7 @@ def available() -> bool:
         except Exception as exc:  # noqa: BLE001 - any failure means: use the reference instead
             _state["ok"] = False
             _state["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.warning(
-                "enginetui: C++ CPU attention kernels unavailable (%s); using the torch reference", _state["error"]
-            )
+            log.warning("enginetui: C++ CPU kernels unavailable (%s); using the torch reference", _state["error"])
     return bool(_state["ok"])
 
 
@@ -63,8 +62,13 @@ def unavailable_reason() -> str | None:
 def _ops():
     """The loaded operators (torch.ops.enginetui_cpu); an error if they cannot be built."""
     if not available():
-        raise RuntimeError(f"the C++ CPU attention kernels are unavailable: {unavailable_reason()}")
+        raise RuntimeError(f"the C++ CPU kernels are unavailable: {unavailable_reason()}")
     return torch.ops.enginetui_cpu
+
+
+def skinny_linear_cpu(x, weight, bias, relu: bool = False):
+    """F.linear (then relu if asked) of 1-8 float32 rows, reading the weight once (kernels/csrc/cpu_linear.cpp)."""
+    return _ops().skinny_linear(x, weight, bias, relu)
 
 
 def reshape_and_cache_cpu(key, value, key_cache, value_cache, slot_mapping) -> None:
@@ -87,18 +91,17 @@ def cache_dir() -> Path:
 
 
 def _build() -> Path:
-    """The shared library for this source, torch, compiler and CPU: cached, else compiled now."""
+    """The shared library for these sources, torch, compiler and CPU: cached, else compiled now."""
     compiler = os.environ.get(COMPILER_ENV) or shutil.which("c++") or shutil.which("g++")
     if not compiler:
         raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
     torch_lib = _torch_lib_dir()
     openmp = _torch_openmp_runtime(torch_lib)
-    source = SOURCE.read_bytes()
     flags = [*COMPILE_FLAGS, *kernel_compile_flags()]  # narrower under ENGINETUI_CPU_ISA (kernels/cpu_isa.py)
     key = hashlib.sha256(
         b"\0".join(
             [
-                source,
+                *(source.read_bytes() for source in SOURCES),
                 torch.__version__.encode(),
                 compiler.encode(),
                 _compiler_version(compiler),
@@ -117,13 +120,12 @@ def _build() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its build
         if not target.exists():
             log.warning(
-                "enginetui: building the C++ CPU attention kernels for this CPU and torch "
-                "(once; about 10-30 s) into %s",
+                "enginetui: building the C++ CPU kernels for this CPU and torch (once; about 10-30 s) into %s",
                 target,
             )
             started = time.perf_counter()
             _compile(compiler, flags, torch_lib, openmp, target)
-            log.warning("enginetui: C++ CPU attention kernels built in %.1f s", time.perf_counter() - started)
+            log.warning("enginetui: C++ CPU kernels built in %.1f s", time.perf_counter() - started)
     return target
 
 
@@ -133,24 +135,14 @@ def _compile(compiler: str, flags: list[str], torch_lib: str, openmp: str | None
 
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
-        obj, lib = Path(tmp) / "cpu_attention.o", Path(tmp) / target.name
+        objects, lib = [Path(tmp) / f"{source.stem}.o" for source in SOURCES], Path(tmp) / target.name
         includes = [f"-I{p}" for p in include_paths()]
         runtime = [openmp] if openmp else ["-fopenmp"]  # torch's own libgomp, else the compiler's
-        for command in (
-            [compiler, *flags, abi, *includes, "-c", str(SOURCE), "-o", str(obj)],
-            [
-                compiler,
-                "-shared",
-                str(obj),
-                "-o",
-                str(lib),
-                f"-L{torch_lib}",
-                "-lc10",
-                "-ltorch_cpu",
-                *runtime,
-                f"-Wl,-rpath,{torch_lib}",
-            ],
-        ):
+        compiles = [
+            [compiler, *flags, abi, *includes, "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objects)
+        ]
+        link = [compiler, "-shared", *map(str, objects), "-o", str(lib), f"-L{torch_lib}", "-lc10", "-ltorch_cpu"]
+        for command in (*compiles, [*link, *runtime, f"-Wl,-rpath,{torch_lib}"]):
             done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             if done.returncode != 0:
                 raise RuntimeError(f"building the kernels failed: {done.stderr.strip()[-2000:]}")

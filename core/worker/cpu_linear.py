@@ -1,36 +1,13 @@
 """Linear layers and the lm_head through oneDNN with prepacked weights: a post-load model transform.
 
-`prepack_linear_weights(model)` reorders every linear weight of a loaded model once into oneDNN's
-blocked layout (`torch.ops.mkldnn._reorder_linear_weight`) and swaps the parameter for a
-`PackedWeight`: the same dense tensor, carrying its packed copy. `F.linear` on such a weight (every
-model layer computes `F.linear(x, self.weight, self.bias)`), or `linear_relu` (relu then runs as
-oneDNN's post-op, no pass of its own), runs `torch.ops.mkldnn._linear_pointwise` on the packed
-copy for batches of its model's `min_rows` rows or more, and the dense GEMM (MKL) below that;
-anything else (an embedding lookup on a tied weight, a comparison in a test) sees the dense tensor.
-
-Which one is faster for a row or two depends on the CPU and on the weight's shape, so `min_rows`
-is measured at load for each shape of weight the model has (`measure_min_rows`: both, 1 and 2
-rows; opt-125m has five shapes, under a second), as a decode step meets the weight: read from
-memory where the model's linear weights exceed the largest cache, the caches emptied before each
-timed GEMM (`GemmClock`). On an Intel Xeon (AVX-512) MKL's dense GEMM won below 3 rows with the
-weight in the caches; on an AMD EPYC (Zen 3, AVX2) MKL's is 4-9x slower than oneDNN's there
-(opt-125m shapes, 2 threads: fc1 at 1 row 0.52 against 0.13 ms, at 2 rows 1.75 against 0.19 ms;
-the lm_head at 2 rows 40 against 11 ms), so a decode step of 1 or 2 requests took 65-140 ms where
-3 requests took 45. On an AMD EPYC (Zen 5, AVX-512) the two are even
-for a layer's weight at 1 row while it is in the caches (fc1 0.20 against 0.21 ms), so a timing
-with a hot cache chose either, run to run; from memory MKL's takes 2.3x oneDNN's time at 1 row and
-3.9x at 2 (all 49 GEMMs of an opt-125m decode step: 35.8 against 15.7 ms, 69.7 against 18.0), and
-a decode step of one request ran 31 ms where vLLM's ran 24. It is model-agnostic: it finds the
-weights through the model contract (every `Linear` layer, and the token embedding when the lm_head
-is tied to it).
-
-Measured on this repository's machine (opt-125m shapes, fp32, one thread): decode GEMMs of 8 rows
-about 2x faster, 64 rows 15-20%, the 8-row lm_head 37 -> 14 ms; large prefill batches about even.
-The packed copies cost the memory of the weights once more. Greedy output stays the same up to
-summation order (the parity tests compare with transformers).
-
-`ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the default on CPU when torch
-has oneDNN) keeps it.
+`prepack_linear_weights(model)` reorders every linear weight (found through the model contract) once
+into oneDNN's blocked layout and swaps the parameter for a `PackedWeight`: the same dense tensor,
+carrying its packed copy. `F.linear` on it (and `linear_relu`, relu as oneDNN's post-op) runs oneDNN's
+packed GEMM for batches of `min_rows` rows or more and MKL's dense GEMM below; anything else sees the
+dense tensor. Which is faster for a row or two depends on the CPU and the weight's shape, so
+`min_rows` is measured at load per shape, as a decode step meets the weight (docs/speed.md has the
+figures). In float32, batches of up to `skinny_rows` rows run this project's C++ kernel instead
+(kernels/csrc/cpu_linear.cpp: one pass over the weight), where it is built and measured faster. `ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
 """
 
 import glob
@@ -43,11 +20,13 @@ from torch import nn
 
 from enginetui.core.models.contract import CausalLM
 from enginetui.core.models.layers.linear import Linear, linear_relu
+from enginetui.kernels import cpu_kernels
 
 LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")
 PACK_FOR_ROWS = 64  # the batch size oneDNN chooses the packed layout for (any batch size works with it)
 MAX_MIN_ROWS = 3  # from this many rows oneDNN's packed GEMM is used on every CPU measured
+SKINNY_ROWS = (8, 4, 2, 1)  # the batch sizes up to which the C++ kernel may be chosen, tried largest first
 TIMED_RUNS = 3  # timed runs of each GEMM per clock reading (after one untimed), the fastest kept
 MEASURE_ROUNDS = 2  # clock readings of each GEMM when measuring, packed and dense in turns, the fastest kept
 # the dense GEMM is chosen only when it is faster than this many times oneDNN's: a near tie on the clock
@@ -64,6 +43,7 @@ class PackedWeight(torch.Tensor):
 
     _packed: torch.Tensor  # the weight reordered for oneDNN (an opaque mkldnn tensor)
     _min_rows: int  # batches of this many rows or more use `_packed`, smaller ones the dense weight
+    _skinny_rows: int  # batches of at most this many rows use the C++ kernel (0: never)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -71,6 +51,9 @@ class PackedWeight(torch.Tensor):
         if func is F.linear or func is linear_relu:
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            if isinstance(weight, cls) and x.dim() == 2 and 0 < x.shape[0] <= weight._skinny_rows:
+                with torch._C.DisableTorchFunctionSubclass():
+                    return cpu_kernels.skinny_linear_cpu(x.contiguous(), weight, bias, func is linear_relu)
             if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] >= weight._min_rows:
                 attr = "relu" if func is linear_relu else "none"  # relu as a oneDNN post-op
                 with torch._C.DisableTorchFunctionSubclass():
@@ -79,7 +62,7 @@ class PackedWeight(torch.Tensor):
             out = func(*args, **kwargs)
         if func is torch.Tensor.detach:  # nn.Parameter(weight) detaches: keep what it is
             out = out.as_subclass(cls)
-            out._packed, out._min_rows = args[0]._packed, args[0]._min_rows
+            out._packed, out._min_rows, out._skinny_rows = args[0]._packed, args[0]._min_rows, args[0]._skinny_rows
         return out
 
 
@@ -114,7 +97,8 @@ def packable(dtype: torch.dtype) -> bool:
 def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_gemm=None) -> int:
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
-    (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`)."""
+    (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`, and so is
+    the largest batch that uses the C++ kernel, `measure_skinny_rows`; given, the kernel is not used)."""
     owners: list[Linear | nn.Linear | nn.Embedding] = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
@@ -122,13 +106,14 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
     if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
         weight_bytes, cache_bytes = sum(m.weight.nbytes for m in owners), largest_cache_bytes()
         time_gemm = GemmClock(cache_bytes if weight_bytes > cache_bytes else None)
-    measured: dict[tuple, int] = {}  # (shape, dtype) -> its min_rows: each shape measured once
+    measured: dict[tuple, tuple[int, int]] = {}  # (shape, dtype) -> (min_rows, skinny_rows): each shape once
     for module in owners:
         weight = _packed_weight(module.weight.data)
         key = (tuple(weight.shape), weight.dtype)
         if min_rows is None and key not in measured:
-            measured[key] = measure_min_rows(weight, time_gemm)
-        weight._min_rows = min_rows if min_rows is not None else measured[key]
+            weight._min_rows = measure_min_rows(weight, time_gemm)
+            measured[key] = (weight._min_rows, measure_skinny_rows(weight, time_gemm))
+        weight._min_rows, weight._skinny_rows = (min_rows, 0) if min_rows is not None else measured[key]
         module.weight = nn.Parameter(weight, requires_grad=False)
     return len(owners)
 
@@ -144,15 +129,33 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
     for rows in range(1, MAX_MIN_ROWS):
         packed, dense = float("inf"), float("inf")
         for _ in range(MEASURE_ROUNDS):
-            packed = min(packed, time_gemm(weight, rows, True))
-            dense = min(dense, time_gemm(weight, rows, False))
+            packed = min(packed, time_gemm(weight, rows, "packed"))
+            dense = min(dense, time_gemm(weight, rows, "dense"))
         if packed <= DENSE_MARGIN * dense:
             return rows
     return MAX_MIN_ROWS
 
 
+def measure_skinny_rows(weight: "PackedWeight", time_gemm=None) -> int:
+    """The largest batch of SKINNY_ROWS up to which the C++ kernel beats the GEMM `weight._min_rows` picks
+    (0: none, or the kernel is not built, or the weight is not float32), read in turns as measure_min_rows
+    reads; the kernel's advantage shrinks as rows grow, so the first win, largest first, decides."""
+    if weight.dtype != torch.float32 or not cpu_kernels.available():
+        return 0
+    time_gemm = time_gemm or GemmClock(largest_cache_bytes())
+    for rows in SKINNY_ROWS:
+        other = "packed" if rows >= weight._min_rows else "dense"
+        skinny, chosen = float("inf"), float("inf")
+        for _ in range(MEASURE_ROUNDS):
+            skinny = min(skinny, time_gemm(weight, rows, "skinny"))
+            chosen = min(chosen, time_gemm(weight, rows, other))
+        if skinny < chosen:
+            return rows
+    return 0
+
+
 class GemmClock:
-    """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN) or dense, as a decode step
+    """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN), dense or skinny (the C++ kernel), as a decode step
     runs it. A step reads each weight once: from memory when the model's linear weights exceed the
     largest cache, and then, before each timed run, the clock reads a buffer of twice that cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
     layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model
@@ -163,12 +166,14 @@ class GemmClock:
         self.cache_bytes = cache_bytes  # the largest cache's bytes (None: do not empty the caches)
         self._evict: torch.Tensor | None = None  # [EVICT_CACHE_FACTOR x cache_bytes / 4] fp32, made at first use
 
-    def __call__(self, weight: "PackedWeight", rows: int, packed: bool) -> float:
-        """Seconds of the fastest of TIMED_RUNS GEMMs, after one untimed run."""
+    def __call__(self, weight: "PackedWeight", rows: int, path: str) -> float:
+        """Seconds of the fastest of TIMED_RUNS GEMMs by `path` (packed, dense or skinny), after one untimed run."""
         dense = weight.as_subclass(torch.Tensor)  # [out_features, in_features]
         x = torch.full((rows, dense.shape[1]), 0.5, dtype=dense.dtype)  # [rows, in_features] (no RNG drawn)
-        if packed:
+        if path == "packed":
             run = lambda: torch.ops.mkldnn._linear_pointwise(x, weight._packed, None, "none", [], "")  # noqa: E731
+        elif path == "skinny":
+            run = lambda: cpu_kernels.skinny_linear_cpu(x, dense, None)  # noqa: E731
         else:
             run = lambda: F.linear(x, dense)  # noqa: E731
         run()
@@ -206,4 +211,5 @@ def _packed_weight(dense: torch.Tensor) -> PackedWeight:
     weight = dense.as_subclass(PackedWeight)
     weight._packed = torch.ops.mkldnn._reorder_linear_weight(dense, PACK_FOR_ROWS)
     weight._min_rows = MAX_MIN_ROWS
+    weight._skinny_rows = 0
     return weight

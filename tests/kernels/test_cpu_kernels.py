@@ -15,30 +15,12 @@ import torch
 
 from enginetui.kernels import cpu_kernels
 from enginetui.kernels.cpu_kernels import paged_attention_cpu, reshape_and_cache_cpu
-from enginetui.kernels.paged_batch import REL_TOL, make_paged_batch, max_rel_error
+from enginetui.kernels.paged_batch import REL_TOL, max_rel_error
 from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
-from tests.kernels.cases import ATTENTION_CASES, KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
+from tests.kernels.cases import KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
+from tests.kernels.cpu_cases import CASES, DTYPES, assert_build_matches_reference, case_batch, cpu_flags
 
 REPO = Path(__file__).resolve().parents[2]
-DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-
-# The shared cases, and more that only the fast C++ kernel can afford to run in every dtype.
-CASES = {
-    **ATTENTION_CASES,
-    "gqa_group8": ([1, 2, 1], [70, 40, 3], 8, 1, 64, 16),
-    "head32": ([1, 19], [33, 19], 4, 4, 32, 16),
-    "head64_opt125m": ([1, 40, 1, 1], [45, 300, 16, 257], 12, 12, 64, 16),
-    "head256": ([1, 21], [70, 21], 2, 2, 256, 16),
-    "head72_not_a_multiple_of_16": ([1, 6], [20, 30], 2, 1, 72, 16),
-    "block64": ([1, 70], [130, 70], 4, 2, 64, 64),
-    # Prompts long enough for many softmax spans (four key tiles each), the causal mask inside the last
-    # spans of each item; head 80 leaves channels past the register blocks, block 8 makes tiles of 8 keys.
-    "long_prompt_head80_block8": ([300, 1], [300, 40], 4, 2, 80, 8),
-    "long_chunk_over_history": ([200, 1], [450, 90], 4, 2, 64, 16),
-    # Enough decodes that each takes all its kv heads in one item (few decodes split them).
-    "many_decodes_gqa_head80": ([1] * 24 + [5], [17 + 23 * i for i in range(24)] + [40], 8, 2, 80, 16),
-}
-
 PARAMS = [
     pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
     for name, case in CASES.items()
@@ -46,23 +28,9 @@ PARAMS = [
 ]
 
 
-def _batch(case, dtype=torch.float32, **kwargs):
-    q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size = case
-    return make_paged_batch(
-        q_lens,
-        seq_lens,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        head_size=head_size,
-        block_size=block_size,
-        dtype=dtype,
-        **kwargs,
-    )
-
-
 @pytest.mark.parametrize("case,dtype", PARAMS)
 def test_paged_attention_matches_reference(case, dtype):
-    batch = _batch(case, dtype)
+    batch = case_batch(case, dtype)
     out = torch.full_like(batch.query, float("nan"))  # [num_tokens, num_heads, head_size]
     assert paged_attention_cpu(*batch.args(), out=out) is out  # on the poisoned caches
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))  # [num_tokens, num_heads, head_size]
@@ -71,7 +39,7 @@ def test_paged_attention_matches_reference(case, dtype):
 
 def test_thread_count_changes_nothing():
     """Each (request, head, rows) item runs whole on one thread: results are bitwise the same."""
-    batch = _batch(([1, 40, 1, 17], [300, 90, 33, 17], 8, 2, 64, 16))
+    batch = case_batch(([1, 40, 1, 17], [300, 90, 33, 17], 8, 2, 64, 16))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -85,7 +53,7 @@ def test_thread_count_changes_nothing():
 
 def test_int64_metadata_strided_query_and_out_none():
     """int64 metadata (block table included), a query sliced out of a fused qkv tensor, no out."""
-    batch = _batch(([3, 1], [20, 35], 4, 2, 16, 16), index_dtype=torch.int64)
+    batch = case_batch(([3, 1], [20, 35], 4, 2, 16, 16), index_dtype=torch.int64)
     slice_query_out_of_qkv(batch)
     out = paged_attention_cpu(*batch.args())  # [num_tokens, num_heads, head_size]
     expected = paged_attention_ref(*batch.args(*batch.clean_caches()))
@@ -93,11 +61,11 @@ def test_int64_metadata_strided_query_and_out_none():
 
 
 def test_bad_inputs_are_errors_not_crashes():
-    batch = _batch(([1, 2], [10, 20], 4, 2, 16, 16))
+    batch = case_batch(([1, 2], [10, 20], 4, 2, 16, 16))
     batch.block_table[1, 0] = 10_000  # no such block
     with pytest.raises(RuntimeError, match="block id 10000 is not in the cache"):
         paged_attention_cpu(*batch.args())
-    batch = _batch(([1], [5], 4, 2, 16, 16))
+    batch = case_batch(([1], [5], 4, 2, 16, 16))
     with pytest.raises(RuntimeError, match="share a dtype"):
         paged_attention_cpu(batch.query.double(), batch.key_cache, batch.value_cache, *batch.args()[3:])
     with pytest.raises(RuntimeError, match="multiple of num_kv_heads"):
@@ -120,7 +88,7 @@ def test_reshape_and_cache_matches_reference_exactly(key_dtype, cache_dtype, blo
 
 def test_reshape_then_attend_matches_reference():
     """The two kernels together, as one model step uses them: write this step's K/V, then attend."""
-    batch = _batch(([4, 1], [10, 21], 4, 2, 16, 16))
+    batch = case_batch(([4, 1], [10, 21], 4, 2, 16, 16))
     key, value, slots, expected = take_step_kv_out(batch)
     reshape_and_cache_cpu(key, value, batch.key_cache, batch.value_cache, slots)
     out = paged_attention_cpu(*batch.args())
@@ -138,14 +106,6 @@ def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
     assert newest.stat().st_mtime_ns == stamp  # loaded, not rebuilt
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return set(next(line for line in lines if line.startswith("flags")).split())
-    except (OSError, StopIteration):
-        return set()
-
-
 # Builds for CPUs with fewer instructions than this one (the AVX2 build, 8-lane vectors, is
 # ENGINETUI_CPU_ISA=avx2's: tests/kernels/test_cpu_isa.py): (the compiler flag that takes them away, the
 # CPU flag without which the native build already is that build, the dtypes to check).
@@ -161,7 +121,7 @@ def test_builds_for_narrower_cpus_match_reference(tmp_path, build):
     """The kernels as built for a CPU without AVX512-BF16 or without AVX (SSE):
     each vector width and dot product path must match the reference, whatever CPU runs the tests."""
     flag, cpu_flag, dtypes = NARROWER_BUILDS[build]
-    if cpu_flag not in _cpu_flags():
+    if cpu_flag not in cpu_flags():
         pytest.skip(f"the CPU has no {cpu_flag}: the native build is this build, and the tests above cover it")
     compiler = tmp_path / f"c++-{build}"
     compiler.write_text(f'#!/bin/sh\nexec {shutil.which("c++") or shutil.which("g++")} "$@" {flag}\n')
@@ -169,27 +129,6 @@ def test_builds_for_narrower_cpus_match_reference(tmp_path, build):
     assert_build_matches_reference(
         {**os.environ, "CXX": str(compiler), cpu_kernels.CACHE_ENV: str(tmp_path / "cache")}, dtypes
     )
-
-
-def assert_build_matches_reference(env: dict[str, str], dtypes: list[torch.dtype]) -> None:
-    """In a fresh Python with `env` (which decides the build), the kernels match the reference on
-    every case in every dtype of `dtypes`."""
-    code = (
-        "import torch; from enginetui.kernels import cpu_kernels; from enginetui.kernels.paged_batch import max_rel_error; "
-        "from enginetui.kernels.reference import paged_attention_ref; from tests.kernels.test_cpu_kernels import CASES, _batch\n"
-        "assert cpu_kernels.available(), cpu_kernels.unavailable_reason()\n"
-        f"for dtype in {[str(d) for d in dtypes]}:\n"
-        "    for case in CASES.values():\n"
-        "        b = _batch(case, getattr(torch, dtype.removeprefix('torch.')))\n"
-        "        print(dtype, max_rel_error(cpu_kernels.paged_attention_cpu(*b.args()), "
-        "paged_attention_ref(*b.args(*b.clean_caches()))))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    errors = [line.split() for line in done.stdout.split("\n") if line]
-    assert len(errors) == len(CASES) * len(dtypes)
-    for dtype, error in errors:
-        assert float(error) < REL_TOL[getattr(torch, dtype.removeprefix("torch."))], (dtype, error)
 
 
 @pytest.mark.slow
@@ -203,7 +142,7 @@ def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["torch", "torch"]
-    warnings = [line for line in done.stderr.splitlines() if "C++ CPU attention kernels unavailable" in line]
+    warnings = [line for line in done.stderr.splitlines() if "C++ CPU kernels unavailable" in line]
     assert len(warnings) == 1 and "using the torch reference" in warnings[0]
     env["ENGINETUI_ATTENTION_BACKEND"] = "cpp"  # forcing it where it cannot build is an error
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

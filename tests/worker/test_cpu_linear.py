@@ -23,6 +23,7 @@ from enginetui.core.worker.cpu_linear import (
     packable,
     prepack_linear_weights,
 )
+from enginetui.kernels import cpu_kernels
 
 
 def small_opt(**overrides) -> OPTForCausalLM:
@@ -84,7 +85,7 @@ def test_linear_relu_runs_relu_as_onednns_post_op_with_the_same_result(rows, mon
     torch.testing.assert_close(out, torch.relu(F.linear(x, weight, bias)), rtol=1e-5, atol=1e-5)
 
 
-def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_each_shape_of_weight():
+def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_each_shape_of_weight(monkeypatch):
     """The dense GEMM or oneDNN's for a row or two, whichever this CPU runs faster: measured once per
     shape of weight (a layer's and the lm_head's differ: on a Zen 5 EPYC the two GEMMs are even at
     one row for a layer, where MKL's lm_head is 4x slower than oneDNN's)."""
@@ -94,15 +95,17 @@ def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_each_shape_of_wei
     assert chosen <= {1, 2, MAX_MIN_ROWS}
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
     for packed_wins_from, expected in ((1, 1), (2, 2), (99, MAX_MIN_ROWS)):  # clocks that make each CPU's case
-        clock = lambda w, rows, packed, k=packed_wins_from: 1.0 if packed == (rows >= k) else 3.0  # noqa: E731
+        clock = lambda w, rows, path, k=packed_wins_from: 1.0 if (path == "packed") == (rows >= k) else 3.0  # noqa: E731
         assert measure_min_rows(weight, clock) == expected
 
     timed = []
 
-    def clock(w, rows, packed):  # the vocab-sized head packs from one row, the layers from two
+    monkeypatch.setattr(cpu_linear, "measure_skinny_rows", lambda weight, clock: 0)  # its own test below
+
+    def clock(w, rows, path):  # the vocab-sized head packs from one row, the layers from two
         timed.append(tuple(w.shape))
         wins_from = 1 if w.shape[0] == 128 else 2
-        return 1.0 if packed == (rows >= wins_from) else 3.0
+        return 1.0 if (path == "packed") == (rows >= wins_from) else 3.0
 
     model = small_opt()
     prepack_linear_weights(model, time_gemm=clock)
@@ -122,12 +125,12 @@ def test_a_slow_spell_over_one_reading_does_not_decide():
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
     readings = []
 
-    def clock(w, rows, packed):  # packed wins from one row, but its first reading ran in a slow spell
-        readings.append(packed)
-        return 9.0 if packed and len(readings) == 1 else (1.0 if packed else 3.0)
+    def clock(w, rows, path):  # packed wins from one row, but its first reading ran in a slow spell
+        readings.append(path)
+        return 9.0 if path == "packed" and len(readings) == 1 else (1.0 if path == "packed" else 3.0)
 
     assert measure_min_rows(weight, clock) == 1
-    assert readings == [True, False] * MEASURE_ROUNDS  # in turns
+    assert readings == ["packed", "dense"] * MEASURE_ROUNDS  # in turns
 
 
 def test_the_dense_gemm_must_win_by_a_margin():
@@ -136,7 +139,7 @@ def test_the_dense_gemm_must_win_by_a_margin():
     prepack_linear_weights(model, MAX_MIN_ROWS)
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
     for dense_speedup, expected in ((DENSE_MARGIN * 0.9, 1), (DENSE_MARGIN * 1.1, MAX_MIN_ROWS)):
-        clock = lambda w, rows, packed, s=dense_speedup: s if packed else 1.0  # noqa: E731
+        clock = lambda w, rows, path, s=dense_speedup: s if path == "packed" else 1.0  # noqa: E731
         assert measure_min_rows(weight, clock) == expected, dense_speedup
 
 
@@ -148,12 +151,12 @@ def test_the_clock_times_each_gemm_with_the_caches_emptied_first(monkeypatch):
     clock, reads = GemmClock(largest_cache_bytes()), []
     empty = clock._empty_caches
     monkeypatch.setattr(clock, "_empty_caches", lambda: reads.append(1) or empty())
-    assert clock(model.weight, 1, True) > 0 and clock(model.weight, 2, False) > 0
+    assert clock(model.weight, 1, "packed") > 0 and clock(model.weight, 2, "dense") > 0
     assert len(reads) == 2 * TIMED_RUNS  # before every timed run, not before the untimed one
     assert clock._evict.numel() * 4 == EVICT_CACHE_FACTOR * largest_cache_bytes()
     cached = GemmClock(None)  # a model whose weights fit the largest cache is timed from it
     monkeypatch.setattr(cached, "_empty_caches", lambda: reads.append(1))
-    assert cached(model.weight, 1, True) > 0 and len(reads) == 2 * TIMED_RUNS
+    assert cached(model.weight, 1, "packed") > 0 and len(reads) == 2 * TIMED_RUNS
 
 
 def test_weights_are_timed_from_memory_only_when_the_model_exceeds_the_largest_cache(monkeypatch):
@@ -204,3 +207,62 @@ def test_backend_choice(monkeypatch):
 def test_only_natively_computed_dtypes_are_packed():
     assert packable(torch.float32) and not packable(torch.float64)
     assert packable(torch.bfloat16) == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+TOL = dict(rtol=1e-4, atol=1e-4)  # float32 sums of 768 products in another order
+needs_kernels = pytest.mark.skipif(not cpu_kernels.available(), reason="the C++ CPU kernels cannot be built here")
+
+
+@needs_kernels
+@pytest.mark.parametrize("rows", range(1, 9))
+@pytest.mark.parametrize("shape", [(48, 32), (37, 19), (1000, 768)])  # lanes, tails of N and K, a layer's K
+def test_the_skinny_kernel_equals_dense_linear(rows, shape):
+    n, k = shape
+    weight, bias, x = torch.randn(n, k), torch.randn(n), torch.randn(rows, k)
+    for b in (bias, None):
+        torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(x, weight, b), F.linear(x, weight, b), **TOL)
+    relu = cpu_kernels.skinny_linear_cpu(x, weight, bias, True)
+    torch.testing.assert_close(relu, torch.relu(F.linear(x, weight, bias)), **TOL)
+    wide = torch.randn(rows, k + 5)[:, 2 : k + 2]  # rows of a larger tensor: a row stride other than k
+    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(wide, weight, bias), F.linear(wide, weight, bias), **TOL)
+
+
+@needs_kernels
+def test_the_skinny_kernel_refuses_what_it_does_not_compute():
+    weight = torch.randn(16, 8)
+    for x, message in (
+        (torch.randn(9, 8), "1 to 8 rows"),
+        (torch.randn(2, 7), "features"),
+        (torch.randn(2, 8, dtype=torch.float64), "float32"),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            cpu_kernels.skinny_linear_cpu(x, weight, None)
+
+
+@needs_kernels
+def test_the_skinny_kernel_runs_up_to_the_rows_measured_faster_and_equals_dense_linear(monkeypatch):
+    """Measured per shape, largest batch first: the first batch size where the kernel wins decides; a model
+    whose GEMMs the kernel never wins does not use it; batches above the measured size take the other GEMMs."""
+    model = small_opt()
+    prepack_linear_weights(model, MAX_MIN_ROWS)
+    weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
+    for wins_up_to, expected in ((8, 8), (5, 4), (1, 1), (0, 0)):
+        clock = lambda w, rows, path, k=wins_up_to: (1.0 if rows <= k else 3.0) if path == "skinny" else 2.0  # noqa: E731
+        assert cpu_linear.measure_skinny_rows(weight, clock) == expected
+    assert cpu_linear.measure_skinny_rows(weight.to(torch.float64).as_subclass(PackedWeight), lambda *a: 0.0) == 0
+
+    monkeypatch.setattr(cpu_linear, "measure_skinny_rows", lambda weight, clock: 4)
+    model = small_opt()
+    reference = {n: p.detach().clone() for n, p in model.named_parameters()}
+    prepack_linear_weights(model)
+    calls = []
+    skinny = cpu_kernels.skinny_linear_cpu
+    monkeypatch.setattr(cpu_kernels, "skinny_linear_cpu", lambda *a: calls.append(a[0].shape[0]) or skinny(*a))
+    fc1 = model.model.decoder.layers[0].fc1
+    for rows in (1, 4, 5):
+        x = torch.randn(rows, 32)
+        torch.testing.assert_close(
+            linear_relu(x, fc1.weight, fc1.bias),
+            torch.relu(F.linear(x, reference["model.decoder.layers.0.fc1.weight"], fc1.bias)),
+        )
+    assert calls == [1, 4]
