@@ -3,7 +3,7 @@ that start `enginetui serve` with given engine arguments.
 
 A workload is the simulator's requests (enginetui/simulate/workload.py), so a trace's requests are sent as
 `enginetui simulate` serves them. Each is a streamed /v1/completions with its token-id prompt, ignore_eos and
-max_tokens = its output length, sent at its arrival; the client (stream_client.py) records when each chunk
+max_tokens = its output length, sent at its arrival; the client (enginetui/openai_client.py) records when each chunk
 carrying tokens arrived.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from enginetui.bench.latency import RequestTiming
-from enginetui.bench.stream_client import stream_events
 from enginetui.flags.engine import ENGINE_FLAGS
+from enginetui.openai_client import EventError, auth_headers, error_message, stream_events
 from enginetui.simulate.workload import SimRequest, prompt_token_ids
 
 TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
@@ -46,7 +46,10 @@ async def send(url: str, headers: dict[str, str], model: str, req: SimRequest, t
     def on_data(data: bytes) -> None:
         if not data.startswith(b"{"):
             return
-        new = sum(len(c.get("token_ids") or []) for c in json.loads(data)["choices"])
+        chunk = json.loads(data)
+        if "error" in chunk:
+            raise EventError(error_message(data))
+        new = sum(len(c.get("token_ids") or []) for c in chunk["choices"])
         if new:
             timing.token_times.append(time.perf_counter())
             timing.num_output_tokens += new
@@ -61,7 +64,7 @@ async def run_workload(
 ) -> tuple[list[RequestTiming], float]:
     """Warm the server up, then send the workload, each request at its arrival; timings and duration.
     A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
 
     async def go() -> tuple[list[RequestTiming], float]:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as client:

@@ -18,12 +18,12 @@ Engine request ids are shared by everyone, so this dashboard's requests are sent
 them r1, r2, ... as the local dashboard does (request_names.py).
 """
 
-import json
 import secrets
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from enginetui.core.outputs import CompletionOutput, RequestMetrics, RequestOutp
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.dashboard.widgets.process_panel import ProcessSample
 from enginetui.interrupt import sigterm_quits
+from enginetui.openai_client import INVALID_REQUEST, auth_headers, error_message, stream_chunks
 from enginetui.serve.request_names import RequestNames
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the server at all
@@ -55,7 +56,7 @@ class RemoteEngine(control.OpMethods):
 
     def __init__(self, url: str, api_key: str | None, info: dict, tokenizer) -> None:
         self.url = url.rstrip("/")  # http://HOST:PORT
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}  # sent on every call
+        self.headers = auth_headers(api_key)  # sent on every call
         self.served = info  # the server's /v1/enginetui/info
         self.info = msgspec.convert(info["engine"], EngineInfo)  # the served engine's model, limits and pool
         self.tokenizer = tokenizer  # the server's tokenizer (None: it has none)
@@ -73,7 +74,7 @@ class RemoteEngine(control.OpMethods):
         with httpx.Client(
             base_url=url.rstrip("/"),
             timeout=CONNECT_TIMEOUT_S,
-            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            headers=auth_headers(api_key),
         ) as http:
             info = _json(http, "/v1/enginetui/info", url)
             files = _json(http, "/v1/enginetui/tokenizer", url) if info.get("has_tokenizer") else None
@@ -97,7 +98,8 @@ class RemoteEngine(control.OpMethods):
 
     async def generate(self, prompt: str, params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
         """Stream one prompt through the server's /v1/completions; yields cumulative RequestOutputs.
-        An invalid request raises ValueError with the server's message (as the local engine does)."""
+        An invalid request raises ValueError with the server's message (as the local engine does), any
+        other failure openai_client.StreamError."""
         body = {
             **msgspec.structs.asdict(params),
             "prompt": prompt,
@@ -111,16 +113,8 @@ class RemoteEngine(control.OpMethods):
             body["stop"] = []
         out = _Assembly(request_id, prompt)
         headers = {**self.headers, "X-Request-Id": self.names.header(request_id)}
-        async with self._client().stream("POST", "/v1/completions", json=body, headers=headers) as r:
-            if r.status_code != 200:
-                await r.aread()
-                raise _request_error(r)
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    raise RuntimeError(chunk["error"]["message"])
+        async with aclosing(stream_chunks(self.url, "/v1/completions", body, headers, CONNECT_TIMEOUT_S)) as chunks:
+            async for chunk in chunks:
                 for choice in chunk["choices"]:
                     yield out.add(choice)
 
@@ -260,11 +254,8 @@ def _check(r: httpx.Response) -> None:
 
 def _request_error(r: httpx.Response) -> Exception:
     """ValueError for a refused request (the dashboard shows it as rejected), RuntimeError otherwise."""
-    try:
-        message = r.json()["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = r.text or r.reason_phrase
-    return (ValueError if r.status_code in (400, 404, 422) else RuntimeError)(f"HTTP {r.status_code}: {message}")
+    message = error_message(r.content) if r.content else r.reason_phrase
+    return (ValueError if r.status_code in INVALID_REQUEST else RuntimeError)(f"HTTP {r.status_code}: {message}")
 
 
 def _load_tokenizer(files: dict[str, str]):

@@ -8,9 +8,10 @@ last one) or one JSON body. Every time on a request is when the proxy saw that b
 Pure Python: the folding is unit-tested directly.
 """
 
-import codecs
 import json
 from dataclasses import dataclass, field
+
+from enginetui.openai_client import DONE, SseReader, choice_text, error_message, usage_tokens
 
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
 TYPED_HERE = "typed here"  # the source of a prompt typed in the dashboard
@@ -51,10 +52,7 @@ class WatchedRequest:
     rebuilt_preemptions: int = (
         0  # times vLLM preempted it, as the scheduler rebuild has it (sched_rebuild.py; not on the wire)
     )
-    _pending: str = field(default="", repr=False)  # an event stream's text after the last complete event
-    _utf8: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"), repr=False
-    )  # a character cut between two reads is decoded whole
+    _events: SseReader = field(default_factory=SseReader, repr=False)  # an event stream, read as it goes by
     _body: bytes = field(default=b"", repr=False)  # a JSON response's bytes so far
 
     @property
@@ -133,12 +131,9 @@ class WatchedRequest:
         if not self.stream:
             self._body += data
             return
-        self._pending += self._utf8.decode(data)
-        while "\n\n" in self._pending:
-            event, self._pending = self._pending.split("\n\n", 1)
-            for line in event.splitlines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    self._chunk(line[6:], when)
+        for event in self._events.feed(data):
+            if event != DONE:
+                self._chunk(event, when)
 
     def end(self, when: float, error: str = "") -> None:
         """The response ended (or broke with `error`, or the client went away: "abort")."""
@@ -163,7 +158,7 @@ class WatchedRequest:
         if self.status != "error":
             self.status = "finished"
 
-    def _chunk(self, payload: str, when: float) -> None:
+    def _chunk(self, payload: bytes, when: float) -> None:
         try:
             data = json.loads(payload)
         except ValueError:
@@ -171,9 +166,9 @@ class WatchedRequest:
         if not isinstance(data, dict):
             return
         if "error" in data:
-            self.status, self.detail = "error", error_message(payload.encode())
+            self.status, self.detail = "error", error_message(payload)
             return
-        self._usage(data.get("usage"))
+        self._usage(data)
         for choice in data.get("choices") or []:
             text = choice_text(choice)
             if text or "text" in choice or (choice.get("delta") or {}).get("content") is not None:
@@ -198,16 +193,16 @@ class WatchedRequest:
         except ValueError:
             self.status, self.detail = "error", "the response is not JSON"
             return
-        self._usage(data.get("usage"))
+        self._usage(data)
         for choice in data.get("choices") or []:
             self.text += choice_text(choice)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         self.last_token = when
 
-    def _usage(self, usage) -> None:
-        if isinstance(usage, dict):
-            self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
-            self.output_tokens = usage.get("completion_tokens", self.output_tokens)
+    def _usage(self, data: dict) -> None:
+        prompt_tokens, output_tokens = usage_tokens(data)
+        self.prompt_tokens = self.prompt_tokens if prompt_tokens is None else prompt_tokens
+        self.output_tokens = self.output_tokens if output_tokens is None else output_tokens
 
 
 def prompt_text(body: dict) -> str:
@@ -223,28 +218,3 @@ def prompt_text(body: dict) -> str:
     if isinstance(prompt, list):
         return " | ".join(str(p) for p in prompt) if prompt and not isinstance(prompt[0], int) else str(prompt)
     return str(prompt)
-
-
-def choice_text(choice: dict) -> str:
-    """The text of one choice: a completion's `text`, a chat chunk's `delta.content`, a chat
-    response's `message.content`."""
-    if "text" in choice:
-        return choice.get("text") or ""
-    part = choice.get("delta") or choice.get("message") or {}
-    return (part.get("content") or "") if isinstance(part, dict) else ""
-
-
-def error_message(body: bytes) -> str:
-    """The message of an OpenAI / FastAPI error body."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", errors="replace").strip()[:200] or "no message"
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])
-        for key in ("message", "detail", "error"):
-            if key in data:
-                return str(data[key])
-    return str(data)[:200]

@@ -1,14 +1,24 @@
 """The vLLM server's HTTP side: /v1/models, /metrics, streamed /v1/completions, /reset_prefix_cache;
 and the served model's tokenizer, when it is on this machine."""
 
-import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from enginetui.openai_client import (
+    USAGE_EVERY_CHUNK,
+    InvalidRequest,
+    StreamError,
+    auth_headers,
+    choice_text,
+    error_message,
+    stream_chunks,
+    usage_tokens,
+)
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_watch.prefix_tree import Decode
 from enginetui.vllm_watch.prometheus import MetricsSample, parse_metrics
@@ -36,8 +46,8 @@ class VllmClient:
 
     def __init__(self, url: str, api_key: str | None) -> None:
         self.url = url.rstrip("/")  # http://HOST:PORT
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=TIMEOUT_S)
+        self.headers = auth_headers(api_key)  # sent on every call
+        self.http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=TIMEOUT_S)
 
     async def models(self) -> ServerInfo:
         """The served model (/v1/models)."""
@@ -74,7 +84,8 @@ class VllmClient:
             raise ServerError(f"{self.url}/metrics is not Prometheus text ({exc})") from exc
 
     async def complete(self, model: str, prompt: str, settings: SamplingSettings) -> AsyncIterator[Chunk]:
-        """Stream one completion. A request the server refuses raises ValueError with its message."""
+        """Stream one completion. A request the server refuses raises ValueError with its message (an
+        openai_client.InvalidRequest), any other failure ServerError."""
         body = {
             "model": model,
             "prompt": prompt,
@@ -82,7 +93,7 @@ class VllmClient:
             "temperature": settings.temperature,
             "top_p": settings.top_p,
             "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "stream_options": USAGE_EVERY_CHUNK,
         }
         if settings.top_k:
             body["top_k"] = settings.top_k
@@ -92,32 +103,17 @@ class VllmClient:
             body["stop"] = list(settings.stop)
         if settings.ignore_eos:
             body["ignore_eos"] = True  # vLLM's extension of the OpenAI API
+        chunks = stream_chunks(self.url, "/v1/completions", body, self.headers, TIMEOUT_S)
         try:
-            async with self.http.stream(
-                "POST", "/v1/completions", json=body, timeout=httpx.Timeout(TIMEOUT_S, read=None)
-            ) as r:
-                if r.status_code != 200:
-                    await r.aread()
-                    message = _error_message(r)
-                    raise (ValueError if r.status_code in (400, 404, 422) else ServerError)(
-                        f"HTTP {r.status_code}: {message}"
-                    )
-                async for line in r.aiter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    data = json.loads(line[6:])
-                    if "error" in data:
-                        raise ServerError(_error_text(data))
-                    usage = data.get("usage") or {}
-                    for choice in data.get("choices", []):
-                        yield Chunk(
-                            choice.get("text", ""),
-                            usage.get("prompt_tokens"),
-                            usage.get("completion_tokens"),
-                            choice.get("finish_reason"),
-                        )
-        except httpx.HTTPError as exc:
-            raise ServerError(f"the stream from {self.url} broke: {_network_error(exc)}") from exc
+            async with aclosing(chunks):
+                async for data in chunks:
+                    prompt_tokens, output_tokens = usage_tokens(data)
+                    for choice in data.get("choices") or []:
+                        yield Chunk(choice_text(choice), prompt_tokens, output_tokens, choice.get("finish_reason"))
+        except InvalidRequest:
+            raise
+        except StreamError as exc:
+            raise ServerError(str(exc)) from exc
 
     async def reset_prefix_cache(self) -> None:
         """Empty the prefix cache (a dev-mode route: vLLM serves it with VLLM_SERVER_DEV_MODE=1)."""
@@ -192,20 +188,4 @@ def _network_error(exc: httpx.HTTPError) -> str:
 
 
 def _error_message(r: httpx.Response) -> str:
-    try:
-        return _error_text(r.json())
-    except ValueError:
-        return r.text.strip() or r.reason_phrase
-
-
-def _error_text(data) -> str:
-    """The message of vLLM's / FastAPI's error bodies."""
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])
-        if "message" in data:
-            return str(data["message"])
-        if "detail" in data:
-            return str(data["detail"])
-    return str(data)
+    return error_message(r.content) if r.content else r.reason_phrase
