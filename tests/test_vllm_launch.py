@@ -1,6 +1,6 @@
-"""enginetui/vllm_launch.py: the interpreter lookup, and a server that fails to start (this interpreter has no
-vLLM): one error with its log's tail, the log kept, nothing left running. A real start: tests/vllm_watch/
-test_live_vllm.py and tests/serve/test_bench_serve_vs_vllm.py."""
+"""enginetui/vllm_launch.py: the interpreter lookup, a server that fails to start (this interpreter has no
+vLLM): one error with its log's tail, the log kept, nothing left running; an offline runner's pipes and
+log. A real start: tests/vllm_watch/test_live_vllm.py and tests/serve/test_bench_serve_vs_vllm.py."""
 
 import os
 import sys
@@ -8,7 +8,7 @@ import sys
 import psutil
 import pytest
 
-from enginetui.vllm_launch import VLLM_PYTHON_ENV, VLLMError, find_vllm_python, start_server, vllm_python
+from enginetui.vllm_launch import VLLM_PYTHON_ENV, VLLMError, find_vllm_python, start_runner, start_server, vllm_python
 
 
 def test_a_vllm_executable_stands_for_the_python_beside_it(monkeypatch, tmp_path):
@@ -31,3 +31,27 @@ def test_a_server_that_exits_while_starting_raises_with_its_log(tmp_path):
     assert os.path.exists(log)  # kept: the server failed
     os.unlink(log)
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_runner_talks_over_pipes_logs_its_stderr_and_leaves_nothing(tmp_path):
+    script = tmp_path / "echo.py"
+    script.write_text(
+        "import sys\nprint('to the log', file=sys.stderr, flush=True)\nprint(input().upper(), flush=True)\n"
+    )
+    runner = start_runner(sys.executable, script, dict(os.environ))
+    assert runner.proc.stdin is not None and runner.proc.stdout is not None
+    runner.proc.stdin.write("ping\n")
+    runner.proc.stdin.flush()
+    assert runner.proc.stdout.readline() == "PING\n"
+    assert runner.proc.wait(timeout=30) == 0 and runner.log_text() == "to the log\n"
+    runner.stop()
+    assert not os.path.exists(runner.log_path)  # removed: it did not fail
+    failed = start_runner(sys.executable, tmp_path / "missing.py", dict(os.environ))
+    failed.proc.wait(timeout=30)
+    failed.failed = True
+    failed.stop()
+    assert "missing.py" in failed.log_text()  # kept: it failed
+    os.unlink(failed.log_path)
+    for proc in (runner.proc, failed.proc):
+        proc.stdin.close()
+        proc.stdout.close()

@@ -8,14 +8,12 @@ Its logs go to a temporary file, kept (and its tail shown) only if it fails.
 """
 
 import json
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from enginetui.flags.engine import as_flags
-from enginetui.vllm_launch import LOG_TAIL_CHARS, VLLMError, VllmServer, end_group, start_server, vllm_eager, vllm_env
+from enginetui.vllm_launch import VLLMError, VllmServer, end_group, start_runner, start_server, vllm_eager, vllm_env
 
 RUNNER = Path(__file__).with_name("vllm_runner.py")  # run by that interpreter
 VLLM_COMPETING = ("none", "busy")  # the competing loads vLLM is timed beside too (it has no dashboard)
@@ -68,19 +66,9 @@ class VLLMPeer:
         in_process: bool = False,
     ) -> None:
         self.cores = cores  # "default" or "all"
-        self.log = tempfile.NamedTemporaryFile(prefix="enginetui-vllm-", suffix=".log", delete=False)  # noqa: SIM115
-        self.log_path = self.log.name  # where vLLM's output goes
-        self.failed = False  # a command failed: keep the log
         self.in_flight = False  # a command was sent and its answer not read (e.g. Ctrl-C while vLLM starts)
-        self.proc = subprocess.Popen(  # -P: the runner's folder stays off sys.path (it imports stdlib and vLLM only)
-            [python, "-P", str(RUNNER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=vllm_env(cores, in_process=in_process),
-            text=True,
-            start_new_session=True,
-        )
+        self.runner = start_runner(python, RUNNER, vllm_env(cores, in_process=in_process))  # its log kept if failed
+        self.proc = self.runner.proc
         try:
             reply = self._call(
                 {"cmd": "start", "model": model_dir, "engine": engine, "async": use_async}, startup_timeout_s
@@ -143,13 +131,10 @@ class VLLMPeer:
                 self.proc.wait(timeout=30)
             except (VLLMError, subprocess.TimeoutExpired, OSError):
                 pass
-        end_group(self.proc)  # the runner, and any engine process vLLM left behind
+        self.runner.stop(grace_s=10.0)  # the runner, and any engine process vLLM left behind
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
-        self.log.close()
-        if not self.failed and os.path.exists(self.log_path):
-            os.unlink(self.log_path)
 
     def __enter__(self) -> "VLLMPeer":
         return self
@@ -161,7 +146,7 @@ class VLLMPeer:
         try:
             return self._exchange(command, timeout_s)
         except VLLMError:
-            self.failed = True
+            self.runner.failed = True
             raise
 
     def _exchange(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -171,23 +156,19 @@ class VLLMPeer:
             stdin.write(json.dumps(command) + "\n")
             stdin.flush()
         except OSError as exc:
-            raise VLLMError(f"vLLM runner is gone ({exc}); its log: {self._log_tail()}") from None
+            raise VLLMError(f"vLLM runner is gone ({exc}); its log: {self.runner.log_tail()}") from None
         self.in_flight = True
         line = _readline(self.proc, timeout_s)
         self.in_flight = False
         if not line:
             raise VLLMError(
                 f"vLLM exited (code {self.proc.poll()}) during {command['cmd']!r}; "
-                f"log {self.log_path}:\n{self._log_tail()}"
+                f"log {self.runner.log_path}:\n{self.runner.log_tail()}"
             )
         reply = json.loads(line)
         if "error" in reply:
-            raise VLLMError(f"vLLM failed in {command['cmd']!r}:\n{reply['error']}\nlog {self.log_path}")
+            raise VLLMError(f"vLLM failed in {command['cmd']!r}:\n{reply['error']}\nlog {self.runner.log_path}")
         return reply
-
-    def _log_tail(self) -> str:
-        self.log.flush()
-        return Path(self.log_path).read_text(errors="replace")[-LOG_TAIL_CHARS:]
 
 
 def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
