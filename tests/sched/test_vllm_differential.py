@@ -17,16 +17,17 @@ from pathlib import Path
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.vllm_launch import find_vllm_python
 from tests.sched.traces import first_difference, random_trace, run_ours
 
-VLLM_PYTHON = os.environ.get("ENGINETUI_VLLM_PYTHON", "")
+VLLM_PYTHON = find_vllm_python()
 NUM_TRACES = 300
 NUM_ASYNC_TRACES = 150
 ORACLE = Path(__file__).with_name("vllm_oracle.py")
 
 pytestmark = [
     pytest.mark.skipif(
-        not VLLM_PYTHON or not Path(VLLM_PYTHON).exists(),
+        VLLM_PYTHON is None,
         reason="set ENGINETUI_VLLM_PYTHON to a Python interpreter with vLLM installed",
     ),
     pytest.mark.slow,
@@ -42,7 +43,7 @@ def traces_and_vllm_results(tmp_path_factory):
     traces_path.write_text(json.dumps(traces))
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
     done = subprocess.run(
-        [VLLM_PYTHON, str(ORACLE), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
+        [str(VLLM_PYTHON), str(ORACLE), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
         capture_output=True,
         text=True,
         timeout=600,
