@@ -210,9 +210,14 @@ class EngineTUI(PromptingApp, App[None], inherit_bindings=False):
                 yield StepPanel(id="step", classes="panel")
                 yield Sparklines(id="sparks", classes="panel")
                 yield EventLog(id="log", classes="panel")
+            yield from self.compose_beside()
         yield TimelinePanel(id="timeline", classes="panel")
         yield PromptBar(id="prompt-bar")
         yield Footer()
+
+    def compose_beside(self) -> ComposeResult:
+        """Panels a source adds right of the engine's (a real vLLM's /metrics: enginetui/vllm_probe/with_vllm.py)."""
+        return ()
 
     def take_no_input(self) -> None:
         """For a dashboard on a run that takes nothing (a recording, a simulation): no prompt box and no

@@ -101,7 +101,9 @@ def add_server_subparsers(subparsers: argparse._SubParsersAction) -> None:
         help="watch a real vLLM from inside: the step events its scheduler probe publishes "
         "(vLLM started with --scheduler-cls enginetui.vllm_probe.ProbeAsyncScheduler and "
         "ENGINETUI_PROBE=ADDR, e.g. tcp://127.0.0.1:5600); the same screens as for our engine, "
-        "watch only",
+        "watch only. With --vllm URL: that server's /metrics, prefix cache and proxy beside them, and the "
+        "outside rebuild scored against the probe; with --record FILE: the probe's step events, "
+        "in the format `enginetui --record` writes",
     )
     attach.set_defaults(func=run_attach)
 
@@ -291,22 +293,10 @@ def run_attach(args: argparse.Namespace) -> int:
     from enginetui.terminal_check import refuse_without_terminal
     from enginetui.vllm_watch.cli import run_vllm_watch, vllm_only_flags
 
-    if args.probe:
-        if args.vllm or args.url or vllm_only_flags(args):
-            print("enginetui attach: --probe ADDR watches the probe alone (no URL, no --vllm flags)", file=sys.stderr)
-            return 2
-        from enginetui.vllm_probe.config import ProbeConfigError, check_endpoint
+    if args.probe:  # a real vLLM through its scheduler probe (with --vllm URL: its /metrics beside)
+        from enginetui.vllm_probe.cli import run_probe
 
-        try:
-            check_endpoint(args.probe, "--probe")
-        except ProbeConfigError as exc:
-            print(f"enginetui attach: {exc}", file=sys.stderr)
-            return 2
-        if refuse_without_terminal("enginetui attach"):
-            return 2
-        from enginetui.vllm_probe.attach import attach_probe
-
-        return attach_probe(args.probe, redraw_hz=args.redraw_hz, max_cpu_share=args.max_cpu / 100)
+        return run_probe(args, api_key(args))
     if args.vllm:
         return run_vllm_watch(args.url, args, api_key(args))
     if vllm_only_flags(args):

@@ -64,6 +64,11 @@ class RecordedRun:
 def recorded_run(path: str) -> RecordedRun:
     recording = read_recording(path)
     header = recording.header
+    if not header.engine.max_model_len:  # a vLLM recorded through its probe alone (vllm_probe/recording.py)
+        raise ValueError(
+            f"{path} does not hold its engine's max_model_len or prefix caching (a vLLM recorded through its probe "
+            f"without --vllm URL): record it with `enginetui attach --vllm URL --probe ADDR --record FILE`"
+        )
     known = {name: header.config[name] for name in SCHEDULING_FIELDS if name in header.config}
     config = EngineConfig(device="cpu", **known)
     added: dict[str, RequestAdded] = {}  # req_id -> RequestAdded, in order
@@ -83,7 +88,7 @@ def recorded_run(path: str) -> RecordedRun:
         for a in event.added:
             added[a.req_id] = a
             pending.append(a.req_id)
-        if event.is_step:
+        if event.is_step and (event.scheduled or event.new_token_ids):  # not a vLLM's empty step (the probe's)
             steps.append(event)
             start = step_start(event)
             for req_id in pending:

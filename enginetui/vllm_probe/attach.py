@@ -7,7 +7,8 @@ says so). Its first event is vLLM's next step: an idle vLLM shows nothing until 
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import msgspec
 import zmq
@@ -17,7 +18,7 @@ from enginetui import keys
 from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.no_input_engine import NoInputEngine
-from enginetui.interrupt import sigterm_quits
+from enginetui.vllm_probe.recording import ProbeRecording, VllmFacts
 
 PROBE_READ_ONLY = (
     "this is a real vLLM seen through its probe: the dashboard watches it; send requests to vLLM's own API"
@@ -42,6 +43,10 @@ class ProbeEngine(NoInputEngine):
         self._sock: zmq.asyncio.Socket | None = None  # opened in the app's event loop
         self._latest: StepEvent | None = None  # the latest event taken
         self._reading = asyncio.Lock()  # one reader of the socket at a time (snapshot() may be asked twice at once)
+        self.watchers: list[Callable[[StepEvent, float], None]] = []  # told each event taken, and when (time.time())
+        self.recording: ProbeRecording | None = None  # --record FILE: every event taken is written there
+        self.facts: VllmFacts | None = None  # what vLLM's server said, for the recording's header (--vllm URL)
+        self.tokenizer_dir: str | None = None  # the recording's tokenizer (--tokenizer DIR; else the served model's)
 
     @property
     def model_name(self) -> str:
@@ -80,16 +85,29 @@ class ProbeEngine(NoInputEngine):
         if self._sock is not None:
             self._sock.close(linger=0)
 
+    def start_recording(self, path: str, source: str) -> ProbeRecording:
+        """Record every event taken from now on to `path` (enginetui/flags/record.py calls it)."""
+        self.recording = ProbeRecording(path, source, self.facts, self.tokenizer_dir)
+        return self.recording
+
     async def _next(self) -> StepEvent:
         if self._sock is None:
             self._sock = zmq.asyncio.Context.instance().socket(zmq.SUB)
             self._sock.setsockopt(zmq.LINGER, 0)
+            if self.recording is not None:  # however far the dashboard falls behind, the recording loses nothing here
+                self._sock.setsockopt(zmq.RCVHWM, 0)
             self._sock.connect(self.address)
             self._sock.setsockopt(zmq.SUBSCRIBE, b"")
-        event = decode_event(await self._sock.recv())
+        data = await self._sock.recv()
+        arrived = time.time()
+        event = decode_event(data)
         if self.missed.last_seq is not None and event.seq <= self.missed.last_seq:
             raise ProbeRestarted(f"the probe at {self.address} started over (vLLM restarted?): attach again")
         self._latest = self.missed.mark(event)
+        if self.recording is not None:
+            self.recording.write(data, event)
+        for watcher in self.watchers:
+            watcher(self._latest, arrived)
         return self._latest
 
 
@@ -120,15 +138,3 @@ class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
 
     def _empty_hint(self) -> str:
         return f"waiting for vLLM's next step\n(its probe: {self.probe_engine.address})"
-
-
-def attach_probe(address: str, *, redraw_hz: float, max_cpu_share: float) -> int:
-    """`enginetui attach --probe ADDR`: the dashboard on the vLLM publishing there, until q."""
-    engine = ProbeEngine(address)
-    app = ProbeWatchTUI(engine, redraw_hz=redraw_hz, max_cpu_share=max_cpu_share)
-    try:
-        with sigterm_quits(app):
-            app.run()
-    finally:
-        engine.shutdown()
-    return app.return_code or 0

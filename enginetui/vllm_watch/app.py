@@ -69,6 +69,33 @@ WATCH_PANELS = [
 EMPTY_REQUESTS = "no prompts yet: just type one\nand press Enter · ^b sends a burst"  # lines fit 80 columns
 
 
+def tree_context(s: WatchState) -> TreeContext:
+    """What the prefix tree panel shows beside the KV events, from the rest of the state."""
+    hits = s.latest.per_engine(m.PREFIX_HITS) if s.latest else {}
+    stale = ""
+    if s.link == "down" and s.down_since is not None and s.caches.ranks:
+        since = time.strftime("%H:%M:%S", time.localtime(s.down_since))
+        stale = f"vLLM has not answered since {since}: the cache as it was then"
+    return TreeContext(
+        pool_blocks=s.config("num_gpu_blocks"),
+        block_size=s.config("block_size"),
+        hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
+        empty_note=_empty_tree_note(s),
+        stale_note=stale,
+        tokenizer_note=s.tokenizer_note,
+    )
+
+
+def _empty_tree_note(s: WatchState) -> str:
+    if s.kv_link == "off":
+        return f"KV events are not listened to: {KV_HINT}"
+    if s.link != "up" and s.server is None:
+        return f"waiting for vLLM at {s.url} (its KV events: {s.kv_endpoint})"
+    if s.kv_error and s.kv_link != "up":
+        return f"{s.kv_error}\n{KV_HINT}"
+    return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"
+
+
 class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     """Watch one vLLM server: its queues, KV pool, rates, latencies and prefix cache; send it prompts."""
 
@@ -231,30 +258,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
         return EMPTY_REQUESTS
 
     def _tree_context(self) -> TreeContext:
-        s = self.state
-        hits = s.latest.per_engine(m.PREFIX_HITS) if s.latest else {}
-        stale = ""
-        if s.link == "down" and s.down_since is not None and s.caches.ranks:
-            since = time.strftime("%H:%M:%S", time.localtime(s.down_since))
-            stale = f"vLLM has not answered since {since}: the cache as it was then"
-        return TreeContext(
-            pool_blocks=s.config("num_gpu_blocks"),
-            block_size=s.config("block_size"),
-            hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
-            empty_note=self._empty_tree_note(),
-            stale_note=stale,
-            tokenizer_note=s.tokenizer_note,
-        )
-
-    def _empty_tree_note(self) -> str:
-        s = self.state
-        if s.kv_link == "off":
-            return f"KV events are not listened to: {KV_HINT}"
-        if s.link != "up" and s.server is None:
-            return f"waiting for vLLM at {s.url} (its KV events: {s.kv_endpoint})"
-        if s.kv_error and s.kv_link != "up":
-            return f"{s.kv_error}\n{KV_HINT}"
-        return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"
+        return tree_context(self.state)
 
     # ---- /metrics, /v1/models and KV events (feed.py) ------------------------------------
 

@@ -68,7 +68,8 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
         "--record",
         metavar="FILE",
         help="keep the session in FILE (KV events, /metrics readings, requests typed and proxied): "
-        "open it with `enginetui replay FILE` or `enginetui export FILE --format perfetto OUT`",
+        "open it with `enginetui replay FILE` or `enginetui export FILE --format perfetto OUT`; with "
+        "--probe ADDR: the probe's step events, in our engine's recording format",
     )
     group.add_argument(
         "--tokenizer",

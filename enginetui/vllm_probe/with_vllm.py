@@ -1,0 +1,253 @@
+"""`enginetui attach --vllm URL --probe ADDR`: the probe's dashboard (exact) plus what only a vLLM has.
+
+The engine's panels are EngineTUI's on the probe's step events (attach.py). Beside them, one column
+of vLLM's own: vllm_watch's feed reads the server's /metrics (and its KV events; the proxy passes
+clients' requests through) into a WatchState, as `attach --vllm URL` does, and its scheduler rebuild
+runs on it. Each /metrics reading, and the rebuild's state for it, is scored against the probe's state
+then (oracle.py): the probe's figures are exact, the rebuild's are said with their agreement.
+"""
+
+import time
+from pathlib import Path
+
+from rich.text import Text
+from textual import events, on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.css.query import NoMatches
+
+from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.requests_table import RequestsTable
+from enginetui.plural import count
+from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
+from enginetui.vllm_probe.oracle import ProbeTruth, Scores
+from enginetui.vllm_watch import panels
+from enginetui.vllm_watch import prometheus as m
+from enginetui.vllm_watch import proxy as proxy_server
+from enginetui.vllm_watch.app import POLL_S, SILENCE_CHECK_S, tree_context
+from enginetui.vllm_watch.feed import ServerFeed
+from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.requests_panel import WatchRequestsTable
+from enginetui.vllm_watch.server import VllmClient
+from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+
+EXACT = "#98c379"  # the probe's figures
+REBUILT = "#e5c07b"  # the rebuild's
+
+
+class ProbeFeed(ServerFeed):
+    """vllm_watch's feed of one server, each /metrics reading (and the rebuild's checks) scored against the probe."""
+
+    def __init__(self, truth: ProbeTruth, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.truth = truth  # the probe's states
+
+    async def read_metrics(self):
+        sample = await super().read_metrics()
+        if sample is not None:
+            self.truth.reading(sample)
+        self.truth.score_rebuild(self.state.rebuild)
+        return sample
+
+
+class ProbeVllmTUI(ProbeWatchTUI):
+    """The dashboard on a real vLLM's probe, with that server's /metrics, prefix cache, proxy and rebuild beside it."""
+
+    CSS_PATH = [  # type: ignore[assignment]  # Textual takes a list too; EngineTUI names one file
+        Path(__file__).parent.parent / "dashboard" / "app.tcss",
+        Path(__file__).parent.parent / "vllm_watch" / "watch.tcss",
+        Path(__file__).with_name("with_vllm.tcss"),
+    ]
+
+    def __init__(
+        self,
+        engine: ProbeEngine,
+        url: str,
+        *,
+        kv_events: str | None,
+        kv_replay: str | None = None,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        proxy: tuple[str, int] | None = None,
+        poll_s: float = POLL_S,
+        **kwargs,
+    ) -> None:
+        super().__init__(engine, **kwargs)
+        self.url = url.rstrip("/")  # the server watched beside the probe
+        self.vllm = WatchState(self.url, kv_events, limits=SchedulerLimits())  # what vllm_watch reads of it
+        self.truth = ProbeTruth()  # the probe's states, and the readings scored against them
+        self.client = VllmClient(self.url, api_key)
+        self.feed = ProbeFeed(
+            self.truth,
+            self.vllm,
+            self.client,
+            lambda coro: self.run_worker(coro, group="kv", exit_on_error=False),
+            kv_events=kv_events,
+            kv_replay=kv_replay,
+            tokenizer=tokenizer,
+            poll_s=poll_s,
+        )
+        self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
+        self._vllm_drawn: tuple | None = None  # what the vLLM column shows (redrawn when it changes)
+        engine.watchers.append(self._probe_event)
+
+    def compose_beside(self) -> ComposeResult:
+        with Vertical(id="vllm"):
+            yield panels.TextPanel(
+                lambda state, width: oracle_text(self.truth, state, self.state.latest, width),
+                "vLLM · exact (probe) · rebuilt",
+                id="vllm-oracle",
+                classes="panel",
+            )
+            yield panels.TextPanel(
+                panels.server_text, "vLLM /metrics · KV pool · rates", id="vllm-metrics", classes="panel"
+            )
+            yield PrefixTreePanel(id="vllm-tree", classes="panel")
+            yield WatchRequestsTable(id="vllm-requests", classes="panel")
+
+    def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
+        self.set_interval(SILENCE_CHECK_S, self.feed.check_kv_silence)
+        self._poll_metrics()
+        if self.proxy is not None:
+            self._serve_proxy(*self.proxy)
+        if self.vllm.kv_endpoint:
+            self.feed.follow_rank(0)
+        else:
+            self.vllm.kv_status(
+                time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache"
+            )
+
+    def _probe_event(self, event: StepEvent, arrived: float) -> None:
+        self.truth.event(event, arrived)
+        if self.vllm.limits.source == "given" and not self.vllm.limits.max_num_seqs:
+            # the rebuild needs vLLM's limits, which /metrics lacks and every probe event carries
+            self.vllm.limits = SchedulerLimits(event.max_num_seqs, event.token_budget, "probe")
+            self.vllm.version += 1
+        if event.running or event.waiting:
+            self.feed.wake()  # vLLM works: read /metrics at the busy interval
+
+    def redraw(self) -> None:
+        super().redraw()
+        latest = self.state.latest
+        key = (self.vllm.version, self.truth.metrics.count, self.truth.rebuild.count, latest.seq if latest else None)
+        if key == self._vllm_drawn:
+            return
+        try:
+            tree, requests = self.query_one(PrefixTreePanel), self.query_one(WatchRequestsTable)
+        except NoMatches:  # a last timer tick while the app closes
+            return
+        self._vllm_drawn = key
+        for panel in self.query(panels.TextPanel):
+            panel.show(self.vllm)
+        tree.show(self.vllm.caches, tree_context(self.vllm))
+        requests.show(list(self.vllm.requests.values()), None, self._proxy_hint())
+
+    def on_requests_table_clicked(self, message: RequestsTable.Clicked) -> None:
+        if message.req_id not in self.state.requests:  # a row of the proxy's list: no panel of the probe's has it
+            message.prevent_default()
+
+    def about(self) -> list[tuple[str, str]]:
+        return [
+            *super().about(),
+            (
+                "vLLM server",
+                f"{self.url}: its /metrics, KV events ({self.vllm.kv_endpoint or 'not listened to'}) "
+                f"and proxy ({self.vllm.proxy_url or 'off: --proxy-port PORT'}) in the right-hand column",
+            ),
+            (
+                "exact / rebuilt",
+                "exact (probe): from the probe's events; /metrics: vLLM's gauges; rebuilt: the outside "
+                f"rebuild from the proxy's requests, each scored against the probe at every /metrics reading (±{TOLERANCE})",
+            ),
+        ]
+
+    def _proxy_hint(self) -> str:
+        if self.vllm.proxy_url:
+            return f"requests through the proxy at {self.vllm.proxy_url}"
+        return self.vllm.proxy_error or "requests through a proxy: pass --proxy-port PORT"
+
+    @work(group="metrics", exit_on_error=False)
+    async def _poll_metrics(self) -> None:
+        await self.feed.poll_metrics()
+
+    @work(group="proxy", exit_on_error=False)
+    async def _serve_proxy(self, host: str, port: int) -> None:
+        """Serve vLLM's API on host:port, every request passed through and listed (vllm_watch/proxy.py)."""
+        try:
+            sock = proxy_server.listen(host, port)
+        except OSError as exc:
+            self.vllm.proxy_listening(
+                time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
+            )
+            return
+        bound = sock.getsockname()[1]
+        self.vllm.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
+        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.vllm, self.feed.wake), sock)
+
+    @on(events.Unmount)
+    async def _close_client(self) -> None:
+        await self.client.close()
+
+
+def oracle_text(truth: ProbeTruth, watch: WatchState, latest: StepEvent | None, width: int) -> Text:
+    """The probe's figures (exact), vLLM's /metrics and the rebuild's, each with its agreement with the probe."""
+    head = Text("exact (probe): ", style=f"bold {EXACT}")
+    exact: list[str | Text] = [head]
+    if latest is None:
+        head.append("waiting for vLLM's next step", style=DIM)
+    else:
+        head.append(f"running {len(latest.running)}")
+        used = latest.num_blocks - latest.num_free_blocks
+        exact += [f"waiting {len(latest.waiting)}", f"KV {used}/{latest.num_blocks} blocks", f"step {latest.step}"]
+    rows: list[list[str | Text]] = [exact]
+    reading = watch.latest
+    if reading is not None:
+        kv = reading.per_engine(m.KV_USAGE)
+        metrics: list[str | Text] = [
+            Text("/metrics: ", style="bold").append(f"running {reading.total(m.RUNNING) or 0:.0f}"),
+            f"waiting {reading.total(m.WAITING) or 0:.0f}",
+        ]
+        if kv:
+            metrics.append(f"KV {100 * max(kv.values()):.0f}%")
+        if truth.metrics.count:
+            metrics.append(_agreement("equal to the probe", truth.metrics))
+        rows.append(metrics)
+    rows.append(rebuild_row(truth, watch))
+    return panels.figure_lines(*rows, width=width)
+
+
+def rebuild_row(truth: ProbeTruth, watch: WatchState) -> list[str | Text]:
+    """The rebuild's agreement with the probe, or why there is none yet."""
+    scores = truth.rebuild
+    if scores.count:
+        head = Text(
+            f"rebuilt, {100 * scores.agreeing / scores.count:.0f}% agreement with the probe over ", style=REBUILT
+        )
+        row: list[str | Text] = [head.append(count(scores.count, "reading"))]
+        shares = [(name, scores.share(name)) for name in ("running", "waiting", "blocks")]
+        row.append(
+            f"within ±{TOLERANCE}: "
+            + ", ".join(
+                f"{'KV' if name == 'blocks' else name} {100 * share:.0f}%"
+                for name, share in shares
+                if share is not None
+            )
+        )
+        last = scores.comparisons[-1]
+        row.append(f"now running {last.running:.0f}, waiting {last.waiting:.0f}, KV {last.blocks:.0f} blocks")
+    elif watch.rebuild is None:
+        row = [
+            Text("rebuilt: ", style=REBUILT),
+            "not yet: it needs vLLM's pool (/metrics), limits (probe) and max_model_len (/v1/models)",
+        ]
+    else:
+        row = [Text("rebuilt: ", style=REBUILT), "no reading scored yet"]
+    if not watch.proxy_url:
+        row.append(Text("the rebuild sees only requests through the proxy (--proxy-port PORT)", style=DIM))
+    return row
+
+
+def _agreement(what: str, scores: Scores) -> str:
+    return f"{what} on {scores.agreeing}/{count(scores.count, 'reading')} ({100 * scores.agreeing / scores.count:.0f}%)"
