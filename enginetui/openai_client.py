@@ -108,6 +108,9 @@ class SseReader:
         *events, self.pending = text.split(b"\n\n")
         found = []
         for event in events:
+            if event.startswith(b"data: ") and b"\n" not in event:  # one line: as the servers send them
+                found.append(event[6:])
+                continue
             lines = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
             if lines:
                 found.append(lines[0] if len(lines) == 1 else b"\n".join(lines))
