@@ -11,9 +11,9 @@ import pytest
 from enginetui import cli
 from enginetui.kernels import cpu_isa, cpu_kernels
 from enginetui.vllm_launch import find_vllm_python
-from tests.kernels.test_cpu_kernels import DTYPES, _cpu_flags, assert_build_matches_reference
+from tests.kernels.cpu_cases import DTYPES, assert_build_matches_reference, cpu_flags
 
-NARROWS = cpu_isa.NARROWER_ISAS["avx2"].cpu_flag in _cpu_flags()  # else the native build already is the AVX2 one
+NARROWS = cpu_isa.NARROWER_ISAS["avx2"].cpu_flag in cpu_flags()  # else the native build already is the AVX2 one
 ISA_PROBE = (
     "import torch, torch.cpu; print(torch.backends.cpu.get_cpu_capability(), "
     "torch.cpu._is_avx512_supported(), torch.cpu._is_amx_tile_supported())"
