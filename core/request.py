@@ -45,6 +45,7 @@ class Request:
         "num_stale_output_tokens",
         "num_void_tokens",
         "is_prefill_chunk",
+        "num_external_tokens",
     )
 
     def __init__(
@@ -78,6 +79,7 @@ class Request:
         self.num_in_flight_tokens = 0  # tokens scheduled for it in steps whose outputs are not yet applied
         self.num_stale_output_tokens = 0  # of those, tokens of steps in flight when it was preempted
         self.num_void_tokens = 0  # of those, tokens of steps planned on KV a failed step never wrote (dropped)
+        self.num_external_tokens = 0  # prompt tokens whose KV a connector brings (disaggregated prefill's decode side)
         self.is_prefill_chunk = False  # its latest planned step leaves prompt or recompute work (samples nothing)
 
     @property

@@ -46,6 +46,7 @@ class RequestAdded(msgspec.Struct, frozen=True):
     max_tokens: int  # generation limit, resolved against max_model_len
     priority: int  # scheduling priority (lower runs first under the priority policy)
     arrival_time: float  # wall-clock time the engine received it (time.time())
+    routed: str = ""  # a simulated fleet: why its router sent it to this replica ("" elsewhere)
 
 
 class Admission(msgspec.Struct, frozen=True):
@@ -141,6 +142,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     executed_step: int = 0  # the step whose outputs (new_token_ids, finished) this event applies (0: none)
     phases: list[StepPhase] = []  # this busy-loop step's schedule / execute / update spans, by step
     cuda_graph_size: int = 0  # latest step: the captured decode size its forward replayed (0: ran eagerly)
+    replica: int = 0  # a simulated fleet's recording: the replica whose step it is (0: the only engine)
 
     @property
     def is_snapshot(self) -> bool:

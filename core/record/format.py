@@ -46,6 +46,8 @@ class Header(msgspec.Struct, kw_only=True):
     engine: EngineInfo  # the engine: model, pool, device, dtype, limits (pid: the recorded EngineCore)
     config: dict[str, Any]  # its EngineConfig, field by field
     tokenizer: TokenizerFiles | None  # to turn token ids into text (None: the engine ran on token ids only)
+    # a simulated fleet: each engine's role ("replica", "prefill" or "decode"), indexed by each event's `replica`
+    replicas: list[str] = []  # empty: one engine
 
 
 class Trailer(msgspec.Struct, kw_only=True):

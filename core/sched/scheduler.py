@@ -181,13 +181,17 @@ class Scheduler:
         while step.budget > 0 and len(self.waiting) and len(self.running) < config.max_num_seqs:
             request = self.waiting.peek()
             hit_blocks, num_hit_tokens = self.kv.get_computed_blocks(request)
-            num_new = request.num_tokens - num_hit_tokens
+            # KV a connector brings (first admission only, as vLLM's; the last prompt token is computed here)
+            num_external = 0 if request.num_preemptions else max(request.num_external_tokens - num_hit_tokens, 0)
+            num_new = request.num_tokens - num_hit_tokens - num_external
             if 0 < threshold < num_new:
                 num_new = threshold
             if not config.enable_chunked_prefill and num_new > step.budget:
                 break
             num_new = min(num_new, step.budget)
-            blocks = self.kv.allocate_slots(request, num_new, hit_blocks, config.scheduler_reserve_full_isl)
+            blocks = self.kv.allocate_slots(
+                request, num_new + num_external, hit_blocks, config.scheduler_reserve_full_isl
+            )
             if blocks is None:
                 break
             self.kv.record_lookup(request, num_hit_tokens)
@@ -196,7 +200,7 @@ class Scheduler:
             if not request.num_preemptions:
                 request.num_cached_tokens = num_hit_tokens  # vLLM reports the first admission's hits
             request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_hit_tokens
+            request.num_computed_tokens = num_hit_tokens + num_external
             self.running.append(request)
             if request.first_scheduled_time is None:
                 request.first_scheduled_time = time.time()

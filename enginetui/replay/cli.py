@@ -53,6 +53,12 @@ def run_replay(args: argparse.Namespace) -> int:
         from enginetui.vllm_watch.cli import run_watch_replay
 
         return run_watch_replay(args.file, args.at, keep_idle=args.keep_idle)
+    from enginetui.simulate.fleet_watch import is_fleet_recording
+
+    if os.path.isfile(args.file) and is_fleet_recording(args.file):  # `enginetui simulate --replicas N --record`
+        from enginetui.simulate.fleet_watch import run_fleet_replay
+
+        return run_fleet_replay(args.file, args.at, keep_idle=args.keep_idle)
     from enginetui.core.record.format import RecordingError
     from enginetui.replay.app import ReplayTUI, parse_target
     from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal

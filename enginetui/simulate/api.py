@@ -41,6 +41,11 @@ class SimSettings:
     over_context: str = "clip"  # traces: requests longer than max_model_len are "clip"ped or "skip"ped
     replicas: int = 1  # engines behind the router (each its own scheduler, KV pool and clock)
     router: str = "cache-aware"  # with replicas > 1: how requests are spread (routers.ROUTERS; vllm-router's default)
+    prefill_replicas: int = 0  # disaggregated prefill: engines of the prefill pool (0: not disaggregated)
+    decode_replicas: int = 0  # disaggregated prefill: engines of the decode pool
+    prefill_policy: str | None = None  # the prefill pool's router (None: `router`)
+    decode_policy: str | None = None  # the decode pool's router (None: `router`)
+    kv_transfer_bandwidth: float = 50.0  # disaggregated prefill: GB/s of the link a prompt's KV crosses
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -80,7 +85,9 @@ class FleetResult:
     router: str  # the router's name
     summaries: list[Summary]  # per replica
     runs: list[SimRun]  # per replica
-    choices: list[int]  # per request (by arrival): the replica it went to
+    choices: list[int]  # per request (by arrival): the replica it went to (disaggregated: its prefill replica)
+    roles: list[str] = field(default_factory=list)  # per replica: "replica", or "prefill" / "decode"
+    transfer_seconds: list[float] = field(default_factory=list)  # disaggregated: per request its KV transfer
 
 
 def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> SimResult:
@@ -131,8 +138,8 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
         _check_fits(requests, num_blocks, config.block_size)
     from enginetui.simulate.progress import progress_bar
 
-    if s.replicas != 1:
-        return _simulate_fleet(s, config, num_blocks, max_model_len, step_model, requests, pool, notes)
+    if fleet_roles(s):
+        return _simulate_fleet(s, config, shape, num_blocks, max_model_len, step_model, requests, pool, notes, live)
     writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
@@ -152,20 +159,73 @@ def _check_fleet(s: SimSettings, live) -> None:
         raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
     if s.router not in ROUTERS:
         raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
-    if s.replicas > 1 and (s.record or live is not None or s.from_recording):
-        raise ValueError("--record, --watch and --from-recording simulate one engine: leave out --replicas")
+    if s.prefill_replicas or s.decode_replicas:
+        if s.prefill_replicas < 1 or s.decode_replicas < 1:
+            raise ValueError(
+                f"--prefill-replicas {s.prefill_replicas} --decode-replicas {s.decode_replicas}: a disaggregated "
+                f"fleet needs at least one of each"
+            )
+        if s.replicas != 1:
+            raise ValueError("--replicas: a disaggregated fleet is --prefill-replicas P --decode-replicas D")
+        if not s.kv_transfer_bandwidth > 0:
+            raise ValueError(f"--kv-transfer-bandwidth must be positive (GB/s), got {s.kv_transfer_bandwidth:g}")
+    for flag, policy in (("--prefill-policy", s.prefill_policy), ("--decode-policy", s.decode_policy)):
+        if policy is not None and not s.prefill_replicas:
+            raise ValueError(f"{flag}: only for a disaggregated fleet (give --prefill-replicas and --decode-replicas)")
+        if policy is not None and policy not in ROUTERS:
+            raise ValueError(f"{flag} {policy!r}: no such router (choose one of {', '.join(ROUTERS)})")
+    if fleet_roles(s) and s.from_recording:
+        raise ValueError("--from-recording simulates the recorded engine: leave out --replicas")
+
+
+def fleet_router(s: SimSettings) -> str:
+    """The fleet's router in words: `cache-aware`, or `prefill cache-aware, decode round-robin`."""
+    if s.prefill_replicas:
+        return f"prefill {s.prefill_policy or s.router}, decode {s.decode_policy or s.router}"
+    return s.router
+
+
+def fleet_roles(s: SimSettings) -> list[str]:
+    """The fleet's engines' roles: "replica" each, or "prefill" then "decode" ones; empty for one engine."""
+    if s.prefill_replicas:
+        return ["prefill"] * s.prefill_replicas + ["decode"] * s.decode_replicas
+    return ["replica"] * s.replicas if s.replicas > 1 else []
 
 
 def _simulate_fleet(
-    s: SimSettings, config: EngineConfig, num_blocks: int, max_model_len: int, step_model, requests, pool, notes
+    s: SimSettings,
+    config: EngineConfig,
+    shape,
+    num_blocks: int,
+    max_model_len: int,
+    step_model,
+    requests,
+    pool,
+    notes,
+    live,
 ) -> SimResult:
     from enginetui.simulate.fleet import merged_run, run_fleet
+    from enginetui.simulate.fleet_events import FleetEvents
     from enginetui.simulate.progress import progress_bar
     from enginetui.simulate.routers import make_router
 
-    router = make_router(s.router, s.replicas, config.block_size, s.seed)
-    with progress_bar(len(requests), s.progress) as progress:
-        fleet = run_fleet(config, num_blocks, max_model_len, step_model, s.replicas, router, requests, progress)
+    roles = fleet_roles(s)
+    writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live, roles)
+    events = FleetEvents(writer, len(roles)) if writer is not None else None
+    try:
+        with progress_bar(len(requests), s.progress) as progress:
+            if s.prefill_replicas:
+                fleet = _disaggregated(
+                    s, config, shape, num_blocks, max_model_len, step_model, requests, progress, events
+                )
+            else:
+                router = make_router(s.router, s.replicas, config.block_size, s.seed)
+                fleet = run_fleet(
+                    config, num_blocks, max_model_len, step_model, s.replicas, router, requests, progress, events=events
+                )
+    finally:
+        if events is not None:
+            events.close()
     slos = parse_slos(s.goodput)
     run = merged_run(fleet)
     per_replica = [summarize(r, slos) for r in fleet.replicas]
@@ -178,7 +238,34 @@ def _simulate_fleet(
         pool,
         step_model.name,
         notes,
-        FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices),
+        FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices, fleet.roles, fleet.transfer_seconds),
+    )
+
+
+def _disaggregated(s: SimSettings, config, shape, num_blocks, max_model_len, step_model, requests, progress, events):
+    from enginetui.simulate.disagg import run_disaggregated
+    from enginetui.simulate.memory import kv_block_bytes
+    from enginetui.simulate.precision import kv_bytes
+    from enginetui.simulate.routers import make_router
+
+    if shape is None:
+        raise ValueError("disaggregated prefill times the KV transfer by the model's KV size: give --model")
+    # the whole model's KV of a token (every tensor-parallel rank's share)
+    per_token = kv_block_bytes(shape, config.block_size, kv_bytes(s.kv_cache_dtype), 1) / config.block_size
+    prefill = make_router(s.prefill_policy or s.router, s.prefill_replicas, config.block_size, s.seed)
+    decode = make_router(s.decode_policy or s.router, s.decode_replicas, config.block_size, s.seed + 1)
+    return run_disaggregated(
+        config,
+        num_blocks,
+        max_model_len,
+        step_model,
+        prefill,
+        decode,
+        requests,
+        per_token,
+        s.kv_transfer_bandwidth * 1e9,
+        progress,
+        events,
     )
 
 

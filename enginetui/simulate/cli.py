@@ -156,6 +156,34 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         "and its defaults), least-outstanding (Vidur's) or prefix-score (llm-d's precise prefix-cache "
         "scoring) (default: cache-aware, vllm-router's)",
     )
+    f.add_argument(
+        "--prefill-replicas",
+        type=int,
+        default=quiet,
+        metavar="P",
+        help="disaggregated prefill (vllm-router's --vllm-pd-disaggregation): P engines serve the prompts, "
+        "with --decode-replicas D engines generating after each prompt's KV crosses the link",
+    )
+    f.add_argument("--decode-replicas", type=int, default=quiet, metavar="D", help="the decode pool's engines")
+    f.add_argument(
+        "--prefill-policy",
+        default=quiet,
+        metavar="NAME",
+        help="the prefill pool's router, as vllm-router's flag (default: --router)",
+    )
+    f.add_argument(
+        "--decode-policy",
+        default=quiet,
+        metavar="NAME",
+        help="the decode pool's router, as vllm-router's flag (default: --router)",
+    )
+    f.add_argument(
+        "--kv-transfer-bandwidth",
+        type=float,
+        default=quiet,
+        metavar="GB/S",
+        help="disaggregated prefill: the link a prompt's KV crosses, GB/s (default: 50, one 400 Gb/s NIC)",
+    )
     e = p.add_argument_group("engine (vLLM's flag names; the engine's defaults)")
     from enginetui.flags.engine import ENGINE_FLAGS
 
@@ -217,8 +245,9 @@ def _settings_and_flags(args: argparse.Namespace):
     if uses_trace(args) and getattr(args, "num_prompts", None) is not None:
         raise ValueError("--num-prompts: a trace serves every request of its window (give --trace-window)")
     check_trace_args(args)
+    disaggregated = getattr(args, "prefill_replicas", None) or getattr(args, "decode_replicas", None)
     sweeps_fleet = args.sweep and args.sweep.lstrip("-").replace("-", "_").startswith("replicas")
-    if getattr(args, "router", None) and values.get("replicas", 1) == 1 and not sweeps_fleet:
+    if getattr(args, "router", None) and values.get("replicas", 1) == 1 and not sweeps_fleet and not disaggregated:
         raise ValueError("--router: one replica has nothing to route (give --replicas N)")
     values["progress"] = not args.no_progress and sys.stderr.isatty()
     flags = {k: getattr(args, k) for k in SIM_ENGINE_FLAGS if getattr(args, k, None) is not None}
@@ -259,7 +288,8 @@ def _status(result) -> int:
 
 
 def _run_watch(args, settings, flags) -> int:
-    from enginetui.simulate.api import simulate
+    from enginetui.simulate.api import fleet_roles, fleet_router, simulate
+    from enginetui.simulate.fleet_watch import FleetWatchTUI
     from enginetui.simulate.report import format_summary
     from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
     from enginetui.terminal_check import SIMULATE_INSTEAD, refuse_without_terminal
@@ -270,7 +300,12 @@ def _run_watch(args, settings, flags) -> int:
     if refuse_without_terminal("enginetui simulate --watch", SIMULATE_INSTEAD):
         return 2
     live.start()
-    app = SimWatchTUI(engine)
+    roles = fleet_roles(settings)
+    app: SimWatchTUI | FleetWatchTUI
+    if roles:
+        app = FleetWatchTUI(engine, roles, fleet_router(settings))
+    else:
+        app = SimWatchTUI(engine)
     with sigterm_quits(app):
         app.run()
     engine.shutdown()

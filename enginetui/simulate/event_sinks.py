@@ -38,7 +38,14 @@ class EventSink:
 class RecordingSink(EventSink):
     """Writes each event to a recording file as it comes."""
 
-    def __init__(self, path: str | os.PathLike, config: EngineConfig, info: EngineInfo, source: str) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        config: EngineConfig,
+        info: EngineInfo,
+        source: str,
+        replicas: list[str] | None = None,
+    ) -> None:
         header = fmt.Header(
             event_schema_version=SCHEMA_VERSION,
             created=time.time(),
@@ -47,6 +54,7 @@ class RecordingSink(EventSink):
             engine=info,
             config=msgspec.to_builtins(config),
             tokenizer=None,
+            replicas=replicas or [],
         )
         self.writer = RecordingWriter(path, header)  # the file
 
@@ -70,6 +78,7 @@ class StepEventBuilder(Observer):
         self.total_preemptions = 0  # preemptions so far
         self.first_scheduled: dict[str, float] = {}  # request id -> simulated time of its first admission
         self._added: list[RequestAdded] = []  # requests added since the last event
+        self.routed = ""  # a fleet's replica: why the router sent it the next request added
 
     def on_add(self, request: Request) -> None:
         self._added.append(
@@ -80,6 +89,7 @@ class StepEventBuilder(Observer):
                 request.max_tokens,
                 request.priority,
                 request.arrival_time,
+                self.routed,
             )
         )
 

@@ -11,9 +11,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from enginetui.core.config import EngineConfig
+from enginetui.simulate.fleet_events import FleetEvents
 from enginetui.simulate.routers import Router
 from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request, collector_paused
 from enginetui.simulate.step_time import StepTimeModel
@@ -60,9 +61,12 @@ class FleetRun:
     """What a fleet simulation produced."""
 
     replicas: list[SimRun]  # per replica, its requests in the order it took them
-    choices: list[int]  # per workload request (sorted by arrival): the replica it was routed to
+    choices: list[int]  # per workload request (sorted by arrival): the replica it was routed to (its prefill one)
     router: str  # the router's name
     wall_seconds: float  # how long simulating took here
+    roles: list[str] = field(default_factory=list)  # per replica: "replica", or "prefill" / "decode" (disaggregated)
+    decode_choices: list[int] = field(default_factory=list)  # disaggregated: per request its decode replica (of D)
+    transfer_seconds: list[float] = field(default_factory=list)  # disaggregated: per request its KV transfer
 
 
 def run_fleet(
@@ -75,26 +79,43 @@ def run_fleet(
     workload: list[SimRequest],
     progress: Callable[[int], None] | None = None,
     fast_forward: bool = True,
+    events: FleetEvents | None = None,
 ) -> FleetRun:
-    """Serve `workload` on `num_replicas` alike engines behind `router`."""
+    """Serve `workload` on `num_replicas` alike engines behind `router`; `events`: build each replica's step
+    events (a watched or recorded fleet) and say why the router chose each replica."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     with collector_paused():
         return _run_fleet(
-            config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward
+            config,
+            num_blocks,
+            max_model_len,
+            step_model,
+            num_replicas,
+            router,
+            workload,
+            progress,
+            fast_forward,
+            events,
         )
 
 
 def _run_fleet(
-    config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward
+    config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward, events
 ) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
     n = len(reqs)
     replicas = [
-        FleetReplica(k, EngineLoop(config, num_blocks, max_model_len, step_model, None, fast_forward))
+        FleetReplica(
+            k,
+            EngineLoop(
+                config, num_blocks, max_model_len, step_model, events.builders[k] if events else None, fast_forward
+            ),
+        )
         for k in range(num_replicas)
     ]
+    router.explain = events is not None
     choices: list[int] = []
     busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
     model = step_model
@@ -124,6 +145,8 @@ def _run_fleet(
             replica.now = r.arrival
         k = router.route(request, replicas, r.arrival)
         choices.append(k)
+        if events is not None:
+            events.routed(k, f"{router.name}: {router.why}")
         replica = replicas[k]
         replica.routed += 1
         loop = replica.loop
@@ -140,34 +163,39 @@ def _run_fleet(
     if progress is not None:
         progress(sum(r.loop.num_ended for r in replicas))
     wall = time.perf_counter() - wall0
-    return FleetRun([r.loop.result(wall) for r in replicas], choices, router.name, wall)
+    return FleetRun([r.loop.result(wall) for r in replicas], choices, router.name, wall, ["replica"] * num_replicas)
 
 
 def merged_run(fleet: FleetRun) -> SimRun:
-    """The fleet's replicas as one run: every request, every step (of every replica), the counts summed."""
+    """The fleet's replicas as one run: every request (disaggregated: as its decode replica served it, the
+    arrival its own), every step of every replica, the counts summed (disaggregated: prefix caching's
+    lookups those of the prefill pool, where prompts are computed)."""
     from array import array
 
     runs = fleet.replicas
+    roles = fleet.roles or ["replica"] * len(runs)
+    served = [run for run, role in zip(runs, roles) if role != "prefill"]  # whose requests the clients see
+    prompts = [run for run, role in zip(runs, roles) if role != "decode"]  # where prompts are computed
     first = runs[0]
 
-    def cat(name: str, part: str):
+    def cat(name: str, part: str, over: list[SimRun]):
         out = array(getattr(getattr(first, part), name).typecode)
-        for run in runs:
+        for run in over:
             out.extend(getattr(getattr(run, part), name))
         return out
 
-    times = type(first.times)(*(cat(name, "times") for name in first.times.__slots__))
-    timeline = type(first.timeline)(*(cat(name, "timeline") for name in first.timeline.__slots__))
-    rejected = [run for run in runs if run.num_rejected]
+    times = type(first.times)(*(cat(name, "times", served) for name in first.times.__slots__))
+    timeline = type(first.timeline)(*(cat(name, "timeline", runs) for name in first.timeline.__slots__))
+    rejected = [run for run in served if run.num_rejected]
     return SimRun(
-        [r for run in runs for r in run.requests],
+        [r for run in served for r in run.requests],
         times,
         timeline,
         first.num_blocks,
-        sum(run.num_rejected for run in runs),
+        sum(run.num_rejected for run in served),
         rejected[0].first_rejection if rejected else "",
         first.step_model,
         fleet.wall_seconds,
-        sum(run.prefix_queries for run in runs),
-        sum(run.prefix_hits for run in runs),
+        sum(run.prefix_queries for run in prompts),
+        sum(run.prefix_hits for run in prompts),
     )

@@ -96,8 +96,10 @@ def event_writer(
     max_model_len: int,
     model: StepTimeModel,
     live=None,
+    replicas: list[str] | None = None,
 ):
-    """A StepEventBuilder for --record and a live view (None with neither). `live(info, source)`: the
+    """A StepEventBuilder for --record and a live view (None with neither); `replicas`: a fleet's roles, for the
+    recording's header (its events come from fleet_events.replica_builders). `live(info, source)`: the
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
         return None
@@ -132,7 +134,7 @@ def event_writer(
         )
         rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
         source = f"enginetui simulate ({s.dataset}, {rate})"
-    sinks: list[EventSink] = [RecordingSink(s.record, config, info, source)] if s.record else []
+    sinks: list[EventSink] = [RecordingSink(s.record, config, info, source, replicas)] if s.record else []
     if live is not None:
         sinks.append(live(info, source))
     return StepEventBuilder(config, sinks)

@@ -46,7 +46,13 @@ def describe_setup(result: SimResult, sweep=None) -> list[str]:
         f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
         f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}",
     ]
-    if s.replicas > 1 or (sweep is not None and sweep.name in ("replicas", "router")):
+    if s.prefill_replicas:
+        lines.append(
+            f"fleet         disaggregated: {count(s.prefill_replicas, 'prefill replica')} behind "
+            f"{s.prefill_policy or s.router}, {count(s.decode_replicas, 'decode replica')} behind "
+            f"{s.decode_policy or s.router}; KV over {s.kv_transfer_bandwidth:g} GB/s"
+        )
+    elif s.replicas > 1 or (sweep is not None and sweep.name in ("replicas", "router")):
         lines.append(
             f"fleet         {count(s.replicas, 'replica')} behind {s.router}"
             if sweep is None
@@ -123,21 +129,35 @@ def load_imbalance(values: Sequence[float]) -> float:
 
 
 def format_fleet(result: SimResult) -> list[str]:
-    """The fleet's spread and each replica's figures."""
+    """The fleet's spread and each replica's figures (disaggregated: per pool, and the KV transfers)."""
     fleet = result.fleet
     if fleet is None:
         raise ValueError("format_fleet needs a fleet's result")
+    roles = fleet.roles or ["replica"] * len(fleet.runs)
+    if "prefill" in roles:
+        return _format_pools(result, roles)
     counts = [s.num_requests for s in fleet.summaries]
     tokens = [sum(r.prompt_len + r.output_len for r in run.requests) for run in fleet.runs]
     lines = [
         f"imbalance     the busiest replica against the mean: requests {load_imbalance(counts):.2f}x, "
         f"tokens {load_imbalance(tokens):.2f}x",
         "",
-        f"{'replica':<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
-        f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"
-        + (f"{'goodput':>9}" if result.summary.goodput is not None else ""),
     ]
-    for k, m in enumerate(fleet.summaries):
+    return lines + _replica_rows(result, range(len(roles)), "replica")
+
+
+def _replica_rows(result: SimResult, which, name: str) -> list[str]:
+    """A row per replica of `which` (indices into the fleet): its latencies, cache, KV and goodput."""
+    fleet = result.fleet
+    assert fleet is not None
+    goodput = result.summary.goodput is not None
+    lines = [
+        f"{name:<8}{'requests':>9}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
+        f"{'ITL p50':>9}{'E2E p50':>10}{'E2E p99':>10}{'prefix hit':>11}{'KV max':>8}{'preempt':>8}"
+        + (f"{'goodput':>9}" if goodput else ""),
+    ]
+    for k in which:
+        m = fleet.summaries[k]
         hit = f"{m.prefix_hits / m.prefix_queries:.1%}" if m.prefix_queries else "-"
         line = (
             f"{k:<8}{m.num_requests:>9}{m.ttft.p50:>10.1f}{m.ttft.p99:>10.1f}{m.tpot.p50:>10.2f}"
@@ -145,7 +165,42 @@ def format_fleet(result: SimResult) -> list[str]:
             f"{m.kv_usage_max:>8.0%}{m.num_preemptions:>8}"
         )
         lines.append(line + (f"{m.goodput:>9.2f}" if m.goodput is not None else ""))
-    lines.append(
-        "(ms; goodput: req/s over each replica's own duration)" if result.summary.goodput is not None else "(ms)"
-    )
+    lines.append("(ms; goodput: req/s over each replica's own duration)" if goodput else "(ms)")
     return lines
+
+
+def _format_pools(result: SimResult, roles: list[str]) -> list[str]:
+    """Disaggregated: the prefill pool (a request's time there: its wait and prefill), the KV transfers, the
+    decode pool (the figures clients see: TTFT from the request's arrival at the fleet)."""
+    import numpy as np
+
+    fleet = result.fleet
+    assert fleet is not None
+    prefill = [k for k, role in enumerate(roles) if role == "prefill"]
+    decode = [k for k, role in enumerate(roles) if role == "decode"]
+    lines = [
+        f"{'prefill':<8}{'requests':>9}{'in pool p50':>12}{'p90':>9}{'p99':>9}{'prefix hit':>11}{'KV max':>8}"
+        f"{'preempt':>8}"
+    ]
+    for k in prefill:
+        m = fleet.summaries[k]
+        hit = f"{m.prefix_hits / m.prefix_queries:.1%}" if m.prefix_queries else "-"
+        lines.append(
+            f"{k:<8}{m.num_requests:>9}{m.e2e.p50:>12.1f}{m.e2e.p90:>9.1f}{m.e2e.p99:>9.1f}{hit:>11}"
+            f"{m.kv_usage_max:>8.0%}{m.num_preemptions:>8}"
+        )
+    lines.append("(ms from arrival to the prompt's end on the prefill replica: its wait and prefill)")
+    moved = np.asarray(fleet.transfer_seconds, dtype=np.float64) * 1e3  # [requests] ms
+    if moved.size:
+        p50, p99 = np.percentile(moved, (50, 99))
+        lines += [
+            "",
+            f"KV transfer   mean {moved.mean():.2f} ms, p50 {p50:.2f}, p99 {p99:.2f} ms "
+            f"(the prompt's KV over {result.settings.kv_transfer_bandwidth:g} GB/s)",
+        ]
+    counts = [fleet.summaries[k].num_requests for k in decode]
+    lines += [
+        f"imbalance     the busiest decode replica against the mean: requests {load_imbalance(counts):.2f}x",
+        "",
+    ]
+    return lines + _replica_rows(result, decode, "decode")

@@ -67,6 +67,8 @@ class Router:
         self.num_replicas = num_replicas
         self.block_size = block_size
         self.rng = random.Random(seed)
+        self.explain = False  # say why each choice was made (`why`): for a watched or recorded fleet
+        self.why = ""  # the latest choice's reason, in words (set only when `explain`)
 
     def route(self, request: Request, replicas: list[Replica], now: float) -> int:
         raise NotImplementedError
@@ -86,6 +88,8 @@ class RoundRobin(Router):
 
     def route(self, request, replicas, now):
         k = self.counter % len(replicas)
+        if self.explain:
+            self.why = f"request {self.counter} of the count, modulo {len(replicas)}"
         self.counter += 1
         return k
 
@@ -96,6 +100,8 @@ class RandomRouter(Router):
     name = "random"
 
     def route(self, request, replicas, now):
+        if self.explain:
+            self.why = "drawn at random"
         return self.rng.randrange(len(replicas))
 
 
@@ -112,7 +118,10 @@ class PowerOfTwo(Router):
         b = self.rng.randrange(len(replicas))
         while b == a:
             b = self.rng.randrange(len(replicas))
-        return a if replicas[a].load() <= replicas[b].load() else b
+        load_a, load_b = replicas[a].load(), replicas[b].load()
+        if self.explain:
+            self.why = f"drew {a} (load {load_a}) and {b} (load {load_b}): the lighter"
+        return a if load_a <= load_b else b
 
 
 class LeastOutstanding(Router):
@@ -121,6 +130,9 @@ class LeastOutstanding(Router):
     name = "least-outstanding"
 
     def route(self, request, replicas, now):
+        if self.explain:
+            loads = [r.load() for r in replicas]
+            self.why = f"the fewest in flight ({min(loads)}; loads {_loads(loads)})"
         return min(range(len(replicas)), key=lambda k: replicas[k].load())
 
 
@@ -145,6 +157,8 @@ class ConsistentHash(Router):
 
         key = _hash64(array("q", request.prompt_token_ids).tobytes())
         i = bisect_left(self.points, key)
+        if self.explain:
+            self.why = f"the prompt's hash {key:016x} on the ring"
         return self.owners[i % len(self.points)]
 
 
@@ -177,6 +191,8 @@ class CacheAware(Router):
         hashes = self.block_hashes(request)
         if highest - lowest > BALANCE_ABS_THRESHOLD and highest > lowest * BALANCE_REL_THRESHOLD:
             choice = least
+            if self.explain:
+                self.why = f"imbalanced (loads {_loads(loads)}): the least loaded"
         else:
             last = self.last
             matched = 0
@@ -186,7 +202,15 @@ class CacheAware(Router):
                 matched += 1
             rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
             # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
-            choice = last[hashes[matched - 1]] if matched and rate > CACHE_THRESHOLD else least
+            hit = matched and rate > CACHE_THRESHOLD
+            choice = last[hashes[matched - 1]] if hit else least
+            if self.explain:
+                match = f"matched {matched * self.block_size} of {request.num_prompt_tokens} tokens ({rate:.0%})"
+                self.why = (
+                    f"{match}, over {CACHE_THRESHOLD:.0%}"
+                    if hit
+                    else f"{match}, not over {CACHE_THRESHOLD:.0%}: the least loaded (loads {_loads(loads)})"
+                )
         self.tick += 1
         self.last.update(dict.fromkeys(hashes, choice))
         self.touched.update(dict.fromkeys(hashes, self.tick))
@@ -229,7 +253,10 @@ class PrefixScore(Router):
             queue = 1.0 if high == low else (high - q) / (high - low)
             scores.append(PREFIX_WEIGHT * prefix + KV_UTILIZATION_WEIGHT * (1 - r.kv_usage()) + QUEUE_WEIGHT * queue)
         best = max(scores)
-        return self.rng.choice([k for k, s in enumerate(scores) if s == best])
+        choice = self.rng.choice([k for k, s in enumerate(scores) if s == best])
+        if self.explain:
+            self.why = f"the best score {best:.2f} of 7 (scores {' '.join(f'{s:.2f}' for s in scores)})"
+        return choice
 
 
 POLICIES = {
@@ -242,6 +269,11 @@ def make_router(name: str, num_replicas: int, block_size: int, seed: int = 0) ->
     if name not in POLICIES:
         raise ValueError(f"--router {name!r}: no such router (choose one of {', '.join(ROUTERS)})")
     return POLICIES[name](num_replicas, block_size, seed)
+
+
+def _loads(loads: list[int]) -> str:
+    """Loads as `3/4/2/5`."""
+    return "/".join(map(str, loads))
 
 
 def _hash64(data: bytes) -> int:

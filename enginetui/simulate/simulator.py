@@ -205,6 +205,7 @@ class EngineLoop:
         self.num_rejected = 0
         self.first_rejection = ""
         self.finish_times: list[float] = []  # when each ended request ended, in order (rejections: when added)
+        self.finished_order: list[int] = []  # which request (its position in `requests`) each of those was
         self._plan: _DecodePlan | None = None  # alike decode steps planned ahead, some maybe run (fast forward)
         base = type(step_model)
         self.can_fast_forward = (
@@ -241,6 +242,7 @@ class EngineLoop:
             self.num_rejected += 1
             self.num_ended += 1
             self.finish_times.append(self.now)
+            self.finished_order.append(k)
             return False
         return True
 
@@ -289,6 +291,7 @@ class EngineLoop:
                 times.finish[k] = now
                 self.num_ended += 1
                 self.finish_times.append(now)
+                self.finished_order.append(k)
         for req_id in plan.preempted_req_ids:
             times.num_preemptions[index[req_id]] += 1
         tl.end.append(now)

@@ -247,7 +247,7 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
     [
         (["--replicas", "0"], "--replicas must be at least 1, got 0"),
         (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
-        (["--replicas", "2", "--record", "x.etrec"], "leave out --replicas"),
+        (["--replicas", "2", "--from-recording", "x.etrec"], "leave out --replicas"),
         (["--router", "random"], "one replica has nothing to route"),
     ],
 )

@@ -1,0 +1,171 @@
+"""A fleet watched (`enginetui simulate --replicas N --watch`), recorded (`--record`) and replayed (`enginetui
+replay`): one row per replica, the router's choices with its reasons, the fleet's totals; and its picture."""
+
+import asyncio
+import io
+
+import pytest
+from textual.widgets import Static
+
+from enginetui.cli import main
+from enginetui.core.record.reader import read_recording
+from enginetui.simulate.api import SimSettings, fleet_roles, simulate
+from enginetui.simulate.fleet_watch import (
+    FleetReplayTUI,
+    FleetState,
+    FleetWatchTUI,
+    is_fleet_recording,
+    parse_at,
+    replicas_table,
+)
+from enginetui.simulate.watch import LiveSimulation, SimulatedEngine
+
+RUN = dict(
+    model="opt-125m",
+    hardware="h100",
+    dataset="shared-prefix",
+    num_prompts=24,
+    num_prefixes=3,
+    prefix_len=64,
+    input_len=32,
+    output_len=10,
+    request_rate=float("inf"),
+    num_gpu_blocks_override=64,
+    max_num_seqs=4,
+    enable_prefix_caching=True,
+    replicas=3,
+)
+SIZE = (120, 40)
+
+
+async def until(pilot, done, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        assert loop.time() < deadline, "the watched fleet did not get there"
+        await pilot.pause(0.02)
+
+
+def watched(**changes):
+    run = {**RUN, **changes}
+    live = LiveSimulation(lambda sink: simulate(live=sink, **run))
+    engine = SimulatedEngine(live, 0.0, "opt-125m")
+    live.start()
+    roles = fleet_roles(SimSettings(**{k: v for k, v in run.items() if k in SimSettings.__dataclass_fields__}))
+    return live, engine, FleetWatchTUI(engine, roles, "cache-aware")
+
+
+def text_of(app, selector: str) -> str:
+    from rich.console import Console
+
+    console = Console(width=SIZE[0], record=True, file=io.StringIO())
+    console.print(app.query_one(selector, Static).content)
+    return console.export_text()
+
+
+async def test_the_watch_follows_each_replica_to_the_end_of_the_run():
+    expected = simulate(**RUN)  # the same run, not watched
+    live, engine, app = watched()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: engine.finished and "finished" in text_of(app, "#fleet-title"))
+        state = app.state
+        for k, run in enumerate(expected.fleet.runs):
+            r = state.replicas[k]
+            assert (r.routed, r.done, r.step) == (len(run.requests), len(run.requests), len(run.timeline.end))
+            assert (r.running, r.waiting) == (0, 0)
+            assert (r.queries, r.hits) == (run.prefix_queries, run.prefix_hits)
+        table = text_of(app, "#replicas")
+        assert "fleet" in table and f" {RUN['num_prompts']} " in table
+        choices = text_of(app, "#choices")
+        assert "cache-aware: matched" in choices
+        # every request routed once, to the replica the unwatched run chose
+        routed = {c.req_id: c.replica for c in state.choices}
+        ids = sorted(expected.run.requests, key=lambda r: (r.arrival, int(r.request_id.split("-")[1])))  # as drawn
+        assert routed == {r.request_id: k for r, k in zip(ids, expected.fleet.choices)}
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
+    live.join(timeout=5)
+    assert live.result.summary.num_completed == RUN["num_prompts"]
+
+
+async def test_a_disaggregated_fleet_shows_its_pools():
+    live, engine, app = watched(replicas=1, prefill_replicas=1, decode_replicas=2, enable_prefix_caching=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: engine.finished and "finished" in text_of(app, "#fleet-title"))
+        assert "1 prefill + 2 decode replicas" in text_of(app, "#fleet-title")
+        table = text_of(app, "#replicas")
+        assert "prefill" in table and "decode" in table
+        prefill, *decode = app.state.replicas
+        assert prefill.done == sum(r.done for r in decode) == RUN["num_prompts"]
+    live.join(timeout=5)
+
+
+def test_a_recorded_fleet_is_one_recording_with_each_event_tagged(tmp_path, capsys):
+    path = tmp_path / "fleet.etrec"
+    argv = ["simulate", "--model", "opt-125m", "--hardware", "h100", "--dataset", "shared-prefix"]
+    argv += ["--num-prompts", "24", "--num-prefixes", "3", "--prefix-len", "64", "--random-input-len", "32"]
+    argv += ["--random-output-len", "10", "--num-gpu-blocks-override", "64"]
+    argv += ["--max-num-seqs", "4", "--enable-prefix-caching", "--replicas", "3", "--no-progress"]
+    assert main([*argv, "--record", str(path)]) == 0
+    assert f"recording     {path}" in capsys.readouterr().out
+    rec = read_recording(path)
+    assert rec.header.replicas == ["replica"] * 3 and rec.trailer is not None and rec.total_missed == 0
+    expected = simulate(**RUN)
+    events = list(rec.events())
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    for k, run in enumerate(expected.fleet.runs):
+        mine = [e for e in events if e.replica == k]
+        assert [e.step for e in mine] == list(range(1, len(run.timeline.end) + 1))
+        assert sum(len(e.added) for e in mine) == len(run.requests)
+        assert all(a.routed.startswith("cache-aware: ") for e in mine for a in e.added)
+    assert is_fleet_recording(str(path))
+    single = tmp_path / "one.etrec"
+    assert (
+        main(["simulate", "--model", "opt-125m", "--num-prompts", "2", "--no-progress", "--record", str(single)]) == 0
+    )
+    assert not is_fleet_recording(str(single)) and not is_fleet_recording(str(tmp_path / "missing"))
+
+
+async def test_the_replay_steps_plays_and_ends_where_the_run_ended(tmp_path):
+    path = tmp_path / "fleet.etrec"
+    simulate(**RUN, record=str(path))
+    rec = read_recording(path)
+    final = FleetState(list(rec.header.replicas))
+    for event in rec.events():
+        final.apply(event)
+    app = FleetReplayTUI(rec)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.index == 0 and "event 1 of" in text_of(app, "#fleet-title")
+        await pilot.press("right", "right")
+        assert app.index == 2
+        await pilot.press("left")
+        assert app.index == 1
+        await pilot.press("end")
+        assert app.index == len(rec) - 1
+        assert text_of(app, "#replicas") == _table_text(final)
+        await pilot.press("home")
+        assert app.index == 0 and app.state.num_events == 1
+        await pilot.press("plus", "plus", "plus", "space")  # 8x
+        await until(pilot, lambda: app.index == len(rec) - 1)
+        assert text_of(app, "#replicas") == _table_text(final)
+    assert parse_at("e3", rec) == 2 and parse_at("0s", rec) == 0
+    with pytest.raises(ValueError, match="--at"):
+        parse_at("step 4", rec)
+
+
+def _table_text(state) -> str:
+    from rich.console import Console
+
+    console = Console(width=SIZE[0], record=True, file=io.StringIO())
+    console.print(replicas_table(state))
+    return console.export_text()
+
+
+def test_the_fleet_mid_run_at_120x40(snap_compare, tmp_path):
+    """The fleet's picture: its recording replayed at event 20 of 60, every replica busy."""
+    path = tmp_path / "fleet.etrec"
+    simulate(**RUN, record=str(path))
+    rec = read_recording(path)
+    assert len(rec) == 60
+    assert snap_compare(FleetReplayTUI(rec, start=19), terminal_size=SIZE)
