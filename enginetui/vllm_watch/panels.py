@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from enginetui.dashboard.widgets.event_log import log_rows
 from enginetui.dashboard.widgets.model_panel import wrap_items
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.sparklines import BARS
@@ -325,16 +326,15 @@ def _spark_rows(rows, width: int) -> Text:
     return text
 
 
-def log_text(state: WatchState, height: int) -> Text:
+def log_text(state: WatchState, width: int, height: int) -> Text:
+    """The newest log lines that fit `height` lines of `width` cells, each in full (wrapped)."""
     if not state.log:
         return Text("nothing yet", style=DIM)
-    lines = []
-    for line in list(state.log)[-height:] if height else []:
-        row = Text(no_wrap=True, overflow="ellipsis")
-        row.append(time.strftime("%H:%M:%S ", time.localtime(line.time)), style=DIM)
-        row.append(line.kind.ljust(8), style=LOG_STYLES.get(line.kind, ""))
-        lines.append(row.append(line.text))
-    return Text("\n", no_wrap=True).join(lines)
+    rows = []
+    for line in list(state.log)[-height:] if height else []:  # a line takes a row at least
+        head = Text(time.strftime("%H:%M:%S ", time.localtime(line.time)), style=DIM)
+        rows.append((head.append(line.kind.ljust(8), style=LOG_STYLES.get(line.kind, "")), line.text))
+    return log_rows(rows, width, height)
 
 
 class TextPanel(Widget):
@@ -364,9 +364,11 @@ class TextPanel(Widget):
 
 
 class LogPanel(TextPanel):
-    """The newest log lines that fit."""
+    """The newest log lines that fit, each in full."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(
-            lambda state, width: log_text(state, self.content_size.height), "Event log · KV events and links", **kwargs
+            lambda state, width: log_text(state, width, self.content_size.height),
+            "Event log · KV events and links",
+            **kwargs,
         )

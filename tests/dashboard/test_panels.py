@@ -3,7 +3,8 @@
 import msgspec
 
 from enginetui.core.engine.events import RequestProgress
-from enginetui.dashboard.state import RequestView
+from enginetui.dashboard.state import LogLine, RequestView
+from enginetui.dashboard.widgets.event_log import MIN_HANGING, log_head, log_rows
 from enginetui.dashboard.widgets.model_panel import binary_size, short_count
 from enginetui.dashboard.widgets.pool_grid import GLYPHS, blocks_per_cell, pool_cells, pool_text
 from enginetui.dashboard.widgets.queues import queue_line
@@ -151,3 +152,33 @@ def test_a_finished_request_says_why_on_a_line_of_its_own():
     )
     lines = detail_text(view, None, 16).plain.splitlines()
     assert lines[:2] == ["FINISHED · 22/23 tok computed · 8/64 generated", "stop: EOS token"]
+
+
+LONG = "r12 preempted: the pool is full, so the newest running request gives back its 9 KV blocks and waits again"
+
+
+def test_a_long_log_line_wraps_whole_under_its_text_column():
+    head = log_head(LogLine(3, "preempt", ""))
+    lines = log_rows([(head, LONG)], width=50, height=10).plain.split("\n")
+    assert len(lines) > 1 and all(len(line) <= 50 for line in lines)
+    assert lines[0].startswith("    3 preempt ")
+    indent = " " * len(head)
+    assert all(line.startswith(indent) and line[len(indent)] != " " for line in lines[1:])  # hanging indent
+    assert " ".join(line.strip() for line in lines).endswith(LONG)  # every word shown, none cut
+
+
+def test_the_log_keeps_the_newest_lines_whole_and_the_start_of_an_older_one():
+    rows = [(log_head(LogLine(i, "admit", "")), text) for i, text in enumerate(["old", LONG, "new"])]
+    whole = log_rows(rows, width=50, height=10).plain.split("\n")
+    assert len(whole) == 5 and whole[0].endswith("old") and whole[-1].endswith("new")  # LONG takes 3 lines
+    cut = log_rows(rows, width=50, height=3).plain.split("\n")
+    assert cut[0] == whole[1] and cut[1].endswith("…") and cut[1][:-1] == whole[2][:49].rstrip() and cut[2] == whole[-1]
+    alone = log_rows(rows[1:2], width=50, height=2).plain.split("\n")  # taller than the panel: its start
+    assert len(alone) == 2 and alone[0].startswith("    1 admit") and alone[1].endswith("…")
+
+
+def test_a_narrow_log_wraps_from_the_left_edge():
+    head = log_head(LogLine(3, "preempt", ""))
+    width = len(head) + MIN_HANGING - 1
+    lines = log_rows([(head, LONG)], width=width, height=20).plain.split("\n")
+    assert all(len(line) <= width for line in lines) and not lines[1].startswith(" ")
