@@ -67,7 +67,8 @@ def _ops():
 
 
 def skinny_linear_cpu(x, weight, bias, relu: bool = False):
-    """F.linear (then relu if asked) of 1-8 float32 rows, reading the weight once (kernels/csrc/cpu_linear.cpp)."""
+    """F.linear (then relu if asked) of 1-8 float32 or bfloat16 rows, reading the weight once
+    (kernels/csrc/cpu_linear.cpp)."""
     return _ops().skinny_linear(x, weight, bias, relu)
 
 

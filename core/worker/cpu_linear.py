@@ -6,7 +6,7 @@ carrying its packed copy. `F.linear` on it (and `linear_relu`, relu as oneDNN's 
 packed GEMM for batches of `min_rows` rows or more and MKL's dense GEMM below; anything else sees the
 dense tensor. Which is faster for a row or two depends on the CPU and the weight's shape, so
 `min_rows` is measured at load per shape, as a decode step meets the weight (docs/speed.md has the
-figures). In float32, batches of up to `skinny_rows` rows run this project's C++ kernel instead
+figures). In float32 and bfloat16, batches of up to `skinny_rows` rows run this project's C++ kernel instead
 (kernels/csrc/cpu_linear.cpp: one pass over the weight), where it is built and measured faster. `ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
 """
 
@@ -138,9 +138,9 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
 
 def measure_skinny_rows(weight: "PackedWeight", time_gemm=None) -> int:
     """The largest batch of SKINNY_ROWS up to which the C++ kernel beats the GEMM `weight._min_rows` picks
-    (0: none, or the kernel is not built, or the weight is not float32), read in turns as measure_min_rows
+    (0: none, or the kernel is not built, or the weight is neither float32 nor bfloat16), read in turns as measure_min_rows
     reads; the kernel's advantage shrinks as rows grow, so the first win, largest first, decides."""
-    if weight.dtype != torch.float32 or not cpu_kernels.available():
+    if weight.dtype not in (torch.float32, torch.bfloat16) or not cpu_kernels.available():
         return 0
     time_gemm = time_gemm or GemmClock(largest_cache_bytes())
     for rows in SKINNY_ROWS:

@@ -1,17 +1,19 @@
 // Linear layers of a few rows (decode steps of 1-8 requests): out[M, N] = x[M, K] @ w[N, K]^T (+ bias,
-// then relu if asked), float32, for the weight as the model holds it (row-major [out, in]).
+// then relu if asked), float32 or bfloat16 (summed in float32, rounded once: bf16 pairs by AVX512-BF16's
+// dot product where the CPU has it), for the weight as the model holds it (row-major [out, in]).
 //
 // Such a GEMM is bound by reading the weight once: every weight row is loaded into registers once and
 // multiplied there with all M input rows. Each thread takes one contiguous range of output features, so
 // it reads one linear run of the weight; blocks of R weight rows keep R x M independent accumulators in
 // flight (FMA latency), sized to the vector registers.
 //
-// Semantics are torch.nn.functional.linear's. Built with the attention kernels by kernels/cpu_kernels.py
+// Semantics are torch.nn.functional.linear's (in bfloat16 up to its rounding). Built with the attention kernels by kernels/cpu_kernels.py
 // (the op is torch.ops.enginetui_cpu.skinny_linear); core/worker/cpu_linear.py decides where it runs.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -20,16 +22,24 @@
 #include <cstring>
 #include <optional>
 
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
 
 
 namespace {
 
+// The CPU's widest vectors, never wider (GCC would keep arrays of wider ones on the stack).
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
 constexpr int kAccumulators = 16;  // of 32 vector registers: the rest hold the input rows and a weight row
-#else
+#elif defined(__AVX__)
 constexpr int kLanes = 8;
 constexpr int kAccumulators = 8;  // of 16
+#else
+constexpr int kLanes = 4;
+constexpr int kAccumulators = 8;
 #endif
 constexpr int kMaxRows = 8;
 // floats ahead of the loads each weight row is prefetched: R rows side by side are R streams, more than the
@@ -78,9 +88,43 @@ inline void weight_rows(const float* x, int64_t ldx, const float* w, int64_t K, 
   }
 }
 
-template <int M>
-void skinny(const float* x, int64_t ldx, const float* w, int64_t N, int64_t K, const float* bias, bool relu, float* out,
-            int64_t ldo) {
+using bf16 = c10::BFloat16;
+
+// The same in bfloat16: each weight row's bf16 pairs against every input row's, summed in float32.
+template <int M, int R>
+inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, int64_t n, const bf16* bias, bool relu,
+                        bf16* out, int64_t ldo) {
+  float sums[R][M] = {};
+  const bf16* wn = w + n * K;
+  int64_t k = 0;
+#if defined(__AVX512BF16__)
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (; k + 32 <= K; k += 32) {
+    for (int r = 0; r < R; ++r) __builtin_prefetch(wn + r * K + k + 2 * kPrefetchAhead, 0, 0);
+    __m512bh xv[M];
+    for (int m = 0; m < M; ++m) xv[m] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k));
+    for (int r = 0; r < R; ++r) {
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k));
+      for (int m = 0; m < M; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) sums[r][m] = _mm512_reduce_add_ps(acc[r][m]);
+#endif
+  for (int r = 0; r < R; ++r) {
+    for (int m = 0; m < M; ++m) {
+      float s = sums[r][m];
+      for (int64_t kk = k; kk < K; ++kk) s += float(wn[r * K + kk]) * float(x[m * ldx + kk]);
+      if (bias != nullptr) s += float(bias[n + r]);
+      out[m * ldo + n + r] = bf16(relu ? std::max(s, 0.f) : s);
+    }
+  }
+}
+
+template <int M, typename T>
+void skinny(const T* x, int64_t ldx, const T* w, int64_t N, int64_t K, const T* bias, bool relu, T* out, int64_t ldo) {
   constexpr int R = std::max(1, std::min(8, kAccumulators / M));
   const int64_t blocks = N / R;
   // grain: about 64 KiB of weight per task, so that small layers stay on one thread
@@ -91,34 +135,41 @@ void skinny(const float* x, int64_t ldx, const float* w, int64_t N, int64_t K, c
   for (int64_t n = blocks * R; n < N; ++n) weight_rows<M, 1>(x, ldx, w, K, n, bias, relu, out, ldo);
 }
 
+template <typename T>
+void skinny_rows(int64_t M, const T* x, int64_t ldx, const T* w, int64_t N, int64_t K, const T* b, bool relu, T* out) {
+  switch (M) {
+    case 1: skinny<1>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 2: skinny<2>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 3: skinny<3>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 4: skinny<4>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 5: skinny<5>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 6: skinny<6>(x, ldx, w, N, K, b, relu, out, N); break;
+    case 7: skinny<7>(x, ldx, w, N, K, b, relu, out, N); break;
+    default: skinny<8>(x, ldx, w, N, K, b, relu, out, N); break;
+  }
+}
+
 at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          bool relu) {
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2, "skinny_linear: x [M, K] and weight [N, K]");
-  TORCH_CHECK(x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat, "skinny_linear: float32 only");
+  const auto dtype = x.scalar_type();
+  TORCH_CHECK((dtype == at::kFloat || dtype == at::kBFloat16) && weight.scalar_type() == dtype,
+              "skinny_linear: float32 or bfloat16, x and weight alike");
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
   TORCH_CHECK(weight.size(1) == K, "skinny_linear: x has ", K, " features, the weight ", weight.size(1));
   TORCH_CHECK(M >= 1 && M <= kMaxRows, "skinny_linear: 1 to ", kMaxRows, " rows, got ", M);
   TORCH_CHECK(x.stride(1) == 1 && weight.is_contiguous(), "skinny_linear: rows must be contiguous");
-  const float* b = nullptr;
-  if (bias.has_value() && bias->defined()) {
-    TORCH_CHECK(bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == N,
-                "skinny_linear: bias [N] float32");
-    b = bias->data_ptr<float>();
-  }
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias)
+    TORCH_CHECK(bias->scalar_type() == dtype && bias->is_contiguous() && bias->numel() == N,
+                "skinny_linear: bias [N] of x's dtype");
   at::Tensor out = at::empty({M, N}, x.options());
-  const float* xp = x.data_ptr<float>();
-  const float* wp = weight.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  const int64_t ldx = x.stride(0);
-  switch (M) {
-    case 1: skinny<1>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 2: skinny<2>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 3: skinny<3>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 4: skinny<4>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 5: skinny<5>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 6: skinny<6>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    case 7: skinny<7>(xp, ldx, wp, N, K, b, relu, op, N); break;
-    default: skinny<8>(xp, ldx, wp, N, K, b, relu, op, N); break;
+  if (dtype == at::kFloat) {
+    skinny_rows<float>(M, x.data_ptr<float>(), x.stride(0), weight.data_ptr<float>(), N, K,
+                       has_bias ? bias->data_ptr<float>() : nullptr, relu, out.data_ptr<float>());
+  } else {
+    skinny_rows<bf16>(M, x.data_ptr<bf16>(), x.stride(0), weight.data_ptr<bf16>(), N, K,
+                      has_bias ? bias->data_ptr<bf16>() : nullptr, relu, out.data_ptr<bf16>());
   }
   return out;
 }

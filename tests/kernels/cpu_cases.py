@@ -68,7 +68,10 @@ def assert_build_matches_reference(env: dict[str, str], dtypes: list[torch.dtype
         "x, w = torch.randn(8, 77), torch.randn(45, 77)  # the linear kernel, tails of its vectors included\n"
         "for m in range(1, 9):\n"
         "    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(x[:m], w, None), "
-        "torch.nn.functional.linear(x[:m], w), rtol=1e-4, atol=1e-4)"
+        "torch.nn.functional.linear(x[:m], w), rtol=1e-4, atol=1e-4)\n"
+        "    xb, wb = x[:m].bfloat16(), w.bfloat16()\n"
+        "    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(xb, wb, None), "
+        "torch.nn.functional.linear(xb.float(), wb.float()).bfloat16(), rtol=1.6e-2, atol=1e-2)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300

@@ -216,15 +216,22 @@ needs_kernels = pytest.mark.skipif(not cpu_kernels.available(), reason="the C++ 
 @needs_kernels
 @pytest.mark.parametrize("rows", range(1, 9))
 @pytest.mark.parametrize("shape", [(48, 32), (37, 19), (1000, 768)])  # lanes, tails of N and K, a layer's K
-def test_the_skinny_kernel_equals_dense_linear(rows, shape):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_skinny_kernel_equals_dense_linear(rows, shape, dtype):
+    """float32 as F.linear up to the order of its sums; bfloat16 as F.linear summed in float32, rounded once."""
     n, k = shape
-    weight, bias, x = torch.randn(n, k), torch.randn(n), torch.randn(rows, k)
+    weight, bias, x = (t.to(dtype) for t in (torch.randn(n, k), torch.randn(n), torch.randn(rows, k)))
+
+    def expected(x, b, relu=False):
+        out = F.linear(x.float(), weight.float(), None if b is None else b.float())
+        return (torch.relu(out) if relu else out).to(dtype)
+
+    tol = TOL if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)  # one bf16 rounding
     for b in (bias, None):
-        torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(x, weight, b), F.linear(x, weight, b), **TOL)
-    relu = cpu_kernels.skinny_linear_cpu(x, weight, bias, True)
-    torch.testing.assert_close(relu, torch.relu(F.linear(x, weight, bias)), **TOL)
-    wide = torch.randn(rows, k + 5)[:, 2 : k + 2]  # rows of a larger tensor: a row stride other than k
-    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(wide, weight, bias), F.linear(wide, weight, bias), **TOL)
+        torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(x, weight, b), expected(x, b), **tol)
+    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(x, weight, bias, True), expected(x, bias, True), **tol)
+    wide = torch.randn(rows, k + 5).to(dtype)[:, 2 : k + 2]  # rows of a larger tensor: a row stride other than k
+    torch.testing.assert_close(cpu_kernels.skinny_linear_cpu(wide, weight, bias), expected(wide, bias), **tol)
 
 
 @needs_kernels
@@ -233,7 +240,7 @@ def test_the_skinny_kernel_refuses_what_it_does_not_compute():
     for x, message in (
         (torch.randn(9, 8), "1 to 8 rows"),
         (torch.randn(2, 7), "features"),
-        (torch.randn(2, 8, dtype=torch.float64), "float32"),
+        (torch.randn(2, 8, dtype=torch.float64), "float32 or bfloat16"),
     ):
         with pytest.raises(RuntimeError, match=message):
             cpu_kernels.skinny_linear_cpu(x, weight, None)
