@@ -16,7 +16,7 @@ from enginetui import keys
 from enginetui.dashboard.app import PANELS, EngineTUI
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.timeline import TimelinePanel
-from enginetui.replay.controls import MAX_IDLE_S, SPEEDS, JumpScreen, Playback, offsets_for_play
+from enginetui.replay.controls import MAX_IDLE_S, JumpScreen, Playback, offsets_for_play, playback_keys
 from enginetui.replay.engine import RecordedEngine
 from enginetui.replay.session import ReplaySession
 
@@ -81,34 +81,23 @@ class ReplayTUI(Playback, EngineTUI, inherit_bindings=False):
     """The dashboard on a recording."""
 
     BINDINGS = [
-        Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
-        Binding("right,ctrl+s", "move_step(1)", "Step", key_display="→", tooltip="the next engine step (or ^s)"),
-        Binding("left", "move_step(-1)", "Back", key_display="←", tooltip="the previous engine step"),
-        Binding(
-            "full_stop",
-            "move_event(1)",
-            "Event",
-            show=False,
-            tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)",
+        *playback_keys(
+            "move_step",
+            "Step",
+            "the next engine step",
+            "the previous engine step",
+            "a step (123), a time (12.5s) or an event (e40)",
+            between=[
+                Binding(
+                    "full_stop",
+                    "move_event(1)",
+                    "Event",
+                    show=False,
+                    tooltip="the next event (a step, or a change between steps: adds, aborts, pauses)",
+                ),
+                Binding("comma", "move_event(-1)", "Event", show=False, tooltip="the previous event"),
+            ],
         ),
-        Binding("comma", "move_event(-1)", "Event", show=False, tooltip="the previous event"),
-        Binding("home", "move_to(0)", "Start", show=False, tooltip="the first event of the recording"),
-        Binding("end", "move_to(-1)", "End", show=False, tooltip="the last event of the recording"),
-        Binding(
-            f"minus,{keys.SLOWER}",
-            "speed(-1)",
-            "Slower",
-            key_display="-",
-            tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)",
-        ),
-        Binding(
-            f"plus,equals_sign,{keys.FASTER}",
-            "speed(1)",
-            "Faster",
-            key_display="+",
-            tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)",
-        ),
-        Binding("g", "jump", "Jump", tooltip="jump to a step (123), a time (12.5s) or an event (e40)"),
         keys.timeline_key(plain=True),
         *keys.select_keys(),
         keys.refused_keys(

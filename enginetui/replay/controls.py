@@ -3,6 +3,7 @@
 playing and pausing along it, and the screen that asks where to jump. Light: no engine, no torch."""
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App, ComposeResult
@@ -11,6 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Input, Label
+
+from enginetui import keys
 
 if TYPE_CHECKING:
     _AppBase = App  # type-checked as the App it is mixed into
@@ -42,6 +45,37 @@ def offsets_for_play(
             stretch += gap
         offsets.append(total)
     return offsets
+
+
+def playback_keys(
+    move: str, name: str, forward: str, back: str, jump: str, between: Sequence[Binding] = ()
+) -> list[Binding]:
+    """A replay's keys, in its footer's order: play, → and ← (the action `move`(1) and (-1), shown as
+    `name`, `forward` and `back` saying what they move to), `between` (a replay's own hidden keys), the
+    ends, slower, faster, and g jumping to `jump` (a place, in words)."""
+    return [
+        Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
+        Binding("right,ctrl+s", f"{move}(1)", name, key_display="→", tooltip=f"{forward} (or ^s)"),
+        Binding("left", f"{move}(-1)", "Back", key_display="←", tooltip=back),
+        *between,
+        Binding("home", "move_to(0)", "Start", show=False, tooltip="the start of the recording"),
+        Binding("end", "move_to(-1)", "End", show=False, tooltip="the end of the recording"),
+        Binding(
+            f"minus,{keys.SLOWER}",
+            "speed(-1)",
+            "Slower",
+            key_display="-",
+            tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)",
+        ),
+        Binding(
+            f"plus,equals_sign,{keys.FASTER}",
+            "speed(1)",
+            "Faster",
+            key_display="+",
+            tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)",
+        ),
+        Binding("g", "jump", "Jump", tooltip=f"jump to {jump}"),
+    ]
 
 
 class JumpScreen(ModalScreen[str | None]):

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 from enginetui import keys
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
-from enginetui.replay.controls import MAX_IDLE_S, SPEEDS, JumpScreen, Playback, offsets_for_play
+from enginetui.replay.controls import MAX_IDLE_S, JumpScreen, Playback, offsets_for_play, playback_keys
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import WATCH_PANELS, VllmWatchApp
 from enginetui.vllm_watch.recording import BatchItem, CallItem, MetricsItem, WatchItem, WatchRecording, apply_item
@@ -82,32 +82,13 @@ class WatchReplayApp(Playback, VllmWatchApp, inherit_bindings=False):
     TITLE = "enginetui · vLLM replay"
     AUTO_FOCUS = None  # no prompt box: a replay takes no text, only keys
     BINDINGS = [
-        Binding("space,ctrl+p", "play", "Play", tooltip="play the recording from here, or pause it (or ^p)"),
-        Binding(
-            "right,ctrl+s",
-            "move(1)",
+        *playback_keys(
+            "move",
             "Next",
-            key_display="→",
-            tooltip="the next recorded item: a /metrics reading, KV events, a request's change (or ^s)",
+            "the next recorded item: a /metrics reading, KV events, a request's change",
+            "the previous recorded item",
+            "a time into the recording (12.5s)",
         ),
-        Binding("left", "move(-1)", "Back", key_display="←", tooltip="the previous recorded item"),
-        Binding("home", "move_to(0)", "Start", show=False, tooltip="the start of the recording"),
-        Binding("end", "move_to(-1)", "End", show=False, tooltip="the end of the recording"),
-        Binding(
-            f"minus,{keys.SLOWER}",
-            "speed(-1)",
-            "Slower",
-            key_display="-",
-            tooltip=f"play slower (down to {SPEEDS[0]:g}x; or PgDn)",
-        ),
-        Binding(
-            f"plus,equals_sign,{keys.FASTER}",
-            "speed(1)",
-            "Faster",
-            key_display="+",
-            tooltip=f"play faster (up to {SPEEDS[-1]:g}x; or PgUp)",
-        ),
-        Binding("g", "jump", "Jump", tooltip="jump to a time into the recording (12.5s)"),
         *keys.select_keys(how=""),
         keys.refused_keys(
             "ctrl+b,ctrl+x,ctrl+l,ctrl+r",
