@@ -21,6 +21,7 @@ OFFLINE_HELP = {  # throughput runs LLM.generate, whose CPU step budget is vLLM'
     "--max-num-batched-tokens": f"token budget of one step (default: {OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS} on CPU, "
     f"as vLLM's LLM; {ENGINE_DEFAULTS['max_num_batched_tokens']} on CUDA)",
 }
+VLLM_PYTHON_HELP = f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})"
 EVENT_MODES = (
     "off",
     "on",
@@ -243,39 +244,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         help="also measure steps that compute a new prompt of L tokens beside the batch (a request "
         "arriving; one shape per batch size and L); default: decode steps only",
     )
-    ops.add_argument("--warmup-steps", type=int, default=5, help="steps run before measuring (default 5)")
-    ops.add_argument(
-        "--steps", type=_positive, default=10, help="steps timed, and as many profiled, per pass (default 10)"
-    )
-    ops.add_argument(
-        "--repeats", type=_positive, default=3, help="passes of each engine per step shape, in turns (default 3)"
-    )
-    ops.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        help="sampling temperature of every request (default 1.0; 0 is greedy)",
-    )
-    ops.add_argument(
-        "--compare",
-        choices=("vllm",),
-        nargs="+",
-        default=[],
-        metavar="PEER",
-        help="vllm: also measure vLLM's engine (through --vllm-python) on the same weights and prompts",
-    )
-    ops.add_argument(
-        "--vllm-python",
-        metavar="PATH",
-        help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})",
-    )
-    ops.add_argument(
-        "--vllm-cores",
-        choices=CORE_MODES,
-        default="all",
-        help="vLLM's CPU threads: all (the model on every core, as ours; default) or default (its "
-        "own binding: one core kept for its front-end)",
-    )
+    _add_measuring_args(ops, "step shape")
     _add_common(ops, "ops")
 
     roof = kinds.add_parser(
@@ -312,16 +281,6 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         help="prompt chunks computed alone, one per step (default 64 512 2048; clipped to max_model_len "
         "and the step's token budget; none: decode only)",
     )
-    roof.add_argument("--warmup-steps", type=int, default=5, help="steps run before measuring (default 5)")
-    roof.add_argument(
-        "--steps", type=_positive, default=10, help="steps timed, and as many profiled, per pass (default 10)"
-    )
-    roof.add_argument(
-        "--repeats", type=_positive, default=3, help="passes of each engine per step kind, in turns (default 3)"
-    )
-    roof.add_argument(
-        "--temperature", type=float, default=1.0, help="sampling temperature of every request (default 1.0)"
-    )
     roof.add_argument(
         "--array-mib",
         type=float,
@@ -334,25 +293,7 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
     roof.add_argument(
         "--limit-repeats", type=_positive, default=5, help="timed runs of the triad and of the GEMM; the best is kept"
     )
-    roof.add_argument(
-        "--compare",
-        choices=("vllm",),
-        nargs="+",
-        default=[],
-        metavar="PEER",
-        help="vllm: also time vLLM's engine (through --vllm-python) on the same weights and prompts",
-    )
-    roof.add_argument(
-        "--vllm-python",
-        metavar="PATH",
-        help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})",
-    )
-    roof.add_argument(
-        "--vllm-cores",
-        choices=CORE_MODES,
-        default="all",
-        help="vLLM's CPU threads: all (the model on every core, as ours; default) or default (its own binding)",
-    )
+    _add_measuring_args(roof, "step kind")
     _add_common(roof, "roofline")
 
     sch = kinds.add_parser(
@@ -405,11 +346,7 @@ def _add_peer_args(parser: argparse.ArgumentParser) -> None:
         "dashboard (the real dashboard attached, drawing on a pseudo-terminal); several: "
         "passes interleaved, ratios to none (default none)",
     )
-    parser.add_argument(
-        "--vllm-python",
-        metavar="PATH",
-        help=f"the Python interpreter of vLLM's virtual environment (default: ${VLLM_PYTHON_ENV})",
-    )
+    parser.add_argument("--vllm-python", metavar="PATH", help=VLLM_PYTHON_HELP)
     parser.add_argument(
         "--vllm-cores",
         choices=CORE_MODES,
@@ -418,6 +355,40 @@ def _add_peer_args(parser: argparse.ArgumentParser) -> None:
         metavar="MODE",
         help="vLLM's CPU threads: default (its own binding: one core kept for its front-end), "
         "all (the model on every core); several: one vLLM engine each (default: default)",
+    )
+
+
+def _add_measuring_args(parser: argparse.ArgumentParser, shape: str) -> None:
+    """How `bench ops` and `bench roofline` measure steps, and vLLM's engine beside ours; `shape`
+    names what each pass measures."""
+    parser.add_argument("--warmup-steps", type=int, default=5, help="steps run before measuring (default 5)")
+    parser.add_argument(
+        "--steps", type=_positive, default=10, help="steps timed, and as many profiled, per pass (default 10)"
+    )
+    parser.add_argument(
+        "--repeats", type=_positive, default=3, help=f"passes of each engine per {shape}, in turns (default 3)"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature of every request (default 1.0; 0 is greedy)",
+    )
+    parser.add_argument(
+        "--compare",
+        choices=("vllm",),
+        nargs="+",
+        default=[],
+        metavar="PEER",
+        help="vllm: also measure vLLM's engine (through --vllm-python) on the same weights and prompts",
+    )
+    parser.add_argument("--vllm-python", metavar="PATH", help=VLLM_PYTHON_HELP)
+    parser.add_argument(
+        "--vllm-cores",
+        choices=CORE_MODES,
+        default="all",
+        help="vLLM's CPU threads: all (the model on every core, as ours; default) or default (its "
+        "own binding: one core kept for its front-end)",
     )
 
 
