@@ -181,18 +181,24 @@ class EngineConfig:
             raise ConfigError("max_cudagraph_capture_size", str(exc)) from None
 
     @property
+    def device_type(self) -> str:
+        """`"cpu"` or `"cuda"`: the device asked for; for `"auto"`, the one torch finds (only then is
+        torch imported)."""
+        if self.device == "auto":
+            return "cuda" if _cuda_available() else "cpu"
+        return self.device
+
+    @property
     def torch_device(self) -> "torch.device":
         import torch
 
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+        return torch.device(self.device_type)
 
     @property
     def use_async_scheduling(self) -> bool:
         """Whether the engine plans step N+1 while step N executes: as asked, else on for CUDA only."""
         if self.async_scheduling is None:
-            return self.torch_device.type == "cuda"
+            return self.device_type == "cuda"
         return self.async_scheduling
 
     def torch_dtype(self, checkpoint_dtype: "torch.dtype | None") -> "torch.dtype":
@@ -201,7 +207,7 @@ class EngineConfig:
 
         if self.dtype != "auto":
             return getattr(torch, self.dtype)
-        if self.torch_device.type == "cuda" and checkpoint_dtype in (torch.float16, torch.bfloat16):
+        if self.device_type == "cuda" and checkpoint_dtype in (torch.float16, torch.bfloat16):
             return checkpoint_dtype
         return torch.float32
 
@@ -241,6 +247,6 @@ def offline_config(**engine_args) -> EngineConfig:
     """The configuration of an offline engine (`LLM`): as given, with vLLM's offline step budget on CPU
     when none is given."""
     config = EngineConfig(**engine_args)
-    if engine_args.get("max_num_batched_tokens") is None and config.torch_device.type == "cpu":
+    if engine_args.get("max_num_batched_tokens") is None and config.device_type == "cpu":
         config = dataclasses.replace(config, max_num_batched_tokens=OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS)
     return config
