@@ -19,21 +19,13 @@ import httpx
 from enginetui.bench.vllm_step_log import LoggedStep, logged_steps
 from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import ServerFeed
+from enginetui.vllm_watch.prompts import TOPICS
 from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder, apply_item, read_watch_recording
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 
-TOPICS = (
-    "A class is",
-    "An exception",
-    "The module",
-    "A dictionary",
-    "The method",
-    "A tuple",
-    "The iterator",
-    "A generator",
-)  # burst prompts start with one of these
+BURST_TOPICS = 8  # a burst's prompts cycle through the first TOPICS (the captured bursts' did)
 SETTLE_READINGS = 3  # /metrics readings after the last request ended (vLLM's gauges back at rest)
 READING_TIMEOUT_S = 60.0  # most to wait for those
 BURST_REQUESTS = 64  # the captured burst: requests sent at once
@@ -49,7 +41,7 @@ STEP_LOG = "vllm_steps.log.xz"  # in a burst capture: vLLM's line per engine ste
 
 def burst_prompt(i: int) -> str:
     """The i-th burst request's prompt: 20 to 40 tokens of the embedded model's tokenizer."""
-    return f"{i} {TOPICS[i % len(TOPICS)]} a thing that " + "returns the items in order, " * (1 + i % 4)
+    return f"{i} {TOPICS[i % BURST_TOPICS]} a thing that " + "returns the items in order, " * (1 + i % 4)
 
 
 async def proxied_burst(
