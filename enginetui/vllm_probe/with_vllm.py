@@ -108,6 +108,7 @@ class ProbeVllmTUI(ProbeWatchTUI):
             yield WatchRequestsTable(id="vllm-requests", classes="panel")
 
     def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
+        self.query_one(WatchRequestsTable).border_subtitle = "watch only"  # not the engine's keys: vLLM's own clients
         self.set_interval(SILENCE_CHECK_S, self.feed.check_kv_silence)
         self._poll_metrics()
         if self.proxy is not None:
