@@ -174,8 +174,8 @@ class CacheAware(Router):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.last: dict[bytes, int] = {}  # block hash -> the replica that inserted it last
-        self.touched: dict[bytes, int] = {}  # block hash -> when it was last inserted (a count of inserts)
+        # block hash -> (the replica that inserted it last, when: a count of inserts)
+        self.last: dict[bytes, tuple[int, int]] = {}
         self.held: list[set[bytes]] = [set() for _ in range(self.num_replicas)]  # each replica's tree
         self.max_blocks = MAX_TREE_CHARS // (CHARS_PER_TOKEN * self.block_size)  # the size limit, in blocks
         self.next_eviction = EVICTION_INTERVAL_S
@@ -203,7 +203,7 @@ class CacheAware(Router):
             rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
             # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
             hit = matched and rate > CACHE_THRESHOLD
-            choice = last[hashes[matched - 1]] if hit else least
+            choice = last[hashes[matched - 1]][0] if hit else least
             if self.explain:
                 match = f"matched {matched * self.block_size} of {request.num_prompt_tokens} tokens ({rate:.0%})"
                 self.why = (
@@ -212,8 +212,7 @@ class CacheAware(Router):
                     else f"{match}, not over {CACHE_THRESHOLD:.0%}: the least loaded (loads {_loads(loads)})"
                 )
         self.tick += 1
-        self.last.update(dict.fromkeys(hashes, choice))
-        self.touched.update(dict.fromkeys(hashes, self.tick))
+        self.last.update(dict.fromkeys(hashes, (choice, self.tick)))
         self.held[choice].update(hashes)
         return choice
 
@@ -223,14 +222,14 @@ class CacheAware(Router):
         for k, held in enumerate(self.held):
             if len(held) <= self.max_blocks:
                 continue
-            oldest = sorted(held, key=self.touched.__getitem__)[: len(held) - self.max_blocks]
+            oldest = sorted(held, key=lambda h: self.last[h][1])[: len(held) - self.max_blocks]
             held.difference_update(oldest)
             for h in oldest:
                 others = [j for j, other in enumerate(self.held) if h in other]
                 if not others:
-                    del self.last[h], self.touched[h]
-                elif self.last[h] == k:
-                    self.last[h] = others[0]
+                    del self.last[h]
+                elif self.last[h][0] == k:
+                    self.last[h] = (others[0], self.last[h][1])
 
 
 class PrefixScore(Router):

@@ -17,17 +17,17 @@ from array import array
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from enginetui.core.config import EngineConfig
-from enginetui.core.kv.block_hash import NONE_HASH
 from enginetui.core.request import Request
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_shape import step_shape
 from enginetui.simulate.step_time import StepTimeModel
-from enginetui.simulate.workload import SimRequest, prompt_token_ids
+from enginetui.simulate.workload import SimRequest, prompt_token_array
 
 STAND_IN_TOKEN = 0  # the token every simulated request "samples" (no EOS is ever set, so it stops nothing)
 STAND_IN_PROMPT_TOKEN = 1  # prompt filler where token values cannot matter (prefix caching off)
@@ -464,8 +464,10 @@ class _DecodePlan:
 def _engine_request(r: SimRequest, caching: bool, block_size: int = 0) -> Request:
     """The scheduler's Request for a workload request: forced output length, no EOS. With `block_size` (and
     caching) its prompt's block hashes are computed here, in one pass."""
+    tokens = None
     if caching or r.prompt_token_ids is not None:  # token values matter only to prefix caching
-        prompt = prompt_token_ids(r)
+        tokens = prompt_token_array(r)
+        prompt = tokens.tolist()
     else:
         prefix = r.prefix or []
         prompt = prefix + [STAND_IN_PROMPT_TOKEN] * (r.prompt_len - len(prefix))
@@ -473,22 +475,46 @@ def _engine_request(r: SimRequest, caching: bool, block_size: int = 0) -> Reques
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     arrival_time = r.arrival if r.arrival_time is None else r.arrival_time
     request = Request(r.request_id, prompt, params, [], arrival_time, r.priority, max_tokens)
-    if caching and block_size:
-        request.block_hashes = prompt_block_hashes(prompt, block_size)
+    if caching and block_size and tokens is not None:
+        request.block_hashes = prompt_block_hashes(tokens, block_size)
     return request
 
 
-def prompt_block_hashes(tokens: list[int], block_size: int) -> list[bytes]:
-    """The chained hashes of the full blocks of `tokens`, as enginetui.core.kv.block_hash computes them (the
-    same bytes hashed), from one conversion of the whole prompt rather than one per block."""
-    import hashlib
+def prompt_block_hashes(tokens: list[int] | np.ndarray, block_size: int) -> list[bytes]:
+    """The chained hashes of the full blocks of `tokens`: 16 bytes a block, equal exactly when the block's tokens
+    and every token before them are equal (as the engine's SHA-256 chain, enginetui.core.kv.block_hash, which
+    goes on from them for generated tokens), computed for the whole prompt at once: a per-block hash of its
+    tokens (a random linear form through splitmix64), chained as a polynomial over the blocks, in two 64-bit
+    lanes."""
+    n = len(tokens) // block_size
+    if not n:
+        return []
+    head = tokens[: n * block_size]
+    flat = head.view(np.uint64) if isinstance(head, np.ndarray) else np.frombuffer(array("q", head), dtype=np.uint64)
+    blocks = flat.reshape(n, block_size)
+    weights, base, inverse = _block_hash_constants(block_size)
+    with np.errstate(over="ignore"):
+        content = _splitmix(blocks @ weights)  # [n, 2] each block's tokens
+        powers = np.cumprod(np.broadcast_to(base, (n, 2)), axis=0)  # [n, 2] base^(j+1)
+        inverse_powers = np.cumprod(np.broadcast_to(inverse, (n, 2)), axis=0)  # [n, 2] base^-(j+1)
+        chained = _splitmix(np.cumsum(content * inverse_powers, axis=0) * powers)  # [n, 2]
+    data = chained.tobytes()
+    return [data[k : k + 16] for k in range(0, 16 * n, 16)]
 
-    data = array("q", tokens).tobytes()
-    step = 8 * block_size
-    parent = NONE_HASH
-    hashes = []
-    sha256 = hashlib.sha256
-    for start in range(0, (len(tokens) // block_size) * step, step):
-        parent = sha256(parent + data[start : start + step]).digest()
-        hashes.append(parent)
-    return hashes
+
+@lru_cache(maxsize=8)
+def _block_hash_constants(block_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per lane: odd weights per position in a block, the chain's odd base and its inverse modulo 2^64."""
+    rng = np.random.default_rng(0x51A7ED)
+    weights = rng.integers(1, 2**63, size=(block_size, 2), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    base = [int(b) * 2 + 1 for b in rng.integers(1, 2**62, size=2, dtype=np.uint64)]
+    inverse = [pow(b, -1, 2**64) for b in base]
+    return weights, np.array(base, dtype=np.uint64), np.array(inverse, dtype=np.uint64)
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser (a bijection of uint64; wraps by design)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))

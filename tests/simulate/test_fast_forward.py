@@ -38,12 +38,23 @@ def test_fast_forward_changes_nothing(caching, num_blocks):
         assert fast.prefix_hits > 0
 
 
-def test_prompt_block_hashes_are_the_engines():
-    from enginetui.core.kv.block_hash import update_block_hashes
-    from enginetui.simulate.simulator import _engine_request
-    from enginetui.simulate.workload import SimRequest
+def test_prompt_block_hashes_are_equal_exactly_when_the_prefix_is():
+    """Two prompts' block hashes agree up to the first block in which their tokens differ, and from there on
+    differ (the chain: a block's hash stands for it and everything before it)."""
+    from enginetui.simulate.simulator import prompt_block_hashes
 
-    for length in (5, 16, 100, 1000):
-        ours = _engine_request(SimRequest(f"r{length}", 0.0, length, 3), True, 16)
-        engine = _engine_request(SimRequest(f"r{length}", 0.0, length, 3), True)
-        assert ours.block_hashes == update_block_hashes(engine, 16) and len(ours.block_hashes) == length // 16
+    rng = np.random.default_rng(7)
+    for length in (5, 16, 100, 1000, 12_000):
+        tokens = rng.integers(2, 128_000, size=length).tolist()
+        hashes = prompt_block_hashes(tokens, 16)
+        assert len(hashes) == length // 16 and len(set(hashes)) == len(hashes)
+        assert prompt_block_hashes(list(tokens), 16) == hashes
+        for where in {0, length // 2, length - 1}:
+            changed = list(tokens)
+            changed[where] += 1
+            other = prompt_block_hashes(changed, 16)
+            first = where // 16
+            assert other[:first] == hashes[:first]
+            assert all(a != b for a, b in zip(other[first:], hashes[first:]))
+    same_blocks = [5] * 64  # equal blocks at different places still differ: each holds what came before
+    assert len(set(prompt_block_hashes(same_blocks, 16))) == 4
