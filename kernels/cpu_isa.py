@@ -1,22 +1,12 @@
 """Running as if on a CPU with fewer instructions than this one: `ENGINETUI_CPU_ISA=avx2`.
 
-Issue #31 asks for speed on AVX2-only CPUs (an AMD EPYC Zen 3) as on AVX-512 ones, and a machine
-without AVX-512 is not always at hand. With `ENGINETUI_CPU_ISA=avx2` in the environment every
-library that picks its code by the CPU it finds picks its AVX2 code instead, in this process and
-every process started from it:
-
-- our C++ attention kernels are built with `-mno-avx512f` (8-lane vectors, as on a Zen 3; a build
-  of its own in the kernel cache);
-- torch's ATen kernels run their AVX2 variants (`ATEN_CPU_CAPABILITY=avx2`), oneDNN (the GEMMs of
-  both engines) its AVX2 JIT code (`ONEDNN_MAX_CPU_ISA=AVX2`), MKL its AVX2 paths
-  (`MKL_ENABLE_INSTRUCTIONS=AVX2`);
-- a Python that starts with `cpu_isa_site/` on its path (`PYTHONPATH`, which `environment()` sets)
-  finds torch's CPU feature queries answering as on an AVX2-only CPU (`torch.cpu._is_avx512_supported()`
-  and the AVX-512 / AMX ones False), so vLLM loads its AVX2 build (`vllm._C_AVX2`) as it would there.
-
-It emulates the instruction set, not the machine: a Zen 5 running AVX2 code keeps its caches, memory
-and clock, so figures taken this way say how the AVX2 code paths of both engines compare, not what
-a Zen 3 measures. The benchmarks take `--cpu-isa avx2` and restart themselves with `environment()`.
+With it in the environment every library that picks its code by the CPU picks its AVX2 code, in this
+process and every process started from it: our C++ kernels build with `-mno-avx512f`, torch's ATen,
+oneDNN and MKL take their AVX2 paths (`ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA`,
+`MKL_ENABLE_INSTRUCTIONS`), and a Python with `cpu_isa_site/` on its path finds torch's CPU feature
+queries answering as on an AVX2-only CPU, so vLLM loads its AVX2 build. It emulates the instruction
+set, not the machine (caches, memory and clock stay this one's). The benchmarks take `--cpu-isa avx2`
+and restart themselves with `environment()`.
 """
 
 import os

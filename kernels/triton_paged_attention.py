@@ -1,22 +1,13 @@
 """Triton kernel: varlen causal attention over the paged KV cache, prefill chunks and decodes alike.
 
-Same contract as `enginetui.kernels.reference.paged_attention_ref`. One launch serves the whole step:
-program (t, h) computes query tile t for kv head h. A tile holds BLOCK_Q query tokens of one
-request times the GROUP query heads that share kv head h (BLOCK_M = BLOCK_Q * GROUP rows, padded
-to at least 16 for `tl.dot`), so a decode with GQA still fills the tile. Request r's tiles are
-numbered from `query_start_loc[r] // BLOCK_Q + r`, which needs no host-side knowledge of the
-query lengths: the grid is the upper bound `num_tokens // BLOCK_Q + num_reqs`, and the extra
-programs exit at once. Each program walks the request's keys up to its last query's position in
-tiles of TILE_N keys (one cache block for block sizes of 16 and more; several smaller blocks
-otherwise, each key looked up through the block table), with an online (flash-attention)
-softmax accumulated in fp32. Head sizes that are not powers of two (80, 96...) run padded to the
-next power of two, the padding channels masked. With a sliding window, a tile starts at the first
-key its first query sees and each row masks the keys outside its own window.
-
-With num_splits > 1 (flash-decoding) a third grid axis shares each tile's key range among
-programs: each writes its unnormalized output, running max and denominator, and
-`combine_splits` merges them. It gives a long decode more programs than (request, kv head)
-pairs alone; whether that pays is for a GPU run to show (tools/gpu_check.py times it).
+Same contract as `enginetui.kernels.reference.paged_attention_ref`; one launch serves the whole step.
+Program (t, h) computes query tile t for kv head h: BLOCK_Q query tokens of one request times the
+GROUP query heads sharing kv head h (so a GQA decode still fills the tile for `tl.dot`). Request r's
+tiles are numbered from `query_start_loc[r] // BLOCK_Q + r`, so the grid needs no host-side query
+lengths (the extra programs exit at once). Each program walks the request's keys in tiles of TILE_N
+through the block table with an online softmax in fp32; odd head sizes run padded to a power of two;
+a sliding window masks per row. With num_splits > 1 (flash-decoding) a third grid axis splits each
+tile's key range and `combine_splits` merges the partial results.
 """
 
 import os

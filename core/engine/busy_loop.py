@@ -2,22 +2,16 @@
 (core/engine/core_proc.py) and on a thread of the caller (in-process mode).
 
 The client binds the input and output sockets; `serve` connects to them, binds the event PUB
-socket, builds EngineCore and answers the handshake (Ready, or StartupFailed), then three
-threads share the work:
+socket, builds EngineCore and answers the handshake (Ready, or StartupFailed); then three threads
+share the work, so socket work and (de)serialization overlap the model's forward pass:
 
 - input thread:  PULL socket -> decode -> `in_q`
-- loop thread:   drain `in_q` (add / abort / control), step(), put results on `out_q`; blocks
-                 on `in_q` while there is nothing to step, so an idle engine uses no CPU
+- loop thread:   drain `in_q` (add / abort / control), step(), put results on `out_q`; blocks on
+                 `in_q` while there is nothing to step, so an idle engine uses no CPU
 - output thread: `out_q` -> encode -> PUSH socket (outputs, control replies) or PUB (events)
 
-so socket work and (de)serialization overlap the model's forward pass. No thread wakes on a
-timer: the IO threads sleep in zmq polls (`out_q` is a WakeQueue, and the order to stop reaches
-the input thread the same way), since on a machine whose cores the model's threads fill, every
-wake stalls a step.
-
-Every change of the engine's state reaches subscribers at once: a step publishes its event, and
-anything done between steps (adds, aborts, rejections, controls) publishes one "update" event as
-soon as the loop has nothing more to do at once.
+No thread wakes on a timer (every wake stalls a step on a machine the model's threads fill). A step
+publishes its event; whatever happens between steps publishes one "update" event once the loop is idle.
 """
 
 import logging

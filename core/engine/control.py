@@ -8,15 +8,9 @@
     reset_prefix_cache  -        forget every cached prefix; refused (False) while blocks are in use
     set_step_interval   seconds  slow motion: start busy steps at most every VALUE s (0: full speed)
 
-The sync client (`LLMEngine.control(op, value)`), AsyncLLM and the attached dashboard's RemoteEngine
-(a method per op, same name: `OpMethods`), the server's `POST /v1/enginetui/control` ({"op": ...,
-"value": ...}), the replay engine and the dashboard's `Engine` protocol all use these names
-(tests/serve/test_control_table.py holds them to it).
-
-Every call is validated by `check` on the caller's side (a bad call fails at once) and again inside
-EngineCore before `apply` runs it. A failed call travels as a `ControlError` value (a code and a
-message) — in EngineCore's reply and in the server's answer — and is raised on arrival as the
-exception its code names (`raise_error`), never parsed back out of text.
+Every caller (the clients, RemoteEngine's `OpMethods`, `POST /v1/enginetui/control`, the replay engine,
+the dashboard's `Engine` protocol) uses these names. `check` validates a call on both sides; a failure
+travels as a `ControlError` value and is raised on arrival as the exception its code names.
 """
 
 import math

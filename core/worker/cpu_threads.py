@@ -1,25 +1,13 @@
 """EngineCore's CPU threads: how many compute, how they wait between parallel regions, and the core
 left to the front-end, decided in one place and applied where the EngineCore process starts.
 
-OpenMP reads its settings when its runtime loads (with torch), so the policy is a set of
-environment variables for the EngineCore child, `engine_process_env(config)`, which the engine
-host puts in the child's environment when it starts it (core/engine/engine_host.py). An engine run
-in the calling process (`multiprocess=False`) keeps the caller's own settings.
-
-- Threads (`cpu_threads`, `OMP_NUM_THREADS`): every core this process may run on (its affinity
-  mask), less `cpu_reserved_cores` left to the front-end (the client, detokenizing, the dashboard).
-- Waiting (`cpu_spin_count`, `GOMP_SPINCOUNT`): how long an OpenMP thread that reached a barrier first
-  spins before it sleeps. libgomp's default (300,000 pause loops, milliseconds) is what makes the
-  engine collapse beside any other busy process: a waiting thread burns the core its late partner
-  needs. A short spin keeps most of the speed of spinning when the engine has the machine and gives
-  the core back quickly when it does not.
-
-- Adapting (core/worker/thread_governor.py): when the thread count is the default one, the child
-  drops to one thread while other processes compete for the cores, and returns to all of them.
-
-Explicit settings win: a flag or `EngineConfig` field, else the environment variable the user
-already set (`OMP_NUM_THREADS`, `GOMP_SPINCOUNT`, `OMP_WAIT_POLICY`), else the measured default
-(a thread count given either way is kept as given: no adapting).
+OpenMP reads its settings when its runtime loads, so the policy is environment variables for the
+EngineCore child (`engine_process_env(config)`, put there by core/engine/engine_host.py); an engine
+in the calling process keeps the caller's. Threads (`OMP_NUM_THREADS`): the cores of this process's
+affinity mask less `cpu_reserved_cores`. Waiting (`GOMP_SPINCOUNT`): a short spin at barriers, since
+libgomp's default burns the core a late partner needs beside any other busy process. With the
+default thread count, core/worker/thread_governor.py drops to one thread while others compete.
+Explicit settings win: a flag or `EngineConfig` field, else the user's variable, else the default.
 """
 
 import os

@@ -1,27 +1,20 @@
 """The vLLM side of `enginetui bench ... --compare vllm`: run by vLLM's own interpreter.
 
-This file imports only the standard library and vLLM (it is run by path, with `python -P`, in
-vLLM's virtual environment, which has none of this repository's dependencies). It reads one JSON
-command per line on stdin and answers one JSON line per command on the file descriptor that was
-its stdout; everything vLLM prints goes to stderr (the benchmark sends that to a log file).
+It imports only the standard library and vLLM (run by path, with `python -P`, in vLLM's virtual
+environment). It reads one JSON command per line on stdin and answers one JSON line per command on
+the file descriptor that was its stdout; whatever vLLM prints goes to stderr (the benchmark's log).
+Every timed pass starts from a cold prefix cache, as ours does. Commands (`cmd`):
 
-Commands (`cmd`):
-  start       {model, engine, async}: build `LLM` (or `AsyncLLM` when async) with vLLM's defaults
-              plus the given engine keyword arguments; warm it up. Answers {"version", "pid"}.
-  throughput  {prompts, output_lens, temperature}: one timed `LLM.generate` of the whole workload,
-              from a cold prefix cache. Answers {"elapsed_s", "output_token_ids", "cached_prompt_tokens"}.
-  latency     {prompts, output_lens, offsets, temperature}: requests sent at their arrival offsets
-              through `AsyncLLM.generate`, streamed, from a cold prefix cache. Answers {"duration_s",
-              "timings"} (per request: sent, token_times, num_output_tokens, done; seconds of
-              time.perf_counter()).
-Every timed pass starts from a cold prefix cache, as ours does: the pool keeps the blocks of the
-last pass's prompts, and a pass served from them would time far less prefill.
-  ops         {prompts, max_tokens, warmup_steps, steps, temperature, step_prompts}: one request per prompt
-              through the in-process engine (`LLM.llm_engine`, started with VLLM_ENABLE_V1_MULTIPROCESSING=0)
-              stepped until every prompt is computed, `warmup_steps` decode steps, then `steps` timed and
-              `steps` profiled (step_profiler.py, the code that measures ours); before each of those steps,
-              when `step_prompts` are given (one per step), one more request of the next of them with one
-              output token, so that the step computes its prompt too. The requests are aborted after.
+  start       {model, engine, async}: build `LLM` (or `AsyncLLM`) with vLLM's defaults plus `engine`;
+              warm it up. Answers {"version", "pid"}.
+  throughput  {prompts, output_lens, temperature}: one timed `LLM.generate` of the workload.
+              Answers {"elapsed_s", "output_token_ids", "cached_prompt_tokens"}.
+  latency     {prompts, output_lens, offsets, temperature}: requests streamed through `AsyncLLM` at their
+              arrival offsets. Answers {"duration_s", "timings"} (per request: sent, token_times,
+              num_output_tokens, done, in time.perf_counter() seconds).
+  ops         {prompts, max_tokens, warmup_steps, steps, temperature, step_prompts}: the in-process engine
+              stepped through the prompts, then `steps` decode steps timed and as many profiled
+              (step_profiler.py), each with one more prompt of `step_prompts` when given.
               Answers step_profiler's dict and "outputs" (requests in each measured step's output).
   quit        shut the engine down and exit.
 A failed command answers {"error": "<traceback>"}.

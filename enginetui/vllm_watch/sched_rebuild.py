@@ -1,59 +1,13 @@
-"""vLLM's scheduler state rebuilt step by step with this engine's own Scheduler and KV cache
-manager, driven by what the proxy saw, and checked against every /metrics reading.
+"""vLLM's scheduler state rebuilt step by step with this engine's own Scheduler and KV cache manager,
+driven by what the proxy saw, and checked against every /metrics reading.
 
-What drives it, per request through the proxy (or typed here): its arrival, its prompt length
-(vLLM's `usage.prompt_tokens`), when each generated token went by (`WatchedRequest.token_times`)
-and how many it generated in the end. What configures it: vLLM's pool (`num_gpu_blocks`,
-`block_size`, `enable_prefix_caching` of `vllm:cache_config_info`), its scheduler limits (the
-watcher's --max-num-seqs / --max-num-batched-tokens: /metrics does not carry them) and
-`max_model_len` (/v1/models). The scheduler is stepped exactly as the simulator steps it
-(`schedule()`, then `update_from_output()` with a stand-in token for each request that samples);
-the wire decides what the scheduler cannot know:
-
-- when a step happened: the median time at which the tokens it sampled went by (a step that
-  samples nothing, a prefill chunk, takes the time of the next one that does);
-- where a request stops: at the token count it finished with (until then, at its max_tokens);
-- whom vLLM preempted among requests it admitted in one step (their order in its running list is
-  the order they reached its engine, which the wire does not show): the one whose next token went
-  by last (_order_victims);
-- which requests vLLM's engine had when the proxy had more (under a burst its API server hands
-  requests over a few at a time): those whose response had started (WatchedRequest.handed_over), and
-  of those, where the wire sets steps apart, the ones whose first token went by with the step
-  (_admitted_later).
-
-A step is applied only once every token it samples has gone by (or its request ended), so the
-rebuild follows the wire as far as it goes and waits there; a reading is checked once the rebuild
-has passed its time (or the traffic ended). Requests enter the scheduler when the rebuilt clock
-passes their hand-over to vLLM's engine (their status line); after idle, not before the first token
-of the step that ends the idle has gone by (until then nobody knows when that step ran, nor which
-requests vLLM had taken in by then).
-The requests that never ran wait in the order vLLM admits them: by their first token, as it goes
-by (vLLM admits first come, first served; the order they reached the proxy in is not the order
-they reached vLLM's engine in).
-
-A reading is compared with the rebuilt state after the same step as vLLM's gauges. vLLM sets them
-from the scheduler's stats made after each step (`make_stats()` at the end of
-`update_from_output()`), recorded by the front end as it handles that step's outputs, in the same
-call that counts the step in `vllm:iteration_tokens_total` (steps with outputs only). So a reading
-whose count is n shows the state after vLLM's n-th step with outputs: the rebuild compares it with
-its own state after its n-th (the counts are matched where vLLM reads idle, _anchor), however late
-the reading came back. Without the count (another vLLM), it is compared with the state after the
-last rebuilt step that ended by its time. Before the first step of a burst the gauges still read
-idle, however many requests have arrived. vLLM's
-preemption counter moves later still: it counts a preemption when the preempted request's next
-output (its next sampled token, after the recompute) carries the PREEMPTED event; the rebuilt
-count shown against it (`RebuiltStep.preemptions`, `RebuildCheck.rebuilt_preemptions`) does the
-same, while `num_preemptions` counts each preemption when it happens. The KV blocks the rebuild
-holds are checked against vLLM's `kv_cache_usage_perc` of its pool (cached free blocks count as
-free on both sides).
-
-vLLM reports a prompt's length with its first chunk: until then the request waits in the rebuild
-with a stand-in prompt, and the rebuild does not plan a step that might admit it (it is among the
-first waiting requests for the free seats).
-
-What it cannot see: prompt token ids (each prompt is made of tokens no other prompt shares, so
-prefix-cache hits are not rebuilt), requests sent to vLLM around the proxy, and asynchronous
-scheduling (the rebuild plans each step after the previous one's tokens, as vLLM does on CPU).
+Each request through the proxy brings its arrival, prompt length and the time each token went by;
+vLLM's pool, limits and max_model_len configure the scheduler, which is stepped as the simulator
+steps it. The wire decides what the scheduler cannot know: when a step happened, where a request
+stops, whom vLLM preempted among requests admitted together (_order_victims), which requests vLLM's
+engine had taken in (_admitted_later). A reading is compared with the rebuilt state after the same
+step as vLLM's gauges (_anchor). docs/vllm.md ("Rebuilt scheduler") gives every rule, and what
+it cannot see: prompt token ids (no prefix-cache hits), requests around the proxy, async scheduling.
 """
 
 import random

@@ -13,10 +13,8 @@
                                       {"op", "error": {"code", "message"}} with 400 / 403 / 500
     POST /v1/enginetui/abort          {"request_id": id}: end any request, whoever sent it
 
-There is one engine: every dashboard sees the same state. Changing it needs the server's
---allow-control (control_gate.py: who asked is logged; a pause ends when its dashboard detaches,
-or at --max-pause-s). A dashboard names itself with the X-Enginetui-Dashboard header on its
-control calls and its event stream. The API key guards these routes like every other (auth.py).
+Every dashboard sees the one engine; changing it needs --allow-control (control_gate.py). A dashboard
+names itself with the X-Enginetui-Dashboard header; the API key guards these routes too (auth.py).
 """
 
 import asyncio

@@ -1,21 +1,12 @@
 """GET /metrics: Prometheus text with vLLM 0.32's metric names, labels and histogram buckets.
 
-Three sources, each exact:
-- the engine's state, read from a fresh snapshot (a StepEvent) at every scrape: running and
-  waiting requests, KV usage, and the engine-lifetime totals of preemptions, generated tokens and
-  prefix-cache queries / hits (counters advance by the growth of those totals);
-- the request outputs of every request sent through a `MeteredEngine` (the server's routes, and
-  the dashboard of `enginetui --serve`): prompt tokens, time to first token, inter-token
-  latency, end-to-end latency, queue time, and, once a request finished, its finish reason and
-  its prompt and generated token counts;
-- every message of EngineCore outputs, as AsyncLLM receives it (`ServerMetrics.observe_engine_outputs`,
-  an output observer of the engine): tokens per step, and preemptions per finished request. (These
-  came from the engine's step events, which the server followed on a second socket: a second wake
-  of the front-end and a whole event decoded at every step, 250 us of its CPU a step with one
-  request streaming, taken from the model's threads on a 2-core machine.)
-
-As vLLM's, the registry is prometheus_client's, so counters and histograms carry `_created`
-samples (vLLM 0.32 publishes them: tests/vllm_watch/fixtures/opt-tiny/metrics.jsonl.xz).
+Three sources, each exact: the engine's state, from a fresh snapshot at every scrape (queues, KV
+usage, lifetime totals of preemptions, generated tokens and prefix-cache queries and hits); the
+outputs of every request sent through a `MeteredEngine` (prompt tokens, TTFT, inter-token and
+end-to-end latency, queue time, finish reason and token counts); and every message of EngineCore
+outputs as AsyncLLM receives it (`observe_engine_outputs`: tokens per step, preemptions per finished
+request), not the step events, which would wake the front-end a second time every step. As vLLM's,
+the registry is prometheus_client's, so counters and histograms carry `_created` samples.
 """
 
 from collections.abc import AsyncGenerator
