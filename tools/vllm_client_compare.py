@@ -33,9 +33,9 @@ def ours(url: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     run = json.loads(out.read_text())["run"]
     return {
-        "ttft_median": run["ttft_ms"]["median"],
+        "ttft_median": run["ttft_ms"]["p50"],
         "ttft_mean": run["ttft_ms"]["mean"],
-        "tpot_median": run["tpot_ms"]["median"],
+        "tpot_median": run["tpot_ms"]["p50"],
         "tpot_mean": run["tpot_ms"]["mean"],
         "output_tok_s": run["output_tokens_per_s"],
     }

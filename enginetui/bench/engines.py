@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from enginetui.flags.engine import engine_args
 
 if TYPE_CHECKING:
-    from enginetui.bench.workload import BenchRequest, WorkloadSpec
+    from enginetui.bench.workload import WorkloadSpec
+    from enginetui.simulate.workload import SimRequest
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")  # any one will do
 
@@ -58,7 +59,7 @@ def model_vocab_size(kwargs: dict[str, Any]) -> int:
     return load_hf_config(config)[0].vocab_size
 
 
-def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> list["BenchRequest"]:
+def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> "list[SimRequest]":
     """The workload for the model these engine arguments name: its vocabulary, its tokenizer for
     ShareGPT prompts (the --tokenizer given, else the model's own; none: the bytes/4 rule), checked
     to fit the model's length."""

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from enginetui.bench.workload import BenchRequest, total_output_len, warmup_workload
+from enginetui.bench.workload import prompts_of, total_output_len, warmup_workload
+from enginetui.simulate.workload import SimRequest
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -43,7 +44,7 @@ def load_hf_model(model_dir: Path, dtype: str, device: str) -> "PreTrainedModel"
     return model.to(device).eval()  # type: ignore[arg-type]  # transformers types `to` through functools.wraps
 
 
-def run_hf(model: "PreTrainedModel", workload: list[BenchRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
+def run_hf(model: "PreTrainedModel", workload: list[SimRequest], batch_size: int, temperature: float = 1.0) -> HFRun:
     """Generate every request of the workload in static batches of `batch_size`; time it all."""
     pad_id = _pad_token_id(model)
     # Warm up at the timed batch size, so that a first batch of a new size pays no one-off cost in the
@@ -55,7 +56,7 @@ def run_hf(model: "PreTrainedModel", workload: list[BenchRequest], batch_size: i
     for batch in batches:
         generated += _generate(model, batch, pad_id, temperature)
     elapsed = time.perf_counter() - start
-    prompt_tokens = sum(len(r.prompt_token_ids) for r in workload)
+    prompt_tokens = sum(r.prompt_len for r in workload)
     output_tokens = total_output_len(workload)
     return HFRun(
         batch_size=batch_size,
@@ -72,16 +73,16 @@ def run_hf(model: "PreTrainedModel", workload: list[BenchRequest], batch_size: i
 
 
 @torch.inference_mode()
-def _generate(model: "PreTrainedModel", batch: list[BenchRequest], pad_id: int, temperature: float) -> int:
+def _generate(model: "PreTrainedModel", batch: list[SimRequest], pad_id: int, temperature: float) -> int:
     """One static batch; returns the output tokens computed (rows x the longest output length)."""
     device = next(model.parameters()).device
-    width = max(len(r.prompt_token_ids) for r in batch)
+    width = max(r.prompt_len for r in batch)
     new_tokens = max(r.output_len for r in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # [batch, width] left-padded
     attention_mask = torch.zeros((len(batch), width), dtype=torch.long)  # [batch, width] 1 = real token
-    for row, r in enumerate(batch):
-        input_ids[row, width - len(r.prompt_token_ids) :] = torch.tensor(r.prompt_token_ids)
-        attention_mask[row, width - len(r.prompt_token_ids) :] = 1
+    for row, (r, prompt) in enumerate(zip(batch, prompts_of(batch))):
+        input_ids[row, width - r.prompt_len :] = torch.tensor(prompt)
+        attention_mask[row, width - r.prompt_len :] = 1
     sampling = (
         {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         if temperature > 0

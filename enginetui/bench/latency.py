@@ -21,11 +21,12 @@ from enginetui.bench import plot, report
 from enginetui.bench.competing import DashboardCost, competing, mode_label
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, shared_weights
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.bench.workload import WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 from enginetui.core import SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
-from enginetui.simulate.arrivals import arrival_times
-from enginetui.simulate.workload import SimRequest
+from enginetui.latency import Latency
+from enginetui.simulate.arrivals import arrival_times, with_arrivals
+from enginetui.simulate.workload import SimRequest, prompt_token_ids
 from enginetui.vllm_launch import vllm_python
 
 
@@ -39,23 +40,20 @@ class RequestTiming:
     done: float = 0.0  # when its final output arrived
 
 
-@dataclass(slots=True)
-class Distribution:
-    """Summary of a set of latencies, in milliseconds."""
-
-    mean: float  # mean
-    median: float  # 50th percentile
-    p99: float  # 99th percentile
-    count: int  # samples
-    samples: list[float] = field(default_factory=list)  # every sample (ms), ascending, when kept: the --plot CDFs
-
-    @classmethod
-    def of(cls, seconds: list[float], keep_samples: bool = True) -> "Distribution":
-        if not seconds:
-            return cls(math.nan, math.nan, math.nan, 0)
-        ms = np.asarray(seconds) * 1e3
-        kept = sorted(ms.tolist()) if keep_samples else []
-        return cls(float(ms.mean()), float(np.median(ms)), float(np.percentile(ms, 99)), len(ms), kept)
+def request_latencies(timings: list[RequestTiming]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's TTFT, TPOT (NaN for a one-token request: it has none) and E2E, milliseconds."""
+    ttft = np.array([t.token_times[0] - t.sent for t in timings]) * 1e3  # [requests]
+    tpot = (
+        np.array(
+            [
+                (t.done - t.token_times[0]) / (t.num_output_tokens - 1) if t.num_output_tokens > 1 else np.nan
+                for t in timings
+            ]
+        )
+        * 1e3
+    )  # [requests]
+    e2e = np.array([t.done - t.sent for t in timings]) * 1e3  # [requests]
+    return ttft, tpot, e2e
 
 
 @dataclass(slots=True)
@@ -68,10 +66,10 @@ class LatencyRun:
     requests_per_s: float  # completed requests / duration
     output_tokens_per_s: float  # output tokens / duration
     total_tokens_per_s: float  # (prompt + output tokens) / duration
-    ttft_ms: Distribution  # time to first token
-    tpot_ms: Distribution  # time per output token after the first (requests with 2+ tokens)
-    itl_ms: Distribution  # inter-token latency: every gap between streamed outputs
-    e2e_ms: Distribution  # end-to-end request latency
+    ttft_ms: Latency  # time to first token
+    tpot_ms: Latency  # time per output token after the first (requests with 2+ tokens)
+    itl_ms: Latency  # inter-token latency: every gap between streamed outputs
+    e2e_ms: Latency  # end-to-end request latency
     dashboard: DashboardCost | None = None  # what the attached dashboard used (competing dashboard only)
 
     @property
@@ -96,13 +94,11 @@ class LatencyResult:
     summary: str = ""  # the one-line summary printed last
 
 
-async def _one_request(
-    engine, request_id: str, req: BenchRequest, delay: float, t0: float, temperature: float
-) -> RequestTiming:
-    await asyncio.sleep(max(0.0, t0 + delay - time.perf_counter()))
+async def _one_request(engine, request_id: str, req: SimRequest, t0: float, temperature: float) -> RequestTiming:
+    await asyncio.sleep(max(0.0, t0 + req.arrival - time.perf_counter()))
     params = SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=req.output_len)
     timing = RequestTiming(sent=time.perf_counter())
-    async for out in engine.generate(req.prompt_token_ids, params, request_id):
+    async for out in engine.generate(prompt_token_ids(req), params, request_id):
         now = time.perf_counter()
         num_tokens = len(out.outputs[0].token_ids)
         if num_tokens > timing.num_output_tokens:
@@ -114,12 +110,12 @@ async def _one_request(
 
 
 async def measure(
-    engine, workload: list[BenchRequest], offsets: list[float], temperature: float, prefix: str = "bench"
+    engine, workload: list[SimRequest], temperature: float, prefix: str = "bench"
 ) -> tuple[list[RequestTiming], float]:
-    """Send the workload on its arrival schedule; the timings and the run's duration."""
+    """Send the workload, each request at its arrival; the timings and the run's duration."""
     t0 = time.perf_counter()
     timings = await asyncio.gather(
-        *(_one_request(engine, f"{prefix}-{i}", r, offsets[i], t0, temperature) for i, r in enumerate(workload))
+        *(_one_request(engine, f"{prefix}-{i}", r, t0, temperature) for i, r in enumerate(workload))
     )
     return list(timings), max(t.done for t in timings) - t0
 
@@ -127,7 +123,7 @@ async def measure(
 def summarize(
     engine: str,
     competing_load: str,
-    workload: list[BenchRequest] | list[SimRequest],
+    workload: list[SimRequest],
     timings: list[RequestTiming],
     duration: float,
 ) -> LatencyRun:
@@ -137,6 +133,7 @@ def summarize(
     if output_tokens != expected:
         raise RuntimeError(f"{engine} generated {output_tokens} tokens, the workload asks for {expected}")
     prompt_tokens = sum(r.prompt_len for r in workload)
+    ttft, tpot, e2e = request_latencies(timings)
     return LatencyRun(
         engine=engine,
         competing=competing_load,
@@ -144,21 +141,18 @@ def summarize(
         requests_per_s=len(timings) / duration,
         output_tokens_per_s=output_tokens / duration,
         total_tokens_per_s=(prompt_tokens + output_tokens) / duration,
-        ttft_ms=Distribution.of([t.token_times[0] - t.sent for t in timings]),
-        tpot_ms=Distribution.of(
-            [(t.done - t.token_times[0]) / (t.num_output_tokens - 1) for t in timings if t.num_output_tokens > 1]
-        ),
-        itl_ms=Distribution.of(
-            [b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:])], keep_samples=False
+        ttft_ms=Latency.of(ttft, keep_samples=True),
+        tpot_ms=Latency.of(tpot[~np.isnan(tpot)], keep_samples=True),
+        itl_ms=Latency.of(
+            [(b - a) * 1e3 for t in timings for a, b in zip(t.token_times, t.token_times[1:])]
         ),  # a sample per token: too many to keep
-        e2e_ms=Distribution.of([t.done - t.sent for t in timings]),
+        e2e_ms=Latency.of(e2e, keep_samples=True),
     )
 
 
 def benchmark_engine(
     kwargs: dict[str, Any],
-    workload: list[BenchRequest],
-    offsets: list[float],
+    workload: list[SimRequest],
     loads: list[str],
     temperature: float,
     record: str | None = None,
@@ -170,13 +164,13 @@ def benchmark_engine(
     async def go() -> tuple[list[LatencyRun], str, RecordingSummary | None]:
         engine = AsyncLLM.from_engine_args(**kwargs, record=record)
         try:
-            await measure(engine, warmup_workload(engine.info.vocab_size), [0.0] * 4, temperature, "warmup")
+            await measure(engine, warmup_workload(engine.info.vocab_size), temperature, "warmup")
             runs = []
             for load in loads:
                 await engine.reset_prefix_cache()  # earlier passes must not serve this one's prompts
                 address = getattr(engine.client, "events_address", None)
                 with competing(load, address, engine.engine_pid) as competitor:
-                    timings, duration = await measure(engine, workload, offsets, temperature, f"bench-{load}")
+                    timings, duration = await measure(engine, workload, temperature, f"bench-{load}")
                     competitor.stop()
                 runs.append(summarize("enginetui", load, workload, timings, duration))
                 runs[-1].dashboard = competitor.cost
@@ -191,15 +185,15 @@ def benchmark_vllm(
     python: str,
     model_dir: str,
     engine: dict[str, Any],
-    workload: list[BenchRequest],
-    offsets: list[float],
+    workload: list[SimRequest],
     cores_modes: list[str],
     loads: list[str],
     temperature: float,
 ) -> tuple[list[LatencyRun], str]:
     """vLLM's AsyncLLM on the same requests and arrivals: one engine per cores mode, a pass per load."""
-    prompts = [r.prompt_token_ids for r in workload]
+    prompts = [prompt_token_ids(r) for r in workload]
     output_lens = [r.output_len for r in workload]
+    offsets = [r.arrival for r in workload]
     runs: list[LatencyRun] = []
     version = ""
     for cores in cores_modes:
@@ -219,23 +213,20 @@ def run(args: argparse.Namespace) -> LatencyResult:
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     workload = bench_workload(spec, kwargs)
-    offsets = arrival_times(len(workload), args.request_rate, seed=spec.seed).tolist()
+    with_arrivals(workload, arrival_times(len(workload), args.request_rate, seed=spec.seed))
     loads = list(dict.fromkeys(args.competing))
     python = vllm_python(args.vllm_python) if "vllm" in args.compare else None  # fail before any engine runs
     version = None
     if python is None:
-        runs, _, recording = benchmark_engine(kwargs, workload, offsets, loads, args.temperature, args.record)
+        runs, _, recording = benchmark_engine(kwargs, workload, loads, args.temperature, args.record)
     else:
         with shared_weights(kwargs) as (shared_kwargs, weights_dir):
-            runs, dtype, recording = benchmark_engine(
-                shared_kwargs, workload, offsets, loads, args.temperature, args.record
-            )
+            runs, dtype, recording = benchmark_engine(shared_kwargs, workload, loads, args.temperature, args.record)
             peer_runs, version = benchmark_vllm(
                 python,
                 str(weights_dir),
                 vllm_engine_kwargs(shared_kwargs, dtype),
                 workload,
-                offsets,
                 list(dict.fromkeys(args.vllm_cores)),
                 [x for x in loads if x in VLLM_COMPETING],
                 args.temperature,
@@ -243,7 +234,7 @@ def run(args: argparse.Namespace) -> LatencyResult:
             runs += peer_runs
     result = LatencyResult(
         workload=spec,
-        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        prompt_tokens=sum(r.prompt_len for r in workload),
         output_tokens=total_output_len(workload),
         request_rate=None if math.isinf(args.request_rate) else args.request_rate,
         temperature=args.temperature,

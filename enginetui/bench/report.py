@@ -349,7 +349,7 @@ def print_latency(result) -> None:
             f"{r.output_tokens_per_s:.1f} output tok/s, {r.total_tokens_per_s:.1f} total tok/s{cost}"
         )
         rows = [
-            [name, d.mean, d.median, d.p99, d.count]
+            [name, d.mean, d.p50, d.p99, d.count]
             for name, d in (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))
         ]
         print(table(["ms", "mean", "median", "p99", "samples"], rows))
@@ -362,9 +362,9 @@ def latency_summary(result) -> str:
     ours = result.runs[0]
     parts = [
         (
-            f"latency {result.workload.name} @ {rate} req/s: TTFT median {ours.ttft_ms.median:.1f} ms "
-            f"(p99 {ours.ttft_ms.p99:.1f}), TPOT median {ours.tpot_ms.median:.1f} ms, ITL median "
-            f"{ours.itl_ms.median:.1f} ms, E2E median {ours.e2e_ms.median:.1f} ms | "
+            f"latency {result.workload.name} @ {rate} req/s: TTFT median {ours.ttft_ms.p50:.1f} ms "
+            f"(p99 {ours.ttft_ms.p99:.1f}), TPOT median {ours.tpot_ms.p50:.1f} ms, ITL median "
+            f"{ours.itl_ms.p50:.1f} ms, E2E median {ours.e2e_ms.p50:.1f} ms | "
             f"{ours.requests_per_s:.2f} req/s, {ours.output_tokens_per_s:.1f} output tok/s"
         )
     ]
@@ -377,7 +377,7 @@ def latency_summary(result) -> str:
         else:
             ratio = ""
         parts.append(
-            f"{r.label}: TTFT median {r.ttft_ms.median:.1f} ms, TPOT median {r.tpot_ms.median:.1f} ms, "
+            f"{r.label}: TTFT median {r.ttft_ms.p50:.1f} ms, TPOT median {r.tpot_ms.p50:.1f} ms, "
             f"{r.output_tokens_per_s:.1f} output tok/s" + (f" ({ratio})" if ratio else "")
         )
     return " | ".join(parts)

@@ -304,8 +304,8 @@ def _serve(result: Any) -> dict[str, Any]:
         "vllm_server_vs_generate": vllm.ratio if vllm else None,
         "servers_ours_vs_vllm": ours.http_tok_s / vllm.http_tok_s if ours and vllm else None,
         "generate_ours_vs_vllm": ours.generate_tok_s / vllm.generate_tok_s if ours and vllm else None,
-        "ttft_p50_ms": result.run.ttft_ms.median,
-        "tpot_p50_ms": result.run.tpot_ms.median,
+        "ttft_p50_ms": result.run.ttft_ms.p50,
+        "tpot_p50_ms": result.run.tpot_ms.p50,
         "output_tok_s": result.run.output_tokens_per_s,
     }
 

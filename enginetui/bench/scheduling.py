@@ -21,7 +21,7 @@ import numpy as np
 
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload
-from enginetui.bench.workload import spec_from_args
+from enginetui.bench.workload import prompts_of, spec_from_args
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> SchedulingResult:
             workload_row(
                 dict(kwargs, async_scheduling=MODES[mode]),
                 mode,
-                [r.prompt_token_ids for r in workload],
+                prompts_of(workload),
                 [r.output_len for r in workload],
             )
         )

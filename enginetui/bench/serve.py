@@ -8,7 +8,7 @@ requests `enginetui simulate` serves for the same flags), and measures on the cl
 TPOT (mean time per output token after the first), ITL (every gap between chunks carrying tokens),
 end-to-end latency; and throughput over the run. --compare generate adds the server's cost against
 LLM.generate on the workload all at once, --compare vllm-generate the same for vLLM beside ours
-(serve_overhead.py). --goodput adds the requests per second that met every SLO (goodput.py);
+(serve_overhead.py). --goodput adds the requests per second that met every SLO (enginetui/latency.py);
 --record has the server record its step events. --compare vllm-server is serve_vs_vllm.py (the CLI
 dispatches there).
 """
@@ -22,20 +22,19 @@ from typing import Any
 
 from enginetui.bench import report, serve_overhead
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
-from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.latency import LatencyRun, request_latencies, summarize
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
 from enginetui.bench.workload import (
     SHAREGPT_FLAGS,
     WorkloadSpec,
-    arriving,
     spec_from_args,
     total_output_len,
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
-from enginetui.simulate.arrivals import arrival_times
+from enginetui.latency import goodput, parse_slos
+from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> ServeResult:
         )
     python = vllm_python(args.vllm_python) if args.compare == "vllm-generate" else None  # fail before any start
     check_trace_args(args)
-    slos_ms = request_slos(args.goodput)
+    slos_ms = parse_slos(args.goodput)
     kwargs = bench_engine_kwargs(args)
     vocab_size = model_vocab_size(kwargs)
     notes: list[str] = []
@@ -88,8 +87,8 @@ def run(args: argparse.Namespace) -> ServeResult:
     else:
         spec = spec_from_args(args)
         drawn = bench_workload(spec, kwargs)
-        workload = arriving(drawn, arrival_times(len(drawn), rate, seed=spec.seed).tolist())
-    warmup = arriving(warmup_workload(vocab_size))
+        workload = with_arrivals(drawn, arrival_times(len(drawn), rate, seed=spec.seed))
+    warmup = warmup_workload(vocab_size)
     server = (
         None
         if args.base_url
@@ -125,7 +124,7 @@ def run(args: argparse.Namespace) -> ServeResult:
         overhead=overhead,
         vllm_overhead=vllm_overhead,
         slos_ms=slos_ms,
-        goodput=goodput(timings, duration, slos_ms),
+        goodput=goodput(slos_ms, duration, *request_latencies(timings)),
         record=args.record,
         trace=spec.name if uses_trace(args) else None,
         trace_notes=notes,
@@ -190,7 +189,7 @@ def print_serve(result: ServeResult) -> None:
         f"{r.total_tokens_per_s:.1f} total tok/s"
     )
     rows = [
-        [name, d.mean, d.median, d.p99, d.count]
+        [name, d.mean, d.p50, d.p99, d.count]
         for name, d in (("TTFT", r.ttft_ms), ("TPOT", r.tpot_ms), ("ITL", r.itl_ms), ("E2E", r.e2e_ms))
     ]
     print(report.table(["ms", "mean", "median", "p99", "samples"], rows))
@@ -208,9 +207,9 @@ def serve_summary(result: ServeResult) -> str:
     rate = "inf" if result.request_rate is None else f"{result.request_rate:g}"
     arrivals = "trace arrivals" if result.trace else f"{rate} req/s"
     line = (
-        f"serve {result.workload.name} @ {arrivals}: TTFT median {r.ttft_ms.median:.1f} ms "
-        f"(p99 {r.ttft_ms.p99:.1f}), TPOT median {r.tpot_ms.median:.1f} ms, ITL median {r.itl_ms.median:.1f} ms, "
-        f"E2E median {r.e2e_ms.median:.1f} ms | {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s"
+        f"serve {result.workload.name} @ {arrivals}: TTFT median {r.ttft_ms.p50:.1f} ms "
+        f"(p99 {r.ttft_ms.p99:.1f}), TPOT median {r.tpot_ms.p50:.1f} ms, ITL median {r.itl_ms.p50:.1f} ms, "
+        f"E2E median {r.e2e_ms.p50:.1f} ms | {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s"
     )
     if result.overhead is not None:
         line += " | " + serve_overhead.summary(result.overhead, result.vllm_overhead)

@@ -25,9 +25,10 @@ from enginetui.bench import report
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.serve_load import TEMPERATURE, run_workload, serve_flags
 from enginetui.bench.vllm_peer import VLLMPeer, start_peer_server, vllm_engine_kwargs
-from enginetui.bench.workload import BenchRequest, arriving, total_output_len
+from enginetui.bench.workload import at_once, prompts_of, total_output_len
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import ENGINE_DEFAULTS
+from enginetui.simulate.workload import SimRequest
 
 
 @dataclass(slots=True)
@@ -66,8 +67,8 @@ def take_turns(passes: dict[str, Callable[[], float]], repeats: int) -> dict[str
 
 def overhead(
     kwargs: dict[str, Any],
-    workload: list[BenchRequest],
-    warmup: list[BenchRequest],
+    workload: list[SimRequest],
+    warmup: list[SimRequest],
     repeats: int,
     seed: int,
     timeout_s: float,
@@ -85,8 +86,8 @@ def overhead(
 
 def overhead_beside_vllm(
     kwargs: dict[str, Any],
-    workload: list[BenchRequest],
-    warmup: list[BenchRequest],
+    workload: list[SimRequest],
+    warmup: list[SimRequest],
     repeats: int,
     seed: int,
     timeout_s: float,
@@ -128,7 +129,7 @@ def generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "max_num_batched_tokens": step_budget(kwargs)}
 
 
-def generate_pass(llm, workload: list[BenchRequest]) -> float:
+def generate_pass(llm, workload: list[SimRequest]) -> float:
     """LLM.generate on the workload, all at once; its duration."""
     from enginetui.core import SamplingParams
 
@@ -136,7 +137,7 @@ def generate_pass(llm, workload: list[BenchRequest]) -> float:
         SamplingParams(temperature=TEMPERATURE, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload
     ]
     t0 = time.perf_counter()
-    outputs = llm.generate([r.prompt_token_ids for r in workload], params, use_tqdm=False)
+    outputs = llm.generate(prompts_of(workload), params, use_tqdm=False)
     duration = time.perf_counter() - t0
     if sum(len(o.outputs[0].token_ids) for o in outputs) != total_output_len(workload):
         raise RuntimeError("LLM.generate did not generate the workload's tokens")
@@ -144,19 +145,19 @@ def generate_pass(llm, workload: list[BenchRequest]) -> float:
 
 
 def server_pass(
-    kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest], seed: int, timeout_s: float
+    kwargs: dict[str, Any], workload: list[SimRequest], warmup: list[SimRequest], seed: int, timeout_s: float
 ) -> float:
     """Start `enginetui serve`, warm it up, send the workload all at once, stop it; the pass's duration."""
     from enginetui.serve.process import ServeProcess
 
     server = ServeProcess(*serve_flags(kwargs))
     try:
-        return asyncio.run(run_workload(server.url, None, arriving(workload), arriving(warmup), timeout_s))[1]
+        return asyncio.run(run_workload(server.url, None, at_once(workload), warmup, timeout_s))[1]
     finally:
         server.stop()
 
 
-def generate_pass_alone(kwargs: dict[str, Any], workload: list[BenchRequest], warmup: list[BenchRequest]) -> float:
+def generate_pass_alone(kwargs: dict[str, Any], workload: list[SimRequest], warmup: list[SimRequest]) -> float:
     """Start an LLM with the server's engine flags, warm it up, run the workload, shut it down; the duration."""
     from enginetui.core import LLM
 
@@ -169,20 +170,20 @@ def vllm_server_pass(
     python: str,
     weights_dir: Path,
     engine: dict[str, Any],
-    workload: list[BenchRequest],
-    warmup: list[BenchRequest],
+    workload: list[SimRequest],
+    warmup: list[SimRequest],
     seed: int,
     timeout_s: float,
 ) -> float:
     """Start vLLM's OpenAI server, warm it up, send the workload all at once, stop it; the duration."""
     with start_peer_server(python, str(weights_dir), {**engine, "skip_tokenizer_init": True}) as server:
-        return asyncio.run(run_workload(server.url, None, arriving(workload), arriving(warmup), timeout_s))[1]
+        return asyncio.run(run_workload(server.url, None, at_once(workload), warmup, timeout_s))[1]
 
 
-def vllm_generate_pass(python: str, weights_dir: Path, engine: dict[str, Any], workload: list[BenchRequest]) -> float:
+def vllm_generate_pass(python: str, weights_dir: Path, engine: dict[str, Any], workload: list[SimRequest]) -> float:
     """Start vLLM's LLM on every core (it warms itself up), time its generate on the workload, stop it."""
     with VLLMPeer(python, str(weights_dir), engine, cores="all") as peer:
-        timed = peer.throughput([r.prompt_token_ids for r in workload], [r.output_len for r in workload], TEMPERATURE)
+        timed = peer.throughput(prompts_of(workload), [r.output_len for r in workload], TEMPERATURE)
     if sum(len(ids) for ids in timed["output_token_ids"]) != total_output_len(workload):
         raise RuntimeError("vLLM's LLM.generate did not generate the workload's tokens")
     return timed["elapsed_s"]

@@ -30,22 +30,21 @@ import psutil
 from enginetui.bench import report
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size, shared_weights
 from enginetui.bench.frozen import frozen
-from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import LatencyRun, summarize
+from enginetui.bench.latency import LatencyRun, request_latencies, summarize
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.step_kinds import StepComparison, compare_steps, ours_steps, vllm_steps
 from enginetui.bench.vllm_peer import start_peer_server, vllm_engine_kwargs
 from enginetui.bench.workload import (
-    BenchRequest,
     WorkloadSpec,
-    arriving,
     spec_from_args,
     total_output_len,
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
-from enginetui.simulate.arrivals import arrival_times
+from enginetui.latency import goodput, parse_slos
+from enginetui.simulate.arrivals import arrival_times, with_arrivals
+from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
 
@@ -65,13 +64,13 @@ FIGURES: tuple[tuple[str, Callable[[ServePass], float | None], bool], ...] = (
     ("output tok/s", lambda p: p.run.output_tokens_per_s, True),
     ("requests/s", lambda p: p.run.requests_per_s, True),
     ("goodput req/s", lambda p: p.goodput, True),
-    ("TTFT p50 ms", lambda p: p.run.ttft_ms.median, False),
+    ("TTFT p50 ms", lambda p: p.run.ttft_ms.p50, False),
     ("TTFT p99 ms", lambda p: p.run.ttft_ms.p99, False),
-    ("TPOT p50 ms", lambda p: p.run.tpot_ms.median, False),
+    ("TPOT p50 ms", lambda p: p.run.tpot_ms.p50, False),
     ("TPOT p99 ms", lambda p: p.run.tpot_ms.p99, False),
-    ("ITL p50 ms", lambda p: p.run.itl_ms.median, False),
+    ("ITL p50 ms", lambda p: p.run.itl_ms.p50, False),
     ("ITL p99 ms", lambda p: p.run.itl_ms.p99, False),
-    ("E2E p50 ms", lambda p: p.run.e2e_ms.median, False),
+    ("E2E p50 ms", lambda p: p.run.e2e_ms.p50, False),
     ("front-end CPU us/tok", lambda p: p.front_end_us_per_token, False),
 )
 
@@ -128,8 +127,8 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
 def serve_pass(
     server_url: str,
     label: str,
-    workload: list[BenchRequest],
-    warmup: list[BenchRequest],
+    workload: list[SimRequest],
+    warmup: list[SimRequest],
     rate: float,
     seed: int,
     slos_ms: dict[str, float],
@@ -144,8 +143,8 @@ def serve_pass(
         run_workload(
             server_url,
             None,
-            arriving(workload, arrival_times(len(workload), rate, seed=seed).tolist()),
-            arriving(warmup),
+            with_arrivals(workload, arrival_times(len(workload), rate, seed=seed)),
+            warmup,
             timeout_s,
         )
     )
@@ -153,7 +152,7 @@ def serve_pass(
     tokens = total_output_len(workload)  # every request streams all of them (ignore_eos)
     return ServePass(
         summarize(label, "none", workload, timings, duration),
-        goodput(timings, duration, slos_ms),
+        goodput(slos_ms, duration, *request_latencies(timings)),
         cpu_s / tokens * 1e6 if tokens else None,
     )
 
@@ -173,7 +172,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     check_trace_args(args)
     if args.base_url:
         raise ValueError("--compare vllm-server starts both servers itself: leave out --base-url")
-    slos_ms = request_slos(args.goodput)
+    slos_ms = parse_slos(args.goodput)
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)
     if kwargs.get("enable_prefix_caching"):
@@ -218,7 +217,7 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
         steps = compare_steps(ours_steps(record), vllm_steps(vllm_log)) if args.step_times and record else None
     result = ServeVsVLLMResult(
         workload=spec,
-        prompt_tokens=sum(len(r.prompt_token_ids) for r in workload),
+        prompt_tokens=sum(r.prompt_len for r in workload),
         output_tokens=total_output_len(workload),
         request_rates=[p.request_rate for p in ours],
         slos_ms=slos_ms,

@@ -29,9 +29,10 @@ from enginetui.bench.hf_baseline import HFRun, load_hf_model, run_hf
 from enginetui.bench.process_cpu import cpu_seconds
 from enginetui.bench.recording import event_modes, record_path
 from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwargs
-from enginetui.bench.workload import BenchRequest, WorkloadSpec, spec_from_args, total_output_len, warmup_workload
+from enginetui.bench.workload import WorkloadSpec, prompts_of, spec_from_args, total_output_len, warmup_workload
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
+from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python
 
 
@@ -133,7 +134,7 @@ def our_engines(
             if mode == "subscriber":
                 engines[mode] = (llm, EventCounter(llm.engine.client.events_address))
             warmup = warmup_workload(llm.engine.info.vocab_size)
-            llm.generate([r.prompt_token_ids for r in warmup], _params(warmup, temperature), use_tqdm=False)
+            llm.generate(prompts_of(warmup), _params(warmup, temperature), use_tqdm=False)
         yield engines
     finally:
         for llm, counter in engines.values():
@@ -145,7 +146,7 @@ def our_engines(
 def our_pass(
     llm: LLM,
     counter: EventCounter | None,
-    workload: list[BenchRequest],
+    workload: list[SimRequest],
     mode: str,
     load: str,
     repeat: int,
@@ -163,7 +164,7 @@ def our_pass(
 def time_engine(
     llm: LLM,
     counter: EventCounter | None,
-    workload: list[BenchRequest],
+    workload: list[SimRequest],
     mode: str,
     load: str,
     repeat: int,
@@ -177,7 +178,7 @@ def time_engine(
     engine = llm.engine
     engine.reset_prefix_cache()  # earlier passes must not serve this one's prompts
     first_step = engine.snapshot().step if counter is not None else 0
-    prompts = [r.prompt_token_ids for r in workload]
+    prompts = prompts_of(workload)
     params = _params(workload, temperature)
     core_process = _engine_process(llm)
     cpu_start = cpu_seconds(core_process)
@@ -232,10 +233,10 @@ def vllm_peers(
 
 
 def vllm_pass(
-    peer: VLLMPeer, workload: list[BenchRequest], load: str, repeat: int, temperature: float
+    peer: VLLMPeer, workload: list[SimRequest], load: str, repeat: int, temperature: float
 ) -> tuple[VLLMRun, list[list[int]]]:
     """One timed pass of vLLM's LLM.generate beside the competing `load` (from a cold prefix cache)."""
-    prompts = [r.prompt_token_ids for r in workload]
+    prompts = prompts_of(workload)
     output_lens = [r.output_len for r in workload]
     with competing(load):
         reply = peer.throughput(prompts, output_lens, temperature)
@@ -272,7 +273,7 @@ def greedy_agreement(ours: list[list[int]], theirs: list[list[int]]) -> GreedyAg
     )
 
 
-def _params(workload: list[BenchRequest], temperature: float) -> list[SamplingParams]:
+def _params(workload: list[SimRequest], temperature: float) -> list[SamplingParams]:
     """Fixed-length sampling, no top-k / top-p cut (as vLLM's throughput benchmark); 0 is greedy."""
     return [
         SamplingParams(temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=r.output_len) for r in workload

@@ -1,7 +1,7 @@
-"""Benchmark workloads: token-id prompts with a fixed output length per request.
+"""Benchmark workloads: the simulator's requests (enginetui/simulate/workload.py), with token-id prompts.
 
-Random workloads draw lengths uniformly and token ids at random; the `sharegpt` preset draws ShareGPT
-conversations as `vllm bench serve` does (enginetui/simulate/sharegpt.py, the simulator's reader):
+Random workloads draw lengths as `enginetui simulate` does (the same lengths for the same seed) and token ids at
+random; the `sharegpt` preset draws ShareGPT conversations as `vllm bench serve` does (enginetui/simulate/sharegpt.py):
 the first turn is the prompt, the second's length the output. A workload is fully determined by its
 `WorkloadSpec`, the model's vocabulary size and its tokenizer, so every engine (ours in each mode,
 vLLM, the Hugging Face baseline) sees the very same requests.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from enginetui.simulate.sharegpt import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: `enginetui --help` builds this module's flags without numpy
     from enginetui.simulate.workload import SimRequest
 
 DATASETS = ("random", "sharegpt")  # where prompts and lengths come from
@@ -57,18 +57,6 @@ class WorkloadSpec:
             raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
 
 
-@dataclass(slots=True, frozen=True)
-class BenchRequest:
-    """One request of a workload."""
-
-    prompt_token_ids: list[int]  # the prompt (shared prefix + distinct part)
-    output_len: int  # tokens it must generate (ignore_eos, max_tokens = output_len)
-
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt_token_ids)
-
-
 PRESETS: dict[str, WorkloadSpec] = {
     # The issue's target: mixed lengths, like a small offline batch job.
     "mixed": WorkloadSpec("mixed", 64, 32, 512, 32, 256),
@@ -83,63 +71,56 @@ PRESETS: dict[str, WorkloadSpec] = {
 }
 
 
-def make_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None = None) -> list[BenchRequest]:
-    """Draw the workload: same spec, vocabulary and tokenizer, same requests. `tokenizer` (a
-    directory with tokenizer.json) counts and tokenizes ShareGPT prompts; without one their lengths
-    follow the bytes/4 rule and their token ids are drawn at random."""
-    import numpy as np  # here, not at the top: `enginetui --help` builds this module's flags
+def make_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None = None) -> "list[SimRequest]":
+    """Draw the workload (every request arriving at 0): same spec, vocabulary and tokenizer, same requests.
+    `tokenizer` (a directory with tokenizer.json) counts and tokenizes ShareGPT prompts; without one their
+    lengths follow the bytes/4 rule and their token ids are drawn at random."""
+    import numpy as np
+
+    from enginetui.simulate.workload import drawn_requests
 
     rng = np.random.default_rng(spec.seed)
     if spec.dataset == "sharegpt":
         return _sharegpt_workload(spec, vocab_size, tokenizer, rng)
-    n = spec.num_prompts
-    input_lens = rng.integers(spec.min_input_len, spec.max_input_len + 1, size=n)  # [n]
-    output_lens = rng.integers(spec.min_output_len, spec.max_output_len + 1, size=n)  # [n]
+    input_lens, output_lens = (spec.min_input_len, spec.max_input_len), (spec.min_output_len, spec.max_output_len)
+    requests = drawn_requests(spec.num_prompts, input_lens, output_lens, rng, "bench")
     prefix = rng.integers(0, vocab_size, size=spec.prefix_len).tolist()
-    return [
-        BenchRequest(prefix + rng.integers(0, vocab_size, size=int(length)).tolist(), int(out))
-        for length, out in zip(input_lens, output_lens)
-    ]
+    for r in requests:  # the shared prefix, then the distinct part of the drawn length
+        r.prompt_token_ids = prefix + rng.integers(0, vocab_size, size=r.prompt_len).tolist()
+        r.prompt_len = len(r.prompt_token_ids)
+    return requests
 
 
-def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None, rng) -> list[BenchRequest]:
-    from enginetui.simulate.sharegpt import prompt_token_ids, sample_conversations
+def _sharegpt_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None, rng) -> "list[SimRequest]":
+    from enginetui.simulate import sharegpt
+    from enginetui.simulate.workload import SimRequest
 
-    chosen = sample_conversations(spec.num_prompts, spec.seed, tokenizer)  # (index, prompt len, output len)
+    chosen = sharegpt.sample_conversations(spec.num_prompts, spec.seed, tokenizer)  # (index, prompt, output len)
     if tokenizer is None:
         prompts = [rng.integers(0, vocab_size, size=p).tolist() for _, p, _ in chosen]
     else:
-        prompts = prompt_token_ids([i for i, _, _ in chosen], tokenizer)
+        prompts = sharegpt.prompt_token_ids([i for i, _, _ in chosen], tokenizer)
         top = max(max(p) for p in prompts)
         if top >= vocab_size:
             raise ValueError(
                 f"the tokenizer {tokenizer} gives token id {top}, outside the model's {vocab_size}-token vocabulary"
             )
-    return [BenchRequest(p, o) for p, (_, _, o) in zip(prompts, chosen)]
-
-
-def arriving(workload: list[BenchRequest], offsets: list[float] | None = None) -> list["SimRequest"]:
-    """The workload as the simulator's requests, arriving `offsets` seconds after the start (None: all at once):
-    what a server is sent (serve_load.py)."""
-    from enginetui.simulate.workload import SimRequest
-
-    offsets = [0.0] * len(workload) if offsets is None else offsets
     return [
-        SimRequest(f"bench-{i}", t, r.prompt_len, r.output_len, prompt_token_ids=r.prompt_token_ids)
-        for i, (r, t) in enumerate(zip(workload, offsets, strict=True))
+        SimRequest(f"bench-{i}", 0.0, len(p), o, prompt_token_ids=p)
+        for i, (p, (_, _, o)) in enumerate(zip(prompts, chosen))
     ]
 
 
-def total_output_len(workload: "list[BenchRequest] | list[SimRequest]") -> int:
+def total_output_len(workload: "list[SimRequest]") -> int:
     """Tokens the whole workload generates (every request runs to its output length: ignore_eos)."""
     return sum(r.output_len for r in workload)
 
 
-def check_fits(workload: list[BenchRequest], max_model_len: int) -> None:
+def check_fits(workload: "list[SimRequest]", max_model_len: int) -> None:
     """A clear error when a request's prompt + output exceeds the model's length."""
-    longest = max(len(r.prompt_token_ids) + r.output_len for r in workload)
+    longest = max(r.prompt_len + r.output_len for r in workload)
     if longest > max_model_len:
-        over = sum(len(r.prompt_token_ids) + r.output_len > max_model_len for r in workload)
+        over = sum(r.prompt_len + r.output_len > max_model_len for r in workload)
         raise ValueError(
             f"{over} of {len(workload)} requests need more than the model's {max_model_len} tokens "
             f"(the longest {longest}): use a model with more positions (ShareGPT requests take "
@@ -147,12 +128,29 @@ def check_fits(workload: list[BenchRequest], max_model_len: int) -> None:
         )
 
 
-def warmup_workload(vocab_size: int, num_prompts: int = 4) -> list[BenchRequest]:
-    """A few short requests that share nothing with any benchmark workload (another seed)."""
+def warmup_workload(vocab_size: int, num_prompts: int = 4) -> "list[SimRequest]":
+    """A few short requests that share nothing with any benchmark workload (another seed), arriving at once."""
     import numpy as np
 
+    from enginetui.simulate.workload import SimRequest
+
     rng = np.random.default_rng(12345)
-    return [BenchRequest(rng.integers(0, vocab_size, size=16).tolist(), 8) for _ in range(num_prompts)]
+    return [
+        SimRequest(f"warmup-{i}", 0.0, 16, 8, prompt_token_ids=rng.integers(0, vocab_size, size=16).tolist())
+        for i in range(num_prompts)
+    ]
+
+
+def at_once(workload: "list[SimRequest]") -> "list[SimRequest]":
+    """Copies of the requests, every one arriving at 0."""
+    return [dataclasses.replace(r, arrival=0.0) for r in workload]
+
+
+def prompts_of(workload: "list[SimRequest]") -> list[list[int]]:
+    """Every request's prompt token ids, in order (what an engine's generate takes)."""
+    from enginetui.simulate.workload import prompt_token_ids
+
+    return [prompt_token_ids(r) for r in workload]
 
 
 def add_workload_args(parser: argparse.ArgumentParser) -> None:

@@ -3,9 +3,10 @@
 import math
 from collections.abc import Sequence
 
+from enginetui.latency import Latency
 from enginetui.plural import count
 from enginetui.simulate.api import SimResult
-from enginetui.simulate.summary import Latency, Summary
+from enginetui.simulate.summary import Summary
 from enginetui.simulate.traces import TRACE_DATASETS
 
 

@@ -1,29 +1,13 @@
-"""A simulated run's figures, defined as `vllm bench serve` defines them.
-
-TTFT: first token - arrival. TPOT: (e2e - TTFT) / (output tokens - 1), per request with more than
-one token. ITL: every gap between consecutive tokens of a request. E2E: finish - arrival. The run's
-duration: first arrival to last finish. Goodput: requests per second that met every named SLO
-(`--goodput ttft:500 tpot:50 e2el:10000`, milliseconds, vLLM's names).
+"""A simulated run's figures, defined as `vllm bench serve` defines them (enginetui/latency.py, as the benchmarks
+measure them); the run's duration: first arrival to last finish.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from enginetui.latency import Latency, goodput
 from enginetui.simulate.simulator import SimRun
-
-PERCENTILES = (50, 90, 99)  # reported for every latency
-SLO_NAMES = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e", "itl": "tpot"}  # vLLM's names too
-
-
-@dataclass(frozen=True, slots=True)
-class Latency:
-    """One latency's distribution, milliseconds."""
-
-    mean: float  # mean
-    p50: float  # median
-    p90: float  # 90th percentile
-    p99: float  # 99th percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,27 +39,6 @@ class Summary:
     prefix_hits: int = 0  # of which found there
 
 
-def parse_slos(text: str | None) -> dict[str, float]:
-    """`ttft:500 tpot:50` (or comma-separated) -> {"ttft": 500.0, "tpot": 50.0}, milliseconds."""
-    slos: dict[str, float] = {}
-    for part in (text or "").replace(",", " ").split():
-        name, _, value = part.partition(":")
-        if name.lower() not in SLO_NAMES:
-            raise ValueError(f"unknown SLO {name!r}: use ttft, tpot or e2el, e.g. ttft:500")
-        try:
-            slos[SLO_NAMES[name.lower()]] = float(value)
-        except ValueError:
-            raise ValueError(f"SLO {part!r}: the value must be milliseconds, e.g. ttft:500") from None
-    return slos
-
-
-def _latency(values_ms: np.ndarray) -> Latency:
-    if values_ms.size == 0:
-        return Latency(float("nan"), float("nan"), float("nan"), float("nan"))
-    p50, p90, p99 = np.percentile(values_ms, PERCENTILES)
-    return Latency(float(values_ms.mean()), float(p50), float(p90), float(p99))
-
-
 def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
     t = run.times
     arrival = np.frombuffer(t.arrival, dtype=np.float64)  # [n]
@@ -91,17 +54,7 @@ def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
     tpot_all[many] = ((finish - first)[many] / (outputs[many] - 1)) * 1e3
     duration = float(finish[done].max() - arrival.min()) if done.any() else 0.0
     per_s = (lambda x: x / duration) if duration > 0 else (lambda x: float("nan"))  # noqa: E731
-    goodput = None
     slos_ms = slos_ms or {}
-    if slos_ms:
-        ok = done.copy()
-        if "ttft" in slos_ms:
-            ok &= (first - arrival) * 1e3 <= slos_ms["ttft"]
-        if "tpot" in slos_ms:
-            ok &= ~(tpot_all > slos_ms["tpot"])  # one-token requests have no TPOT: they pass
-        if "e2e" in slos_ms:
-            ok &= (finish - arrival) * 1e3 <= slos_ms["e2e"]
-        goodput = per_s(float(ok.sum()))
     tl = run.timeline
     kv = np.frombuffer(tl.kv_used_blocks, dtype=np.int64) / max(run.num_blocks, 1)  # [steps]
     return Summary(
@@ -113,11 +66,11 @@ def summarize(run: SimRun, slos_ms: dict[str, float] | None = None) -> Summary:
         request_throughput=per_s(float(done.sum())),
         output_throughput=per_s(float(outputs[done].sum())),
         total_token_throughput=per_s(float(outputs[done].sum() + prompts[done].sum())),
-        ttft=_latency(ttft),
-        tpot=_latency(tpot_all[many]),
-        itl=_latency(np.asarray(t.itl, dtype=np.float64) * 1e3),
-        e2e=_latency(e2e),
-        goodput=goodput,
+        ttft=Latency.of(ttft),
+        tpot=Latency.of(tpot_all[many]),
+        itl=Latency.of(np.asarray(t.itl, dtype=np.float64) * 1e3),
+        e2e=Latency.of(e2e),
+        goodput=goodput(slos_ms, duration, ttft, tpot_all[done], e2e),
         slos_ms=dict(slos_ms),
         num_steps=len(tl.end),
         num_preemptions=int(sum(tl.num_preempted)),

@@ -4,13 +4,17 @@ import torch
 
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.hf_baseline import load_hf_model, run_hf
-from enginetui.bench.workload import BenchRequest
 from enginetui.core import LLM
+from enginetui.simulate.workload import SimRequest
+
+
+def req(prompt: list[int], output_len: int) -> SimRequest:
+    return SimRequest(f"r{len(prompt)}-{output_len}", 0.0, len(prompt), output_len, prompt_token_ids=prompt)
 
 
 def test_static_batches_generate_to_the_longest_request_but_count_only_useful_tokens(tiny_opt_dir):
     model = load_hf_model(tiny_opt_dir, "float32", "cpu")
-    workload = [BenchRequest([5, 6, 7], 2), BenchRequest([8] * 10, 5), BenchRequest([9, 10], 3)]
+    workload = [req([5, 6, 7], 2), req([8] * 10, 5), req([9, 10], 3)]
     run = run_hf(model, workload, batch_size=2)
     assert run.num_batches == 2  # [2 prompts], [1 prompt]
     assert run.output_tokens == 2 + 5 + 3  # each request's own length
@@ -56,5 +60,5 @@ def test_a_model_with_several_eos_ids_and_no_pad_runs(tmp_path):
 
     d = make_family_dir(tmp_path, "llama", seed=2, pad_token_id=None, eos_token_id=[3, 7])
     model = load_hf_model(d, "float32", "cpu")
-    run = run_hf(model, [BenchRequest([5, 6, 7], 2), BenchRequest([8] * 4, 3)], batch_size=2)
+    run = run_hf(model, [req([5, 6, 7], 2), req([8] * 4, 3)], batch_size=2)
     assert run.output_tokens == 5

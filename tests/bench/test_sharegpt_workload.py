@@ -75,10 +75,10 @@ def test_without_the_package_the_error_says_what_to_install(monkeypatch, tmp_pat
 
 
 def test_requests_longer_than_the_model_are_one_clear_error():
-    from enginetui.bench.workload import BenchRequest
+    from enginetui.simulate.workload import SimRequest
 
     with pytest.raises(ValueError, match="1 of 2 requests need more than the model's 512 tokens"):
-        check_fits([BenchRequest([1] * 500, 20), BenchRequest([1] * 5, 5)], 512)
+        check_fits([SimRequest("a", 0.0, 500, 20), SimRequest("b", 0.0, 5, 5)], 512)
 
 
 def test_throughput_runs_sharegpt_lengths(tmp_path):

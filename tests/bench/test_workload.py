@@ -53,3 +53,21 @@ def test_bad_ranges_are_clear_errors():
         _spec("--min-input-len", "200")  # above quick's max of 128
     with pytest.raises(ValueError, match="range-ratio"):
         _spec("--input-len", "10", "--range-ratio", "1.5")
+
+
+def test_bench_and_simulate_draw_the_same_requests_for_the_same_settings():
+    import numpy as np
+
+    from enginetui.simulate.api import SimSettings
+    from enginetui.simulate.arrivals import arrival_times, with_arrivals
+    from enginetui.simulate.from_settings import make_workload as simulated_workload
+
+    flags = {"num_prompts": 12, "input_len": 200, "output_len": 40, "range_ratio": 0.5, "seed": 7}
+    spec = _spec(*"--num-prompts 12 --input-len 200 --output-len 40 --range-ratio 0.5 --workload-seed 7".split())
+    bench = with_arrivals(make_workload(spec, 50272), arrival_times(12, 4.0, seed=spec.seed))  # as bench serve does
+    simulated = simulated_workload(SimSettings(dataset="random", request_rate=4.0, **flags), 50272)
+    assert [(r.prompt_len, r.output_len, r.arrival) for r in bench] == [
+        (r.prompt_len, r.output_len, r.arrival) for r in simulated
+    ]
+    assert len({(r.prompt_len, r.output_len) for r in bench}) > 6 and np.ptp([r.arrival for r in bench]) > 0
+    assert all(len(r.prompt_token_ids or []) == r.prompt_len for r in bench)  # bench's prompts carry their tokens

@@ -10,7 +10,7 @@ import pytest
 from enginetui.bench import serve_overhead
 from enginetui.bench.serve_load import serve_flags
 from enginetui.bench.serve_overhead import generate_kwargs, take_turns
-from enginetui.bench.workload import BenchRequest
+from enginetui.simulate.workload import SimRequest
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 from tests.vllm_peer_marks import FAKE_VLLM
 
@@ -41,7 +41,7 @@ def test_server_and_generate_passes_take_turns_each_alone(monkeypatch):
     calls = []
     monkeypatch.setattr(serve_overhead, "server_pass", lambda *a: calls.append("server") or 4.0)
     monkeypatch.setattr(serve_overhead, "generate_pass_alone", lambda *a: calls.append("generate") or 2.0)
-    o = serve_overhead.overhead({}, [BenchRequest([1, 2], 10), BenchRequest([3], 30)], [], 3, 0, 60.0)
+    o = serve_overhead.overhead({}, [SimRequest("a", 0.0, 2, 10), SimRequest("b", 0.0, 1, 30)], [], 3, 0, 60.0)
     assert calls == ["server", "generate", "generate", "server", "server", "generate"]
     assert o.http_s == [4.0] * 3 and o.generate_s == [2.0] * 3
     assert (o.http_tok_s, o.generate_tok_s, o.ratio) == (10.0, 20.0, 0.5)
@@ -74,7 +74,7 @@ def test_bench_serve_runs_the_workload_over_http_and_against_generate(tiny_opt_d
     data = json.loads(path.read_text())
     run = data["run"]
     assert data["request_rate"] == 50.0 and run["ttft_ms"]["count"] == 5 and run["e2e_ms"]["count"] == 5
-    assert run["ttft_ms"]["median"] <= run["e2e_ms"]["median"]
+    assert run["ttft_ms"]["p50"] <= run["e2e_ms"]["p50"]
     o = data["overhead"]
     assert len(o["http_s"]) == len(o["generate_s"]) == 1 and o["output_tokens"] == data["output_tokens"]
     assert o["ratio"] > 0

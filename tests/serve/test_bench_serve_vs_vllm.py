@@ -9,10 +9,10 @@ import sys
 import psutil
 import pytest
 
-from enginetui.bench.goodput import goodput, request_slos
-from enginetui.bench.latency import RequestTiming
+from enginetui.bench.latency import RequestTiming, request_latencies
 from enginetui.bench.serve_vs_vllm import turns
 from enginetui.bench.vllm_peer import server_flags
+from enginetui.latency import goodput, parse_slos
 from tests.bench.conftest import SMALL_WORKLOAD, bench_args
 from tests.conftest import make_opt_dir
 from tests.vllm_peer_marks import FAKE_VLLM, needs_real_vllm
@@ -48,12 +48,12 @@ def test_goodput_counts_requests_within_every_slo():
     fast = RequestTiming(sent=0.0, token_times=[0.1, 0.2, 0.3], num_output_tokens=3, done=0.3)  # TTFT 100, TPOT 100
     slow = RequestTiming(sent=0.0, token_times=[0.5, 0.6], num_output_tokens=2, done=0.6)  # TTFT 500
     one = RequestTiming(sent=0.0, token_times=[0.2], num_output_tokens=1, done=0.2)  # no TPOT: passes it
-    slos = request_slos(["ttft:200", "tpot:150"])
+    slos = parse_slos(["ttft:200", "tpot:150"])
     assert slos == {"ttft": 200.0, "tpot": 150.0}
-    assert goodput([fast, slow, one], 2.0, slos) == pytest.approx(1.0)  # 2 good requests in 2 s
-    assert goodput([fast, slow, one], 2.0, {}) is None
+    assert goodput(slos, 2.0, *request_latencies([fast, slow, one])) == pytest.approx(1.0)  # 2 good requests in 2 s
+    assert goodput({}, 2.0, *request_latencies([fast, slow, one])) is None
     with pytest.raises(ValueError, match="unknown SLO"):
-        request_slos(["latency:5"])
+        parse_slos(["latency:5"])
 
 
 def test_the_servers_take_turns_abba_so_a_drift_weighs_on_both_alike():

@@ -6,9 +6,10 @@ import math
 import pytest
 
 from enginetui.core.config import EngineConfig
+from enginetui.latency import parse_slos
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
-from enginetui.simulate.summary import parse_slos, summarize
+from enginetui.simulate.summary import summarize
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 
