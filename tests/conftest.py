@@ -1,15 +1,14 @@
 """Shared fixtures: Hugging Face-format OPT directories with random weights, built locally."""
 
-import contextlib
 import os
-from collections.abc import Iterator
 
-# Triton picks interpreted vs compiled mode when first imported (transformers imports it): decide now.
+# Triton picks interpreted vs compiled mode when first imported (transformers, via tests.support.models): decide now.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
-from transformers import OPTConfig, OPTForCausalLM
+
+from tests.support.models import make_opt_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Every vLLM the tests start runs eagerly: its compile at start costs minutes of g++ on 2 cores, and
@@ -18,7 +17,6 @@ os.environ.setdefault("ENGINETUI_VLLM_EAGER", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout under test
 SHARED_SCOPES = ("module", "class")  # tests sharing a fixture of these scopes stay on one xdist worker
 
 
@@ -43,55 +41,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
         elif "server" in item.fixturenames and item.nodeid.startswith("tests/serve/"):
             item.add_marker(pytest.mark.xdist_group("tests/serve/conftest.py::server"))
-
-
-def checkout_env(**extra: str) -> dict[str, str]:
-    """The environment for a Python subprocess that must import this checkout's packages
-    (not an installed copy of them), plus `extra` variables."""
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def installed_env() -> dict[str, str]:
-    """The environment of a user who installed the package: no PYTHONPATH, so only what the install put on
-    the path imports (a module that imports only from inside the checkout, as `core`, does not)."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-
-
-@contextlib.contextmanager
-def recorded_events(engine) -> Iterator[list]:
-    """Every event an LLMEngine publishes while the block runs (and until all of it arrived).
-
-    The subscriber's receive queue is unbounded, so a test thread that falls behind still gets
-    every event (asserted)."""
-    from enginetui.core.engine.event_subscriber import EventSubscriber
-
-    events: list = []
-    sub = EventSubscriber(engine.client.events_address, events.append, rcvhwm=0)
-    try:
-        yield events
-        assert sub.catch_up(engine.snapshot().seq), "the last events never arrived"
-        assert sub.missed.total == 0, f"{sub.missed.total} events were lost"
-    finally:
-        sub.close()
-
-
-def make_opt_dir(path, seed: int = 0, **overrides) -> str:
-    """Save a random-weight OPTForCausalLM with the given config overrides to `path`."""
-    cfg = dict(
-        vocab_size=512,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        ffn_dim=128,
-        max_position_embeddings=512,
-        word_embed_proj_dim=64,
-    )
-    cfg.update(overrides)
-    torch.manual_seed(seed)
-    OPTForCausalLM(OPTConfig(**cfg)).eval().save_pretrained(path)
-    return str(path)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ the live vLLM watch) run instead of skipping."""
 import re
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.support.checkout import REPO_ROOT
 
 CI = (Path(REPO_ROOT) / ".ci" / "run").read_text()
 README = (Path(REPO_ROOT) / "README.md").read_text()

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 from enginetui.serve.process import ServeProcess
-from tests.conftest import REPO_ROOT, installed_env
+from tests.support.checkout import REPO_ROOT, installed_env
 
 PAGES = [Path(REPO_ROOT) / "README.md", *sorted((Path(REPO_ROOT) / "docs").glob("*.md"))]
 SERVER_PORT = 8000  # where the docs' `enginetui serve` listens

@@ -4,7 +4,7 @@ heading), and the README and the docs pages together show every screenshot. Its 
 import re
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.support.checkout import REPO_ROOT
 
 README = Path(REPO_ROOT) / "README.md"
 PAGES = [README, *sorted((Path(REPO_ROOT) / "docs").glob("*.md"))]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.checkout import REPO_ROOT
 
 _spec = importlib.util.spec_from_file_location("results_tool", Path(REPO_ROOT) / "tools" / "results.py")
 tool = importlib.util.module_from_spec(_spec)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from enginetui.serve.process import ServeProcess
-from tests.conftest import REPO_ROOT, installed_env
+from tests.support.checkout import REPO_ROOT, installed_env
 
 pytestmark = pytest.mark.slow
 

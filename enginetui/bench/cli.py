@@ -181,8 +181,8 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         "--record",
         metavar="FILE",
         help="the server this benchmark starts records every step event to FILE (`enginetui serve "
-        "--record`): replay it, or compare it with its simulation (python -m "
-        "enginetui.simulate.accuracy FILE)",
+        "--record`): replay it, or compare it with its simulation (python "
+        "tools/sim_accuracy.py FILE)",
     )
     srv.add_argument(
         "--step-times",

@@ -1,14 +1,9 @@
 """The engine not being timed is frozen: SIGSTOP on its process group for the other engine's pass.
 
-Engines compared on one machine take turns, and the one waiting sits idle beside the one timed.
-Idle is not quiet: vLLM 0.32's CPU worker keeps a dozen gloo TCP threads that each wake 100 times a
-second, so an idle vLLM `LLM` or OpenAI server wakes about 1,300 times a second (an idle enginetui
-EngineCore never, its server 11 times). On 2 cores every wake takes a core from one of the timed
-engine's two OpenMP threads and stalls the other at the next barrier: 16 streams of 200 tokens
-through `enginetui serve` took a median 8.0 s beside an idle vLLM server and 7.3 s with it stopped
-(5 passes each, in turns, AMD EPYC Zen 5). vLLM runs in its own session (its process group), so
-stopping the group stops every process of it, and if this process dies while it is stopped, the
-kernel continues the orphaned group with SIGHUP and SIGCONT: nothing is left stopped.
+Engines compared on one machine take turns, and idle is not quiet: an idle vLLM's CPU worker threads
+wake hundreds of times a second, each wake taking a core from the timed engine's OpenMP threads. vLLM
+runs in its own session, so stopping the group stops all of it; if this process dies meanwhile, the
+kernel continues the orphaned group (SIGHUP, SIGCONT): nothing is left stopped.
 """
 
 import contextlib

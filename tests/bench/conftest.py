@@ -1,25 +1,14 @@
-"""Helpers for the benchmark tests: CLI arguments for small, fast runs on the tiny model, and the
-wait for a quiet machine made instant."""
+"""Fixtures for the benchmark tests: the wait for a quiet machine made instant, the stand-in vLLM, and
+the allocator tuning recorded instead of done."""
 
-import argparse
 import sys
 
 import pytest
 
 from enginetui.bench import competing, quiet
-from enginetui.cli import build_parser
 from enginetui.core.worker import cpu_tuning
 from enginetui.vllm_launch import VLLM_PYTHON_ENV
-from tests.vllm_peer_marks import FAKE_VLLM
-
-SMALL_ENGINE = ["--num-gpu-blocks-override", "64", "--device", "cpu"]  # a small pool keeps steps cheap
-SMALL_WORKLOAD = ["--num-prompts", "5", "--min-input-len", "8", "--max-input-len", "40",
-                  "--min-output-len", "3", "--max-output-len", "9"]  # fmt: skip
-
-
-def bench_args(kind: str, model_dir: str, *extra: str) -> argparse.Namespace:
-    """Parse `enginetui bench KIND --model DIR ...` with the real parser."""
-    return build_parser().parse_args(["bench", kind, "--model", model_dir, *SMALL_ENGINE, *extra])
+from tests.support.vllm_marks import FAKE_VLLM
 
 
 @pytest.fixture(autouse=True)

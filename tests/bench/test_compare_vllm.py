@@ -15,10 +15,9 @@ from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
 from enginetui.bench.workload import make_workload, spec_from_args
 from enginetui.core.worker.cpu_threads import usable_cores
 from enginetui.vllm_launch import EAGER_ENV, VLLM_PYTHON_ENV, VLLMError, vllm_env, vllm_python
-from tests.conftest import make_opt_dir
-from tests.vllm_peer_marks import needs_real_vllm
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
+from tests.support.models import make_opt_dir
+from tests.support.vllm_marks import needs_real_vllm
 
 
 def test_the_interpreter_comes_from_the_flag_or_the_environment(monkeypatch, tmp_path):

@@ -10,9 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.serve.conftest import REPO
-
-from .conftest import SMALL_ENGINE, SMALL_WORKLOAD
+from tests.bench.small_runs import SMALL_ENGINE, SMALL_WORKLOAD
+from tests.support.checkout import REPO_ROOT
 
 START_TIMEOUT_S = 180.0  # our engine's start before vLLM's, on a machine busy with other tests
 EXIT_TIMEOUT_S = 30.0  # from the signal to the benchmark's exit; asking the starting vLLM to quit took 90 s
@@ -46,7 +45,7 @@ def test_a_signal_ends_the_benchmark_and_the_vllm_still_starting(tiny_opt_dir, t
             "--vllm-python",
             str(python),
         ],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,8 +8,7 @@ import pytest
 from enginetui.bench.latency import RequestTiming, summarize
 from enginetui.latency import Latency
 from enginetui.simulate.workload import SimRequest
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 
 def test_ttft_tpot_itl_and_e2e_come_from_the_client_timings():

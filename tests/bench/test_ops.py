@@ -10,10 +10,9 @@ import pytest
 from enginetui.bench import ops
 from enginetui.bench.op_kinds import ORDER, OTHER, OUTSIDE, kind_of, ms_per_kind
 from enginetui.cli import main
-from tests.conftest import make_opt_dir
-from tests.vllm_peer_marks import needs_real_vllm
-
-from .conftest import bench_args
+from tests.bench.small_runs import bench_args
+from tests.support.models import make_opt_dir
+from tests.support.vllm_marks import needs_real_vllm
 
 SMALL = ["--batch-sizes", "1", "3", "--input-len", "12", "--warmup-steps", "1", "--steps", "2", "--repeats", "2"]
 

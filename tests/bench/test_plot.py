@@ -4,8 +4,7 @@ import matplotlib
 import pytest
 
 from enginetui.bench import plot
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 matplotlib.use("Agg")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from .conftest import bench_args
+from tests.bench.small_runs import bench_args
 
 
 def test_profile_shares_sum_to_100_and_overhead_is_the_rest(tiny_opt_dir, tmp_path, capsys, allocator_tunings):

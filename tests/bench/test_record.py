@@ -6,8 +6,7 @@ import pytest
 from enginetui.bench import latency, throughput
 from enginetui.bench.recording import event_modes
 from enginetui.core.record.reader import read_recording
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 
 @pytest.mark.slow

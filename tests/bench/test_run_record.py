@@ -8,8 +8,7 @@ import re
 import pytest
 
 from enginetui.bench import run_record
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -5,8 +5,7 @@ import json
 
 from enginetui.bench.scheduling import overlap_ms
 from enginetui.core.engine.events import StepPhase
-
-from .conftest import bench_args
+from tests.bench.small_runs import bench_args
 
 
 def test_overlap_counts_busy_loop_time_spent_while_the_model_executed():

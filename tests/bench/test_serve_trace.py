@@ -14,7 +14,7 @@ from enginetui.simulate import from_settings
 from enginetui.simulate.cli import _settings_and_flags
 from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.simulator import _engine_request
-from tests.bench.conftest import SMALL_ENGINE
+from tests.bench.small_runs import SMALL_ENGINE
 
 AZURE = (  # the third is longer than the embedded model's 512 positions; the fourth arrives after 5 s
     "TIMESTAMP,ContextTokens,GeneratedTokens\n"

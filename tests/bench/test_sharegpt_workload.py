@@ -10,7 +10,7 @@ from enginetui.bench.workload import PRESETS, check_fits, make_workload, spec_fr
 from enginetui.cli import build_parser
 from enginetui.simulate import sharegpt
 from enginetui.simulate.sharegpt import sharegpt_workload
-from tests.conftest import make_opt_dir
+from tests.support.models import make_opt_dir
 
 
 def _spec(*flags: str):

@@ -10,8 +10,7 @@ import pytest
 from enginetui.bench import throughput
 from enginetui.bench.report import engine_settings
 from enginetui.bench.workload import make_workload, spec_from_args
-
-from .conftest import SMALL_WORKLOAD, bench_args
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 
 def _expected(args) -> tuple[int, int]:

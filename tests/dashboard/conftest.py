@@ -2,26 +2,9 @@
 scripted model runner), with notifications recorded."""
 
 import pytest
-from textual.notifications import SeverityLevel
 
-from enginetui.dashboard.app import EngineTUI
-from tests.dashboard.scenes import FIXED_PROCESS
-from tests.dashboard.scripted_engine import ScriptedEngine
-
-SIZE = (120, 40)  # terminal size of the Pilot tests
-
-
-class RecordingApp(EngineTUI):
-    """EngineTUI that remembers every notification it shows."""
-
-    def __init__(self, engine: ScriptedEngine, **kwargs) -> None:
-        super().__init__(engine, probe=lambda pid: FIXED_PROCESS, seed=0, **kwargs)
-        self.fake = engine  # the engine under the app
-        self.notes: list[tuple[SeverityLevel, str]] = []  # (severity, message) of each notification
-
-    def notify(self, message, *, severity: SeverityLevel = "information", **kwargs) -> None:
-        self.notes.append((severity, str(message)))
-        super().notify(message, severity=severity, **kwargs)
+from tests.dashboard.scenes import RecordingApp
+from tests.fakes.scripted_engine import ScriptedEngine
 
 
 @pytest.fixture(autouse=True)

@@ -1,21 +1,22 @@
 """The dashboard's main states, driven against the real engine with the scripted model runner
-(tests/dashboard/scripted_engine.py): the SVG snapshot tests (test_snapshots.py) replay these
+(tests/fakes/scripted_engine.py): the SVG snapshot tests (test_snapshots.py) replay these
 scenes, and the Pilot tests use their helpers.
 
 Every run draws the same pictures: the engine is stepped by hand (paused, one `step` control at a
-time) on a pinned clock and the process panel shows a fixed reading. (`python -m
-enginetui.dashboard.screenshots` draws the same states from the real model for screenshots/.)
+time) on a pinned clock and the process panel shows a fixed reading. (tools/screenshots.py draws the
+same states from the real model for screenshots/.)
 """
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from textual.notifications import SeverityLevel
 from textual.pilot import Pilot
 
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.widgets.process_panel import ProcessPanel, ProcessSample
-from tests.dashboard.scripted_engine import ScriptedEngine
+from tests.fakes.scripted_engine import ScriptedEngine
 
 SIZE = (120, 40)  # terminal columns, rows
 FIXED_PROCESS = ProcessSample(pid=4242, cpu_percent=37.0, rss_mb=412.0)  # no live readings in pictures
@@ -163,3 +164,16 @@ SCENES = (
     Scene("typing", lambda: ScriptedEngine(autostep=False), typing),
     Scene("stopped", lambda: ScriptedEngine(autostep=False), stopped),
 )
+
+
+class RecordingApp(EngineTUI):
+    """EngineTUI that remembers every notification it shows."""
+
+    def __init__(self, engine: ScriptedEngine, **kwargs) -> None:
+        super().__init__(engine, probe=lambda pid: FIXED_PROCESS, seed=0, **kwargs)
+        self.fake = engine  # the engine under the app
+        self.notes: list[tuple[SeverityLevel, str]] = []  # (severity, message) of each notification
+
+    def notify(self, message, *, severity: SeverityLevel = "information", **kwargs) -> None:
+        self.notes.append((severity, str(message)))
+        super().notify(message, severity=severity, **kwargs)

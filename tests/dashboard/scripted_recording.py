@@ -1,11 +1,11 @@
 """Recordings of hand-stepped runs of the real engine with the scripted model runner
-(tests/dashboard/scripted_engine.py): the same events every time, for the replay and export tests."""
+(tests/fakes/scripted_engine.py): the same events every time, for the replay and export tests."""
 
 import asyncio
 
 from enginetui.core.sampling_params import SamplingParams
 from tests.dashboard.scenes import PROMPTS as SCENE_PROMPTS
-from tests.dashboard.scripted_engine import ScriptedEngine
+from tests.fakes.scripted_engine import ScriptedEngine
 from tests.record.recordings import write
 
 PROMPTS = (

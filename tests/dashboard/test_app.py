@@ -1,5 +1,5 @@
 """The dashboard driven through Pilot against the real engine with the scripted model runner
-(tests/dashboard/scripted_engine.py): by hand (paused, stepped) or running freely."""
+(tests/fakes/scripted_engine.py): by hand (paused, stepped) or running freely."""
 
 import asyncio
 import re
@@ -22,9 +22,8 @@ from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.flags.engine import DASHBOARD_POOL_RULE
 from enginetui.settings import SamplingSettings
 from tests.dashboard.builders import event
-from tests.dashboard.conftest import SIZE, RecordingApp
-from tests.dashboard.scenes import PROMPTS, advance, settle, start, submit
-from tests.dashboard.scripted_engine import ScriptedEngine
+from tests.dashboard.scenes import PROMPTS, SIZE, RecordingApp, advance, settle, start, submit
+from tests.fakes.scripted_engine import ScriptedEngine
 
 
 def shown(app: EngineTUI, widget_type) -> str:

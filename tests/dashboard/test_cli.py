@@ -220,7 +220,7 @@ def test_a_bad_tokenizer_path_is_named_as_the_tokenizer_flag(monkeypatch, capsys
 
 def test_the_engine_is_shut_down_when_the_app_ends(monkeypatch, cache_home):
     from enginetui.dashboard.app import EngineTUI
-    from tests.dashboard.scripted_engine import ScriptedEngine
+    from tests.fakes.scripted_engine import ScriptedEngine
 
     engines, opened, seen = [], [], {}
 

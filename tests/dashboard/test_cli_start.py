@@ -19,7 +19,7 @@ from enginetui.flags.engine import (
     engine_args,
     flag_problem,
 )
-from tests.conftest import REPO_ROOT, checkout_env, installed_env
+from tests.support.checkout import REPO_ROOT, checkout_env, installed_env
 
 HEAVY = (
     "torch",

@@ -25,7 +25,7 @@ from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.settings import SamplingSettings
-from tests.dashboard.conftest import SIZE
+from tests.dashboard.scenes import SIZE
 from tests.models.families import make_family_dir
 
 ENGINE_ARGS = {"model": None, "num_gpu_blocks_override": 64, "seed": 0, "device": "cpu"}  # embedded model

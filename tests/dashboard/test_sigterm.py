@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from tests.serve.conftest import REPO
+from tests.support.checkout import REPO_ROOT
 
 START_TIMEOUT_S = 180.0  # the engine's start and the first frame, on a machine busy with other tests
 EXIT_TIMEOUT_S = 60.0
@@ -33,7 +33,7 @@ def test_sigterm_quits_the_dashboard_and_restores_the_terminal(tiny_opt_dir, rea
     env = {**os.environ, "TERM": "xterm-256color"}
     app = subprocess.Popen(
         [sys.executable, "-m", "enginetui", "--model", tiny_opt_dir, "--num-gpu-blocks-override", "64"],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -11,8 +11,7 @@ from enginetui.dashboard.timeline import DECODE, PREFILL, RECOMPUTE, REQUEUED, S
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.timeline import TimelinePanel, lane_cells, ruler, visible_lanes
 from tests.dashboard.builders import event, progress
-from tests.dashboard.conftest import SIZE
-from tests.dashboard.scenes import advance, settle, start
+from tests.dashboard.scenes import SIZE, advance, settle, start
 
 
 def added(req_id: str, prompt: int) -> RequestAdded:

@@ -8,31 +8,9 @@ from textual.keys import _character_to_key
 
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.widgets.help_screen import HelpScreen
-from tests.dashboard.conftest import SIZE
-from tests.dashboard.scenes import settle, start
+from tests.dashboard.scenes import SIZE, settle, start
+from tests.support.sentences import SENTENCES
 
-# A sentence for every key any dashboard ever had (and the replay's plain keys): each starts with it.
-SENTENCES = (
-    "quick brown fox",
-    "bytes are cheap",
-    "step by step",
-    "clear skies",
-    "xylophones ring",
-    "tell me more",
-    "restart the story",
-    "is it raining",
-    "go on",
-    " leading space",
-    "- a list item",
-    "+1 to that",
-    "= equals",
-    "? what is this",
-    ". dot",
-    ", comma",
-    "/slash is a command only on Enter",
-    "Quit Ctrl",
-    "B is a letter",
-)
 # Each action reached by its key, in an order the fake engine can follow (pause before step, etc.).
 ACTIONS = (
     "ctrl+b",

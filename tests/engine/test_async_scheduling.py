@@ -7,8 +7,8 @@ from enginetui.cli import build_parser
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
 from enginetui.flags.engine import engine_args
-from tests.conftest import make_opt_dir
-from tests.parity import engine_greedy, hf_greedy, mixed_prompts
+from tests.support.models import make_opt_dir
+from tests.support.parity import engine_greedy, hf_greedy, mixed_prompts
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.outputs import EngineCoreRequest
 from enginetui.core.sched.output import SchedulerOutput
 from enginetui.core.worker.model_runner import ModelRunnerOutput
-from tests.scripted_runner import ScriptedRunner, scripted_token
+from tests.fakes.scripted_runner import ScriptedRunner, scripted_token
 
 FAILING_RUNNER = "tests.engine.test_async_step_failure:FailingRunner"
 VICTIM = "victim"  # the request whose first step raises

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests.conftest import make_opt_dir
-from tests.parity import engine_greedy, hf_greedy, mixed_prompts
+from tests.support.models import make_opt_dir
+from tests.support.parity import engine_greedy, hf_greedy, mixed_prompts
 
 
 @pytest.fixture(scope="module")

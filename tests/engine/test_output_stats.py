@@ -10,7 +10,7 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.entrypoints.openai.metrics import ServerMetrics
 from enginetui.core.outputs import EngineCoreOutputs, EngineCoreRequest
-from tests.scripted_runner import SCRIPTED_RUNNER
+from tests.fakes.scripted_runner import SCRIPTED_RUNNER
 
 PROMPT_LEN, MAX_TOKENS, NUM_REQUESTS = 10, 12, 6
 

@@ -1,5 +1,5 @@
 """EngineCore takes its model runner from the configuration: the real one by default, or a named
-class (here the scripted runner of tests/scripted_runner.py, which the dashboard's tests drive)."""
+class (here the scripted runner of tests/fakes/scripted_runner.py, which the dashboard's tests drive)."""
 
 import pytest
 
@@ -9,7 +9,7 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.outputs import EngineCoreRequest
 from enginetui.core.worker.model_runner import ModelRunner
 from enginetui.core.worker.runner_class import runner_class
-from tests.scripted_runner import SCRIPTED_RUNNER, ScriptedRunner, scripted_token
+from tests.fakes.scripted_runner import SCRIPTED_RUNNER, ScriptedRunner, scripted_token
 
 
 def test_auto_is_the_real_runner_and_a_name_is_imported():
@@ -20,10 +20,10 @@ def test_auto_is_the_real_runner_and_a_name_is_imported():
 @pytest.mark.parametrize(
     "name, error",
     [
-        ("tests.scripted_runner", "package.module:Class"),
+        ("tests.fakes.scripted_runner", "package.module:Class"),
         ("tests.no_such_module:Runner", "cannot be imported"),
-        ("tests.scripted_runner:NoSuchClass", "cannot be imported"),
-        ("tests.scripted_runner:SCRIPTED_RUNNER", "no execute"),
+        ("tests.fakes.scripted_runner:NoSuchClass", "cannot be imported"),
+        ("tests.fakes.scripted_runner:SCRIPTED_RUNNER", "no execute"),
     ],
 )
 def test_a_bad_runner_name_is_a_clear_error(name, error):

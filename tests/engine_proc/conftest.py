@@ -1,10 +1,8 @@
-"""Fixtures and helpers for the EngineCore-process tests."""
+"""Fixtures for the EngineCore-process tests: the model directory, and whether it carries a tokenizer."""
 
 import os
 
 import pytest
-
-from enginetui.serve.process import wait_gone  # noqa: F401 - the tests here import it from this module
 
 
 @pytest.fixture(scope="session")
@@ -16,19 +14,3 @@ def engine_model_dir(text_opt_dir) -> str:
 @pytest.fixture(scope="session")
 def has_tokenizer(engine_model_dir) -> bool:
     return os.path.isfile(os.path.join(engine_model_dir, "tokenizer.json"))
-
-
-def engine_args(model_dir: str, has_tokenizer: bool, **overrides) -> dict:
-    """Small, fast engine arguments for tests."""
-    args = {
-        "model": model_dir,
-        "skip_tokenizer_init": not has_tokenizer,
-        "num_gpu_blocks_override": 64,
-        "block_size": 16,
-        "max_num_batched_tokens": 256,
-        "max_num_seqs": 8,
-        "device": "cpu",
-        "seed": 0,
-    }
-    args.update(overrides)
-    return args

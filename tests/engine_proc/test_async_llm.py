@@ -10,7 +10,7 @@ import pytest_asyncio
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.sampling_params import SamplingParams
-from tests.engine_proc.conftest import engine_args
+from tests.engine_proc.engine_args import engine_args
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.asyncio(loop_scope="module")]
 

@@ -10,7 +10,7 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.engine.core_client import SUB_RCVHWM
 from enginetui.core.engine.event_publisher import PUB_SNDHWM
 from enginetui.core.sampling_params import SamplingParams
-from tests.scripted_runner import SCRIPTED_RUNNER
+from tests.fakes.scripted_runner import SCRIPTED_RUNNER
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio]
 

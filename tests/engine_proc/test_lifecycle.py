@@ -22,8 +22,9 @@ from enginetui.core.engine.errors import EngineDeadError, EngineStartupError
 from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.processor import Processor
 from enginetui.core.sampling_params import SamplingParams
-from tests.conftest import checkout_env
-from tests.engine_proc.conftest import engine_args, wait_gone
+from enginetui.serve.process import wait_gone
+from tests.engine_proc.engine_args import engine_args
+from tests.support.checkout import checkout_env
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -12,8 +12,8 @@ import zmq
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.engine_host import EngineProcess
 from enginetui.core.engine.errors import EngineStartupError
-from tests.conftest import checkout_env
-from tests.engine_proc.conftest import wait_gone
+from enginetui.serve.process import wait_gone
+from tests.support.checkout import checkout_env
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # each a fresh interpreter starting an engine: ~10 s
 

@@ -7,7 +7,8 @@ from enginetui.core.engine.core_client import EngineCoreClient
 from enginetui.core.engine.llm import LLM
 from enginetui.core.engine.processor import Processor
 from enginetui.core.sampling_params import SamplingParams
-from tests.engine_proc.conftest import engine_args, wait_gone
+from enginetui.serve.process import wait_gone
+from tests.engine_proc.engine_args import engine_args
 
 pytestmark = pytest.mark.timeout(90)
 

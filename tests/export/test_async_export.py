@@ -4,10 +4,10 @@ on the busy-loop track while step N executes on the model track."""
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.record.reader import read_recording
 from enginetui.export.perfetto import BUSY_LOOP_TID, ENGINE_PID, MODEL_TID, perfetto_trace
-from tests.conftest import recorded_events
-from tests.export.test_export import check_trace_event_format
-from tests.parity import mixed_prompts
+from tests.export.trace_format import check_trace_event_format
 from tests.record.recordings import write
+from tests.support.event_capture import recorded_events
+from tests.support.parity import mixed_prompts
 
 
 def test_schedule_of_the_next_step_overlaps_the_execution(tiny_opt_dir, tmp_path):

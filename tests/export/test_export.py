@@ -14,40 +14,12 @@ from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
 from tests.dashboard.scripted_recording import record_scripted_run
-
-PHASES = {"X", "C", "M", "i"}  # the trace-event phases the export writes
+from tests.export.trace_format import check_trace_event_format
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> str:
     return asyncio.run(record_scripted_run(tmp_path_factory.mktemp("export") / "run.etrec"))
-
-
-def check_trace_event_format(trace: dict) -> None:
-    """The JSON Object Format's rules for the phases used: fields and types, and complete events
-    ("X") on one thread nested (a slice ends before its parent does), as trace viewers require."""
-    assert isinstance(trace["traceEvents"], list) and trace["displayTimeUnit"] in ("ms", "ns")
-    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    for e in trace["traceEvents"]:
-        assert e["ph"] in PHASES and isinstance(e["name"], str) and isinstance(e["pid"], int), e
-        if e["ph"] == "M":
-            assert e["name"] in ("process_name", "thread_name", "thread_sort_index") and e["args"], e
-            continue
-        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
-        if e["ph"] == "C":
-            assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values()), e
-        elif e["ph"] == "i":
-            assert e["s"] in ("t", "p", "g") and isinstance(e["tid"], int), e
-        else:
-            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0 and isinstance(e["tid"], int), e
-            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
-    for slices in by_thread.values():
-        open_ends: list[float] = []
-        for start, end in sorted(slices, key=lambda s: (s[0], -s[1])):
-            while open_ends and open_ends[-1] <= start:
-                open_ends.pop()
-            assert not open_ends or end <= open_ends[-1] + 1e-6, (start, end, open_ends)
-            open_ends.append(end)
 
 
 def test_the_trace_follows_the_trace_event_format(recording):

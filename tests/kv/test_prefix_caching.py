@@ -5,8 +5,8 @@ import random
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams as SP
-from tests.conftest import recorded_events
-from tests.sched.test_scheduler import make_scheduler, run_step
+from tests.sched.by_hand import make_scheduler, run_step
+from tests.support.event_capture import recorded_events
 
 
 def req(rid, tokens, max_tokens=2):

@@ -11,9 +11,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from enginetui.core import LLM, SamplingParams
-from tests.conftest import make_opt_dir
 from tests.models.families import make_family_dir
-from tests.parity import mixed_prompts
+from tests.support.models import make_opt_dir
+from tests.support.parity import mixed_prompts
 
 LOGPROB_TOL = 0.15  # |engine - reference| logprob, and how far below the reference's best a chosen token may be
 

@@ -4,7 +4,7 @@ with prefills cut into chunks, and with requests preempted and recomputed."""
 import pytest
 
 from tests.models.families import COMMON, make_family_dir
-from tests.parity import engine_greedy, hf_greedy, mixed_prompts
+from tests.support.parity import engine_greedy, hf_greedy, mixed_prompts
 
 MAX_TOKENS = 12
 PROMPTS = mixed_prompts(5, COMMON["vocab_size"], 1, 70, seed=3)

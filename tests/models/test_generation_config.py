@@ -9,7 +9,7 @@ import pytest
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.core.models.generation_config import generation_defaults
-from tests.conftest import make_opt_dir
+from tests.support.models import make_opt_dir
 
 PROMPT = [2, 340, 61, 242, 43]
 

@@ -2,9 +2,6 @@
 
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
@@ -13,7 +10,8 @@ from transformers import OPTForCausalLM
 
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.models.loader import ModelLoadError, resolve_model_dir
-from tests.conftest import make_opt_dir
+from tests.models.hub_cache import build_hub_cache, run_python
+from tests.support.models import make_opt_dir
 
 GREEDY = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
 PROMPTS = [[2, 10, 20, 30], [2, 400, 5]]
@@ -56,25 +54,6 @@ def test_dummy_weights_for_a_known_hub_name_work_offline():
         assert len(out.outputs[0].token_ids) == 3
     finally:
         llm.shutdown()
-
-
-def build_hub_cache(cache: str, repo_id: str, model_dir: str) -> None:
-    """The layout huggingface_hub writes: models--org--name/{refs/main, snapshots/<commit>/...}."""
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
-    snap = os.path.join(repo, "snapshots", commit)
-    os.makedirs(os.path.join(repo, "refs"))
-    shutil.copytree(model_dir, snap)
-    with open(os.path.join(repo, "refs", "main"), "w") as f:
-        f.write(commit)
-
-
-def run_python(code: str, env_extra: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(env_extra)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_hub_id_resolves_from_the_local_hf_cache_offline(tmp_path, tiny_opt_dir):

@@ -15,10 +15,10 @@ from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
 from enginetui.core.models.loader import ModelLoadError, load_hf_config, load_model
 from enginetui.core.models.registry import ARCHITECTURES
-from tests.conftest import make_opt_dir
 from tests.models.families import make_family_dir
-from tests.models.test_loader import build_hub_cache, run_python
-from tests.parity import hf_greedy
+from tests.models.hub_cache import build_hub_cache, run_python
+from tests.support.models import make_opt_dir
+from tests.support.parity import hf_greedy
 
 PROMPTS = [[2, 10, 20, 30], [2, 400, 5]]
 

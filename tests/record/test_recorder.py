@@ -10,7 +10,7 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.engine.events import encode_event
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.tokenizer_files import unpack_tokenizer
-from tests.conftest import recorded_events
+from tests.support.event_capture import recorded_events
 
 pytestmark = pytest.mark.timeout(120)
 PROMPTS = ["The function returns", "A class is", "In Python, a dictionary maps keys to values and"]

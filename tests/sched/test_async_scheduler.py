@@ -4,7 +4,7 @@ import pytest
 
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams
-from tests.sched.test_scheduler import make_request, make_scheduler
+from tests.sched.by_hand import make_request, make_scheduler
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])

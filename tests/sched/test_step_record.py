@@ -2,7 +2,7 @@
 
 from enginetui.core.request import RequestStatus
 from enginetui.core.sched.step_record import Admitted, Chunk, Ended, Preempted
-from tests.sched.test_scheduler import make_request, make_scheduler, run_step
+from tests.sched.by_hand import make_request, make_scheduler, run_step
 
 
 def test_a_step_records_admissions_preemptions_and_endings():

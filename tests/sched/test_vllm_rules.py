@@ -4,7 +4,7 @@ import pytest
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.sched.step_record import Admitted
-from tests.sched.test_scheduler import make_request, make_scheduler, run_step
+from tests.sched.by_hand import make_request, make_scheduler, run_step
 
 
 def test_full_isl_admission_waits_for_room_for_the_whole_prompt():

@@ -12,7 +12,8 @@ import pytest
 from fastapi import FastAPI
 
 from enginetui.core.entrypoints.openai.access_log import AccessLogMiddleware
-from tests.serve.conftest import REPO, ServerProcess, wait_for_line
+from tests.serve.serving import ServerProcess, wait_for_line
+from tests.support.checkout import REPO_ROOT
 
 
 def logged_app(excluded: frozenset[str] = frozenset()) -> FastAPI:
@@ -45,7 +46,7 @@ async def test_clients_at_info_the_dashboards_polling_at_debug_and_excluded_path
 def test_an_endpoint_that_is_not_a_path_is_refused_before_anything_starts(value):
     r = subprocess.run(
         [sys.executable, "-m", "enginetui", "serve", "--port", "0", "--disable-access-log-for-endpoints", value],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=120,

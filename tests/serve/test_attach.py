@@ -18,7 +18,7 @@ from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.serve.remote_engine import AttachError, RemoteEngine
 from enginetui.settings import SamplingSettings
-from tests.serve.conftest import API_KEY, NUM_BLOCKS, wait_for_line
+from tests.serve.serving import API_KEY, NUM_BLOCKS, wait_for_line
 
 SIZE = (120, 40)
 WAIT_S = 60.0  # every wait below is bounded by this

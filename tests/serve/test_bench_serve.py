@@ -11,8 +11,8 @@ from enginetui.bench import serve_overhead
 from enginetui.bench.serve_load import serve_flags
 from enginetui.bench.serve_overhead import generate_kwargs, take_turns
 from enginetui.simulate.workload import SimRequest
-from tests.bench.conftest import SMALL_WORKLOAD, bench_args
-from tests.vllm_peer_marks import FAKE_VLLM
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
+from tests.support.vllm_marks import FAKE_VLLM
 
 
 def test_engine_arguments_become_serve_flags():

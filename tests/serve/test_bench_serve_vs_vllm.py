@@ -13,9 +13,9 @@ from enginetui.bench.latency import RequestTiming, request_latencies
 from enginetui.bench.serve_vs_vllm import turns
 from enginetui.bench.vllm_peer import server_flags
 from enginetui.latency import goodput, parse_slos
-from tests.bench.conftest import SMALL_WORKLOAD, bench_args
-from tests.conftest import make_opt_dir
-from tests.vllm_peer_marks import FAKE_VLLM, needs_real_vllm
+from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
+from tests.support.models import make_opt_dir
+from tests.support.vllm_marks import FAKE_VLLM, needs_real_vllm
 
 
 def test_vllm_gets_its_engine_keywords_as_flags():
@@ -74,7 +74,7 @@ def test_several_rates_need_the_vllm_server_comparison(tiny_opt_dir, capsys):
 
 @pytest.mark.slow
 def test_bench_serve_records_for_the_accuracy_check(tiny_opt_dir, tmp_path):
-    from enginetui.simulate.accuracy import compare_recording
+    from enginetui.simulate.measured import compare_recording
 
     path, record = tmp_path / "serve.json", tmp_path / "serve.etrec"
     args = bench_args(

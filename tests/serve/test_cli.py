@@ -13,7 +13,8 @@ import pytest
 
 from enginetui.core.entrypoints.openai.chat_template import NO_TEMPLATE
 from enginetui.core.record.reader import read_recording
-from tests.serve.conftest import REPO, ServerProcess
+from tests.serve.serving import ServerProcess
+from tests.support.checkout import REPO_ROOT
 
 
 def test_model_without_chat_template_a_served_name_and_the_key_from_the_environment(text_opt_dir):
@@ -48,7 +49,7 @@ def test_a_taken_port_fails_at_once():
         port = taken.getsockname()[1]
         r = subprocess.run(
             [sys.executable, "-m", "enginetui", "serve", "--port", str(port)],
-            cwd=REPO,
+            cwd=REPO_ROOT,
             capture_output=True,
             text=True,
             timeout=120,
@@ -60,7 +61,7 @@ def test_a_taken_port_fails_at_once():
 def test_a_bad_model_is_one_line(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "enginetui", "serve", "--port", "0", "--model", str(tmp_path / "none")],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -77,7 +78,7 @@ def test_a_model_that_fails_in_engine_core_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text('{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}')
     r = subprocess.run(
         [sys.executable, "-m", "enginetui", "serve", str(tmp_path), "--port", "0"],  # vLLM's positional
-        cwd=REPO,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=300,

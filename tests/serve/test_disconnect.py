@@ -10,7 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from enginetui.core.engine.events import RequestEnd, decode_event
-from tests.serve.conftest import API_KEY, control, engine_idle
+from tests.serve.serving import API_KEY, control, engine_idle
 
 LONG = {"model": "default", "prompt": "The function", "max_tokens": 300, "ignore_eos": True}
 WAIT_S = 30.0  # bound on every wait below (a loaded CI machine is slow, never this slow)

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from tests.serve.conftest import API_KEY, engine_idle
+from tests.serve.serving import API_KEY, engine_idle
 
 GOOD = {"model": "default", "prompt": "The function", "max_tokens": 4}
 

@@ -18,7 +18,7 @@ import httpx
 from websockets.sync.client import connect
 
 from enginetui.core.engine.events import decode_event
-from tests.serve.conftest import API_KEY, engine_idle
+from tests.serve.serving import API_KEY, engine_idle
 
 CLIENTS = 64  # concurrent clients
 REQUESTS_PER_CLIENT = 2  # requests each client sends, one after the other

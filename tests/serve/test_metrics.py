@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from tests.serve.conftest import engine_idle
+from tests.serve.serving import engine_idle
 
 LABELS = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
 NAMES = (

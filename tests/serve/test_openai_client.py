@@ -5,7 +5,7 @@ import openai
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from tests.serve.conftest import API_KEY, engine_idle
+from tests.serve.serving import API_KEY, engine_idle
 
 
 @pytest.fixture

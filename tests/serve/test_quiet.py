@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.serve.conftest import ServerProcess, control, wait_for_line
+from tests.serve.serving import ServerProcess, control, wait_for_line
 
 WAIT_S = 60.0  # bound on every wait below
 LONG = {"model": "default", "prompt": "The function", "max_tokens": 300, "ignore_eos": True}

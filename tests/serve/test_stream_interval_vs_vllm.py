@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from enginetui.vllm_launch import find_vllm_python, start_vllm
-from tests.serve.conftest import ServerProcess
+from tests.serve.serving import ServerProcess
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()

@@ -13,7 +13,7 @@ import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_launch import find_vllm_python
-from tests.serve.conftest import ServerProcess
+from tests.serve.serving import ServerProcess
 
 PYTHON = find_vllm_python()
 pytestmark = [

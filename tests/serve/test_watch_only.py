@@ -11,7 +11,7 @@ from enginetui.core.engine import control
 from enginetui.core.entrypoints.openai.control_gate import WATCH_ONLY
 from enginetui.dashboard.app import EngineTUI
 from enginetui.serve.remote_engine import RemoteEngine
-from tests.serve.conftest import ServerProcess
+from tests.serve.serving import ServerProcess
 
 WAIT_S = 60.0  # bound on every wait below
 

@@ -15,10 +15,10 @@ from enginetui.cli import main
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.simulate.accuracy import compare_recording
-from enginetui.simulate.accuracy import main as accuracy_main
 from enginetui.simulate.fitted import FitInfo, FittedModel
+from enginetui.simulate.measured import compare_recording
 from enginetui.simulate.replay import replay_recording
+from tools.sim_accuracy import main as accuracy_main
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -271,7 +271,7 @@ def test_some_refused_requests_are_counted_beside_the_figures(capsys):
 def test_a_published_figure_is_compared_with_the_roofline_prediction():
     import math
 
-    from enginetui.simulate.published import PublishedResult, compare, comparison_table
+    from tools.sim_published import PublishedResult, compare, comparison_table
 
     figure = PublishedResult(
         source="a made-up figure",

@@ -16,53 +16,20 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.simulate import from_settings
-from enginetui.simulate.accuracy import fewer_threads, fewer_threads_line
-from enginetui.simulate.api import simulate
 from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
-from enginetui.simulate.fitted import FitInfo, FittedModel, load_fitted
+from enginetui.simulate.fitted import FitInfo, load_fitted
+from enginetui.simulate.measured import fewer_threads, fewer_threads_line
 from enginetui.simulate.step_shape import StepShape
-from tests.scripted_runner import ScriptedRunner
+from tests.fakes.scripted_runner import ScriptedRunner
+from tests.simulate.law_recordings import GAP_S, LAW, GappedLaw, simulated_recording
 
 pytestmark = pytest.mark.timeout(120)
-
-LAW = {"constant": 2e-3, "prefill_tokens": 5e-5, "decode_tokens": 3e-4, "decode_context": 1e-6}  # seconds per unit
-GAP_S = 1.5e-3  # the simulated engine's pause between one step's end and the next one's start
-
-
-class GappedLaw(FittedModel):
-    """LAW's step times, and GAP_S between a step's end and the next start (what publishing, taking in
-    requests and a front-end on the same CPU add between the steps of a real engine)."""
-
-    def __init__(self) -> None:
-        super().__init__(LAW, FitInfo("law", "here", 0, 1.0, 0.0))
-
-    def next_start(self, now: float, step: int) -> float:
-        return now + GAP_S
-
-
-def _simulated_recording(path, monkeypatch, **workload) -> str:
-    monkeypatch.setattr(from_settings, "step_model", lambda s, steps: (GappedLaw(), None, {}))
-    settings = dict(
-        num_prompts=40,
-        input_len=64,
-        output_len=16,
-        range_ratio=0.8,
-        request_rate=60,
-        seed=3,
-        model="law",
-        num_gpu_blocks_override=400,
-        max_model_len=512,
-        record=str(path),
-    )
-    simulate(**{**settings, **workload})
-    return str(path)
 
 
 @pytest.fixture(scope="module")
 def law_recording(tmp_path_factory) -> str:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        return _simulated_recording(tmp_path_factory.mktemp("law") / "law.etrec", monkeypatch)
+        return simulated_recording(tmp_path_factory.mktemp("law") / "law.etrec", monkeypatch)
 
 
 def test_a_recording_whose_steps_follow_a_law_gives_that_law_back_with_the_time_between_steps(law_recording):
@@ -120,7 +87,7 @@ def test_steps_on_fewer_threads_than_the_engine_has_are_left_out_of_the_fit(law_
 
 
 def test_several_recordings_fit_together(law_recording, tmp_path, monkeypatch):
-    other = _simulated_recording(tmp_path / "other.etrec", monkeypatch, seed=4, request_rate=30)
+    other = simulated_recording(tmp_path / "other.etrec", monkeypatch, seed=4, request_rate=30)
     both = calibrate_from_recording([law_recording, other])
     assert both.info.num_steps == len(recorded_steps(law_recording).shapes) + len(recorded_steps(other).shapes)
     assert both.coefficients["prefill_tokens"] == pytest.approx(LAW["prefill_tokens"], rel=1e-6)
@@ -138,7 +105,7 @@ def test_several_recordings_fit_together(law_recording, tmp_path, monkeypatch):
     ids=["too-few-steps", "too-few-shapes"],
 )
 def test_a_recording_too_thin_to_fit_is_refused(tmp_path, monkeypatch, capsys, workload, message):
-    path = _simulated_recording(tmp_path / "thin.etrec", monkeypatch, **workload)
+    path = simulated_recording(tmp_path / "thin.etrec", monkeypatch, **workload)
     with pytest.raises(ValueError, match=message):
         calibrate_from_recording(path)
     assert main(["simulate", "--calibrate-from-recording", path, str(tmp_path / "fit.json")]) == 2
@@ -149,7 +116,7 @@ def test_a_recording_too_thin_to_fit_is_refused(tmp_path, monkeypatch, capsys, w
 def test_a_recording_without_steps_of_both_kinds_is_refused(tmp_path, monkeypatch):
     # one batch, all at once: a single step carries prompt tokens (the fit could not price them), then
     # decode batches that shrink as requests of different lengths finish
-    path = _simulated_recording(
+    path = simulated_recording(
         tmp_path / "decode.etrec",
         monkeypatch,
         num_prompts=8,

@@ -3,7 +3,7 @@ memory sizing, the ShareGPT reader or the scheduler that moves them must update 
 
 import pytest
 
-from enginetui.simulate.published import PUBLISHED, compare, comparison_table
+from tools.sim_published import PUBLISHED, compare, comparison_table
 
 # (hardware, metric) -> the prediction docs/simulate.md's "Against published GPU figures" table shows
 PREDICTED = {

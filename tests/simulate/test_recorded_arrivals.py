@@ -15,10 +15,10 @@ import pytest
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.simulate import from_settings
-from enginetui.simulate.accuracy import compare_recording, measured_run
 from enginetui.simulate.api import simulate
 from enginetui.simulate.fitted import FitInfo, FittedModel
 from enginetui.simulate.from_recording import recorded_run
+from enginetui.simulate.measured import compare_recording, measured_run
 from enginetui.simulate.step_time import step_start
 
 pytestmark = pytest.mark.timeout(60)

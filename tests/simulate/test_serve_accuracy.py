@@ -1,15 +1,14 @@
-"""`python -m enginetui.simulate.serve_accuracy`: calibration and tested server runs taken in turns,
+"""tools/sim_serve_accuracy.py: calibration and tested server runs taken in turns,
 the fit of the former predicting the latter. Here the runs are the simulator's own, on a known law
-(tests/simulate/test_fit_from_recording.py), so the fit gives the law back and predicts the tested runs
+(tests/simulate/law_recordings.py), so the fit gives the law back and predicts the tested runs
 to within rounding; the real sitting records `enginetui bench serve` runs instead."""
 
 import json
 
 import pytest
 
-from enginetui.simulate import serve_accuracy
-from enginetui.simulate.serve_accuracy import Run, plan, report, sitting
-from tests.simulate.test_fit_from_recording import _simulated_recording
+from tests.simulate.law_recordings import simulated_recording
+from tools.sim_serve_accuracy import CAL_SEED, TARGET_FIGURES, TEST_SEED, Run, plan, report, sitting
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +23,7 @@ def test_the_runs_are_taken_in_turns_calibration_first(tmp_path):
         ("cal", 3.0),
     ]
     assert runs[5:] == [Run(r.kind, r.rate, r.seed, r.path.replace("-0.etrec", "-1.etrec")) for r in runs[:5]]
-    assert {r.seed for r in runs if r.kind == "cal"} == {serve_accuracy.CAL_SEED} != {serve_accuracy.TEST_SEED}
+    assert {r.seed for r in runs if r.kind == "cal"} == {CAL_SEED} != {TEST_SEED}
     assert len({r.path for r in runs}) == len(runs)
 
 
@@ -33,7 +32,7 @@ def test_a_sitting_fits_the_calibration_runs_and_predicts_the_tested_ones(tmp_pa
 
     def record(run: Run) -> None:  # a simulated server run on the known law, at the run's rate and seed
         order.append(run.kind)
-        _simulated_recording(run.path, monkeypatch, seed=run.seed + 10, request_rate=30 * run.rate)
+        simulated_recording(run.path, monkeypatch, seed=run.seed + 10, request_rate=30 * run.rate)
 
     results = sitting(plan([0.75, 1.5, 3.0], [1.0, 2.0], 1, tmp_path), record, tmp_path, log=lambda line: None)
     assert order == ["cal", "test", "cal", "test", "cal"]
@@ -41,7 +40,7 @@ def test_a_sitting_fits_the_calibration_runs_and_predicts_the_tested_ones(tmp_pa
     assert (tmp_path / "fit.json").exists() and len(results["tested"]) == 2
     for entry in results["tested"]:
         errors = {row["figure"]: row["error_pct"] for row in entry["figures"]}
-        for figure in serve_accuracy.TARGET_FIGURES:
+        for figure in TARGET_FIGURES:
             assert abs(errors[figure]) < 1.0, (entry["run"], figure)
     assert all(entry["fewer_threads"]["steps"] == 0 for entry in results["tested"])  # no model ran on a CPU
     text = report(results)

@@ -17,7 +17,7 @@ from enginetui.dashboard.state import DashboardState
 from enginetui.dashboard.widgets.event_log import EventLog
 from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.vllm_probe.attach import PROBE_READ_ONLY, ProbeEngine, ProbeWatchTUI
-from tests.serve.test_attach import wait_for
+from tests.support.pilot import until as wait_for
 
 FIXTURE = Path(__file__).with_name("fixtures") / "burst.msgpack"
 SIZE = (120, 40)

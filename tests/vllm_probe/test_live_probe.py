@@ -15,7 +15,7 @@ from enginetui.core.engine.events import MissedEvents, decode_event
 from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
 from enginetui.vllm_watch import prometheus as m
-from tests.serve.test_attach import wait_for
+from tests.support.pilot import until as wait_for
 from tests.vllm_probe.live import send_burst, vllm_with_probe
 
 NUM_REQUESTS = 32

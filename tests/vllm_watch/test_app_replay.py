@@ -1,8 +1,5 @@
 """The vLLM dashboard on the recorded real session, played back by FakeVllm over HTTP and ZMQ (Pilot)."""
 
-import asyncio
-
-import pytest
 from textual.widgets._footer import FooterKey
 
 from enginetui.dashboard.widgets.help_screen import HelpScreen
@@ -12,48 +9,12 @@ from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.state import SchedulerLimits
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from tests.fakes.vllm_server import FakeVllm
+from tests.support.pilot import until
 from tests.vllm_watch import recorded
-from tests.vllm_watch.fake_vllm import FakeVllm
+from tests.vllm_watch.watch_pilot import POLL_S, shown, step_time, watch
 
 SIZE = (150, 50)
-POLL_S = 0.05  # read /metrics often: the tests wait less
-
-
-@pytest.fixture
-def fake():
-    server = FakeVllm()
-    yield server
-    server.stop()
-
-
-def watch(fake: FakeVllm, **kwargs) -> VllmWatchApp:
-    kwargs.setdefault("kv_events", fake.kv_endpoint)
-    kwargs.setdefault("kv_replay", fake.replay_endpoint)
-    return VllmWatchApp(fake.url, poll_s=POLL_S, redraw_hz=20, **kwargs)
-
-
-async def until(pilot, done, timeout: float = 15.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise TimeoutError("the dashboard did not get there")
-        await pilot.pause(0.02)
-    await pilot.pause(0.05)
-
-
-def shown(app, selector) -> str:
-    """What a panel shows, drawn from the state as it is now."""
-    app.redraw()
-    widget = app.query_one(selector)
-    if isinstance(widget, PrefixTreePanel):
-        return str(widget.query_one("#tree-body").content)
-    rendered = widget.render()
-    return getattr(rendered, "plain", None) or str(rendered)
-
-
-def step_time(name: str, nth: int = 0) -> float:
-    return [s["t"] for s in recorded.session()["steps"] if s["step"].startswith(name)][nth]
 
 
 def recorded_tree(last_seq: int | None = None) -> set:

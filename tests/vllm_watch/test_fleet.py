@@ -10,9 +10,10 @@ from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 from enginetui.vllm_watch.kv_events import BlockRemoved, BlockStored
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.state import WatchState
+from tests.fakes.vllm_server import FakeVllm
+from tests.support.pilot import until
 from tests.vllm_watch import recorded
-from tests.vllm_watch.fake_vllm import FakeVllm
-from tests.vllm_watch.test_app_replay import step_time, until
+from tests.vllm_watch.watch_pilot import step_time
 
 SIZE = (160, 48)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.vllm_watch.fake_vllm import FakeVllm
+from tests.fakes.vllm_server import FakeVllm
 
 REPO = Path(__file__).resolve().parents[2]
 IDLE_CPU_LIMIT = 0.25  # of one core: far above what it takes (see docs/vllm.md), far below a busy loop

@@ -19,7 +19,7 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
-from tests.vllm_watch.live_pilot import until as wait_until
+from tests.support.pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()

@@ -15,7 +15,7 @@ from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.recording import apply_item, read_watch_recording
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
-from tests.vllm_watch.live_pilot import until as wait_until
+from tests.support.pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()

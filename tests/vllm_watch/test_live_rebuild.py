@@ -3,11 +3,10 @@ proxy, each /metrics reading and each of vLLM's own steps (its --enable-logging-
 line) against the rebuild. Runs only when vLLM's interpreter is configured:
 ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise).
 
-The agreement is a measurement of the wire, and CI runs its slow tests three at a time on two cores:
-there the tokens go by late and in lumps, so the bound below is looser than the issue's target (met
-on a quiet machine, docs/vllm.md), and where the watcher got under half the readings it asks for (a burst
-read once or not at all), or fewer than MIN_READINGS, the readings are not compared (the rebuild's
-agreement is pinned on recorded captures by the fixture tests)."""
+The agreement is a measurement of the wire: on a busy machine (CI runs slow tests beside other workers)
+the tokens go by late and in lumps, so the bound is looser than on a quiet one (docs/vllm.md). Where the
+machine was too busy for the watcher to take the readings it asks for, the test is skipped with the
+counts (the recorded captures of test_sched_rebuild.py pin the agreement itself)."""
 
 import subprocess
 import sys
@@ -17,13 +16,11 @@ import pytest
 from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_watch.burst import BURST_MAX_TOKENS, BURST_POLL_S, matching_steps, replay_burst, vllm_logged_steps
 from enginetui.vllm_watch.reconstruct import agreement
-from tests.conftest import REPO_ROOT
+from tests.support.checkout import REPO_ROOT
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
-# Fewer readings than this are not compared: one lumped reading would move the share by 5% or more. (On the
-# 2-core AMD EPYC Zen 5 a burst now lasts 1.7 s, 4 readings alone; a CI run beside other tests read 13 and
-# agreed on 8 while its rebuild made 64 of vLLM's 631 steps alike, 624 of 624 alone.)
+# Fewer readings than this are not compared: one lumped reading would move the share by 5% or more.
 MIN_READINGS = 20
 pytestmark = [
     pytest.mark.skipif(PYTHON is None, reason="set ENGINETUI_VLLM_PYTHON to vLLM's interpreter"),
@@ -61,12 +58,13 @@ def test_the_rebuild_follows_a_fresh_burst_on_a_live_vllm(tmp_path):
     assert len(views) == 64 and all(len(v.token_times) == BURST_MAX_TOKENS for v in views)  # all through the proxy
     assert len(logged) > 300  # vLLM's line per step, kept
     assert rebuild.steps and not rebuild.sched.has_unfinished_requests()  # followed the wire to its end
-    if starved:
-        return  # under heavy load (a burst read once or not at all) there is nothing to compare
+    if starved:  # the machine, not the rebuild: too few readings to compare
+        pytest.skip(
+            f"the machine was too busy for /metrics every {BURST_POLL_S} s: {total} readings over a {burst_s:.1f} s "
+            f"burst (at least {MIN_READINGS} and half of those asked for are compared)"
+        )
     last = rebuild.checks[-1]  # the first reading back at rest: the rebuild at rest with vLLM
     assert last.running == last.waiting == last.rebuilt_running == last.rebuilt_waiting == 0
     assert last.preemptions > 0 and abs(rebuild.num_preemptions - last.preemptions) <= 5  # it preempted
-    # Within ±1 on 95% of readings holds on a quiet machine (the fixture tests pin recorded captures);
-    # CI runs this beside two other test workers, where late readings leave only a loose bound (38 of 52
-    # in one such run).
+    # ±1 on 95% of readings holds on a quiet machine; beside other test workers late readings leave a loose bound
     assert agree >= 0.6 * total

@@ -17,7 +17,7 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.prompts import BRANCHES, SHARED
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
-from tests.vllm_watch.live_pilot import until as wait_until
+from tests.support.pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()

@@ -11,9 +11,10 @@ import pytest
 from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.requests import WatchedRequest, prompt_text
 from enginetui.vllm_watch.requests_panel import detail_text
+from tests.fakes.vllm_server import FakeVllm
+from tests.support.pilot import until
 from tests.vllm_watch import recorded
-from tests.vllm_watch.fake_vllm import FakeVllm
-from tests.vllm_watch.test_app_replay import shown, until, watch
+from tests.vllm_watch.watch_pilot import shown, watch
 
 SIZE = (150, 50)
 STREAM = (recorded.FIXTURE / "completion_stream.txt").read_bytes()

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import REPO_ROOT
+from tests.support.checkout import REPO_ROOT
 
 
 def test_a_tiny_run_measures_both_ways():

@@ -4,7 +4,7 @@ from enginetui.vllm_watch.panels import queues_text
 from enginetui.vllm_watch.reconstruct import QueueCheck, agreement, rebuilt_queues
 from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.vllm_watch.state import WatchState
-from tests.vllm_watch.test_state import reading
+from tests.vllm_watch.wire import reading
 
 
 def request(req_id: str, arrival: float, first: float | None, end: float | None, status: str = "finished"):

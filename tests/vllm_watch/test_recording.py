@@ -10,18 +10,11 @@ from enginetui.core.record.format import RecordingError
 from enginetui.vllm_watch.recording import MetricsItem, apply_item, is_watch_recording, read_watch_recording
 from enginetui.vllm_watch.replay import WatchReplayApp
 from enginetui.vllm_watch.state import WatchState
+from tests.support.pilot import until
 from tests.vllm_watch import recorded
-from tests.vllm_watch.fake_vllm import FakeVllm
-from tests.vllm_watch.test_app_replay import shown, step_time, until, watch
+from tests.vllm_watch.watch_pilot import shown, step_time, watch
 
 SIZE = (150, 50)
-
-
-@pytest.fixture
-def fake():
-    server = FakeVllm()
-    yield server
-    server.stop()
 
 
 def cached(state: WatchState) -> set:

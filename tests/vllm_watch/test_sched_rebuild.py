@@ -1,8 +1,6 @@
 """The scheduler rebuild: against a server whose truth is known (the simulator, this engine's
 scheduler on a fixed clock, standing in for vLLM), and against the recorded real vLLM burst."""
 
-import pytest
-
 from enginetui.core.config import EngineConfig
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
@@ -288,7 +286,7 @@ def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_
 
 
 def test_the_watcher_starts_the_rebuild_once_the_pool_and_the_limits_are_known():
-    from tests.vllm_watch.test_state import reading
+    from tests.vllm_watch.wire import reading
 
     state = WatchState("http://h:1", None)
     state.apply_metrics(reading(1.0, 0, 0))
@@ -300,7 +298,6 @@ def burst_state() -> WatchState:
     return replay_burst(BURST_FIXTURE)
 
 
-@pytest.mark.skipif(not (BURST_FIXTURE / "burst.etrec.xz").exists(), reason="no recorded burst")
 def test_the_rebuild_agrees_with_a_recorded_real_vllm_burst():
     state = burst_state()
     rebuild = state.rebuild
@@ -332,7 +329,6 @@ def test_the_rebuilds_cached_blocks_agree_with_vllms_kv_events():
     assert abs(rebuild.num_preemptions - rebuild.checks[-1].preemptions) <= 2
 
 
-@pytest.mark.skipif(not (STEPS_FIXTURE / "burst.etrec.xz").exists(), reason="no recorded burst")
 def test_the_rebuild_makes_the_steps_vllm_logged_and_agrees_with_every_reading():
     """A burst captured with vLLM's own line per engine step: the rebuild, driven by the wire alone, makes
     every one of vLLM's steps (the same requests and tokens scheduled, the same KV blocks held after)."""

@@ -5,65 +5,10 @@ import pytest
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import decode_frames
 from enginetui.vllm_watch.panels import latency_text, queues_text, series_text, server_text
-from enginetui.vllm_watch.prometheus import parse_metrics
 from enginetui.vllm_watch.requests_panel import detail_text
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.vllm_watch import recorded
-from tests.vllm_watch.wire import frames, stored
-
-
-def reading(
-    t: float,
-    gen: float,
-    prompt: float,
-    start: float = 1.0,
-    running: float = 0.0,
-    hits: float = 0.0,
-    queries: float = 0.0,
-    ttft: tuple[float, float, float] = (0, 0, 0),
-    done: float = 0.0,
-    prompt_sum: float = 0.0,
-    gen_sum: float = 0.0,
-) -> m.MetricsSample:
-    """A /metrics text like vLLM's with the numbers given (ttft: cumulative counts at le 0.1, 1, +Inf)."""
-    a, b, c = ttft
-    text = f"""\
-# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{{engine="0"}} {running}
-# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{{engine="0"}} 0
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{{engine="0"}} 0.25
-# TYPE vllm:generation_tokens counter
-vllm:generation_tokens_total{{engine="0"}} {gen}
-# TYPE vllm:prompt_tokens counter
-vllm:prompt_tokens_total{{engine="0"}} {prompt}
-# TYPE vllm:prefix_cache_hits counter
-vllm:prefix_cache_hits_total{{engine="0"}} {hits}
-# TYPE vllm:prefix_cache_queries counter
-vllm:prefix_cache_queries_total{{engine="0"}} {queries}
-# TYPE vllm:request_success counter
-vllm:request_success_total{{engine="0",finished_reason="stop"}} {done}
-# TYPE vllm:time_to_first_token_seconds histogram
-vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1"}} {a}
-vllm:time_to_first_token_seconds_bucket{{engine="0",le="1.0"}} {b}
-vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf"}} {c}
-vllm:time_to_first_token_seconds_count{{engine="0"}} {c}
-vllm:time_to_first_token_seconds_sum{{engine="0"}} 1.0
-# TYPE vllm:request_prompt_tokens histogram
-vllm:request_prompt_tokens_bucket{{engine="0",le="+Inf"}} {done}
-vllm:request_prompt_tokens_count{{engine="0"}} {done}
-vllm:request_prompt_tokens_sum{{engine="0"}} {prompt_sum}
-# TYPE vllm:request_generation_tokens histogram
-vllm:request_generation_tokens_bucket{{engine="0",le="+Inf"}} {done}
-vllm:request_generation_tokens_count{{engine="0"}} {done}
-vllm:request_generation_tokens_sum{{engine="0"}} {gen_sum}
-# TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="100",enable_prefix_caching="True"}} 1.0
-# TYPE process_start_time_seconds gauge
-process_start_time_seconds {start}
-"""
-    return parse_metrics(text, t)
+from tests.vllm_watch.wire import frames, reading, stored
 
 
 def test_rates_and_series_come_from_counter_deltas():

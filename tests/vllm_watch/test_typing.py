@@ -1,6 +1,6 @@
 """Typing is typing in the vLLM watch too: from the start, and after every action, a sentence goes
 whole into the prompt box whatever letter it starts with, no action runs, the app keeps running.
-(The sentences are some of the engine dashboard's, tests/dashboard/test_typing.py.)"""
+(The sentences are the engine dashboard's too: tests/support/sentences.py.)"""
 
 import pytest
 from textual import events
@@ -8,8 +8,9 @@ from textual.keys import _character_to_key
 
 from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.vllm_watch.app import VllmWatchApp
-from tests.dashboard.test_typing import SENTENCES
-from tests.vllm_watch.test_app_replay import POLL_S, fake, step_time, until  # noqa: F401 (fake: a fixture)
+from tests.support.pilot import until
+from tests.support.sentences import SENTENCES
+from tests.vllm_watch.watch_pilot import POLL_S, step_time
 
 # The sentences that start with a letter the watch once took as a key (all of SENTENCES take too long here).
 WATCH_SENTENCES = tuple(s for s in SENTENCES if s[0] in "qbcxri? ")

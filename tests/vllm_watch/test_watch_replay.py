@@ -13,7 +13,8 @@ from enginetui.vllm_watch.prometheus import MetricsSample
 from enginetui.vllm_watch.recording import CallItem, MetricsItem, apply_item, read_watch_recording
 from enginetui.vllm_watch.replay import REPLAY_ONLY, WatchReplayApp, idle_after
 from enginetui.vllm_watch.state import WatchState
-from tests.vllm_watch.test_app_replay import shown, until
+from tests.support.pilot import until
+from tests.vllm_watch.watch_pilot import shown
 
 BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst" / "burst.etrec.xz"  # 64 requests through the proxy
 SIZE = (120, 40)

@@ -9,8 +9,8 @@ from enginetui.core.sched.output import CachedRequestData, SchedulerOutput
 from enginetui.core.worker.cuda_graphs import EagerReplay, graph_plan
 from enginetui.core.worker.eager_replay_runner import EagerReplayRunner
 from enginetui.core.worker.forward_context import set_forward_context
-from tests.parity import engine_greedy, mixed_prompts
-from tests.worker.test_packing import make_runner, new_req
+from tests.support.parity import engine_greedy, mixed_prompts
+from tests.worker.tiny_runner import make_runner, new_req
 
 EAGER_REPLAY_RUNNER = f"{EagerReplayRunner.__module__}:{EagerReplayRunner.__name__}"  # EngineConfig.model_runner
 

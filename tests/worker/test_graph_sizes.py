@@ -8,7 +8,7 @@ import pytest
 
 from enginetui.core.config import ConfigError, EngineConfig
 from enginetui.core.worker.graph_sizes import capture_sizes, padded_size
-from tests.vllm_peer_marks import REAL_VLLM, needs_real_vllm
+from tests.support.vllm_marks import REAL_VLLM, needs_real_vllm
 
 VLLM_DEFAULT = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))  # vLLM's docstring, max 512
 

@@ -1,4 +1,4 @@
-"""How fast the simulator runs: `python -m enginetui.simulate.speed [N ...]` simulates N ShareGPT
+"""How fast the simulator runs: `python tools/sim_speed.py [N ...]` simulates N ShareGPT
 requests (Llama-3.1-8B, bf16, an H200-sized pool, all arriving at once unless --request-rate) for
 each N, and prints the wall and CPU seconds of the simulation alone (the workload is drawn first).
 On a machine shared with other work the CPU seconds are the steadier figure."""

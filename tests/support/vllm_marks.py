@@ -8,7 +8,9 @@ import pytest
 
 from enginetui.vllm_launch import VLLM_PYTHON_ENV
 
-FAKE_VLLM = Path(__file__).parent / "bench" / "fake_vllm"  # a package named vllm with the names the runners use
+FAKE_VLLM = (
+    Path(__file__).parents[1] / "fakes" / "vllm_package"
+)  # holds a package named vllm: the names the runners use
 REAL_VLLM = os.environ.get(VLLM_PYTHON_ENV, "")  # the real vLLM's interpreter, or ""
 needs_real_vllm = pytest.mark.skipif(
     not (REAL_VLLM and os.path.exists(REAL_VLLM)), reason=f"{VLLM_PYTHON_ENV} does not name vLLM's interpreter"

@@ -15,8 +15,8 @@ import time
 from enginetui.core.sched.output import SchedulerOutput
 from enginetui.core.worker.model_runner import ModelRunnerOutput
 
-SCRIPTED_RUNNER = "tests.scripted_runner:ScriptedRunner"  # EngineConfig.model_runner value
-PACED_RUNNER = "tests.scripted_runner:PacedScriptedRunner"  # the same, taking PACED_STEP_SECONDS a step
+SCRIPTED_RUNNER = "tests.fakes.scripted_runner:ScriptedRunner"  # EngineConfig.model_runner value
+PACED_RUNNER = "tests.fakes.scripted_runner:PacedScriptedRunner"  # the same, taking PACED_STEP_SECONDS a step
 PACED_STEP_SECONDS = 0.01  # how long a paced step takes (as a small model's forward would)
 
 

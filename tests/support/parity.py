@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from enginetui.core import LLM, SamplingParams
-from tests.conftest import recorded_events
+from tests.support.event_capture import recorded_events
 
 
 def mixed_prompts(n: int, vocab: int, lo: int, hi: int, seed: int = 0) -> list[list[int]]:

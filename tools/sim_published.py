@@ -1,4 +1,4 @@
-"""The roofline model beside published vLLM GPU results: `python -m enginetui.simulate.published`.
+"""The roofline model beside published vLLM GPU results: `python tools/sim_published.py`.
 
 Each `PublishedResult` is one figure someone measured with vLLM on a named accelerator (model,
 workload, request rate, engine flags, the figure and where it was published); `compare` simulates

@@ -1,6 +1,6 @@
 """The simulator against this engine's server, fitted and tested in one sitting:
 
-    python -m enginetui.simulate.serve_accuracy OUT_DIR --model facebook/opt-125m --load-format dummy
+    python tools/sim_serve_accuracy.py OUT_DIR --model facebook/opt-125m --load-format dummy
 
 records calibration runs of `enginetui serve` (`enginetui bench serve --record`, workload seed 1, at
 each of --cal-rates) and the runs to predict (seed 0, at each of --rates), taking them in turns
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from enginetui.simulate.accuracy import compare_recording, fewer_threads, fewer_threads_line
 from enginetui.simulate.calibrate import calibrate_from_recording
+from enginetui.simulate.measured import compare_recording, fewer_threads, fewer_threads_line
 
 CAL_SEED = 1  # the calibration runs' workload seed
 TEST_SEED = 0  # the tested runs' workload seed: other requests than the fit saw

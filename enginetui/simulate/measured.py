@@ -1,17 +1,13 @@
-"""Predicted against measured: a recorded run of this engine, and the simulator's run of the same
-requests with a step-time model (`python -m enginetui.simulate.accuracy RUN.etrec --step-times FIT.json`).
+"""A recorded run of this engine measured as the simulator reports its own runs, and compared with the
+simulator's run of the same requests (tools/sim_accuracy.py prints the comparison).
 
-The measured figures are read from the recording with the simulator's conventions, so both sides
-are defined alike: a request arrives when the recorded engine received it (kept within the step it
-came in during: from_recording.py), so a measured TTFT holds the wait for that step as a predicted one
-holds the wait for the simulated step in flight; a token is out when its step's event was built. With the
-recording's own step times (`--step-times recorded`) every figure matches exactly; with a fitted or
-roofline model the differences are the model's error. Where the recorded engine ran steps on fewer CPU
-threads than it has (a busy neighbour: core/worker/thread_governor.py), it says how many and how much of
-the run's step time they took: a machine no step-time model describes.
+Both sides are defined alike: a request arrives when the recorded engine received it (kept within the step
+it came in during: from_recording.py) and a token is out when its step's event was built, so with the
+recording's own step times (`recorded`) every figure matches and with a fitted or roofline model the
+differences are the model's error. Steps the recorded engine ran on fewer CPU threads than it has (a busy
+neighbour: core/worker/thread_governor.py) are counted: a machine no step-time model describes.
 """
 
-import argparse
 import math
 from array import array
 from typing import Any
@@ -119,19 +115,3 @@ def compare_recording(path: str, step_times: str, **settings) -> list[tuple[str,
         m, p = figure(measured, name), figure(predicted, name)
         rows.append((label, m, p, (p - m) / m * 100 if m else float("nan")))
     return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="a recorded run of this engine against its simulation")
-    parser.add_argument("recording")
-    parser.add_argument("--step-times", default="recorded", help="recorded, roofline or a --calibrate JSON file")
-    args = parser.parse_args(argv)
-    print(f"{'figure':<20}{'measured':>12}{'predicted':>12}{'error':>9}")
-    for label, m, p, err in compare_recording(args.recording, args.step_times):
-        print(f"{label:<20}{m:>12.2f}{p:>12.2f}{err:>+8.1f}%")
-    if line := fewer_threads_line(fewer_threads(args.recording)):
-        print(line)
-
-
-if __name__ == "__main__":
-    main()

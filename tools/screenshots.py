@@ -1,18 +1,19 @@
-"""Regenerate the dashboard screenshots in screenshots/: `python -m enginetui.dashboard.screenshots [OUT_DIR]`.
+"""Regenerate the dashboard screenshots in screenshots/: `python tools/screenshots.py [OUT_DIR] [NAME ...]`.
 
-Each scene starts the REAL engine (the embedded default model, EngineCore in its child
-process, a 48-block KV pool) and drives the app through App.run_test until the state it
-pictures is on screen: two prompts streaming, a burst preempting (also in an 80x24 terminal), a
-paused engine with one request's block table, the help screen, the engine killed under two
-streaming prompts, the timeline of a burst with a preemption. The engine runs in real time, so
-two runs never draw quite the same picture; the SVG snapshot tests (tests/dashboard/test_snapshots.py) replay
-deterministic versions of these scenes on the real engine with a scripted model runner instead.
+Each scene starts the REAL engine (the embedded default model, a 48-block KV pool) and drives the app
+through App.run_test until the state it pictures is on screen: two prompts streaming, a burst preempting
+(also in an 80x24 terminal), a paused engine with one request's block table, the help screen, the engine
+killed under two streaming prompts, the timeline of a burst with a preemption, and (serve-attach, for
+docs/serve.md) the dashboard attached to `enginetui serve` while completions and chats stream over HTTP.
+The engine runs in real time, so two runs never draw quite the same picture; the SVG snapshot tests
+(tests/dashboard/test_snapshots.py) replay deterministic versions of these scenes with a scripted runner.
 """
 
 import asyncio
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from enginetui.dashboard.logs import default_log_file, route_python_output
 from enginetui.dashboard.timeline import RECOMPUTE
 from enginetui.dashboard.widgets.process_panel import ProcessPanel
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
+from enginetui.serve.process import ServeProcess
+from enginetui.serve.remote_engine import RemoteEngine
 from enginetui.settings import SamplingSettings
 
 SIZE = (120, 36)  # terminal columns, rows
@@ -50,6 +53,7 @@ class Scene:
     name: str  # file name (without .svg)
     play: Callable[[Pilot], Awaitable[str]]  # drives the app into the state to picture; returns the SVG
     size: tuple[int, int] = SIZE  # terminal columns, rows
+    served: bool = False  # True: the dashboard attached to `enginetui serve` under HTTP traffic (not in process)
 
 
 def app_of(pilot: Pilot) -> EngineTUI:
@@ -222,6 +226,53 @@ async def stopped(pilot: Pilot) -> str:
     return await frame(pilot, "engine-stopped")
 
 
+QUESTIONS = ("What is a class?", "What does the with statement do?")  # the serve-attach scene's chat requests
+
+
+def traffic(url: str, stop: threading.Event) -> None:
+    """Streamed completions and chats, a few at a time, until `stop`."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="EMPTY", max_retries=0)
+
+    def complete(prompt: str) -> None:
+        for _ in client.completions.create(
+            model="default", prompt=prompt, max_tokens=96, temperature=0.8, stream=True, extra_body={"ignore_eos": True}
+        ):
+            if stop.is_set():
+                return
+
+    def chat(question: str) -> None:
+        for _ in client.chat.completions.create(
+            model="default",
+            messages=[{"role": "user", "content": question}],
+            max_tokens=96,
+            temperature=0.8,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        ):
+            if stop.is_set():
+                return
+
+    while not stop.is_set():
+        workers = [threading.Thread(target=complete, args=(p,)) for p in PROMPTS]
+        workers += [threading.Thread(target=chat, args=(q,)) for q in QUESTIONS]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+
+async def serve_attach(pilot: Pilot) -> str:
+    app = await ready(pilot)
+
+    def pick() -> str | None:
+        running = [r for r in streaming_requests(app, 24) if r.startswith("chatcmpl-")]
+        return running[0] if running and len(streaming_requests(app, 12)) >= 4 else None
+
+    return await frame_when(pilot, "serve-attach", pick, lambda svg: svg.count("RUNNING") >= 4)
+
+
 SCENES = (
     Scene("streaming", streaming),
     Scene("pool-pressure", pressure),
@@ -230,11 +281,14 @@ SCENES = (
     Scene("pool-pressure-80x24", pressure, size=(80, 24)),
     Scene("engine-stopped", stopped),
     Scene("timeline", timeline, size=(120, 44)),
+    Scene("serve-attach", serve_attach, served=True),
 )
 
 
 async def capture(scene: Scene, log_file: str) -> str:
     """Start an engine, play the scene on it, return the SVG; the engine is shut down either way."""
+    if scene.served:
+        return await capture_served(scene)
     engine = open_engine(ENGINE_ARGS, log_file=log_file)
     app = EngineTUI(engine, seed=0, history_interval=0.25, log_file=log_file)
     try:
@@ -242,6 +296,24 @@ async def capture(scene: Scene, log_file: str) -> str:
             return await scene.play(pilot)
     finally:
         engine.shutdown()
+
+
+async def capture_served(scene: Scene) -> str:
+    """Start `enginetui serve`, attach the dashboard to it, send it traffic, play the scene; stop it all."""
+    server = ServeProcess("--num-gpu-blocks-override", str(ENGINE_ARGS["num_gpu_blocks_override"]), "--seed", "0")
+    stop = threading.Event()
+    try:
+        engine = RemoteEngine.connect(server.url, None)
+        app = EngineTUI(engine, probe=engine.probe, seed=0, history_interval=0.25)
+        try:
+            async with app.run_test(size=scene.size) as pilot:
+                threading.Thread(target=traffic, args=(server.url, stop), daemon=True).start()
+                return await scene.play(pilot)
+        finally:
+            stop.set()
+            engine.shutdown()
+    finally:
+        server.stop()
 
 
 def main(out_dir: str = "screenshots", *names: str) -> int:

@@ -1,4 +1,4 @@
-"""docs/vllm.md's picture of the dashboard on a live vLLM: `python -m enginetui.vllm_watch.screenshot [OUT.svg]`.
+"""docs/vllm.md's picture of the dashboard on a live vLLM: `python tools/vllm_screenshot.py [OUT.svg]`.
 
 Starts vLLM (enginetui/vllm_launch.py; ENGINETUI_VLLM_PYTHON names its interpreter) on the
 embedded model, attaches the dashboard (through Pilot, at 160x48), types two prompts that share a

@@ -1,20 +1,28 @@
-"""A stand-in vLLM server that plays back the recorded real session, over the real protocols.
+"""The tests' one stand-in vLLM OpenAI server, over the real protocols, in one of two sessions:
 
-HTTP on 127.0.0.1 (/v1/models, /metrics, streamed /v1/completions, /reset_prefix_cache, an
-optional API key) and vLLM's KV event sockets on ipc:// (a PUB socket sending the recorded
-batches as recorded, and a ROUTER replay socket answering as vLLM's ZmqEventPublisher does). The
-test moves the recording forward (`play_until`), can drop batches on the way (a gap the dashboard
-must fill from the replay socket), and can stop and start the server (a restart: a new process
-start time, sequence numbers from 0, an empty cache).
+- the recorded real session (the default): HTTP on 127.0.0.1 (/v1/models, /metrics, streamed
+  /v1/completions, /reset_prefix_cache, an optional API key) and vLLM's KV event sockets (a PUB
+  socket sending the recorded batches as recorded, a ROUTER replay socket answering as vLLM's
+  ZmqEventPublisher does). The test moves the recording forward (`play_until`), can drop batches on
+  the way (a gap the dashboard must fill from the replay socket), and can stop and start the server
+  (a restart: a new process start time, sequence numbers from 0, an empty cache);
+- an echo server (`echo_model`): a completion of token ids streams the tokens after the prompt's last
+  one, with vLLM's line per engine step on stdout when asked (`log_steps`). The stand-in vLLM package
+  (tests/fakes/vllm_package) runs it as `python -m vllm.entrypoints.openai.api_server`.
+
+Both answer /health and /version as vLLM does.
 """
 
+import itertools
 import json
+import os
 import queue
 import re
 import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -26,17 +34,35 @@ from tests.vllm_watch import recorded
 from tests.vllm_watch.wire import cleared, payload
 
 STREAM_CHUNK_DELAY_S = 0.02  # between the recorded completion's chunks
+ECHO_CHUNK_DELAY_S = 0.001  # between an echoed completion's tokens
+ECHO_VOCAB = 512  # an echoed token is (the prompt's last + 1 + its index) mod this
 
 
 class FakeVllm:
-    """Plays the recorded session; every method is called from the test's thread.
+    """Plays the recorded session, or echoes (`echo_model`); every method is called from the test's thread.
 
     With `ranks` > 1 it is a data-parallel server: every rank publishes the recorded batches (marked
     with its rank) on tcp port + rank, as vLLM's publishers do, and /metrics has an engine per rank."""
 
-    def __init__(self, api_key: str | None = None, ranks: int = 1) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        ranks: int = 1,
+        echo_model: str | None = None,
+        log_steps: bool = False,
+        port: int = 0,
+        version: str = "0.32.0",
+    ) -> None:
+        self.echo_model = echo_model  # the model an echo server serves (None: the recorded session)
+        self.log_steps = log_steps  # echo: print vLLM's line per engine step (--enable-logging-iteration-details)
+        self.version = version  # what /version answers
+        self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
+        self.dev_mode_limits: tuple[int, int] | None = None  # (max_num_seqs, max_num_batched_tokens): /server_info
         self.folder = tempfile.mkdtemp(prefix="fake-vllm-")
-        if ranks == 1:
+        if echo_model is not None:
+            ranks = 0  # no KV events
+            self.models = {"object": "list", "data": [{"id": echo_model, "object": "model", "root": echo_model}]}
+        elif ranks == 1:
             self.kv_endpoint = f"ipc://{self.folder}/kv.sock"  # rank 0's PUB socket
             self.replay_endpoint = f"ipc://{self.folder}/replay.sock"  # rank 0's ROUTER socket
         else:
@@ -45,25 +71,25 @@ class FakeVllm:
         self.ranks = [
             _Rank(r, rank_endpoint(self.kv_endpoint, r), rank_endpoint(self.replay_endpoint, r)) for r in range(ranks)
         ]  # each data-parallel rank's publisher
-        self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
-        self.dev_mode_limits: tuple[int, int] | None = None  # (max_num_seqs, max_num_batched_tokens): /server_info
-        self.frames = recorded.frames()  # the recorded batches still to send, in order
-        self.readings = recorded.metrics_texts()  # the recorded /metrics texts
-        session = recorded.session()
-        models = json.loads(json.dumps(session["models"]))
-        models["data"][0]["root"] = str(recorded.MODEL_DIR)  # the tokenizer is found here, wherever it was recorded
-        self.models = models  # what /v1/models answers
-        self.stream = (recorded.FIXTURE / "completion_stream.txt").read_text()  # the recorded SSE of one completion
+        self.frames: list[dict] = []  # the recorded batches still to send, in order
+        self.readings: list[dict] = []  # the recorded /metrics texts
+        self.stream = ""  # the recorded SSE of one completion
+        if echo_model is None:
+            self.frames = recorded.frames()
+            self.readings = recorded.metrics_texts()
+            models = json.loads(json.dumps(recorded.session()["models"]))
+            models["data"][0]["root"] = str(recorded.MODEL_DIR)  # the tokenizer is found here, wherever recorded
+            self.models = models  # what /v1/models answers
+            self.stream = (recorded.FIXTURE / "completion_stream.txt").read_text()
+        self.steps = itertools.count()  # echo: engine steps logged
         self.t = -1.0  # the recording's time played up to
         self.start_time = 1.0e9  # process_start_time_seconds (changes on restart)
         self.last_ts = 0.0  # vLLM's time of the last batch played (a restarted server starts after it)
         self.completions: list[dict] = []  # bodies of the completions asked for
         self.aborted = 0  # streams whose client went away before the end
-        self.headers_seen: dict[
-            str, dict[str, str]
-        ] = {}  # path -> the headers of its latest request (names lowercased)
+        self.headers_seen: dict[str, dict[str, str]] = {}  # path -> its latest request's headers (names lowercased)
         self._http: ThreadingHTTPServer | None = None
-        self.port = 0  # the HTTP port (kept across restarts)
+        self.port = port  # the HTTP port (0: a free one; kept across restarts)
         self.start()
 
     @property
@@ -107,7 +133,24 @@ class FakeVllm:
             "usage": chunks[-1]["usage"],
         }
 
+    def echo_events(self, body: dict) -> Iterator[str]:
+        """An echoed completion's server-sent events: the tokens after the prompt's last one, then [DONE]."""
+        last, num_prompt = body["prompt"][-1], len(body["prompt"])
+        for i in range(body["max_tokens"]):
+            if self.log_steps:  # the first token a step of its prompt, each later one a one-request decode step
+                print(
+                    f"(APIServer pid={os.getpid()}) INFO 12-03 06:00:00 [loggers.py:203] Iteration({next(self.steps)}): "
+                    f"{int(not i)} context requests, {0 if i else num_prompt} context tokens, {int(bool(i))} generation "
+                    f"requests, {int(bool(i))} generation tokens, iteration elapsed time: 1.00 ms, CPU KV cache usage: 0.1%",
+                    flush=True,
+                )
+            choice = {"index": 0, "text": "", "token_ids": [(last + 1 + i) % ECHO_VOCAB]}
+            yield f"data: {json.dumps({'choices': [choice]})}"
+        yield "data: [DONE]"
+
     def metrics_text(self) -> str:
+        if not self.readings:  # an echo server: no readings
+            return ""
         shown = [r for r in self.readings if r["t"] <= self.t] or self.readings[:1]
         text = re.sub(
             r"^process_start_time_seconds .*$",
@@ -276,10 +319,26 @@ def _handler(fake: FakeVllm):
             except (BrokenPipeError, ConnectionResetError):  # the dashboard quit mid-request
                 pass
 
+        def _stream(self, events: Iterator[str], delay_s: float) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for event in events:
+                    self.wfile.write((event + "\n\n").encode())
+                    self.wfile.flush()
+                    time.sleep(delay_s)
+            except (BrokenPipeError, ConnectionResetError):  # the client went away: vLLM aborts the request
+                fake.aborted += 1
+
         def do_GET(self) -> None:
             if not self._authorized():
                 return
-            if self.path == "/v1/models":
+            if self.path == "/health":
+                self._send(200, "")
+            elif self.path == "/version":
+                self._send(200, {"version": fake.version})
+            elif self.path == "/v1/models":
                 self._send(200, fake.models)
             elif self.path == "/metrics":
                 self._send(200, fake.metrics_text(), "text/plain; version=0.0.4")
@@ -303,20 +362,12 @@ def _handler(fake: FakeVllm):
                 if body.get("max_tokens", 1) < 1:
                     self._send(400, {"error": {"message": "max_tokens must be at least 1", "type": "BadRequestError"}})
                     return
-                if not body.get("stream"):
+                if fake.echo_model is not None:
+                    self._stream(fake.echo_events(body), ECHO_CHUNK_DELAY_S)
+                elif not body.get("stream"):
                     self._send(200, fake.whole_completion())
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                try:
-                    for event in fake.stream.split("\n\n"):
-                        if event.strip():
-                            self.wfile.write((event + "\n\n").encode())
-                            self.wfile.flush()
-                            time.sleep(STREAM_CHUNK_DELAY_S)
-                except (BrokenPipeError, ConnectionResetError):  # the client went away: vLLM aborts the request
-                    fake.aborted += 1
+                else:
+                    self._stream((e for e in fake.stream.split("\n\n") if e.strip()), STREAM_CHUNK_DELAY_S)
             else:
                 self._send(404, {"detail": "Not Found"})
 

@@ -1,6 +1,6 @@
 """The engine under the dashboard's tests: the real one (AsyncLLM, EngineCore and its busy loop on a
 thread of this process, the embedded model's tokenizer) with the scripted model runner of
-tests/scripted_runner.py, so every request's text is fixed and a step costs no compute.
+tests/fakes/scripted_runner.py, so every request's text is fixed and a step costs no compute.
 
 Two ways to run it:
 
@@ -26,7 +26,7 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.engine.events import RequestProgress, StepEvent
 from enginetui.core.outputs import RequestOutput
 from enginetui.core.sampling_params import SamplingParams
-from tests.scripted_runner import PACED_RUNNER, SCRIPTED_RUNNER
+from tests.fakes.scripted_runner import PACED_RUNNER, SCRIPTED_RUNNER
 
 STEP_SECONDS = 0.05  # pinned-clock time one hand step takes
 START_TIME = 1_700_000_000.0  # pinned-clock reading before the first hand step

@@ -1,0 +1,1 @@
+"""Helpers the tests of several folders share (the fakes they share are in tests/fakes)."""
