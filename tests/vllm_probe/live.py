@@ -73,22 +73,26 @@ def vllm_with_probe(
         yield server, address
 
 
-def send_burst(url: str, count: int, max_tokens: int = 48) -> list[dict]:
-    """`count` completions at once through vLLM's OpenAI API (each ignoring EOS: it runs max_tokens)."""
+def send_burst(url: str, count: int, max_tokens: int = 48, stream: bool = False) -> list[dict]:
+    """`count` completions at once through vLLM's OpenAI API (each ignoring EOS: it runs max_tokens). `stream`:
+    each streamed with its usage in every chunk, as the outside rebuild needs them (a token's time on the wire)."""
     answers: list[dict] = []
 
     def one(i: int) -> None:
-        body = {
+        body: dict = {
             "model": str(DEFAULT_MODEL_DIR),
             "prompt": BURST_PROMPT.format(i=i),
             "max_tokens": max_tokens,
             "ignore_eos": True,
         }
+        if stream:
+            body |= {"stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
         request = urllib.request.Request(
             url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
         )
         with urllib.request.urlopen(request, timeout=600) as r:
-            answers.append(json.loads(r.read()))
+            data = r.read()
+            answers.append({"events": data.decode()} if stream else json.loads(data))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
     for thread in threads:

@@ -1,31 +1,22 @@
 """`enginetui attach --probe ADDR`: the dashboard fed by a probe's step events, read only.
 
-A stand-in publisher (our engine's EventPublisher) sends the events a real vLLM 0.32's probe
-published during a burst (tests/vllm_probe/fixtures/burst.msgpack, recorded by
-`python -m tests.vllm_probe.live`); the dashboard must show exactly what they say.
+A stand-in publisher (fake_probe.py) sends the events a real vLLM 0.32's probe published during a
+burst; the dashboard must show exactly what they say.
 """
-
-from pathlib import Path
 
 import msgspec
 import zmq
 
 from enginetui.cli import main
 from enginetui.core.engine.event_publisher import EventPublisher
-from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.state import DashboardState
 from enginetui.dashboard.widgets.event_log import EventLog
 from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.vllm_probe.attach import PROBE_READ_ONLY, ProbeEngine, ProbeWatchTUI
 from tests.support.pilot import until as wait_for
+from tests.vllm_probe.fake_probe import FIXTURE, publish_all, read_events, subscribed
 
-FIXTURE = Path(__file__).with_name("fixtures") / "burst.msgpack"
 SIZE = (120, 40)
-BATCH = 32  # events sent before waiting for the dashboard (below the publisher's per-subscriber queue)
-
-
-def read_events(path: Path) -> list[StepEvent]:
-    return msgspec.msgpack.decode(path.read_bytes(), type=list[StepEvent])
 
 
 class NotingProbeTUI(ProbeWatchTUI):
@@ -38,23 +29,6 @@ class NotingProbeTUI(ProbeWatchTUI):
     def notify(self, message, **kwargs) -> None:
         self.notes.append(str(message))
         super().notify(message, **kwargs)
-
-
-async def publish_all(pilot, app, publisher: EventPublisher, events: list) -> None:
-    for start in range(0, len(events), BATCH):
-        for event in events[start : start + BATCH]:
-            publisher.publish(event)
-        last = events[min(start + BATCH, len(events)) - 1].seq
-        await wait_for(
-            pilot, lambda last=last: app.state.latest is not None and app.state.latest.seq == last, f"event {last}"
-        )
-
-
-async def subscribed(pilot, publisher: EventPublisher) -> None:
-    joined = []
-    await wait_for(
-        pilot, lambda: joined.append(publisher.new_subscribers()) or sum(joined) > 0, "the dashboard to subscribe"
-    )
 
 
 def test_the_recorded_burst_preempts_finishes_and_hits_the_prefix_cache():
@@ -90,7 +64,8 @@ async def test_the_dashboard_shows_the_probes_events_and_refuses_input(tmp_path)
             await pilot.pause()
             assert "vLLM (probe)" in str(app.query_one(TitleBar).render())
             assert any(line.kind == "preempt" for line in app.state.log)
-            assert folded.log[-1].text in str(app.query_one(EventLog).render())
+            shown = " ".join(str(app.query_one(EventLog).render()).split())  # long lines wrap
+            assert " ".join(folded.log[-1].text.split()) in shown
             for key in ("ctrl+b", "ctrl+p", "ctrl+x"):
                 await pilot.press(key)
             await pilot.pause()
@@ -104,11 +79,42 @@ async def test_the_dashboard_shows_the_probes_events_and_refuses_input(tmp_path)
         publisher.close()
 
 
-def test_a_bad_probe_address_or_a_url_beside_it_is_one_line(capsys):
-    assert main(["attach", "--probe", "localhost:5600"]) == 2
-    assert main(["attach", "--probe", "tcp://127.0.0.1:5600", "--vllm", "http://127.0.0.1:8000"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+def test_bad_probe_flags_are_one_line_each(capsys):
+    probe = ["attach", "--probe", "tcp://127.0.0.1:5600"]
+    for argv in (
+        ["attach", "--probe", "localhost:5600"],
+        [*probe, "http://127.0.0.1:8000"],
+        [*probe, "--vllm", "http://127.0.0.1:8000", "--vllm", "http://127.0.0.1:8001"],
+        [*probe, "--max-num-seqs", "4"],
+        [*probe, "--proxy-port", "0"],
+        [*probe, "--vllm", "127.0.0.1:8000"],
+        [*probe, "--vllm", "http://127.0.0.1:8000", "--kv-events", "localhost:5557"],
+    ):
+        assert main(argv) == 2, argv
+    assert capsys.readouterr().err.strip().splitlines() == [
         "enginetui attach: --probe 'localhost:5600' is not tcp://HOST:PORT or ipc://PATH",
-        "enginetui attach: --probe ADDR watches the probe alone (no URL, no --vllm flags)",
+        "enginetui attach: a server URL beside --probe: give vLLM's as --vllm URL",
+        "enginetui attach: --probe watches one vLLM: 2 --vllm URLs given",
+        "enginetui attach: --max-num-seqs: the probe publishes vLLM's limits; leave them out",
+        "enginetui attach: --proxy-port: only with --vllm URL",
+        "enginetui attach: '127.0.0.1:8000' is not a server address: give it as http://HOST:PORT",
+        "enginetui attach: --kv-events 'localhost:5557' is not tcp://HOST:PORT or ipc://PATH",
     ]
+
+
+def test_record_to_a_path_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)
+    path = tmp_path / "no-such-folder" / "run.etrec"
+    assert main(["attach", "--probe", f"ipc://{tmp_path}/probe.sock", "--record", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"enginetui attach: cannot record to {path}: ") and not path.exists()
+
+
+def test_record_beside_a_vllm_that_does_not_answer_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)
+    path = tmp_path / "run.etrec"
+    argv = ["attach", "--probe", f"ipc://{tmp_path}/probe.sock", "--vllm", "http://127.0.0.1:9", "--record", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("enginetui attach: --record names vLLM's model from http://127.0.0.1:9")
+    assert not path.exists()

@@ -1,24 +1,33 @@
-"""A real vLLM 0.32 CPU server with the probe in it, a burst into a small pool (preemptions), and the
-dashboard on the probe (`enginetui attach --probe`): its figures equal vLLM's own /metrics.
+"""A real vLLM 0.32 CPU server with the probe in it, a burst through the proxy into a small pool (preemptions),
+and the dashboard on the probe with the server beside it (`enginetui attach --vllm URL --probe ADDR --record
+FILE`): its figures equal vLLM's own /metrics, the rebuild is scored against the probe, and the recording
+replays, exports and simulates.
 
 Started with ENGINETUI_VLLM_PYTHON set (skipped without it); minutes on 2 cores (vLLM's start).
 """
 
+import json
 import threading
-import time
-import urllib.request
 
 import pytest
 import zmq
 
+from enginetui.cli import main
 from enginetui.core.engine.events import MissedEvents, decode_event
+from enginetui.core.record.reader import read_recording
+from enginetui.dashboard.state import DashboardState
+from enginetui.replay.session import ReplaySession
 from enginetui.vllm_launch import find_vllm_python
-from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
+from enginetui.vllm_probe.attach import ProbeEngine
+from enginetui.vllm_probe.recording import read_facts
+from enginetui.vllm_probe.with_vllm import oracle_text
 from enginetui.vllm_watch import prometheus as m
 from tests.support.pilot import until as wait_for
+from tests.vllm_probe.fake_probe import DrivenProbeVllm
 from tests.vllm_probe.live import send_burst, vllm_with_probe
 
 NUM_REQUESTS = 32
+MAX_TOKENS = 160  # each: a long burst (few run at once in the small pool), so /metrics is read during it
 
 pytestmark = [
     pytest.mark.skipif(
@@ -29,16 +38,11 @@ pytestmark = [
 ]
 
 
-def read_metrics(url: str) -> m.MetricsSample:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        return m.parse_metrics(r.read().decode(), time.time())
-
-
 def pool_state(running: float, waiting: float, usage: float) -> tuple[int, int, float]:
     return int(running), int(waiting), round(usage, 9)
 
 
-async def test_the_dashboard_on_the_probe_equals_vllms_metrics(tmp_path):
+async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_run(tmp_path, capsys):
     with vllm_with_probe(tmp_path) as (server, address):
         collected, missed = [], MissedEvents()  # every event, beside the dashboard's own subscription
         sub = zmq.Context.instance().socket(zmq.SUB)
@@ -46,18 +50,27 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics(tmp_path):
         sub.connect(address)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
         engine = ProbeEngine(address)
-        app = ProbeWatchTUI(engine)
+        engine.facts = await read_facts(server.url, None)
+        record = str(tmp_path / "vllm.etrec")
+        recording = engine.start_recording(record, "enginetui attach --vllm URL --probe ADDR --record FILE")
+        # the test takes the dashboard's /metrics readings itself, every 0.1 s (the burst lasts seconds)
+        app = DrivenProbeVllm(engine, server.url, kv_events=None, proxy=("127.0.0.1", 0))
         readings: list[m.MetricsSample] = []
         try:
-            async with app.run_test(size=(120, 40)) as pilot:
+            async with app.run_test(size=(160, 48)) as pilot:
+                await wait_for(pilot, lambda: app.vllm.proxy_url is not None, "the proxy")
                 await pilot.pause(1.0)  # both subscriptions reach the probe before vLLM's first step
-                burst = threading.Thread(target=send_burst, args=(server.url, NUM_REQUESTS))
+                burst = threading.Thread(target=send_burst, args=(app.vllm.proxy_url, NUM_REQUESTS, MAX_TOKENS, True))
                 burst.start()
                 while burst.is_alive():
-                    readings.append(read_metrics(server.url))
-                    while sub.poll(0):
+                    sample = await app.feed.read_metrics()
+                    assert sample is not None, app.vllm.link_error
+                    readings.append(sample)
+                    for _ in range(200):  # what came meanwhile, up to a bound: vLLM steps faster than they decode
+                        if not sub.poll(0):
+                            break
                         collected.append(missed.mark(decode_event(sub.recv())))
-                    await pilot.pause(0.2)
+                    await pilot.pause(0.1)
                 burst.join()
                 while sub.poll(3000):
                     collected.append(missed.mark(decode_event(sub.recv())))
@@ -67,7 +80,8 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics(tmp_path):
                     lambda: app.state.latest is not None and app.state.latest.seq == last.seq,
                     "the dashboard to take the last event",
                 )
-                final = read_metrics(server.url)
+                final = await app.feed.read_metrics()  # vLLM at rest: the rebuild's last reading
+                assert final is not None, app.vllm.link_error
                 assert missed.total == 0 and engine.missed.total == 0
                 assert app.state.latest == last
 
@@ -87,5 +101,35 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics(tmp_path):
                 assert final.total(m.PREFIX_QUERIES) == last.prefix_cache_queries
                 assert final.total(m.PREFIX_HITS) == last.prefix_cache_hits > 0
                 assert {v.req_id for v in app.state.ordered() if not v.active} == {end.req_id for end in finished}
+
+                # beside the probe: the rebuild from the proxy's requests, scored against the probe at each reading
+                # each reading after the probe's first event, against the probe's state then
+                assert app.truth.metrics.count == sum(app.truth.at(r.time) is not None for r in [*readings, final])
+                rebuild = app.vllm.rebuild
+                assert rebuild is not None and app.truth.rebuild.count == len(rebuild.checks) > 0
+                text = oracle_text(app.truth, app.vllm, app.state.latest, 400).plain
+                scores = app.truth.rebuild
+                share = f"{100 * scores.agreeing / scores.count:.0f}%"
+                assert f"rebuilt, {share} agreement with the probe over {scores.count} readings" in text
+                metrics = app.truth.metrics
+                print(
+                    f"rebuild: {scores.agreeing}/{scores.count} readings agree with the probe; "
+                    f"/metrics: {metrics.agreeing}/{metrics.count}"
+                )
         finally:
             sub.close(linger=0)
+            engine.shutdown()
+        # the recording: every event, replayed as the dashboard folded it, exported, simulated
+        summary = recording.close()
+        run = read_recording(record)
+        assert summary.num_events == len(run) == len(collected) and list(run.events()) == collected
+        assert run.header.engine.model_name == engine.facts.model and run.header.engine.max_model_len > 0
+        folded = DashboardState()
+        for event in collected:
+            folded.apply_event(event)
+        assert ReplaySession(run).state_at(len(run) - 1) == folded
+        assert main(["export", record, "--format", "perfetto", str(tmp_path / "trace.json")]) == 0
+        assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+        assert main(["export", record, "--format", "csv", str(tmp_path / "csv")]) == 0
+        assert main(["simulate", "--from-recording", record, "--step-times", "recorded", "--no-progress"]) == 0
+        print(capsys.readouterr().out)

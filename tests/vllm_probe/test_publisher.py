@@ -8,7 +8,7 @@ import zmq
 from enginetui.core.engine.events import MissedEvents, decode_event
 from enginetui.vllm_probe.config import ProbeConfig
 from enginetui.vllm_probe.probe import Probe
-from tests.vllm_probe.test_attach import FIXTURE, read_events
+from tests.vllm_probe.fake_probe import FIXTURE, read_events
 
 
 def wait_until(done, timeout: float = 10.0) -> bool:

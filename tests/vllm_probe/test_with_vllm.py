@@ -1,0 +1,134 @@
+"""`enginetui attach --vllm URL --probe ADDR`: the probe's dashboard with vLLM's /metrics, prefix cache and proxy
+beside it, and the outside rebuild scored against the probe at each /metrics reading.
+
+The probe is the stand-in publisher (fake_probe.py) sending a real vLLM's burst; the server is the stand-in vLLM
+(tests/vllm_watch/fake_vllm.py), here serving /metrics with vLLM's gauges as the probe's events say them.
+"""
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+import zmq
+
+from enginetui.core.engine.event_publisher import EventPublisher
+from enginetui.core.engine.events import StepEvent
+from enginetui.vllm_probe.attach import ProbeEngine
+from enginetui.vllm_probe.with_vllm import ProbeVllmTUI, oracle_text
+from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from tests.fakes.vllm_server import FakeVllm
+from tests.support.pilot import until as wait_for
+from tests.vllm_probe.fake_probe import DrivenProbeVllm, publish_all, read_events, subscribed
+
+SIZE = (160, 48)
+LABELS = 'engine="0",model_name="m"'
+
+
+def metrics_text(event: StepEvent) -> str:
+    """vLLM's /metrics gauges as they read after the step `event` tells."""
+    used = event.num_blocks - event.num_free_blocks
+    return (
+        "process_start_time_seconds 1e9\n"
+        f"vllm:num_requests_running{{{LABELS}}} {len(event.running)}\n"
+        f"vllm:num_requests_waiting{{{LABELS}}} {len(event.waiting)}\n"
+        f"vllm:kv_cache_usage_perc{{{LABELS}}} {used / event.num_blocks}\n"
+        f'vllm:cache_config_info{{block_size="{event.block_size}",enable_prefix_caching="True",engine="0",'
+        f'num_gpu_blocks="{event.num_blocks + 1}"}} 1.0\n'
+    )
+
+
+def serve_gauges(fake: FakeVllm, event: StepEvent) -> None:
+    fake.readings = [{"t": float("-inf"), "text": metrics_text(event)}]
+
+
+async def test_each_reading_is_scored_against_the_probe_and_the_screen_says_which_is_exact(tmp_path):
+    events = read_events()
+    fake = FakeVllm()
+    serve_gauges(fake, events[0])
+    address = f"ipc://{tmp_path}/probe.sock"
+    publisher = EventPublisher(zmq.Context.instance(), address)
+    app = DrivenProbeVllm(ProbeEngine(address), fake.url, kv_events=None)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await subscribed(pilot, publisher)
+            shown: list[StepEvent] = []  # the probe's latest event at each reading
+            for start in range(0, len(events), 24):
+                await publish_all(pilot, app, publisher, events[start : start + 24])
+                shown.append(events[min(start + 24, len(events)) - 1])
+                serve_gauges(fake, shown[-1])
+                assert await app.feed.read_metrics() is not None
+            # vLLM's gauges, read while no event was on its way, are the probe's state
+            assert app.truth.metrics.count == len(shown) and app.truth.metrics.agreeing == len(shown)
+            # the rebuild saw no request (no proxy): it rebuilt an idle vLLM, checked at every reading with traffic
+            # (and the first back at rest), each agreeing where the probe's queues and blocks were within ±1 of idle;
+            # it starts at the second reading (at the first, /v1/models had not told vLLM's max_model_len yet)
+            checked, busy_before = [], False
+            for event in shown[1:]:
+                busy = bool(event.running or event.waiting)
+                if busy or busy_before:
+                    checked.append(event)
+                    busy_before = busy
+            agreeing = sum(
+                len(e.running) <= TOLERANCE
+                and len(e.waiting) <= TOLERANCE
+                and e.num_blocks - e.num_free_blocks <= TOLERANCE
+                for e in checked
+            )
+            assert app.truth.rebuild.count == len(checked) > 0 and app.truth.rebuild.agreeing == agreeing
+            text = oracle_text(app.truth, app.vllm, app.state.latest, 400).plain
+            last = events[-1]
+            assert f"exact (probe): running {len(last.running)} · waiting {len(last.waiting)}" in text
+            assert f"/metrics: running {len(last.running)} · waiting {len(last.waiting)}" in text
+            assert f"equal to the probe on {len(shown)}/{len(shown)} readings (100%)" in text
+            share = f"{100 * agreeing / len(checked):.0f}%"
+            assert f"rebuilt, {share} agreement with the probe over {len(checked)} readings" in text
+            assert "--proxy-port PORT" in text
+            app.redraw()
+            await pilot.pause()
+            assert str(app.query_one("#vllm-oracle").render()).startswith("exact (probe): running")
+            assert "KV events are not listened to" in str(app.query_one("#tree-body").render())
+            assert app.state.latest == last  # the engine's panels: the probe's events, as without --vllm
+    finally:
+        publisher.close()
+        fake.stop()
+
+
+@pytest.mark.slow  # a proxy server and KV event sockets beside the app: seconds on 2 cores
+async def test_the_prefix_tree_and_the_proxys_requests_show_beside_the_probe(tmp_path):
+    events = read_events()
+    fake = FakeVllm()
+    serve_gauges(fake, events[-1])
+    address = f"ipc://{tmp_path}/probe.sock"
+    publisher = EventPublisher(zmq.Context.instance(), address)
+    app = ProbeVllmTUI(
+        ProbeEngine(address),
+        fake.url,
+        kv_events=fake.kv_endpoint,
+        kv_replay=fake.replay_endpoint,
+        proxy=("127.0.0.1", 0),
+    )
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await subscribed(pilot, publisher)
+            await publish_all(pilot, app, publisher, events[:8])
+            await wait_for(pilot, lambda: app.vllm.kv_link == "up" or app.vllm.kv_link == "connecting", "KV events")
+            fake.play_all()
+            await wait_for(pilot, lambda: app.vllm.caches.ranks and app.vllm.batches_seen > 0, "KV event batches")
+            await wait_for(pilot, lambda: app.vllm.proxy_url is not None, "the proxy")
+            body = json.dumps({"model": "m", "prompt": "hello", "max_tokens": 4}).encode()
+            request = urllib.request.Request(
+                app.vllm.proxy_url + "/v1/completions", body, {"Content-Type": "application/json"}
+            )
+            await asyncio.to_thread(lambda: urllib.request.urlopen(request, timeout=10).read())
+            await wait_for(pilot, lambda: any(not v.active for v in app.vllm.requests.values()), "the proxied request")
+            app.redraw()
+            await pilot.pause()
+            tree = app.query_one(PrefixTreePanel)
+            assert "blocks cached" in str(tree.query_one("#tree-body").render())
+            listed = app.query_one("#vllm-requests").render().plain
+            assert "p1" in listed and "Requests · 0 live · 1 ended" == str(app.query_one("#vllm-requests").border_title)
+    finally:
+        publisher.close()
+        fake.stop()
