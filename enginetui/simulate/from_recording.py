@@ -1,19 +1,11 @@
 """A recorded run (core/record) as a workload, and the engine it ran on.
 
-Each request enters the simulated engine when the recorded engine received it (its `arrival_time`,
-on the clock the steps are timed by), kept within the one step it could have reached the engine in:
-after the start of the step before the one that took it in (or it would have run in that one) and
-no later than the start of the one that did; and never before a request the engine took in ahead of
-it. So a request that came in while a step ran waits for that step in the recording as it waits for
-the simulated step in flight, and on the recording's own step times every request enters before the
-very step it was scheduled in (the replay stays exact). (Entering at the start of the step that took
-it in instead, as this did, left the wait for the step in flight out of every measured TTFT but not
-out of a predicted one, whose steps fall elsewhere: on a recorded server run at 1-2 req/s, ~50 ms
-steps, the predicted TTFT p50 came out 20-30% high with a fit that matched the run's duration.)
-Its prompt is the recorded prompt, its output the tokens it generated (its length is the forced
-output length, its tokens are the "sampled" ones), its max_tokens the recorded one when it was
-rejected (so it is rejected again). Requests aborted or unfinished when the recording ends stop
-after the tokens they had generated.
+Each request enters the simulated engine when the recorded engine received it (its `arrival_time`),
+kept within the one step it could have reached the engine in and never before a request the engine
+took in ahead of it: a request that came in while a step ran waits for that step, in the recording as
+in the simulation, and on the recording's own step times the replay stays exact. Its prompt and output
+tokens are the recorded ones, its max_tokens the recorded one when it was rejected (so it is rejected
+again); requests aborted or unfinished when the recording ends stop after the tokens they generated.
 """
 
 import math
