@@ -1,4 +1,4 @@
-"""No import cycles among the project's modules (core, kernels, enginetui).
+"""No import cycles among the project's modules (core, kernels, enginetui), and no test module imported by another.
 
 Every `import` counts, also those inside functions (a lazy import still ties two modules
 together). A package's own `__init__` is not counted as imported by its submodules, as in
@@ -116,3 +116,26 @@ def test_no_import_cycles_among_the_projects_modules():
     assert "enginetui.dashboard.app" in modules and "enginetui.core.engine.core" in modules
     graph = {name: imported(name, path, modules) for name, path in modules.items()}
     assert cycles(graph) == []
+
+
+def modules_of_the_tests() -> dict[str, Path]:
+    """Dotted module name -> file, for every module under tests/."""
+    return {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in (ROOT / "tests").rglob("*.py")
+    }
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest():
+    """What tests share lives in support modules (tests/support, tests/fakes, a folder's own helpers):
+    pytest loads a test module or a conftest under its own rules, never as a library."""
+    modules = modules_of_the_tests()
+    graph = {name: imported(name, path, modules) for name, path in modules.items()}
+    assert "tests.fakes.scripted_runner" in graph["tests.fakes.scripted_engine"]  # the scan sees the tests' imports
+    shared = {
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if target.rpartition(".")[2].startswith("test_") or target.rpartition(".")[2] == "conftest"
+    }
+    assert shared == set()
