@@ -132,4 +132,6 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
         assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
         assert main(["export", record, "--format", "csv", str(tmp_path / "csv")]) == 0
         assert main(["simulate", "--from-recording", record, "--step-times", "recorded", "--no-progress"]) == 0
+        # the fit replays every recorded step through the simulator's scheduler: it refuses a run it diverges from
+        assert main(["simulate", "--calibrate-from-recording", record, str(tmp_path / "fit.json")]) == 0
         print(capsys.readouterr().out)
