@@ -2,19 +2,16 @@
 default model (and a Llama-family directory). Slower than the scripted-runner tests (seconds: the
 child starts and loads the model), so there are only three, each bounded in time."""
 
-import asyncio
 import json
 import math
 import os
 import shutil
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 from safetensors import safe_open
-from textual.pilot import Pilot
 
 from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
@@ -27,6 +24,7 @@ from enginetui.dashboard.widgets.title_bar import TitleBar
 from enginetui.settings import SamplingSettings
 from tests.dashboard.scenes import SIZE
 from tests.models.families import make_family_dir
+from tests.support.pilot import until
 
 ENGINE_ARGS = {"model": None, "num_gpu_blocks_override": 64, "seed": 0, "device": "cpu"}  # embedded model
 
@@ -57,14 +55,6 @@ def test_engine_core_writes_its_output_to_the_log_file_not_the_terminal(tmp_path
     assert "EngineCore" not in capfd.readouterr().err
 
 
-async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Let the app and the engine run until `done()` (at most `timeout` seconds)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not done():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
 SINGLE_STEPS = 12  # steps taken one by one before the text is checked
 
 
@@ -82,32 +72,32 @@ async def test_typed_prompt_streams_then_pause_step_and_quit_on_the_real_engine(
     app = EngineTUI(engine, seed=0, log_file=log_file)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            await until(pilot, lambda: app.phase == "ready", "the engine to connect")
             # Paused first, so the run is the same however fast the machine is.
             await pilot.press("ctrl+p")
-            await wait_for(pilot, lambda: app.state.paused, "the engine to pause")
+            await until(pilot, lambda: app.state.paused, "the engine to pause")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
             await pilot.press(*"Once upon a time", "enter")
-            await wait_for(pilot, lambda: "r1" in app.state.requests, "the request to reach the engine")
+            await until(pilot, lambda: "r1" in app.state.requests, "the request to reach the engine")
             for _ in range(SINGLE_STEPS):
                 step = app.state.step
                 await pilot.press("ctrl+s")
-                await wait_for(pilot, lambda step=step: app.state.step == step + 1, "one single step")
+                await until(pilot, lambda step=step: app.state.step == step + 1, "one single step")
 
             def streamed() -> bool:  # some generated text, and the panel shows (the end of) it
                 text = app.state.requests["r1"].text
                 return len(text.strip()) >= 12 and text.strip()[-6:] in row_of(app, "r1")
 
-            await wait_for(pilot, streamed, "text in the requests panel")
+            await until(pilot, streamed, "text in the requests panel")
             assert "RUNNING" in row_of(app, "r1")
             paused_at = app.state.step
             await pilot.pause(0.5)  # nothing moves while paused
             assert app.state.step == paused_at and app.state.paused
             await pilot.press("ctrl+s")
-            await wait_for(pilot, lambda: app.state.step > paused_at, "the single step")
+            await until(pilot, lambda: app.state.step > paused_at, "the single step")
             await pilot.pause(0.5)
             assert app.state.step == paused_at + 1
-            await wait_for(pilot, lambda: f"step {paused_at + 1}" in str(app.query_one(TitleBar).content), "the title")
+            await until(pilot, lambda: f"step {paused_at + 1}" in str(app.query_one(TitleBar).content), "the title")
             assert "⏸ paused" in str(app.query_one(TitleBar).content)
             assert app.state.requests["r1"].status == "running"
 
@@ -134,16 +124,16 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
     )
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            await until(pilot, lambda: app.phase == "ready", "the engine to connect")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=400, seed=1, ignore_eos=True)
             await pilot.press(*"Once upon a time", "enter")
-            await wait_for(pilot, lambda: app.state.requests["r1"].num_output_tokens >= 4, "r1 to stream")
+            await until(pilot, lambda: app.state.requests["r1"].num_output_tokens >= 4, "r1 to stream")
             os.kill(first_pid, signal.SIGKILL)
-            await wait_for(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
-            await wait_for(pilot, lambda: "✖ engine stopped" in str(app.query_one(TitleBar).content), "the title")
+            await until(pilot, lambda: app.phase == "stopped", "the dashboard to see the engine die")
+            await until(pilot, lambda: "✖ engine stopped" in str(app.query_one(TitleBar).content), "the title")
             assert app.state.requests["r1"].status == "error"
             await pilot.press("ctrl+r")
-            await wait_for(pilot, lambda: app.phase == "ready", "the restarted engine", timeout=60)
+            await until(pilot, lambda: app.phase == "ready", "the restarted engine", timeout=60)
             second_pid = app.engine.engine_pid
             assert second_pid not in (None, first_pid) and gone(first_pid)
             await pilot.press(*"Return the number of", "enter")
@@ -151,7 +141,7 @@ async def test_a_killed_engine_is_said_and_r_restarts_it_with_the_request_histor
             def streamed() -> bool:
                 return "r2" in app.state.requests and app.state.requests["r2"].num_output_tokens >= 4
 
-            await wait_for(pilot, streamed, "r2 to stream on the new engine")
+            await until(pilot, streamed, "r2 to stream on the new engine")
             assert list(app.state.requests) == ["r1", "r2"] and app.state.requests["r1"].status == "error"
             assert [r.req_id for r in app.state.latest.running] == ["r2"]  # the new engine's state
             assert "▶ running" in str(app.query_one(TitleBar).content)
@@ -180,9 +170,9 @@ async def test_a_llama_family_directory_runs_and_the_model_panel_describes_it(tm
     app = EngineTUI(engine, seed=0, log_file=log_file)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            await until(pilot, lambda: app.phase == "ready", "the engine to connect")
             await pilot.press(*"Once upon a time", "enter")
-            await wait_for(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
+            await until(pilot, lambda: len(app.state.requests["r1"].text) >= 12, "r1 to stream")
             model = " · ".join(app.query_one(ModelPanel).render().plain.splitlines())
             assert model == (
                 f"LlamaForCausalLM · {short_count(num_parameters)} params · float32 · context "
@@ -204,11 +194,11 @@ async def test_a_typed_prompt_gets_a_reply_that_starts_cleanly(tmp_path):
     app = EngineTUI(engine, seed=0)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the engine to connect")
+            await until(pilot, lambda: app.phase == "ready", "the engine to connect")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=12, temperature=0)
             app.query_one("#prompt").value = "Tell me a story about a quick brown fox"
             await pilot.press("enter")
-            await wait_for(
+            await until(
                 pilot,
                 lambda: "r1" in app.state.requests and not app.state.requests["r1"].active,
                 "the reply",

@@ -5,12 +5,11 @@ it makes is logged with its id and ends when it detaches."""
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import httpx
 import openai
 import pytest
-from textual.pilot import Pilot
 
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.widgets.model_panel import ModelPanel
@@ -19,16 +18,10 @@ from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.serve.remote_engine import AttachError, RemoteEngine
 from enginetui.settings import SamplingSettings
 from tests.serve.serving import API_KEY, NUM_BLOCKS, wait_for_line
+from tests.support.pilot import until
 
 SIZE = (120, 40)
 WAIT_S = 60.0  # every wait below is bounded by this
-
-
-async def wait_for(pilot: Pilot, done: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    while not done():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def row_of(app: EngineTUI, req_id: str) -> str:
@@ -71,14 +64,14 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
     app = EngineTUI(remote, probe=remote.probe, seed=0)
     client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=WAIT_S)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
-        await wait_for(pilot, lambda: "pid" in str(app.query_one("#process").render()), "EngineCore's reading")
+        await until(pilot, lambda: app.phase == "ready", "the dashboard to attach")
+        await until(pilot, lambda: "pid" in str(app.query_one("#process").render()), "EngineCore's reading")
         model = app.query_one(ModelPanel).render().plain  # the served engine's EngineInfo, from /info
         assert model.startswith(remote.info.architecture) and f"pool {NUM_BLOCKS * remote.info.block_size} tok" in model
         out = await client.completions.create(
             model="default", prompt="The function", max_tokens=24, temperature=0, extra_body={"ignore_eos": True}
         )
-        await wait_for(
+        await until(
             pilot,
             lambda: app.state.requests.get(out.id) and not app.state.requests[out.id].active,
             "the openai request to show and end",
@@ -88,7 +81,7 @@ async def test_attached_dashboard_sees_an_openai_client_request(server, remote):
         assert view.num_output_tokens == 24 and view.num_prompt_tokens == out.usage.prompt_tokens
         assert view.prompt == "The function" and view.text == out.choices[0].text  # decoded from the events
         # The panel draws the state of the last redraw (at most 1/15 s behind the state).
-        await wait_for(pilot, lambda: "FINISHED" in row_of(app, out.id), "its row to say FINISHED")
+        await until(pilot, lambda: "FINISHED" in row_of(app, out.id), "its row to say FINISHED")
         await pilot.press("ctrl+q")
     await client.close()
 
@@ -99,9 +92,9 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
     app = EngineTUI(remote, probe=remote.probe, seed=0)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
+            await until(pilot, lambda: app.phase == "ready", "the dashboard to attach")
             await other.pause()  # another dashboard pauses the one engine: this one sees it, and acts on it
-            await wait_for(pilot, lambda: app.state.paused and app.paused, "the pause to show here")
+            await until(pilot, lambda: app.state.paused and app.paused, "the pause to show here")
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=40, seed=1, ignore_eos=True)
             await pilot.press(*"Once upon a time", "enter")
             engine_id = remote.names.engine("r1")  # the engine's name for it, which everyone else sees
@@ -112,12 +105,12 @@ async def test_attached_dashboard_streams_its_prompt_and_controls_the_one_engine
                 await pilot.pause(0.05)
             step = app.state.step
             await pilot.press("ctrl+s")
-            await wait_for(pilot, lambda: app.state.step == step + 1, "one step")
-            await wait_for(pilot, lambda: app.state.requests["r1"].num_computed_tokens, "r1 to run, under its own name")
+            await until(pilot, lambda: app.state.step == step + 1, "one step")
+            await until(pilot, lambda: app.state.requests["r1"].num_computed_tokens, "r1 to run, under its own name")
             await pilot.press("ctrl+p")  # resumes: the engine was paused (by the other dashboard)
-            await wait_for(pilot, lambda: not app.state.paused, "the engine to resume")
+            await until(pilot, lambda: not app.state.paused, "the engine to resume")
             assert not (await other.snapshot()).paused
-            await wait_for(pilot, lambda: app.state.requests["r1"].status == "finished", "r1 to finish")
+            await until(pilot, lambda: app.state.requests["r1"].status == "finished", "r1 to finish")
             view = app.state.requests["r1"]
             assert view.num_output_tokens == 40 and view.text.strip() and view.prompt == "Once upon a time\n"
             assert not any(v.req_id.endswith("-r1") for v in app.state.ordered())  # one row for r1, not two
@@ -188,7 +181,7 @@ async def late_attach(server, received: list[str], reading: asyncio.Task) -> Non
 
 async def _look_and_resume(late: EngineTUI, received: list[str], reading: asyncio.Task) -> None:
     async with late.run_test(size=SIZE) as pilot:
-        await wait_for(
+        await until(
             pilot,
             lambda: "cmpl-late-1" in late.state.requests and late.state.requests["cmpl-late-1"].prompt,
             "B to draw the request from the event stream's greeting",
@@ -199,7 +192,7 @@ async def _look_and_resume(late: EngineTUI, received: list[str], reading: asynci
         assert view.prompt == "The function" and not view.text.startswith("…")
         so_far = view.text
         await pilot.press("ctrl+p")  # B resumes the engine A paused
-        await wait_for(pilot, lambda: view.status == "finished", "the request to finish on B")
+        await until(pilot, lambda: view.status == "finished", "the request to finish on B")
         await asyncio.wait_for(reading, WAIT_S)
         assert so_far and view.text.startswith(so_far) and view.text == "".join(received)
         assert view.num_output_tokens == 40 and view.ttft() is None  # its first token came before B looked
@@ -217,9 +210,9 @@ async def test_a_pause_ends_when_the_dashboard_that_made_it_detaches(server, rem
     waiting = None
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.phase == "ready", "the dashboard to attach")
+            await until(pilot, lambda: app.phase == "ready", "the dashboard to attach")
             await pilot.press("ctrl+p")
-            await wait_for(pilot, lambda: app.state.paused, "the pause")
+            await until(pilot, lambda: app.state.paused, "the pause")
             line = wait_for_line(server, rf"engine paused by dashboard {remote.names.tag} \(127\.0\.0\.1:\d+\)", start)
             assert "--max-pause-s" in line
             assert (await http.get("/health")).status_code == 200  # a pause is not an outage
@@ -234,7 +227,7 @@ async def test_a_pause_ends_when_the_dashboard_that_made_it_detaches(server, rem
                     extra_headers={"X-Request-Id": "during-pause"},
                 )
             )
-            await wait_for(
+            await until(
                 pilot,
                 lambda: (
                     "cmpl-during-pause" in [p.req_id for p in (app.state.latest.waiting if app.state.latest else [])]

@@ -1,7 +1,6 @@
 """`enginetui --serve PORT`: the dashboard and the server on one engine, in one event loop. The
 dashboard shows a request sent over HTTP; its own typed prompt counts in /metrics too."""
 
-import asyncio
 import re
 
 import httpx
@@ -14,15 +13,9 @@ from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.serve.cli import ServerBeside
 from enginetui.serve.process import wait_gone
 from enginetui.settings import SamplingSettings
+from tests.support.pilot import until
 
 WAIT_S = 60.0  # every wait below is bounded by this
-
-
-async def wait_for(pilot, done, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    while not done():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def metric(text: str, name: str) -> float:
@@ -44,11 +37,11 @@ async def test_dashboard_and_server_share_one_engine():
             app.run_test(size=(120, 40)) as pilot,
             httpx.AsyncClient(base_url=server.url, headers=headers, timeout=WAIT_S) as http,
         ):
-            await wait_for(pilot, lambda: app.phase == "ready", "the dashboard")
+            await until(pilot, lambda: app.phase == "ready", "the dashboard")
             assert (await http.get("/v1/models", headers={"Authorization": ""})).status_code == 401
             r = await http.post("/v1/completions", json={"prompt": "The function", "max_tokens": 8, "ignore_eos": True})
             assert r.status_code == 200 and r.json()["id"] == "cmpl-via-http"
-            await wait_for(
+            await until(
                 pilot,
                 lambda: (
                     app.state.requests.get("cmpl-via-http") is not None
@@ -60,7 +53,7 @@ async def test_dashboard_and_server_share_one_engine():
 
             app.query_one(PromptBar).settings = SamplingSettings(max_tokens=5, ignore_eos=True)
             await pilot.press(*"A class is", "enter")
-            await wait_for(
+            await until(
                 pilot,
                 lambda: "r1" in app.state.requests and app.state.requests["r1"].status == "finished",
                 "the typed prompt to finish",
