@@ -16,6 +16,7 @@ from enginetui.cli import main
 from enginetui.core.engine.events import MissedEvents, decode_event
 from enginetui.core.record.reader import read_recording
 from enginetui.dashboard.state import DashboardState
+from enginetui.replay.cli import open_session
 from enginetui.replay.session import ReplaySession
 from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_probe.attach import ProbeEngine
@@ -128,6 +129,8 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
         for event in collected:
             folded.apply_event(event)
         assert ReplaySession(run).state_at(len(run) - 1) == folded
+        session, notes = open_session(record)  # as `enginetui replay` opens it: the served model's tokenizer packed
+        assert not notes and all(view.text for view in session.state_at(len(run) - 1).requests.values())
         assert main(["export", record, "--format", "perfetto", str(tmp_path / "trace.json")]) == 0
         assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
         assert main(["export", record, "--format", "csv", str(tmp_path / "csv")]) == 0
