@@ -6,8 +6,9 @@ carrying its packed copy. `F.linear` on it (and `linear_relu`, relu as oneDNN's 
 packed GEMM for batches of `min_rows` rows or more and MKL's dense GEMM below; anything else sees the
 dense tensor. Which is faster for a row or two depends on the CPU and the weight's shape, so
 `min_rows` is measured at load per shape, as a decode step meets the weight (docs/speed.md has the
-figures). In float32 and bfloat16, batches of up to `skinny_rows` rows run this project's C++ kernel instead
-(kernels/csrc/cpu_linear.cpp: one pass over the weight), where it is built and measured faster. `ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
+figures). In float32 and bfloat16, batches of up to `skinny_rows` rows run this project's C++ kernel
+instead (kernels/csrc/cpu_linear.cpp: one pass over the weight), where it is built and measured faster.
+`ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
 """
 
 import glob
