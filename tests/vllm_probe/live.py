@@ -34,11 +34,14 @@ BURST_PROMPT = (
 
 @contextlib.contextmanager
 def vllm_with_probe(
-    workdir: Path, scheduler_cls: str = "enginetui.vllm_probe.ProbeAsyncScheduler", hwm: int = 100_000
+    workdir: Path,
+    scheduler_cls: str = "enginetui.vllm_probe.ProbeAsyncScheduler",
+    hwm: int = 100_000,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[tuple[VllmServer, str]]:
     """vLLM serving the embedded model with the probe; yields (server, the probe's address). `hwm`: events
     queued per subscriber (the default, vLLM's KV events' own: a test's subscriber that reads now and then
-    loses nothing)."""
+    loses nothing); `extra_args`: more of vLLM's flags."""
     site = workdir / "site"
     site.mkdir(parents=True, exist_ok=True)
     if not (site / "enginetui").exists():
@@ -61,6 +64,7 @@ def vllm_with_probe(
                 "16",
                 "--max-num-batched-tokens",
                 str(TOKEN_BUDGET),
+                *extra_args,
             ),
         )
     finally:
