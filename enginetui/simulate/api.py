@@ -100,7 +100,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     s = SimSettings(**{**_asdict(s), **{k: v for k, v in kwargs.items() if k in settings_fields}})
     flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
     notes: list[str] = []
-    _check_fleet(s, live)
+    check_fleet(s)
     if s.from_recording:
         _check_recorded_workload(s)
         recorded = recorded_run(s.from_recording)
@@ -152,7 +152,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
 
 
-def _check_fleet(s: SimSettings, live) -> None:
+def check_fleet(s: SimSettings) -> None:
     """Bad fleet settings, refused before anything runs."""
     from enginetui.simulate.routers import ROUTERS
 

@@ -288,13 +288,14 @@ def _status(result) -> int:
 
 
 def _run_watch(args, settings, flags) -> int:
-    from enginetui.simulate.api import fleet_roles, fleet_router, simulate
+    from enginetui.simulate.api import check_fleet, fleet_roles, fleet_router, simulate
     from enginetui.simulate.fleet_watch import FleetWatchTUI
     from enginetui.simulate.report import format_summary
     from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
     from enginetui.terminal_check import SIMULATE_INSTEAD, refuse_without_terminal
 
     settings.progress = False  # the dashboard shows the progress
+    check_fleet(settings)  # one line before the dashboard opens
     live = LiveSimulation(lambda sink: simulate(settings, live=sink, **flags))
     engine = SimulatedEngine(live, args.speed, settings.model)  # a bad --speed is refused here
     if refuse_without_terminal("enginetui simulate --watch", SIMULATE_INSTEAD):

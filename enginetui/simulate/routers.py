@@ -12,6 +12,7 @@ engine's own, enginetui.core.kv.block_hash), where vllm-router works on characte
 import hashlib
 import random
 from bisect import bisect_left
+from itertools import islice
 from typing import Protocol
 
 from enginetui.core.kv.block_hash import update_block_hashes
@@ -174,12 +175,11 @@ class CacheAware(Router):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # block hash -> (the replica that inserted it last, when: a count of inserts)
-        self.last: dict[bytes, tuple[int, int]] = {}
-        self.held: list[set[bytes]] = [set() for _ in range(self.num_replicas)]  # each replica's tree
+        self.last: dict[bytes, int] = {}  # block hash -> the replica that inserted it last
+        # each replica's tree, least recently inserted first (a dict keeps the order of insertion)
+        self.held: list[dict[bytes, None]] = [{} for _ in range(self.num_replicas)]
         self.max_blocks = MAX_TREE_CHARS // (CHARS_PER_TOKEN * self.block_size)  # the size limit, in blocks
         self.next_eviction = EVICTION_INTERVAL_S
-        self.tick = 0
 
     def route(self, request, replicas, now):
         while now >= self.next_eviction:
@@ -203,7 +203,7 @@ class CacheAware(Router):
             rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
             # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
             hit = matched and rate > CACHE_THRESHOLD
-            choice = last[hashes[matched - 1]][0] if hit else least
+            choice = last[hashes[matched - 1]] if hit else least
             if self.explain:
                 match = f"matched {matched * self.block_size} of {request.num_prompt_tokens} tokens ({rate:.0%})"
                 self.why = (
@@ -211,25 +211,27 @@ class CacheAware(Router):
                     if hit
                     else f"{match}, not over {CACHE_THRESHOLD:.0%}: the least loaded (loads {_loads(loads)})"
                 )
-        self.tick += 1
-        self.last.update(dict.fromkeys(hashes, (choice, self.tick)))
-        self.held[choice].update(hashes)
+        self.last.update(dict.fromkeys(hashes, choice))
+        held = self.held[choice]
+        for h in hashes:  # blocks it held already become its most recent
+            held.pop(h, None)
+        held.update(dict.fromkeys(hashes))
         return choice
 
     def _evict(self) -> None:
-        """Replicas past the size limit lose their least recently touched blocks (the block's last touch by
-        any replica stands for its own)."""
+        """Replicas past the size limit lose their least recently inserted blocks."""
         for k, held in enumerate(self.held):
-            if len(held) <= self.max_blocks:
+            excess = len(held) - self.max_blocks
+            if excess <= 0:
                 continue
-            oldest = sorted(held, key=lambda h: self.last[h][1])[: len(held) - self.max_blocks]
-            held.difference_update(oldest)
-            for h in oldest:
-                others = [j for j, other in enumerate(self.held) if h in other]
-                if not others:
-                    del self.last[h]
-                elif self.last[h][0] == k:
-                    self.last[h] = (others[0], self.last[h][1])
+            for h in list(islice(held, excess)):
+                del held[h]
+                if self.last.get(h) == k:  # another holder (the first) answers for it now, if any
+                    others = [j for j, other in enumerate(self.held) if h in other]
+                    if others:
+                        self.last[h] = others[0]
+                    else:
+                        del self.last[h]
 
 
 class PrefixScore(Router):

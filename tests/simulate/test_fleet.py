@@ -106,6 +106,21 @@ def test_cache_aware_follows_the_tree_while_balanced_and_the_lowest_load_when_no
     assert ca.route(prompt("again2", 320, shared=base), fleet(0, 0, 0), 0.0) == 1  # ... and "again" taught it
 
 
+def test_cache_aware_evicts_each_tree_least_recently_inserted_first():
+    ca = make_router("cache-aware", 2, BLOCK)
+    ca.max_blocks = 40  # blocks a tree keeps
+    old, new = SimRequest("old", 0.0, 320, 4), SimRequest("new", 0.0, 320, 4)
+    assert ca.route(prompt("old", 320), fleet(0, 1), 0.0) == 0
+    assert ca.route(prompt("new", 320), fleet(1, 0), 1.0) == 1
+    assert ca.route(prompt("new-again", 320, shared=new), fleet(0, 0), 2.0) == 1  # new's 20 blocks, touched
+    assert ca.route(prompt("new-more", 320, shared=new), fleet(0, 0), 3.0) == 1  # tree 1: 60 blocks
+    assert ca.route(prompt("old-again", 320, shared=old), fleet(1, 0), 4.0) == 0  # tree 0: 40, at the limit
+    ca.route(prompt("filler", 320, shared=old), fleet(0, 1), 200.0)  # after an eviction: tree 1 kept its 40
+    assert len(ca.held[1]) == 40 and all(h in ca.held[1] for h in ca.block_hashes(prompt("new", 320)))
+    # tree 0, past the limit only now, still answers for old's blocks until the next eviction
+    assert ca.route(prompt("old-3", 320, shared=old), fleet(0, 0), 201.0) == 0
+
+
 def test_prefix_score_weighs_the_cached_prefix_the_queue_and_kv_usage():
     ps = make_router("prefix-score", 3, BLOCK)
     request = prompt("q", 320)
@@ -249,6 +264,8 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
         (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
         (["--replicas", "2", "--from-recording", "x.etrec"], "leave out --replicas"),
         (["--router", "random"], "one replica has nothing to route"),
+        (["--replicas", "0", "--watch"], "--replicas must be at least 1, got 0"),
+        (["--replicas", "2", "--router", "fastest", "--watch"], "--router 'fastest': no such router"),
     ],
 )
 def test_bad_fleet_input_is_one_line(argv, message, capsys):
