@@ -22,6 +22,7 @@ from enginetui.core.outputs import EngineCoreOutput, EngineCoreOutputs, EngineCo
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.core.sched.step_record import StepRecord
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.core.worker.cpu_linear import prepare_cpu_model
 from enginetui.core.worker.cuda_graphs import GraphSetup
 from enginetui.core.worker.model_runner import ModelRunnerOutput, compute_threads
@@ -82,7 +83,7 @@ class EngineCore:
         self.last_timings: dict[str, float] = {}  # ms per stage of the last step (profiling)
         self.event_seq = 0  # seq of the latest published event
         self._latest_step = StepSummary(
-            {}, 0, 0, [], StepTimes()
+            {}, 0, 0, [], StepTimes(), StepShape()
         )  # the latest step's plan and times (updates repeat them)
         self._added: list[RequestAdded] = []  # requests added since the latest event
         self._changed = False  # state changed outside a step since the latest event

@@ -22,6 +22,7 @@ from enginetui.core.engine.events import (
 from enginetui.core.request import Request
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.core.sched.step_record import Chunk, Ended, StepRecord
+from enginetui.core.sched.step_shape import StepShape
 
 
 @dataclass(slots=True)
@@ -46,11 +47,14 @@ class StepSummary:
     num_decode_tokens: int  # of which one-token decodes
     chunks: list[Chunk]  # split prefills it scheduled
     times: StepTimes  # where its time went
+    shape: StepShape  # its work, as the step-time models price it
 
     @classmethod
     def of(cls, record: StepRecord, times: StepTimes) -> "StepSummary":
         """The plan a step record carries, with the step's times."""
-        return cls(record.scheduled, record.num_prefill_tokens, record.num_decode_tokens, record.chunks, times)
+        return cls(
+            record.scheduled, record.num_prefill_tokens, record.num_decode_tokens, record.chunks, times, record.shape
+        )
 
 
 @dataclass(slots=True)
@@ -160,6 +164,7 @@ def build_step_event(
         planned_step=work.planned_step,
         executed_step=work.executed_step,
         phases=work.phases,
+        shape=latest.shape,
     )
 
 

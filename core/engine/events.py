@@ -14,6 +14,7 @@ by whoever holds the tokenizer.
 import msgspec
 
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.step_shape import StepShape
 
 SCHEMA_VERSION = 3
 
@@ -143,6 +144,7 @@ class StepEvent(msgspec.Struct, frozen=True):
     phases: list[StepPhase] = []  # this busy-loop step's schedule / execute / update spans, by step
     cuda_graph_size: int = 0  # latest step: the captured decode size its forward replayed (0: ran eagerly)
     replica: int = 0  # a simulated fleet's recording: the replica whose step it is (0: the only engine)
+    shape: StepShape | None = None  # the latest planned step's work, as step-time models price it (None: not recorded)
 
     @property
     def is_snapshot(self) -> bool:

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 from enginetui.core.request import Request
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.step_shape import StepShape
 
 
 @dataclass(slots=True)
@@ -41,6 +42,7 @@ class SchedulerOutput:
     preempted_req_ids: set[str]  # requests preempted this step: the runner drops their state
     num_prefill_tokens: int = 0  # scheduled tokens that are prompt or recompute work
     num_decode_tokens: int = 0  # scheduled tokens that each generate the next token of a request
+    shape: StepShape = StepShape()  # the step's work, for the step-time models and the step event
 
 
 def new_request_data(request: Request, block_ids: list[int]) -> NewRequestData:

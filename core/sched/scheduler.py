@@ -25,6 +25,7 @@ from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sched.output import SchedulerOutput, cached_request_data, new_request_data
 from enginetui.core.sched.request_queue import make_queue
 from enginetui.core.sched.step_record import Admitted, Chunk, Ended, KVState, Preempted, StepRecord
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.core.sched.stop import check_stop
 
 
@@ -50,6 +51,7 @@ class Scheduler:
         self._pending_outputs: list[EngineCoreOutput] = []  # outputs of aborts / rejections / errors not yet sent
         self.first_scheduled: dict[str, float] = {}  # request id -> first schedule time, until reported
         self._record = StepRecord()  # what happened since the last drain_step_record()
+        self.num_plans = 0  # schedule() calls so far: the latest plan's step number
 
     # ---- admission -------------------------------------------------------------------------
 
@@ -233,29 +235,48 @@ class Scheduler:
 
     def _advance_progress(self, output: SchedulerOutput, requests: list[Request]) -> None:
         """Count the plan's tokens as computed, split them into prefill and decode work, and record
-        the plan: what each request was scheduled for, which prefills are split, which requests decode."""
+        the plan: what each request was scheduled for, which prefills are split, which requests decode,
+        and the step's shape."""
         record = self._record
         record.scheduled = dict(output.num_scheduled_tokens)
         record.chunks, record.decodes = [], []
+        num_sampled = decode_context = prefill_kv = pairs = 0
         for request in requests:
             n = output.num_scheduled_tokens[request.request_id]
             before = request.num_computed_tokens
+            after = before + n
             placeholders = request.num_output_placeholders
             num_tokens = request.num_tokens + placeholders  # known tokens and tokens being sampled
             is_decode = n == 1 and request.num_output_tokens + placeholders > 0 and before == num_tokens - 1
             if is_decode:
                 output.num_decode_tokens += 1
                 record.decodes.append(request.request_id)
+                decode_context += after
             else:
                 output.num_prefill_tokens += n
-            request.num_computed_tokens += n
+                prefill_kv += after
+                pairs += n * before + n * (n + 1) // 2
+            request.num_computed_tokens = after
             request.num_in_flight_tokens += n
-            remaining = num_tokens - request.num_computed_tokens
+            remaining = num_tokens - after
             if remaining > 0 or (before > request.num_cached_tokens and not is_decode):
                 record.chunks.append(Chunk(request.request_id, n, remaining))
             request.is_prefill_chunk = remaining > 0
-            if self.async_scheduling and remaining == 0:  # this step samples: its token is a placeholder until applied
-                request.num_output_placeholders += 1
+            if remaining == 0:  # this step samples
+                num_sampled += 1
+                if self.async_scheduling:  # its token is a placeholder until applied
+                    request.num_output_placeholders += 1
+        self.num_plans += 1
+        output.shape = record.shape = StepShape(
+            self.num_plans,
+            len(requests),
+            output.num_prefill_tokens,
+            output.num_decode_tokens,
+            num_sampled,
+            decode_context,
+            prefill_kv,
+            pairs,
+        )
         record.num_prefill_tokens = output.num_prefill_tokens
         record.num_decode_tokens = output.num_decode_tokens
 

@@ -9,6 +9,8 @@ pool's state at the moment it is asked for.
 
 from dataclasses import dataclass, field
 
+from enginetui.core.sched.step_shape import StepShape
+
 
 @dataclass(slots=True)
 class Admitted:
@@ -58,6 +60,7 @@ class StepRecord:
     admitted: list[Admitted] = field(default_factory=list)  # waiting -> running moves
     chunks: list[Chunk] = field(default_factory=list)  # split prefills scheduled this step
     decodes: list[str] = field(default_factory=list)  # requests scheduled for one decode token, in order
+    shape: StepShape = StepShape()  # the latest plan's work (step 0: none planned since the last drain)
     preempted: list[Preempted] = field(default_factory=list)  # running -> waiting moves (KV dropped)
     finished: list[Ended] = field(default_factory=list)  # stop / length / abort / error endings
     rejected: list[Ended] = field(default_factory=list)  # requests refused at admission (reason "rejected")

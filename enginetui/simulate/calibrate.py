@@ -3,11 +3,11 @@ batch shapes, fit a step-time model (fitted.py) to them and save it.
 
 Each grid point is D requests decoding at context C, plus (for P > 0) one new request whose P-token
 prompt is prefilled in the same step. The engine is the real one (EngineCore in this process, step
-events on, as a live engine runs); a step's time is the wall time of `EngineCore.step()`. Each point
-runs one untimed step of its shape first (the first step of a new shape pays for the math library's
-set-up of that shape, which a running engine has long paid), then REPEATS timed ones, of which the
-median is kept. Timings taken on a loaded machine are what that machine did then: calibrate on a
-quiet one.
+events on, as a live engine runs); a step's time is the wall time of `EngineCore.step()`, its shape
+the one its event carries. Each point runs one untimed step of its shape first (the first step of a
+new shape pays for the math library's set-up of that shape, which a running engine has long paid),
+then REPEATS timed ones, of which the median is kept. Timings taken on a loaded machine are what that
+machine did then: calibrate on a quiet one.
 
 `enginetui simulate --calibrate-from-recording RUN.etrec FIT.json` (`calibrate_from_recording`) fits the
 same model to the steps of a recorded run instead: the engine as it ran there, e.g. behind `enginetui
@@ -21,10 +21,15 @@ import os
 import platform
 import sys
 import time
+from typing import TYPE_CHECKING
 
+from enginetui.core.engine.events import StepEvent
 from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, fit_relative_to_prediction
-from enginetui.simulate.step_shape import StepShape, step_shape
+from enginetui.simulate.step_shape import StepShape
 from enginetui.simulate.step_time import ReplayedStepTimes, step_start
+
+if TYPE_CHECKING:
+    from enginetui.simulate.from_recording import RecordedRun
 
 GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
     "tiny": ((1, 2), (16,), (0, 8)),
@@ -52,18 +57,9 @@ def calibrate(
         max_num_batched_tokens=max(max(prefills), max(decodes)) + max(decodes) + 1,
         **(engine_args or {}),
     )
-    core = EngineCore(EngineConfig(**args))
+    core = EngineCore(EngineConfig(**{**args, "enable_step_events": True}))  # a step's shape is in its event
     shapes: list[StepShape] = []
     seconds: list[float] = []
-    captured: list[StepShape] = []
-    schedule = core.scheduler.schedule
-
-    def schedule_and_capture():  # the plan's shape, as the simulator computes it
-        plan = schedule()
-        captured.append(step_shape(len(captured) + 1, plan, core.scheduler.requests))
-        return plan
-
-    core.scheduler.schedule = schedule_and_capture
     vocab = core.hf_config.vocab_size
     longest = core.max_model_len - 1  # the longest prompt a request of one output token may have
     too_long = [p for p in prefills if p > longest]
@@ -95,11 +91,10 @@ def calibrate(
                     if prefill:  # a new request each step: its P-token prompt is prefilled alongside the D decodes
                         _add(core, f"cal-{n}", [(11 * n + j) % (vocab - 3) + 3 for j in range(prefill)], 1)
                         n += 1
-                    captured.clear()
                     t0 = time.perf_counter()
-                    core.step()
+                    _, event = core.step()
                     if repeat:  # the first step of the shape is not timed
-                        timed.append((time.perf_counter() - t0, captured[-1]))
+                        timed.append((time.perf_counter() - t0, _shape_of(event)))
                 median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
                 if (shape.num_prefill_tokens, shape.num_decode_tokens) != (prefill, batch):
                     raise RuntimeError(
@@ -131,7 +126,7 @@ def calibrate(
 class RecordedSteps:
     """A recording's busy steps, as the fit sees them."""
 
-    shapes: list[StepShape]  # each busy step's shape, as the simulator computes it
+    shapes: list[StepShape]  # each busy step's shape, as its event carries it
     seconds: list[float]  # its time: from its start to the next step's start
     gaps: list[float]  # of which between steps: from its event being built to the next step's start
     num_steps: int  # steps in the recording, busy or not
@@ -145,10 +140,10 @@ class RecordedSteps:
 def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     """The busy steps of one recording: shape and duration of each.
 
-    The shapes come from replaying the recording through the simulator on its own clock (the
-    engine's scheduler reproduces the recorded steps exactly: tests/simulate/test_exact_replay.py),
-    so each is computed by the very function the simulator prices steps with; each is checked
-    against the recorded step's token counts.
+    Each step's shape is the one its event carries (the scheduler's, the very one the simulator prices
+    steps with). A recording from before events carried shapes is replayed through the simulator on its
+    own clock instead (the engine's scheduler reproduces the recorded steps exactly:
+    tests/simulate/test_exact_replay.py), each shape checked against the recorded step's token counts.
 
     The duration fitted is the time from a step's start to the next step's start, while the engine
     stays busy. The simulator's clock runs a busy engine's steps back to back (the next one starts when
@@ -166,7 +161,6 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     """
     from enginetui.core.record.format import RecordingError
     from enginetui.simulate.from_recording import recorded_run
-    from enginetui.simulate.simulator import Simulator
 
     try:
         recorded = recorded_run(str(path))
@@ -180,6 +174,49 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
             f"{path} was recorded with --async-scheduling: its steps overlap, and the simulator "
             f"models synchronous steps only"
         )
+    carried = [e.shape for e in steps if e.shape is not None]
+    step_shapes = carried if len(carried) == len(steps) else replayed_shapes(str(path), recorded)
+    starts = [step_start(e) for e in steps]
+    shapes, seconds, gaps = [], [], []
+    fewer_threads = 0
+    for k, (event, following) in enumerate(zip(steps, steps[1:])):
+        if not (event.running or event.waiting):
+            continue  # idle after it: the next start waited for a request
+        if event.paused or event.step_interval_ms or following.paused or following.step != event.step + 1:
+            continue  # single-stepped, slowed down, or the next step is missing
+        period = starts[k + 1] - starts[k]
+        if period <= 0:
+            continue  # clocks out of order (a wall-clock jump)
+        if recorded.on_fewer_threads(event):
+            fewer_threads += 1
+            continue  # beside a busy process: not the machine the fit describes
+        shapes.append(step_shapes[k])
+        seconds.append(period)
+        gaps.append(starts[k + 1] - event.time)
+    header = recorded.header
+    device = (
+        f"{header.engine.device} ({header.engine.dtype}), recorded "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC"
+    )
+    return RecordedSteps(
+        shapes,
+        seconds,
+        gaps,
+        len(steps),
+        fewer_threads,
+        recorded.model_name,
+        device,
+        recorded.num_blocks,
+        recorded.max_model_len,
+    )
+
+
+def replayed_shapes(path: str, recorded: "RecordedRun") -> list[StepShape]:
+    """The shapes of a recording whose events carry none (recorded before they did): its run replayed
+    through the simulator on its own clock, checked step by step against the recorded token counts."""
+    from enginetui.simulate.simulator import Simulator
+
+    steps = recorded.steps
 
     class CapturingReplay(ReplayedStepTimes):
         def __init__(self) -> None:
@@ -207,39 +244,7 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
             len(event.scheduled),
         ):
             raise ValueError(f"replaying {path} diverged from the recorded engine at step {event.step}")
-    starts = [step_start(e) for e in steps]
-    shapes, seconds, gaps = [], [], []
-    fewer_threads = 0
-    for k, (event, following) in enumerate(zip(steps, steps[1:])):
-        if not (event.running or event.waiting):
-            continue  # idle after it: the next start waited for a request
-        if event.paused or event.step_interval_ms or following.paused or following.step != event.step + 1:
-            continue  # single-stepped, slowed down, or the next step is missing
-        period = starts[k + 1] - starts[k]
-        if period <= 0:
-            continue  # clocks out of order (a wall-clock jump)
-        if recorded.on_fewer_threads(event):
-            fewer_threads += 1
-            continue  # beside a busy process: not the machine the fit describes
-        shapes.append(replay.shapes[k])
-        seconds.append(period)
-        gaps.append(starts[k + 1] - event.time)
-    header = recorded.header
-    device = (
-        f"{header.engine.device} ({header.engine.dtype}), recorded "
-        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(header.created))} UTC"
-    )
-    return RecordedSteps(
-        shapes,
-        seconds,
-        gaps,
-        len(steps),
-        fewer_threads,
-        recorded.model_name,
-        device,
-        recorded.num_blocks,
-        recorded.max_model_len,
-    )
+    return replay.shapes
 
 
 def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
@@ -309,6 +314,12 @@ def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
             arrival_time=time.time(),
         )
     )
+
+
+def _shape_of(event: StepEvent | None) -> StepShape:
+    if event is None or event.shape is None:
+        raise RuntimeError("the calibration engine published no step event")
+    return event.shape
 
 
 def machine() -> str:

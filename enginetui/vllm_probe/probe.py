@@ -34,6 +34,7 @@ from enginetui.core.engine.events import (
     StepPhase,
 )
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.vllm_probe.config import ProbeConfig
 
 log = logging.getLogger("vllm.enginetui_probe")  # under vLLM's logger: its handler prints it
@@ -62,6 +63,7 @@ class _Plan:
     num_decode_tokens: int = 0
     chunks: list[PrefillChunk] = field(default_factory=list)
     admitted: list[Admission] = field(default_factory=list)
+    shape: StepShape = StepShape()  # its work, as the step-time models price it
 
 
 class Probe:
@@ -258,13 +260,16 @@ class Probe:
     # ---- reading vLLM ------------------------------------------------------------------------
 
     def _describe_plan(self, s, out, plan: _Plan, running_before: set[str]) -> None:
-        """What this schedule() did: tokens per request, prefill or decode, split prefills, admissions."""
+        """What this schedule() did: tokens per request, prefill or decode, split prefills, admissions, the
+        step's shape."""
         spec = out.scheduled_spec_decode_tokens
         sampled_per_step = getattr(s, "num_sampled_tokens_per_step", 1)
+        num_sampled = decode_context = prefill_kv = pairs = 0
         for req_id, n in out.num_scheduled_tokens.items():
             r = s.requests[req_id]
             num_spec = len(spec.get(req_id, ()))
-            before = r.num_computed_tokens - n
+            after = r.num_computed_tokens
+            before = after - n
             placeholders = r.num_output_placeholders
             if self.async_class and not r.is_prefill_chunk:  # AsyncScheduler added this step's placeholders
                 placeholders -= sampled_per_step + num_spec
@@ -272,14 +277,29 @@ class Probe:
             is_decode = n - num_spec == 1 and r.num_output_tokens + placeholders > 0 and before == known - 1
             if is_decode:
                 plan.num_decode_tokens += n
+                decode_context += after
             else:
                 plan.num_prefill_tokens += n
-            remaining = max(0, known - r.num_computed_tokens)
+                prefill_kv += after
+                pairs += n * before + n * (n + 1) // 2
+            remaining = max(0, known - after)
+            if remaining == 0:
+                num_sampled += 1
             if remaining > 0 or (before > self._admission.get(req_id, (0, 0.0))[0] and not is_decode):
                 plan.chunks.append(PrefillChunk(req_id, n, remaining))
             if req_id not in running_before:
                 plan.admitted.append(Admission(req_id, n, before, r.num_preemptions > 0))
         plan.scheduled = dict(out.num_scheduled_tokens)
+        plan.shape = StepShape(
+            plan.step,
+            len(plan.scheduled),
+            plan.num_prefill_tokens,
+            plan.num_decode_tokens,
+            num_sampled,
+            decode_context,
+            prefill_kv,
+            pairs,
+        )
 
     def _build(
         self, s, kind: str, plan: _Plan | None, executed: int, phases: list[StepPhase], new_tokens: dict[str, list[int]]
@@ -370,6 +390,7 @@ class Probe:
             planned_step=plan.step if plan else 0,
             executed_step=executed,
             phases=phases,
+            shape=plan.shape if plan else StepShape(),
         )
 
 

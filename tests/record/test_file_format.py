@@ -3,14 +3,17 @@ up to its last good event and says so, newer versions are refused with what to d
 
 import struct
 
+import msgspec
 import pytest
 
 from enginetui.core.engine.events import SCHEMA_VERSION, encode_event
 from enginetui.core.record import format as fmt
 from enginetui.core.record.reader import read_recording
+from enginetui.core.record.writer import RecordingWriter
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.vllm_watch.recording import read_watch_recording
 from tests.dashboard.builders import event, progress
-from tests.record.recordings import write
+from tests.record.recordings import header, write
 
 EVENTS = [event(step, running=[progress("r1", step * 4, 40, blocks=[1, 2, 3])], seq=step) for step in range(1, 8)]
 
@@ -84,6 +87,19 @@ def test_a_newer_format_version_is_refused_with_what_to_do(tmp_path):
     (tmp_path / "newer.etrec").write_bytes(newer)
     with pytest.raises(fmt.RecordingError, match=f"format version {fmt.FORMAT_VERSION + 1}.*upgrade enginetui"):
         read_recording(tmp_path / "newer.etrec")
+
+
+def test_events_written_before_they_carried_their_steps_shape_still_read(tmp_path):
+    shaped = [msgspec.structs.replace(e, shape=StepShape(e.step, 1, 0, 1, 1, 4 * e.step, 0, 0)) for e in EVENTS]
+    writer = RecordingWriter(tmp_path / "old.etrec", header())
+    for e in shaped:
+        fields = msgspec.msgpack.decode(encode_event(e))
+        del fields["shape"]  # as an enginetui of the same schema version without the field wrote it
+        writer.write_event(msgspec.msgpack.encode(fields))
+    writer.close()
+    old = list(read_recording(tmp_path / "old.etrec").events())
+    assert old == [msgspec.structs.replace(e, shape=None) for e in shaped]
+    assert list(read_recording(write(tmp_path / "new.etrec", shaped)).events()) == shaped
 
 
 def test_a_newer_event_schema_is_refused_with_what_to_do(tmp_path):

@@ -111,7 +111,7 @@ def _sample(rng: random.Random) -> int:
     return rng.randrange(3, 40)
 
 
-def make_scheduler(config: dict) -> Scheduler:
+def make_scheduler(config: dict, scheduler_class: type[Scheduler] = Scheduler) -> Scheduler:
     engine_config = EngineConfig(
         block_size=config["block_size"],
         max_num_batched_tokens=config["max_num_batched_tokens"],
@@ -123,12 +123,12 @@ def make_scheduler(config: dict) -> Scheduler:
         scheduler_reserve_full_isl=config["scheduler_reserve_full_isl"],
         async_scheduling=config.get("async_scheduling", False),
     )
-    return Scheduler(engine_config, config["num_blocks"], config["max_model_len"])
+    return scheduler_class(engine_config, config["num_blocks"], config["max_model_len"])
 
 
-def run_ours(trace: dict) -> list[dict]:
-    """Drive our scheduler through the trace; one record per step (STEP_FIELDS)."""
-    s = make_scheduler(trace["config"])
+def run_ours(trace: dict, scheduler_class: type[Scheduler] = Scheduler) -> list[dict]:
+    """Drive our scheduler (or a subclass of it) through the trace; one record per step (STEP_FIELDS)."""
+    s = make_scheduler(trace["config"], scheduler_class)
     is_async = trace["config"].get("async_scheduling", False)
     outputs: dict[str, list[int]] = {}  # request id -> the tokens it samples, in order
     emitted: set[str] = set()  # requests that have produced a token

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import zmq
 
 REPO = Path(__file__).resolve().parents[2]
@@ -172,7 +173,7 @@ class Checker:
         plan = self.plans.pop(event.planned_step, None) if event.planned_step else None
         if event.planned_step and plan is None:
             self.problem(f"seq {event.seq}: planned step {event.planned_step} is not a step vLLM planned")
-        scheduled, preempted, admitted, decode, chunked = plan or ({}, [], [], 0, set())
+        scheduled, preempted, admitted, decode, chunked, shape = plan or ({}, [], [], 0, set(), (0,) * 8)
         got = {
             "scheduled": list(event.scheduled.items()),
             "preempted": sorted(p.req_id for p in event.preempted),
@@ -186,6 +187,7 @@ class Checker:
             "split": [event.num_prefill_tokens, event.num_decode_tokens],
             "step": event.step,
             "unfinished prefills": {c.req_id for c in event.chunks if c.num_remaining},
+            "shape": msgspec.structs.astuple(event.shape) if event.shape else None,
         }
         want = {
             "scheduled": list(scheduled.items()),
@@ -199,6 +201,7 @@ class Checker:
             "output_tokens": self.output_tokens,
             "split": [sum(scheduled.values()) - decode, decode],
             "unfinished prefills": chunked,
+            "shape": shape,
             "step": self.latest_step + 1 if event.kind == "step" else self.latest_step,
         }
         for key, value in want.items():
@@ -248,19 +251,31 @@ def checked(base, checkers: list):
             # generating; vLLM also counts a preempted request's recompute as generating, the event as prefill.
             new_ids = {new.req_id for new in out.scheduled_new_reqs}
             decode, chunked = 0, set()
+            sampled = decode_context = prefill_kv = pairs = 0  # the step's shape
             for req_id, n in out.num_scheduled_tokens.items():
                 r = self.requests[req_id]
                 context = req_id in new_ids or out.scheduled_cached_reqs.is_context_phase(req_id)
-                decode += n if not context and n == 1 and not r.is_prefill_chunk else 0
+                after = r.num_computed_tokens
+                if not context and n == 1 and not r.is_prefill_chunk:
+                    decode += n
+                    decode_context += after
+                else:
+                    prefill_kv += after
+                    pairs += n * (after - n) + n * (n + 1) // 2
                 c.counts["recompute tokens vLLM counts as generation"] += n * (not context and r.is_prefill_chunk)
                 if r.is_prefill_chunk:
                     chunked.add(req_id)
+                else:
+                    sampled += 1
+            total = sum(out.num_scheduled_tokens.values())
+            shape = (step, len(out.num_scheduled_tokens), total - decode, decode, sampled, decode_context)
             c.plans[step] = (
                 dict(out.num_scheduled_tokens),
                 sorted(out.preempted_req_ids),
                 [r for r in out.num_scheduled_tokens if r not in before["running"]],
                 decode,
                 chunked,
+                (*shape, prefill_kv, pairs),
             )
             return out
 

@@ -10,6 +10,7 @@ Started with ENGINETUI_VLLM_PYTHON set (skipped without it); minutes on 2 cores 
 import json
 import threading
 
+import msgspec
 import pytest
 import zmq
 
@@ -20,6 +21,8 @@ from enginetui.core.record.reader import read_recording
 from enginetui.dashboard.state import DashboardState
 from enginetui.replay.cli import open_session
 from enginetui.replay.session import ReplaySession
+from enginetui.simulate.calibrate import replayed_shapes
+from enginetui.simulate.from_recording import recorded_run
 from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_probe.attach import ProbeEngine
 from enginetui.vllm_probe.recording import read_facts
@@ -149,6 +152,10 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
         assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
         assert main(["export", record, "--format", "csv", str(tmp_path / "csv")]) == 0
         assert main(["simulate", "--from-recording", record, "--step-times", "recorded", "--no-progress"]) == 0
-        # the fit replays every recorded step through the simulator's scheduler: it refuses a run it diverges from
+        # each step's shape as the probe published it is the one the simulator's scheduler computes replaying the
+        # run (which refuses a run it diverges from); the fit reads them
+        recorded = recorded_run(record)
+        unnumbered = lambda shapes: [msgspec.structs.replace(s, step=0) for s in shapes]  # noqa: E731
+        assert unnumbered(e.shape for e in recorded.steps) == unnumbered(replayed_shapes(record, recorded))
         assert main(["simulate", "--calibrate-from-recording", record, str(tmp_path / "fit.json")]) == 0
         print(capsys.readouterr().out)

@@ -15,6 +15,7 @@ from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.core.record.reader import read_recording
 from enginetui.dashboard.state import DashboardState
 from enginetui.replay.session import ReplaySession
+from enginetui.simulate import calibrate
 from enginetui.simulate.api import simulate
 from enginetui.vllm_probe.attach import ProbeEngine
 from enginetui.vllm_probe.recording import UNKNOWN_MODEL, VllmFacts
@@ -123,6 +124,28 @@ def test_the_simulator_replays_vllms_steps_exactly_and_fits_its_step_times(recor
     # the fit replays every step through the simulator's scheduler and refuses one that diverges
     assert main(["simulate", "--calibrate-from-recording", path, str(tmp_path / "fit.json")]) == 0
     assert json.loads((tmp_path / "fit.json").read_text())["info"]["model"] == FACTS.model
+
+
+def test_a_fit_from_step_shapes_carried_by_the_events_equals_the_fit_that_replays_the_run(
+    recorded, tmp_path, monkeypatch
+):
+    path, _ = recorded  # vLLM's events from before events carried their step's shape
+    assert all(e.shape is None for e in read_events())
+    replayed = []
+    replay = calibrate.replayed_shapes
+    monkeypatch.setattr(calibrate, "replayed_shapes", lambda *args: replayed.append(args) or replay(*args))
+    old = calibrate.recorded_steps(path)
+    assert len(replayed) == 1
+    # the simulator replays the run on its recorded clock and records it: each event carries its step's shape
+    shaped = str(tmp_path / "shaped.etrec")
+    simulate(from_recording=path, step_times="recorded", progress=False, record=shaped)
+    steps = [e for e in read_recording(shaped).events() if e.is_step]
+    assert steps and all(e.shape is not None and e.shape.num_reqs == len(e.scheduled) for e in steps)
+    new = calibrate.recorded_steps(shaped)
+    assert len(replayed) == 1  # read from the events, not replayed
+    assert len(new.shapes) > 100 and (new.shapes, new.seconds, new.gaps) == (old.shapes, old.seconds, old.gaps)
+    old_fit, new_fit = calibrate.calibrate_from_recording(path), calibrate.calibrate_from_recording(shaped)
+    assert new_fit.coefficients == old_fit.coefficients and new_fit.info.r2 == old_fit.info.r2
 
 
 def test_without_vllms_url_the_recording_says_what_the_simulator_lacks(tmp_path, capsys):

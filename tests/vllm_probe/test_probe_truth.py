@@ -106,6 +106,8 @@ def test_inside_vllm_it_imports_only_the_event_schema_and_publisher(probe_run):
         "enginetui.core.engine.event_publisher",
         "enginetui.core.engine.events",
         "enginetui.core.sampling_params",
+        "enginetui.core.sched",
+        "enginetui.core.sched.step_shape",
         "enginetui.vllm_probe",
         "enginetui.vllm_probe.config",
         "enginetui.vllm_probe.probe",
