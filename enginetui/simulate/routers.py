@@ -213,8 +213,8 @@ class CacheAware(Router):
                 )
         self.last.update(dict.fromkeys(hashes, choice))
         held = self.held[choice]
-        for h in hashes:  # blocks it held already become its most recent
-            held.pop(h, None)
+        for h in held.keys() & hashes:  # blocks it held already become its most recent
+            del held[h]
         held.update(dict.fromkeys(hashes))
         return choice
 
