@@ -55,6 +55,13 @@ def run_export(args: argparse.Namespace) -> int:
     except (OSError, RecordingError) as exc:
         print(f"enginetui export: {exc}", file=sys.stderr)
         return 2
+    if recording.header.replicas:
+        print(
+            f"enginetui export: {args.file} is a simulated fleet's recording ({len(recording.header.replicas)} "
+            f"engines): it opens with `enginetui replay`; export takes one engine's",
+            file=sys.stderr,
+        )
+        return 2
     for note in recording.describe_problems():
         print(f"enginetui export: {note}", file=sys.stderr)
     try:

@@ -56,6 +56,11 @@ class RecordedRun:
 def recorded_run(path: str) -> RecordedRun:
     recording = read_recording(path)
     header = recording.header
+    if header.replicas:
+        raise ValueError(
+            f"{path} is a simulated fleet's recording ({len(header.replicas)} engines): it opens with "
+            f"`enginetui replay`; --from-recording takes one engine's"
+        )
     if not header.engine.max_model_len:  # a vLLM recorded through its probe alone (vllm_probe/recording.py)
         raise ValueError(
             f"{path} does not hold its engine's max_model_len or prefix caching (a vLLM recorded through its probe "

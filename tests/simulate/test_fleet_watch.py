@@ -119,6 +119,14 @@ def test_a_recorded_fleet_is_one_recording_with_each_event_tagged(tmp_path, caps
         assert sum(len(e.added) for e in mine) == len(run.requests)
         assert all(a.routed.startswith("cache-aware: ") for e in mine for a in e.added)
     assert is_fleet_recording(str(path))
+    for argv in (
+        ["export", str(path), "--format", "csv", str(tmp_path / "csv")],
+        ["simulate", "--from-recording", str(path)],
+    ):
+        assert main(argv) == 2  # one engine's recording only: one line saying where a fleet's opens
+        err = capsys.readouterr().err
+        assert "a simulated fleet's recording (3 engines): it opens with `enginetui replay`" in err
+        assert err.count("\n") == 1
     single = tmp_path / "one.etrec"
     assert (
         main(["simulate", "--model", "opt-125m", "--num-prompts", "2", "--no-progress", "--record", str(single)]) == 0
