@@ -22,12 +22,10 @@ from typing import Any
 import numpy as np
 
 from enginetui.bench import plot, report
+from enginetui.bench.decode_batch import check_decode_capacity, end_decode_batch, start_decode_batch, timed_steps
 from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs
-from enginetui.core import SamplingParams
-from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
-from enginetui.core.engine.engine_info import EngineInfo
 from enginetui.core.engine.output_processor import OutputProcessor
 from enginetui.core.engine.processor import Processor
 from enginetui.core.engine.tokenizer import load_tokenizer
@@ -80,18 +78,11 @@ def profile_decode(
     rng = np.random.default_rng(seed)
     prompts = [rng.integers(0, info.vocab_size, size=input_len).tolist() for _ in range(batch_size)]
     req_ids = start_decode_batch(core, processor, output_processor, prompts, 1.0, f"profile-{batch_size}")
-    sched = core.scheduler
     for _ in range(warmup_steps):
         output_processor.process(core.step()[0].outputs)
     totals = dict.fromkeys(STAGES, 0.0)
     client_ms = 0.0
-    for _ in range(steps):
-        if len(sched.running) != batch_size:
-            raise RuntimeError(
-                f"{len(sched.running)} requests running, expected {batch_size} "
-                f"(KV pool or max_model_len too small for --input-len and --steps?)"
-            )
-        outputs, _ = core.step()
+    for _, outputs, _ in timed_steps(core, steps, batch_size):
         start = time.perf_counter()
         output_processor.process(outputs.outputs)
         client_ms += (time.perf_counter() - start) * 1e3
@@ -111,55 +102,6 @@ def profile_decode(
         client_ms=client_ms / steps,
         tokens_per_s=batch_size * 1e3 / (step_ms + client_ms / steps),
     )
-
-
-def check_decode_capacity(info: EngineInfo, batch_size: int, input_len: int, steps: int, prompt_len: int = 0) -> None:
-    """Refuse a batch the engine cannot keep decoding for `steps` steps (pool or max_model_len too small),
-    beside a new prompt of `prompt_len` tokens in each step when given (computed and finished in it)."""
-    # Tokens a request reaches by the end (one more block each of slack for decoding while others prefill).
-    max_len = input_len + steps + 1 + info.block_size
-    prompt_blocks = cdiv(prompt_len + 1, info.block_size) if prompt_len else 0  # the new prompt and its one token
-    needed = batch_size * cdiv(max_len, info.block_size) + prompt_blocks
-    positions = max(max_len, prompt_len + 1)
-    if needed > info.num_blocks or positions > info.max_model_len:
-        what = f" and a {prompt_len}-token prompt" if prompt_len else ""
-        raise ValueError(
-            f"{batch_size} requests of {input_len} prompt tokens{what} need {needed} KV blocks and {positions} "
-            f"positions; the pool has {info.num_blocks} blocks, max_model_len is {info.max_model_len}: lower "
-            f"--input-len or --steps, or raise --num-gpu-blocks-override"
-        )
-
-
-def start_decode_batch(
-    core: EngineCore,
-    processor: Processor,
-    output_processor: OutputProcessor,
-    prompts: list[list[int]],
-    temperature: float,
-    tag: str,
-) -> list[str]:
-    """Add a request per prompt (long enough to decode until aborted) and step until every one has
-    its prompt computed: from the next step on, the batch decodes. Returns the requests' ids."""
-    info = processor.info
-    longest = max(map(len, prompts))
-    params = SamplingParams(temperature=temperature, ignore_eos=True, max_tokens=info.max_model_len - longest)
-    req_ids = [f"{tag}-{i}" for i in range(len(prompts))]
-    for req_id, prompt in zip(req_ids, prompts):
-        request, text = processor.process(req_id, prompt, params)
-        output_processor.register(request, text)
-        core.add_request(request)
-    sched = core.scheduler
-    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        output_processor.process(core.step()[0].outputs)  # prefill, chunked over as many steps as the budget needs
-        if any(r.num_preemptions for r in (*sched.running, *sched.waiting)):
-            raise RuntimeError("a request was preempted while filling the batch: the KV pool is too small")
-    return req_ids
-
-
-def end_decode_batch(core: EngineCore, output_processor: OutputProcessor, req_ids: list[str]) -> None:
-    """Abort a batch start_decode_batch began, and let the client side see it end."""
-    core.abort_requests(req_ids)
-    output_processor.process(core.take_update()[0])
 
 
 def run(args: argparse.Namespace) -> ProfileResult:

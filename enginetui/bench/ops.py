@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from enginetui.bench import report
-from enginetui.bench.decode_profile import check_decode_capacity, end_decode_batch, start_decode_batch
+from enginetui.bench.decode_batch import check_decode_capacity, end_decode_batch, start_decode_batch
 from enginetui.bench.engines import allocate_as_the_engine_child, bench_engine_kwargs, shared_weights
 from enginetui.bench.frozen import frozen
 from enginetui.bench.op_kinds import ORDER, ms_per_kind

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from enginetui.bench import report
-from enginetui.bench.decode_profile import check_decode_capacity
+from enginetui.bench.decode_batch import check_decode_capacity
 from enginetui.bench.engines import allocate_as_the_engine_child
 from enginetui.bench.ops import OpsRow, check_budget, measure_shape, start_ours, start_vllm, steps_per_pass
 from enginetui.bench.run_record import machine

@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from enginetui.bench import report
+from enginetui.bench.decode_batch import start_decode_batch, timed_steps
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload
 from enginetui.bench.workload import prompts_of, spec_from_args
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.events import StepPhase
-from enginetui.core.outputs import EngineCoreRequest
+from enginetui.core.engine.output_processor import OutputProcessor
+from enginetui.core.engine.processor import Processor
 
 MODES = {"sync": False, "async": True}  # mode name -> async_scheduling
 
@@ -83,33 +85,17 @@ def decode_row(
     core = EngineCore(config)
     try:
         info = core.describe(os.getpid())
+        processor, output_processor = Processor(None, info), OutputProcessor(None, stream=False)
         rng = np.random.default_rng(0)
-        params = SamplingParams(temperature=1.0, ignore_eos=True, max_tokens=warmup_steps + steps + 8)
-        for i in range(batch_size):
-            core.add_request(
-                _request(
-                    f"{mode}-{batch_size}-{i}",
-                    rng.integers(0, info.vocab_size, input_len).tolist(),
-                    params,
-                    info.eos_token_ids,
-                )
-            )
-        sched = core.scheduler
-        while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-            core.step()
+        prompts = [rng.integers(0, info.vocab_size, input_len).tolist() for _ in range(batch_size)]
+        start_decode_batch(core, processor, output_processor, prompts, 1.0, f"{mode}-{batch_size}")
         for _ in range(warmup_steps):
             core.step()
         phases: list[StepPhase] = []
-        start = time.perf_counter()
-        for _ in range(steps):
-            if len(sched.running) != batch_size:
-                raise RuntimeError(
-                    f"{len(sched.running)} requests running, expected {batch_size}: "
-                    "the KV pool is too small for the batch (raise --num-gpu-blocks-override)"
-                )
-            _, event = core.step()
-            phases += event.phases
-        elapsed_ms = (time.perf_counter() - start) * 1e3
+        elapsed_ms = 0.0
+        for seconds, _, event in timed_steps(core, steps, batch_size):
+            elapsed_ms += seconds * 1e3
+            phases += event.phases if event is not None else []
     finally:
         core.close()
     tpot = elapsed_ms / steps
@@ -122,12 +108,6 @@ def decode_row(
         tokens_per_s=batch_size * 1e3 / tpot,
         busy_loop_pct=100.0 * busy / elapsed_ms,
         hidden_pct=100.0 * hidden / elapsed_ms,
-    )
-
-
-def _request(req_id: str, prompt: list[int], params: SamplingParams, eos: list[int]) -> EngineCoreRequest:
-    return EngineCoreRequest(
-        request_id=req_id, prompt_token_ids=prompt, sampling_params=params, eos_token_ids=eos, arrival_time=time.time()
     )
 
 

@@ -46,8 +46,12 @@ def calibrate(
     model: str | None, grid: str = "standard", engine_args: dict | None = None, log=lambda text: None
 ) -> FittedModel:
     """Measure and fit. `model`: an HF directory (None: the embedded default model)."""
+    from enginetui.bench.decode_batch import end_decode_batch, start_decode_batch, timed_steps
     from enginetui.core.config import EngineConfig
     from enginetui.core.engine.core import EngineCore
+    from enginetui.core.engine.output_processor import OutputProcessor
+    from enginetui.core.engine.processor import Processor
+    from enginetui.core.sampling_params import SamplingParams
 
     decodes, contexts, prefills = GRIDS[grid]
     args = dict(
@@ -69,33 +73,30 @@ def calibrate(
             f"prefills of {', '.join(map(str, too_long))} tokens measured as {longest}: the model's max_model_len "
             f"is {core.max_model_len}"
         )
+    info = core.describe(os.getpid())
+    processor, output_processor = Processor(None, info), OutputProcessor(None, stream=False)
+    last_prompt = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0)
     n = 0
     for context in contexts:
         for batch in decodes:
             if context + 2 + (1 + REPEATS) * len(prefills) >= core.max_model_len:
                 continue
-            ids = [f"cal-{n + i}" for i in range(batch)]
-            for i, req_id in enumerate(ids):
-                _add(
-                    core,
-                    req_id,
-                    [(7 * (n + i) + j) % (vocab - 3) + 3 for j in range(context)],
-                    core.max_model_len - context,
-                )
+            prompts = [[(7 * (n + i) + j) % (vocab - 3) + 3 for j in range(context)] for i in range(batch)]
+            req_ids = start_decode_batch(core, processor, output_processor, prompts, 0.0, f"cal-{n}")
             n += batch
-            while any(r.num_output_tokens == 0 for r in core.scheduler.running) or len(core.scheduler.waiting):
-                core.step()  # prefill them (not measured)
             for prefill in prefills:
-                timed: list[tuple[float, StepShape]] = []  # (seconds, shape) of the timed steps
-                for repeat in range(1 + REPEATS):
-                    if prefill:  # a new request each step: its P-token prompt is prefilled alongside the D decodes
-                        _add(core, f"cal-{n}", [(11 * n + j) % (vocab - 3) + 3 for j in range(prefill)], 1)
+
+                def add_prompt(prefill: int = prefill) -> None:  # its P-token prompt prefilled beside the D decodes
+                    nonlocal n
+                    if prefill:
+                        prompt = [(11 * n + j) % (vocab - 3) + 3 for j in range(prefill)]
+                        core.add_request(processor.process(f"cal-{n}", prompt, last_prompt)[0])
                         n += 1
-                    t0 = time.perf_counter()
-                    _, event = core.step()
-                    if repeat:  # the first step of the shape is not timed
-                        timed.append((time.perf_counter() - t0, _shape_of(event)))
-                median_s, shape = sorted(timed, key=lambda pair: pair[0])[len(timed) // 2]
+
+                steps = timed_steps(core, 1 + REPEATS, batch, add_prompt)
+                next(steps)  # the first step of the shape is not timed
+                timed = sorted(((s, _shape_of(event)) for s, _, event in steps), key=lambda pair: pair[0])
+                median_s, shape = timed[len(timed) // 2]
                 if (shape.num_prefill_tokens, shape.num_decode_tokens) != (prefill, batch):
                     raise RuntimeError(
                         f"calibration step D={batch} C={context} P={prefill} ran "
@@ -106,11 +107,10 @@ def calibrate(
                 shapes.append(shape)
                 log(
                     f"D={batch:<3} C={context:<4} P={prefill:<4} {median_s * 1e3:8.2f} ms "
-                    f"(median of {REPEATS}, {min(timed)[0] * 1e3:.2f}-{max(timed)[0] * 1e3:.2f})"
+                    f"(median of {REPEATS}, {timed[0][0] * 1e3:.2f}-{timed[-1][0] * 1e3:.2f})"
                 )
-            core.abort_requests([r.request_id for r in [*core.scheduler.running, *core.scheduler.waiting]])
-            core.take_update()
-    info = FitInfo(
+            end_decode_batch(core, output_processor, req_ids)
+    fit_info = FitInfo(
         model=model or "default",
         machine=machine(),
         num_steps=0,
@@ -119,7 +119,7 @@ def calibrate(
         note="measured with enginetui simulate --calibrate",
         engine_config={"num_blocks": core.num_blocks, "max_model_len": core.max_model_len},
     )
-    return fit(shapes, seconds, info)
+    return fit(shapes, seconds, fit_info)
 
 
 @dataclasses.dataclass(slots=True)
@@ -298,22 +298,6 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
         engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len},
     )
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
-
-
-def _add(core, req_id: str, prompt: list[int], max_tokens: int) -> None:
-    from enginetui.core.outputs import EngineCoreRequest
-    from enginetui.core.sampling_params import SamplingParams
-
-    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0)
-    core.add_request(
-        EngineCoreRequest(
-            request_id=req_id,
-            prompt_token_ids=prompt,
-            sampling_params=params,
-            eos_token_ids=[],
-            arrival_time=time.time(),
-        )
-    )
 
 
 def _shape_of(event: StepEvent | None) -> StepShape:
