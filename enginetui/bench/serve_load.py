@@ -7,7 +7,6 @@ max_tokens = its output length, sent at its arrival; the client (enginetui/opena
 carrying tokens arrived.
 """
 
-import argparse
 import asyncio
 import json
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import httpx
 
 from enginetui.bench.latency import RequestTiming
-from enginetui.flags.engine import ENGINE_FLAGS
+from enginetui.flags.engine import ENGINE_FLAGS, as_flags
 from enginetui.openai_client import EventError, auth_headers, error_message, stream_events
 from enginetui.simulate.workload import SimRequest, prompt_token_ids
 
@@ -82,17 +81,7 @@ async def run_workload(
 
 def serve_flags(kwargs: dict[str, Any]) -> list[str]:
     """`enginetui serve` flags for these engine keyword arguments (vLLM's names)."""
-    flags = []
-    for spec in ENGINE_FLAGS:
-        value = kwargs.get(spec.dest)
-        if value is None:
-            continue
-        if spec.kwargs.get("action") is argparse.BooleanOptionalAction:
-            flags.append(spec.flag if value else f"--no-{spec.flag[2:]}")
-        elif isinstance(value, list):
-            flags += [spec.flag, *map(str, value)]
-        else:
-            flags += [spec.flag, str(value)]
+    flags = as_flags({spec.dest: kwargs[spec.dest] for spec in ENGINE_FLAGS if kwargs.get(spec.dest) is not None})
     if kwargs.get("skip_tokenizer_init"):
         flags.append("--skip-tokenizer-init")
     return flags

@@ -198,12 +198,15 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def as_flags(engine: dict[str, Any]) -> list[str]:
-    """Engine keywords as vLLM's command-line flags: booleans as --x / --no-x, the rest as --x VALUE."""
+    """Engine keywords as vLLM's command-line flags: booleans as --x / --no-x, lists as --x V1 V2 ..., the rest
+    as --x VALUE."""
     flags = []
     for name, value in engine.items():
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
             flags.append(flag if value else f"--no-{flag[2:]}")
+        elif isinstance(value, (list, tuple)):
+            flags += [flag, *map(str, value)]
         else:
             flags += [flag, str(value)]
     return flags

@@ -30,6 +30,8 @@ def test_engine_arguments_become_serve_flags():
         "--enable-prefix-caching",
         "--skip-tokenizer-init",
     ]
+    # a list flag's values follow it one by one, as argparse's nargs="+" reads them (not as a Python list)
+    assert serve_flags({"cudagraph_capture_sizes": [1, 2, 4]}) == ["--cudagraph-capture-sizes", "1", "2", "4"]
 
 
 def test_llm_generate_runs_the_servers_step_budget():
