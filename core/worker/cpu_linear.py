@@ -27,7 +27,9 @@ LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")
 PACK_FOR_ROWS = 64  # the batch size oneDNN chooses the packed layout for (any batch size works with it)
 MAX_MIN_ROWS = 3  # from this many rows oneDNN's packed GEMM is used on every CPU measured
-SKINNY_ROWS = (8, 4, 2, 1)  # the batch sizes up to which the C++ kernel may be chosen, tried largest first
+# the batch sizes up to which the C++ kernel may be chosen, tried largest first: from 4 rows oneDNN's GEMM won
+# on the larger weights whenever the machine was quiet, and a reading at load can say otherwise
+SKINNY_ROWS = (2, 1)
 TIMED_RUNS = 3  # timed runs of each GEMM per clock reading (after one untimed), the fastest kept
 MEASURE_ROUNDS = 2  # clock readings of each GEMM when measuring, packed and dense in turns, the fastest kept
 # the dense GEMM is chosen only when it is faster than this many times oneDNN's: a near tie on the clock

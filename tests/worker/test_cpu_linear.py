@@ -253,7 +253,7 @@ def test_the_skinny_kernel_runs_up_to_the_rows_measured_faster_and_equals_dense_
     model = small_opt()
     prepack_linear_weights(model, MAX_MIN_ROWS)
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
-    for wins_up_to, expected in ((8, 8), (5, 4), (1, 1), (0, 0)):
+    for wins_up_to, expected in ((8, 2), (2, 2), (1, 1), (0, 0)):  # tried at SKINNY_ROWS only
         clock = lambda w, rows, path, k=wins_up_to: (1.0 if rows <= k else 3.0) if path == "skinny" else 2.0  # noqa: E731
         assert cpu_linear.measure_skinny_rows(weight, clock) == expected
     assert cpu_linear.measure_skinny_rows(weight.to(torch.float64).as_subclass(PackedWeight), lambda *a: 0.0) == 0
