@@ -102,7 +102,8 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
 
             server.stop()  # the server goes away...
             await until(pilot, lambda: app.state.link == "down", "/metrics down")
-            assert "/metrics down" in str(app.query_one("#watch-title").content)
+            title = app.query_one("#watch-title")  # redrawn at the next refresh after the state changes
+            await until(pilot, lambda: "/metrics down" in str(title.content), "the title to say /metrics down")
             server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, port=int(server.url.rsplit(":", 1)[1]))
             await until(pilot, lambda: app.state.link == "up" and app.state.restarts == 1, "the restarted server")
             assert tree(app).num_cached == 0  # a new server's cache starts empty
