@@ -176,16 +176,7 @@ class ProbeVllmTUI(ProbeWatchTUI):
     @work(group="proxy", exit_on_error=False)
     async def _serve_proxy(self, host: str, port: int) -> None:
         """Serve vLLM's API on host:port, every request passed through and listed (vllm_watch/proxy.py)."""
-        try:
-            sock = proxy_server.listen(host, port)
-        except OSError as exc:
-            self.vllm.proxy_listening(
-                time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
-            )
-            return
-        bound = sock.getsockname()[1]
-        self.vllm.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
-        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.vllm, self.feed.wake), sock)
+        await proxy_server.listen_and_serve(self.url, self.vllm, host, port, self.feed.wake)
 
     @on(events.Unmount)
     async def _close_client(self) -> None:

@@ -277,16 +277,7 @@ class VllmWatchApp(PromptingApp, App[None], inherit_bindings=False):
     @work(group="proxy", exit_on_error=False)
     async def _serve_proxy(self, host: str, port: int) -> None:
         """Serve vLLM's API on host:port, every request passed through and listed (see proxy.py)."""
-        try:
-            sock = proxy_server.listen(host, port)
-        except OSError as exc:
-            self.state.proxy_listening(
-                time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}"
-            )
-            return
-        bound = sock.getsockname()[1]
-        self.state.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
-        await proxy_server.serve(proxy_server.VllmProxy(self.url, self.state, self.feed.wake), sock)
+        await proxy_server.listen_and_serve(self.url, self.state, host, port, self.feed.wake)
 
     # ---- prompts -------------------------------------------------------------------------
 

@@ -54,6 +54,13 @@ class ProxyReport(Protocol):
         """The response ended ("" ), broke (why), or the client went away ("abort")."""
 
 
+class ListeningReport(ProxyReport, Protocol):
+    """A ProxyReport that is also told where the proxy listens."""
+
+    def proxy_listening(self, when: float, url: str | None, error: str = "") -> None:
+        """The proxy serves vLLM's API at `url`, or cannot (`error`)."""
+
+
 class VllmProxy:
     """The ASGI app: every request to `upstream`, every response back, each reported."""
 
@@ -157,6 +164,21 @@ async def serve(proxy: VllmProxy, sock: socket.socket) -> None:
         server.should_exit = True
         await proxy.close()
         sock.close()
+
+
+async def listen_and_serve(
+    upstream: str, report: ListeningReport, host: str, port: int, on_arrival: Callable[[], None] | None = None
+) -> None:
+    """Serve vLLM's API on host:port, every request passed to `upstream` and reported, until cancelled; `report`
+    hears where the proxy listens, or in one line why it cannot."""
+    try:
+        sock = listen(host, port)
+    except OSError as exc:
+        report.proxy_listening(time.time(), None, f"the proxy cannot listen on {host}:{port}: {exc.strerror or exc}")
+        return
+    bound = sock.getsockname()[1]
+    report.proxy_listening(time.time(), f"http://{host if ':' not in host else f'[{host}]'}:{bound}")
+    await serve(VllmProxy(upstream, report, on_arrival), sock)
 
 
 async def _read_body(receive) -> bytes:
