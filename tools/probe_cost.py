@@ -31,6 +31,11 @@ MODES = ("vllm", "probe", "probe+reader", "probe+stalled")
 STALLED_HWM = 64  # events queued for the subscriber that never reads, then dropped
 
 
+def probe_address(workdir: Path, mode: str) -> str:
+    """Where the probe of a mode's vLLM publishes."""
+    return f"ipc://{workdir}/{mode}.sock"
+
+
 def start_mode(mode: str, python: str, weights: str, engine: dict, workdir: Path) -> VLLMPeer:
     """vLLM in its interpreter; with the probe (its scheduler class and ENGINETUI_PROBE) unless mode is vllm."""
     if mode == "vllm":
@@ -39,7 +44,7 @@ def start_mode(mode: str, python: str, weights: str, engine: dict, workdir: Path
     site.mkdir(exist_ok=True)
     if not (site / "enginetui").exists():
         (site / "enginetui").symlink_to(PACKAGE)
-    address = f"ipc://{workdir}/{mode}.sock"
+    address = probe_address(workdir, mode)
     hwm = STALLED_HWM if mode == "probe+stalled" else 100_000
     saved = dict(os.environ)
     os.environ.update({"PYTHONPATH": str(site), "ENGINETUI_PROBE": json.dumps({"endpoint": address, "hwm": hwm})})
@@ -50,7 +55,6 @@ def start_mode(mode: str, python: str, weights: str, engine: dict, workdir: Path
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    peer.probe_address = address  # type: ignore[attr-defined]
     return peer
 
 
@@ -107,7 +111,7 @@ def main() -> int:
             for mode in MODES
         }
         subscribers = {
-            mode: Subscriber(peers[mode].probe_address, reading=(mode == "probe+reader"))  # type: ignore[attr-defined]
+            mode: Subscriber(probe_address(workdir, mode), reading=(mode == "probe+reader"))
             for mode in ("probe+reader", "probe+stalled")
         }
         for sub in subscribers.values():
