@@ -52,6 +52,7 @@ class KvSubscriber:
         self._resync = False  # the next batch starts a new history (resync())
         self._lock = asyncio.Lock()  # one delivery at a time (live batches and a resync's replay)
         self._resync_task: asyncio.Future | None = None  # the replay a resync() started (kept referenced)
+        self.link = "connecting"  # the PUB socket's state, as its monitor last said it
         self._ctx = zmq.asyncio.Context.instance()
 
     async def run(self) -> None:
@@ -132,10 +133,8 @@ class KvSubscriber:
             await dealer.send_multipart([b"", start.to_bytes(8, "big")])
             while True:
                 if not await dealer.poll(REPLAY_TIMEOUT_S * 1000):
-                    self.report.status(
-                        "up" if self.expected is not None else "connecting",
-                        f"no answer from the replay socket {self.replay_endpoint}",
-                    )
+                    # The PUB link is as it was: only the catching up failed.
+                    self.report.status(self.link, f"no answer from the replay socket {self.replay_endpoint}")
                     return False
                 frames = await dealer.recv_multipart()
                 if len(frames) != 4 or frames[2] == END_OF_REPLAY:
@@ -158,11 +157,11 @@ class KvSubscriber:
         while True:
             event = (await recv_monitor_message(monitor))["event"]
             if event == zmq.EVENT_CONNECTED:
-                retrying = False
+                retrying, self.link = False, "up"
                 self.report.status("up", f"connected to {self.endpoint}")
             elif event == zmq.EVENT_DISCONNECTED:
-                retrying = False
+                retrying, self.link = False, "down"
                 self.report.status("down", f"{self.endpoint} went away (reconnecting)")
             elif event == zmq.EVENT_CONNECT_RETRIED and not retrying:
-                retrying = True
+                retrying, self.link = True, "connecting"
                 self.report.status("connecting", f"nothing answers at {self.endpoint} yet (retrying)")

@@ -86,6 +86,11 @@ async def test_the_fleet_shows_which_replica_caches_which_prefix(two_servers):
                 for s in app.states
             ),
             "both models and their tokenizers",
+            seen=lambda: "; ".join(
+                f"{s.url}: model {s.server is not None}, tokenizer {s.caches.decode is not None}, "
+                f"/metrics {s.link}, KV events {s.kv_link} {s.kv_error!r}"
+                for s in app.states
+            ),
         )
         for prompt in A_PROMPTS:
             await complete(http, a, app.states[0].server.model, prompt)
