@@ -11,6 +11,7 @@ torch.compile of the model, which takes vLLM's CPU build a minute or more of g++
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -132,6 +133,7 @@ class VllmProcess:
     command: list[str]  # how it was started
     temporary_log: bool = False  # the log is removed on stop, unless the process failed
     failed: bool = False
+    workdir: str = ""  # a temporary folder it runs in, removed on stop
 
     def log_text(self) -> str:
         """Everything it has logged so far."""
@@ -145,6 +147,8 @@ class VllmProcess:
         end_group(self.proc, grace_s)
         if self.temporary_log and not self.failed:
             Path(self.log_path).unlink(missing_ok=True)
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self
@@ -176,16 +180,21 @@ def start_server(
     timeout: float = STARTUP_TIMEOUT_S,
 ) -> VllmServer:
     """Start vLLM's OpenAI server for `model` on 127.0.0.1 (`port`, default a free one) with `args`, in a
-    session of its own, and wait until /health answers. Its output goes to `log_path`, default a temporary
-    file removed on stop unless it fails. Raises VLLMError with the log's tail (the server ended) if it
-    exits or does not answer within `timeout` s."""
+    session of its own, and wait until /health answers. It runs in `cwd`, default a new temporary folder
+    removed on stop: never in the caller's, which `python -m` puts first on its sys.path (a checkout's
+    root would shadow installed packages). Its output goes to `log_path`, default a temporary file removed
+    on stop unless it fails. Raises VLLMError with the log's tail (the server ended) if it exits or does
+    not answer within `timeout` s."""
     port = port or free_port()
-    # -P: neither the working directory nor a script's folder goes on sys.path (this repository's root
-    # holds a `kernels/` folder that transformers would import as the `kernels` package)
-    command = [python, "-P", "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
+    if Path(model).exists():
+        model = str(Path(model).resolve())  # a relative path would miss from `cwd`
+    workdir = "" if cwd else tempfile.mkdtemp(prefix="enginetui-vllm-")
+    command = [python, "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
     temporary = log_path is None
-    proc, log_path = _spawn(command, vllm_env() if env is None else env, log_path, cwd)
-    server = VllmServer(proc, log_path, command, temporary_log=temporary, url=f"http://127.0.0.1:{port}")
+    proc, log_path = _spawn(command, vllm_env() if env is None else env, log_path, cwd or workdir)
+    server = VllmServer(
+        proc, log_path, command, temporary_log=temporary, workdir=workdir, url=f"http://127.0.0.1:{port}"
+    )
     try:
         wait_healthy(server, timeout)
     except BaseException:
@@ -198,8 +207,8 @@ def start_server(
 def start_runner(python: str, script: Path, env: dict[str, str]) -> VllmProcess:
     """Run `script` (it imports only the standard library and vLLM) by path in vLLM's interpreter, in a
     session of its own, talking over text pipes on its stdin and stdout; its stderr goes to a temporary
-    log, kept if it fails. -P: the script's folder stays off sys.path (nothing there shadows a module)."""
-    command = [python, "-P", str(script)]
+    log, kept if it fails."""
+    command = [python, str(script)]
     proc, log_path = _spawn(command, env, None, None, pipes=True)
     return VllmProcess(proc, log_path, command, temporary_log=True)
 
@@ -262,8 +271,6 @@ def start_vllm(
     `workdir` (default a new temporary folder; local only), a small KV pool (`num_blocks` blocks of
     BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode routes (/reset_prefix_cache)
     enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if it does not come up."""
-    if Path(model).exists():
-        model = str(Path(model).resolve())  # vLLM runs in `folder` (below): a relative path would miss
     folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
     folder.mkdir(parents=True, exist_ok=True)
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"

@@ -4,10 +4,13 @@ log. A real start: tests/vllm_watch/test_live_vllm.py and tests/serve/test_bench
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
 
+from enginetui import bench
 from enginetui.vllm_launch import VLLM_PYTHON_ENV, VLLMError, find_vllm_python, start_runner, start_server, vllm_python
 
 
@@ -31,6 +34,26 @@ def test_a_server_that_exits_while_starting_raises_with_its_log(tmp_path):
     assert os.path.exists(log)  # kept: the server failed
     os.unlink(log)
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_server_runs_outside_the_callers_folder(monkeypatch, tmp_path):
+    """`python -m` puts the working folder first on sys.path: a `vllm` package there must not be the one run."""
+    caller, temporary = tmp_path / "caller", tmp_path / "tmp"
+    (caller / "vllm").mkdir(parents=True)
+    (caller / "vllm" / "__init__.py").write_text("raise SystemExit('the caller folder shadowed vllm')\n")
+    temporary.mkdir()
+    monkeypatch.chdir(caller)
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    with pytest.raises(VLLMError, match="No module named 'vllm'") as info:
+        start_server(sys.executable, ".", [], log_path=str(tmp_path / "vllm.log"), timeout=60)
+    assert "shadowed" not in str(info.value)
+    assert list(temporary.iterdir()) == []  # the folder it ran in is gone
+
+
+def test_nothing_beside_the_runner_shadows_a_standard_module():
+    """The runner runs by path: its folder is first on sys.path in vLLM's interpreter."""
+    folder = Path(bench.__file__).parent  # vllm_runner.py's
+    assert not {path.stem for path in folder.glob("*.py")} & set(sys.stdlib_module_names)
 
 
 def test_a_runner_talks_over_pipes_logs_its_stderr_and_leaves_nothing(tmp_path):

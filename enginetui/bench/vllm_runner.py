@@ -1,9 +1,9 @@
 """The vLLM side of `enginetui bench ... --compare vllm`: run by vLLM's own interpreter.
 
-It imports only the standard library and vLLM (run by path, with `python -P`, in vLLM's virtual
-environment). It reads one JSON command per line on stdin and answers one JSON line per command on
-the file descriptor that was its stdout; whatever vLLM prints goes to stderr (the benchmark's log).
-Every timed pass starts from a cold prefix cache, as ours does. Commands (`cmd`):
+It imports only the standard library and vLLM (run by path in vLLM's virtual environment). It reads
+one JSON command per line on stdin and answers one JSON line per command on the file descriptor that
+was its stdout; whatever vLLM prints goes to stderr (the benchmark's log). Every timed pass
+starts from a cold prefix cache, as ours does. Commands (`cmd`):
 
   start       {model, engine, async}: build `LLM` (or `AsyncLLM`) with vLLM's defaults plus `engine`;
               warm it up. Answers {"version", "pid"}.
@@ -208,7 +208,7 @@ def _fill(engine, req_ids: list[str]) -> None:
 
 
 def _step_profiler():
-    """enginetui/bench/step_profiler.py, loaded by path (this folder is not on sys.path: see `python -P`)."""
+    """enginetui/bench/step_profiler.py, loaded by path (enginetui is not installed in vLLM's environment)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("step_profiler", Path(__file__).with_name("step_profiler.py"))
