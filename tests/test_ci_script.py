@@ -3,12 +3,11 @@ tests it leaves out, with vLLM's CPU build configured so the tests against vLLM 
 the live vLLM watch) run instead of skipping."""
 
 import re
-from pathlib import Path
 
 from tests.support.checkout import REPO_ROOT
 
-CI = (Path(REPO_ROOT) / ".ci" / "run").read_text()
-README = (Path(REPO_ROOT) / "README.md").read_text()
+CI = (REPO_ROOT / ".ci" / "run").read_text()
+README = (REPO_ROOT / "README.md").read_text()
 
 
 def commands(text: str) -> list[str]:

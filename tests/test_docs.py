@@ -22,7 +22,7 @@ import pytest
 from enginetui.serve.process import ServeProcess
 from tests.support.checkout import REPO_ROOT, installed_env
 
-PAGES = [Path(REPO_ROOT) / "README.md", *sorted((Path(REPO_ROOT) / "docs").glob("*.md"))]
+PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 SERVER_PORT = 8000  # where the docs' `enginetui serve` listens
 NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\n$")
 BLOCK = re.compile(r"^```(python|bash|sh|shell)[^\n]*\n(.*?)^```", flags=re.S | re.M)

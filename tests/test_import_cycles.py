@@ -8,7 +8,8 @@ pydeps: Python runs it first anyway, and an `__init__` that re-exports a submodu
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.checkout import REPO_ROOT
+
 PACKAGES = {
     "core": "enginetui.core",
     "kernels": "enginetui.kernels",
@@ -20,8 +21,8 @@ def project_modules() -> dict[str, Path]:
     """Dotted module name -> file, for every module of the project's packages."""
     modules = {}
     for folder, installed in PACKAGES.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(REPO_ROOT / folder).with_suffix("").parts
             modules[".".join([installed, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
     return modules
 
@@ -121,8 +122,8 @@ def test_no_import_cycles_among_the_projects_modules():
 def modules_of_the_tests() -> dict[str, Path]:
     """Dotted module name -> file, for every module under tests/."""
     return {
-        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
-        for path in (ROOT / "tests").rglob("*.py")
+        ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in (REPO_ROOT / "tests").rglob("*.py")
     }
 
 

@@ -2,12 +2,11 @@
 heading), and the README and the docs pages together show every screenshot. Its examples run in tests/test_docs.py."""
 
 import re
-from pathlib import Path
 
 from tests.support.checkout import REPO_ROOT
 
-README = Path(REPO_ROOT) / "README.md"
-PAGES = [README, *sorted((Path(REPO_ROOT) / "docs").glob("*.md"))]
+README = REPO_ROOT / "README.md"
+PAGES = [README, *sorted((REPO_ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -43,5 +42,5 @@ def test_every_link_in_the_readme_reaches_a_heading_or_a_docs_page_and_the_conte
 
 def test_the_pages_show_every_screenshot_and_each_one_they_show_exists():
     shown = {name for page in PAGES for name in re.findall(r"!\[[^\]]*\]\(screenshots/([^)]+)\)", page.read_text())}
-    files = {path.name for path in (Path(REPO_ROOT) / "screenshots").iterdir()}
+    files = {path.name for path in (REPO_ROOT / "screenshots").iterdir()}
     assert shown == files

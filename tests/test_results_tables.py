@@ -5,13 +5,12 @@ import importlib.util
 import json
 import random
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.support.checkout import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location("results_tool", Path(REPO_ROOT) / "tools" / "results.py")
+_spec = importlib.util.spec_from_file_location("results_tool", REPO_ROOT / "tools" / "results.py")
 tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tool)
 

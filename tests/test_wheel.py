@@ -70,7 +70,7 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel_env, tmp_path):
         text=True,
         check=True,
     )
-    assert not where.stdout.strip().startswith(REPO_ROOT)
+    assert not where.stdout.strip().startswith(str(REPO_ROOT))
     version = subprocess.run(
         [str(python.parent / "enginetui"), "--version"],
         cwd=tmp_path,
@@ -84,7 +84,7 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel_env, tmp_path):
 
 def test_the_readmes_python_example_runs_with_the_wheel(wheel_env, tmp_path):
     _, python = wheel_env
-    example = re.search(r"```python\n(.*?)```", (Path(REPO_ROOT) / "README.md").read_text(), flags=re.S).group(1)
+    example = re.search(r"```python\n(.*?)```", (REPO_ROOT / "README.md").read_text(), flags=re.S).group(1)
     script = tmp_path / "example.py"
     script.write_text(example)
     run = subprocess.run(

@@ -4,11 +4,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.checkout import REPO_ROOT
+
 pytestmark = pytest.mark.slow  # a minute of CPU: started first in parallel runs (tests/conftest.py)
 
 
@@ -18,7 +18,7 @@ def test_kernels_compile_for_sm90_without_spills_in_half_precision(tmp_path):
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile for real, not from a cache
     proc = subprocess.run(
         [sys.executable, "tools/aot_check.py", "--json", str(out)],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +18,8 @@ from enginetui.kernels.paged_batch import REL_TOL, max_rel_error
 from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_ref
 from tests.kernels.cases import KV_WRITE_CASES, kv_write, slice_query_out_of_qkv, take_step_kv_out
 from tests.kernels.cpu_cases import CASES, DTYPES, assert_build_matches_reference, case_batch, cpu_flags
+from tests.support.checkout import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[2]
 PARAMS = [
     pytest.param(case, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
     for name, case in CASES.items()
@@ -102,7 +101,7 @@ def test_the_build_is_cached_per_source_torch_compiler_and_cpu():
     newest = max(built, key=lambda p: p.stat().st_mtime)
     stamp = newest.stat().st_mtime_ns
     code = "from enginetui.kernels import cpu_kernels; assert cpu_kernels.available()"
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True, timeout=120)
     assert newest.stat().st_mtime_ns == stamp  # loaded, not rebuilt
 
 
@@ -139,11 +138,15 @@ def test_without_a_compiler_the_reference_runs_after_one_warning_line(tmp_path):
         "import torch; from enginetui.kernels import select_backend; "
         "print(select_backend(torch.device('cpu')), select_backend(torch.device('cpu')))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["torch", "torch"]
     warnings = [line for line in done.stderr.splitlines() if "C++ CPU kernels unavailable" in line]
     assert len(warnings) == 1 and "using the torch reference" in warnings[0]
     env["ENGINETUI_ATTENTION_BACKEND"] = "cpp"  # forcing it where it cannot build is an error
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode != 0 and "ENGINETUI_ATTENTION_BACKEND=cpp" in done.stderr

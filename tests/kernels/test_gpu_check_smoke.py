@@ -3,11 +3,11 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.checkout import REPO_ROOT
+
 pytestmark = pytest.mark.slow  # a minute of CPU: started first in parallel runs (tests/conftest.py)
 
 
@@ -15,7 +15,7 @@ def test_gpu_check_cpu_smoke_passes_every_section(tmp_path):
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
         [sys.executable, "tools/gpu_check.py", "--cpu-smoke", "--json", str(out)],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=240,

@@ -4,11 +4,10 @@ session script that runs it on a GPU."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.checkout import REPO_ROOT
 
 
 @pytest.mark.slow  # an engine start and a dozen profiled steps: seconds of CPU
@@ -16,7 +15,7 @@ def test_graph_check_cpu_smoke_passes(tmp_path):
     out = tmp_path / "graphs.json"
     proc = subprocess.run(
         [sys.executable, "tools/graph_check.py", "--cpu-smoke", "--json", str(out)],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=240,
@@ -33,7 +32,7 @@ def test_graph_check_cpu_smoke_passes(tmp_path):
 
 
 def test_gpu_session_script_parses_and_refuses_an_unknown_part(tmp_path):
-    script = REPO / "kernels" / "gpu_session.sh"
+    script = REPO_ROOT / "kernels" / "gpu_session.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     proc = subprocess.run(
         ["bash", str(script), str(tmp_path), "nonsense"],

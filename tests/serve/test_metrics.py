@@ -5,12 +5,12 @@ import json
 import lzma
 import re
 import time
-from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from tests.serve.serving import engine_idle
+from tests.support.checkout import REPO_ROOT
 
 LABELS = f'{{engine="0",model_name="{DEFAULT_MODEL_DIR}"}}'  # the served name: the embedded model's path
 NAMES = (
@@ -35,7 +35,7 @@ NAMES = (
     "vllm:request_num_preemptions_count",
 )
 # A /metrics reading of vLLM 0.32 serving opt-tiny with max_model_len 512, as the shared test server has.
-VLLM_METRICS = Path(__file__).resolve().parents[1] / "vllm_watch" / "fixtures" / "opt-tiny" / "metrics.jsonl.xz"
+VLLM_METRICS = REPO_ROOT / "tests" / "vllm_watch" / "fixtures" / "opt-tiny" / "metrics.jsonl.xz"
 SERIES = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",

@@ -1,15 +1,16 @@
 """The checkout under test, and the environments of subprocesses that import it or only what is installed."""
 
 import os
+from pathlib import Path
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout under test
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout under test: the one place a test finds it
 
 
 def checkout_env(**extra: str) -> dict[str, str]:
     """The environment for a Python subprocess that must import this checkout's packages
     (not an installed copy of them), plus `extra` variables."""
     env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
