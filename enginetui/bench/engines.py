@@ -63,7 +63,7 @@ def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> "list[SimReq
     """The workload for the model these engine arguments name: its vocabulary, its tokenizer for
     ShareGPT prompts (the --tokenizer given, else the model's own; none: the bytes/4 rule), checked
     to fit the model's length."""
-    from enginetui.bench.workload import check_fits, make_workload
+    from enginetui.bench.workload import check_fits, draw_workload
     from enginetui.core.config import EngineConfig
     from enginetui.core.models.loader import load_hf_config
 
@@ -72,7 +72,7 @@ def bench_workload(spec: "WorkloadSpec", kwargs: dict[str, Any]) -> "list[SimReq
     if spec.dataset == "sharegpt":
         folder = kwargs.get("tokenizer") or model_tokenizer_dir(kwargs)
         tokenizer = str(folder) if folder is not None else None
-    workload = make_workload(spec, hf_config.vocab_size, tokenizer)
+    workload = draw_workload(spec, hf_config.vocab_size, tokenizer)
     check_fits(workload, kwargs.get("max_model_len") or hf_config.max_position_embeddings)
     return workload
 

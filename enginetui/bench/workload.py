@@ -71,7 +71,7 @@ PRESETS: dict[str, WorkloadSpec] = {
 }
 
 
-def make_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None = None) -> "list[SimRequest]":
+def draw_workload(spec: WorkloadSpec, vocab_size: int, tokenizer: str | None = None) -> "list[SimRequest]":
     """Draw the workload (every request arriving at 0): same spec, vocabulary and tokenizer, same requests.
     `tokenizer` (a directory with tokenizer.json) counts and tokenizes ShareGPT prompts; without one their
     lengths follow the bytes/4 rule and their token ids are drawn at random."""

@@ -12,7 +12,7 @@ import pytest
 from enginetui.bench import latency, throughput
 from enginetui.bench.throughput import greedy_agreement
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
-from enginetui.bench.workload import make_workload, spec_from_args
+from enginetui.bench.workload import draw_workload, spec_from_args
 from enginetui.core.worker.cpu_threads import usable_cores
 from enginetui.vllm_launch import EAGER_ENV, VLLM_PYTHON_ENV, VLLMError, vllm_env, vllm_python
 from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
@@ -80,7 +80,7 @@ def test_throughput_compares_with_vllm_per_cores_mode_and_load(tiny_opt_dir, fak
         "5",
     )
     result = throughput.run(args)
-    workload = make_workload(spec_from_args(args), 512)
+    workload = draw_workload(spec_from_args(args), 512)
     assert [(v.cores, v.competing) for v in result.vllm_runs] == [
         ("default", "none"),
         ("default", "busy"),

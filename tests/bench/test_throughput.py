@@ -9,12 +9,12 @@ import pytest
 
 from enginetui.bench import throughput
 from enginetui.bench.report import engine_settings
-from enginetui.bench.workload import make_workload, spec_from_args
+from enginetui.bench.workload import draw_workload, spec_from_args
 from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 
 def _expected(args) -> tuple[int, int]:
-    workload = make_workload(spec_from_args(args), 512)  # the tiny model's vocabulary
+    workload = draw_workload(spec_from_args(args), 512)  # the tiny model's vocabulary
     return sum(len(r.prompt_token_ids) for r in workload), sum(r.output_len for r in workload)
 
 

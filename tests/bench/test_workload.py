@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from enginetui.bench.workload import PRESETS, WorkloadSpec, make_workload, spec_from_args
+from enginetui.bench.workload import PRESETS, WorkloadSpec, draw_workload, spec_from_args
 from enginetui.cli import build_parser
 
 
@@ -14,15 +14,15 @@ def _spec(*flags: str) -> WorkloadSpec:
 
 def test_same_spec_same_requests_other_seed_other_requests():
     spec = PRESETS["mixed"]
-    a, b = make_workload(spec, 50272), make_workload(spec, 50272)
+    a, b = draw_workload(spec, 50272), draw_workload(spec, 50272)
     assert [(r.prompt_token_ids, r.output_len) for r in a] == [(r.prompt_token_ids, r.output_len) for r in b]
-    other = make_workload(dataclasses.replace(spec, seed=1), 50272)
+    other = draw_workload(dataclasses.replace(spec, seed=1), 50272)
     assert [r.prompt_token_ids for r in other] != [r.prompt_token_ids for r in a]
 
 
 def test_lengths_and_token_ids_stay_in_their_ranges():
     spec = PRESETS["mixed"]
-    workload = make_workload(spec, 1000)
+    workload = draw_workload(spec, 1000)
     assert len(workload) == 64
     assert all(32 <= len(r.prompt_token_ids) <= 512 and 32 <= r.output_len <= 256 for r in workload)
     assert all(0 <= t < 1000 for r in workload for t in r.prompt_token_ids)
@@ -30,7 +30,7 @@ def test_lengths_and_token_ids_stay_in_their_ranges():
 
 
 def test_shared_prefix_preset_shares_exactly_its_prefix():
-    workload = make_workload(PRESETS["shared-prefix"], 50272)
+    workload = draw_workload(PRESETS["shared-prefix"], 50272)
     prefix = workload[0].prompt_token_ids[:400]
     assert all(r.prompt_token_ids[:400] == prefix for r in workload)
     assert all(416 <= len(r.prompt_token_ids) <= 464 and r.output_len == 32 for r in workload)
@@ -60,12 +60,12 @@ def test_bench_and_simulate_draw_the_same_requests_for_the_same_settings():
 
     from enginetui.simulate.api import SimSettings
     from enginetui.simulate.arrivals import arrival_times, with_arrivals
-    from enginetui.simulate.from_settings import make_workload as simulated_workload
+    from enginetui.simulate.from_settings import make_workload
 
     flags = {"num_prompts": 12, "input_len": 200, "output_len": 40, "range_ratio": 0.5, "seed": 7}
     spec = _spec(*"--num-prompts 12 --input-len 200 --output-len 40 --range-ratio 0.5 --workload-seed 7".split())
-    bench = with_arrivals(make_workload(spec, 50272), arrival_times(12, 4.0, seed=spec.seed))  # as bench serve does
-    simulated = simulated_workload(SimSettings(dataset="random", request_rate=4.0, **flags), 50272)
+    bench = with_arrivals(draw_workload(spec, 50272), arrival_times(12, 4.0, seed=spec.seed))  # as bench serve does
+    simulated = make_workload(SimSettings(dataset="random", request_rate=4.0, **flags), 50272)
     assert [(r.prompt_len, r.output_len, r.arrival) for r in bench] == [
         (r.prompt_len, r.output_len, r.arrival) for r in simulated
     ]
