@@ -73,7 +73,6 @@ class EngineCore:
             setup_graphs(config) if setup_graphs else GraphSetup([], off_reason="a runner without graphs")
         )
         self.step_count = 0  # busy-loop steps taken (one plan and / or one applied step each)
-        self.planned_steps = 0  # plans made (a plan's number is its step number in events)
         # Asynchronous scheduling: plans in flight on the model thread (None: synchronous steps).
         self.batch_queue = BatchQueue(self.runner) if config.use_async_scheduling else None
         self.paused = False  # only single steps run while paused
@@ -208,7 +207,6 @@ class EngineCore:
         t0, w0 = time.perf_counter(), time.time()
         plan = self.scheduler.schedule()
         t1, w1 = time.perf_counter(), time.time()
-        self.planned_steps += 1
         try:
             result, error = self.runner.execute(plan), ""
         except Exception as exc:  # a failed forward fails the requests in it, not the engine
@@ -217,7 +215,7 @@ class EngineCore:
         t2, w2 = time.perf_counter(), time.time()
         outputs, result = self._apply(plan, result, error)
         t3, w3 = time.perf_counter(), time.time()
-        n = self.planned_steps
+        n = plan.shape.step  # the scheduler numbers its plans
         work = StepWork(
             n, n, [StepPhase(n, "schedule", w0, w1), StepPhase(n, "execute", w1, w2), StepPhase(n, "update", w2, w3)]
         )
@@ -246,8 +244,7 @@ class EngineCore:
             t0, w0 = time.perf_counter(), time.time()
             plan = self.scheduler.schedule()
             sched_ms, w1 = (time.perf_counter() - t0) * 1e3, time.time()
-            self.planned_steps += 1
-            planned = self.planned_steps
+            planned = plan.shape.step
             queue.submit(planned, plan)
             phases.append(StepPhase(planned, "schedule", w0, w1))
             if not queue.is_full() and (plan.total_num_scheduled_tokens > 0 or self.scheduler.has_requests()):
