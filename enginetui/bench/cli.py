@@ -140,7 +140,13 @@ def add_bench_subparsers(subparsers: argparse._SubParsersAction) -> None:
         help="benchmark this running server (its engine flags are its "
         "own); default: start `enginetui serve` with the engine flags given",
     )
-    srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url)")
+    srv.add_argument(
+        "--router-url",
+        metavar="URL",
+        help="benchmark the servers of --model behind this router (e.g. vllm-router); prompts go as text, "
+        "one single-token word per token id, so a router that routes by prompt text sees what they share",
+    )
+    srv.add_argument("--api-key", metavar="KEY", help="the server's API key (with --base-url or --router-url)")
     srv.add_argument(
         "--compare",
         choices=("generate", "vllm-generate", "vllm-server"),

@@ -4,7 +4,8 @@ overhead against LLM.generate on the same workload.
 The benchmark starts `enginetui serve` with the engine flags given (or uses --base-url), sends
 the workload to /v1/completions as streamed requests (serve_load.py) arriving by a seeded Poisson
 process at --request-rate, or a trace's requests at the trace's arrivals (--trace / --dataset: the very
-requests `enginetui simulate` serves for the same flags), and measures on the client, per request: TTFT (sent to first token),
+requests `enginetui simulate` serves for the same flags), or to a router in front of servers (--router-url: prompts
+as text, router_prompts.py), and measures on the client, per request: TTFT (sent to first token),
 TPOT (mean time per output token after the first), ITL (every gap between chunks carrying tokens),
 end-to-end latency; and throughput over the run. --compare generate adds the server's cost against
 LLM.generate on the workload all at once, --compare vllm-generate the same for vLLM beside ours
@@ -23,6 +24,7 @@ from typing import Any
 from enginetui.bench import report, serve_overhead
 from enginetui.bench.engines import bench_engine_kwargs, bench_workload, model_vocab_size
 from enginetui.bench.latency import LatencyRun, request_latencies, summarize
+from enginetui.bench.router_prompts import model_words
 from enginetui.bench.serve_load import run_workload, serve_flags
 from enginetui.bench.serve_overhead import OverheadResult
 from enginetui.bench.workload import (
@@ -69,10 +71,13 @@ def run(args: argparse.Namespace) -> ServeResult:
     rate = args.request_rate[0]
     if args.step_times:
         raise ValueError("--step-times compares the steps of two servers: it needs --compare vllm-server")
-    if args.base_url and (args.compare or args.record):
+    given_url = "--base-url" if args.base_url else "--router-url" if args.router_url else None
+    if args.base_url and args.router_url:
+        raise ValueError("--base-url and --router-url both name the server to benchmark: give one")
+    if given_url and (args.compare or args.record):
         raise ValueError(
             f"{f'--compare {args.compare}' if args.compare else '--record'} needs the server this "
-            "benchmark starts: leave out --base-url"
+            f"benchmark starts: leave out {given_url}"
         )
     python = vllm_python(args.vllm_python) if args.compare == "vllm-generate" else None  # fail before any start
     check_trace_args(args)
@@ -89,14 +94,13 @@ def run(args: argparse.Namespace) -> ServeResult:
         drawn = bench_workload(spec, kwargs)
         workload = with_arrivals(drawn, arrival_times(len(drawn), rate, seed=spec.seed))
     warmup = warmup_workload(vocab_size)
+    words = model_words(kwargs) if args.router_url else None
     server = (
-        None
-        if args.base_url
-        else ServeProcess(*serve_flags(kwargs), *(["--record", args.record] if args.record else []))
+        None if given_url else ServeProcess(*serve_flags(kwargs), *(["--record", args.record] if args.record else []))
     )
-    url = server.url if server is not None else args.base_url
+    url = server.url if server is not None else args.base_url or args.router_url
     try:
-        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, args.timeout_s))
+        timings, duration = asyncio.run(run_workload(url, args.api_key, workload, warmup, args.timeout_s, words))
     finally:
         if server is not None:
             server.stop()
@@ -118,7 +122,7 @@ def run(args: argparse.Namespace) -> ServeResult:
         output_tokens=total_output_len(workload),
         request_rate=None if math.isinf(rate) or uses_trace(args) else rate,
         model=kwargs["model"] or "default",
-        engine_args={} if args.base_url else kwargs,
+        engine_args={} if given_url else kwargs,
         url=url,
         run=summarize("enginetui-http", "none", workload, timings, duration),
         overhead=overhead,

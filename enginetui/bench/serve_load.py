@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from enginetui.bench.latency import RequestTiming
+from enginetui.bench.router_prompts import prompt_text
 from enginetui.flags.engine import ENGINE_FLAGS, as_flags
 from enginetui.openai_client import EventError, auth_headers, error_message, stream_events
 from enginetui.simulate.workload import SimRequest, prompt_token_ids
@@ -22,11 +23,15 @@ from enginetui.simulate.workload import SimRequest, prompt_token_ids
 TEMPERATURE = 1.0  # every request samples, top_p 1 (LLM.generate's passes against a server too)
 
 
-def request_body(model: str, req: SimRequest) -> dict[str, Any]:
-    """The /v1/completions body of one request: its token-id prompt, run to its output length."""
+def request_body(model: str, req: SimRequest, words: list[str] | None = None) -> dict[str, Any]:
+    """The /v1/completions body of one request: its token-id prompt (with `words`: as text, one word a token,
+    enginetui/bench/router_prompts.py), run to its output length."""
+    prompt = prompt_token_ids(req)
+    text = {"prompt": prompt_text(prompt, words), "add_special_tokens": False} if words is not None else {}
     return {
         "model": model,
-        "prompt": prompt_token_ids(req),
+        "prompt": prompt,
+        **text,
         "max_tokens": req.output_len,
         "ignore_eos": True,
         "temperature": TEMPERATURE,
@@ -36,10 +41,12 @@ def request_body(model: str, req: SimRequest) -> dict[str, Any]:
     }
 
 
-async def send(url: str, headers: dict[str, str], model: str, req: SimRequest, t0: float) -> RequestTiming:
+async def send(
+    url: str, headers: dict[str, str], model: str, req: SimRequest, t0: float, words: list[str] | None = None
+) -> RequestTiming:
     """One streamed request, sent at its arrival (seconds after `t0`); its timings as the client saw them."""
     await asyncio.sleep(max(0.0, t0 + req.arrival - time.perf_counter()))
-    body = request_body(model, req)
+    body = request_body(model, req, words)
     timing = RequestTiming(sent=time.perf_counter())
 
     def on_data(data: bytes) -> None:
@@ -59,18 +66,23 @@ async def send(url: str, headers: dict[str, str], model: str, req: SimRequest, t
 
 
 async def run_workload(
-    url: str, api_key: str | None, workload: list[SimRequest], warmup: list[SimRequest], timeout_s: float
+    url: str,
+    api_key: str | None,
+    workload: list[SimRequest],
+    warmup: list[SimRequest],
+    timeout_s: float,
+    words: list[str] | None = None,
 ) -> tuple[list[RequestTiming], float]:
-    """Warm the server up, then send the workload, each request at its arrival; timings and duration.
-    A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
+    """Warm the server up, then send the workload, each request at its arrival (prompts as text with `words`);
+    timings and duration. A pass (warm-up included) that runs past `timeout_s` raises TimeoutError."""
     headers = auth_headers(api_key)
 
     async def go() -> tuple[list[RequestTiming], float]:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as client:
             model = (await client.get("/v1/models")).raise_for_status().json()["data"][0]["id"]
-        await asyncio.gather(*(send(url, headers, model, r, time.perf_counter()) for r in warmup))
+        await asyncio.gather(*(send(url, headers, model, r, time.perf_counter(), words) for r in warmup))
         t0 = time.perf_counter()
-        timings = await asyncio.gather(*(send(url, headers, model, r, t0) for r in workload))
+        timings = await asyncio.gather(*(send(url, headers, model, r, t0, words) for r in workload))
         return list(timings), max(t.done for t in timings) - t0
 
     try:

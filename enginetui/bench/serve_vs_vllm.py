@@ -170,8 +170,10 @@ def run(args: argparse.Namespace) -> ServeVsVLLMResult:
     if uses_trace(args):
         raise ValueError("--compare vllm-server sends a drawn workload at each --request-rate: leave out the trace")
     check_trace_args(args)
-    if args.base_url:
-        raise ValueError("--compare vllm-server starts both servers itself: leave out --base-url")
+    if args.base_url or args.router_url:
+        raise ValueError(
+            f"--compare vllm-server starts both servers itself: leave out {'--base-url' if args.base_url else '--router-url'}"
+        )
     slos_ms = parse_slos(args.goodput)
     spec = spec_from_args(args)
     kwargs = bench_engine_kwargs(args)

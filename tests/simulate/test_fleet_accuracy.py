@@ -1,0 +1,145 @@
+"""tools/fleet_accuracy.py: a real fleet (two `enginetui serve` replicas behind vllm-router) against its
+simulation. The pieces are checked here on their own; the live sitting, which needs vllm-router, is slow."""
+
+import argparse
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from enginetui.latency import Latency
+from tools.fleet_accuracy import (
+    FIGURES,
+    POLICIES,
+    REPLICAS,
+    Slice,
+    compare,
+    fleet,
+    gain,
+    measured_figures,
+    parse_window,
+    report,
+    simulated_figures,
+    sitting,
+    summarize,
+)
+
+pytestmark = pytest.mark.timeout(300)
+ROUTER_VENV = Path(__file__).resolve().parents[3] / "router-venv"  # the tool's default: beside the checkout
+
+
+def test_a_window_is_start_before_end_and_the_calibration_takes_the_next_one():
+    assert parse_window("0:60") == (0.0, 60.0)
+    for bad in ("60:0", "5", "a:b", "-1:3", "3:3"):
+        with pytest.raises(ValueError, match="START:END seconds"):
+            parse_window(bad)
+    piece = Slice("mooncake", 30, 90, 2.0)
+    assert piece.calibration() == Slice("mooncake", 90, 150, 2.0)
+    assert piece.flags() == ["--dataset", "mooncake", "--trace-window", "30:90", "--time-scale", "2"]
+
+
+def test_every_policy_is_one_the_simulator_runs():
+    from enginetui.simulate.routers import ROUTERS
+
+    assert set(POLICIES.values()) <= set(ROUTERS)
+
+
+def _row(trace, policy, measured, simulated):
+    m = dict(zip([f[0] for f in FIGURES], measured))
+    s = dict(zip([f[0] for f in FIGURES], simulated))
+    return {
+        "trace": trace,
+        "window": "0:60",
+        "time_scale": 1.0,
+        "policy": policy,
+        "requests": 10,
+        "measured": m,
+        "simulated": s,
+        "error_pct": compare(m, s),
+        "replica_requests": {"measured": [6, 4], "simulated": [5, 5]},
+    }
+
+
+def test_errors_mape_and_cache_aware_gain():
+    rows = [
+        _row("mooncake", "round_robin", [100, 200, 10, 1000], [110, 180, 10, 1000]),
+        _row("mooncake", "cache_aware", [50, 100, 10, 800], [60, 100, 12, 900]),
+    ]
+    assert rows[0]["error_pct"] == pytest.approx({"TTFT p50": 10, "TTFT p90": -10, "TPOT p50": 0, "E2E p50": 0})
+    s = summarize(rows)
+    assert s["mape_per_run"] == pytest.approx({"mooncake round_robin": 5.0, "mooncake cache_aware": 13.125})
+    assert s["mape"] == pytest.approx(9.0625) and s["mape_per_trace"] == pytest.approx({"mooncake": 9.0625})
+    g = s["cache_aware_gain_pct"]["mooncake"]
+    assert g["TTFT p50"] == pytest.approx({"measured": 50.0, "simulated": gain(110, 60)})
+    assert g["E2E p50"] == pytest.approx({"measured": 20.0, "simulated": 10.0})
+    text = report({"rows": rows, "summary": s})
+    assert "| mooncake (0:60 s, x1) | cache_aware | 10 (6/4 / 5/5) | 50 → 60 ms (+20.0%) |" in text
+    assert "MAPE 9.1% over every figure (target 15%)" in text
+    assert "TTFT p50 +50.0% measured, +45.5% simulated" in text
+
+
+def test_figures_are_read_alike_from_a_bench_record_and_a_simulated_summary():
+    def latency(p50, p90):
+        return {"mean": 0, "p50": p50, "p90": p90, "p99": 0, "count": 1}
+
+    record = {"run": {"ttft_ms": latency(1, 2), "tpot_ms": latency(3, 0), "e2e_ms": latency(4, 0)}}
+    summary = argparse.Namespace(ttft=Latency(0, 1, 2, 0, 1), tpot=Latency(0, 3, 0, 0, 1), e2e=Latency(0, 4, 0, 0, 1))
+    assert (
+        measured_figures(record)
+        == simulated_figures(summary)
+        == {
+            "TTFT p50": 1,
+            "TTFT p90": 2,
+            "TPOT p50": 3,
+            "E2E p50": 4,
+        }
+    )
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.mark.slow
+def test_a_router_that_will_not_start_leaves_no_replica_behind(tmp_path):
+    failing = tmp_path / "vllm-router"
+    failing.write_text("#!/bin/sh\necho no such flag >&2\nexit 2\n")
+    failing.chmod(0o755)
+    before = _children()
+    records = [str(tmp_path / f"r{i}.etrec") for i in range(REPLICAS)]
+    with pytest.raises(RuntimeError, match="vllm-router exited"):
+        with fleet(failing, "round_robin", [], records, tmp_path / "router.log"):
+            pass
+    assert _children() <= before
+    assert "no such flag" in (tmp_path / "router.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
+    if not (ROUTER_VENV / "bin" / "vllm-router").exists():
+        pytest.skip(f"vllm-router is not installed in {ROUTER_VENV} (python tools/fleet_accuracy.py installs it)")
+    traces = Path(os.environ.get("ENGINETUI_TRACES_DIR", Path(__file__).resolve().parents[3] / "shared" / "traces"))
+    if not (traces / "azure-2023-conv.csv").exists():
+        pytest.skip(f"the Azure trace is not in {traces}")
+    args = argparse.Namespace(
+        out=str(tmp_path),
+        router_venv=str(ROUTER_VENV),
+        traces=["azure-conv"],
+        policies=["round_robin", "cache_aware"],
+        azure_window="0:4",
+        mooncake_window="0:4",
+        time_scale=1.0,
+        timeout_s=120.0,
+        sim_model=str(Path("core/models/default_model/opt-tiny").resolve()),
+    )
+    before = _children()
+    results = sitting(args, [], log=lambda line: None)
+    assert _children() <= before  # every replica, router and client gone
+    assert (tmp_path / "fit.json").exists() and [r["policy"] for r in results["rows"]] == args.policies
+    for row in results["rows"]:
+        counts = row["replica_requests"]
+        assert sum(counts["measured"]) == sum(counts["simulated"]) == row["requests"] > 0
+        assert all(v > 0 for v in row["measured"].values()) and all(v > 0 for v in row["simulated"].values())
+    rr = results["rows"][0]["replica_requests"]
+    assert abs(rr["measured"][0] - rr["measured"][1]) <= 1  # round-robin alternates (the warm-up's 4 keep parity)

@@ -1,0 +1,405 @@
+"""A real fleet against its simulation (issue #54's accuracy):
+
+    python tools/fleet_accuracy.py OUT_DIR [--policies round_robin cache_aware power_of_two] [engine flags]
+
+runs two `enginetui serve` replicas on this machine, each pinned to a core of its own with one compute thread
+and prefix caching, behind a real vllm-router (vllm-router==ROUTER_VERSION from PyPI, installed into
+--router-venv when missing), and drives them with slices of the two real traces (`enginetui bench serve
+--router-url --dataset azure-conv|mooncake --trace-window --time-scale`). Per trace it first takes a
+calibration run (round_robin, the window right after the tested one), and fits the step-time model to one
+replica's recorded steps in those runs (calibrate_from_recording); then, per trace and policy, it serves the tested window on a
+fresh fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with that fit
+(`enginetui simulate --replicas 2 --router ...`). It prints measured against simulated TTFT p50 / p90, TPOT
+p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, and cache-aware's gain
+over round-robin, measured and simulated. Everything lands in OUT_DIR; --save also writes the results record
+to results/checks/.
+"""
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROUTER_VERSION = "0.1.17"
+REPLICAS = 2  # one a core on the 2-core development machine
+TARGET_PCT = 15.0  # issue #54: every figure within this of the measured one
+FIGURES = (
+    ("TTFT p50", "ttft", "p50"),
+    ("TTFT p90", "ttft", "p90"),
+    ("TPOT p50", "tpot", "p50"),
+    ("E2E p50", "e2e", "p50"),
+)
+POLICIES = {  # vllm-router's --policy -> enginetui simulate's --router
+    "round_robin": "round-robin",
+    "cache_aware": "cache-aware",
+    "power_of_two": "power-of-two",
+    "random": "random",
+    "consistent_hash": "consistent-hash",
+}
+TRACES = ("azure-conv", "mooncake")
+ROUTER_START_S = 60.0  # the router answering /v1/models
+STOP_S = 10.0  # SIGTERM to exit, then SIGKILL
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """A window of a trace, at a time scale: what one run serves."""
+
+    trace: str  # --dataset name
+    start: float  # seconds into the trace
+    end: float
+    time_scale: float
+
+    @property
+    def window(self) -> str:
+        return f"{self.start:g}:{self.end:g}"
+
+    def calibration(self) -> "Slice":
+        """The window of the same length right after this one: requests the tested runs do not serve."""
+        return Slice(self.trace, self.end, 2 * self.end - self.start, self.time_scale)
+
+    def flags(self) -> list[str]:
+        return ["--dataset", self.trace, "--trace-window", self.window, "--time-scale", f"{self.time_scale:g}"]
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """`START:END` seconds -> (start, end); one line saying what is wrong otherwise."""
+    start, sep, end = text.partition(":")
+    try:
+        bounds = (float(start), float(end))
+    except ValueError:
+        bounds = (0.0, -1.0)
+    if not sep or not bounds[0] < bounds[1] or bounds[0] < 0:
+        raise ValueError(f"a window is START:END seconds with 0 <= START < END, not {text!r}")
+    return bounds
+
+
+def error_pct(measured: float, simulated: float) -> float:
+    """The simulation's error, percent of the measured figure."""
+    return (simulated - measured) / measured * 100.0
+
+
+def mape(errors: list[float]) -> float:
+    """Mean absolute percentage error."""
+    return sum(abs(e) for e in errors) / len(errors)
+
+
+def gain(round_robin: float, cache_aware: float) -> float:
+    """Cache-aware's gain over round-robin on a latency: how much lower, percent of round-robin's."""
+    return (round_robin - cache_aware) / round_robin * 100.0
+
+
+def compare(measured: dict[str, float], simulated: dict[str, float]) -> dict[str, float]:
+    """Per figure, the simulation's error (percent)."""
+    return {name: error_pct(measured[name], simulated[name]) for name, _, _ in FIGURES}
+
+
+def measured_figures(record: dict) -> dict[str, float]:
+    """The figures of a `bench serve --json` record, milliseconds."""
+    run = record["run"]
+    return {name: run[f"{metric}_ms"][q] for name, metric, q in FIGURES}
+
+
+def simulated_figures(summary) -> dict[str, float]:
+    """The figures of a simulated run's summary, milliseconds."""
+    return {name: getattr(getattr(summary, metric), q) for name, metric, q in FIGURES}
+
+
+# ---- processes ------------------------------------------------------------------------------------------
+
+
+def ensure_router(venv: Path, log=print) -> Path:
+    """vllm-router==ROUTER_VERSION in its own virtual environment (created and installed from PyPI when missing)."""
+    binary, python = venv / "bin" / "vllm-router", venv / "bin" / "python"
+    if binary.exists():
+        found = subprocess.run(
+            [str(python), "-c", "from importlib.metadata import version; print(version('vllm-router'))"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if found == ROUTER_VERSION:
+            return binary
+    log(f"installing vllm-router=={ROUTER_VERSION} into {venv}")
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", f"vllm-router=={ROUTER_VERSION}"], check=True)
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def pinned(cpu: int) -> Iterator[None]:
+    """This thread on one CPU while the block runs: the processes it starts inherit that."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM a process started in a session of its own and all of its group, SIGKILL after STOP_S."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@contextlib.contextmanager
+def fleet(router: Path, policy: str, engine_args: list[str], records: list[str], log_path: Path) -> Iterator[str]:
+    """REPLICAS `enginetui serve` replicas (replica i on CPU i, one compute thread, prefix caching, recording to
+    records[i]) behind vllm-router with `policy`, all on 127.0.0.1; the router's URL. Everything is stopped on
+    leaving, whatever happened."""
+    from enginetui.serve.process import ServeProcess
+
+    replicas: list[ServeProcess] = []
+    proc = None
+    cpus = sorted(os.sched_getaffinity(0))
+    try:
+        for i in range(REPLICAS):
+            with pinned(cpus[i % len(cpus)]):
+                replicas.append(
+                    ServeProcess("--cpu-threads", "1", "--enable-prefix-caching", "--record", records[i], *engine_args)
+                )
+        port = free_port()
+        command = [str(router), "--host", "127.0.0.1", "--port", str(port), "--policy", policy]
+        command += ["--worker-urls", *(r.url for r in replicas), "--log-level", "warning"]
+        with log_path.open("w") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + ROUTER_START_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm-router exited ({proc.returncode}): see {log_path}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vllm-router did not answer within {ROUTER_START_S:g} s: see {log_path}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if proc is not None:
+            stop_group(proc)
+        for replica in replicas:
+            with contextlib.suppress(RuntimeError):
+                replica.stop()
+
+
+def bench(url: str, piece: Slice, engine_args: list[str], out: Path, timeout_s: float) -> dict:
+    """`enginetui bench serve --router-url` on a slice; its --json record."""
+    command = [sys.executable, "-m", "enginetui", "bench", "serve", "--router-url", url, *piece.flags()]
+    command += ["--json", str(out), "--timeout-s", f"{timeout_s:g}", *engine_args]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=timeout_s + 60)
+    return json.loads(out.read_text())
+
+
+def served(record: str) -> int:
+    """Requests of the workload a replica took in, from its recording (bench serve's warm-up left out)."""
+    from enginetui.bench.workload import warmup_workload
+    from enginetui.simulate.from_recording import recorded_run
+
+    warmup = {(r.prompt_len, r.output_len) for r in warmup_workload(2)}
+    return sum((r.prompt_len, r.output_len) not in warmup for r in recorded_run(record).requests)
+
+
+# ---- the sitting ---------------------------------------------------------------------------------------
+
+
+def simulate_slice(piece: Slice, policy: str, fit: str, model: str) -> tuple[dict, list[int]]:
+    """The slice on a simulated fleet of REPLICAS with the fit; its figures and requests per replica."""
+    from enginetui.simulate import simulate
+
+    result = simulate(
+        model=model,
+        step_times=fit,
+        dataset=piece.trace,
+        trace_window=piece.window,
+        time_scale=piece.time_scale,
+        replicas=REPLICAS,
+        router=POLICIES[policy],
+        enable_prefix_caching=True,
+    )
+    assert result.fleet is not None
+    return simulated_figures(result.summary), [s.num_requests for s in result.fleet.summaries]
+
+
+def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict:
+    from enginetui.simulate.calibrate import calibrate_from_recording
+
+    out = Path(args.out)
+    router = ensure_router(Path(args.router_venv), log)
+    windows = {"azure-conv": parse_window(args.azure_window), "mooncake": parse_window(args.mooncake_window)}
+    pieces = [Slice(trace, *windows[trace], args.time_scale) for trace in args.traces]
+    calibration = []  # replica 0's recording of each trace's calibration run
+    for piece in pieces:
+        cal = piece.calibration()
+        records = [str(out / f"{piece.trace}-cal-replica{i}.etrec") for i in range(REPLICAS)]
+        log(f"{piece.trace}: calibration run on {cal.window} s (round_robin)")
+        with fleet(router, "round_robin", engine_args, records, out / f"{piece.trace}-cal-router.log") as url:
+            bench(url, cal, engine_args, out / f"{piece.trace}-cal.json", args.timeout_s)
+        calibration.append(records[0])
+    fit = calibrate_from_recording(calibration)  # one replica's steps
+    fit_path = str(out / "fit.json")
+    fit.save(fit_path)
+    log(f"fit on replica 0: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its own steps")
+    rows = []
+    for piece in pieces:
+        for policy in args.policies:
+            log(f"{piece.trace}: {piece.window} s, {policy}")
+            records = [str(out / f"{piece.trace}-{policy}-replica{i}.etrec") for i in range(REPLICAS)]
+            with fleet(router, policy, engine_args, records, out / f"{piece.trace}-{policy}-router.log") as url:
+                record = bench(url, piece, engine_args, out / f"{piece.trace}-{policy}.json", args.timeout_s)
+            measured = measured_figures(record)
+            simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model)
+            rows.append(
+                {
+                    "trace": piece.trace,
+                    "window": piece.window,
+                    "time_scale": piece.time_scale,
+                    "policy": policy,
+                    "requests": record["workload"]["num_prompts"],
+                    "measured": measured,
+                    "simulated": simulated,
+                    "error_pct": compare(measured, simulated),
+                    "replica_requests": {"measured": [served(r) for r in records], "simulated": sim_counts},
+                }
+            )
+            log("  " + row_line(rows[-1]))
+    fitted = {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct, "coefficients": fit.coefficients}
+    return {"fit": fitted, "rows": rows, "summary": summarize(rows)}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """MAPE per trace and policy, per trace, overall; cache-aware's gain over round-robin per trace."""
+    per_run = {f"{r['trace']} {r['policy']}": mape(list(r["error_pct"].values())) for r in rows}
+    per_trace = {
+        t: mape([e for r in rows if r["trace"] == t for e in r["error_pct"].values()])
+        for t in {r["trace"] for r in rows}
+    }
+    gains = {}
+    for trace in {r["trace"] for r in rows}:
+        by_policy = {r["policy"]: r for r in rows if r["trace"] == trace}
+        if "round_robin" in by_policy and "cache_aware" in by_policy:
+            rr, ca = by_policy["round_robin"], by_policy["cache_aware"]
+            gains[trace] = {
+                name: {side: gain(rr[side][name], ca[side][name]) for side in ("measured", "simulated")}
+                for name in ("TTFT p50", "E2E p50")
+            }
+    overall = mape([e for r in rows for e in r["error_pct"].values()])
+    return {"mape_per_run": per_run, "mape_per_trace": per_trace, "mape": overall, "cache_aware_gain_pct": gains}
+
+
+def row_line(row: dict) -> str:
+    return ", ".join(
+        f"{name} {row['measured'][name]:.1f} -> {row['simulated'][name]:.1f} ms ({row['error_pct'][name]:+.1f}%)"
+        for name, _, _ in FIGURES
+    )
+
+
+def report(results: dict) -> str:
+    """The results as a Markdown table, then the MAPE and the gains."""
+    lines = [
+        "| trace (window, scale) | policy | requests (per replica: measured / simulated) | "
+        + " | ".join(f"{name}: measured → simulated" for name, _, _ in FIGURES)
+        + " | MAPE |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in FIGURES) + " | --- |",
+    ]
+    for r in results["rows"]:
+        counts = r["replica_requests"]
+        cells = [
+            f"{r['measured'][n]:.0f} → {r['simulated'][n]:.0f} ms ({r['error_pct'][n]:+.1f}%)" for n, _, _ in FIGURES
+        ]
+        lines.append(
+            f"| {r['trace']} ({r['window']} s, x{r['time_scale']:g}) | {r['policy']} | {r['requests']} "
+            f"({'/'.join(map(str, counts['measured']))} / {'/'.join(map(str, counts['simulated']))}) | "
+            + " | ".join(cells)
+            + f" | {mape(list(r['error_pct'].values())):.1f}% |"
+        )
+    s = results["summary"]
+    lines.append("")
+    lines.append(
+        f"MAPE {s['mape']:.1f}% over every figure (target {TARGET_PCT:g}%); per trace: "
+        + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace"].items()))
+    )
+    for trace, figures in sorted(s["cache_aware_gain_pct"].items()):
+        lines.append(
+            f"cache_aware over round_robin on {trace}: "
+            + ", ".join(
+                f"{name} {g['measured']:+.1f}% measured, {g['simulated']:+.1f}% simulated"
+                for name, g in figures.items()
+            )
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", help="folder for the recordings, fits, bench records and results")
+    parser.add_argument(
+        "--policies", nargs="+", default=["round_robin", "cache_aware", "power_of_two"], choices=POLICIES
+    )
+    parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=TRACES)
+    parser.add_argument("--azure-window", default="0:60", help="the Azure slice tested, seconds (default 0:60)")
+    parser.add_argument("--mooncake-window", default="0:60", help="the Mooncake slice tested, seconds (default 0:60)")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="arrivals this many times as fast (default 1)")
+    parser.add_argument("--timeout-s", type=float, default=300.0, help="most seconds a run may take (default 300)")
+    parser.add_argument(
+        "--router-venv",
+        default=str(Path(__file__).resolve().parents[2] / "router-venv"),
+        help="virtual environment of vllm-router (default: router-venv beside the checkout)",
+    )
+    parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
+    args, engine_args = parser.parse_known_args(argv)
+    from enginetui.core.models.loader import resolve_model_dir
+
+    model = engine_args[engine_args.index("--model") + 1] if "--model" in engine_args else None
+    args.sim_model = str(resolve_model_dir(model, need_weights=False) or model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.UTC)
+    results = sitting(args, engine_args)
+    results["args"] = vars(args) | {"engine_args": engine_args}
+    results["command"] = shlex.join(
+        ["python", "tools/fleet_accuracy.py", *(argv if argv is not None else sys.argv[1:])]
+    )
+    results["started_utc"] = started.isoformat(timespec="seconds")
+    (out / "fleet_accuracy.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(report(results))
+    if args.save:
+        from enginetui.bench import run_record
+
+        results |= {"machine": run_record.machine(), "source": run_record.source()}
+        label = results["machine"]["label"].lower().replace(" ", "-")
+        path = Path("results/checks") / f"{started:%Y-%m-%d-%H%M}-{label}-fleet-accuracy.json"
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"results record written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
