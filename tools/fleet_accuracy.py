@@ -375,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     args, engine_args = parser.parse_known_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill` / `timeout` too stop every process started
     from enginetui.core.models.loader import resolve_model_dir
 
     model = engine_args[engine_args.index("--model") + 1] if "--model" in engine_args else None
