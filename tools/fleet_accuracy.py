@@ -332,7 +332,7 @@ def report(results: dict) -> str:
     for r in results["rows"]:
         counts = r["replica_requests"]
         cells = [
-            f"{r['measured'][n]:.0f} → {r['simulated'][n]:.0f} ms ({r['error_pct'][n]:+.1f}%)" for n, _, _ in FIGURES
+            f"{r['measured'][n]:.1f} → {r['simulated'][n]:.1f} ms ({r['error_pct'][n]:+.1f}%)" for n, _, _ in FIGURES
         ]
         lines.append(
             f"| {r['trace']} ({r['window']} s, x{r['time_scale']:g}) | {r['policy']} | {r['requests']} "

@@ -15,12 +15,23 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
+from enginetui import keys
 from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.plural import count
 from enginetui.replay.controls import MAX_IDLE_S, Playback, offsets_for_play
 
 CHOICES_KEPT = 200  # latest routing choices kept for the table
 TITLE_STYLE = "bold #c678dd"
+FLEET_PANELS = [  # the help screen's line per panel
+    ("title", "the fleet (replicas, pools, router), the simulated time and the pace; `finished` after the last step"),
+    (
+        "replicas",
+        "a row per replica: role, step, running and waiting requests, KV use, requests routed to it and done, "
+        "prefix-cache hit rate; then the fleet's totals",
+    ),
+    ("router", "its latest choices, newest first: when, the request, the replica it went to, and why"),
+]
 
 
 @dataclass(slots=True)
@@ -174,11 +185,29 @@ class FleetView(App):
     def on_resize(self) -> None:
         self.call_after_refresh(self.draw)
 
+    def about(self) -> list[tuple[str, str]]:
+        """The help screen's rows about the fleet."""
+        return [
+            ("fleet", self.fleet_words()),
+            ("events", f"{self.state.num_events} folded, to {self.state.time:.3f} s"),
+        ]
+
+    def action_help(self) -> None:
+        """Open the help screen (the dashboard's), or close it if it is open."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.action_close()
+            return
+        rows = [(self.get_key_display(b), b.tooltip or b.description) for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(rows, FLEET_PANELS, self.about(), prompt_keys=False, about_title="fleet"))
+
 
 class FleetWatchTUI(FleetView):
     """`enginetui simulate --watch` for a fleet: follows the simulation (watch.SimulatedEngine paces it)."""
 
-    BINDINGS = [Binding("q,ctrl+q", "quit", "Quit", tooltip="stop the simulation and quit")]
+    BINDINGS = [
+        keys.help_key(plain=True),
+        Binding("q,ctrl+q", "quit", "Quit", tooltip="stop the simulation and quit"),
+    ]
 
     def __init__(self, engine, roles: list[str], router: str, **kwargs) -> None:
         super().__init__(roles, router, **kwargs)
@@ -226,6 +255,7 @@ class FleetReplayTUI(Playback, FleetView):
         Binding("end", "move_to(-1)", "End", show=False),
         Binding("minus", "speed(-1)", "Slower", key_display="-"),
         Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+"),
+        keys.help_key(plain=True),
         Binding("q,ctrl+q", "quit", "Quit"),
     ]
 

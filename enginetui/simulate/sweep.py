@@ -1,11 +1,12 @@
 """`--sweep NAME=v1,v2,...`: the same simulation at several values of one setting (an engine flag, the
 request rate, any SimSettings field), as a table and a matplotlib plot of the trade-off."""
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from enginetui.plural import count
-from enginetui.simulate.api import SimResult, SimSettings, simulate
+from enginetui.simulate.api import SimResult, SimSettings, check_fleet, simulate
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,11 @@ def _value(text: str):
 
 
 def run_sweep(sweep: Sweep, settings: SimSettings, flags: dict, on_result=None) -> list[SimResult]:
-    """One simulation per value (`on_result(result)` after each)."""
+    """One simulation per value (`on_result(result)` after each); every value's fleet is checked before the first
+    runs."""
+    if sweep.name in SimSettings.__dataclass_fields__:
+        for value in sweep.values:
+            check_fleet(dataclasses.replace(settings, **{sweep.name: value}))
     results = []
     for value in sweep.values:
         result = simulate(settings, **{**flags, sweep.name: value})

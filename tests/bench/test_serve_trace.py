@@ -81,6 +81,23 @@ def test_a_trace_refuses_the_drawn_workloads_flags(traces):
         run(args)
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--trace", "{other}"], "not a trace this reads"),
+        (["--trace", "{azure}", "--trace-window", "500:600"], "no request of"),
+        (["--trace", "{azure}", "--router-url", "http://127.0.0.1:9", "--trace-window", "9:3"], "after the start"),
+    ],
+)
+def test_bad_trace_input_is_one_line_before_any_server_starts(traces, flags, message, capsys):
+    (traces / "other.csv").write_text("a,b,c\n1,2,3\n")
+    flags = [f.format(other=traces / "other.csv", azure=traces / "azure.csv") for f in flags]
+    args = build_parser().parse_args(["bench", "serve", *flags])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
 @pytest.mark.slow
 def test_bench_serve_sends_a_trace_window_to_the_embedded_models_server(traces, tmp_path, capsys):
     path = tmp_path / "serve.json"

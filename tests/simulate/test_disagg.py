@@ -140,3 +140,49 @@ def test_bad_disaggregation_input_is_one_line(argv, message, capsys):
     assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+SWEPT = dict(dataset="random", input_len=2048, output_len=64, num_prompts=40, request_rate=40.0, goodput="ttft:300")
+
+
+@pytest.mark.parametrize(("pool", "figure"), [("prefill", "ttft"), ("decode", "tpot")])
+def test_a_sweep_of_either_pool_runs_each_size(pool, figure):
+    from enginetui.simulate.api import SimSettings
+    from enginetui.simulate.sweep import parse_sweep, run_sweep
+
+    settings = SimSettings(**SWEPT, prefill_replicas=1, decode_replicas=1)
+    results = run_sweep(parse_sweep(f"{pool}_replicas=1,2,4"), settings, {})
+    for size, result in zip((1, 2, 4), results):
+        assert result.fleet is not None and result.fleet.roles.count(pool) == size
+        assert result.fleet.roles.count("decode" if pool == "prefill" else "prefill") == 1
+        assert result.summary.num_completed == SWEPT["num_prompts"]
+    medians = [getattr(r.summary, figure).p50 for r in results]  # the swept pool's own latency, not worse with more
+    assert medians[0] > medians[-1] and all(b <= a * 1.01 for a, b in zip(medians, medians[1:]))
+
+
+@pytest.mark.slow  # the plot: matplotlib
+def test_a_pool_sweep_on_the_command_line_names_the_smallest_pool(tmp_path, capsys):
+    argv = ["simulate", "--random-input-len", "2048", "--random-output-len", "64", "--num-prompts", "40"]
+    argv += ["--request-rate", "40", "--goodput", "ttft:300", "--prefill-replicas", "1", "--decode-replicas", "1"]
+    argv += ["--sweep", "prefill_replicas=1,2,4", "--plot", str(tmp_path / "pools.png"), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sweep         prefill_replicas = 1, 2, 4\n" in out
+    assert "smallest      prefill_replicas=" in out or "smallest      none of these" in out
+
+
+@pytest.mark.parametrize(
+    "sweep, message",
+    [
+        ("prefill_replicas=2,0", "a disaggregated fleet needs at least one of each"),
+        ("decode_replicas=1,0", "a disaggregated fleet needs at least one of each"),
+        ("replicas=2,0", "--replicas"),
+        ("router=round-robin,fastest", "--router 'fastest': no such router"),
+    ],
+)
+def test_a_bad_value_anywhere_in_a_fleet_sweep_is_one_line_before_any_runs(sweep, message, capsys):
+    argv = ["simulate", "--num-prompts", "3", "--no-progress", "--sweep", sweep]
+    argv += ["--prefill-replicas", "1", "--decode-replicas", "1"] if "_replicas" in sweep else ["--replicas", "2"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and captured.out == ""

@@ -74,7 +74,7 @@ def test_errors_mape_and_cache_aware_gain():
     assert g["TTFT p50"] == pytest.approx({"measured": 50.0, "simulated": gain(110, 60)})
     assert g["E2E p50"] == pytest.approx({"measured": 20.0, "simulated": 10.0})
     text = report({"rows": rows, "summary": s})
-    assert "| mooncake (0:60 s, x1) | cache_aware | 10 (6/4 / 5/5) | 50 → 60 ms (+20.0%) |" in text
+    assert "| mooncake (0:60 s, x1) | cache_aware | 10 (6/4 / 5/5) | 50.0 → 60.0 ms (+20.0%) |" in text
     assert "MAPE 9.1% over every figure (target 15%)" in text
     assert "TTFT p50 +50.0% measured, +45.5% simulated" in text
 

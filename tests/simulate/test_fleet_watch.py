@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from enginetui.cli import main
 from enginetui.core.record.reader import read_recording
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.simulate.api import SimSettings, fleet_roles, simulate
 from enginetui.simulate.fleet_watch import (
     FleetReplayTUI,
@@ -86,6 +87,27 @@ async def test_the_watch_follows_each_replica_to_the_end_of_the_run():
         await until(pilot, lambda: not app.is_running)
     live.join(timeout=5)
     assert live.result.summary.num_completed == RUN["num_prompts"]
+
+
+async def test_the_help_screen_lists_the_fleet_views_keys_and_panels():
+    live, engine, app = watched()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: engine.finished)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        shown = text_of(app.screen, "Static")
+        for words in ("keys", "stop the simulation and quit", "panels", "replicas", "router", "fleet"):
+            assert words in shown
+        assert "3 replicas behind cache-aware" in shown and "prompt box" not in shown  # the fleet takes no text
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("f1")  # as on the dashboard, F1 closes it too
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
+    live.join(timeout=5)
 
 
 async def test_a_disaggregated_fleet_shows_its_pools():
