@@ -6,8 +6,8 @@ carrying its packed copy. `F.linear` on it (and `linear_relu`, relu as oneDNN's 
 packed GEMM for batches of `min_rows` rows or more and MKL's dense GEMM below; anything else sees the
 dense tensor. Which is faster for a row or two depends on the CPU and the weight's shape, so
 `min_rows` is measured at load per shape, as a decode step meets the weight (docs/speed.md has the
-figures). In float32 and bfloat16, batches of up to `skinny_rows` rows run this project's C++ kernel
-instead (kernels/csrc/cpu_linear.cpp: one pass over the weight), where it is built and measured faster.
+figures). In float32 and bfloat16, batches of 1-8 rows may run this project's C++ kernel instead
+(kernels/csrc/cpu_linear.cpp: one pass over the weight), at the batch sizes where it is built and measured faster.
 `ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
 """
 
@@ -27,9 +27,9 @@ LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")
 PACK_FOR_ROWS = 64  # the batch size oneDNN chooses the packed layout for (any batch size works with it)
 MAX_MIN_ROWS = 3  # from this many rows oneDNN's packed GEMM is used on every CPU measured
-# the batch sizes up to which the C++ kernel may be chosen, tried largest first: from 4 rows oneDNN's GEMM won
-# on the larger weights whenever the machine was quiet, and a reading at load can say otherwise
-SKINNY_ROWS = (2, 1)
+# the batch sizes the C++ kernel is timed at against the GEMM otherwise chosen: each decides for the sizes above
+# the one before it (4 for 3 and 4 rows, 8 for 5-8), since which wins changes with the rows and the CPU
+SKINNY_ROWS = (1, 2, 4, 8)
 TIMED_RUNS = 3  # timed runs of each GEMM per clock reading (after one untimed), the fastest kept
 MEASURE_ROUNDS = 2  # clock readings of each GEMM when measuring, packed and dense in turns, the fastest kept
 # the dense GEMM is chosen only when it is faster than this many times oneDNN's: a near tie on the clock
@@ -46,7 +46,7 @@ class PackedWeight(torch.Tensor):
 
     _packed: torch.Tensor  # the weight reordered for oneDNN (an opaque mkldnn tensor)
     _min_rows: int  # batches of this many rows or more use `_packed`, smaller ones the dense weight
-    _skinny_rows: int  # batches of at most this many rows use the C++ kernel (0: never)
+    _skinny_batches: frozenset[int]  # batch sizes (rows) that use the C++ kernel
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -54,7 +54,7 @@ class PackedWeight(torch.Tensor):
         if func is F.linear or func is linear_relu:
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            if isinstance(weight, cls) and x.dim() == 2 and 0 < x.shape[0] <= weight._skinny_rows:
+            if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] in weight._skinny_batches:
                 with torch._C.DisableTorchFunctionSubclass():
                     return cpu_kernels.skinny_linear_cpu(x.contiguous(), weight, bias, func is linear_relu)
             if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] >= weight._min_rows:
@@ -65,7 +65,8 @@ class PackedWeight(torch.Tensor):
             out = func(*args, **kwargs)
         if func is torch.Tensor.detach:  # nn.Parameter(weight) detaches: keep what it is
             out = out.as_subclass(cls)
-            out._packed, out._min_rows, out._skinny_rows = args[0]._packed, args[0]._min_rows, args[0]._skinny_rows
+            out._packed, out._min_rows = args[0]._packed, args[0]._min_rows
+            out._skinny_batches = args[0]._skinny_batches
         return out
 
 
@@ -101,7 +102,7 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
     (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`, and so is
-    the largest batch that uses the C++ kernel, `measure_skinny_rows`; given, the kernel is not used)."""
+    the batch sizes that use the C++ kernel, `measure_skinny_batches`; given, the kernel is not used)."""
     owners: list[Linear | nn.Linear | nn.Embedding] = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
@@ -109,14 +110,14 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
     if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
         weight_bytes, cache_bytes = sum(m.weight.nbytes for m in owners), largest_cache_bytes()
         time_gemm = GemmClock(cache_bytes if weight_bytes > cache_bytes else None)
-    measured: dict[tuple, tuple[int, int]] = {}  # (shape, dtype) -> (min_rows, skinny_rows): each shape once
+    measured: dict[tuple, tuple[int, frozenset[int]]] = {}  # (shape, dtype) -> (min_rows, skinny batches): once each
     for module in owners:
         weight = _packed_weight(module.weight.data)
         key = (tuple(weight.shape), weight.dtype)
         if min_rows is None and key not in measured:
             weight._min_rows = measure_min_rows(weight, time_gemm)
-            measured[key] = (weight._min_rows, measure_skinny_rows(weight, time_gemm))
-        weight._min_rows, weight._skinny_rows = (min_rows, 0) if min_rows is not None else measured[key]
+            measured[key] = (weight._min_rows, measure_skinny_batches(weight, time_gemm))
+        weight._min_rows, weight._skinny_batches = (min_rows, frozenset()) if min_rows is not None else measured[key]
         module.weight = nn.Parameter(weight, requires_grad=False)
     return len(owners)
 
@@ -139,22 +140,23 @@ def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:
     return MAX_MIN_ROWS
 
 
-def measure_skinny_rows(weight: "PackedWeight", time_gemm=None) -> int:
-    """The largest batch of SKINNY_ROWS up to which the C++ kernel beats the GEMM `weight._min_rows` picks
-    (0: none, or the kernel is not built, or the weight is neither float32 nor bfloat16), read in turns as measure_min_rows
-    reads; the kernel's advantage shrinks as rows grow, so the first win, largest first, decides."""
+def measure_skinny_batches(weight: "PackedWeight", time_gemm=None) -> frozenset[int]:
+    """The batch sizes at which the C++ kernel beats the GEMM `weight._min_rows` picks, timed at each of SKINNY_ROWS
+    (each deciding for the sizes above the one before it) and read in turns as measure_min_rows reads; none where
+    the kernel is not built or the weight is neither float32 nor bfloat16."""
     if weight.dtype not in (torch.float32, torch.bfloat16) or not cpu_kernels.available():
-        return 0
+        return frozenset()
     time_gemm = time_gemm or GemmClock(largest_cache_bytes())
-    for rows in SKINNY_ROWS:
+    batches: set[int] = set()
+    for smaller, rows in zip((0, *SKINNY_ROWS), SKINNY_ROWS):
         other = "packed" if rows >= weight._min_rows else "dense"
         skinny, chosen = float("inf"), float("inf")
         for _ in range(MEASURE_ROUNDS):
             skinny = min(skinny, time_gemm(weight, rows, "skinny"))
             chosen = min(chosen, time_gemm(weight, rows, other))
         if skinny < chosen:
-            return rows
-    return 0
+            batches.update(range(smaller + 1, rows + 1))
+    return frozenset(batches)
 
 
 class GemmClock:
@@ -214,5 +216,5 @@ def _packed_weight(dense: torch.Tensor) -> PackedWeight:
     weight = dense.as_subclass(PackedWeight)
     weight._packed = torch.ops.mkldnn._reorder_linear_weight(dense, PACK_FOR_ROWS)
     weight._min_rows = MAX_MIN_ROWS
-    weight._skinny_rows = 0
+    weight._skinny_batches = frozenset()
     return weight

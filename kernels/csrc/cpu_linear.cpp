@@ -22,7 +22,7 @@
 #include <cstring>
 #include <optional>
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -33,7 +33,7 @@ namespace {
 // The CPU's widest vectors, never wider (GCC would keep arrays of wider ones on the stack).
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
-constexpr int kAccumulators = 16;  // of 32 vector registers: the rest hold the input rows and a weight row
+constexpr int kAccumulators = 24;  // of 32 vector registers: the rest hold input rows or weight rows, and one more
 #elif defined(__AVX__)
 constexpr int kLanes = 8;
 constexpr int kAccumulators = 8;  // of 16
@@ -42,9 +42,12 @@ constexpr int kLanes = 4;
 constexpr int kAccumulators = 8;
 #endif
 constexpr int kMaxRows = 8;
-// floats ahead of the loads each weight row is prefetched: R rows side by side are R streams, more than the
-// hardware prefetchers follow at full speed (512 bytes ahead measured best of 0 / 256 / 512 / 1024)
-constexpr int kPrefetchAhead = 128;
+// Bytes of weight a thread asks for ahead of its loads, over its R rows together (R streams, more than the hardware
+// prefetchers follow at full speed): into L1 a little ahead, and into L2 far ahead, since the misses L1 can have in
+// flight carry one core's share of the bandwidth only while each weight line takes few cycles, and a block of many
+// input rows spends longer on each
+constexpr int kPrefetchBytes = 4096;
+constexpr int kPrefetchL2Bytes = 32768;
 
 typedef float vfloat __attribute__((vector_size(kLanes * sizeof(float))));
 
@@ -54,10 +57,28 @@ inline vfloat load(const float* p) {
   return v;
 }
 
+// A load kept in a register: GCC would otherwise fold it into each multiply-add that uses it, loading it again for
+// every accumulator (the load ports, not the multiply-adds, then bound a block of many rows).
+template <typename V>
+inline V in_register(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
 inline float lane_sum(vfloat v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(v);
+#else
   float s = 0.f;
   for (int i = 0; i < kLanes; ++i) s += v[i];
   return s;
+#endif
+}
+
+// The weight rows of a block: as many as keep R x M accumulators in the vector registers, at most 8.
+template <int M>
+constexpr int block_rows() {
+  return std::max(1, std::min(8, kAccumulators / M));
 }
 
 // Weight rows [n, n + R) against every input row.
@@ -67,15 +88,29 @@ inline void weight_rows(const float* x, int64_t ldx, const float* w, int64_t K, 
   vfloat acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = vfloat{};
+  constexpr int64_t ahead = kPrefetchBytes / R / sizeof(float) / kLanes * kLanes;
+  constexpr int64_t far = kPrefetchL2Bytes / R / sizeof(float) / kLanes * kLanes;
   const float* wn = w + n * K;
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
-    for (int r = 0; r < R; ++r) __builtin_prefetch(wn + r * K + k + kPrefetchAhead, 0, 0);
-    vfloat xv[M];
-    for (int m = 0; m < M; ++m) xv[m] = load(x + m * ldx + k);
     for (int r = 0; r < R; ++r) {
-      const vfloat wv = load(wn + r * K + k);
-      for (int m = 0; m < M; ++m) acc[r][m] += wv * xv[m];
+      __builtin_prefetch(wn + r * K + k + ahead, 0, 0);
+      __builtin_prefetch(wn + r * K + k + far, 0, 2);
+    }
+    if constexpr (M <= R) {  // the input rows stay in registers, each weight row loaded in turn
+      vfloat xv[M];
+      for (int m = 0; m < M; ++m) xv[m] = in_register(load(x + m * ldx + k));
+      for (int r = 0; r < R; ++r) {
+        const vfloat wv = in_register(load(wn + r * K + k));
+        for (int m = 0; m < M; ++m) acc[r][m] += wv * xv[m];
+      }
+    } else {  // the weight rows stay in registers, each input row loaded in turn
+      vfloat wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = in_register(load(wn + r * K + k));
+      for (int m = 0; m < M; ++m) {
+        const vfloat xv = in_register(load(x + m * ldx + k));
+        for (int r = 0; r < R; ++r) acc[r][m] += wv[r] * xv;
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -101,13 +136,27 @@ inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, in
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  constexpr int64_t ahead = kPrefetchBytes / R / sizeof(bf16) / 32 * 32;
+  constexpr int64_t far = kPrefetchL2Bytes / R / sizeof(bf16) / 32 * 32;
   for (; k + 32 <= K; k += 32) {
-    for (int r = 0; r < R; ++r) __builtin_prefetch(wn + r * K + k + 2 * kPrefetchAhead, 0, 0);
-    __m512bh xv[M];
-    for (int m = 0; m < M; ++m) xv[m] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k));
     for (int r = 0; r < R; ++r) {
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k));
-      for (int m = 0; m < M; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
+      __builtin_prefetch(wn + r * K + k + ahead, 0, 0);
+      __builtin_prefetch(wn + r * K + k + far, 0, 2);
+    }
+    if constexpr (M <= R) {
+      __m512bh xv[M];
+      for (int m = 0; m < M; ++m) xv[m] = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k)));
+      for (int r = 0; r < R; ++r) {
+        const __m512bh wv = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k)));
+        for (int m = 0; m < M; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
+      }
+    } else {
+      __m512bh wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k)));
+      for (int m = 0; m < M; ++m) {
+        const __m512bh xv = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k)));
+        for (int r = 0; r < R; ++r) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv[r], xv);
+      }
     }
   }
   for (int r = 0; r < R; ++r)
@@ -125,7 +174,7 @@ inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, in
 
 template <int M, typename T>
 void skinny(const T* x, int64_t ldx, const T* w, int64_t N, int64_t K, const T* bias, bool relu, T* out, int64_t ldo) {
-  constexpr int R = std::max(1, std::min(8, kAccumulators / M));
+  constexpr int R = block_rows<M>();
   const int64_t blocks = N / R;
   // grain: about 64 KiB of weight per task, so that small layers stay on one thread
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / (R * K));

@@ -100,7 +100,7 @@ def test_the_smallest_packed_batch_is_measured_on_this_cpu_for_each_shape_of_wei
 
     timed = []
 
-    monkeypatch.setattr(cpu_linear, "measure_skinny_rows", lambda weight, clock: 0)  # its own test below
+    monkeypatch.setattr(cpu_linear, "measure_skinny_batches", lambda weight, clock: frozenset())  # tested below
 
     def clock(w, rows, path):  # the vocab-sized head packs from one row, the layers from two
         timed.append(tuple(w.shape))
@@ -247,18 +247,26 @@ def test_the_skinny_kernel_refuses_what_it_does_not_compute():
 
 
 @needs_kernels
-def test_the_skinny_kernel_runs_up_to_the_rows_measured_faster_and_equals_dense_linear(monkeypatch):
-    """Measured per shape, largest batch first: the first batch size where the kernel wins decides; a model
-    whose GEMMs the kernel never wins does not use it; batches above the measured size take the other GEMMs."""
+def test_the_skinny_kernel_runs_at_the_batch_sizes_measured_faster_and_equals_dense_linear(monkeypatch):
+    """Measured per shape at 1, 2, 4 and 8 rows, each reading deciding for the sizes above the one before; a model
+    whose GEMMs the kernel never wins does not use it; other batch sizes take the other GEMMs."""
     model = small_opt()
     prepack_linear_weights(model, MAX_MIN_ROWS)
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
-    for wins_up_to, expected in ((8, 2), (2, 2), (1, 1), (0, 0)):  # tried at SKINNY_ROWS only
-        clock = lambda w, rows, path, k=wins_up_to: (1.0 if rows <= k else 3.0) if path == "skinny" else 2.0  # noqa: E731
-        assert cpu_linear.measure_skinny_rows(weight, clock) == expected
-    assert cpu_linear.measure_skinny_rows(weight.to(torch.float64).as_subclass(PackedWeight), lambda *a: 0.0) == 0
+    for wins_at, expected in (((1, 2, 4, 8), range(1, 9)), ((1, 8), (1, 5, 6, 7, 8)), ((4,), (3, 4)), ((), ())):
+        timed = []
 
-    monkeypatch.setattr(cpu_linear, "measure_skinny_rows", lambda weight, clock: 4)
+        def clock(w, rows, path, wins_at=wins_at, timed=timed):
+            timed.append(rows)
+            return (1.0 if rows in wins_at else 3.0) if path == "skinny" else 2.0
+
+        assert cpu_linear.measure_skinny_batches(weight, clock) == frozenset(expected)
+        assert set(timed) == {1, 2, 4, 8}
+    assert (
+        cpu_linear.measure_skinny_batches(weight.to(torch.float64).as_subclass(PackedWeight), lambda *a: 0.0) == set()
+    )
+
+    monkeypatch.setattr(cpu_linear, "measure_skinny_batches", lambda weight, clock: frozenset({1, 3, 4}))
     model = small_opt()
     reference = {n: p.detach().clone() for n, p in model.named_parameters()}
     prepack_linear_weights(model)
@@ -266,7 +274,7 @@ def test_the_skinny_kernel_runs_up_to_the_rows_measured_faster_and_equals_dense_
     skinny = cpu_kernels.skinny_linear_cpu
     monkeypatch.setattr(cpu_kernels, "skinny_linear_cpu", lambda *a: calls.append(a[0].shape[0]) or skinny(*a))
     fc1 = model.model.decoder.layers[0].fc1
-    for rows in (1, 4, 5):
+    for rows in (1, 2, 4, 5):
         x = torch.randn(rows, 32)
         torch.testing.assert_close(
             linear_relu(x, fc1.weight, fc1.bias),
