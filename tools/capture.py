@@ -21,8 +21,9 @@ With --burst it records the scheduler rebuild's workload instead (enginetui/vllm
 BURST_REQUESTS streamed requests at once through the watcher's proxy into a BURST_BLOCKS-block pool
 with BURST_LIMITS (preemptions), the watcher's state recorded as `enginetui attach --record` does:
 
-- burst.etrec.xz: the watch recording (every /metrics reading, each request through the proxy and
-  each piece of its response, with when it went by), xz-compressed;
+- burst.etrec.xz: the recording, in the one format (the rebuild's step events beside every /metrics
+  reading, each request through the proxy and each piece of its response, with when it went by),
+  xz-compressed;
 - vllm_steps.log.xz: vLLM's own line for each engine step (`--enable-logging-iteration-details`: the
   requests and tokens it scheduled, its KV cache usage after), the truth the rebuild's steps are
   checked against (enginetui/bench/vllm_step_log.py reads it);
@@ -31,8 +32,7 @@ with BURST_LIMITS (preemptions), the watcher's state recorded as `enginetui atta
 --requests N and --first K send N requests with the prompts burst_prompt(K)… (another burst than the
 fixture's), --poll-s the reading interval; --kv-events listens to vLLM's KV events too and records
 each batch (the rebuild's cached blocks are checked against them). On a small machine that starves the
-/metrics readings: the watcher's one event loop decodes every batch while it proxies the burst (a
-64-request burst was read twice in 4.4 s, its batches delivered up to 2 s late).
+/metrics readings: the watcher's one event loop decodes every batch while it proxies the burst.
 """
 
 import argparse

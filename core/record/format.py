@@ -5,7 +5,9 @@
 
 Frames, in order: one header (kind H: `Header`, msgpack), then one frame per event (kind E: the
 `StepEvent` exactly as EngineCore published it, msgpack), then a trailer (kind T: `Trailer`)
-when the recording was closed cleanly. Each frame is written with one system call as its event
+when the recording was closed cleanly. A real vLLM's recording also holds, between its events, what
+a vLLM adds (kind V: a /metrics reading, a KV event batch, a proxied request's change, ...; the front
+end's enginetui/vllm_watch/vllm_record.py encodes them); a reader that does not need them skips them. Each frame is written with one system call as its event
 arrives, so a recording cut short (the process killed, the disk full) still reads up to its
 last whole frame, and the checksum finds a frame that was damaged.
 
@@ -26,7 +28,7 @@ MAGIC = b"ETUIREC\x00"  # first bytes of every recording
 FORMAT_VERSION = 1  # bump on any incompatible change of the framing, Header or Trailer
 PREAMBLE = struct.Struct("<8sH")  # magic, format version
 FRAME_HEAD = struct.Struct("<IIc")  # payload length, crc32(kind + payload), kind
-HEADER, EVENT, TRAILER = b"H", b"E", b"T"  # frame kinds
+HEADER, EVENT, TRAILER, VLLM = b"H", b"E", b"T", b"V"  # frame kinds
 MAX_FRAME_BYTES = 1 << 30  # a longer length field means a damaged file, not a real frame
 
 

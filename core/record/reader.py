@@ -33,6 +33,7 @@ class Recording:
     problem: str | None  # why reading stopped before the trailer (truncated or damaged), None if it did not
     _data: memoryview  # the whole file
     _spans: list[tuple[int, int]]  # per event: start and end of its encoded bytes in _data
+    vllm_spans: list[tuple[int, int, int]]  # per V frame: events before it, start and end of its payload in _data
 
     def __len__(self) -> int:
         return len(self.heads)
@@ -56,6 +57,11 @@ class Recording:
         """The event's bytes as the engine published them."""
         start, end = self._spans[index]
         return bytes(self._data[start:end])
+
+    def vllm_items(self) -> Iterator[tuple[int, bytes]]:
+        """What a real vLLM added (format.VLLM frames), in order: (events recorded before it, its payload)."""
+        for before, start, end in self.vllm_spans:
+            yield before, bytes(self._data[start:end])
 
     def describe_problems(self) -> list[str]:
         """What a viewer should say about this recording besides its events (empty: nothing)."""
@@ -95,12 +101,16 @@ def read_recording(path: str | os.PathLike) -> Recording:
     heads: list[fmt.EventHead] = []
     missed: list[int] = []
     spans: list[tuple[int, int]] = []
+    vllm_spans: list[tuple[int, int, int]] = []
     trailer: fmt.Trailer | None = None
     last_seq: int | None = None
     for kind, start, end in frames[1:]:
         if kind == fmt.TRAILER:
             trailer = fmt.decode_trailer(data[start:end])
             break
+        if kind == fmt.VLLM:
+            vllm_spans.append((len(heads), start, end))
+            continue
         if kind != fmt.EVENT:
             continue  # a frame kind from a later minor change: nothing this reader needs
         try:
@@ -112,14 +122,7 @@ def read_recording(path: str | os.PathLike) -> Recording:
         last_seq = head.seq if last_seq is None else max(last_seq, head.seq)
         heads.append(head)
         spans.append((start, end))
-    return Recording(path, header, heads, missed, trailer, problem, data, spans)
-
-
-def read_frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, int]], str | None]:
-    """(kind, payload start, payload end) of every whole, intact frame from `offset`, and why reading
-    stopped early (None: it did not): for other files in this framing (a vLLM watch recording,
-    enginetui/vllm_watch/recording.py)."""
-    return _frames(data, offset)
+    return Recording(path, header, heads, missed, trailer, problem, data, spans, vllm_spans)
 
 
 def _frames(data: memoryview, offset: int) -> tuple[list[tuple[bytes, int, int]], str | None]:

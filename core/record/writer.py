@@ -27,6 +27,10 @@ class RecordingWriter:
         self._write(fmt.EVENT, data)
         self.num_events += 1
 
+    def write_vllm(self, payload: bytes) -> None:
+        """What a real vLLM adds beside the events (format.VLLM), encoded by the front end."""
+        self._write(fmt.VLLM, payload)
+
     def close(self, missed_events: int = 0) -> None:
         """Write the trailer and close the file."""
         trailer = fmt.Trailer(closed=time.time(), num_events=self.num_events, missed_events=missed_events)

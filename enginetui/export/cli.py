@@ -39,14 +39,7 @@ def default_out(file: str, fmt: str) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from enginetui.vllm_watch.recording import is_watch_recording
-
     args.out = args.out or default_out(args.file, args.format)
-
-    if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
-        from enginetui.vllm_watch.cli import export_watch_recording
-
-        return export_watch_recording(args.file, args.format, args.out)
     from enginetui.core.record.format import RecordingError
     from enginetui.core.record.reader import read_recording
 

@@ -18,8 +18,7 @@ def add_replay_subparser(subparsers: argparse._SubParsersAction) -> None:
         "live, one event at a time. Keys: → / ← the next / previous engine step, . and , one event, "
         "Home / End the ends, g jumps to a step (123), a time (12.5s) or an event (e40), space plays "
         "(- and + from 0.25x to 8x), t shows or hides the timeline, ? lists every key. A recording of "
-        "`attach --vllm` replays in the vLLM dashboard, with the same keys (→ / ← one recorded item; "
-        "g a time).",
+        "`attach --vllm` (a real vLLM: its probe's events or the outside rebuild's) replays the same way.",
     )
     replay.add_argument("file", help="the recording")
     replay.add_argument(
@@ -47,12 +46,6 @@ def open_session(path: str):
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from enginetui.vllm_watch.recording import is_watch_recording
-
-    if os.path.isfile(args.file) and is_watch_recording(args.file):  # `enginetui attach --vllm --record`
-        from enginetui.vllm_watch.cli import run_watch_replay
-
-        return run_watch_replay(args.file, args.at, keep_idle=args.keep_idle)
     from enginetui.simulate.fleet_watch import is_fleet_recording
 
     if os.path.isfile(args.file) and is_fleet_recording(args.file):  # `enginetui simulate --replicas N --record`

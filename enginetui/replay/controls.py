@@ -1,5 +1,5 @@
-"""What both replays share (the engine's, `enginetui/replay/app.py`, and the vLLM watch's,
-`enginetui/vllm_watch/replay.py`): play speeds, the playback clock that shortens idle stretches,
+"""What the replays share (one engine's, `enginetui/replay/app.py`, and a simulated fleet's,
+`enginetui/simulate/fleet_watch.py`): play speeds, the playback clock that shortens idle stretches,
 playing and pausing along it, and the screen that asks where to jump. Light: no engine, no torch."""
 
 import time

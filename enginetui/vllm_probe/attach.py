@@ -9,6 +9,7 @@ says so). Its first event is vLLM's next step: an idle vLLM shows nothing until 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 import zmq
@@ -19,6 +20,9 @@ from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.vllm_probe.recording import ProbeRecording, VllmFacts
+
+if TYPE_CHECKING:
+    from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 
 PROBE_READ_ONLY = (
     "this is a real vLLM seen through its probe: the dashboard watches it; send requests to vLLM's own API"
@@ -55,6 +59,9 @@ class ProbeEngine(NoInputEngine):
     @property
     def device(self) -> str:
         return f"vLLM · probe {self.address} · watch only"
+
+    def waiting_hint(self) -> str:
+        return f"waiting for vLLM's next step\n(its probe: {self.address})"
 
     async def snapshot(self) -> StepEvent:
         """The first event (waits for vLLM's next step); asked again, the latest state without its news."""
@@ -112,7 +119,7 @@ class ProbeEngine(NoInputEngine):
 
 
 class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
-    """The dashboard following a real vLLM through its probe."""
+    """The dashboard following a real vLLM through its probe (or, in with_vllm.py, its rebuild)."""
 
     AUTO_FOCUS = None  # no prompt box: vLLM takes its prompts on its own API
     BINDINGS = [
@@ -120,15 +127,15 @@ class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
         *keys.select_keys(),
         keys.refused_keys(
             "ctrl+b,ctrl+x,ctrl+l,ctrl+p,ctrl+s,pagedown,pageup",
-            "bursts, aborts, clearing, pause, step and slow motion: not on a vLLM seen through its probe",
+            "bursts, aborts, clearing, pause, step and slow motion: not on a real vLLM (watched, not driven)",
         ),
         keys.help_key(plain=True),
         *keys.quit_keys("stop watching and quit (vLLM keeps serving)", plain=True),
     ]
 
-    def __init__(self, engine: ProbeEngine, **kwargs) -> None:
+    def __init__(self, engine: "ProbeEngine | RebuildEngine", **kwargs) -> None:
         super().__init__(engine, **kwargs)
-        self.probe_engine = engine
+        self.vllm_engine = engine  # the probe's events, or the outside rebuild's (with_vllm.py)
 
     def on_mount(self) -> None:  # Textual runs EngineTUI's on_mount too
         self.take_no_input()
@@ -137,4 +144,4 @@ class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
         """vLLM's engine process is not this machine's to read."""
 
     def _empty_hint(self) -> str:
-        return f"waiting for vLLM's next step\n(its probe: {self.probe_engine.address})"
+        return self.vllm_engine.waiting_hint()

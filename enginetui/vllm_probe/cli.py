@@ -79,10 +79,10 @@ def run_probe(args: argparse.Namespace, api_key: str | None) -> int:
             return 2
     app: ProbeWatchTUI
     if urls:
-        from enginetui.vllm_probe.with_vllm import ProbeVllmTUI
+        from enginetui.vllm_probe.with_vllm import VllmTUI
         from enginetui.vllm_watch.cli import kv_endpoint
 
-        app = ProbeVllmTUI(
+        app = VllmTUI(
             engine,
             urls[0],
             kv_events=kv_endpoint(urls[0], args.kv_events[0] if args.kv_events else None),

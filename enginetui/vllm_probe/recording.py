@@ -1,4 +1,5 @@
-"""`enginetui attach --probe ADDR --record FILE`: the probe's step events in our engine's recording format.
+"""`enginetui attach --vllm URL [--probe ADDR] --record FILE`: a vLLM's step events in our engine's recording format
+(the probe's, or the outside rebuild's).
 
 The file is core/record's (core/record/format.py, written by its RecordingWriter): `enginetui replay`,
 `export` and `simulate --from-recording` read it as they read our engine's. Its header is written with
@@ -22,6 +23,7 @@ from enginetui.core.record.recorder import RecordingSummary
 from enginetui.core.record.recorder import _version as enginetui_version  # the recorder's own
 from enginetui.core.record.writer import RecordingWriter
 
+PROBE_DEVICE = "vLLM (probe)"  # a recording's device: the probe's exact events
 UNKNOWN_MODEL = "vLLM (model unknown: recorded without --vllm URL)"
 # A local model directory's files that rebuild its tokenizer offline (core/record/tokenizer_files.py reads them).
 TOKENIZER_FILES = (
@@ -61,7 +63,11 @@ async def read_facts(url: str, api_key: str | None) -> VllmFacts:
 
 
 def probe_header(
-    first: StepEvent | None, source: str, facts: VllmFacts | None, tokenizer_dir: str | None
+    first: StepEvent | None,
+    source: str,
+    facts: VllmFacts | None,
+    tokenizer_dir: str | None,
+    device: str = PROBE_DEVICE,
 ) -> fmt.Header:
     """The recording's header: vLLM's pool and limits from the first event, the rest from `facts`."""
     model_dir = Path(tokenizer_dir or (facts.root if facts else ""))
@@ -87,7 +93,7 @@ def probe_header(
         max_model_len=max_model_len,
         num_blocks=first.num_blocks if first else 0,
         block_size=first.block_size if first else 0,
-        device="vLLM (probe)",
+        device=device,
         dtype=str(hf_config.get("torch_dtype") or ""),  # the checkpoint's (vLLM's --dtype is not published)
         eos_token_ids=[],
         default_sampling={},
@@ -100,7 +106,8 @@ def probe_header(
         enginetui_version=enginetui_version(),
         engine=engine,
         config=config,
-        tokenizer=_tokenizer_files(model_dir) if facts or tokenizer_dir else None,
+        # the probe's events carry token ids (the rebuild's none: no text to decode)
+        tokenizer=_tokenizer_files(model_dir) if (facts or tokenizer_dir) and device == PROBE_DEVICE else None,
     )
 
 
@@ -108,39 +115,59 @@ class ProbeRecording:
     """The events a ProbeEngine takes, written as they come (each as the probe published it)."""
 
     def __init__(
-        self, path: str | os.PathLike, source: str, facts: VllmFacts | None, tokenizer_dir: str | None
+        self,
+        path: str | os.PathLike,
+        source: str,
+        facts: VllmFacts | None,
+        tokenizer_dir: str | None,
+        device: str = PROBE_DEVICE,
     ) -> None:
         self.path = str(path)  # the recording file
         open(self.path, "wb").close()  # a path that cannot be written fails now, not at vLLM's first step
         self.source = source  # the command line that recorded it
         self.facts = facts  # what vLLM's server said (None: recorded without --vllm URL)
         self.tokenizer_dir = tokenizer_dir  # --tokenizer DIR (None: the served model's directory, when local)
+        self.device = device  # the header's: whose events (the probe's exact ones, or the rebuild's)
         self.missed_events = 0  # seq gaps: events the probe dropped for this subscriber
         self._last_seq: int | None = None
         self._writer: RecordingWriter | None = None  # opened with the first event (its header needs it)
+        self._vllm_before: list[bytes] = []  # what vLLM added before the first event, written with it
         self._summary: RecordingSummary | None = None  # once closed
 
     def write(self, data: bytes, event: StepEvent) -> None:
         """One event taken from the probe: `data` as published, `event` decoded from it."""
         if self._summary is not None:
             return
-        if self._writer is None:
-            self._writer = RecordingWriter(self.path, probe_header(event, self.source, self.facts, self.tokenizer_dir))
+        writer = self._writer or self._open(event)
         if self._last_seq is not None and event.seq > self._last_seq + 1:
             self.missed_events += event.seq - self._last_seq - 1
         self._last_seq = event.seq
-        self._writer.write_event(data)
+        writer.write_event(data)
+
+    def write_vllm(self, payload: bytes) -> None:
+        """What the vLLM added (a /metrics reading, a KV batch, a proxied request's change: vllm_watch/vllm_record.py)."""
+        if self._summary is not None:
+            return
+        if self._writer is None:
+            self._vllm_before.append(payload)
+        else:
+            self._writer.write_vllm(payload)
+
+    def _open(self, first: StepEvent | None) -> RecordingWriter:
+        header = probe_header(first, self.source, self.facts, self.tokenizer_dir, self.device)
+        self._writer = writer = RecordingWriter(self.path, header)
+        for payload in self._vllm_before:
+            writer.write_vllm(payload)
+        self._vllm_before.clear()
+        return writer
 
     def close(self) -> RecordingSummary:
         """The trailer (a header alone when no event came); idempotent."""
         if self._summary is None:
-            if self._writer is None:
-                self._writer = RecordingWriter(
-                    self.path, probe_header(None, self.source, self.facts, self.tokenizer_dir)
-                )
-            self._writer.close(self.missed_events)
+            writer = self._writer or self._open(None)
+            writer.close(self.missed_events)
             self._summary = RecordingSummary(
-                self.path, self._writer.num_events, self.missed_events, os.path.getsize(self.path)
+                self.path, writer.num_events, self.missed_events, os.path.getsize(self.path)
             )
         return self._summary
 

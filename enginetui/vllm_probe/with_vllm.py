@@ -1,10 +1,11 @@
-"""`enginetui attach --vllm URL --probe ADDR`: the probe's dashboard (exact) plus what only a vLLM has.
+"""`enginetui attach --vllm URL [--probe ADDR]`: the one dashboard on a real vLLM, plus what only a vLLM has.
 
-The engine's panels are EngineTUI's on the probe's step events (attach.py). Beside them, one column
-of vLLM's own: vllm_watch's feed reads the server's /metrics (and its KV events; the proxy passes
-clients' requests through) into a WatchState, as `attach --vllm URL` does, and its scheduler rebuild
-runs on it. Each /metrics reading, and the rebuild's state for it, is scored against the probe's state
-then (oracle.py): the probe's figures are exact, the rebuild's are said with their agreement.
+The engine's panels are EngineTUI's on step events: the probe's (attach.py: exact) or, without a
+probe, the outside rebuild's (vllm_watch/rebuild_engine.py: inferred from /metrics and the proxied
+streams). Beside them, one column of vLLM's own: vllm_watch's feed reads the server's /metrics (and
+its KV events; the proxy passes clients' requests through) into a WatchState, where the rebuild runs.
+With the probe, each /metrics reading and the rebuild's state for it are scored against the probe's
+state then (oracle.py); without it, the rebuild is scored against /metrics alone.
 """
 
 import time
@@ -15,6 +16,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.css.query import NoMatches
+from textual.widgets import Static
 
 from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.widgets.palette import DIM
@@ -22,12 +24,12 @@ from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.plural import count
 from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
 from enginetui.vllm_probe.oracle import ProbeTruth, Scores
-from enginetui.vllm_watch import panels
+from enginetui.vllm_watch import panels, vllm_record
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch import proxy as proxy_server
-from enginetui.vllm_watch.app import POLL_S, SILENCE_CHECK_S, tree_context
-from enginetui.vllm_watch.feed import ServerFeed
-from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
+from enginetui.vllm_watch.rebuild_engine import RebuildEngine
+from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
 from enginetui.vllm_watch.requests_panel import WatchRequestsTable
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
@@ -52,18 +54,18 @@ class ProbeFeed(ServerFeed):
         return sample
 
 
-class ProbeVllmTUI(ProbeWatchTUI):
-    """The dashboard on a real vLLM's probe, with that server's /metrics, prefix cache, proxy and rebuild beside it."""
+class VllmTUI(ProbeWatchTUI):
+    """The dashboard on a real vLLM (its probe's events, or the rebuild's), with its /metrics, prefix cache,
+    proxy and rebuild beside it."""
 
     CSS_PATH = [  # type: ignore[assignment]  # Textual takes a list too; EngineTUI names one file
         Path(__file__).parent.parent / "dashboard" / "app.tcss",
-        Path(__file__).parent.parent / "vllm_watch" / "watch.tcss",
         Path(__file__).with_name("with_vllm.tcss"),
     ]
 
     def __init__(
         self,
-        engine: ProbeEngine,
+        engine: ProbeEngine | RebuildEngine,
         url: str,
         *,
         kv_events: str | None,
@@ -72,44 +74,80 @@ class ProbeVllmTUI(ProbeWatchTUI):
         tokenizer: str | None = None,
         proxy: tuple[str, int] | None = None,
         poll_s: float = POLL_S,
+        silence_check_s: float = SILENCE_CHECK_S,
+        limits: SchedulerLimits | None = None,
         **kwargs,
     ) -> None:
         super().__init__(engine, **kwargs)
-        self.url = url.rstrip("/")  # the server watched beside the probe
-        self.vllm = WatchState(self.url, kv_events, limits=SchedulerLimits())  # what vllm_watch reads of it
-        self.truth = ProbeTruth()  # the probe's states, and the readings scored against them
+        self.url = url.rstrip("/")  # the server watched
+        # what vllm_watch reads of it; without the probe, its rebuild's steps are the engine's events
+        self.vllm = WatchState(
+            self.url,
+            kv_events,
+            limits=limits or SchedulerLimits(),
+            rebuild_sinks=[engine] if isinstance(engine, RebuildEngine) else [],
+        )
+        self.truth = ProbeTruth() if isinstance(engine, ProbeEngine) else None  # the probe's states (None: no probe)
         self.client = VllmClient(self.url, api_key)
-        self.feed = ProbeFeed(
-            self.truth,
+        feed_args = (
             self.vllm,
             self.client,
             lambda coro: self.run_worker(coro, group="kv", exit_on_error=False),
+        )
+        recording = engine.recording  # --record FILE: what vLLM adds goes there beside the events
+        if recording is not None:
+            self.vllm.start_recording(lambda item: recording.write_vllm(vllm_record.encode(item)))
+        feed_kwargs = dict(
             kv_events=kv_events,
             kv_replay=kv_replay,
             tokenizer=tokenizer,
             poll_s=poll_s,
+            on_tokenizer=self.vllm.keep_tokenizer,
+        )
+        self.feed = (
+            ServerFeed(*feed_args, **feed_kwargs)  # type: ignore[arg-type]
+            if self.truth is None
+            else ProbeFeed(self.truth, *feed_args, **feed_kwargs)
         )
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
+        self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._vllm_drawn: tuple | None = None  # what the vLLM column shows (redrawn when it changes)
-        engine.watchers.append(self._probe_event)
+        if isinstance(engine, ProbeEngine):
+            engine.watchers.append(self._probe_event)
 
     def compose_beside(self) -> ComposeResult:
         with Vertical(id="vllm"):
-            yield panels.TextPanel(
-                lambda state, width: oracle_text(self.truth, state, self.state.latest, width),
-                "vLLM · exact (probe) · rebuilt",
-                id="vllm-oracle",
-                classes="panel",
-            )
+            yield Static(id="vllm-status")
+            if self.truth is not None:
+                truth = self.truth
+                yield panels.TextPanel(
+                    lambda state, width: oracle_text(truth, state, self.state.latest, width),
+                    "vLLM · exact (probe) · rebuilt",
+                    id="vllm-oracle",
+                    classes="panel",
+                )
+            else:
+                yield panels.TextPanel(
+                    lambda state, width: inferred_text(state, self.state.latest, width),
+                    "vLLM · INFERRED: rebuilt from outside (no probe)",
+                    id="vllm-oracle",
+                    classes="panel",
+                )
             yield panels.TextPanel(
                 panels.server_text, "vLLM /metrics · KV pool · rates", id="vllm-metrics", classes="panel"
+            )
+            yield panels.TextPanel(
+                panels.latency_text,
+                "vLLM latency (its histograms: a quantile is the bucket that holds it) · last 60 s",
+                id="vllm-latency",
+                classes="panel",
             )
             yield PrefixTreePanel(id="vllm-tree", classes="panel")
             yield WatchRequestsTable(id="vllm-requests", classes="panel")
 
     def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
         self.query_one(WatchRequestsTable).border_subtitle = "watch only"  # not the engine's keys: vLLM's own clients
-        self.set_interval(SILENCE_CHECK_S, self.feed.check_kv_silence)
+        self.set_interval(self._silence_check_s, self.feed.check_kv_silence)
         self._poll_metrics()
         if self.proxy is not None:
             self._serve_proxy(*self.proxy)
@@ -121,6 +159,7 @@ class ProbeVllmTUI(ProbeWatchTUI):
             )
 
     def _probe_event(self, event: StepEvent, arrived: float) -> None:
+        assert self.truth is not None  # told by the probe's engine only
         self.truth.event(event, arrived)
         if self.vllm.limits.source == "given" and not self.vllm.limits.max_num_seqs:
             # the rebuild needs vLLM's limits, which /metrics lacks and every probe event carries
@@ -132,17 +171,20 @@ class ProbeVllmTUI(ProbeWatchTUI):
     def redraw(self) -> None:
         super().redraw()
         latest = self.state.latest
-        key = (self.vllm.version, self.truth.metrics.count, self.truth.rebuild.count, latest.seq if latest else None)
+        scored = (self.truth.metrics.count, self.truth.rebuild.count) if self.truth else None
+        key = (self.vllm.version, scored, latest.seq if latest else None)
         if key == self._vllm_drawn:
             return
         try:
             tree, requests = self.query_one(PrefixTreePanel), self.query_one(WatchRequestsTable)
+            status = self.query_one("#vllm-status", Static)
         except NoMatches:  # a last timer tick while the app closes
             return
         self._vllm_drawn = key
+        status.update(panels.title_text(self.vllm))
         for panel in self.query(panels.TextPanel):
             panel.show(self.vllm)
-        tree.show(self.vllm.caches, tree_context(self.vllm))
+        tree.show(self.vllm.caches, panels.tree_context(self.vllm))
         requests.show(list(self.vllm.requests.values()), None, self._proxy_hint())
 
     def on_requests_table_clicked(self, message: RequestsTable.Clicked) -> None:
@@ -150,13 +192,26 @@ class ProbeVllmTUI(ProbeWatchTUI):
             message.prevent_default()
 
     def about(self) -> list[tuple[str, str]]:
+        server = (
+            "vLLM server",
+            f"{self.url}: its /metrics, KV events ({self.vllm.kv_endpoint or 'not listened to'}) "
+            f"and proxy ({self.vllm.proxy_url or 'off: --proxy-port PORT'}) in the right-hand column",
+        )
+        if self.truth is None:
+            return [
+                *super().about(),
+                server,
+                (
+                    "inferred",
+                    "no probe: the engine's panels show vLLM's scheduler as this engine's scheduler rebuilds it from "
+                    "the requests through the proxy, vLLM's /metrics and its KV events, checked against /metrics at "
+                    f"every reading (±{TOLERANCE}); vLLM's other clients, token ids, text and block ids are not known "
+                    "from outside (--probe ADDR shows them exactly)",
+                ),
+            ]
         return [
             *super().about(),
-            (
-                "vLLM server",
-                f"{self.url}: its /metrics, KV events ({self.vllm.kv_endpoint or 'not listened to'}) "
-                f"and proxy ({self.vllm.proxy_url or 'off: --proxy-port PORT'}) in the right-hand column",
-            ),
+            server,
             (
                 "exact / rebuilt",
                 "exact (probe): from the probe's events; /metrics: vLLM's gauges; rebuilt: the outside "
@@ -208,6 +263,61 @@ def oracle_text(truth: ProbeTruth, watch: WatchState, latest: StepEvent | None, 
         rows.append(metrics)
     rows.append(rebuild_row(truth, watch))
     return panels.figure_lines(*rows, width=width)
+
+
+def inferred_text(watch: WatchState, latest: StepEvent | None, width: int) -> Text:
+    """The rebuild's figures (inferred), vLLM's /metrics beside them, and how often the two agreed."""
+    head = Text("INFERRED (rebuilt from outside): ", style=f"bold {REBUILT}")
+    rows: list[list[str | Text]] = []
+    if latest is None:
+        rows.append([head.append(_why_no_rebuild(watch), style=DIM)])
+    else:
+        used = latest.num_blocks - latest.num_free_blocks
+        rows.append(
+            [
+                head.append(f"running {len(latest.running)}"),
+                f"waiting {len(latest.waiting)}",
+                f"KV {used}/{latest.num_blocks} blocks",
+                f"step {latest.step}",
+            ]
+        )
+    reading = watch.latest
+    if reading is not None:
+        kv = reading.per_engine(m.KV_USAGE)
+        metrics: list[str | Text] = [
+            Text("/metrics: ", style="bold").append(f"running {reading.total(m.RUNNING) or 0:.0f}"),
+            f"waiting {reading.total(m.WAITING) or 0:.0f}",
+        ]
+        if kv:
+            metrics.append(f"KV {100 * max(kv.values()):.0f}%")
+        checks = watch.rebuild.checks if watch.rebuild is not None else ()
+        if checks:
+            agree, total = agreement(checks)
+            metrics.append(f"the rebuild within ±{TOLERANCE} on {agree}/{count(total, 'reading')}")
+        rows.append(metrics)
+    unseen = "it sees only requests through the proxy: vLLM's other clients are not in it"
+    if not watch.proxy_url:
+        unseen = "no proxy (--proxy-port PORT): it sees no request"
+    rows.append([Text(f"{unseen} · no token ids or text · block ids its own", style=DIM)])
+    return panels.figure_lines(*rows, width=width)
+
+
+def _why_no_rebuild(watch: WatchState) -> str:
+    if watch.rebuild is not None:
+        return "no step rebuilt yet (a step shows once its tokens went by the proxy)"
+    missing = [
+        what
+        for what, known in (
+            ("vLLM's pool (/metrics)", watch.config("num_gpu_blocks")),
+            (
+                "its limits (--max-num-seqs and --max-num-batched-tokens, or /server_info)",
+                watch.limits.max_num_seqs and watch.limits.max_num_batched_tokens,
+            ),
+            ("max_model_len (/v1/models)", watch.server and watch.server.max_model_len),
+        )
+        if not known
+    ]
+    return "not yet: it needs " + ", ".join(missing) if missing else "starting"
 
 
 def rebuild_row(truth: ProbeTruth, watch: WatchState) -> list[str | Text]:

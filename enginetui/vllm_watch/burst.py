@@ -1,5 +1,6 @@
 """A burst of streamed requests through the watcher's proxy, with no dashboard: the watcher's state
-(recorded when a file is given) reads vLLM's /metrics while every request goes through the proxy.
+(recorded when a file is given, as `attach --vllm URL --record` records: the rebuild's step events and
+what vLLM added) reads vLLM's /metrics while every request goes through the proxy.
 `python tools/capture.py --burst` records a fixture with it, which tests/vllm_watch/test_sched_rebuild.py
 replays (replay_burst) and compares with vLLM's own steps (vllm_logged_steps, matching_steps).
 
@@ -17,10 +18,13 @@ from pathlib import Path
 import httpx
 
 from enginetui.bench.vllm_step_log import LoggedStep, logged_steps
+from enginetui.core.record.reader import read_recording
+from enginetui.simulate.event_sinks import EventSink
 from enginetui.vllm_watch import proxy as proxy_server
+from enginetui.vllm_watch import vllm_record
 from enginetui.vllm_watch.feed import ServerFeed
 from enginetui.vllm_watch.prompts import TOPICS
-from enginetui.vllm_watch.recording import RecordingWatchState, WatchRecorder, apply_item, read_watch_recording
+from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
@@ -60,10 +64,12 @@ async def proxied_burst(
     burst_prompt(first), burst_prompt(first + 1), … With `kv_endpoint` the watcher also listens to
     vLLM's KV events there (the recording keeps each batch)."""
     client = VllmClient(url, None)
-    recorder = WatchRecorder(record, url, kv_endpoint) if record else None
-    state = (
-        RecordingWatchState(url, None, recorder, limits=limits) if recorder else WatchState(url, None, limits=limits)
-    )
+    engine = RebuildEngine(url)
+    recording = engine.start_recording(record, "enginetui.vllm_watch.burst") if record else None
+    state = WatchState(url, None, limits=limits, rebuild_sinks=[engine] if record else [])
+    if recording is not None:
+        state.start_recording(lambda item: recording.write_vllm(vllm_record.encode(item)))
+        engine.facts_from = state
     tasks: list[asyncio.Task] = []
     feed = ServerFeed(
         state, client, lambda coro: tasks.append(asyncio.create_task(coro)), kv_events=kv_endpoint, poll_s=poll_s
@@ -106,22 +112,27 @@ async def proxied_burst(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await client.close()
-        if recorder is not None:
-            recorder.close()
+        if recording is not None:
+            recording.close()
     return state
 
 
-def replay_burst(folder: Path) -> WatchState:
-    """The watcher's state after replaying a burst capture, given the limits vLLM was started with."""
+def replay_burst(folder: Path, sinks: list[EventSink] | None = None) -> WatchState:
+    """The watcher's state after replaying a burst capture's /metrics readings and proxied requests, given
+    the limits vLLM was started with: the rebuild runs again on them (its events go to `sinks`)."""
+    limits, items = burst_items(folder)
+    return WatchState.from_recorded(items, limits=limits, rebuild_sinks=sinks or [])
+
+
+def burst_items(folder: Path) -> tuple[SchedulerLimits, list[vllm_record.VllmItem]]:
+    """A burst capture's vLLM limits and what vLLM added to its recording, in order."""
     session = json.loads((folder / "session.json").read_text())
     with lzma.open(folder / "burst.etrec.xz") as f, tempfile.NamedTemporaryFile(suffix=".etrec") as tmp:
         tmp.write(f.read())
         tmp.flush()
-        recording = read_watch_recording(tmp.name)
-    state = WatchState(recording.header.url, None, limits=SchedulerLimits(**session["limits"]))
-    for item in recording.items:
-        apply_item(state, item)
-    return state
+        recording = read_recording(tmp.name)
+        items = [vllm_record.decode(payload) for _, payload in recording.vllm_items()]
+    return SchedulerLimits(**session["limits"]), items
 
 
 def vllm_logged_steps(folder: Path) -> list[LoggedStep] | None:

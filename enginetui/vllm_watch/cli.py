@@ -19,9 +19,10 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         action="append",
         const="",
-        help="watch a real vLLM OpenAI server (`vllm serve`): its /metrics and KV cache events; send "
-        "it prompts. `attach URL --vllm` or `attach --vllm URL`; given several times (one per "
-        "replica), the fleet view: a panel per replica and which prefixes are cached where",
+        help="watch a real vLLM OpenAI server (`vllm serve`) on the dashboard: its scheduler rebuilt from "
+        "outside (inferred; --probe ADDR: exact), its /metrics and KV cache events. `attach URL --vllm` or "
+        "`attach --vllm URL`; given several times (one per replica), the fleet view: a panel per replica "
+        "and which prefixes are cached where",
     )
     group.add_argument(
         "--kv-events",
@@ -67,9 +68,9 @@ def add_vllm_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--record",
         metavar="FILE",
-        help="keep the session in FILE (KV events, /metrics readings, requests typed and proxied): "
-        "open it with `enginetui replay FILE` or `enginetui export FILE --format perfetto OUT`; with "
-        "--probe ADDR: the probe's step events, in our engine's recording format",
+        help="record the session to FILE in our engine's recording format: the step events (the probe's with "
+        "--probe ADDR, else the rebuild's), beside vLLM's /metrics readings, KV events and proxied requests; "
+        "open it with `enginetui replay FILE` or `enginetui export FILE`",
     )
     group.add_argument(
         "--tokenizer",
@@ -114,8 +115,9 @@ def vllm_urls(url: str | None, vllm: list[str]) -> list[str]:
 
 
 def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | None) -> int:
-    """`enginetui attach --vllm URL`: the dashboard on that server (or on the fleet) until q."""
-    from enginetui.vllm_watch.app import VllmWatchApp
+    """`enginetui attach --vllm URL`: the dashboard on that server, rebuilt from outside (or on the fleet) until q."""
+    from enginetui.vllm_probe.with_vllm import VllmTUI
+    from enginetui.vllm_watch.rebuild_engine import RebuildEngine
     from enginetui.vllm_watch.state import SchedulerLimits
 
     urls = vllm_urls(url, args.vllm)
@@ -139,25 +141,34 @@ def run_vllm_watch(url: str | None, args: argparse.Namespace, api_key: str | Non
 
     if refuse_without_terminal("enginetui attach --vllm"):
         return 2
+    engine = RebuildEngine(url)
+    recording = None
+    if args.record:
+        from enginetui.flags import record as record_flag
+
+        engine.tokenizer_dir = args.tokenizer
+        recording = record_flag.start_or_say(engine, args.record, "enginetui attach --vllm")
+        if recording is None:
+            return 2
+    app = VllmTUI(
+        engine,
+        url,
+        kv_events=kv_endpoint(url, kv_events[0] if kv_events else None),
+        kv_replay=kv_replay[0] if kv_replay else None,
+        api_key=api_key,
+        tokenizer=args.tokenizer,
+        proxy=(args.proxy_host, args.proxy_port) if args.proxy_port is not None else None,
+        limits=SchedulerLimits(args.max_num_seqs, args.max_num_batched_tokens),
+        redraw_hz=args.redraw_hz,
+        max_cpu_share=args.max_cpu / 100,
+    )
+    engine.facts_from = app.vllm  # the recording's header: what the server said by the first rebuilt step
     try:
-        app = VllmWatchApp(
-            url,
-            kv_events=kv_endpoint(url, kv_events[0] if kv_events else None),
-            kv_replay=kv_replay[0] if kv_replay else None,
-            api_key=api_key,
-            tokenizer=args.tokenizer,
-            burst_size=args.burst_size,
-            redraw_hz=args.redraw_hz,
-            max_cpu_share=args.max_cpu / 100,
-            limits=SchedulerLimits(args.max_num_seqs, args.max_num_batched_tokens),
-            proxy=(args.proxy_host, args.proxy_port) if args.proxy_port is not None else None,
-            record=args.record,
-        )
-    except OSError as exc:
-        print(f"enginetui attach --vllm: cannot write --record {args.record}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    with sigterm_quits(app):
-        app.run()
+        with sigterm_quits(app):
+            app.run()
+    finally:
+        if recording is not None:
+            record_flag.close_and_say(recording, "enginetui attach --vllm")
     return app.return_code or 0
 
 
@@ -232,67 +243,3 @@ def _check_port(port: int | None) -> str | None:
     if port is not None and not 0 <= port <= 65535:
         return f"--proxy-port must be a port number (0-65535), got {port}"
     return None
-
-
-def run_watch_replay(path: str, at: str | None, keep_idle: bool = False) -> int:
-    """`enginetui replay FILE` on a vLLM watch recording (`--at SECONDS` into it; `keep_idle`: idle
-    stretches play at their recorded length)."""
-    from enginetui.core.record.format import RecordingError
-    from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
-    from enginetui.vllm_watch.recording import read_watch_recording
-    from enginetui.vllm_watch.replay import WatchReplayApp
-
-    try:
-        recording = read_watch_recording(path)
-    except (OSError, RecordingError) as exc:
-        print(f"enginetui replay: {exc}", file=sys.stderr)
-        return 2
-    try:
-        start = float(at.removesuffix("s")) if at else 0.0
-    except ValueError:
-        start = -1.0
-    if start < 0:
-        print(f"enginetui replay: --at {at!r}: a vLLM watch recording is entered at a time (12.5s)", file=sys.stderr)
-        return 2
-    if recording.problem:
-        print(
-            f"enginetui replay: {recording.problem}: replaying the {len(recording.items)} items before it",
-            file=sys.stderr,
-        )
-    if refuse_without_terminal("enginetui replay", REPLAY_INSTEAD):
-        return 2
-    app = WatchReplayApp(recording, start_s=start, keep_idle=keep_idle)
-    with sigterm_quits(app):
-        app.run()
-    return app.return_code or 0
-
-
-def export_watch_recording(path: str, form: str, out: str) -> int:
-    """`enginetui export FILE --format perfetto OUT` on a vLLM watch recording."""
-    import json
-
-    from enginetui.core.record.format import RecordingError
-    from enginetui.vllm_watch.perfetto import perfetto_trace
-    from enginetui.vllm_watch.recording import read_watch_recording
-
-    if form != "perfetto":
-        print("enginetui export: a vLLM watch recording exports as --format perfetto only", file=sys.stderr)
-        return 2
-    try:
-        recording = read_watch_recording(path)
-    except (OSError, RecordingError) as exc:
-        print(f"enginetui export: {exc}", file=sys.stderr)
-        return 2
-    if recording.problem:
-        print(
-            f"enginetui export: {recording.problem}: exporting the {len(recording.items)} items before it",
-            file=sys.stderr,
-        )
-    try:
-        with open(out, "w") as f:
-            json.dump(perfetto_trace(recording), f)
-    except OSError as exc:
-        print(f"enginetui export: cannot write {out}: {exc}", file=sys.stderr)
-        return 2
-    print(f"enginetui export: {len(recording.items)} items of {path} -> {out}", file=sys.stderr)
-    return 0

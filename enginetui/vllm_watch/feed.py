@@ -13,6 +13,9 @@ from enginetui.vllm_watch.server import ServerError, VllmClient, load_decoder
 from enginetui.vllm_watch.state import WatchState
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
 
+POLL_S = 1.0  # /metrics reading interval
+SILENCE_CHECK_S = 5.0  # how often to check that KV events come when vLLM caches blocks
+
 Start = Callable[[Coroutine], object]  # runs a coroutine as a background task of the app (a Textual worker)
 
 

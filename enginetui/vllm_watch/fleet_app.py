@@ -13,13 +13,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from enginetui.vllm_watch.feed import ServerFeed
+from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
 from enginetui.vllm_watch.fleet import REPLICA_NAMES, fleet_text, replica_text
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import WatchState
-
-POLL_S = 1.0  # /metrics reading interval of each replica
-SILENCE_CHECK_S = 5.0  # how often to check that KV events come
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
 from enginetui.vllm_watch.sched_rebuild import SchedRebuild
 from enginetui.vllm_watch.state import LATENCIES, QUANTILES, WatchState
+from enginetui.vllm_watch.tree_panel import TreeContext
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
 LINK_STYLES = {"up": "bold #98c379", "connecting": "#e5c07b", "silent": "#e5c07b", "down": "bold #be5046", "off": DIM}
@@ -372,3 +373,37 @@ class LogPanel(TextPanel):
             "Event log · KV events and links",
             **kwargs,
         )
+
+
+KV_HINT = (
+    'start vLLM with --kv-events-config \'{"enable_kv_cache_events": true, "publisher": "zmq", '
+    '"endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558"}\' and pass --kv-events '
+    "(vLLM listens on a tcp://*:PORT or ipc:// endpoint; given tcp://HOST:PORT it connects out instead)"
+)
+
+
+def tree_context(s: WatchState) -> TreeContext:
+    """What the prefix tree panel shows beside the KV events, from the rest of the state."""
+    hits = s.latest.per_engine(m.PREFIX_HITS) if s.latest else {}
+    stale = ""
+    if s.link == "down" and s.down_since is not None and s.caches.ranks:
+        since = time.strftime("%H:%M:%S", time.localtime(s.down_since))
+        stale = f"vLLM has not answered since {since}: the cache as it was then"
+    return TreeContext(
+        pool_blocks=s.config("num_gpu_blocks"),
+        block_size=s.config("block_size"),
+        hit_tokens={int(e): v for e, v in hits.items() if e.isdigit()},
+        empty_note=_empty_tree_note(s),
+        stale_note=stale,
+        tokenizer_note=s.tokenizer_note,
+    )
+
+
+def _empty_tree_note(s: WatchState) -> str:
+    if s.kv_link == "off":
+        return f"KV events are not listened to: {KV_HINT}"
+    if s.link != "up" and s.server is None:
+        return f"waiting for vLLM at {s.url} (its KV events: {s.kv_endpoint})"
+    if s.kv_error and s.kv_link != "up":
+        return f"{s.kv_error}\n{KV_HINT}"
+    return f"listening on {s.kv_endpoint}: nothing cached yet (a block is cached once a request has a full block of tokens)"

@@ -21,7 +21,9 @@ from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.output import SchedulerOutput
 from enginetui.core.sched.scheduler import Scheduler
+from enginetui.simulate.event_sinks import EventSink
 from enginetui.simulate.step_shape import step_shape
+from enginetui.vllm_watch.rebuild_events import RebuildEvents
 from enginetui.vllm_watch.reconstruct import TOLERANCE, QueuesCompared, worth_checking
 from enginetui.vllm_watch.requests import WatchedRequest
 
@@ -135,6 +137,8 @@ class SchedRebuild:
     _untimed: list[tuple] = field(default_factory=list)  # states after steps that sampled nothing, awaiting a time
     _pending: deque[_Pending] = field(default_factory=deque)  # readings not yet passed
     _preempt_base: float | None = None  # vLLM's preemption counter at the first reading
+    sinks: list[EventSink] = field(default_factory=list)  # where each rebuilt step goes as a StepEvent
+    events: RebuildEvents | None = field(init=False, default=None)  # builds them (None: no sinks)
 
     def __post_init__(self) -> None:
         s = self.setup
@@ -148,6 +152,11 @@ class SchedRebuild:
             async_scheduling=False,
         )
         self.sched = Scheduler(config, s.num_blocks, s.max_model_len)
+        self.events = RebuildEvents(config, self.sinks, self._wire_reason) if self.sinks else None
+
+    def _wire_reason(self, req_id: str) -> str | None:
+        view = self.entered.get(req_id)
+        return view.finish_reason if view is not None else None
 
     # ---- input ---------------------------------------------------------------------------
 
@@ -194,7 +203,10 @@ class SchedRebuild:
                 if self._unsized_may_run():
                     break  # the step might admit a request whose prompt length is not known yet
                 if not sched.has_unfinished_requests():
-                    sched.drain_step_record()
+                    if self.events is not None:
+                        self.events.on_update(sched, self.clock or 0.0)
+                    else:
+                        sched.drain_step_record()
                     if not self.views or self._gate() is None:
                         break  # idle, or idle until the first token of the next step shows
                     continue
@@ -251,7 +263,10 @@ class SchedRebuild:
             self.entered[view.req_id] = view
             if view.prompt_tokens is None:
                 self._unsized.add(view.req_id)
-            self.sched.add_request(_engine_request(view, self.setup.max_model_len))
+            request = _engine_request(view, self.setup.max_model_len)
+            self.sched.add_request(request)
+            if self.events is not None:
+                self.events.on_add(request)
 
     def _gate(self) -> float | None:
         """Requests that arrived by this time enter before the next step: the previous step's end; after
@@ -453,7 +468,12 @@ class SchedRebuild:
         # shows in /metrics at the step in which the preempted request next samples.
         for req_id in self._sampling:
             self.num_preemptions_counted += self._uncounted.pop(req_id, 0)
-        sched.drain_step_record()
+        end = max(median(times), self.clock or 0.0, self.steps[-1].time if self.steps else 0.0) if times else None
+        if self.events is not None:  # a step that sampled nothing is shown at the last time known
+            start = self.clock or 0.0
+            self.events.on_step(sched, plan, dict.fromkeys(self._sampling, STAND_IN_TOKEN), start, end or start)
+        else:
+            sched.drain_step_record()
         scheduled = plan.num_scheduled_tokens
         self._plan = None
         for req_id in [i for i in self._admitted_fresh if i not in sched.requests]:
@@ -468,10 +488,9 @@ class SchedRebuild:
             len(scheduled),
             sum(scheduled.values()),
         )
-        if not times:
+        if end is None:
             self._untimed.append(state)
             return
-        end = max(median(times), self.clock or 0.0, self.steps[-1].time if self.steps else 0.0)
         for earlier in self._untimed:
             self.steps.append(RebuiltStep(end, *earlier))
         self._untimed.clear()

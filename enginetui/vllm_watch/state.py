@@ -5,9 +5,14 @@ Pure Python (no Textual, no sockets): the folding rules are unit-tested directly
 redraws from this state at a bounded rate.
 """
 
+import time
+import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from enginetui.simulate.event_sinks import EventSink
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
@@ -15,6 +20,23 @@ from enginetui.vllm_watch.prometheus import Histogram, MetricsSample
 from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues, worth_checking
 from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
+from enginetui.vllm_watch.vllm_record import (
+    KVBatch,
+    KVGap,
+    Limits,
+    Link,
+    Metrics,
+    ProxyArrived,
+    ProxyData,
+    ProxyEnded,
+    ProxyResponded,
+    Server,
+    ServerInfo,
+    Tokenizer,
+    VllmItem,
+    Watching,
+    recorded_decoder,
+)
 
 HISTORY_POINTS = 240  # sparkline points kept (one per /metrics reading)
 LOG_LINES = 500  # event-log lines kept
@@ -23,15 +45,6 @@ LATENCIES = ((m.TTFT, "TTFT"), (m.ITL, "ITL"), (m.E2E, "e2e"), (m.QUEUE_TIME, "q
 QUANTILES = (0.5, 0.9, 0.99)
 MAX_CHECKS = 10_000  # readings kept to measure the rebuilt queues' agreement
 MAX_REQUESTS = 2000  # requests listed (beyond, the oldest ended ones are dropped)
-
-
-@dataclass(frozen=True, slots=True)
-class ServerInfo:
-    """What the server says about itself (/v1/models and the cache config on /metrics)."""
-
-    model: str  # the served model name (what requests send as "model")
-    root: str  # the model's path or hub id (where its tokenizer may be found locally)
-    max_model_len: int | None  # longest sequence it serves
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,16 +146,21 @@ class WatchState:
     log: deque[WatchLine] = field(default_factory=lambda: deque(maxlen=LOG_LINES))  # event log, oldest first
     limits: SchedulerLimits = field(default_factory=SchedulerLimits)  # vLLM's scheduler limits, where given
     rebuild: SchedRebuild | None = None  # vLLM's scheduler rebuilt with this engine's (None: its config not known yet)
+    rebuild_sinks: list[EventSink] = field(default_factory=list)  # where the rebuild's steps go as StepEvents
+    rebuild_counts: tuple[int, int] = (0, 0)  # (events, steps) of the rebuilds before this one (a restart's)
     restarts: int = 0  # server restarts seen
     missed_batches: int = 0  # KV event batches lost for good (not in the replay buffer)
     batches_seen: int = 0  # KV event batches received since we attached, across restarts (the endpoint works)
     tokens_at_attach: float | None = None  # prompt + generated tokens when first read (KV-event silence check)
     version: int = 0  # bumped on every change; the view redraws when it moves
+    recorder: Callable[[VllmItem], None] | None = None  # told each thing received, to record it (vllm_record.py)
 
     # ---- /metrics ------------------------------------------------------------------------
 
     def apply_metrics(self, sample: MetricsSample) -> None:
         """Fold one /metrics reading: rates against the previous one, series, the recent window."""
+        if self.recorder is not None:
+            self.recorder(Metrics(sample))
         prev = self.latest
         if prev is not None and _restarted(prev, sample):
             self.server_restarted(sample.time, "its counters started over", sample.process_start)
@@ -193,7 +211,9 @@ class WatchState:
             setup = self._rebuild_setup()
             if setup is None:
                 return
-            self.rebuild = SchedRebuild(setup)
+            self.rebuild = SchedRebuild(setup, sinks=self.rebuild_sinks)
+            if self.rebuild.events is not None:  # a new server's rebuild numbers its events on
+                self.rebuild.events.seq, self.rebuild.events.step = self.rebuild_counts
             for view in self.requests.values():
                 self.rebuild.track(view)
         kv = sample.per_engine(m.KV_USAGE)  # one engine's pool (the rebuild is one scheduler)
@@ -241,6 +261,8 @@ class WatchState:
 
     def metrics_failed(self, when: float, reason: str) -> None:
         """A /metrics reading failed (the server is down, restarting, or not there)."""
+        if self.recorder is not None:
+            self.recorder(Link(when, "metrics", "down", reason))
         if self.link != "down" or self.link_error != reason:
             self.note(when, "link", f"/metrics: {reason}")
         if self.link != "down" and self.latest is not None:
@@ -258,26 +280,36 @@ class WatchState:
                 self.caches.start_over(rank)
         self.window.clear()
         self.latest = None
+        if self.rebuild is not None and self.rebuild.events is not None:
+            self.rebuild_counts = (self.rebuild.events.seq, self.rebuild.events.step)
         self.rebuild = None  # a new server: its scheduler starts empty (rebuilt again from the next reading)
         self.tokens_at_attach = 0.0  # the new server counts its tokens from zero
         self.note(when, "restart", f"the server restarted ({why}): its prefix cache starts empty")
 
     def set_server(self, info: ServerInfo) -> None:
+        if self.recorder is not None:
+            self.recorder(Server(time.time(), info))
         self.server, self.model_error = info, ""
         self.version += 1
 
     def tokenizer_loaded(self, when: float, decoded: bool, how: str) -> None:
         """The served model's tokenizer was looked for: found (`decoded`) or not, and how, in words."""
+        if self.recorder is not None:
+            self.recorder(Link(when, "tokenizer", "decoded" if decoded else "", how))
         self.tokenizer_note = "" if decoded else how
         self.note(when, "link", how)
 
     def proxy_listening(self, when: float, url: str | None, error: str = "") -> None:
         """The proxy serves vLLM's API at `url`, or cannot (`error`)."""
+        if self.recorder is not None:
+            self.recorder(Link(when, "proxy", url or "", error))
         self.proxy_url, self.proxy_error = url, error
         self.note(when, "error" if error else "link", error or f"proxy: vLLM's API at {url}, passed to {self.url}")
 
     def limits_read(self, when: float, max_num_seqs: int, max_num_batched_tokens: int) -> None:
         """The server said its scheduler limits (/server_info): they fill those not given."""
+        if self.recorder is not None:
+            self.recorder(Limits(when, max_num_seqs, max_num_batched_tokens))
         given = self.limits
         self.limits = SchedulerLimits(
             given.max_num_seqs or max_num_seqs, given.max_num_batched_tokens or max_num_batched_tokens, "/server_info"
@@ -289,10 +321,78 @@ class WatchState:
 
     def models_failed(self, when: float, reason: str) -> None:
         """/v1/models did not answer (a wrong API key, not a vLLM server)."""
+        if self.recorder is not None:
+            self.recorder(Link(when, "models", "failed", reason))
         if reason != self.model_error:
             self.note(when, "link", f"/v1/models: {reason}")
         self.model_error = reason
         self.version += 1
+
+    @classmethod
+    def from_recorded(cls, items: list[VllmItem], **fields) -> "WatchState":
+        """The state after folding a recording's items (its first says the server watched), as it was live."""
+        first = items[0] if items and isinstance(items[0], Watching) else Watching(0.0, "", None)
+        state = cls(first.url, first.kv_endpoint, **fields)
+        for item in items:
+            state.apply_recorded(item)
+        return state
+
+    def start_recording(self, recorder: Callable[[VllmItem], None]) -> None:
+        """From now on tell `recorder` each thing received, first what is watched."""
+        self.recorder = recorder
+        recorder(Watching(time.time(), self.url, self.kv_endpoint))
+
+    def keep_tokenizer(self, directory: str) -> None:
+        """The served model's tokenizer was loaded from `directory`: recorded (its tokenizer.json), so a
+        replay decodes the cached blocks with it."""
+        path = Path(directory) / "tokenizer.json"
+        if self.recorder is not None and path.is_file():
+            self.recorder(Tokenizer(time.time(), zlib.compress(path.read_bytes(), 6)))
+
+    def apply_recorded(self, item: VllmItem) -> None:
+        """Fold one recorded item (vllm_record.py), as it was folded live (and record it as it is, if recording)."""
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            recorder(item)
+        try:
+            self._fold(item)
+        finally:
+            self.recorder = recorder
+
+    def _fold(self, item: VllmItem) -> None:
+        match item:
+            case Metrics(sample):
+                self.apply_metrics(sample)
+            case KVBatch(_, batch, replayed):
+                self.apply_batch(batch, replayed)
+            case Server(_, info):
+                self.set_server(info)
+            case Tokenizer(_, tokenizer_json):
+                self.caches.set_decoder(recorded_decoder(tokenizer_json))
+            case Limits(t, seqs, tokens):
+                self.limits_read(t, seqs, tokens)
+            case KVGap(t, rank, -1, -1):
+                self.publisher_restarted(t, rank)
+            case KVGap(t, rank, first, last):
+                self.batches_missed(t, rank, first, last)
+            case ProxyArrived(t, method, path, body, client):
+                self.proxy_arrived(method, path, body, client, t)
+            case ProxyResponded(t, req_id, status):
+                self.proxy_responded(req_id, status, t)
+            case ProxyData(t, req_id, data):
+                self.proxy_data(req_id, data, t)
+            case ProxyEnded(t, req_id, error):
+                self.proxy_ended(req_id, error, t)
+            case Link(t, "metrics", _, message):
+                self.metrics_failed(t, message)
+            case Link(t, "models", _, message):
+                self.models_failed(t, message)
+            case Link(t, "tokenizer", status, message):
+                self.tokenizer_loaded(t, status == "decoded", message)
+            case Link(t, "proxy", url, message):
+                self.proxy_listening(t, url or None, message)
+            case Link(t, "kv", status, message):
+                self.kv_status(t, status, message)
 
     # ---- derived readings ----------------------------------------------------------------
 
@@ -368,6 +468,8 @@ class WatchState:
 
     def apply_batch(self, batch: KVEventBatch, replayed: bool = False) -> None:
         """Fold one KV event batch into its rank's tree and log what it did."""
+        if self.recorder is not None:
+            self.recorder(KVBatch(time.time(), batch, replayed))
         cache = self.caches.apply(batch)
         self.batches_seen += 1
         rank = f"rank {batch.data_parallel_rank} · " if len(self.caches.ranks) > 1 else ""
@@ -392,6 +494,8 @@ class WatchState:
     def kv_status(self, when: float, status: str, message: str) -> None:
         """The KV event link changed: connecting | up | silent | down, and why. Silent (vLLM caches
         blocks but publishes none here) stays until a batch arrives."""
+        if self.recorder is not None:
+            self.recorder(Link(when, "kv", status, message))
         if self.kv_link == "silent" and status == "connecting":
             return
         if (status, message) != (self.kv_link, self.kv_error):
@@ -401,6 +505,8 @@ class WatchState:
 
     def batches_missed(self, when: float, rank: int, first: int, last: int) -> None:
         """Batches first..last never arrived and the replay buffer did not have them."""
+        if self.recorder is not None:
+            self.recorder(KVGap(when, rank, first, last))
         self.missed_batches += last - first + 1
         self.note(
             when,
@@ -411,6 +517,8 @@ class WatchState:
 
     def publisher_restarted(self, when: float, rank: int) -> None:
         """Rank `rank`'s sequence numbers started over: a new publisher, with an empty cache."""
+        if self.recorder is not None:
+            self.recorder(KVGap(when, rank, -1, -1))
         self.caches.start_over(rank)
         self.note(when, "restart", f"rank {rank}: KV events start over at a new publisher: tree cleared")
         self.version += 1
@@ -463,6 +571,8 @@ class WatchState:
 
     def proxy_arrived(self, method: str, path: str, body: bytes, client: str, when: float) -> str:
         """A request came through the proxy (ProxyReport)."""
+        if self.recorder is not None:
+            self.recorder(ProxyArrived(when, method, path, body, client))
         self.proxied += 1
         req_id = f"p{self.proxied}"
         route = path.split("?", 1)[0]
@@ -482,18 +592,24 @@ class WatchState:
         return req_id
 
     def proxy_responded(self, req_id: str, status: int, when: float) -> None:
+        if self.recorder is not None:
+            self.recorder(ProxyResponded(when, req_id, status))
         view = self.requests.get(req_id)
         if view is not None:
             view.respond(status, when)
             self.version += 1
 
     def proxy_data(self, req_id: str, data: bytes, when: float) -> None:
+        if self.recorder is not None:
+            self.recorder(ProxyData(when, req_id, data))
         view = self.requests.get(req_id)
         if view is not None and view.active:
             view.read(data, when)
             self.version += 1
 
     def proxy_ended(self, req_id: str, error: str, when: float) -> None:
+        if self.recorder is not None:
+            self.recorder(ProxyEnded(when, req_id, error))
         view = self.requests.get(req_id)
         if view is not None and view.active:
             view.end(when, error)

@@ -11,7 +11,6 @@ from enginetui.core.record import format as fmt
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import RecordingWriter
 from enginetui.core.sched.step_shape import StepShape
-from enginetui.vllm_watch.recording import read_watch_recording
 from tests.dashboard.builders import event, progress
 from tests.record.recordings import header, write
 
@@ -119,13 +118,12 @@ def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
     with pytest.raises(fmt.RecordingError, match="is not an enginetui recording \\(it does not start with"):
         read_recording(tmp_path / "notes.txt")
     (tmp_path / "trace.json").write_text('{"traceEvents": []}')  # an export, given where a recording goes
-    for reader in (read_recording, read_watch_recording):
-        with pytest.raises(
-            fmt.RecordingError,
-            match="is not an enginetui recording \\(it is JSON, as `enginetui "
-            "export` writes; a recording is what --record wrote",
-        ):
-            reader(tmp_path / "trace.json")
+    with pytest.raises(
+        fmt.RecordingError,
+        match="is not an enginetui recording \\(it is JSON, as `enginetui "
+        "export` writes; a recording is what --record wrote",
+    ):
+        read_recording(tmp_path / "trace.json")
     path = write(tmp_path / "a.etrec", EVENTS)
     (tmp_path / "headless.etrec").write_bytes(open(path, "rb").read()[: fmt.PREAMBLE.size + 3])
     with pytest.raises(fmt.RecordingError, match="no readable header"):
@@ -160,3 +158,16 @@ def test_events_and_headers_written_before_cuda_graphs_read_as_eager(tmp_path):
         del old_header["engine"][name]
     engine = fmt.decode_header(msgspec.msgpack.encode(old_header)).engine
     assert (engine.cuda_graph_sizes, engine.cuda_graph_capture_s, engine.cuda_graphs_off) == ([], 0.0, "")
+
+
+def test_what_a_vllm_adds_is_read_back_in_place_and_skipped_by_the_events(tmp_path):
+    """Frames of kind V (a real vLLM's /metrics readings, KV batches, proxied requests) sit between the events."""
+    writer = RecordingWriter(tmp_path / "v.etrec", header())
+    writer.write_vllm(b"before any event")
+    writer.write_event(encode_event(EVENTS[0]))
+    writer.write_vllm(b"after one")
+    writer.write_event(encode_event(EVENTS[1]))
+    writer.close()
+    recording = read_recording(tmp_path / "v.etrec")
+    assert list(recording.vllm_items()) == [(0, b"before any event"), (1, b"after one")]
+    assert [e.step for e in recording.events()] == [1, 2] and recording.trailer.num_events == 2

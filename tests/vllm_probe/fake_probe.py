@@ -9,7 +9,7 @@ import msgspec
 
 from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import StepEvent
-from enginetui.vllm_probe.with_vllm import ProbeVllmTUI
+from enginetui.vllm_probe.with_vllm import VllmTUI
 from tests.support.pilot import until as wait_for
 
 FIXTURE = Path(__file__).with_name("fixtures") / "burst.msgpack"
@@ -47,7 +47,7 @@ async def until(done: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-class DrivenProbeVllm(ProbeVllmTUI):
+class DrivenProbeVllm(VllmTUI):
     """The dashboard with a vLLM beside the probe, whose /metrics the test reads itself (app.feed.read_metrics()):
     each reading at a known point of the run, none out of turn."""
 

@@ -15,7 +15,7 @@ import zmq
 from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import StepEvent
 from enginetui.vllm_probe.attach import ProbeEngine
-from enginetui.vllm_probe.with_vllm import ProbeVllmTUI, oracle_text
+from enginetui.vllm_probe.with_vllm import VllmTUI, oracle_text
 from enginetui.vllm_watch.reconstruct import TOLERANCE
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.fakes.vllm_server import FakeVllm
@@ -102,7 +102,7 @@ async def test_the_prefix_tree_and_the_proxys_requests_show_beside_the_probe(tmp
     serve_gauges(fake, events[-1])
     address = f"ipc://{tmp_path}/probe.sock"
     publisher = EventPublisher(zmq.Context.instance(), address)
-    app = ProbeVllmTUI(
+    app = VllmTUI(
         ProbeEngine(address),
         fake.url,
         kv_events=fake.kv_endpoint,

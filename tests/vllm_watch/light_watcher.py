@@ -8,19 +8,18 @@ import sys
 import time
 
 from enginetui.cli import build_parser
-from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_probe.with_vllm import VllmTUI
+from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 
 IDLE_S = 5.0  # how long it idles while measured
 
 
 async def main(url: str, kv_events: str, kv_replay: str, last_seq: str) -> dict:
     build_parser()  # the command line's path too (`enginetui attach --vllm ...`)
-    app = VllmWatchApp(url, kv_events=kv_events, kv_replay=kv_replay, proxy=("127.0.0.1", 0))
+    app = VllmTUI(RebuildEngine(url), url, kv_events=kv_events, kv_replay=kv_replay, proxy=("127.0.0.1", 0))
     async with app.run_test(size=(160, 48)) as pilot:
-        caches = app.state.caches
-        while not (
-            caches.decode and app.state.proxy_url and caches.ranks and caches.ranks[0].last_seq == int(last_seq)
-        ):
+        caches = app.vllm.caches
+        while not (caches.decode and app.vllm.proxy_url and caches.ranks and caches.ranks[0].last_seq == int(last_seq)):
             await pilot.pause(0.05)  # until the cache's whole history is folded
         await pilot.pause(1.5)  # the first redraws done
         cpu, wall = time.process_time(), time.monotonic()

@@ -3,8 +3,9 @@
 import pytest
 
 from enginetui.cli import build_parser, main
-from enginetui.vllm_watch import app as app_module
+from enginetui.vllm_probe.with_vllm import VllmTUI
 from enginetui.vllm_watch.cli import check_url, kv_endpoint, vllm_urls
+from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 
 
 def parse(*argv: str):
@@ -23,9 +24,9 @@ def test_the_flags_and_their_defaults():
     assert not parse("http://10.0.0.5:8000").vllm  # plain attach: an `enginetui serve`
 
 
-def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
+def test_attach_vllm_opens_the_one_dashboard_on_the_rebuild_with_the_flags(monkeypatch):
     opened = []
-    monkeypatch.setattr(app_module.VllmWatchApp, "run", lambda self: opened.append(self))
+    monkeypatch.setattr(VllmTUI, "run", lambda self: opened.append(self))
     monkeypatch.setattr("enginetui.terminal_check.has_terminal", lambda: True)  # pytest's stdout is not one
     monkeypatch.delenv("ENGINETUI_API_KEY", raising=False)
     assert (
@@ -40,8 +41,8 @@ def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
                 "tcp://127.0.0.1:6001",
                 "--api-key",
                 "k",
-                "--burst-size",
-                "3",
+                "--max-num-seqs",
+                "4",
                 "--tokenizer",
                 "/models/x",
             ]
@@ -49,13 +50,15 @@ def test_attach_vllm_opens_the_vllm_dashboard_with_the_flags(monkeypatch):
         == 0
     )
     app = opened[0]
-    assert (app.url, app.kv_events, app.kv_replay, app.tokenizer) == (
+    assert isinstance(app.engine, RebuildEngine) and app.truth is None  # no probe: the rebuild's events, inferred
+    assert app.vllm.rebuild_sinks == [app.engine] and app.vllm.limits.max_num_seqs == 4
+    assert (app.url, app.vllm.kv_endpoint, app.feed.kv_replay, app.feed.tokenizer) == (
         "http://127.0.0.1:8000",
         "tcp://127.0.0.1:6000",
         "tcp://127.0.0.1:6001",
         "/models/x",
     )
-    assert app.client.http.headers["Authorization"] == "Bearer k" and app._burst_size == 3
+    assert app.client.http.headers["Authorization"] == "Bearer k"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The proxy, the why panel, honest latency and recording on a live vLLM (vLLM 0.32 CPU, the
+"""The proxy, the rebuild on the one dashboard, honest latency and recording on a live vLLM (vLLM 0.32 CPU, the
 embedded model; one server start). Runs only when vLLM's interpreter is configured:
 ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise)."""
 
@@ -9,14 +9,14 @@ from functools import partial
 import httpx
 import pytest
 
+from enginetui.core.record.reader import read_recording
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import prometheus as m
-from enginetui.vllm_watch.app import VllmWatchApp
-from enginetui.vllm_watch.reconstruct import agreement
-from enginetui.vllm_watch.recording import apply_item, read_watch_recording
+from enginetui.vllm_watch import vllm_record
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.support.pilot import until as wait_until
 from tests.vllm_watch.recorded import MODEL_DIR
+from tests.vllm_watch.watch_pilot import rebuilt
 
 PYTHON = find_vllm_python()
 pytestmark = [
@@ -35,22 +35,22 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
     server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
     record = tmp_path / "live.etrec"
     try:
-        app = VllmWatchApp(
+        app = rebuilt(
             server.url,
+            str(record),
             kv_events=server.kv_endpoint,
             kv_replay=server.replay_endpoint,
             poll_s=0.5,
             proxy=("127.0.0.1", 0),
-            record=str(record),
             limits=SchedulerLimits(4, None),
         )
         async with app.run_test(size=SIZE) as pilot:
             await until(
                 pilot,
-                lambda: app.state.server and app.state.proxy_url and app.state.caches.decode,
+                lambda: app.vllm.server and app.vllm.proxy_url and app.vllm.caches.decode,
                 "the model, its tokenizer and the proxy",
             )
-            model = app.state.server.model
+            model = app.vllm.server.model
             body = {
                 "model": model,
                 "prompt": "Return the number of items",
@@ -60,10 +60,10 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
             }
             async with httpx.AsyncClient(timeout=120) as http:
                 direct = (await http.post(f"{server.url}/v1/completions", json=body)).json()
-                via = (await http.post(f"{app.state.proxy_url}/v1/completions", json=body)).json()
+                via = (await http.post(f"{app.vllm.proxy_url}/v1/completions", json=body)).json()
                 assert via["choices"][0]["text"] == direct["choices"][0]["text"]  # greedy: the same text
                 chat = await http.post(
-                    f"{app.state.proxy_url}/v1/chat/completions",
+                    f"{app.vllm.proxy_url}/v1/chat/completions",
                     json={"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
                 )
                 assert chat.status_code in (200, 400)  # passed through whatever vLLM answers (no chat template: 400)
@@ -72,7 +72,7 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
                     text = ""
                     async with http.stream(
                         "POST",
-                        f"{app.state.proxy_url}/v1/completions",
+                        f"{app.vllm.proxy_url}/v1/completions",
                         json={**body, "prompt": f"{i} The function", "max_tokens": 48, "stream": True},
                     ) as r:
                         async for line in r.aiter_lines():
@@ -82,10 +82,10 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
                 await asyncio.gather(*(stream(i) for i in range(BURST)))
             await until(
                 pilot,
-                lambda: sum(not v.active for v in app.state.requests.values()) == BURST + 2,
+                lambda: sum(not v.active for v in app.vllm.requests.values()) == BURST + 2,
                 "every proxied request ended",
             )
-            views = list(app.state.requests.values())
+            views = list(app.vllm.requests.values())
             assert views[0].text == direct["choices"][0]["text"] and views[0].tokens() == 16
             streamed = [v for v in views if v.stream]
             print(
@@ -100,29 +100,28 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
             # in one under CI's load): an ITL needs two chunks, and most streams have them
             assert all(v.ttft() is not None and (v.itl() is None) == (v.token_chunks < 2) for v in streamed)
             assert sum(v.itl() is not None for v in streamed) >= BURST // 2
-            await until(
-                pilot, lambda: (app.state.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up"
-            )
-            reasons = app.state.waiting_by_reason()
+            await until(pilot, lambda: (app.vllm.latest.total(m.REQUESTS_DONE) or 0) >= BURST + 1, "/metrics caught up")
+            reasons = app.vllm.waiting_by_reason()
             assert set(reasons) >= {"capacity", "deferred"}
-            steps = app.state.steps()
+            steps = app.vllm.steps()
             assert steps is not None and steps.mean_tokens > 0
-            ttft = app.state.latency(m.TTFT, "TTFT")
+            ttft = app.vllm.latency(m.TTFT, "TTFT")
             mean = ttft.window_mean
             assert ttft.window_count >= BURST and mean is not None
             low, high = ttft.window[-1] or (0, 0)  # the p99 bucket: no TTFT above its upper bound... nor the mean
             assert mean <= high
             assert max(v.ttft() for v in streamed) > 0
-            agree, total = agreement(app.state.queue_checks)
-            print(f"rebuilt queues within ±1 of vLLM's gauges on {agree}/{total} readings with traffic")
-            assert total > 0
+            # the rebuild (vLLM's max_num_seqs given, its token budget read from /server_info in dev mode, or
+            # not: then it waits) stepped the proxied requests into the dashboard's engine panels
+            if app.vllm.rebuild is not None:
+                await until(pilot, lambda: app.state.latest is not None, "the rebuild's first step")
+                assert set(app.state.requests) <= {v.req_id for v in views}
             app.redraw()
-            assert "of max 4" in str(app.query_one("#watch-queues").render())
-        live_tree = {k for k, b in app.state.caches.ranks[0].blocks.items() if b.cached}  # as the app closed
-        recording = read_watch_recording(record)
-        state = WatchState(recording.header.url, recording.header.kv_endpoint)
-        for item in recording.items:
-            apply_item(state, item)
+            assert "INFERRED" in str(app.query_one("#vllm-oracle").render())
+        app.vllm_engine.recording.close()
+        live_tree = {k for k, b in app.vllm.caches.ranks[0].blocks.items() if b.cached}  # as the app closed
+        recording = read_recording(record)
+        state = WatchState.from_recorded([vllm_record.decode(p) for _, p in recording.vllm_items()])
         assert {k for k, b in state.caches.ranks[0].blocks.items() if b.cached} == live_tree
         assert [v.text for v in state.requests.values()] == [v.text for v in views]
     finally:

@@ -8,13 +8,12 @@ import json
 import httpx
 import pytest
 
-from enginetui.vllm_watch.app import VllmWatchApp
 from enginetui.vllm_watch.requests import WatchedRequest, prompt_text
 from enginetui.vllm_watch.requests_panel import detail_text
 from tests.fakes.vllm_server import FakeVllm
 from tests.support.pilot import until
 from tests.vllm_watch import recorded
-from tests.vllm_watch.watch_pilot import shown, watch
+from tests.vllm_watch.watch_pilot import rebuilt, shown, watch
 
 SIZE = (150, 50)
 STREAM = (recorded.FIXTURE / "completion_stream.txt").read_bytes()
@@ -92,69 +91,69 @@ AUTH = {"Authorization": "Bearer sesame"}
 async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
     app = watch(fake, api_key="sesame", proxy=("127.0.0.1", 0))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.proxy_url is not None and app.state.server is not None)
+        await until(pilot, lambda: app.vllm.proxy_url is not None and app.vllm.server is not None)
         body = {"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24, "stream": True}
         async with httpx.AsyncClient(timeout=10) as http:
             direct = (await http.post(f"{fake.url}/v1/completions", json=body, headers=AUTH)).content
-            via = await http.post(f"{app.state.proxy_url}/v1/completions", json=body, headers=AUTH)
+            via = await http.post(f"{app.vllm.proxy_url}/v1/completions", json=body, headers=AUTH)
             assert via.status_code == 200 and via.content == direct == STREAM  # byte for byte
             whole = await http.post(
-                f"{app.state.proxy_url}/v1/completions", json={**body, "stream": False}, headers=AUTH
+                f"{app.vllm.proxy_url}/v1/completions", json={**body, "stream": False}, headers=AUTH
             )
             assert whole.json()["choices"][0]["text"] == "".join(recorded.stream_texts())
-            refused = await http.get(f"{app.state.proxy_url}/v1/models")  # no key: vLLM's 401 comes back
+            refused = await http.get(f"{app.vllm.proxy_url}/v1/models")  # no key: vLLM's 401 comes back
             assert refused.status_code == 401
-            missing = await http.get(f"{app.state.proxy_url}/no/such/route?x=1", headers=AUTH)
+            missing = await http.get(f"{app.vllm.proxy_url}/no/such/route?x=1", headers=AUTH)
             assert missing.status_code == 404
         assert fake.headers_seen["/no/such/route?x=1"]["authorization"] == "Bearer sesame"  # the key went through
-        await until(pilot, lambda: len([v for v in app.state.requests.values() if not v.active]) == 4)
-        streamed, whole_view, refused_view, missing_view = app.state.requests.values()
+        await until(pilot, lambda: len([v for v in app.vllm.requests.values() if not v.active]) == 4)
+        streamed, whole_view, refused_view, missing_view = app.vllm.requests.values()
         assert streamed.status == "finished" and streamed.text == "".join(recorded.stream_texts())
         assert streamed.source.startswith("127.0.0.1:") and streamed.ttft() is not None and streamed.itl() is not None
         assert "(from the proxy's arrival)" in detail_text(streamed).plain  # not the client's, not vLLM's
         assert whole_view.status == "finished" and whole_view.tokens() == 24
         assert refused_view.status == "rejected" and "Unauthorized" in refused_view.detail
         assert missing_view.route == "/no/such/route" and missing_view.prompt == "GET /no/such/route?x=1"
-        table = shown(app, "#watch-requests")
+        table = shown(app, "#vllm-requests")
         assert " p1 " in table and "FINISHED" in table and " 24 tok " in table and "REJECTED" in table
-        assert f"proxy {app.state.proxy_url.removeprefix('http://')} (4 passed)" in shown(app, "#watch-title")
+        assert f"proxy {app.vllm.proxy_url.removeprefix('http://')} (4 passed)" in shown(app, "#vllm-status")
 
 
 async def test_a_client_that_goes_away_aborts_its_request_upstream(fake):
     app = watch(fake, api_key="sesame", proxy=("127.0.0.1", 0))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.proxy_url is not None)
+        await until(pilot, lambda: app.vllm.proxy_url is not None)
         body = {"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24, "stream": True}
         async with httpx.AsyncClient(timeout=10) as http:
-            async with http.stream("POST", f"{app.state.proxy_url}/v1/completions", json=body, headers=AUTH) as r:
+            async with http.stream("POST", f"{app.vllm.proxy_url}/v1/completions", json=body, headers=AUTH) as r:
                 async for _ in r.aiter_raw():
                     break  # the first chunk, then gone
-        await until(pilot, lambda: app.state.requests and not next(iter(app.state.requests.values())).active)
-        view = next(iter(app.state.requests.values()))
+        await until(pilot, lambda: app.vllm.requests and not next(iter(app.vllm.requests.values())).active)
+        view = next(iter(app.vllm.requests.values()))
         assert view.status == "aborted" and view.tokens() < 24
         await until(pilot, lambda: fake.aborted == 1)  # the upstream stream was closed too
 
 
 async def test_a_proxy_before_vllm_answers_says_so():
-    app = VllmWatchApp("http://127.0.0.1:9", kv_events=None, poll_s=0.05, proxy=("127.0.0.1", 0))
+    app = rebuilt("http://127.0.0.1:9", kv_events=None, proxy=("127.0.0.1", 0))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.proxy_url is not None)
+        await until(pilot, lambda: app.vllm.proxy_url is not None)
         async with httpx.AsyncClient(timeout=10) as http:
-            r = await http.post(f"{app.state.proxy_url}/v1/completions", json={"prompt": "x", "stream": True})
+            r = await http.post(f"{app.vllm.proxy_url}/v1/completions", json={"prompt": "x", "stream": True})
         assert r.status_code == 502 and "did not answer" in r.json()["error"]["message"]
-        await until(pilot, lambda: app.state.requests and not next(iter(app.state.requests.values())).active)
-        assert next(iter(app.state.requests.values())).status == "error"
+        await until(pilot, lambda: app.vllm.requests and not next(iter(app.vllm.requests.values())).active)
+        assert next(iter(app.vllm.requests.values())).status == "error"
 
 
 async def test_a_request_through_the_proxy_has_metrics_read_at_once(fake):
     """A proxied request is work that /metrics has not shown yet: the next reading comes now, not a
     whole interval later (else a short burst can start and end between two readings)."""
-    app = VllmWatchApp(fake.url, api_key="sesame", kv_events=None, poll_s=120.0, proxy=("127.0.0.1", 0))
+    app = rebuilt(fake.url, api_key="sesame", kv_events=None, poll_s=120.0, proxy=("127.0.0.1", 0))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.proxy_url is not None and app.feed.num_readings == 1)
+        await until(pilot, lambda: app.vllm.proxy_url is not None and app.feed.num_readings == 1)
         async with httpx.AsyncClient(timeout=10) as http:
             r = await http.post(
-                f"{app.state.proxy_url}/v1/completions",
+                f"{app.vllm.proxy_url}/v1/completions",
                 headers=AUTH,
                 json={"model": "opt-tiny", "prompt": "Return the", "max_tokens": 24},
             )

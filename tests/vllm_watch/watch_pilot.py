@@ -1,6 +1,8 @@
-"""The vLLM dashboard in Pilot on the fake vLLM server: how a test builds it and reads what it shows."""
+"""The one dashboard on the fake vLLM server without a probe (the outside rebuild): how a test builds it
+and reads what it shows."""
 
-from enginetui.vllm_watch.app import VllmWatchApp
+from enginetui.vllm_probe.with_vllm import VllmTUI
+from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.fakes.vllm_server import FakeVllm
 from tests.vllm_watch import recorded
@@ -8,10 +10,21 @@ from tests.vllm_watch import recorded
 POLL_S = 0.05  # read /metrics often: the tests wait less
 
 
-def watch(fake: FakeVllm, **kwargs) -> VllmWatchApp:
+def watch(fake: FakeVllm, record: str | None = None, **kwargs) -> VllmTUI:
+    """`attach --vllm URL` (`--record FILE`) on the fake server."""
     kwargs.setdefault("kv_events", fake.kv_endpoint)
     kwargs.setdefault("kv_replay", fake.replay_endpoint)
-    return VllmWatchApp(fake.url, poll_s=POLL_S, redraw_hz=20, **kwargs)
+    return rebuilt(fake.url, record, **kwargs)
+
+
+def rebuilt(url: str, record: str | None = None, **kwargs) -> VllmTUI:
+    engine = RebuildEngine(url)
+    if record is not None:
+        engine.start_recording(record, "tests")
+    kwargs.setdefault("poll_s", POLL_S)
+    app = VllmTUI(engine, url, redraw_hz=20, **kwargs)
+    engine.facts_from = app.vllm
+    return app
 
 
 def shown(app, selector) -> str:
