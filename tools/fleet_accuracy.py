@@ -10,8 +10,9 @@ calibration run (round_robin, the window right after the tested one), and fits t
 replica's recorded steps in those runs (calibrate_from_recording); then, per trace and policy, it serves the tested window on a
 fresh fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with that fit
 (`enginetui simulate --replicas 2 --router ...`). It prints measured against simulated TTFT p50 / p90, TPOT
-p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, and cache-aware's gain
-over round-robin, measured and simulated. Everything lands in OUT_DIR; --save also writes the results record
+p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, cache-aware's gain
+over round-robin, measured and simulated, and the busiest replica's TTFT as its engine saw it (from its
+recording), which tells the engine's share of the client's TTFT from the router's and the front-end's. Everything lands in OUT_DIR; --save also writes the results record
 to results/checks/.
 """
 
@@ -218,6 +219,15 @@ def bench(url: str, piece: Slice, engine_args: list[str], out: Path, timeout_s: 
     return json.loads(out.read_text())
 
 
+def engine_side(record: str, fit: str) -> dict[str, list[float]]:
+    """A replica as its engine saw its requests (its recording; the TTFT from their arrival at the engine), measured
+    and simulated alone with the fit: what of the client's figures the front-end and the router took."""
+    from enginetui.simulate.measured import compare_recording
+
+    wanted = {"TTFT p50 ms": "TTFT p50", "TTFT p90 ms": "TTFT p90"}
+    return {wanted[f]: [m, p] for f, m, p, _ in compare_recording(record, fit) if f in wanted}
+
+
 def served(record: str) -> int:
     """Requests of the workload a replica took in, from its recording (bench serve's warm-up left out)."""
     from enginetui.bench.workload import warmup_workload
@@ -276,6 +286,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 record = bench(url, piece, engine_args, out / f"{piece.trace}-{policy}.json", args.timeout_s)
             measured = measured_figures(record)
             simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model)
+            counts = [served(r) for r in records]
+            busiest = counts.index(max(counts))
             rows.append(
                 {
                     "trace": piece.trace,
@@ -286,7 +298,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     "measured": measured,
                     "simulated": simulated,
                     "error_pct": compare(measured, simulated),
-                    "replica_requests": {"measured": [served(r) for r in records], "simulated": sim_counts},
+                    "replica_requests": {"measured": counts, "simulated": sim_counts},
+                    "engine": {"replica": busiest, **engine_side(records[busiest], fit_path)},
                 }
             )
             log("  " + row_line(rows[-1]))
@@ -340,6 +353,16 @@ def report(results: dict) -> str:
             + " | ".join(cells)
             + f" | {mape(list(r['error_pct'].values())):.1f}% |"
         )
+    engine = [r for r in results["rows"] if "engine" in r]
+    if engine:
+        lines += ["", "the busiest replica as its engine saw it (its recording; simulated alone with the fit):"]
+        for r in engine:
+            figures = {name: value for name, value in r["engine"].items() if name != "replica"}
+            lines.append(
+                f"  {r['trace']} {r['policy']}, replica {r['engine']['replica']}: "
+                + ", ".join(f"{name} {m:.1f} -> {p:.1f} ms" for name, (m, p) in figures.items())
+                + f" (at the client: TTFT p50 {r['measured']['TTFT p50']:.1f} ms)"
+            )
     s = results["summary"]
     lines.append("")
     lines.append(

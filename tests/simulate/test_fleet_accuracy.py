@@ -141,5 +141,9 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         counts = row["replica_requests"]
         assert sum(counts["measured"]) == sum(counts["simulated"]) == row["requests"] > 0
         assert all(v > 0 for v in row["measured"].values()) and all(v > 0 for v in row["simulated"].values())
+        engine_ttft, predicted = row["engine"]["TTFT p50"]
+        assert 0 < engine_ttft and 0 < predicted  # the engine's share of the client's TTFT, from its recording
+        assert counts["measured"][row["engine"]["replica"]] == max(counts["measured"])
+    assert "the busiest replica as its engine saw it" in report(results)
     rr = results["rows"][0]["replica_requests"]
     assert abs(rr["measured"][0] - rr["measured"][1]) <= 1  # round-robin alternates (the warm-up's 4 keep parity)
