@@ -8,7 +8,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.latency import Latency
+from tests.support.checkout import REPO_ROOT
 from tools.fleet_accuracy import (
     FIGURES,
     POLICIES,
@@ -26,7 +28,7 @@ from tools.fleet_accuracy import (
 )
 
 pytestmark = pytest.mark.timeout(300)
-ROUTER_VENV = Path(__file__).resolve().parents[3] / "router-venv"  # the tool's default: beside the checkout
+ROUTER_VENV = REPO_ROOT.parent / "router-venv"  # the tool's default: beside the checkout
 
 
 def test_a_window_is_start_before_end_and_the_calibration_takes_the_next_one():
@@ -119,7 +121,7 @@ def test_a_router_that_will_not_start_leaves_no_replica_behind(tmp_path):
 def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
     if not (ROUTER_VENV / "bin" / "vllm-router").exists():
         pytest.skip(f"vllm-router is not installed in {ROUTER_VENV} (python tools/fleet_accuracy.py installs it)")
-    traces = Path(os.environ.get("ENGINETUI_TRACES_DIR", Path(__file__).resolve().parents[3] / "shared" / "traces"))
+    traces = Path(os.environ.get("ENGINETUI_TRACES_DIR", REPO_ROOT.parent / "shared" / "traces"))
     if not (traces / "azure-2023-conv.csv").exists():
         pytest.skip(f"the Azure trace is not in {traces}")
     args = argparse.Namespace(
@@ -131,7 +133,7 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         mooncake_window="0:4",
         time_scale=1.0,
         timeout_s=120.0,
-        sim_model=str(Path("core/models/default_model/opt-tiny").resolve()),
+        sim_model=str(DEFAULT_MODEL_DIR),
     )
     before = _children()
     results = sitting(args, [], log=lambda line: None)
