@@ -74,6 +74,5 @@ def text_opt_dir(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("text-opt")
     make_opt_dir(path, seed=1, vocab_size=4096)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (DEFAULT_MODEL_DIR / name).exists():
-            shutil.copy(DEFAULT_MODEL_DIR / name, path / name)
+        shutil.copy(DEFAULT_MODEL_DIR / name, path / name)
     return str(path)

@@ -1,11 +1,10 @@
 """Small, fast engine arguments for the EngineCore-process tests."""
 
 
-def engine_args(model_dir: str, has_tokenizer: bool, **overrides) -> dict:
+def engine_args(model_dir: str, **overrides) -> dict:
     """Small, fast engine arguments for tests."""
     args = {
         "model": model_dir,
-        "skip_tokenizer_init": not has_tokenizer,
         "num_gpu_blocks_override": 64,
         "block_size": 16,
         "max_num_batched_tokens": 256,

@@ -17,10 +17,10 @@ NUM_BLOCKS = 24  # 384 tokens, less than max_model_len (512): a request needing 
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=[True, False], ids=["multiproc", "inproc"])
-async def llm(request, engine_model_dir, has_tokenizer):
+async def llm(request, engine_model_dir):
     engine = AsyncLLM.from_engine_args(
         multiprocess=request.param,
-        **engine_args(engine_model_dir, has_tokenizer, num_gpu_blocks_override=NUM_BLOCKS, enable_prefix_caching=True),
+        **engine_args(engine_model_dir, num_gpu_blocks_override=NUM_BLOCKS, enable_prefix_caching=True),
     )
     yield engine
     engine.shutdown()
@@ -146,9 +146,7 @@ async def test_every_change_reaches_subscribers_at_once(llm):
         await watcher.close()
 
 
-async def test_a_stop_string_ended_request_leaves_the_engine_at_once(llm, has_tokenizer):
-    if not has_tokenizer:
-        pytest.skip("stop strings need the tokenizer")
+async def test_a_stop_string_ended_request_leaves_the_engine_at_once(llm):
     watcher = Watcher(llm)
     try:
         await watcher.latest_within(5.0, lambda e: e.is_snapshot)

@@ -86,7 +86,7 @@ def _kill_later(pid: int, delay: float) -> list[float]:
 
 def test_sync_client_kill9_raises_engine_dead_quickly(engine_model_dir):
     client = EngineCoreClient.make(
-        EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False, multiprocess=True
+        EngineConfig(**engine_args(engine_model_dir, skip_tokenizer_init=True)), asyncio_mode=False, multiprocess=True
     )
     try:
         pid = client.engine_pid
@@ -106,8 +106,8 @@ def test_sync_client_kill9_raises_engine_dead_quickly(engine_model_dir):
         client.shutdown()
 
 
-async def test_async_kill9_fails_pending_requests_quickly(engine_model_dir, has_tokenizer):
-    llm = AsyncLLM.from_engine_args(multiprocess=True, **engine_args(engine_model_dir, has_tokenizer))
+async def test_async_kill9_fails_pending_requests_quickly(engine_model_dir):
+    llm = AsyncLLM.from_engine_args(multiprocess=True, **engine_args(engine_model_dir))
     try:
         pid = llm.engine_pid
         await llm.pause()
@@ -141,10 +141,8 @@ async def test_async_kill9_fails_pending_requests_quickly(engine_model_dir, has_
 # ---- ending the child -------------------------------------------------------------------------
 
 
-async def test_events_disabled_and_shutdown(engine_model_dir, has_tokenizer):
-    llm = AsyncLLM.from_engine_args(
-        multiprocess=True, **engine_args(engine_model_dir, has_tokenizer, enable_step_events=False)
-    )
+async def test_events_disabled_and_shutdown(engine_model_dir):
+    llm = AsyncLLM.from_engine_args(multiprocess=True, **engine_args(engine_model_dir, enable_step_events=False))
     pid = llm.engine_pid
     got = []
 
@@ -172,7 +170,7 @@ async def test_events_disabled_and_shutdown(engine_model_dir, has_tokenizer):
 
 def test_default_client_is_multiprocess_and_gc_ends_child(engine_model_dir, monkeypatch):
     monkeypatch.delenv("ENGINETUI_MULTIPROC", raising=False)
-    llm = LLM(**engine_args(engine_model_dir, False))
+    llm = LLM(**engine_args(engine_model_dir, skip_tokenizer_init=True))
     assert isinstance(llm.engine.client, SyncClient) and llm.engine.client.engine_pid is not None
     pid = llm.engine.client.engine_pid
     assert psutil.Process(pid).is_running()

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.timeout(90)
 PROMPTS = [[5, 6, 7, 8], [9, 10, 11, 12, 13, 14], [20, 21], list(range(30, 70))]
 
 
-def test_greedy_outputs_identical_inproc_and_multiproc(engine_model_dir, has_tokenizer):
+def test_greedy_outputs_identical_inproc_and_multiproc(engine_model_dir):
     params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
-    args = engine_args(engine_model_dir, has_tokenizer)
+    args = engine_args(engine_model_dir)
     with LLM(multiprocess=False, **args) as llm:
         expected = llm.generate(PROMPTS, params, use_tqdm=False)
     with LLM(multiprocess=True, **args) as llm:
@@ -32,9 +32,9 @@ def test_greedy_outputs_identical_inproc_and_multiproc(engine_model_dir, has_tok
     assert all(len(o.outputs[0].token_ids) == 8 for o in got)
 
 
-def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
+def test_sync_client_control_calls(engine_model_dir):
     client = EngineCoreClient.make(
-        EngineConfig(**engine_args(engine_model_dir, False)), asyncio_mode=False, multiprocess=True
+        EngineConfig(**engine_args(engine_model_dir, skip_tokenizer_init=True)), asyncio_mode=False, multiprocess=True
     )
     try:
         assert client.info.pid == client.engine_pid
@@ -68,7 +68,7 @@ def test_sync_client_control_calls(engine_model_dir, has_tokenizer):
 def test_llm_engine_step_with_nothing_in_flight_returns_at_once(engine_model_dir):
     from enginetui.core.engine.llm_engine import LLMEngine
 
-    engine = LLMEngine(EngineConfig(**engine_args(engine_model_dir, False)), multiprocess=True)
+    engine = LLMEngine(EngineConfig(**engine_args(engine_model_dir, skip_tokenizer_init=True)), multiprocess=True)
     try:
         assert engine.step() == []  # would block forever waiting on an idle EngineCore otherwise
         engine.add_request("a", [2, 5, 6], SamplingParams(max_tokens=2, ignore_eos=True))
@@ -87,6 +87,6 @@ def test_an_in_process_engine_leaves_the_host_process_state_alone(engine_model_d
     import torch
 
     rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
-    with LLM(multiprocess=False, **engine_args(engine_model_dir, False, seed=1234)) as llm:
+    with LLM(multiprocess=False, **engine_args(engine_model_dir, skip_tokenizer_init=True, seed=1234)) as llm:
         llm.generate([[5, 6, 7]], SamplingParams(temperature=0.8, max_tokens=4), use_tqdm=False)
     assert torch.equal(rng, torch.random.get_rng_state()) and torch.get_num_threads() == threads
