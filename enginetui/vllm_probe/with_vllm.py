@@ -29,7 +29,7 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
 from enginetui.vllm_watch.rebuild_engine import RebuildEngine
-from enginetui.vllm_watch.reconstruct import TOLERANCE, agreement
+from enginetui.vllm_watch.reconstruct import TOLERANCE
 from enginetui.vllm_watch.requests_panel import WatchRequestsTable
 from enginetui.vllm_watch.server import VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
@@ -281,25 +281,17 @@ def inferred_text(watch: WatchState, latest: StepEvent | None, width: int) -> Te
                 f"step {latest.step}",
             ]
         )
-    reading = watch.latest
-    if reading is not None:
-        kv = reading.per_engine(m.KV_USAGE)
-        metrics: list[str | Text] = [
-            Text("/metrics: ", style="bold").append(f"running {reading.total(m.RUNNING) or 0:.0f}"),
-            f"waiting {reading.total(m.WAITING) or 0:.0f}",
-        ]
-        if kv:
-            metrics.append(f"KV {100 * max(kv.values()):.0f}%")
-        checks = watch.rebuild.checks if watch.rebuild is not None else ()
-        if checks:
-            agree, total = agreement(checks)
-            metrics.append(f"the rebuild within ±{TOLERANCE} on {agree}/{count(total, 'reading')}")
-        rows.append(metrics)
+    text = panels.figure_lines(*rows, width=width)
+    if watch.latest is not None:
+        text.append("\n").append_text(panels.why_text(watch, watch.latest, width))
+    if watch.rebuild is not None and watch.rebuild.checks:
+        text.append("\n").append_text(panels.rebuild_text(watch.rebuild, width))
     unseen = "it sees only requests through the proxy: vLLM's other clients are not in it"
     if not watch.proxy_url:
         unseen = "no proxy (--proxy-port PORT): it sees no request"
-    rows.append([Text(f"{unseen} · no token ids or text · block ids its own", style=DIM)])
-    return panels.figure_lines(*rows, width=width)
+    note = panels.figure_lines([f"{unseen} · no token ids or text · block ids its own"], width=width)
+    note.stylize(DIM)
+    return text.append("\n").append_text(note)
 
 
 def _why_no_rebuild(watch: WatchState) -> str:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from enginetui.dashboard.widgets.event_log import log_rows
 from enginetui.dashboard.widgets.model_panel import wrap_items
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.sparklines import BARS
@@ -24,22 +23,8 @@ from enginetui.vllm_watch.tree_panel import TreeContext
 
 NOT_PUBLISHED = "#d19a66"  # the colour of "vLLM does not publish this"
 LINK_STYLES = {"up": "bold #98c379", "connecting": "#e5c07b", "silent": "#e5c07b", "down": "bold #be5046", "off": DIM}
-LOG_STYLES = {
-    "store": "#98c379",
-    "evict": "#e06c75",
-    "clear": "bold #e06c75",
-    "replay": "#56b6c2",
-    "gap": "bold #e5c07b",
-    "link": "#61afef",
-    "restart": "bold #c678dd",
-    "send": "#abb2bf",
-    "finish": "#7f848e",
-    "error": "bold #be5046",
-}
 QUANTILE_NAMES = tuple(f"p{round(q * 100)}" for q in QUANTILES)  # column names of the latency panel
-LABEL_WIDTH = 9  # "prompt/s "
 NARROW_LATENCY = 60  # below this width the latency panel shows p50, p99 and the mean only
-VALUE_WIDTH = 8  # " 1234.5"
 
 
 def gapped_sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
@@ -149,42 +134,24 @@ def state_window(state: WatchState) -> str:
     return f"{state.window[-1].time - state.window[0].time:.0f} s"
 
 
-def queues_text(state: WatchState, width: int) -> Text:
-    """Queue lengths over time, one point per /metrics reading, and why: waiting by reason, the
-    scheduler's limits beside the queues, tokens per engine step."""
-    s = state.latest
-    if s is None:
-        return Text("—", style=DIM)
-    h = state.history
-    rows = [
-        ("running", h.running, None, "#e5c07b", "{:.0f}"),
-        ("waiting", h.waiting, None, "#d19a66", "{:.0f}"),
-        ("tok/step", h.step_tokens, None, "#56b6c2", "{:.1f}"),
-    ]
-    text = _spark_rows(rows, width)
-    running, waiting = s.per_engine(m.RUNNING), s.per_engine(m.WAITING)
-    if len(running) > 1:
-        ranks = " · ".join(f"rank {e} {running[e]:.0f}/{waiting.get(e, 0):.0f}" for e in s.engines)
-        text.append(f"\n{ranks} (running/waiting)", style=DIM)
-    text.append("\n").append_text(why_text(state, s, width))
-    return text
-
-
 def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
-    """Why requests wait (`s`: the latest reading): the limits they wait for, the reasons vLLM gives,
-    what a step takes."""
+    """vLLM's queues and why requests wait (`s`: the latest reading): the limits they wait for, the
+    reasons vLLM gives, what a step takes."""
     limits = state.limits
     seqs = f" of max {limits.max_num_seqs}" if limits.max_num_seqs else ""
-    now = [f"running {s.total(m.RUNNING) or 0:.0f}{seqs}"]
+    now: list[str | Text] = [Text("/metrics: ", style="bold").append(f"running {s.total(m.RUNNING) or 0:.0f}{seqs}")]
     reasons = state.waiting_by_reason()
     waiting = f"waiting {s.total(m.WAITING) or 0:.0f}"
     if reasons:
         waiting += " (" + ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(reasons.items())) + ")"
     now.append(waiting)
+    running, waiting_per = s.per_engine(m.RUNNING), s.per_engine(m.WAITING)
+    if len(running) > 1:
+        now += [Text(f"rank {e} {running[e]:.0f}/{waiting_per.get(e, 0):.0f}", style=DIM) for e in s.engines]
     kv = s.per_engine(m.KV_USAGE)
     if kv:
         now.append(f"KV {100 * max(kv.values()):.0f}%")
-    steps, per_step = state.steps(), []
+    steps, per_step = state.steps(), list[str | Text]()
     if steps is not None and steps.steps:
         if steps.steps_per_s is not None:
             per_step.append(f"{steps.steps_per_s:.1f} steps/s")
@@ -194,24 +161,11 @@ def why_text(state: WatchState, s: m.MetricsSample, width: int) -> Text:
         if limits.max_num_batched_tokens:
             per_step.append(f"budget {limits.max_num_batched_tokens} tok")
     text = figure_lines(now, per_step, width=width)
-    rebuild = state.rebuild
-    if rebuild is not None and rebuild.checks:
-        text.append("\n").append_text(rebuild_text(rebuild, width))
-    elif state.queue_checks:
-        last = state.queue_checks[-1]
-        agree, total = agreement(state.queue_checks)
-        first = Text("rebuilt from requests: ", style=DIM).append(f"running {last.rebuilt_running}")
-        row: list[str | Text] = [
-            first,
-            f"waiting {last.rebuilt_waiting}",
-            f"within ±{TOLERANCE} of vLLM on {agree}/{total} readings ({100 * agree / total:.0f}%)",
-        ]
-        text.append("\n").append_text(figure_lines(row, width=width))
     if limits.source == "/server_info":
         text.append("\nlimits read from vLLM's /server_info", style=DIM)
     if not (limits.max_num_seqs and limits.max_num_batched_tokens):
         hint = figure_lines(
-            "limits unknown: pass vLLM's --max-num-seqs, --max-num-batched-tokens (F1 says how)".split(),
+            "limits unknown: pass vLLM's --max-num-seqs, --max-num-batched-tokens".split(),
             width=width,
             separator=" ",
         )
@@ -245,19 +199,6 @@ def rebuild_text(rebuild: SchedRebuild, width: int) -> Text:
         items.append(Text(f"{rebuild.num_skipped} requests left out (no usage)", style=DIM))
     items[0] = Text("rebuilt: ", style=DIM).append(items[0])  # by this engine's scheduler (the help screen says)
     return figure_lines(items, width=width)
-
-
-def series_text(state: WatchState, width: int) -> Text:
-    """Sparklines, one point per /metrics reading, newest on the right."""
-    h = state.history
-    rows: list[tuple[str, Sequence[float | None], float | None, str, str]] = [
-        ("gen/s", h.gen_tok_s, None, "#98c379", "{:.1f}"),
-        ("prompt/s", h.prompt_tok_s, None, "#56b6c2", "{:.1f}"),
-        ("KV %", h.kv_pct, 100.0, "#61afef", "{:.0f}%"),
-        ("preempt/s", h.preempt_s, None, "#e06c75", "{:.1f}"),
-        ("hit %", h.hit_pct, 100.0, "#c678dd", "{:.0f}%"),
-    ]
-    return _spark_rows(rows, width)
 
 
 def duration(value: float | None) -> str:
@@ -312,32 +253,6 @@ def latency_text(state: WatchState, width: int) -> Text:
     return text
 
 
-def _spark_rows(rows, width: int) -> Text:
-    spark_width = max(0, width - LABEL_WIDTH - VALUE_WIDTH)
-    text = Text(no_wrap=True)
-    for i, (label, series, top, style, fmt) in enumerate(rows):
-        if i:
-            text.append("\n")
-        text.append(label.ljust(LABEL_WIDTH), style="bold")
-        text.append(gapped_sparkline(series, spark_width, top).ljust(spark_width), style=style)
-        last = series[-1] if series else None
-        text.append(
-            (fmt.format(last) if last is not None else "—").rjust(VALUE_WIDTH), style="" if last is not None else DIM
-        )
-    return text
-
-
-def log_text(state: WatchState, width: int, height: int) -> Text:
-    """The newest log lines that fit `height` lines of `width` cells, each in full (wrapped)."""
-    if not state.log:
-        return Text("nothing yet", style=DIM)
-    rows = []
-    for line in list(state.log)[-height:] if height else []:  # a line takes a row at least
-        head = Text(time.strftime("%H:%M:%S ", time.localtime(line.time)), style=DIM)
-        rows.append((head.append(line.kind.ljust(8), style=LOG_STYLES.get(line.kind, "")), line.text))
-    return log_rows(rows, width, height)
-
-
 class TextPanel(Widget):
     """A panel drawn by one `*_text(state, width)` function."""
 
@@ -362,17 +277,6 @@ class TextPanel(Widget):
             return Text("")
         self._text = self._render_fn(self._state, self.content_size.width)
         return self._text
-
-
-class LogPanel(TextPanel):
-    """The newest log lines that fit, each in full."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(
-            lambda state, width: log_text(state, width, self.content_size.height),
-            "Event log · KV events and links",
-            **kwargs,
-        )
 
 
 KV_HINT = (

@@ -1,4 +1,4 @@
-"""Requests as the watcher sees them: typed here, or passed through its proxy on their way to vLLM.
+"""Requests as the watcher sees them: passed through its proxy on their way to vLLM.
 
 A request is known from what crosses the wire: its body (route, model, prompt, max_tokens,
 stream), the response's status, and the response itself, read as it passes: server-sent events
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enginetui.openai_client import DONE, SseReader, choice_text, error_message, usage_tokens
 
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
-TYPED_HERE = "typed here"  # the source of a prompt typed in the dashboard
 ACTIVE = ("sent", "streaming")  # statuses of a request still under way
 
 
@@ -22,9 +21,9 @@ ACTIVE = ("sent", "streaming")  # statuses of a request still under way
 class WatchedRequest:
     """One request: its body, its response so far, and when each part went by."""
 
-    req_id: str  # r1, r2, ... typed here; p1, p2, ... through the proxy
+    req_id: str  # p1, p2, ... in the order they came through the proxy
     index: int  # order of arrival (its colour)
-    source: str  # TYPED_HERE, or the client's address (HOST:PORT)
+    source: str  # the client's address (HOST:PORT)
     method: str  # GET | POST | ...
     route: str  # the path, e.g. /v1/completions
     arrival: float  # when the proxy received it (time.time())
@@ -34,7 +33,7 @@ class WatchedRequest:
     stream: bool = False  # asked for server-sent events
     status: str = "sent"  # sent | streaming | finished | aborted | error | rejected
     http_status: int | None = None  # the response's status code (None: none yet)
-    responded: float | None = None  # when the response's status line went by (None: not yet, or typed here)
+    responded: float | None = None  # when the response's status line went by (None: not yet)
     first_token: float | None = None  # when the first generated text went by
     last_token: float | None = None  # when the latest generated text went by
     token_chunks: int = (
@@ -114,8 +113,8 @@ class WatchedRequest:
         """About when vLLM's API server handed the request to its engine (None: not yet). vLLM sends a
         response's status line when it starts the response, and then adds the request to its engine; under a
         burst that comes well after the request reached the proxy (its API server takes requests in a few
-        at a time). A prompt typed here: when it was sent (its status line is not watched)."""
-        return self.arrival if self.source == TYPED_HERE else self.responded
+        at a time)."""
+        return self.responded
 
     def respond(self, http_status: int, when: float) -> None:
         """The response's status line arrived."""

@@ -1,5 +1,4 @@
-"""The vLLM dashboard's request list and selected request: prompts typed here and every request
-through the proxy, each timed as it went by (nothing on them is made up: what the wire did not
+"""The vLLM column's request list and a request's detail: every request through the proxy, each timed as it went by (nothing on them is made up: what the wire did not
 carry shows as —)."""
 
 import time
@@ -11,7 +10,7 @@ from textual.widgets import Static
 
 from enginetui.dashboard.widgets.palette import DIM, STATUS_STYLES, request_color
 from enginetui.dashboard.widgets.requests_table import RequestsTable, one_line, tail
-from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
+from enginetui.vllm_watch.requests import WatchedRequest
 
 STATUS_WIDTH = 9  # "STREAMING"
 STYLES = {**STATUS_STYLES, "streaming": STATUS_STYLES["running"]}  # by status
@@ -101,8 +100,7 @@ def detail_text(view: WatchedRequest) -> Text:
         span = end - view.first_token if view.first_token is not None else 0.0
         tokens = view.tokens()
         rate = (tokens - 1) / span if tokens is not None and tokens > 1 and span >= MIN_RATE_SPAN_S else None
-        since = "the send here" if view.source == TYPED_HERE else "the proxy's arrival"  # not vLLM's (Latency)
-        text.append(f"\nTTFT {ms(view.ttft())} (from {since}) · ITL {ms(view.itl())}")
+        text.append(f"\nTTFT {ms(view.ttft())} (from the proxy's arrival) · ITL {ms(view.itl())}")  # not vLLM's
         text.append(f" · {rate:.1f} tok/s" if rate is not None else " · — tok/s")
         if view.tokens() is None and view.first_token is not None:
             text.append(" (no usage asked for: ITL per chunk)", style=DIM)

@@ -1,5 +1,5 @@
 """WatchState: everything the vLLM dashboard shows, folded from /metrics samples, KV event
-batches, the streamed completions of the prompts typed here and the requests through the proxy.
+batches and the requests through the proxy.
 
 Pure Python (no Textual, no sockets): the folding rules are unit-tested directly, and the app
 redraws from this state at a bounded rate.
@@ -17,8 +17,7 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch, short_hash
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.prometheus import Histogram, MetricsSample
-from enginetui.vllm_watch.reconstruct import QueueCheck, rebuilt_queues, worth_checking
-from enginetui.vllm_watch.requests import TYPED_HERE, WatchedRequest
+from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
 from enginetui.vllm_watch.vllm_record import (
     KVBatch,
@@ -43,7 +42,6 @@ LOG_LINES = 500  # event-log lines kept
 WINDOW_S = 60.0  # the recent window of rates and latency percentiles
 LATENCIES = ((m.TTFT, "TTFT"), (m.ITL, "ITL"), (m.E2E, "e2e"), (m.QUEUE_TIME, "queue"))  # histogram, label
 QUANTILES = (0.5, 0.9, 0.99)
-MAX_CHECKS = 10_000  # readings kept to measure the rebuilt queues' agreement
 MAX_REQUESTS = 2000  # requests listed (beyond, the oldest ended ones are dropped)
 
 
@@ -62,21 +60,10 @@ class WatchHistory:
 
     gen_tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # generated tokens/s
     prompt_tok_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # prompt tokens/s
-    kv_pct: deque[float] = field(
-        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
-    )  # KV blocks in use, % (engines' mean)
-    running: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # running requests
-    waiting: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # waiting requests
     preempt_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # preemptions/s
-    hit_pct: deque[float | None] = field(
-        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
-    )  # prefix hits % since the last reading (None: no lookups)
     latency_mean: dict[str, deque[float | None]] = field(
         default_factory=dict
     )  # label -> mean over WINDOW_S (None: no observations)
-    step_tokens: deque[float | None] = field(
-        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
-    )  # mean tokens per engine step since the last reading (None: no step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +122,8 @@ class WatchState:
         default_factory=WatchHistory
     )  # the sparklines' series, the last HISTORY_POINTS readings
     caches: PrefixCaches = field(default_factory=PrefixCaches)  # the prefix cache of each rank
-    requests: dict[str, WatchedRequest] = field(default_factory=dict)  # typed here and proxied, in order of arrival
+    requests: dict[str, WatchedRequest] = field(default_factory=dict)  # through the proxy, in order of arrival
     requests_seen: int = 0  # requests ever listed (their colour index)
-    queue_checks: deque[QueueCheck] = field(
-        default_factory=lambda: deque(maxlen=MAX_CHECKS)
-    )  # readings with traffic (and the first back at rest) against the queues rebuilt from the requests seen
     proxied: int = 0  # requests passed through the proxy
     proxy_url: str | None = None  # where the proxy serves vLLM's API (None: no proxy)
     proxy_error: str = ""  # why the proxy is not serving
@@ -176,17 +160,7 @@ class WatchState:
             h.gen_tok_s.append(_delta(prev, sample, m.GENERATION_TOKENS) / span)
             h.prompt_tok_s.append(_delta(prev, sample, m.PROMPT_TOKENS) / span)
             h.preempt_s.append(_delta(prev, sample, m.PREEMPTIONS) / span)
-            queries = _delta(prev, sample, m.PREFIX_QUERIES)
-            h.hit_pct.append(100 * _delta(prev, sample, m.PREFIX_HITS) / queries if queries else None)
-        kv = sample.per_engine(m.KV_USAGE)
-        h.kv_pct.append(100 * sum(kv.values()) / len(kv) if kv else 0.0)
-        h.running.append(sample.total(m.RUNNING) or 0.0)
-        h.waiting.append(sample.total(m.WAITING) or 0.0)
-        steps = _histogram_since(prev, sample, m.ITERATION_TOKENS)
-        if prev is not None:
-            h.step_tokens.append(steps.mean() if steps is not None else None)
         self.window.append(sample)
-        self._check_queues(sample)
         self._rebuild_step(sample)
         while self.window and sample.time - self.window[0].time > WINDOW_S:
             self.window.popleft()
@@ -195,15 +169,6 @@ class WatchState:
             mean = self.latency(name, label).window_mean
             h.latency_mean.setdefault(label, deque(maxlen=HISTORY_POINTS)).append(mean)
         self.version += 1
-
-    def _check_queues(self, sample: MetricsSample) -> None:
-        """Compare vLLM's running and waiting with the queues rebuilt from the requests seen."""
-        if not any(v.generates for v in self.requests.values()):
-            return
-        running, waiting = sample.total(m.RUNNING) or 0.0, sample.total(m.WAITING) or 0.0
-        check = QueueCheck(sample.time, running, waiting, *rebuilt_queues(self.requests.values(), sample.time))
-        if worth_checking(check, self.queue_checks):
-            self.queue_checks.append(check)
 
     def _rebuild_step(self, sample: MetricsSample) -> None:
         """Start the scheduler rebuild once vLLM's pool and limits are known; hand it the reading."""
@@ -523,51 +488,7 @@ class WatchState:
         self.note(when, "restart", f"rank {rank}: KV events start over at a new publisher: tree cleared")
         self.version += 1
 
-    # ---- requests: typed here, or through the proxy --------------------------------------
-
-    def add_request(self, req_id: str, prompt: str, max_tokens: int, when: float) -> WatchedRequest:
-        """A prompt typed here, sent to /v1/completions (streamed)."""
-        view = self._add(
-            WatchedRequest(
-                req_id=req_id,
-                index=self._next_index(),
-                source=TYPED_HERE,
-                method="POST",
-                route="/v1/completions",
-                arrival=when,
-                prompt=prompt,
-                max_tokens=max_tokens,
-                stream=True,
-            )
-        )
-        self.note(when, "send", f"{req_id} · {prompt[:60]!r}")
-        return view
-
-    def apply_chunk(
-        self, req_id: str, text: str, prompt_tokens: int | None, output_tokens: int | None, when: float
-    ) -> None:
-        """A streamed piece of a typed prompt's completion (vLLM's `usage` counts every chunk)."""
-        view = self.requests.get(req_id)
-        if view is None or not view.active:
-            return
-        view.status = "streaming"
-        view.prompt_tokens = prompt_tokens if prompt_tokens is not None else view.prompt_tokens
-        view.output_tokens = output_tokens if output_tokens is not None else view.output_tokens
-        if text:
-            view.text += text
-            view.token_chunks += 1
-            view.first_token = view.first_token or when
-            view.last_token = when
-            view.tokens_seen(when)
-        self.version += 1
-
-    def end_request(self, req_id: str, status: str, reason: str, detail: str, when: float) -> None:
-        """A typed prompt's completion ended: finished (stop / length), aborted, rejected or error."""
-        view = self.requests.get(req_id)
-        if view is None or not view.active:
-            return
-        view.status, view.finish_reason, view.detail, view.finished = status, reason, detail, when
-        self._ended(view)
+    # ---- requests through the proxy --------------------------------------
 
     def proxy_arrived(self, method: str, path: str, body: bytes, client: str, when: float) -> str:
         """A request came through the proxy (ProxyReport)."""
@@ -615,13 +536,6 @@ class WatchState:
             view.end(when, error)
             self._ended(view)
 
-    def clear_ended(self) -> int:
-        ended = [k for k, v in self.requests.items() if not v.active]
-        for k in ended:
-            del self.requests[k]
-        self.version += 1
-        return len(ended)
-
     def _next_index(self) -> int:
         self.requests_seen += 1
         return self.requests_seen - 1
@@ -659,14 +573,6 @@ def _delta(earlier: MetricsSample | None, later: MetricsSample, name: str) -> fl
     now = later.total(name) or 0.0
     before = (earlier.total(name) or 0.0) if earlier is not None else 0.0
     return max(0.0, now - before)
-
-
-def _histogram_since(earlier: MetricsSample | None, later: MetricsSample, name: str) -> Histogram | None:
-    """A histogram's observations between two readings (None: no earlier reading, or not published)."""
-    now = later.histogram(name)
-    if earlier is None or now is None:
-        return None
-    return now.since(earlier.histogram(name))
 
 
 def _tokens(sample: MetricsSample) -> float:
