@@ -22,7 +22,13 @@ class SamplingMetadata:
     prompt_token_ids: list[list[int]]  # per row: prompt tokens (for the repetition penalty)
     min_tokens_blocked: list[list[int]]  # per row: token ids forbidden now (EOS / stop ids before min_tokens)
     max_num_logprobs: int | None  # largest logprobs request in the batch; None if none asks
+    # per row: temperature 0, as the host knows it (None: read from the tensor, a device sync on CUDA)
+    greedy: list[bool] | None = None
 
     @property
     def all_greedy(self) -> bool:
-        return bool((self.temperature == 0).all())
+        return all(self.greedy) if self.greedy is not None else bool((self.temperature == 0).all())
+
+    @property
+    def any_greedy(self) -> bool:
+        return any(self.greedy) if self.greedy is not None else bool((self.temperature == 0).any())

@@ -14,7 +14,8 @@ def argmax_rows(x: torch.Tensor) -> torch.Tensor:
 
 
 class Sampler:
-    """Turns one step's logits into one token per row, reproducibly for seeded requests."""
+    """Turns one step's logits into one token per row, reproducibly for seeded requests. On CUDA it reads
+    the device once a step: the tokens (and logprobs) in one copy; the branches are chosen on the host."""
 
     def __init__(self, seed: int, device: torch.device | str = "cpu") -> None:
         # A generator draws only on its own device, so both live where the logits will be.
@@ -35,13 +36,12 @@ class Sampler:
             final = filter_logits(logits / temp, meta)  # [num_rows, vocab]
             probs = final.softmax(dim=-1)  # [num_rows, vocab]
             sampled = self._draw(probs, meta)  # [num_rows]
-            if greedy.any():
+            if meta.any_greedy:
                 sampled = torch.where(greedy, argmax_rows(logits), sampled)  # [num_rows]
                 final = torch.where(greedy[:, None], logits, final)
-        token_ids = sampled.tolist()
         if meta.max_num_logprobs is None:
-            return token_ids, None
-        return token_ids, _logprobs(final, sampled, meta.max_num_logprobs)
+            return sampled.tolist(), None
+        return _logprobs(final, sampled, meta.max_num_logprobs)
 
     def _draw(self, probs: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
         """probs: [num_rows, vocab] -> one categorical draw per row, [num_rows]: the row's CDF
@@ -111,14 +111,15 @@ def filter_logits(logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
     return logits
 
 
-def _logprobs(final: torch.Tensor, sampled: torch.Tensor, k: int) -> list[list[Logprob]]:
-    """Per row: the sampled token's logprob first, then the top-k of the sampled distribution."""
+def _logprobs(final: torch.Tensor, sampled: torch.Tensor, k: int) -> tuple[list[int], list[list[Logprob]]]:
+    """The sampled tokens, and per row the sampled token's logprob first, then the top-k of the sampled
+    distribution; read from the device in one copy (float64 holds the ids and the float32 values exactly)."""
     logp = final.log_softmax(dim=-1)  # [num_rows, vocab]
-    chosen = logp.gather(-1, sampled[:, None]).squeeze(-1).tolist()  # [num_rows]
-    top_vals, top_ids = logp.topk(k, dim=-1) if k > 0 else (logp[:, :0], sampled[:, None][:, :0])
-    rows = []
-    for row, token in enumerate(sampled.tolist()):
-        entries = [Logprob(token, chosen[row])]
-        entries += [Logprob(t, v) for t, v in zip(top_ids[row].tolist(), top_vals[row].tolist())]
-        rows.append(entries)
-    return rows
+    chosen = logp.gather(-1, sampled[:, None])  # [num_rows, 1]
+    top_vals, top_ids = logp.topk(k, dim=-1) if k > 0 else (logp[:, :0], sampled[:, None][:, :0])  # [num_rows, k]
+    table = torch.cat([sampled[:, None].double(), chosen.double(), top_ids.double(), top_vals.double()], dim=1)
+    rows, tokens = [], []
+    for token, value, *top in table.tolist():  # [num_rows, 2 + 2k]
+        tokens.append(int(token))
+        rows.append([Logprob(int(token), value)] + [Logprob(int(t), v) for t, v in zip(top[:k], top[k:])])
+    return tokens, rows

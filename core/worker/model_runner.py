@@ -230,8 +230,9 @@ class ModelRunner:
                     ids.extend(b.eos_ids[r])
             blocked.append(ids)
         wanted = [p.logprobs for p in params if p.logprobs is not None]
+        temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32)  # [num_rows], host
         return SamplingMetadata(
-            temperature=torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev),
+            temperature=temperature.to(dev),
             top_k=column(top_k, torch.long, vocab),
             top_p=column([p.top_p for p in params], torch.float32, 1.0),
             min_p=column([p.min_p for p in params], torch.float32, 0.0),
@@ -244,4 +245,5 @@ class ModelRunner:
             prompt_token_ids=[b.prompt_tokens(r) for r in rows] if penalized else [[] for _ in rows],
             min_tokens_blocked=blocked,
             max_num_logprobs=max(wanted) if wanted else None,
+            greedy=(temperature == 0).tolist(),  # the sampler's branches, without reading the device
         )

@@ -165,3 +165,32 @@ def test_none_where_a_number_is_required_is_a_value_error(name):
 
     with pytest.raises(ValueError, match=name):
         SamplingParams(**{name: None})
+
+
+@pytest.mark.parametrize("logprobs", [None, 0, 3])
+def test_one_device_read_a_step(monkeypatch, logprobs):
+    """A step of greedy, sampled and seeded rows reads device values on the host once (on CUDA each read
+    waits for the GPU): the tokens and logprobs in one copy; which branches run is known on the host."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    reads = []
+
+    class ScalarReads(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.__name__.split(".")[0] in ("_local_scalar_dense", "is_nonzero", "nonzero"):
+                reads.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append("tolist") or tolist(t))
+    temps = [0.0, 0.7, 1.0, 0.0]
+    m = meta(4, temperature=temps, top_p=0.9, seeds=[None, 5, None, None], logprobs=logprobs)
+    m.greedy = [t == 0 for t in temps]
+    logits = random_logits(4, seed=7)
+    with ScalarReads():
+        tokens, lps = Sampler(0)(logits, m)
+    assert reads == ["tolist"]
+    monkeypatch.undo()
+    m.greedy = None  # the same step, the branches read from the tensor: the same tokens and logprobs
+    assert Sampler(0)(logits, m) == (tokens, lps)
+    assert tokens[0] == logits[0].argmax() and tokens[3] == logits[3].argmax()
