@@ -333,6 +333,16 @@ def bench_prefill(plan: Plan, report: Report) -> None:
         )
         pairs = num_reqs * prompt_len * (prompt_len + 1) // 2  # (query, key) pairs a causal prompt scores
         flops = 4 * pairs * heads * head_size  # QK^T and PV, a multiply and an add each
+        sdpa_ms = time_sdpa(num_reqs, prompt_len, heads, kv_heads, head_size, plan)
+        report.add(
+            "prefill attention bf16",
+            f"{name}, torch SDPA (dense, not paged)",
+            None,
+            f"{sdpa_ms:.3f} ms, {flops / (sdpa_ms * 1e-3) / 1e12:.0f} TFLOP/s",
+            "(scaled_dot_product_attention, causal, the same shapes: the dense ceiling)",
+            sdpa_ms=sdpa_ms,
+            flops=flops,
+        )
         for t in time_variants(plan, batch):
             tflop_s = flops / (t.ms * 1e-3) / 1e12
             report.add(
@@ -345,6 +355,18 @@ def bench_prefill(plan: Plan, report: Report) -> None:
                 tflop_s=tflop_s,
                 flops=flops,
             )
+
+
+def time_sdpa(num_reqs: int, prompt_len: int, heads: int, kv_heads: int, head_size: int, plan: Plan) -> float:
+    """ms per call of torch's fused causal attention on dense [num_reqs, heads, prompt_len, head_size] bf16."""
+    gen = torch.Generator(device=plan.device).manual_seed(0)
+
+    def rand(h: int) -> torch.Tensor:
+        return torch.randn(num_reqs, h, prompt_len, head_size, generator=gen, device=plan.device, dtype=torch.bfloat16)
+
+    q, k, v = rand(heads), rand(kv_heads), rand(kv_heads)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return time_ms(lambda: sdpa(q, k, v, is_causal=True, enable_gqa=True), plan.bench_iters, plan.device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,11 +404,15 @@ def time_variants(plan: Plan, batch: PagedBatch):
         yield VariantTiming(variant, [time_ms(call, plan.bench_iters, plan.device) for _ in range(2)], ref_ms)
 
 
+STEPS = {"parity": check_kernel_parity, "e2e": check_e2e, "decode": bench_decode, "prefill": bench_prefill}
+
+
 def main() -> int:
-    """Run every step; 0 when all parity checks pass."""
+    """Run every step (or those of --steps); 0 when all parity checks pass."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="also write the table as JSON to this path")
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on CPU, Triton interpreted")
+    parser.add_argument("--steps", nargs="+", choices=list(STEPS), default=list(STEPS), help="run only these steps")
     args = parser.parse_args()
     if args.cpu_smoke:
         # Before anything imports triton: it picks interpreted or compiled at decoration time.
@@ -405,7 +431,7 @@ def main() -> int:
     report = Report(device=device_name)
     print(f"gpu_check on {device_name}: torch {torch.__version__}", flush=True)
     start = time.perf_counter()
-    for step in (check_kernel_parity, check_e2e, bench_decode, bench_prefill):
+    for step in (STEPS[name] for name in args.steps):
         try:
             step(plan, report)
         except Exception as exc:  # a crash fails the run but the other steps still report

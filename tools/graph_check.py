@@ -5,14 +5,18 @@ default on CUDA; capture time reported), then
 1. greedy parity: the same prompts run with the graphs, then eagerly (the runner's graphs set
    aside: same weights, same KV pool); every token must be equal, and the graph run's decode
    steps must have replayed graphs (StepEvent.cuda_graph_size);
-2. decode step time at 1 / 16 / 64 running requests (EngineCore driven as `enginetui bench
+2. greedy parity with transformers: the model built by transformers from the same config on the same
+   device and dtype, its random weights loaded into the engine (in place: the captured graphs read the
+   same memory); the graph run's tokens must equal `generate`'s, or part at a near tie of its logits;
+3. decode step time at 1 / 16 / 64 running requests (EngineCore driven as `enginetui bench
    profile` drives it), with and without graphs, against the HBM floor: the weights and the
    batch's KV read once a step, at the measured device-to-device copy bandwidth.
 
-Shapes: opt-125m (fp32 and bf16); with `--shapes llama-3.1-8b qwen3-8b` those public configs too, in bf16.
+Models (--models): opt-125m in fp32 and bf16, the Llama-3.1-8B and Qwen3-8B public configs in bf16.
 Prints a markdown table, writes JSON with --json, exits nonzero when a parity check fails.
-`--cpu-smoke` runs it all on CPU with a tiny model and the graphs replaced by EagerReplay (the forward
-rerun on the same static buffers: core/worker/eager_replay_runner.py), so the script itself runs anywhere.
+`--cpu-smoke` runs it all on CPU with tiny models (the 8B configs scaled down) and the graphs replaced by
+EagerReplay (the forward rerun on the same static buffers: core/worker/eager_replay_runner.py), so the
+script itself runs anywhere.
 """
 
 import argparse
@@ -30,6 +34,14 @@ from gpu_check import Report, copy_bandwidth_gb_s  # tools/gpu_check.py, beside 
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.models.known_configs import SHAPES, shape_dir
+from enginetui.kernels.e2e_check import Continuation, compare, hf_greedy
+
+MODELS = ["opt-125m-fp32", "opt-125m-bf16", *SHAPES]
+# bf16 tolerances of the transformers comparison (fp32 keeps e2e_check's 1e-3): two correct bf16
+# implementations round differently, about 1e-2 on these logits, so they may part where the top two
+# logits are closer than this, and logprobs of the tokens they share differ by up to about this.
+BF16_NEAR_TIE = 0.1
+BF16_LOGPROB_TOL = 0.1
 
 
 @dataclass(slots=True)
@@ -45,12 +57,13 @@ class Run:
     steps: int  # timed decode steps per batch size (after as many warm-up steps)
 
 
-def greedy(core, prompts: list[list[int]], max_tokens: int, tag: str) -> tuple[list[list[int]], list[int]]:
-    """Greedy tokens per prompt, run to the end on `core`; and the graph size each step replayed (0: eager)."""
+def greedy(core, prompts: list[list[int]], max_tokens: int, tag: str) -> tuple[list[Continuation], list[int]]:
+    """Greedy tokens (and their logprobs) per prompt, run to the end on `core`; and the graph size each step
+    replayed (0: eager)."""
     from enginetui.core import SamplingParams
     from enginetui.core.outputs import EngineCoreRequest
 
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, logprobs=0)
     ids = [f"{tag}-{i}" for i in range(len(prompts))]
     for req_id, prompt in zip(ids, prompts):
         core.add_request(
@@ -62,15 +75,55 @@ def greedy(core, prompts: list[list[int]], max_tokens: int, tag: str) -> tuple[l
                 arrival_time=time.time(),
             )
         )
-    tokens: dict[str, list[int]] = {req_id: [] for req_id in ids}
+    runs = {req_id: Continuation([], []) for req_id in ids}
     replayed = []
     while core.has_work():
         outputs, event = core.step()
         for out in outputs.outputs:
-            tokens[out.request_id] += out.new_token_ids
+            runs[out.request_id].tokens.extend(out.new_token_ids)
+            runs[out.request_id].logprobs.extend(step[0].logprob for step in out.new_logprobs or [])
         if event is not None and event.is_step and event.executed_step:
             replayed.append(event.cuda_graph_size)
-    return [tokens[req_id] for req_id in ids], replayed
+    return [runs[req_id] for req_id in ids], replayed
+
+
+def transformers_twin(config: EngineConfig, core):
+    """transformers' model of the engine's config, random weights, on the engine's device and dtype; its
+    weights loaded into the engine in place (captured graphs keep reading the same memory)."""
+    from transformers import AutoModelForCausalLM
+
+    from enginetui.core.models.loader import load_hf_config
+
+    hf_config, _ = load_hf_config(config)
+    dtype = config.torch_dtype(getattr(hf_config, "dtype", None))
+    torch.manual_seed(0)
+    with torch.device(config.torch_device):
+        hf = AutoModelForCausalLM.from_config(hf_config, dtype=dtype).eval()
+    core.runner.model.load_weights(hf.named_parameters())  # shared (tied) parameters named once
+    return hf
+
+
+def check_transformers(run: Run, config: EngineConfig, core, prompts: list[list[int]], report: Report) -> None:
+    """The engine's greedy tokens (graphs on) against transformers' `generate`, prompt by prompt."""
+    hf = transformers_twin(config, core)
+    ours, replayed = greedy(core, prompts, run.max_tokens, "hf")
+    half = next(hf.parameters()).dtype != torch.float32
+    parities = [compare(hf, p, hf_greedy(hf, p, run.max_tokens), c) for p, c in zip(prompts, ours)]
+    del hf
+    for parity in parities:
+        ok = parity.ok_within(BF16_NEAR_TIE, BF16_LOGPROB_TOL) if half else parity.ok
+        tie = "" if parity.near_tie_gap is None else f"; parted at a logit gap of {parity.near_tie_gap:.2g}"
+        report.add(
+            "transformers",
+            f"{run.name}: prompt of {parity.prompt_len}",
+            ok,
+            f"{parity.matched}/{run.max_tokens} tokens equal",
+            f"(max logprob diff {parity.max_logprob_diff:.1e}{tie}; {sum(map(bool, replayed))} of "
+            f"{len(replayed)} steps replayed a graph)",
+            matched=parity.matched,
+            near_tie_gap=parity.near_tie_gap,
+            max_logprob_diff=parity.max_logprob_diff,
+        )
 
 
 def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | None) -> None:
@@ -104,8 +157,8 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
     core.runner.graphs = None
     eager, replayed_eager = greedy(core, prompts, run.max_tokens, "eager")
     core.runner.graphs = graphs
-    same = with_graphs == eager and any(replayed) and not any(replayed_eager)
-    matched = sum(a == b for a, b in zip(with_graphs, eager))
+    same = [c.tokens for c in with_graphs] == [c.tokens for c in eager] and any(replayed) and not any(replayed_eager)
+    matched = sum(a.tokens == b.tokens for a, b in zip(with_graphs, eager))
     report.add(
         "graphs",
         f"{run.name}: greedy parity",
@@ -113,6 +166,10 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
         f"{matched}/{len(prompts)} prompts equal",
         f"({sum(map(bool, replayed))} of {len(replayed)} steps replayed a graph)",
     )
+    check_transformers(run, config, core, prompts, report)
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
     tokenizer = load_tokenizer(config, info.model_dir)
     processor, output_processor = Processor(tokenizer, info), OutputProcessor(tokenizer, stream=False)
@@ -145,16 +202,34 @@ def check_run(run: Run, report: Report, device: str, bandwidth_gb_s: float | Non
     core.close()
 
 
-def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
+# The 8B configs scaled down for --cpu-smoke: their architectures (GQA, Llama-3.1's rope scaling,
+# Qwen3's q/k norms and explicit head_dim) at a size the CPU runs in seconds.
+SMALL_SHAPE = dict(
+    vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=16, max_position_embeddings=512, torch_dtype="float32", bos_token_id=1,
+    eos_token_id=2,
+)  # fmt: skip
+
+
+def small_shape_dir(name: str, root: str) -> str:
+    """A model directory holding SHAPES[name]'s config scaled down to SMALL_SHAPE."""
+    from transformers import AutoConfig
+
+    fields = {**SHAPES[name], **SMALL_SHAPE}
+    path = os.path.join(root, f"{name}-small")
+    AutoConfig.for_model(str(fields.pop("model_type")), **fields).save_pretrained(path)
+    return path
+
+
+def plan_runs(cpu_smoke: bool, models: list[str], root: str) -> list[Run]:
+    """One Run per model named (in MODELS' order); on CPU tiny models, graphs replayed by EagerReplay."""
+    runs = []
     if cpu_smoke:
         from transformers import OPTConfig
 
         from enginetui.kernels.e2e_check import OPT_TINY
 
-        path = os.path.join(root, "opt-tiny")
-        OPTConfig(**OPT_TINY).save_pretrained(path)
-        engine = dict(
-            model=path,
+        cpu = dict(
             load_format="dummy",
             device="cpu",
             dtype="float32",
@@ -163,7 +238,14 @@ def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
             model_runner="enginetui.core.worker.eager_replay_runner:EagerReplayRunner",
             skip_tokenizer_init=True,
         )
-        return [Run("opt-tiny fp32, EagerReplay", engine, [1, 5, 12, 3, 9], 6, [1, 4], 8, 3)]
+        if any(name.startswith("opt-") for name in models):
+            path = os.path.join(root, "opt-tiny")
+            OPTConfig(**OPT_TINY).save_pretrained(path)
+            runs.append(Run("opt-tiny fp32, EagerReplay", {**cpu, "model": path}, [1, 5, 12, 3, 9], 6, [1, 4], 8, 3))
+        for name in (m for m in MODELS if m in SHAPES and m in models):
+            engine = {**cpu, "model": small_shape_dir(name, root)}
+            runs.append(Run(f"{name}-small fp32, EagerReplay", engine, [4, 11, 3], 5, [1, 4], 8, 2))
+        return runs
     opt = dict(
         model="facebook/opt-125m",
         load_format="dummy",
@@ -171,19 +253,22 @@ def plan_runs(cpu_smoke: bool, shapes: list[str], root: str) -> list[Run]:
         num_gpu_blocks_override=4096,
         skip_tokenizer_init=True,
     )
-    # Six prompts decode as a batch of 6, padded to the captured 8: padding is part of the parity.
-    runs = [
-        Run(f"opt-125m {dtype}", {**opt, "dtype": dtype}, [1, 7, 33, 100, 250, 511], 32, [1, 16, 64], 128, 30)
-        for dtype in ("float32", "bfloat16")
-    ]
-    for name in shapes:
+    for model, dtype in (("opt-125m-fp32", "float32"), ("opt-125m-bf16", "bfloat16")):
+        if model in models:
+            # Six prompts decode as a batch of 6, padded to the captured 8: padding is part of the parity.
+            runs.append(
+                Run(f"opt-125m {dtype}", {**opt, "dtype": dtype}, [1, 7, 33, 100, 250, 511], 32, [1, 16, 64], 128, 30)
+            )
+    for name in (m for m in MODELS if m in SHAPES and m in models):
         engine = dict(
             model=shape_dir(name, root),
             load_format="dummy",
             device="cuda",
             dtype="bfloat16",
             max_model_len=4096,
-            gpu_memory_utilization=0.85,
+            # 64 x 16 tokens: the timed 64 x (512 + 40) tokens fit, and transformers' copy of the weights
+            # beside the engine's on an 80 GB card too
+            num_gpu_blocks_override=4096,
             skip_tokenizer_init=True,
         )
         runs.append(Run(f"{name} bf16", engine, [17, 200, 700], 16, [1, 16, 64], 512, 20))  # 3, padded to 4
@@ -194,18 +279,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="also write the table as JSON to this path")
     parser.add_argument("--cpu-smoke", action="store_true", help="a tiny model on CPU, graphs replayed eagerly")
-    parser.add_argument("--shapes", nargs="*", default=[], choices=sorted(SHAPES), help="8B shapes to run too")
+    parser.add_argument(
+        "--models", nargs="+", default=MODELS[:2], choices=MODELS, help="models to run (default: the opt-125m pair)"
+    )
     args = parser.parse_args()
     if not args.cpu_smoke and not torch.cuda.is_available():
         print("no CUDA device: run on a CUDA machine, or use --cpu-smoke", file=sys.stderr)
         return 2
     device = "cpu" if args.cpu_smoke else "cuda"
+    if args.cpu_smoke:  # as on CUDA: linear weights as loaded (the CPU's prepacking would take their place)
+        from enginetui.core.worker.cpu_linear import LINEAR_BACKEND_ENV
+
+        os.environ[LINEAR_BACKEND_ENV] = "torch"
     report = Report(device=torch.cuda.get_device_name() if device == "cuda" else "cpu (EagerReplay)")
     print(f"graph_check on {report.device}: torch {torch.__version__}", flush=True)
     start = time.perf_counter()
     bandwidth = copy_bandwidth_gb_s(2 * 1024**3, device, 10) if device == "cuda" else None
     with tempfile.TemporaryDirectory() as root:
-        for run in plan_runs(args.cpu_smoke, args.shapes, root):
+        for run in plan_runs(args.cpu_smoke, args.models, root):
             try:
                 check_run(run, report, device, bandwidth)
             except Exception as exc:  # a crash fails the run; the other shapes still report

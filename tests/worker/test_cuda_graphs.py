@@ -28,8 +28,8 @@ def decode_step(runner, n: int) -> SchedulerOutput:
     )
 
 
-def filled_runner():
-    runner = make_runner()
+def filled_runner(device="cpu"):
+    runner = make_runner(device=device)
     torch.manual_seed(0)
     for param in runner.model.parameters():
         param.data.normal_(0, 0.2)
@@ -64,6 +64,31 @@ def test_padding_rows_change_no_real_row(n, size):
     assert torch.equal(flat[0][:, :, untouched], flat[1][:, :, untouched])
     buffers = graphed.graphs.buffers
     assert buffers.slot_mapping[n:size].eq(-1).all() and buffers.seq_lens[n:size].eq(1).all()
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="captures torch.cuda.CUDAGraph: needs a CUDA device (kernels/gpu_session.sh checks graphs on one)",
+)
+def test_captured_cuda_graphs_replay_the_eager_forward():
+    """On CUDA: real graphs (CudaGraph), one per size, replayed for batches padded up to them, give the
+    eager forward's hidden states; replaying a smaller batch after a larger one re-pads its rows."""
+    eager, graphed = filled_runner("cuda"), filled_runner("cuda")
+    graphed.capture_cuda_graphs([1, 2, 4, 8])
+    for n in (5, 3, 1):
+        for runner in (eager, graphed):
+            runner.batch.__init__(
+                runner.batch.max_num_reqs, runner.batch.token_ids.shape[1], runner.batch.block_table.shape[1]
+            )
+            out = decode_step(runner, n)
+            runner.update_states(out)
+        inputs = eager.prepare_inputs(out)
+        with torch.inference_mode(), set_forward_context(inputs.attn):
+            expected = eager.model(inputs.input_ids, inputs.positions)  # [n, hidden]
+        size = graphed.graphs.size_for(n, n)
+        with torch.inference_mode():
+            got = graphed.graphs.run(inputs.input_ids, inputs.positions, inputs.attn, size)  # [n, hidden]
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_a_smaller_batch_repads_rows_a_larger_one_filled():
