@@ -3,15 +3,11 @@
     EngineCoreClient.make(config, asyncio_mode=False)  -> SyncClient   (LLM, LLMEngine)
     EngineCoreClient.make(config, asyncio_mode=True)   -> AsyncClient  (AsyncLLM: the dashboard, the server)
 
-vLLM's family has the same shape (InprocClient / SyncMPClient / AsyncMPClient): here either
-variant runs EngineCore in a child process (the default) or, with `multiprocess=False` or
-ENGINETUI_MULTIPROC=0, on a thread of this process — the same busy loop and the same
-messages over the same sockets (core/engine/engine_host.py), so debugging in-process
-exercises the code that runs in production.
-
-Every message is msgspec msgpack (core/engine/wire.py). Reads poll with a short timeout and check
-that EngineCore is alive, so a dead one raises EngineDeadError within a fraction of a second
-instead of hanging. Control calls are validated by core.engine.control before they are sent.
+As vLLM's (InprocClient / SyncMPClient / AsyncMPClient), but either variant runs EngineCore in a
+child process (the default) or, with `multiprocess=False` or ENGINETUI_MULTIPROC=0, on a thread of
+this process over the same sockets and messages (engine_host.py), so debugging in-process runs the
+production code. Reads poll with a short timeout and check that EngineCore is alive, so a dead one
+raises EngineDeadError instead of hanging.
 """
 
 import asyncio

@@ -1,9 +1,9 @@
 """Incremental detokenization and stop-string matching for one request.
 
 Two detokenizers with the same face (`add`, `text`, `token_ids`): `FastIncrementalDetokenizer`
-steps the Rust tokenizer's own `DecodeStream` (what vLLM 0.32 uses for fast tokenizers), about 1.3
-us a token against 5.8 for `IncrementalDetokenizer`, which decodes a window of tokens twice per token
-through `tokenizer.decode` and works with any tokenizer (and can be cloned: the dashboard's replay
+steps the Rust tokenizer's own `DecodeStream` (what vLLM 0.32 uses for fast tokenizers), several times
+faster than `IncrementalDetokenizer`, which decodes a window of tokens twice per token through
+`tokenizer.decode` and works with any tokenizer (and can be cloned: the dashboard's replay
 keeps copies). `detokenizer_for` picks the fast one where it gives the same text.
 """
 

@@ -1,13 +1,11 @@
 """A queue between two threads whose reader waits in a zmq poll, beside its sockets.
 
 A `queue.Queue` reader can wait only on the queue, so a thread that must also notice a socket
-(EngineCore's output thread: a new event subscriber; its input thread: the order to stop) had to
-wake every so often to look. On a machine whose cores the model's threads fill, each such wake
-costs more than the CPU it takes: the woken thread takes a core from one compute thread, and its
-partner waits for it at the next barrier (a process waking 35 times a second beside LLM.generate
-slowed it about 4% on 2 cores). Here the writer also sends an empty message on an inproc PAIR
-socket, and the reader polls that socket with its others, so an idle reader sleeps until there
-is something to do.
+(EngineCore's output thread: a new event subscriber; its input thread: the order to stop) would have
+to wake on a timer to look, and on a machine whose cores the model's threads fill each wake stalls a
+compute thread at its next barrier. Here the writer also sends an empty message on an inproc PAIR
+socket, and the reader polls that socket with its others, so an idle reader sleeps until there is
+something to do.
 
 One writer thread and one reader thread (zmq sockets are not thread-safe): the thread that
 `put`s and the thread that polls `socket` and calls `drain`.

@@ -1,9 +1,8 @@
 """Before a timed pass: wait until the machine is quiet, so what ran before it does not spill into it.
 
 An engine can keep a core busy for a second or more after its pass has returned (vLLM's worker
-did, measured with top at 1 s resolution), and the next engine timed took that for a busy
-neighbour: our EngineCore's thread governor dropped to one thread for the first 5-7 s of its pass
-(engine cores 1.6 instead of 1.9, output tok/s 455-475 instead of 556-570, bf16 mixed workload).
+does), and the next engine timed takes that for a busy neighbour: our EngineCore's thread governor
+then runs the first seconds of its pass on fewer threads.
 """
 
 import sys

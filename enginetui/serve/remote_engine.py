@@ -1,21 +1,11 @@
 """RemoteEngine: the dashboard's `Engine` on a running `enginetui serve`, and `enginetui attach`.
 
-The attached dashboard is the same app as the local one; only the engine differs:
-
-- step events come over the server's WebSocket (/v1/enginetui/events; the first is a snapshot);
-- its prompts go through the server's OpenAI API (/v1/completions, streamed), like any client's;
-- the server's engine is everyone's: this dashboard sees what anyone does to it; it may pause,
-  step or slow it (core/engine/control.py's ops, through POST /v1/enginetui/control) only where
-  the server allows it (`enginetui serve --allow-control`, see `can_control`); elsewhere those
-  calls raise control.ControlNotAllowed and the dashboard says "watch only". A pause it makes
-  ends when it detaches (the server ends it when its event stream closes);
-- the tokenizer is the server's own (its files, fetched once), so prompts and text of requests
-  sent by anyone can be decoded from the events' token ids;
-- EngineCore's CPU and memory are read by the server (/v1/enginetui/process).
-
-Engine request ids are shared by everyone, so this dashboard's requests are sent as
-`cmpl-<tag>-r1`, `cmpl-<tag>-r2`, ... (tag: random per dashboard); the events it shows call
-them r1, r2, ... as the local dashboard does (request_names.py).
+The attached dashboard is the same app as the local one; only the engine differs: step events come
+over the server's WebSocket, prompts go through its OpenAI API like any client's, the tokenizer is
+the server's own (fetched once, so anyone's requests decode), and pause / step / slow motion go
+through POST /v1/enginetui/control only where the server allows it (`--allow-control`; elsewhere
+they raise control.ControlNotAllowed and the dashboard says "watch only"). The engine is everyone's,
+so this dashboard's requests are sent as `cmpl-<tag>-rN` (tag: random per dashboard) and shown as rN.
 """
 
 import secrets
