@@ -144,7 +144,7 @@ done
 {
     echo
     echo "== summary ($(date -u +%T), ${SECONDS} s)"
-    grep -E '^\| |^(PASS|FAIL) in|^engine running|\.svg: ' "$log"
+    grep -E '^\| |^(PASS|FAIL) in|^engine running|\.svg: |^(FAILED|SKIPPED) |^[0-9]+ (passed|failed)' "$log"
     printf '%s\n' "${summary[@]}"
     echo "gpu_session ${parts[*]}: exit $status"
 } | tee -a "$log"
