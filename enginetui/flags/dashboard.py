@@ -2,18 +2,11 @@
 
 import argparse
 
-# Most redraws per second. Drawing the whole screen costs Textual about 10 ms of CPU at 160x50, and
-# on a machine the engine keeps busy that time is taken from the engine: measured on the 2-core
-# machine (quick workload, dashboard attached), 15 Hz kept 0.76x of the headless throughput, 10 Hz
-# 0.83x, 6 Hz 0.90x. 10 Hz still moves smoothly; --redraw-hz changes it.
+# On a machine the engine keeps busy, the dashboard's CPU is taken from the engine: these defaults
+# (most redraws per second, most of one core: enginetui/dashboard/redraw_pacer.py) still move smoothly
+# and leave the engine most of its throughput (docs/speed.md, "The dashboard", has the figures).
 DEFAULT_REDRAW_HZ = 10.0
 REDRAW_HZ_RANGE = (0.5, 60.0)  # the rates --redraw-hz accepts
-# Most of one core the dashboard may use (enginetui/dashboard/redraw_pacer.py). A full 160x50 screen of 64
-# running requests costs about 14 ms a frame on that machine, on top of ~4% of a core for the
-# events: at 10 Hz the dashboard took 17-19% of a core and left the engine 0.84x of its headless
-# throughput (mixed workload, dashboard attached), at 4 Hz 9-10% and 0.92x; under 8% it took 7%,
-# drew about twice a second through that run and left the engine 0.95x. Light screens (a few
-# requests) cost less a frame and still draw at --redraw-hz.
 DEFAULT_MAX_CPU_PCT = 8.0
 
 

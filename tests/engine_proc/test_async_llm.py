@@ -371,4 +371,4 @@ async def test_idle_engine_threads_sleep(llm):
     await asyncio.sleep(0.3)
     before = _context_switches(llm.engine_pid)
     await asyncio.sleep(1.5)
-    assert _context_switches(llm.engine_pid) - before <= 2  # was 28-29 (input 5/s, output 10/s, watchdog 4/s)
+    assert _context_switches(llm.engine_pid) - before <= 2  # a thread waking on a timer would wake many times
