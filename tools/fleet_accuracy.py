@@ -9,7 +9,9 @@ and prefix caching, behind a real vllm-router (vllm-router==ROUTER_VERSION from 
 calibration run (round_robin, the window right after the tested one), and fits the step-time model to one
 replica's recorded steps in those runs (calibrate_from_recording); then, per trace and policy, it serves the tested window on a
 fresh fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with that fit
-(`enginetui simulate --replicas 2 --router ...`). It prints measured against simulated TTFT p50 / p90, TPOT
+and the trace's served path (`enginetui simulate --replicas 2 --router ... --front-end-ms MS`: the front-end's
+time a request, one request at a time per replica, with which the calibration run simulated gives the TTFT p50
+its clients measured: front_end_ms). It prints measured against simulated TTFT p50 / p90, TPOT
 p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, cache-aware's gain
 over round-robin, measured and simulated, and the busiest replica's TTFT as its engine saw it (from its
 recording), which tells the engine's share of the client's TTFT from the router's and the front-end's. Everything lands in OUT_DIR; --save also writes the results record
@@ -50,6 +52,7 @@ POLICIES = {  # vllm-router's --policy -> enginetui simulate's --router
     "consistent_hash": "consistent-hash",
 }
 TRACES = ("azure-conv", "mooncake")
+FRONT_END_MAX_MS = 200.0  # the most the served path's calibration looks for, per request
 ROUTER_START_S = 60.0  # the router answering /v1/models
 STOP_S = 10.0  # SIGTERM to exit, then SIGKILL
 
@@ -228,6 +231,23 @@ def engine_side(record: str, fit: str) -> dict[str, list[float]]:
     return {wanted[f]: [m, p] for f, m, p, _ in compare_recording(record, fit) if f in wanted}
 
 
+def front_end_ms(cal: Slice, client: dict, fit: str, model: str) -> float:
+    """The served path, measured on a calibration run: the front-end's milliseconds per request
+    (`simulate --front-end-ms`, one queue per replica) with which the calibration window, simulated on the same
+    fleet with the fit, gives the TTFT p50 its clients measured (`bench serve`'s record); bisected to 0.1 ms."""
+    target = client["run"]["ttft_ms"]["p50"]
+    low, high = 0.0, FRONT_END_MAX_MS
+    if simulate_slice(cal, "round_robin", fit, model)[0]["TTFT p50"] >= target:
+        return 0.0
+    while high - low > 0.1:
+        mid = (low + high) / 2
+        if simulate_slice(cal, "round_robin", fit, model, mid)[0]["TTFT p50"] < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
 def served(record: str) -> int:
     """Requests of the workload a replica took in, from its recording (bench serve's warm-up left out)."""
     from enginetui.bench.workload import warmup_workload
@@ -240,8 +260,9 @@ def served(record: str) -> int:
 # ---- the sitting ---------------------------------------------------------------------------------------
 
 
-def simulate_slice(piece: Slice, policy: str, fit: str, model: str) -> tuple[dict, list[int]]:
-    """The slice on a simulated fleet of REPLICAS with the fit; its figures and requests per replica."""
+def simulate_slice(piece: Slice, policy: str, fit: str, model: str, front_end: float = 0.0) -> tuple[dict, list[int]]:
+    """The slice on a simulated fleet of REPLICAS with the fit and a front-end of `front_end` ms a request; its
+    figures and requests per replica."""
     from enginetui.simulate import simulate
 
     result = simulate(
@@ -253,6 +274,7 @@ def simulate_slice(piece: Slice, policy: str, fit: str, model: str) -> tuple[dic
         replicas=REPLICAS,
         router=POLICIES[policy],
         enable_prefix_caching=True,
+        front_end_ms=front_end,
     )
     assert result.fleet is not None
     return simulated_figures(result.summary), [s.num_requests for s in result.fleet.summaries]
@@ -266,17 +288,23 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     windows = {"azure-conv": parse_window(args.azure_window), "mooncake": parse_window(args.mooncake_window)}
     pieces = [Slice(trace, *windows[trace], args.time_scale) for trace in args.traces]
     calibration = []  # replica 0's recording of each trace's calibration run
+    clients = {}  # per trace: its calibration run's bench serve record
     for piece in pieces:
         cal = piece.calibration()
         records = [str(out / f"{piece.trace}-cal-replica{i}.etrec") for i in range(REPLICAS)]
         log(f"{piece.trace}: calibration run on {cal.window} s (round_robin)")
         with fleet(router, "round_robin", engine_args, records, out / f"{piece.trace}-cal-router.log") as url:
-            bench(url, cal, engine_args, out / f"{piece.trace}-cal.json", args.timeout_s)
+            client = bench(url, cal, engine_args, out / f"{piece.trace}-cal.json", args.timeout_s)
         calibration.append(records[0])
+        clients[piece.trace] = client
     fit = calibrate_from_recording(calibration)  # one replica's steps
     fit_path = str(out / "fit.json")
     fit.save(fit_path)
     log(f"fit on replica 0: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its own steps")
+    front_end = {}  # per trace: the served path its calibration run measured, front-end ms a request
+    for piece in pieces:
+        front_end[piece.trace] = front_end_ms(piece.calibration(), clients[piece.trace], fit_path, args.sim_model)
+        log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
     rows = []
     for piece in pieces:
         for policy in args.policies:
@@ -285,7 +313,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
             with fleet(router, policy, engine_args, records, out / f"{piece.trace}-{policy}-router.log") as url:
                 record = bench(url, piece, engine_args, out / f"{piece.trace}-{policy}.json", args.timeout_s)
             measured = measured_figures(record)
-            simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model)
+            engine_only, _ = simulate_slice(piece, policy, fit_path, args.sim_model)
+            simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model, front_end[piece.trace])
             counts = [served(r) for r in records]
             busiest = counts.index(max(counts))
             rows.append(
@@ -298,13 +327,15 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     "measured": measured,
                     "simulated": simulated,
                     "error_pct": compare(measured, simulated),
+                    "front_end_ms": front_end[piece.trace],
+                    "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
                     "replica_requests": {"measured": counts, "simulated": sim_counts},
                     "engine": {"replica": busiest, **engine_side(records[busiest], fit_path)},
                 }
             )
             log("  " + row_line(rows[-1]))
     fitted = {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct, "coefficients": fit.coefficients}
-    return {"fit": fitted, "rows": rows, "summary": summarize(rows)}
+    return {"fit": fitted, "front_end_ms": front_end, "rows": rows, "summary": summarize(rows)}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -324,7 +355,17 @@ def summarize(rows: list[dict]) -> dict:
                 for name in ("TTFT p50", "E2E p50")
             }
     overall = mape([e for r in rows for e in r["error_pct"].values()])
-    return {"mape_per_run": per_run, "mape_per_trace": per_trace, "mape": overall, "cache_aware_gain_pct": gains}
+    engine_only = {
+        t: mape([e for r in rows if r["trace"] == t for e in r.get("without_served_path", r)["error_pct"].values()])
+        for t in per_trace
+    }
+    return {
+        "mape_per_run": per_run,
+        "mape_per_trace": per_trace,
+        "mape": overall,
+        "mape_per_trace_without_served_path": engine_only,
+        "cache_aware_gain_pct": gains,
+    }
 
 
 def row_line(row: dict) -> str:
@@ -369,6 +410,14 @@ def report(results: dict) -> str:
         f"MAPE {s['mape']:.1f}% over every figure (target {TARGET_PCT:g}%); per trace: "
         + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace"].items()))
     )
+    front_end = results.get("front_end_ms", {})
+    if front_end:
+        lines.append(
+            "served path (front-end ms a request) from each trace's calibration run: "
+            + ", ".join(f"{t} {v:.1f} ms" for t, v in sorted(front_end.items()))
+            + "; without it (the engine's view) MAPE per trace: "
+            + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_served_path"].items()))
+        )
     for trace, figures in sorted(s["cache_aware_gain_pct"].items()):
         lines.append(
             f"cache_aware over round_robin on {trace}: "

@@ -17,7 +17,7 @@ from enginetui.simulate import from_settings
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
 from enginetui.simulate.model_shape import ModelShape
-from enginetui.simulate.simulator import SimRun, Simulator
+from enginetui.simulate.simulator import SimRun, Simulator, add_served_path
 from enginetui.simulate.summary import Summary, summarize
 
 
@@ -47,6 +47,7 @@ class SimSettings:
     prefill_policy: str | None = None  # the prefill pool's router (None: `router`)
     decode_policy: str | None = None  # the decode pool's router (None: `router`)
     kv_transfer_bandwidth: float = 50.0  # disaggregated prefill: GB/s of the link a prompt's KV crosses
+    front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine (add_served_path)
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -148,6 +149,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     finally:
         if writer is not None:
             writer.close()
+    add_served_path(run, s.front_end_ms / 1e3)
     summary = summarize(run, parse_slos(s.goodput))
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
 
@@ -158,6 +160,8 @@ def check_fleet(s: SimSettings) -> None:
 
     if s.replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
+    if not s.front_end_ms >= 0:
+        raise ValueError(f"--front-end-ms must be non-negative, got {s.front_end_ms:g}")
     if s.router not in ROUTERS:
         raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
     if s.prefill_replicas or s.decode_replicas:
@@ -227,6 +231,8 @@ def _simulate_fleet(
     finally:
         if events is not None:
             events.close()
+    for replica_run in fleet.replicas:
+        add_served_path(replica_run, s.front_end_ms / 1e3)
     slos = parse_slos(s.goodput)
     run = merged_run(fleet)
     per_replica = [summarize(r, slos) for r in fleet.replicas]

@@ -149,6 +149,15 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         help="engines behind a router, each its own scheduler, KV pool and clock (default: 1)",
     )
     f.add_argument(
+        "--front-end-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the served path: each engine's HTTP front-end (and the router hop) takes MS per request, one at a "
+        "time, and each request's TTFT and E2E as its client sees them grow by its wait and MS (default: 0, the "
+        "engine's view; tools/fleet_accuracy.py measures it)",
+    )
+    f.add_argument(
         "--router",
         default=quiet,
         metavar="NAME",

@@ -18,7 +18,15 @@ import numpy as np
 from enginetui.simulate.step_shape import StepShape
 from enginetui.simulate.step_time import StepTimeModel
 
-FEATURES = ("constant", "prefill_tokens", "decode_tokens", "sampled", "decode_context", "prefill_attention_pairs")
+FEATURES = (
+    "constant",
+    "prefill_tokens",
+    "decode_tokens",
+    "sampled",
+    "decode_context",
+    "prefill_attention_pairs",  # new tokens x (cached prefix + earlier chunks + themselves, causal)
+    "prefill_step",  # 1 for a step that computes prompt tokens: a fixed cost beside its tokens
+)
 FILE_KIND = "enginetui-step-time-fit"  # the JSON file's "kind"
 
 
@@ -31,6 +39,7 @@ def features(shape: StepShape) -> tuple[float, ...]:
         shape.num_sampled,
         shape.decode_context,
         shape.prefill_attention_pairs,
+        1.0 if shape.num_prefill_tokens else 0.0,
     )
 
 
@@ -68,6 +77,7 @@ class FittedModel(StepTimeModel):
             + c[3] * shape.num_sampled
             + c[4] * shape.decode_context
             + c[5] * shape.prefill_attention_pairs
+            + (c[6] if shape.num_prefill_tokens else 0.0)
         )
 
     def save(self, path: str | os.PathLike) -> None:

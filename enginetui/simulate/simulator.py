@@ -75,6 +75,31 @@ class SimRun:
     prefix_hits: int = 0  # of which found there
 
 
+def front_end_delays(times: RequestTimes, seconds_per_request: float) -> np.ndarray:
+    """[n] per request, seconds from its arrival until a front-end that takes `seconds_per_request` per request,
+    one request at a time in arrival order (a queue of one server), is done with it."""
+    arrival = np.frombuffer(times.arrival, dtype=np.float64)  # [n]
+    delays = np.empty(len(arrival), dtype=np.float64)  # [n]
+    free = -math.inf  # when the front-end is done with the requests before
+    for k in np.argsort(arrival, kind="stable").tolist():
+        free = max(free, arrival[k]) + seconds_per_request
+        delays[k] = free - arrival[k]
+    return delays
+
+
+def add_served_path(run: SimRun, front_end_seconds: float) -> None:
+    """`run` as its clients see it through the served path (the router hop, the HTTP front-end that shares its
+    engine's CPU, the first token's way back), taken as one queue per engine that takes `front_end_seconds` per
+    request (front_end_delays): a request's first token and its end reach its client that much later, and later
+    still when it arrives while the front-end is busy with others (a burst). The engine still takes each request
+    at its arrival: what the delay would change in its batching is left out."""
+    if front_end_seconds:
+        t = run.times
+        for k, delay in enumerate(front_end_delays(t, front_end_seconds).tolist()):
+            t.first_token[k] += delay
+            t.finish[k] += delay
+
+
 class Observer:
     """What a simulation tells whoever watches it (a recording, a live view); each method may be left out."""
 

@@ -6,7 +6,7 @@ import pytest
 
 from enginetui.cli import main
 from enginetui.core.record.reader import read_recording
-from enginetui.simulate.fitted import FitInfo, fit, load_fitted
+from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, load_fitted
 from enginetui.simulate.step_shape import StepShape
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,6 +31,43 @@ def test_the_fit_recovers_known_coefficients_and_survives_a_round_trip(tmp_path)
     (tmp_path / "other.json").write_text(json.dumps({"kind": "something else"}))
     with pytest.raises(ValueError, match="not a step-time fit"):
         load_fitted(tmp_path / "other.json")
+
+
+def test_the_fit_recovers_a_prefill_steps_fixed_cost_and_the_attention_over_a_cached_prefix():
+    # steps as the scheduler shapes them: D decodes (at context 200 + C) beside K prompt chunks of P new tokens on C
+    # earlier ones each
+    # (a cached prefix or earlier chunks), the chunks sampling when they end their prompts
+    def shape(d: int, k: int, p: int, c: int, last: bool = True) -> StepShape:
+        sampled = d + k * last
+        return StepShape(1, d + k, k * p, d, sampled, d * (200 + c), k * (c + p), k * (p * c + p * (p + 1) // 2))
+
+    shapes = [
+        shape(d, k, p, c, last)
+        for d in (0, 1, 4)
+        for k in (0, 1, 3)
+        for p in (16, 64, 256)
+        for c in (0, 272, 500)
+        for last in (False, True)
+    ]
+    shapes = [s for s in shapes if s.num_reqs]
+    coefficients = {
+        "constant": 2e-3,
+        "prefill_tokens": 1e-5,
+        "decode_tokens": 7e-4,
+        "sampled": 1e-4,
+        "prefill_attention_pairs": 2e-7,
+        "prefill_step": 5e-3,
+    }
+    truth = FittedModel(coefficients, FitInfo("m", "here", 0, 0.0, 0.0))
+    model = fit(shapes, [truth.step_seconds(s) for s in shapes], FitInfo("m", "here", 0, 0.0, 0.0))
+    assert model.info.r2 == pytest.approx(1.0)
+    for name in FEATURES:
+        assert model.coefficients[name] == pytest.approx(coefficients.get(name, 0.0), rel=1e-6, abs=1e-12)
+    # the fixed cost is the step's, whatever its number of chunks; a step with no prompt tokens has none
+    assert truth.step_seconds(shape(1, 3, 16, 272)) - truth.step_seconds(shape(1, 1, 16, 272)) == pytest.approx(
+        2 * (16 * 1e-5 + (16 * 272 + 136) * 2e-7 + 1e-4)
+    )
+    assert truth.step_seconds(shape(2, 0, 0, 0)) == pytest.approx(2e-3 + 2 * 8e-4)
 
 
 def test_a_fit_that_explains_little_of_its_own_steps_is_said_to_be_poor(tmp_path, capsys):

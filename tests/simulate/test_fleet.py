@@ -15,7 +15,7 @@ from enginetui.simulate.hardware import accelerator
 from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
 from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
-from enginetui.simulate.simulator import Simulator, _engine_request
+from enginetui.simulate.simulator import Simulator, _engine_request, add_served_path
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 BLOCK = 16
@@ -207,6 +207,38 @@ def test_a_fleet_of_one_is_the_single_engine():
     assert list(alone.timeline.end) == list(one.timeline.end)
 
 
+def test_the_served_path_delays_each_clients_times_by_its_front_end_queue():
+    # four prompts at once, then one alone a second later, on two round-robin replicas: each replica's
+    # front-end takes its burst one at a time (10 ms each), the late request waits for nothing
+    workload = [SimRequest(f"r{k}", 0.0, 32, 8) for k in range(4)] + [SimRequest("late", 1.0, 32, 8)]
+    config = EngineConfig(device="cpu", max_num_seqs=16)
+    engine = run_fleet(config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload)
+    served = run_fleet(config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload)
+    for run in served.replicas:
+        add_served_path(run, 0.010)
+    delays = {}
+    for before, after in zip(engine.replicas, served.replicas):
+        for k, r in enumerate(after.requests):
+            delays[r.request_id] = after.times.first_token[k] - before.times.first_token[k]
+            assert after.times.finish[k] - before.times.finish[k] == pytest.approx(delays[r.request_id])
+            assert after.times.arrival[k] == before.times.arrival[k]
+    assert delays == pytest.approx({"r0": 0.010, "r2": 0.020, "r1": 0.010, "r3": 0.020, "late": 0.010})
+
+
+def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():
+    settings = dict(
+        num_prompts=40, input_len=64, output_len=16, request_rate=2.0, seed=5, replicas=2, router="round-robin"
+    )
+    engine = simulate(**settings)
+    served = simulate(**settings, front_end_ms=7.0)
+    # requests 0.5 s apart on average rarely queue at a 7 ms front-end: the TTFT grows by about its 7 ms
+    assert served.summary.ttft.p50 == pytest.approx(engine.summary.ttft.p50 + 7.0, abs=1.0)
+    assert served.summary.tpot.p50 == pytest.approx(engine.summary.tpot.p50)  # the stream itself is the engine's
+    assert served.summary.e2e.p50 == pytest.approx(engine.summary.e2e.p50 + 7.0, abs=1.0)
+    for a, b in zip(engine.fleet.runs, served.fleet.runs):
+        assert list(a.timeline.end) == list(b.timeline.end)  # the engines ran alike
+
+
 def test_the_router_counts_a_request_until_it_finishes():
     from enginetui.simulate.simulator import EngineLoop
 
@@ -261,6 +293,7 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
     "argv, message",
     [
         (["--replicas", "0"], "--replicas must be at least 1, got 0"),
+        (["--replicas", "2", "--front-end-ms", "-1"], "--front-end-ms must be non-negative, got -1"),
         (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
         (["--replicas", "2", "--from-recording", "x.etrec"], "leave out --replicas"),
         (["--router", "random"], "one replica has nothing to route"),
