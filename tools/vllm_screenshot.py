@@ -41,24 +41,30 @@ async def play(app: VllmTUI) -> str:
         state = app.vllm
         await until(pilot, lambda: state.server and state.caches.decode and state.proxy_url and state.rebuild)
         url = f"{state.proxy_url}/v1/completions"
-        body = {"model": state.server.model, "max_tokens": 48, "temperature": 0.0, "ignore_eos": True}
+        # streamed with vLLM's usage on every chunk: the rebuild needs each prompt's length as it starts
+        usage = {"include_usage": True, "continuous_usage_stats": True}
+        body = {"model": state.server.model, "temperature": 0.0, "ignore_eos": True, "stream": True}
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
-            for branch in BRANCHES:  # 3 blocks each, one after the other: the tree branches
-                await http.post(url, json={**body, "prompt": SHARED + branch})
-            long = {**body, "max_tokens": 300, "stream": True, "stream_options": {"include_usage": True}}
 
-            async def stream(prompt: str) -> None:
-                async with http.stream("POST", url, json={**long, "prompt": prompt}) as r:
+            async def stream(prompt: str, max_tokens: int) -> None:
+                request = {**body, "prompt": prompt, "max_tokens": max_tokens, "stream_options": usage}
+                async with http.stream("POST", url, json=request) as r:
                     async for _ in r.aiter_bytes():
                         pass
 
-            tasks = [asyncio.ensure_future(stream(p)) for p in BURST + BURST]  # twice the pool's room
+            for branch in BRANCHES:  # 3 blocks each, one after the other: the tree branches
+                await stream(SHARED + branch, 48)
+            tasks = [asyncio.ensure_future(stream(p, 300)) for p in BURST + BURST]  # twice the pool's room
 
             def active() -> int:  # requests still streaming
                 return sum(v.active for v in state.requests.values())
 
-            await until(pilot, lambda: state.caches.ranks[0].num_removed > 0 and active() > len(BURST) or not active())
-            await until(pilot, lambda: app.state.latest is not None and len(app.state.latest.running) > 1)
+            def busy() -> bool:  # blocks evicted, and the rebuild's engine panels running several requests
+                rebuilt = app.state.latest
+                return state.caches.ranks[0].num_removed > 0 and rebuilt is not None and len(rebuilt.running) > 2
+
+            await until(pilot, lambda: len(state.requests) == len(BRANCHES) + 2 * len(BURST))  # all in
+            await until(pilot, lambda: busy() or not active())
             cache, latest = state.caches.ranks[0], state.latest
             waiting = (latest.total(m.WAITING) if latest is not None else None) or 0
             print(

@@ -147,6 +147,7 @@ class VllmTUI(ProbeWatchTUI):
 
     def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
         self.query_one(WatchRequestsTable).border_subtitle = "watch only"  # not the engine's keys: vLLM's own clients
+        self.set_interval(1 / self._redraw_hz, self._column_tick)
         self.set_interval(self._silence_check_s, self.feed.check_kv_silence)
         self._poll_metrics()
         if self.proxy is not None:
@@ -170,6 +171,14 @@ class VllmTUI(ProbeWatchTUI):
 
     def redraw(self) -> None:
         super().redraw()
+        self._redraw_column()
+
+    def _column_tick(self) -> None:
+        """vLLM's column changes without the engine's state (a /metrics reading, a KV batch): its own timer."""
+        if self.pacer.may_draw():
+            self._redraw_column()
+
+    def _redraw_column(self) -> None:
         latest = self.state.latest
         scored = (self.truth.metrics.count, self.truth.rebuild.count) if self.truth else None
         key = (self.vllm.version, scored, latest.seq if latest else None)
