@@ -565,17 +565,28 @@ def _limits(fig: dict[str, Any]) -> str:
 
 
 def readme_roofline_table(records: list[Record]) -> str:
-    """Each CPU's latest roofline run per dtype: the share of the machine's limit a few step kinds reach."""
-    latest: dict[tuple[str, str], Record] = {}
+    """Per CPU and dtype, each step kind from the latest roofline run that measured it (a run may time only
+    some kinds): the share of the machine's limit it reached, and the limits of the runs the row draws on."""
+    latest: dict[tuple[str, str], dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
     for r in records:
-        if r["figures"]["kind"] == "roofline" and not r["provenance"].get("cpu_isa"):
-            latest[(_label(r), r["figures"]["dtype"])] = r
+        fig = r["figures"]
+        if fig["kind"] == "roofline" and not r["provenance"].get("cpu_isa"):
+            row = latest.setdefault((_label(r), fig["dtype"]), {})
+            row.update({step["kind"]: (step, fig) for step in fig["steps"] if step["kind"] in README_ROOFLINE_STEPS})
     rows = []
-    for (cpu, dtype), r in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1] != "float32")):
-        steps = {step["kind"]: step for step in r["figures"]["steps"]}
-        cells = [_reached(steps[k]) if k in steps else NONE for k in README_ROOFLINE_STEPS]
-        rows.append([cpu, DTYPES.get(dtype, dtype), _limits(r["figures"]), *cells])
+    for (cpu, dtype), steps in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1] != "float32")):
+        cells = [_reached(steps[k][0]) if k in steps else NONE for k in README_ROOFLINE_STEPS]
+        runs = list({id(fig): fig for _, fig in steps.values()}.values())
+        rows.append([cpu, DTYPES.get(dtype, dtype), _limit_range(runs), *cells])
     return markdown(["CPU", "dtype", "limits (2 cores)", *README_ROOFLINE_STEPS], rows)
+
+
+def _limit_range(runs: list[dict[str, Any]]) -> str:
+    """'35.0-36.7 GB/s, 222-224 GFLOP/s': the limits measured in the runs a row draws on."""
+    gb = [f"{v:.1f}" for v in sorted(fig["bandwidth_gb_s"] for fig in runs)]
+    gf = [f"{v:.0f}" for v in sorted(fig["gemm_gflop_s"] for fig in runs)]
+    span = lambda v: v[0] if v[0] == v[-1] else f"{v[0]}-{v[-1]}"  # noqa: E731
+    return f"{span(gb)} GB/s, {span(gf)} GFLOP/s"
 
 
 def roofline_table(records: list[Record]) -> str:
