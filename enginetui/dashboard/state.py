@@ -174,12 +174,13 @@ class DashboardState:
 
     # ---- client side ---------------------------------------------------------------------
 
-    def add_request(self, req_id: str, prompt: str, max_tokens: int) -> None:
+    def add_request(self, req_id: str, prompt: str, max_tokens: int, arrival_time: float | None = None) -> None:
         """A request the user just submitted ("sent" until the engine lists it)."""
         view = self._view(req_id)
         view.status = "sent"
         view.prompt = prompt
         view.max_tokens = max_tokens
+        view.arrival_time = arrival_time
         view.own = True
         self.version += 1
 
@@ -213,6 +214,26 @@ class DashboardState:
         if out.finished and view.active:
             reason = completion.finish_reason or "stop"
             self._end(view, _END_STATUS.get(reason, "finished"), reason, completion.error or view.detail)
+        self.version += 1
+
+    def apply_text(
+        self, req_id: str, text: str, prompt_tokens: int | None, output_tokens: int | None, now: float, end: str = ""
+    ) -> None:
+        """Fold one streamed piece of a request of ours on a server that streams text and token counts, not token
+        ids (a real vLLM); `end`: its finish reason, on the last piece."""
+        view = self._view(req_id)
+        if not view.active:
+            return
+        if view.status == "sent":  # its output outran the step event that lists it: it ran
+            view.status = "running"
+        if text or output_tokens:
+            view.first_token_time = view.first_token_time or now
+        view.text += text
+        view.num_prompt_tokens = prompt_tokens if prompt_tokens is not None else view.num_prompt_tokens
+        view.num_output_tokens = max(view.num_output_tokens, output_tokens or 0)
+        if end:
+            view.finished_time = now
+            self._end(view, _END_STATUS.get(end, "finished"), end, "")
         self.version += 1
 
     # ---- engine side ---------------------------------------------------------------------

@@ -9,7 +9,7 @@ says so). Its first event is vLLM's next step: an idle vLLM shows nothing until 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 import zmq
@@ -121,7 +121,7 @@ class ProbeEngine(NoInputEngine):
 class ProbeWatchTUI(EngineTUI, inherit_bindings=False):
     """The dashboard following a real vLLM through its probe (or, in with_vllm.py, its rebuild)."""
 
-    AUTO_FOCUS = None  # no prompt box: vLLM takes its prompts on its own API
+    AUTO_FOCUS: ClassVar[str | None] = None  # no prompt box: vLLM takes its prompts on its own API
     BINDINGS = [
         keys.timeline_key(plain=True),
         *keys.select_keys(),

@@ -8,20 +8,30 @@ With the probe, each /metrics reading and the rebuild's state for it are scored 
 state then (oracle.py); without it, the rebuild is scored against /metrics alone.
 """
 
+import asyncio
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Static
+from textual.worker import Worker
 
+from enginetui import keys
 from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
+from enginetui.dashboard.prompting_app import MODAL_ACTIONS
 from enginetui.dashboard.widgets.palette import DIM
+from enginetui.dashboard.widgets.process_panel import ProcessPanel
+from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.plural import count
+from enginetui.settings import SamplingSettings
 from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
 from enginetui.vllm_probe.oracle import ProbeTruth, Scores
 from enginetui.vllm_watch import panels, vllm_record
@@ -30,8 +40,9 @@ from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
 from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.reconstruct import TOLERANCE
+from enginetui.vllm_watch.requests import OWN_PREFIX
 from enginetui.vllm_watch.requests_panel import WatchRequestsTable
-from enginetui.vllm_watch.server import VllmClient
+from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 
@@ -54,14 +65,38 @@ class ProbeFeed(ServerFeed):
         return sample
 
 
-class VllmTUI(ProbeWatchTUI):
+class VllmTUI(ProbeWatchTUI, inherit_bindings=False):
     """The dashboard on a real vLLM (its probe's events, or the rebuild's), with its /metrics, prefix cache,
-    proxy and rebuild beside it."""
+    proxy and rebuild beside it; prompts typed here go to vLLM (through the proxy when there is one)."""
 
     CSS_PATH = [  # type: ignore[assignment]  # Textual takes a list too; EngineTUI names one file
         Path(__file__).parent.parent / "dashboard" / "app.tcss",
         Path(__file__).with_name("with_vllm.tcss"),
     ]
+    AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing (enginetui/keys.py)
+    BINDINGS = [
+        keys.burst_key(
+            "send vLLM a burst of synthetic requests (through the proxy when there is one): they ignore EOS and "
+            f"generate {BURST_MAX_TOKENS[0]}-{BURST_MAX_TOKENS[1]} tokens each"
+        ),
+        keys.abort_key("abort the selected request sent from here (closes its stream: vLLM aborts it)"),
+        keys.CLEAR,
+        Binding(
+            "ctrl+r",
+            "reset_cache",
+            "Reset cache",
+            tooltip="reset vLLM's prefix cache (POST /reset_prefix_cache: vLLM serves it with VLLM_SERVER_DEV_MODE=1)",
+        ),
+        keys.timeline_key(),
+        *keys.select_keys(),
+        keys.refused_keys(
+            "ctrl+p,ctrl+s,pagedown,pageup",
+            "pause, step and slow motion: not on a real vLLM (sent prompts, not stepped)",
+        ),
+        keys.help_key(),
+        *keys.quit_keys("stop watching and quit (vLLM keeps serving)"),
+    ]
+    DRIVING_ACTIONS = frozenset({"burst", "abort", "clear", "reset_cache"})  # apply whatever the engine's phase
 
     def __init__(
         self,
@@ -112,6 +147,7 @@ class VllmTUI(ProbeWatchTUI):
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._vllm_drawn: tuple | None = None  # what the vLLM column shows (redrawn when it changes)
+        self._sending: dict[str, Worker] = {}  # request id -> the worker streaming a prompt sent from here
         if isinstance(engine, ProbeEngine):
             engine.watchers.append(self._probe_event)
 
@@ -158,6 +194,92 @@ class VllmTUI(ProbeWatchTUI):
             self.vllm.kv_status(
                 time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache"
             )
+
+    def take_no_input(self) -> None:
+        """Prompts typed here go to vLLM: the prompt box stays; vLLM's engine process is not this machine's."""
+        self.query_one(ProcessPanel).display = False
+
+    def _empty_hint(self) -> str:
+        where = f"through the proxy ({self.vllm.proxy_url})" if self.vllm.proxy_url else "to its /v1/completions"
+        return f"{super()._empty_hint()}\n\ntype a prompt, Enter sends it to vLLM {where} · ^b sends a burst"
+
+    # ---- driving vLLM: prompts, bursts, aborts, its prefix cache ----------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The keys that drive vLLM apply whether or not the engine's panels have a step yet."""
+        if action in self.DRIVING_ACTIONS:
+            return len(self.screen_stack) == 1 or action in MODAL_ACTIONS
+        return super().check_action(action, parameters)
+
+    def action_refused(self) -> None:
+        self.notify(
+            "pause, step and slow motion: not on a real vLLM (this dashboard sends it prompts; it does not step it)",
+            severity="warning",
+        )
+
+    def submit(self, prompt: str, settings: SamplingSettings) -> None:
+        """Send one prompt to vLLM as rN (through the proxy when it listens, so the rebuild sees it); its text
+        streams into the requests panel."""
+        server = self.vllm.server
+        if server is None:
+            self.notify(f"vLLM at {self.url} has not answered /v1/models yet: nothing sent", severity="warning")
+            return
+        req_id = f"r{next(self._ids)}"
+        self.state.add_request(req_id, prompt, settings.max_tokens, time.time())
+        shown = self.state.requests.get(self.selected or "")
+        if shown is None or not shown.active:  # nothing live selected: follow the new request
+            self.selected = req_id
+        self._sending[req_id] = self._send(req_id, server.model, prompt, settings)
+        self.feed.wake()  # vLLM has work: read /metrics at the busy interval
+
+    @work(group="requests", exit_on_error=False)
+    async def _send(self, req_id: str, model: str, prompt: str, settings: SamplingSettings) -> None:
+        state = self.state
+        try:
+            chunks = self.client.complete(
+                model, prompt, settings, via=self.vllm.proxy_url, request_id=OWN_PREFIX + req_id
+            )
+            async for chunk in chunks:
+                end = chunk.finish_reason or ""
+                state.apply_text(req_id, chunk.text, chunk.prompt_tokens, chunk.output_tokens, time.time(), end)
+            state.fail(req_id, "the stream ended without a finish reason")
+        except asyncio.CancelledError:
+            state.apply_text(req_id, "", None, None, time.time(), "abort")  # its stream closed: vLLM aborts it
+            raise
+        except ValueError as exc:  # vLLM refused it
+            self._refuse(req_id, str(exc))
+        except ServerError as exc:
+            state.fail(req_id, str(exc))
+            self.notify(f"{req_id}: {exc}", severity="error")
+        finally:
+            self._sending.pop(req_id, None)
+
+    def burst(self, count: int) -> None:
+        for prompt, settings in burst_requests(self._rng, self.query_one(PromptBar).settings, count):
+            self.submit(prompt, settings)
+
+    def action_abort(self) -> None:
+        view = self.state.requests.get(self.selected or "")
+        sending = self._sending.get(self.selected or "")
+        if view is None:
+            self.notify("select a request with ↑↓ first", severity="warning")
+        elif sending is not None:
+            sending.cancel()
+        elif view.active:
+            self.notify(f"{view.req_id} was not sent from here: its client aborts it", severity="warning")
+        else:
+            self.notify(f"{view.req_id} is already {view.status}", severity="warning")
+
+    @work(group="control", exit_on_error=False)
+    async def action_reset_cache(self) -> None:
+        """POST /reset_prefix_cache; vLLM's AllBlocksCleared KV event then empties the prefix tree."""
+        try:
+            await self.client.reset_prefix_cache()
+        except ServerError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.vllm.note(time.time(), "reset", "vLLM reset its prefix cache (asked from here)")
+        self.notify("vLLM reset its prefix cache (its AllBlocksCleared KV event comes with its next step)")
 
     def _probe_event(self, event: StepEvent, arrived: float) -> None:
         assert self.truth is not None  # told by the probe's engine only

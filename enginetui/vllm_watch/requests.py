@@ -15,6 +15,7 @@ from enginetui.openai_client import DONE, SseReader, choice_text, error_message,
 
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
 ACTIVE = ("sent", "streaming")  # statuses of a request still under way
+OWN_PREFIX = "enginetui-"  # a dashboard's own prompts carry request_id enginetui-rN (vLLM's name): listed as rN
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class WatchedRequest:
     model: str | None = None  # the model asked for
     max_tokens: int | None = None  # the generation limit asked for (None: the server's default)
     stream: bool = False  # asked for server-sent events
+    client_id: str = ""  # the body's request_id (vLLM's name for it; "": none given)
     status: str = "sent"  # sent | streaming | finished | aborted | error | rejected
     http_status: int | None = None  # the response's status code (None: none yet)
     responded: float | None = None  # when the response's status line went by (None: not yet)
@@ -57,6 +59,11 @@ class WatchedRequest:
     @property
     def active(self) -> bool:
         return self.status in ACTIVE
+
+    @property
+    def own_name(self) -> str:
+        """The name a dashboard gave its own prompt (rN: the dashboard's request), else ""."""
+        return self.client_id.removeprefix(OWN_PREFIX) if self.client_id.startswith(OWN_PREFIX) else ""
 
     @property
     def generates(self) -> bool:
@@ -105,6 +112,7 @@ class WatchedRequest:
         self.max_tokens = limit if isinstance(limit, int) else None
         self.stream = bool(data.get("stream"))
         self.prompt = prompt_text(data)
+        self.client_id = data["request_id"] if isinstance(data.get("request_id"), str) else ""
 
     # ---- the response ------------------------------------------------------------------------
 

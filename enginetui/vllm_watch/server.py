@@ -83,10 +83,13 @@ class VllmClient:
         except ValueError as exc:
             raise ServerError(f"{self.url}/metrics is not Prometheus text ({exc})") from exc
 
-    async def complete(self, model: str, prompt: str, settings: SamplingSettings) -> AsyncIterator[Chunk]:
-        """Stream one completion. A request the server refuses raises ValueError with its message (an
+    async def complete(
+        self, model: str, prompt: str, settings: SamplingSettings, *, via: str | None = None, request_id: str = ""
+    ) -> AsyncIterator[Chunk]:
+        """Stream one completion (through the proxy at `via`, else straight from the server; `request_id`:
+        vLLM's name for it). A request the server refuses raises ValueError with its message (an
         openai_client.InvalidRequest), any other failure ServerError."""
-        body = {
+        body: dict = {
             "model": model,
             "prompt": prompt,
             "max_tokens": settings.max_tokens,
@@ -103,7 +106,9 @@ class VllmClient:
             body["stop"] = list(settings.stop)
         if settings.ignore_eos:
             body["ignore_eos"] = True  # vLLM's extension of the OpenAI API
-        chunks = stream_chunks(self.url, "/v1/completions", body, self.headers, TIMEOUT_S)
+        if request_id:
+            body["request_id"] = request_id  # vLLM's extension too
+        chunks = stream_chunks(via or self.url, "/v1/completions", body, self.headers, TIMEOUT_S)
         try:
             async with aclosing(chunks):
                 async for data in chunks:

@@ -494,11 +494,9 @@ class WatchState:
         """A request came through the proxy (ProxyReport)."""
         if self.recorder is not None:
             self.recorder(ProxyArrived(when, method, path, body, client))
-        self.proxied += 1
-        req_id = f"p{self.proxied}"
         route = path.split("?", 1)[0]
         view = WatchedRequest(
-            req_id=req_id,
+            req_id="",
             index=self._next_index(),
             source=client,
             method=method,
@@ -507,6 +505,9 @@ class WatchState:
             prompt=f"{method} {path}",
         )
         view.read_body(body)
+        self.proxied += 1
+        req_id = view.own_name if view.own_name and view.own_name not in self.requests else f"p{self.proxied}"
+        view.req_id = req_id  # a dashboard's own prompt keeps its name there (rN), so its rebuilt steps are its
         self._add(view)
         if view.generates:
             self.note(when, "send", f"{req_id} from {client} · {route} · {view.prompt[:50]!r}")

@@ -203,15 +203,15 @@ async def test_the_screen_says_its_figures_are_inferred_and_what_it_still_needs(
         assert app.vllm.rebuild.setup.max_num_seqs == 4
 
 
-async def test_keys_that_would_drive_an_engine_say_vllm_is_watched_and_help_says_what_is_inferred(fake):
+async def test_keys_that_would_step_an_engine_say_vllm_is_not_stepped_and_help_says_what_is_inferred(fake):
     app = watch(fake)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.vllm.server is not None)
-        assert app.focused is None  # no prompt box: requests go to vLLM's API or through the proxy
+        assert app.focused is app.query_one("#prompt")  # typed prompts go to vLLM (tests/vllm_watch/test_driving.py)
         await until(pilot, lambda: [key.description for key in app.query(FooterKey)])
-        assert "Burst" not in [key.description for key in app.query(FooterKey)]
-        await pilot.press("ctrl+b")
-        await until(pilot, lambda: any("rebuilt from outside" in str(n.message) for n in app._notifications))
+        assert "Burst" in [key.description for key in app.query(FooterKey)]
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: any("not on a real vLLM" in str(n.message) for n in app._notifications))
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         about = dict(app.screen.about)
