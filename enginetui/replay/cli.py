@@ -53,7 +53,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
         return run_fleet_replay(args.file, args.at, keep_idle=args.keep_idle)
     from enginetui.core.record.format import RecordingError
-    from enginetui.replay.app import ReplayTUI, parse_target
+    from enginetui.replay.app import parse_target
+    from enginetui.replay.with_vllm import replay_app
     from enginetui.terminal_check import REPLAY_INSTEAD, refuse_without_terminal
 
     try:
@@ -72,7 +73,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return 2
     for note in notes:  # also on screen, but the terminal keeps them after the app quits
         print(f"enginetui replay: {note}", file=sys.stderr)
-    app = ReplayTUI(session, notes=notes, start=start, keep_idle=args.keep_idle)
+    app = replay_app(session, notes=notes, start=start, keep_idle=args.keep_idle)
     with sigterm_quits(app):
         app.run()
     return app.return_code or 0

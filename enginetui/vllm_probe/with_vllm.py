@@ -11,7 +11,7 @@ state then (oracle.py); without it, the rebuild is scored against /metrics alone
 import asyncio
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import events, on, work
@@ -24,6 +24,7 @@ from textual.worker import Worker
 
 from enginetui import keys
 from enginetui.core.engine.events import StepEvent
+from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
 from enginetui.dashboard.prompting_app import MODAL_ACTIONS
 from enginetui.dashboard.widgets.palette import DIM
@@ -46,6 +47,11 @@ from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 
+if TYPE_CHECKING:
+    _AppBase = EngineTUI  # type-checked as the dashboard it is mixed into
+else:
+    _AppBase = object
+
 EXACT = "#98c379"  # the probe's figures
 REBUILT = "#e5c07b"  # the rebuild's
 
@@ -65,14 +71,84 @@ class ProbeFeed(ServerFeed):
         return sample
 
 
-class VllmTUI(ProbeWatchTUI, inherit_bindings=False):
-    """The dashboard on a real vLLM (its probe's events, or the rebuild's), with its /metrics, prefix cache,
-    proxy and rebuild beside it; prompts typed here go to vLLM (through the proxy when there is one)."""
+class VllmColumn(_AppBase):
+    """Mixed into a dashboard app before its EngineTUI: vLLM's column (/metrics, latency, prefix tree, the proxy's
+    requests, the exact or INFERRED panel) beside the engine's panels, drawn from the WatchState `vllm` (and the
+    probe's `truth`, None without a probe): live (VllmTUI) or folded from a recording's V frames (replay)."""
 
     CSS_PATH = [  # type: ignore[assignment]  # Textual takes a list too; EngineTUI names one file
         Path(__file__).parent.parent / "dashboard" / "app.tcss",
         Path(__file__).with_name("with_vllm.tcss"),
     ]
+    vllm: WatchState
+    truth: ProbeTruth | None
+    _vllm_drawn: tuple | None = None  # what the vLLM column shows (redrawn when it changes)
+
+    def compose_beside(self) -> ComposeResult:
+        with Vertical(id="vllm"):
+            yield Static(id="vllm-status")
+            if self.truth is not None:
+                yield panels.TextPanel(
+                    lambda state, width: oracle_text(self.truth or ProbeTruth(), state, self.state.latest, width),
+                    "vLLM · exact (probe) · rebuilt",
+                    id="vllm-oracle",
+                    classes="panel",
+                )
+            else:
+                yield panels.TextPanel(
+                    lambda state, width: inferred_text(state, self.state.latest, width),
+                    "vLLM · INFERRED: rebuilt from outside (no probe)",
+                    id="vllm-oracle",
+                    classes="panel",
+                )
+            yield panels.TextPanel(
+                panels.server_text, "vLLM /metrics · KV pool · rates", id="vllm-metrics", classes="panel"
+            )
+            yield panels.TextPanel(
+                panels.latency_text,
+                "vLLM latency (its histograms: a quantile is the bucket that holds it) · last 60 s",
+                id="vllm-latency",
+                classes="panel",
+            )
+            yield PrefixTreePanel(id="vllm-tree", classes="panel")
+            yield WatchRequestsTable(id="vllm-requests", classes="panel")
+
+    def redraw(self) -> None:
+        super().redraw()  # the app's EngineTUI's
+        self._redraw_column()
+
+    def _redraw_column(self) -> None:
+        latest = self.state.latest
+        scored = (self.truth.metrics.count, self.truth.rebuild.count) if self.truth else None
+        key = (self.vllm.version, scored, latest.seq if latest else None)
+        if key == self._vllm_drawn:
+            return
+        try:
+            tree, requests = self.query_one(PrefixTreePanel), self.query_one(WatchRequestsTable)
+            status = self.query_one("#vllm-status", Static)
+        except NoMatches:  # a last timer tick while the app closes
+            return
+        self._vllm_drawn = key
+        status.update(panels.title_text(self.vllm))
+        for panel in self.query(panels.TextPanel):
+            panel.show(self.vllm)
+        tree.show(self.vllm.caches, panels.tree_context(self.vllm))
+        requests.show(list(self.vllm.requests.values()), None, self._proxy_hint())
+
+    def on_requests_table_clicked(self, message: RequestsTable.Clicked) -> None:
+        if message.req_id not in self.state.requests:  # a row of the proxy's list: no panel of the probe's has it
+            message.prevent_default()
+
+    def _proxy_hint(self) -> str:
+        if self.vllm.proxy_url:
+            return f"requests through the proxy at {self.vllm.proxy_url}"
+        return self.vllm.proxy_error or "requests through a proxy: pass --proxy-port PORT"
+
+
+class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
+    """The dashboard on a real vLLM (its probe's events, or the rebuild's), with its /metrics, prefix cache,
+    proxy and rebuild beside it; prompts typed here go to vLLM (through the proxy when there is one)."""
+
     AUTO_FOCUS: ClassVar[str | None] = "#prompt"  # typing is typing (enginetui/keys.py)
     BINDINGS = [
         keys.burst_key(
@@ -146,40 +222,9 @@ class VllmTUI(ProbeWatchTUI, inherit_bindings=False):
         )
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._silence_check_s = silence_check_s  # how often to check that KV events come
-        self._vllm_drawn: tuple | None = None  # what the vLLM column shows (redrawn when it changes)
         self._sending: dict[str, Worker] = {}  # request id -> the worker streaming a prompt sent from here
         if isinstance(engine, ProbeEngine):
             engine.watchers.append(self._probe_event)
-
-    def compose_beside(self) -> ComposeResult:
-        with Vertical(id="vllm"):
-            yield Static(id="vllm-status")
-            if self.truth is not None:
-                truth = self.truth
-                yield panels.TextPanel(
-                    lambda state, width: oracle_text(truth, state, self.state.latest, width),
-                    "vLLM · exact (probe) · rebuilt",
-                    id="vllm-oracle",
-                    classes="panel",
-                )
-            else:
-                yield panels.TextPanel(
-                    lambda state, width: inferred_text(state, self.state.latest, width),
-                    "vLLM · INFERRED: rebuilt from outside (no probe)",
-                    id="vllm-oracle",
-                    classes="panel",
-                )
-            yield panels.TextPanel(
-                panels.server_text, "vLLM /metrics · KV pool · rates", id="vllm-metrics", classes="panel"
-            )
-            yield panels.TextPanel(
-                panels.latency_text,
-                "vLLM latency (its histograms: a quantile is the bucket that holds it) · last 60 s",
-                id="vllm-latency",
-                classes="panel",
-            )
-            yield PrefixTreePanel(id="vllm-tree", classes="panel")
-            yield WatchRequestsTable(id="vllm-requests", classes="panel")
 
     def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
         self.query_one(WatchRequestsTable).border_subtitle = "watch only"  # not the engine's keys: vLLM's own clients
@@ -291,36 +336,10 @@ class VllmTUI(ProbeWatchTUI, inherit_bindings=False):
         if event.running or event.waiting:
             self.feed.wake()  # vLLM works: read /metrics at the busy interval
 
-    def redraw(self) -> None:
-        super().redraw()
-        self._redraw_column()
-
     def _column_tick(self) -> None:
         """vLLM's column changes without the engine's state (a /metrics reading, a KV batch): its own timer."""
         if self.pacer.may_draw():
             self._redraw_column()
-
-    def _redraw_column(self) -> None:
-        latest = self.state.latest
-        scored = (self.truth.metrics.count, self.truth.rebuild.count) if self.truth else None
-        key = (self.vllm.version, scored, latest.seq if latest else None)
-        if key == self._vllm_drawn:
-            return
-        try:
-            tree, requests = self.query_one(PrefixTreePanel), self.query_one(WatchRequestsTable)
-            status = self.query_one("#vllm-status", Static)
-        except NoMatches:  # a last timer tick while the app closes
-            return
-        self._vllm_drawn = key
-        status.update(panels.title_text(self.vllm))
-        for panel in self.query(panels.TextPanel):
-            panel.show(self.vllm)
-        tree.show(self.vllm.caches, panels.tree_context(self.vllm))
-        requests.show(list(self.vllm.requests.values()), None, self._proxy_hint())
-
-    def on_requests_table_clicked(self, message: RequestsTable.Clicked) -> None:
-        if message.req_id not in self.state.requests:  # a row of the proxy's list: no panel of the probe's has it
-            message.prevent_default()
 
     def about(self) -> list[tuple[str, str]]:
         server = (
@@ -349,11 +368,6 @@ class VllmTUI(ProbeWatchTUI, inherit_bindings=False):
                 f"rebuild from the proxy's requests, each scored against the probe at every /metrics reading (±{TOLERANCE})",
             ),
         ]
-
-    def _proxy_hint(self) -> str:
-        if self.vllm.proxy_url:
-            return f"requests through the proxy at {self.vllm.proxy_url}"
-        return self.vllm.proxy_error or "requests through a proxy: pass --proxy-port PORT"
 
     @work(group="metrics", exit_on_error=False)
     async def _poll_metrics(self) -> None:

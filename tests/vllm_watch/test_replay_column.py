@@ -1,0 +1,84 @@
+"""`enginetui replay` of a recording of `attach --vllm URL`: vLLM's column (/metrics, latency, prefix tree, the
+proxy's requests, the INFERRED panel) rebuilt from the recording's V frames at the event shown, as it was live.
+On the recorded 64-request burst through the proxy (a real vLLM 0.32)."""
+
+import lzma
+import time
+from pathlib import Path
+
+import pytest
+
+from enginetui.replay.cli import open_session
+from enginetui.replay.with_vllm import RecordedVllm, VllmReplayTUI, replay_app
+from enginetui.vllm_watch.burst import burst_items
+from enginetui.vllm_watch.state import WatchState
+from tests.support.pilot import until
+from tests.vllm_watch.watch_pilot import shown
+
+BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"
+SIZE = (160, 48)
+
+
+@pytest.fixture
+def burst_file(tmp_path) -> str:
+    path = tmp_path / "burst.etrec"
+    path.write_bytes(lzma.decompress((BURST / "burst.etrec.xz").read_bytes()))
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def at_event(burst_file: str, share: float) -> VllmReplayTUI:
+    session, notes = open_session(burst_file)
+    app = replay_app(session, notes=notes, start=int(share * (len(session) - 1)))
+    assert isinstance(app, VllmReplayTUI)
+    return app
+
+
+async def test_the_column_at_each_event_is_the_watchers_state_then_both_ways(burst_file):
+    session, _ = open_session(burst_file)
+    recorded = RecordedVllm(session.recording)
+    limits, items = burst_items(BURST)
+    befores = [before for before, _ in session.recording.vllm_items()]
+    middle = len(session) // 2
+    live = WatchState.from_recorded([item for item, before in zip(items, befores) if before <= middle + 1])
+    at_middle = recorded.at(middle)
+    assert at_middle.latest.time == live.latest.time and len(at_middle.requests) == len(live.requests)
+    assert [v.status for v in at_middle.requests.values()] == [v.status for v in live.requests.values()]
+    assert recorded.at(len(session) - 1).proxied == 64
+    assert recorded.at(middle).latest.time == live.latest.time  # back again: folded anew
+    assert (recorded.state.limits.max_num_seqs, recorded.state.limits.max_num_batched_tokens) == (
+        limits.max_num_seqs,
+        limits.max_num_batched_tokens,
+    )  # from the step events: the command line's limits are not recorded
+    assert recorded.state.rebuild is not None and recorded.state.rebuild.checks  # the INFERRED panel's agreement
+
+
+async def test_the_replay_shows_vllms_column_and_moves_it_with_the_events(burst_file):
+    app = at_event(burst_file, 0.4)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.vllm.latest is not None)
+        status = shown(app, "#vllm-status")
+        assert "/metrics" in status and "opt-tiny" in status
+        assert "INFERRED (rebuilt from outside): running" in shown(app, "#vllm-oracle")
+        assert "/metrics: running" in shown(app, "#vllm-oracle")
+        assert "of 32 blocks" in shown(app, "#vllm-metrics")
+        assert "TTFT" in shown(app, "#vllm-latency")
+        assert " p64 STREAMING " in shown(app, "#vllm-requests")  # the proxy's requests, as they were then
+        live_before = sum(v.active for v in app.vllm.requests.values())
+        assert live_before
+        await pilot.press("end")
+        await until(pilot, lambda: app.index == len(app.session) - 1)
+        assert not any(v.active for v in app.vllm.requests.values()) and app.vllm.proxied == 64
+        assert "64 passed" in shown(app, "#vllm-status")
+
+
+def test_snapshot_of_the_replay_with_vllms_column(snap_compare, burst_file):
+    assert snap_compare(at_event(burst_file, 0.4), terminal_size=SIZE)
