@@ -70,6 +70,10 @@ class VllmReplayTUI(VllmColumn, ReplayTUI):
         self.vllm = recorded.at(self.index)
         self.truth = recorded.truth
 
+    def _step_at(self, when: float) -> int:
+        at = bisect_right(self.session.times, when)
+        return self.session.recording.heads[at - 1].step if at else 0
+
     def show_event(self, index: int) -> None:
         self.vllm = self.recorded.at(max(0, min(len(self.session) - 1, index)))
         self.truth = self.recorded.truth

@@ -10,6 +10,7 @@ state then (oracle.py); without it, the rebuild is scored against /metrics alone
 
 import asyncio
 import time
+from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -27,6 +28,9 @@ from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.bursts import BURST_MAX_TOKENS, burst_requests
 from enginetui.dashboard.prompting_app import MODAL_ACTIONS
+from enginetui.dashboard.state import LOG_LINES, LogLine
+from enginetui.dashboard.widgets.event_log import EventLog
+from enginetui.dashboard.widgets.model_panel import ModelPanel
 from enginetui.dashboard.widgets.palette import DIM
 from enginetui.dashboard.widgets.process_panel import ProcessPanel
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
 else:
     _AppBase = object
 
+STEPS_KEPT = 4096  # recent steps' times kept to place vLLM's log lines among the engine's
+OWN_LOG = frozenset({"send", "finish"})  # vLLM's log lines the engine's log has already (a request's start, end)
 EXACT = "#98c379"  # the probe's figures
 REBUILT = "#e5c07b"  # the rebuild's
 
@@ -114,8 +120,26 @@ class VllmColumn(_AppBase):
             yield WatchRequestsTable(id="vllm-requests", classes="panel")
 
     def redraw(self) -> None:
+        drawn = self._drawn
         super().redraw()  # the app's EngineTUI's
+        if self._drawn != drawn:  # it drew the engine's log and model anew: vLLM's part goes back in
+            self._show_log_and_model()
         self._redraw_column()
+
+    def _step_at(self, when: float) -> int:
+        """The engine step shown at time `when` (where a line of vLLM's log falls among the engine's)."""
+        raise NotImplementedError
+
+    def _show_log_and_model(self) -> None:
+        """The event log with vLLM's own lines (KV stores and evictions, resets, links) among the engine's, at
+        the step each came in; the Model panel from /v1/models and /metrics where the events carry no model."""
+        lines = [LogLine(self._step_at(w.time), w.kind, w.text) for w in self.vllm.log if w.kind not in OWN_LOG]
+        if lines:
+            merged = sorted([*self.state.log, *lines], key=lambda line: line.step)  # stable: the engine's first
+            latest = self.state.latest
+            self.query_one(EventLog).show(merged[-LOG_LINES:], latest.total_preemptions if latest else 0)
+        if self.engine.info is None and self.vllm.server is not None:
+            self.query_one(ModelPanel).show_items(served_model(self.vllm))
 
     def _redraw_column(self) -> None:
         latest = self.state.latest
@@ -129,6 +153,7 @@ class VllmColumn(_AppBase):
         except NoMatches:  # a last timer tick while the app closes
             return
         self._vllm_drawn = key
+        self._show_log_and_model()
         status.update(panels.title_text(self.vllm))
         for panel in self.query(panels.TextPanel):
             panel.show(self.vllm)
@@ -222,6 +247,7 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
         )
         self.proxy = proxy  # (host, port) to serve vLLM's API on, passing requests through (None: no proxy)
         self._silence_check_s = silence_check_s  # how often to check that KV events come
+        self._steps_seen: list[tuple[float, int]] = []  # (time, step) of the recent steps
         self._sending: dict[str, Worker] = {}  # request id -> the worker streaming a prompt sent from here
         if isinstance(engine, ProbeEngine):
             engine.watchers.append(self._probe_event)
@@ -239,6 +265,17 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
             self.vllm.kv_status(
                 time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache"
             )
+
+    def _follow(self, event: StepEvent) -> None:
+        super()._follow(event)
+        if event.kind == "step":
+            self._steps_seen.append((event.time, event.step))
+            if len(self._steps_seen) > 2 * STEPS_KEPT:
+                del self._steps_seen[:STEPS_KEPT]
+
+    def _step_at(self, when: float) -> int:
+        at = bisect_right(self._steps_seen, when, key=lambda seen: seen[0])
+        return self._steps_seen[at - 1][1] if at else self.state.step
 
     def take_no_input(self) -> None:
         """Prompts typed here go to vLLM: the prompt box stays; vLLM's engine process is not this machine's."""
@@ -381,6 +418,18 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
     @on(events.Unmount)
     async def _close_client(self) -> None:
         await self.client.close()
+
+
+def served_model(watch: WatchState) -> list[Text]:
+    """The Model panel's facts from vLLM's server: its /v1/models card and the pool on /metrics."""
+    assert watch.server is not None
+    items = [Text(watch.server.model, style="bold")]
+    if watch.server.max_model_len:
+        items.append(Text(f"context {watch.server.max_model_len:,} tok"))
+    blocks, block_size = watch.config("num_gpu_blocks"), watch.config("block_size")
+    if blocks and block_size:
+        items.append(Text(f"pool {int(blocks) * int(block_size):,} tok"))
+    return [*items, Text("from /v1/models and /metrics", style=DIM)]
 
 
 def oracle_text(truth: ProbeTruth, watch: WatchState, latest: StepEvent | None, width: int) -> Text:

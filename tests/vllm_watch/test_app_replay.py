@@ -236,4 +236,17 @@ async def test_the_rebuild_drives_the_engine_panels_as_a_probe_would(fake):
         assert app.state.latest.total_preemptions == rebuild.num_preemptions > 0
         assert app.state.latest.num_blocks == rebuild.setup.num_blocks
         assert sum(v.num_preemptions for v in app.state.requests.values()) == rebuild.num_preemptions
-        assert "finish  p64 · length" in shown(app, EventLog)  # vLLM's reason, from its stream
+        # vLLM's reason, from its stream (the log panel's newest lines are the app's own links: noted now, after
+        # the recording's steps)
+        assert any(line.kind == "finish" and line.text.startswith("p64 · length") for line in app.state.log)
+
+
+async def test_the_model_panel_shows_the_served_model_and_the_log_has_vllms_own_lines(fake):
+    app = watch(fake, kv_events=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.vllm.server is not None and app.vllm.latest is not None)
+        model = shown(app, "#model")
+        assert "opt-tiny" in model and "context 512 tok" in model and "from /v1/models" in model
+        assert "not known" not in model
+        log = shown(app, EventLog)
+        assert "    0 link    KV events: not listened to" in log  # vLLM's link lines among the engine's

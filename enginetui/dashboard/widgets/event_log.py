@@ -22,7 +22,7 @@ def log_head(line: "LogLine") -> Text:
     """The step and kind columns a log line starts with."""
     text = Text()
     text.append(f"{line.step:>5} ", style=DIM)
-    return text.append(line.kind.ljust(KIND_WIDTH + 1), style=LOG_STYLES[line.kind])
+    return text.append(line.kind.ljust(KIND_WIDTH + 1), style=LOG_STYLES.get(line.kind, ""))  # vLLM's own: plain
 
 
 def log_rows(rows: Sequence[tuple[Text, str]], width: int, height: int) -> Text:

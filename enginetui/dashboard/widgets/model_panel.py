@@ -75,7 +75,11 @@ class ModelPanel(Widget):
         self.border_title = "Model"
 
     def show(self, info: EngineInfo | None, random_weights: bool, pool_rule: str | None = None) -> None:
-        items = model_items(info, random_weights, pool_rule) if info is not None else [Text("not known", style=DIM)]
+        self.show_items(model_items(info, random_weights, pool_rule) if info is not None else [])
+
+    def show_items(self, items: list[Text]) -> None:
+        """The facts as given (none: "not known"), where a source knows fewer than an EngineInfo holds."""
+        items = items or [Text("not known", style=DIM)]
         if items != self._items:
             self._items = items
             self.refresh(layout=True)  # the line count may change
