@@ -6,13 +6,18 @@ import lzma
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from enginetui.replay.cli import open_session
 from enginetui.replay.with_vllm import RecordedVllm, VllmReplayTUI, replay_app
+from enginetui.vllm_probe.recording import ProbeRecording
+from enginetui.vllm_watch import vllm_record
 from enginetui.vllm_watch.burst import burst_items
+from enginetui.vllm_watch.prometheus import parse_metrics
 from enginetui.vllm_watch.state import WatchState
 from tests.support.pilot import until
+from tests.vllm_probe.fake_probe import read_events
 from tests.vllm_watch.watch_pilot import shown
 
 BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"
@@ -82,3 +87,32 @@ async def test_the_replay_shows_vllms_column_and_moves_it_with_the_events(burst_
 
 def test_snapshot_of_the_replay_with_vllms_column(snap_compare, burst_file):
     assert snap_compare(at_event(burst_file, 0.4), terminal_size=SIZE)
+
+
+def test_a_probe_recording_scores_each_reading_against_the_probes_events_again(tmp_path):
+    """A recording of `attach --vllm URL --probe ADDR`: the replay's exact panel scores each recorded /metrics
+    reading against the probe's state then, as the live dashboard did."""
+    events = read_events()
+    path = tmp_path / "probe.etrec"
+    recording = ProbeRecording(path, "tests", None, None)
+    watcher = WatchState("http://127.0.0.1:8000", None)
+    watcher.start_recording(lambda item: recording.write_vllm(vllm_record.encode(item)))
+    readings = 0
+    for i, event in enumerate(events):
+        recording.write(msgspec.msgpack.encode(event), event)
+        if i % 24 == 23:  # vLLM's gauges as this step left them, read just after it
+            used = event.num_blocks - event.num_free_blocks
+            text = (
+                f'vllm:num_requests_running{{engine="0"}} {len(event.running)}\n'
+                f'vllm:num_requests_waiting{{engine="0"}} {len(event.waiting)}\n'
+                f'vllm:kv_cache_usage_perc{{engine="0"}} {used / event.num_blocks}\n'
+            )
+            watcher.apply_metrics(parse_metrics(text, event.time + 1e-6))
+            readings += 1
+    recording.close()
+    session, _ = open_session(str(path))
+    recorded = RecordedVllm(session.recording)
+    assert recorded.exact and recorded.at(len(session) - 1).latest is not None
+    assert recorded.truth.metrics.count == readings > 0 and recorded.truth.metrics.agreeing == readings
+    recorded.at(len(session) // 2)  # back: scored again from the start, up to there
+    assert 0 < recorded.truth.metrics.count < readings
