@@ -86,7 +86,12 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             assert "FINISHED" in app.query_one(WatchRequestsTable).render().plain
             assert "prefix-cache hits" in app.query_one("#vllm-metrics").render().plain
 
-            await app.client.reset_prefix_cache()  # its AllBlocksCleared event comes with its next step
+            await pilot.press("ctrl+r")  # its AllBlocksCleared event comes with its next step
+            await until(
+                pilot,
+                lambda: any("vLLM reset its prefix cache" in str(n.message) for n in app._notifications),
+                "vLLM's answer to ^r",
+            )
             await prompt(pilot, app, SHARED + BRANCHES[1])
             await until(pilot, lambda: tree(app).num_cleared == 1 and tree(app).num_cached == 3, "the reset")
             assert len(tree(app).roots()) == 1  # only the last prompt's chain is cached now
@@ -104,5 +109,10 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             assert "3/64 blocks cached" in str(app.query_one(PrefixTreePanel).query_one("#tree-body").content)
             assert app.vllm.missed_batches == 0
             assert "1 restart" in str(app.query_one("#vllm-status").content)
+            app.query_one("#prompt").value = SHARED  # typed here: through the proxy, its text streams back
+            await pilot.press("enter")
+            await until(pilot, lambda: "r1" in app.state.requests and not app.state.requests["r1"].active, "r1")
+            mine = app.state.requests["r1"]
+            assert mine.status == "finished" and mine.text and mine.text == app.vllm.requests["r1"].text
     finally:
         server.stop()
