@@ -282,8 +282,10 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
         self.query_one(ProcessPanel).display = False
 
     def _empty_hint(self) -> str:
-        where = f"through the proxy ({self.vllm.proxy_url})" if self.vllm.proxy_url else "to its /v1/completions"
-        return f"{super()._empty_hint()}\n\ntype a prompt, Enter sends it to vLLM {where} · ^b sends a burst"
+        where = (
+            f"to vLLM through the proxy ({self.vllm.proxy_url})" if self.vllm.proxy_url else "to vLLM's /v1/completions"
+        )
+        return f"{super()._empty_hint()}\n\ntype a prompt, Enter sends it {where} · ^b sends a burst"
 
     # ---- driving vLLM: prompts, bursts, aborts, its prefix cache ----------------------------------
 
