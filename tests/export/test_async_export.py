@@ -1,5 +1,8 @@
-"""The Perfetto export of an engine run with asynchronous scheduling draws the plan of step N+1
-on the busy-loop track while step N executes on the model track."""
+"""The Perfetto export of an engine run with asynchronous scheduling draws the plan of step N+1 on the
+busy-loop track before step N's outputs are taken in (its update), as the engine ran it; without
+asynchronous scheduling every update comes before the next plan."""
+
+import pytest
 
 from enginetui.core import LLM, SamplingParams
 from enginetui.core.record.reader import read_recording
@@ -10,8 +13,9 @@ from tests.support.event_capture import recorded_events
 from tests.support.parity import mixed_prompts
 
 
-def test_schedule_of_the_next_step_overlaps_the_execution(tiny_opt_dir, tmp_path):
-    llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, async_scheduling=True)
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_the_next_plan_comes_before_the_update_only_with_async_scheduling(tiny_opt_dir, tmp_path, async_scheduling):
+    llm = LLM(model=tiny_opt_dir, multiprocess=False, skip_tokenizer_init=True, async_scheduling=async_scheduling)
     with recorded_events(llm.engine) as events:  # from the update that adds the requests on
         llm.generate(
             mixed_prompts(4, 512, 1, 40), SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False
@@ -19,15 +23,14 @@ def test_schedule_of_the_next_step_overlaps_the_execution(tiny_opt_dir, tmp_path
     llm.shutdown()
     trace = perfetto_trace(read_recording(write(tmp_path / "async.etrec", events)))
     check_trace_event_format(trace)
-    slices = {(e["tid"], e["name"]): e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == ENGINE_PID}
-    executes = {e["args"]["step"]: e for (tid, _), e in slices.items() if tid == MODEL_TID}
-    schedules = {
-        e["args"]["step"]: e
-        for (tid, name), e in slices.items()
-        if tid == BUSY_LOOP_TID and name.startswith("schedule")
-    }
-    assert executes and all(name.startswith("execute") for (tid, name) in slices if tid == MODEL_TID)
-    overlapping = [
-        n for n, ex in executes.items() if n + 1 in schedules and schedules[n + 1]["ts"] < ex["ts"] + ex["dur"]
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == ENGINE_PID and "step" in e["args"]]
+    phases = {(e["name"].split()[0], e["args"]["step"]): e for e in slices if e["tid"] in (BUSY_LOOP_TID, MODEL_TID)}
+    assert all(e["tid"] == MODEL_TID for (phase, _), e in phases.items() if phase == "execute")
+    pairs = [
+        (phases[("schedule", n + 1)], update)
+        for (phase, n), update in phases.items()
+        if phase == "update" and ("schedule", n + 1) in phases
     ]
-    assert len(overlapping) > len(executes) // 2
+    assert len(pairs) >= 6  # 8 output tokens each: a prefill and 7 decodes at least, each followed by another
+    ahead = [plan["ts"] < update["ts"] for plan, update in pairs]
+    assert all(ahead) if async_scheduling else not any(ahead)
