@@ -21,8 +21,10 @@ DATA = (  # files the package reads at run time that are not Python modules
     "enginetui/core/models/default_model/opt-tiny/model.safetensors",
     "enginetui/core/models/default_model/opt-tiny/tokenizer.json",
     "enginetui/kernels/csrc/cpu_attention.cpp",
+    "enginetui/kernels/csrc/cpu_linear.cpp",
     "enginetui/dashboard/app.tcss",
-    "enginetui/vllm_watch/watch.tcss",
+    "enginetui/vllm_probe/with_vllm.tcss",
+    "enginetui/vllm_watch/fleet.tcss",
     "enginetui/simulate/configs/llama-3.1-8b.json",
 )
 
