@@ -7,6 +7,9 @@ PgUp / PgDn and the arrows. Replay takes no text, so it also answers to plain le
 its footer and help name those, the shorter).
 """
 
+from collections.abc import Iterable
+
+from textual.app import App
 from textual.binding import Binding
 
 # Said at the top of the help screen and (in other words) in the README and docs/dashboard.md.
@@ -59,10 +62,21 @@ def abort_key(what: str) -> Binding:
 CLEAR = Binding("ctrl+l", "clear", "Clear", show=False, tooltip="clear ended requests from the list")
 
 
+# The control keys of a live engine, which a replay reads as play (^p), step (^s) and speed (PgDn / PgUp).
+CONTROLS = "ctrl+p,ctrl+s,pagedown,pageup"
+# A replay's play and speed keys where nothing is typed (controls.playback_keys).
+PLAIN_PLAYBACK = "space,minus,plus"
+
+
 def refused_keys(keys: str, tooltip: str) -> Binding:
     """Engine keys that a run taking no input (a replay, a simulated run) binds anyway, so that pressing one says
     why nothing happens (EngineTUI.action_refused) rather than nothing at all."""
     return Binding(keys, "refused", "Refused", show=False, tooltip=tooltip)
+
+
+def key_rows(app: App, bindings: Iterable[Binding | tuple]) -> list[tuple[str, str]]:
+    """The help screen's rows: each binding's key as the footer shows it, and what it does."""
+    return [(app.get_key_display(b), b.tooltip or b.description) for b in bindings if isinstance(b, Binding)]
 
 
 def timeline_key(plain: bool = False) -> Binding:

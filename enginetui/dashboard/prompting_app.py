@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App
-from textual.binding import Binding
 from textual.widgets import Footer
 
+from enginetui import keys
 from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
@@ -74,7 +74,7 @@ class PromptingApp(_AppBase):
     def key_rows(self) -> list[tuple[str, str]]:
         """The help screen's key rows: how typing works, then each binding as the footer names its key."""
         rows = [("type", TYPING_NOTE)]
-        return rows + [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+        return rows + keys.key_rows(self, self.BINDINGS)
 
     def show_help(self, panels: list[tuple[str, str]], about: list[tuple[str, str]], **options) -> None:
         """Open the help screen (HelpScreen's `options`), or close it if it is open."""

@@ -254,7 +254,7 @@ class ReplayTUI(Playback, EngineTUI, inherit_bindings=False):
 
     def key_rows(self) -> list[tuple[str, str]]:
         """Every binding (a replay takes no text: its keys are plain)."""
-        return [(self.get_key_display(b), b.tooltip) for b in self.BINDINGS if isinstance(b, Binding)]
+        return keys.key_rows(self, self.BINDINGS)
 
     def action_help(self) -> None:
         self.show_help(REPLAY_PANELS, self.about(), prompt_keys=False, about_title="recording")

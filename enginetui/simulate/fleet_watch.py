@@ -12,14 +12,13 @@ import msgspec
 from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from enginetui import keys
 from enginetui.core.engine.events import StepEvent
 from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.plural import count
-from enginetui.replay.controls import MAX_IDLE_S, Playback, offsets_for_play
+from enginetui.replay.controls import MAX_IDLE_S, JumpScreen, Playback, offsets_for_play, playback_keys
 
 CHOICES_KEPT = 200  # latest routing choices kept for the table
 TITLE_STYLE = "bold #c678dd"
@@ -32,6 +31,8 @@ FLEET_PANELS = [  # the help screen's line per panel
     ),
     ("router", "its latest choices, newest first: when, the request, the replica it went to, and why"),
 ]
+JUMP_FORMS = "a time into the run (12.5s) or an event (e40)"  # where a fleet's replay jumps to (parse_at)
+LIVE_REFUSAL = "a live simulation plays at --speed: record it (--record FILE) to pause, step and seek it in a replay"
 
 
 @dataclass(slots=True)
@@ -133,6 +134,8 @@ def choices_table(state: FleetState, rows: int) -> Table:
 class FleetView(App):
     """The fleet's screen: title, replicas, router choices."""
 
+    ENABLE_COMMAND_PALETTE = False  # ^p plays, as in every replay
+
     CSS = """
     #fleet-title { height: 1; background: $panel; }
     #replicas { height: auto; border: round $accent; padding: 0 1; }
@@ -197,7 +200,7 @@ class FleetView(App):
         if isinstance(self.screen, HelpScreen):
             self.screen.action_close()
             return
-        rows = [(self.get_key_display(b), b.tooltip or b.description) for b in self.BINDINGS if isinstance(b, Binding)]
+        rows = keys.key_rows(self, self.BINDINGS)
         self.push_screen(HelpScreen(rows, FLEET_PANELS, self.about(), prompt_keys=False, about_title="fleet"))
 
 
@@ -205,8 +208,9 @@ class FleetWatchTUI(FleetView):
     """`enginetui simulate --watch` for a fleet: follows the simulation (watch.SimulatedEngine paces it)."""
 
     BINDINGS = [
+        keys.refused_keys(f"{keys.CONTROLS},{keys.PLAIN_PLAYBACK}", f"play, pause, step and speed: {LIVE_REFUSAL}"),
         keys.help_key(plain=True),
-        Binding("q,ctrl+q", "quit", "Quit", tooltip="stop the simulation and quit"),
+        *keys.quit_keys("stop the simulation and quit", plain=True),
     ]
 
     def __init__(self, engine, roles: list[str], router: str, **kwargs) -> None:
@@ -229,6 +233,9 @@ class FleetWatchTUI(FleetView):
     def _draw_key(self) -> object:
         return (self.state.num_events, self.sim.finished)
 
+    def action_refused(self) -> None:
+        self.notify(LIVE_REFUSAL, severity="warning")
+
     def title_text(self) -> Text:
         sim = self.sim
         text = Text("enginetui ", style="bold")
@@ -248,15 +255,9 @@ class FleetReplayTUI(Playback, FleetView):
     """`enginetui replay` of a fleet's recording: one event at a time, or played."""
 
     BINDINGS = [
-        Binding("space", "play", "Play", tooltip="play the recording from here, or pause it"),
-        Binding("right", "move(1)", "Next", key_display="→", tooltip="the next event"),
-        Binding("left", "move(-1)", "Back", key_display="←", tooltip="the previous event"),
-        Binding("home", "move_to(0)", "Start", show=False),
-        Binding("end", "move_to(-1)", "End", show=False),
-        Binding("minus", "speed(-1)", "Slower", key_display="-"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+"),
+        *playback_keys("move", "Next", "the next event", "the previous event", JUMP_FORMS),
         keys.help_key(plain=True),
-        Binding("q,ctrl+q", "quit", "Quit"),
+        *keys.quit_keys("quit", plain=True),
     ]
 
     def __init__(self, recording, start: int = 0, keep_idle: bool = False, **kwargs) -> None:
@@ -293,6 +294,19 @@ class FleetReplayTUI(Playback, FleetView):
     def action_move_to(self, index: int) -> None:
         self.stop_playing()
         self.show_event(index if index >= 0 else len(self.recording) - 1)
+
+    def action_jump(self) -> None:
+        self.stop_playing()
+
+        def jump(text: str | None) -> None:
+            if not text:
+                return
+            try:
+                self.show_event(parse_at(text, self.recording))
+            except ValueError:
+                self.notify(f"{text.strip()!r} is not {JUMP_FORMS}", severity="error")
+
+        self.push_screen(JumpScreen(JUMP_FORMS, "12.5s or e40"), jump)
 
     def _at_an_end(self, delta: int) -> None:
         where = "end" if delta > 0 else "start"

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
+from enginetui import keys
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
 from enginetui.vllm_watch.fleet import REPLICA_NAMES, fleet_text, replica_text
 from enginetui.vllm_watch.server import VllmClient
@@ -28,6 +29,17 @@ class Replica:
     kv_replay: str | None = None  # its replay endpoint (None: no catching up)
 
 
+REFUSAL = "not on a real vLLM fleet (watched, not driven)"
+PANELS = [  # the help screen's line per panel
+    ("title", "how many replicas answer"),
+    (
+        "replica A, B, …",
+        "its server, /metrics and KV-event links; running, waiting, KV use, blocks cached, prefix hits, mean TTFT",
+    ),
+    ("fleet", "which prefixes are cached where: a mark per replica holding each one"),
+]
+
+
 class FleetApp(App[None]):
     """Watch several vLLM servers: which holds what, and how each is doing."""
 
@@ -35,7 +47,11 @@ class FleetApp(App[None]):
     TITLE = "enginetui · vLLM fleet"
     AUTO_FOCUS = None
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("q", "quit", "Quit"), Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
+    BINDINGS = [
+        keys.refused_keys(f"{keys.CONTROLS},{keys.PLAIN_PLAYBACK}", f"play, pause, step and speed: {REFUSAL}"),
+        keys.help_key(plain=True),
+        *keys.quit_keys("stop watching and quit (vLLM keeps serving)", plain=True),
+    ]
 
     def __init__(
         self,
@@ -73,6 +89,7 @@ class FleetApp(App[None]):
                 yield Static(id=f"replica-{name}", classes="panel replica")
         with VerticalScroll(id="fleet-prefixes", classes="panel"):
             yield Static(id="fleet-prefixes-body")
+        yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#fleet-prefixes").border_title = "Fleet · which prefixes are cached where"
@@ -107,6 +124,19 @@ class FleetApp(App[None]):
         for name, state in self.replicas:
             self.query_one(f"#replica-{name}", Static).update(replica_text(name, state, width))
         self.query_one("#fleet-prefixes-body", Static).update(fleet_text(self.replicas, width))
+
+    def action_refused(self) -> None:
+        self.notify(f"play, pause, step and speed: {REFUSAL}", severity="warning")
+
+    def action_help(self) -> None:
+        """Open the help screen (the dashboard's), or close it if it is open."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.action_close()
+            return
+        about = [(name, state.url) for name, state in self.replicas]
+        self.push_screen(
+            HelpScreen(keys.key_rows(self, self.BINDINGS), PANELS, about, prompt_keys=False, about_title="fleet")
+        )
 
     async def on_unmount(self) -> None:
         for client in self.clients:

@@ -12,6 +12,7 @@ from enginetui.core.record.reader import read_recording
 from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.simulate.api import SimSettings, fleet_roles, simulate
 from enginetui.simulate.fleet_watch import (
+    LIVE_REFUSAL,
     FleetReplayTUI,
     FleetState,
     FleetWatchTUI,
@@ -99,12 +100,15 @@ async def test_the_help_screen_lists_the_fleet_views_keys_and_panels():
         for words in ("keys", "stop the simulation and quit", "panels", "replicas", "router", "fleet"):
             assert words in shown
         assert "3 replicas behind cache-aware" in shown and "prompt box" not in shown  # the fleet takes no text
+        assert "play, pause, step and speed" in shown  # the replay's keys, refused while it runs
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("f1")  # as on the dashboard, F1 closes it too
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("space")  # a replay's play key: the live run says where to pause it
+        await until(pilot, lambda: any(n.message == LIVE_REFUSAL for n in app._notifications))
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running)
     live.join(timeout=5)
@@ -176,7 +180,15 @@ async def test_the_replay_steps_plays_and_ends_where_the_run_ended(tmp_path):
         assert text_of(app, "#replicas") == _table_text(final)
         await pilot.press("home")
         assert app.index == 0 and app.state.num_events == 1
-        await pilot.press("plus", "plus", "plus", "space")  # 8x
+        await pilot.press("ctrl+s", "ctrl+s")  # the engine replay's keys step here too
+        assert app.index == 2
+        await pilot.press("g", *"e40", "enter")
+        await until(pilot, lambda: app.index == 39)
+        await pilot.press("g", *"e0x", "enter")
+        await until(pilot, lambda: any("is not a time into the run" in str(n.message) for n in app._notifications))
+        assert app.index == 39
+        await pilot.press("home", "pageup", "plus", "plus", "ctrl+p")  # 8x, played by ^p as in the engine's replay
+        assert app.speed == 8.0
         await until(pilot, lambda: app.index == len(rec) - 1)
         assert text_of(app, "#replicas") == _table_text(final)
     assert parse_at("e3", rec) == 2 and parse_at("0s", rec) == 0

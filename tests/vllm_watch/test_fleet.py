@@ -1,12 +1,16 @@
 """The fleet view: two stand-in vLLM servers holding different parts of the same prompts."""
 
 import dataclasses
+import io
 
 import msgspec
 import pytest
+from rich.console import Console
+from textual.widgets import Static
 
+from enginetui.dashboard.widgets.help_screen import HelpScreen
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_text, fleet_tree, replica_text
-from enginetui.vllm_watch.fleet_app import FleetApp, Replica
+from enginetui.vllm_watch.fleet_app import REFUSAL, FleetApp, Replica
 from enginetui.vllm_watch.kv_events import BlockRemoved, BlockStored
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.state import WatchState
@@ -87,3 +91,14 @@ async def test_the_fleet_app_watches_each_replica(fakes):
         assert first.url in panel and "/metrics up" in panel and "KV events up" in panel
         assert replica_text("B", app.states[1], 100).plain.startswith(f"B {second.url}")
         assert "2/2 replicas answer" in str(app.query_one("#fleet-title").content)
+        await pilot.press("ctrl+p")  # the dashboards' pause key: a watched fleet says why it does nothing
+        await until(pilot, lambda: any(REFUSAL in str(n.message) for n in app._notifications))
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        console = Console(width=SIZE[0], record=True, file=io.StringIO())
+        console.print(app.screen.query_one(Static).content)
+        shown = console.export_text()
+        for words in ("stop watching and quit", "play, pause, step and speed", "which prefixes are cached", first.url):
+            assert words in shown
+        await pilot.press("f1")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
