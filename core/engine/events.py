@@ -155,6 +155,28 @@ class StepEvent(msgspec.Struct, frozen=True):
         return self.kind == "step"
 
 
+def as_snapshot(event: StepEvent) -> StepEvent:
+    """The state `event` left behind as a "snapshot", as EngineCore would build it then: the same queues,
+    pool and latest step, none of the event's news (a subscriber that rebuilds events answers snapshots so)."""
+    return msgspec.structs.replace(
+        event,
+        kind="snapshot",
+        added=[],
+        admitted=[],
+        chunks=[],
+        new_token_ids={},
+        blocks_allocated=[],
+        blocks_freed=[],
+        preempted=[],
+        finished=[],
+        rejected=[],
+        num_dropped_events=0,
+        planned_step=0,
+        executed_step=0,
+        phases=[],
+    )
+
+
 class MissedEvents:
     """A subscriber's own count of the events it did not get.
 

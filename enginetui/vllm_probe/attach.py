@@ -11,12 +11,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, ClassVar
 
-import msgspec
 import zmq
 import zmq.asyncio
 
 from enginetui import keys
-from enginetui.core.engine.events import MissedEvents, StepEvent, decode_event
+from enginetui.core.engine.events import MissedEvents, StepEvent, as_snapshot, decode_event
 from enginetui.dashboard.app import EngineTUI
 from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.vllm_probe.recording import ProbeRecording, VllmFacts
@@ -69,18 +68,7 @@ class ProbeEngine(NoInputEngine):
             if self._latest is None:
                 self._latest = await self._next()
                 return self._latest
-        return msgspec.structs.replace(
-            self._latest,
-            kind="snapshot",
-            added=[],
-            admitted=[],
-            chunks=[],
-            new_token_ids={},
-            preempted=[],
-            finished=[],
-            rejected=[],
-            num_dropped_events=0,
-        )
+        return as_snapshot(self._latest)
 
     async def events(self) -> AsyncIterator[StepEvent]:
         while True:

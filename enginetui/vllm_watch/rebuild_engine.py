@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from enginetui.core.engine.events import StepEvent
+from enginetui.core.engine.events import StepEvent, as_snapshot
 from enginetui.dashboard.no_input_engine import NoInputEngine
 from enginetui.simulate.event_sinks import EventSink
 from enginetui.vllm_probe.recording import ProbeRecording, VllmFacts
@@ -91,17 +91,7 @@ class RebuildEngine(NoInputEngine, EventSink):
         while not self._events.empty():  # the snapshot holds them
             self._events.get_nowait()
         assert self._latest is not None
-        return msgspec.structs.replace(
-            self._latest,
-            kind="snapshot",
-            added=[],
-            admitted=[],
-            chunks=[],
-            new_token_ids={},
-            preempted=[],
-            finished=[],
-            rejected=[],
-        )
+        return as_snapshot(self._latest)
 
     async def events(self) -> AsyncIterator[StepEvent]:
         while True:
