@@ -11,6 +11,7 @@ state then (oracle.py); without it, the rebuild is scored against /metrics alone
 import asyncio
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -36,6 +37,7 @@ from enginetui.dashboard.widgets.process_panel import ProcessPanel
 from enginetui.dashboard.widgets.prompt_bar import PromptBar
 from enginetui.dashboard.widgets.requests_table import RequestsTable
 from enginetui.plural import count
+from enginetui.serve.request_names import RequestNames
 from enginetui.settings import SamplingSettings
 from enginetui.vllm_probe.attach import ProbeEngine, ProbeWatchTUI
 from enginetui.vllm_probe.oracle import ProbeTruth, Scores
@@ -45,7 +47,7 @@ from enginetui.vllm_watch import proxy as proxy_server
 from enginetui.vllm_watch.feed import POLL_S, SILENCE_CHECK_S, ServerFeed
 from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.reconstruct import TOLERANCE
-from enginetui.vllm_watch.requests import OWN_PREFIX
+from enginetui.vllm_watch.requests import OWN_PREFIX, own_name_in_vllm
 from enginetui.vllm_watch.requests_panel import WatchRequestsTable
 from enginetui.vllm_watch.server import ServerError, VllmClient
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
@@ -60,6 +62,19 @@ STEPS_KEPT = 4096  # recent steps' times kept to place vLLM's log lines among th
 OWN_LOG = frozenset({"send", "finish"})  # vLLM's log lines the engine's log has already (a request's start, end)
 EXACT = "#98c379"  # the probe's figures
 REBUILT = "#e5c07b"  # the rebuild's
+
+
+class OwnNames(RequestNames):
+    """The probe's events with vLLM's ids of the prompts sent from this dashboard (cmpl-enginetui-rN-0-…) as the
+    dashboard named them (rN), so each is one row; `ours(name)`: the dashboard sent a prompt so named."""
+
+    def __init__(self, ours: Callable[[str], bool]) -> None:
+        super().__init__(tag="")
+        self.ours = ours
+
+    def local(self, engine_id: str) -> str:
+        name = own_name_in_vllm(engine_id)
+        return name if name and self.ours(name) else engine_id
 
 
 class ProbeFeed(ServerFeed):
@@ -249,8 +264,10 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
         self._silence_check_s = silence_check_s  # how often to check that KV events come
         self._steps_seen: list[tuple[float, int]] = []  # (time, step) of the recent steps
         self._sending: dict[str, Worker] = {}  # request id -> the worker streaming a prompt sent from here
+        self._names: OwnNames | None = None  # the probe's ids of prompts sent from here -> their rows (None: no probe)
         if isinstance(engine, ProbeEngine):
             engine.watchers.append(self._probe_event)
+            self._names = OwnNames(self._sent_here)
 
     def on_mount(self) -> None:  # Textual runs ProbeWatchTUI's and EngineTUI's on_mount too
         self.query_one(WatchRequestsTable).border_subtitle = "watch only"  # not the engine's keys: vLLM's own clients
@@ -266,7 +283,13 @@ class VllmTUI(VllmColumn, ProbeWatchTUI, inherit_bindings=False):
                 time.time(), "off", "not listened to: pass --kv-events ENDPOINT to see the prefix cache"
             )
 
+    def _sent_here(self, name: str) -> bool:
+        view = self.state.requests.get(name)
+        return view is not None and view.own
+
     def _follow(self, event: StepEvent) -> None:
+        if self._names is not None:
+            event = self._names.local_event(event)
         super()._follow(event)
         if event.kind == "step":
             self._steps_seen.append((event.time, event.step))

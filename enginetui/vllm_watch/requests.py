@@ -9,6 +9,7 @@ Pure Python: the folding is unit-tested directly.
 """
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from enginetui.openai_client import DONE, SseReader, choice_text, error_message, usage_tokens
@@ -16,6 +17,14 @@ from enginetui.openai_client import DONE, SseReader, choice_text, error_message,
 GENERATION_ROUTES = ("/v1/completions", "/v1/chat/completions")  # routes whose responses carry generated text
 ACTIVE = ("sent", "streaming")  # statuses of a request still under way
 OWN_PREFIX = "enginetui-"  # a dashboard's own prompts carry request_id enginetui-rN (vLLM's name): listed as rN
+# vLLM's engine id of such a prompt: cmpl-enginetui-rN-0 (the prompt's index), then 8 random characters (0.32)
+OWN_VLLM_ID = re.compile(rf"(?:chat)?cmpl-{OWN_PREFIX}(r\d+)(?:-\d+)?(?:-[0-9a-f]{{8}})?")
+
+
+def own_name_in_vllm(vllm_id: str) -> str:
+    """The dashboard's name (rN) of its own prompt from vLLM's engine id for it, else ""."""
+    match = OWN_VLLM_ID.fullmatch(vllm_id)
+    return match[1] if match else ""
 
 
 @dataclass(slots=True)

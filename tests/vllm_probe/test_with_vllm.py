@@ -11,9 +11,11 @@ import urllib.request
 
 import pytest
 import zmq
+from textual.widgets import Input
 
 from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import StepEvent
+from enginetui.serve.request_names import RequestNames
 from enginetui.vllm_probe.attach import ProbeEngine
 from enginetui.vllm_probe.with_vllm import VllmTUI, oracle_text
 from enginetui.vllm_watch.reconstruct import TOLERANCE
@@ -129,6 +131,51 @@ async def test_the_prefix_tree_and_the_proxys_requests_show_beside_the_probe(tmp
             assert "blocks cached" in str(tree.query_one("#tree-body").render())
             listed = app.query_one("#vllm-requests").render().plain
             assert "p1" in listed and "Requests · 0 live · 1 ended" == str(app.query_one("#vllm-requests").border_title)
+    finally:
+        publisher.close()
+        fake.stop()
+
+
+class Renamed(RequestNames):
+    """Request ids renamed by a table (the recorded burst's requests as vLLM names prompts sent with a request_id)."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        super().__init__(tag="")
+        self.names = names
+
+    def local(self, engine_id: str) -> str:
+        return self.names.get(engine_id, engine_id)
+
+
+async def test_a_prompt_typed_here_is_one_row_with_the_probes_events_for_it(tmp_path):
+    events = read_events()
+    first, second = [a.req_id for e in events for a in e.added][:2]
+    # vLLM 0.32 names the dashboard's r1 (sent with request_id enginetui-r1) cmpl-enginetui-r1-0 and 8 characters;
+    # r7 was sent by another dashboard: it stays vLLM's
+    names = {first: "cmpl-enginetui-r1-0-aa721fd2", second: "cmpl-enginetui-r7-0-b1c1366b"}
+    events = [Renamed(names).local_event(e) for e in events]
+    fake = FakeVllm()
+    serve_gauges(fake, events[-1])
+    address = f"ipc://{tmp_path}/probe.sock"
+    publisher = EventPublisher(zmq.Context.instance(), address)
+    app = VllmTUI(ProbeEngine(address), fake.url, kv_events=None, poll_s=0.05)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await subscribed(pilot, publisher)
+            await wait_for(pilot, lambda: app.vllm.server is not None, "/v1/models")
+            app.query_one("#prompt", Input).value = "hello"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: "r1" in app.state.requests, "the typed prompt")
+            assert fake.completions[-1]["request_id"] == "enginetui-r1"
+            await publish_all(pilot, app, publisher, events)
+            await wait_for(pilot, lambda: not app.state.requests["r1"].active, "r1's end")
+            ids = set(app.state.requests)
+            assert "r1" in ids and names[first] not in ids  # one row: the prompt typed here, with vLLM's steps for it
+            assert names[second] in ids and "r7" not in ids  # not sent from here: as vLLM names it
+            assert len(ids) == len({a.req_id for e in events for a in e.added})
+            ran = [e.step for e in events if names[first] in e.scheduled]  # the steps vLLM ran it in
+            lane = app.state.timeline.lanes["r1"]
+            assert (lane.segments[0][1], lane.segments[-1][2]) == (ran[0], ran[-1]) and lane.end is not None
     finally:
         publisher.close()
         fake.stop()
