@@ -26,6 +26,7 @@ def a_vllm_that_never_starts(folder: Path) -> tuple[Path, Path]:
     return python, pid_file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_signal_ends_the_benchmark_and_the_vllm_still_starting(tiny_opt_dir, tmp_path, sig):
     python, pid_file = a_vllm_that_never_starts(tmp_path)

@@ -1,8 +1,11 @@
 """The soak test's short form (the long form: python -m tests.reliability.soak)."""
 
+import pytest
+
 from tests.reliability.soak import run_soak
 
 
+@pytest.mark.slow
 def test_short_soak_loses_nothing_and_leaks_nothing(text_opt_dir):
     report = run_soak(text_opt_dir, num_requests=80, seconds=120, seed=1, multiprocess=True)
     assert report.submitted > 60 and report.invalid > 0

@@ -54,6 +54,7 @@ def test_an_endpoint_that_is_not_a_path_is_refused_before_anything_starts(value)
     assert r.returncode == 2 and "paths start with '/'" in r.stderr and "starting the engine" not in r.stderr
 
 
+@pytest.mark.slow
 def test_the_server_logs_its_clients_requests_only():
     srv = ServerProcess(
         "--num-gpu-blocks-override",
@@ -74,6 +75,7 @@ def test_the_server_logs_its_clients_requests_only():
         assert srv.stop(signal.SIGINT) == 0
 
 
+@pytest.mark.slow
 def test_no_access_log_at_all():
     srv = ServerProcess(
         "--num-gpu-blocks-override", "32", "--uvicorn-log-level", "info", "--disable-uvicorn-access-log"

@@ -101,6 +101,7 @@ def _descendants() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
+@pytest.mark.slow
 def test_compare_with_a_stand_in_vllm_server(tiny_opt_dir, tmp_path, monkeypatch, capsys):
     log = tmp_path / "fake-server.jsonl"
     monkeypatch.setenv("PYTHONPATH", str(FAKE_VLLM))

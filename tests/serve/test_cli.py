@@ -17,6 +17,7 @@ from tests.serve.serving import ServerProcess
 from tests.support.checkout import REPO_ROOT
 
 
+@pytest.mark.slow
 def test_model_without_chat_template_a_served_name_and_the_key_from_the_environment(text_opt_dir):
     srv = ServerProcess(
         "--model",
@@ -105,6 +106,7 @@ def test_health_is_503_once_the_engine_died_and_requests_get_an_error():
         assert srv.stop() == 0
 
 
+@pytest.mark.slow
 def test_record_writes_what_the_server_served_and_says_where(text_opt_dir, tmp_path):
     path = tmp_path / "served.etrec"
     srv = ServerProcess("--model", text_opt_dir, "--num-gpu-blocks-override", "32", "--record", str(path))

@@ -61,6 +61,7 @@ def test_bad_values_are_refused(field, value):
         EngineConfig(**{field: value})
 
 
+@pytest.mark.slow
 def test_the_engine_child_starts_with_the_policy_in_its_environment(tiny_opt_dir, clean_env):
     llm = LLM(
         model=tiny_opt_dir,
