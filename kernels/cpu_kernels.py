@@ -38,7 +38,7 @@ BUILD_TIMEOUT_S = 600  # a build that takes longer has failed
 
 log = logging.getLogger("enginetui.kernels")
 
-_state: dict[str, object] = {}  # "ok": bool once tried; "error": why it is not available
+_state: dict[str, object] = {}  # "ok": bool once tried; "error": why it is not available; "ops": once loaded
 
 
 def available() -> bool:
@@ -61,9 +61,12 @@ def unavailable_reason() -> str | None:
 
 def _ops():
     """The loaded operators (torch.ops.enginetui_cpu); an error if they cannot be built."""
-    if not available():
-        raise RuntimeError(f"the C++ CPU kernels are unavailable: {unavailable_reason()}")
-    return torch.ops.enginetui_cpu
+    ops = _state.get("ops")
+    if ops is None:
+        if not available():
+            raise RuntimeError(f"the C++ CPU kernels are unavailable: {unavailable_reason()}")
+        ops = _state["ops"] = torch.ops.enginetui_cpu
+    return ops
 
 
 def skinny_linear_cpu(x, weight, bias, relu: bool = False):

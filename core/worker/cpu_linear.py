@@ -44,27 +44,28 @@ CACHE_SIZE_FILES = "/sys/devices/system/cpu/cpu0/cache/index*/size"  # each cach
 class PackedWeight(torch.Tensor):
     """A dense linear weight `[out_features, in_features]` that also holds its oneDNN-packed copy."""
 
+    _dense: torch.Tensor  # the same storage as a plain tensor: the kernels take it with no dispatch back to this class
     _packed: torch.Tensor  # the weight reordered for oneDNN (an opaque mkldnn tensor)
     _min_rows: int  # batches of this many rows or more use `_packed`, smaller ones the dense weight
     _skinny_batches: frozenset[int]  # batch sizes (rows) that use the C++ kernel
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         if func is F.linear or func is linear_relu:
             x, weight = args[0], args[1]
-            bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] in weight._skinny_batches:
-                with torch._C.DisableTorchFunctionSubclass():
-                    return cpu_kernels.skinny_linear_cpu(x.contiguous(), weight, bias, func is linear_relu)
-            if isinstance(weight, cls) and x.dim() == 2 and x.shape[0] >= weight._min_rows:
-                attr = "relu" if func is linear_relu else "none"  # relu as a oneDNN post-op
-                with torch._C.DisableTorchFunctionSubclass():
+            if x.dim() == 2 and isinstance(weight, cls):
+                bias = args[2] if len(args) > 2 else (kwargs or {}).get("bias")
+                rows = x.shape[0]
+                if rows in weight._skinny_batches:
+                    return cpu_kernels.skinny_linear_cpu(x.contiguous(), weight._dense, bias, func is linear_relu)
+                if rows >= weight._min_rows:
+                    attr = "relu" if func is linear_relu else "none"  # relu as a oneDNN post-op
                     return torch.ops.mkldnn._linear_pointwise(x, weight._packed, bias, attr, [], "")
         with torch._C.DisableTorchFunctionSubclass():
-            out = func(*args, **kwargs)
+            out = func(*args, **(kwargs or {}))
         if func is torch.Tensor.detach:  # nn.Parameter(weight) detaches: keep what it is
             out = out.as_subclass(cls)
+            out._dense = out.as_subclass(torch.Tensor)
             out._packed, out._min_rows = args[0]._packed, args[0]._min_rows
             out._skinny_batches = args[0]._skinny_batches
         return out
@@ -214,6 +215,7 @@ def largest_cache_bytes() -> int:
 
 def _packed_weight(dense: torch.Tensor) -> PackedWeight:
     weight = dense.as_subclass(PackedWeight)
+    weight._dense = dense
     weight._packed = torch.ops.mkldnn._reorder_linear_weight(dense, PACK_FOR_ROWS)
     weight._min_rows = MAX_MIN_ROWS
     weight._skinny_batches = frozenset()
