@@ -1,6 +1,6 @@
 """The vLLM probe: vLLM's own scheduler, publishing this project's step events from inside a real vLLM.
 
-    pip install --no-deps -e /path/to/enginetui          # into vLLM's environment
+    pip install -c VLLM_PINS -e /path/to/enginetui   # into vLLM's environment, its packages pinned (docs/vllm.md)
     ENGINETUI_PROBE=tcp://127.0.0.1:5600 vllm serve MODEL --scheduler-cls enginetui.vllm_probe.ProbeAsyncScheduler
 
 `ProbeScheduler` and `ProbeAsyncScheduler` are imported on first use (PEP 562): this package's

@@ -4,7 +4,7 @@
 
 vLLM imports this checkout's enginetui through a folder holding only a link to it (the repository's
 root on its path would shadow packages with this repository's other folders), as a user's
-`pip install --no-deps -e .` would make it importable.
+install (docs/vllm.md) would make it importable.
 """
 
 import argparse
