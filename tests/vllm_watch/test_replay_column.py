@@ -77,6 +77,10 @@ async def test_the_replay_shows_vllms_column_and_moves_it_with_the_events(burst_
         assert "of 32 blocks" in shown(app, "#vllm-metrics")
         assert "TTFT" in shown(app, "#vllm-latency")
         assert " p64 STREAMING " in shown(app, "#vllm-requests")  # the proxy's requests, as they were then
+        # what the recording knows of vLLM's model (its name or path, context, pool), nothing it does not
+        model = shown(app, "#model")
+        assert model.startswith(app.session.recording.header.engine.model_name) and "/opt-tiny" in model
+        assert "context 512 tok · pool 992 tok" in model and "params" not in model and "B/tok" not in model
         live_before = sum(v.active for v in app.vllm.requests.values())
         assert live_before
         await pilot.press("end")

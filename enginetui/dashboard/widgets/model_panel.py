@@ -33,17 +33,23 @@ def binary_size(num_bytes: int) -> str:
 
 def model_items(info: EngineInfo, random_weights: bool, pool_rule: str | None = None) -> list[Text]:
     """The panel's facts, each kept whole on one line; `pool_rule` says who sized the pool where the
-    engine's own rule would name a flag nobody gave (the dashboard's default pool)."""
-    items = [Text(info.architecture, style="bold"), Text(f"{short_count(info.num_parameters)} params")]
+    engine's own rule would name a flag nobody gave (the dashboard's default pool). A fact the source
+    does not know (0 or empty: a vLLM's recording has no parameter count, KV bytes or dtype) is left
+    out; without a parameter count the model is named (its name or path) before its architecture."""
+    if info.num_parameters:
+        items = [Text(info.architecture, style="bold"), Text(f"{short_count(info.num_parameters)} params")]
+    else:  # an engine elsewhere (vLLM): its name says which model
+        items = [Text(info.model_name, style="bold"), *([Text(info.architecture)] if info.architecture else [])]
     if random_weights:
         items.append(Text("random weights", style=RANDOM_WEIGHTS_STYLE))
-    pool_bytes = info.kv_pool_tokens * info.kv_bytes_per_token
-    items += [
-        Text(info.dtype),
-        Text(f"context {info.max_model_len:,} tok"),
-        Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"),
-        Text(f"pool {info.kv_pool_tokens:,} tok = {binary_size(pool_bytes)}"),
-    ]
+    items += [Text(info.dtype)] if info.dtype else []
+    items += [Text(f"context {info.max_model_len:,} tok")] if info.max_model_len else []
+    if info.kv_bytes_per_token:
+        items.append(Text(f"KV {binary_size(info.kv_bytes_per_token)}/tok"))
+    if info.kv_pool_tokens:
+        pool = f"pool {info.kv_pool_tokens:,} tok"
+        kv_bytes = info.kv_pool_tokens * info.kv_bytes_per_token
+        items.append(Text(f"{pool} = {binary_size(kv_bytes)}" if kv_bytes else pool))
     rule = pool_rule or info.kv_pool_rule  # how the pool was sized (core/engine/kv_sizing.py); older recordings lack it
     if rule:
         items.append(Text(f"sized by {rule}", style=DIM))
