@@ -15,7 +15,7 @@ def add_export_subparser(subparsers: argparse._SubParsersAction) -> None:
         help="write a recording as a Perfetto trace (JSON) or CSV tables",
         description="perfetto: a Chrome trace-event JSON file for ui.perfetto.dev or chrome://tracing (a track "
         "per request with its phases; engine steps split into schedule / execute / update; counters "
-        "for KV usage, running, waiting and batch tokens). csv: OUT is a directory; steps.csv has a "
+        "for KV usage, running, waiting and batch tokens; a vLLM's /metrics readings where it recorded them). csv: OUT is a directory; steps.csv has a "
         "row per engine step, requests.csv a row per request.",
     )
     export.add_argument("file", help="the recording (--record FILE)")

@@ -8,6 +8,9 @@
                                            CPU threads (steps that ran a model on a CPU)
     process "requests": a thread per request - its phases (waiting, prefill, decode, recompute, ...)
                         as slices, preemptions and its end as instants
+    process "vLLM /metrics" (a recording of `attach --vllm`): counters from each reading - running,
+                        waiting, KV usage as vLLM publishes them, and the rates between readings
+                        (tokens/s generated and prompted, preemptions/s), as the dashboard shows them
 
 Times are microseconds from the recording's first event. The request phases are the timeline's
 (enginetui/dashboard/timeline.py), each step mapped to when it ran.
@@ -17,8 +20,10 @@ from enginetui.core.engine.events import Preemption, RequestEnd, StepEvent
 from enginetui.core.record.reader import Recording
 from enginetui.dashboard.timeline import WAITING, Lane, Timeline
 from enginetui.export.steps import StepClock, StepSpan
+from enginetui.vllm_watch import prometheus as m
+from enginetui.vllm_watch import vllm_record
 
-ENGINE_PID, REQUESTS_PID = 1, 2  # trace processes
+ENGINE_PID, REQUESTS_PID, VLLM_PID = 1, 2, 3  # trace processes
 STEPS_TID = 1  # the engine's step thread
 BUSY_LOOP_TID, MODEL_TID = 2, 3  # where schedule / update and execute ran (from the events' phases)
 PHASE_NAMES = {
@@ -34,7 +39,8 @@ PHASE_NAMES = {
 def perfetto_trace(recording: Recording) -> dict:
     """The trace as a JSON-ready dict ({"traceEvents": [...], ...})."""
     events = list(recording.events())
-    origin = events[0].time if events else 0.0
+    readings = _vllm_readings(recording)
+    origin = _origin(events, readings)
     us = lambda t: round((t - origin) * 1e6, 3)  # noqa: E731  (time.time() -> trace microseconds)
     trace = [
         _name("process_name", ENGINE_PID, 0, "engine"),
@@ -43,23 +49,39 @@ def perfetto_trace(recording: Recording) -> dict:
         _name("thread_name", ENGINE_PID, MODEL_TID, "model (execute)"),
         _name("process_name", REQUESTS_PID, 0, "requests"),
     ]
-    spans = []
+    spans, steps_end = [], 0.0
     for event in events:
         if event.is_step:
             span = StepSpan.of(event)
             spans.append(span)
-            trace += _step_slices(event, us(span.start), span)
+            # back to back steps: the next starts where this one ended, not a rounding's nanosecond before
+            step = _step_slices(event, max(us(span.start), steps_end), span)
+            steps_end = step[0]["ts"] + step[0]["dur"]
+            trace += step
             trace += _phase_slices(event, us)
         if not event.is_snapshot or event is events[0]:
             trace += _counters(event, us(event.time))
     if spans:
         trace += _request_tracks(events, StepClock(spans), us)
+    if readings:
+        trace += [_name("process_name", VLLM_PID, 0, "vLLM /metrics"), *_vllm_counters(readings, us)]
     header = recording.header
     return {
         "traceEvents": trace,
         "displayTimeUnit": "ms",
         "metadata": {"model": header.engine.model_name, "recorded by": header.source, "device": header.engine.device},
     }
+
+
+def _origin(events: list[StepEvent], readings: list) -> float:
+    """The trace's time 0: its earliest moment (the first step began before its event; a request can arrive
+    before the event that adds it; vLLM's /metrics can be read before vLLM's first step)."""
+    times = [e.time for e in events[:1]] + [r.time for r in readings[:1]]
+    first_step = next((e for e in events if e.is_step), None)
+    if first_step is not None:
+        times += [StepSpan.of(first_step).start, *(p.start for p in first_step.phases)]
+    times += [a.arrival_time for e in events for a in e.added if a.arrival_time > 0]  # 0: not known
+    return min(times, default=0.0)
 
 
 def _name(kind: str, pid: int, tid: int, name: str) -> dict:
@@ -138,6 +160,46 @@ def _counters(event: StepEvent, ts: float) -> list[dict]:
     if event.is_step and event.compute_threads:  # a model step on a CPU: fewer threads beside a busy process
         values["CPU threads"] = {"threads": event.compute_threads}
     return [{"ph": "C", "name": name, "ts": ts, "pid": ENGINE_PID, "args": args} for name, args in values.items()]
+
+
+def _vllm_readings(recording: Recording) -> list[m.MetricsSample]:
+    """vLLM's /metrics readings in the recording's V frames (none in other recordings)."""
+    items = (vllm_record.decode(payload) for _, payload in recording.vllm_items())
+    return [item.sample for item in items if isinstance(item, vllm_record.Metrics)]
+
+
+def _vllm_counters(readings: list[m.MetricsSample], us) -> list[dict]:
+    """A counter per figure at each reading: vLLM's gauges (summed over its engines; KV usage their mean), and
+    each counter's growth since the reading before over the time between (none across a restart: counters
+    that went down)."""
+    out, prev = [], None
+    for sample in readings:
+        kv = sample.per_engine(m.KV_USAGE)
+        values = {
+            "vLLM running": {"requests": sample.total(m.RUNNING)},
+            "vLLM waiting": {"requests": sample.total(m.WAITING)},
+            "vLLM KV usage %": {"used": round(100.0 * sum(kv.values()) / len(kv), 2) if kv else None},
+        }
+        if prev is not None and sample.time > prev.time:
+            grew = {
+                name: (sample.total(name) or 0.0) - (prev.total(name) or 0.0)
+                for name in (m.GENERATION_TOKENS, m.PROMPT_TOKENS, m.PREEMPTIONS)
+            }
+            if min(grew.values()) >= 0:
+                span = sample.time - prev.time
+                values["vLLM tokens/s"] = {
+                    "generated": round(grew[m.GENERATION_TOKENS] / span, 3),
+                    "prompt": round(grew[m.PROMPT_TOKENS] / span, 3),
+                }
+                values["vLLM preemptions/s"] = {"preemptions": round(grew[m.PREEMPTIONS] / span, 3)}
+        prev = sample
+        ts = us(sample.time)
+        out += [
+            {"ph": "C", "name": name, "ts": ts, "pid": VLLM_PID, "args": args}
+            for name, args in values.items()
+            if None not in args.values()  # a gauge this vLLM did not publish
+        ]
+    return out
 
 
 def _request_tracks(events: list[StepEvent], clock: StepClock, us) -> list[dict]:

@@ -24,7 +24,7 @@ def check_trace_event_format(trace: dict) -> None:
     for slices in by_thread.values():
         open_ends: list[float] = []
         for start, end in sorted(slices, key=lambda s: (s[0], -s[1])):
-            while open_ends and open_ends[-1] <= start:
+            while open_ends and open_ends[-1] <= start + 1e-6:  # back to back (ts + dur: a float's last digit)
                 open_ends.pop()
             assert not open_ends or end <= open_ends[-1] + 1e-6, (start, end, open_ends)
             open_ends.append(end)

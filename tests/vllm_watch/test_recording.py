@@ -9,11 +9,14 @@ import pytest
 
 from enginetui.cli import main
 from enginetui.core.record.reader import read_recording
+from enginetui.export.perfetto import VLLM_PID, perfetto_trace
 from enginetui.replay.cli import open_session
 from enginetui.vllm_watch import vllm_record
+from enginetui.vllm_watch.prometheus import KV_USAGE, RUNNING, WAITING
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
+from tests.export.trace_format import check_trace_event_format
+from tests.fakes import vllm_recorded
 from tests.support.pilot import until
-from tests.vllm_watch import recorded
 from tests.vllm_watch.watch_pilot import step_time, watch
 
 SIZE = (150, 50)
@@ -69,9 +72,9 @@ def test_every_item_of_the_recorded_real_session_round_trips():
     state = WatchState("http://127.0.0.1:8000", "ipc:///x")
     items: list[vllm_record.VllmItem] = []
     state.recorder = items.append
-    for sample in recorded.samples():
+    for sample in vllm_recorded.samples():
         state.apply_metrics(sample)
-    for batch in recorded.batches():
+    for batch in vllm_recorded.batches():
         state.apply_batch(batch)
     state.kv_status(1.0, "up", "connected")
     again = WatchState("http://127.0.0.1:8000", "ipc:///x")
@@ -95,6 +98,67 @@ def test_replay_and_export_open_a_vllm_recording_as_any_other(tmp_path, capsys):
     steps = (tmp_path / "csv" / "steps.csv").read_text().splitlines()
     assert len(steps) == len(session.recording) + 1  # a row per rebuilt step
     assert "616 events of" in capsys.readouterr().err
+
+
+def test_the_perfetto_export_has_vllms_metrics_as_counter_tracks(tmp_path):
+    """Each /metrics reading of the committed burst: vLLM's queues and KV usage, and the rates the dashboard showed."""
+    path = tmp_path / "burst.etrec"
+    path.write_bytes(lzma.decompress(BURST.read_bytes()))
+    recording = read_recording(path)
+    trace = perfetto_trace(recording)
+    check_trace_event_format(trace)
+    counters: dict[str, list[dict]] = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "C" and e["pid"] == VLLM_PID:
+            counters.setdefault(e["name"], []).append(e)
+    # the dashboard's figures, folded from the same readings
+    samples = [
+        i.sample for i in map(vllm_record.decode, (p for _, p in recording.vllm_items())) if hasattr(i, "sample")
+    ]
+    dashboard = WatchState("http://x:1", None)
+    for sample in samples:
+        dashboard.apply_metrics(sample)
+    h = dashboard.history
+    assert len(samples) == 48 and len(h.gen_tok_s) == 47 and max(h.gen_tok_s) > 0
+    times = [e["ts"] for e in counters["vLLM running"]]
+    assert [round(b - a, 3) for a, b in zip(times, times[1:])] == [
+        pytest.approx((b.time - a.time) * 1e6, abs=0.01) for a, b in zip(samples, samples[1:])
+    ]
+    assert [e["args"]["requests"] for e in counters["vLLM running"]] == [s.total(RUNNING) for s in samples]
+    assert [e["args"]["requests"] for e in counters["vLLM waiting"]] == [s.total(WAITING) for s in samples]
+    assert max(e["args"]["requests"] for e in counters["vLLM waiting"]) > 0  # the burst queued
+    usage = [e["args"]["used"] for e in counters["vLLM KV usage %"]]
+    assert usage == [pytest.approx(100 * s.total(KV_USAGE), abs=0.01) for s in samples]
+    rates = [e["args"] for e in counters["vLLM tokens/s"]]
+    assert [r["generated"] for r in rates] == [pytest.approx(v, abs=1e-3) for v in h.gen_tok_s]
+    assert [r["prompt"] for r in rates] == [pytest.approx(v, abs=1e-3) for v in h.prompt_tok_s]
+    preempted = [e["args"]["preemptions"] for e in counters["vLLM preemptions/s"]]
+    assert preempted == [pytest.approx(v, abs=1e-3) for v in h.preempt_s]
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"engine", "requests", "vLLM /metrics"}
+
+
+def test_perfettos_trace_processor_loads_vllms_counters(tmp_path):
+    """Perfetto's own parser (it needs its trace_processor_shell binary: skipped when it cannot get it)."""
+    tp_module = pytest.importorskip("perfetto.trace_processor")
+    path = tmp_path / "burst.etrec"
+    path.write_bytes(lzma.decompress(BURST.read_bytes()))
+    out = tmp_path / "trace.json"
+    out.write_text(json.dumps(perfetto_trace(read_recording(path))))
+    try:
+        tp = tp_module.TraceProcessor(trace=str(out), config=tp_module.TraceProcessorConfig(load_timeout=20))
+    except Exception as exc:  # offline: the binary cannot be downloaded
+        pytest.skip(f"Perfetto's trace processor cannot run here: {str(exc).splitlines()[0][:200]}")
+    try:
+        rows = tp.query(
+            "select t.name as name, count(*) as n from counter c join counter_track t on c.track_id = t.id "
+            "where t.name like 'vLLM%' group by t.name"
+        ).as_pandas_dataframe()
+    finally:
+        tp.close()
+    counts = dict(zip(rows["name"], rows["n"], strict=True))
+    assert counts["vLLM running requests"] == counts["vLLM waiting requests"] == 48
+    assert counts["vLLM tokens/s generated"] == counts["vLLM tokens/s prompt"] == 47
 
 
 def test_a_record_file_that_cannot_be_written_is_refused(capsys, tmp_path):
