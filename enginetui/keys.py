@@ -1,5 +1,5 @@
 """The dashboards' keys, defined once for the engine dashboard (and `enginetui attach`, the same app),
-the vLLM watch and replay.
+the vLLM watch, the replays and the fleet views (a replay's playback keys: enginetui/replay/controls.py).
 
 Typing is typing: the prompt box has the focus from the start and takes every printable key as
 text, so no action sits on a printable key. Actions are on keys text never uses: Ctrl+letter, F1,
