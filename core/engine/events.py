@@ -156,8 +156,9 @@ class StepEvent(msgspec.Struct, frozen=True):
 
 
 def as_snapshot(event: StepEvent) -> StepEvent:
-    """The state `event` left behind as a "snapshot", as EngineCore would build it then: the same queues,
-    pool and latest step, none of the event's news (a subscriber that rebuilds events answers snapshots so)."""
+    """The state `event` left behind as a "snapshot" (what a dashboard engine that relays events answers when
+    asked again): the same queues, pool and latest step, without the requests' news. The step's block changes,
+    plan numbers and phases stay, so a first picture still marks the blocks that step allocated and freed."""
     return msgspec.structs.replace(
         event,
         kind="snapshot",
@@ -165,15 +166,10 @@ def as_snapshot(event: StepEvent) -> StepEvent:
         admitted=[],
         chunks=[],
         new_token_ids={},
-        blocks_allocated=[],
-        blocks_freed=[],
         preempted=[],
         finished=[],
         rejected=[],
         num_dropped_events=0,
-        planned_step=0,
-        executed_step=0,
-        phases=[],
     )
 
 

@@ -1,5 +1,6 @@
 """A step event turned into a snapshot (what the probe's and the rebuild's dashboard engines answer when
-asked again) is the snapshot EngineCore itself builds right after that step."""
+asked again) is the snapshot EngineCore itself builds right after that step, but for the step's block
+changes, plan numbers and phases, which it keeps."""
 
 import msgspec
 import pytest
@@ -10,6 +11,8 @@ from enginetui.core.engine.core import EngineCore
 from enginetui.core.engine.events import as_snapshot
 from enginetui.core.outputs import EngineCoreRequest
 from tests.fakes.scripted_runner import SCRIPTED_RUNNER
+
+KEPT = ("blocks_allocated", "blocks_freed", "planned_step", "executed_step", "phases")  # the step's, not news
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
@@ -38,9 +41,14 @@ def test_a_step_event_as_snapshot_is_the_engines_own_snapshot(async_scheduling):
         _, event = core.step()
         assert event is not None
         news |= {
-            name for name in ("admitted", "chunks", "preempted", "finished", "blocks_allocated") if getattr(event, name)
+            name
+            for name in ("added", "admitted", "chunks", "new_token_ids", "preempted", "finished")
+            if getattr(event, name)
         }
-        assert as_snapshot(event) == msgspec.structs.replace(core.snapshot(), time=event.time)
+        own = core.snapshot()
+        assert as_snapshot(event) == msgspec.structs.replace(
+            own, time=event.time, **{name: getattr(event, name) for name in KEPT}
+        )
         compared += 1
     core.close()
-    assert compared > 10 and news == {"admitted", "chunks", "preempted", "finished", "blocks_allocated"}
+    assert compared > 10 and news == {"added", "admitted", "chunks", "new_token_ids", "preempted", "finished"}
