@@ -140,3 +140,17 @@ def test_no_test_module_imports_another_test_module_or_a_conftest():
         if target.rpartition(".")[2].startswith("test_") or target.rpartition(".")[2] == "conftest"
     }
     assert shared == set()
+
+
+def test_the_shared_fakes_import_nothing_of_a_test_folder():
+    """tests/fakes is the one place for shared fakes: what a fake needs lives there or in tests/support."""
+    modules = modules_of_the_tests()
+    outside = {
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if name.startswith("tests.fakes.")
+        for target in imported(name, path, modules)
+        if not target.startswith(("tests.fakes", "tests.support"))
+    }
+    assert "tests.fakes.vllm_wire" in imported("tests.fakes.vllm_server", modules["tests.fakes.vllm_server"], modules)
+    assert outside == set()

@@ -29,9 +29,10 @@ from pathlib import Path
 import msgspec
 import zmq
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_watch.kv_events import END_OF_REPLAY, rank_endpoint
-from tests.vllm_watch import recorded
-from tests.vllm_watch.wire import cleared, payload
+from tests.fakes import vllm_recorded
+from tests.fakes.vllm_wire import cleared, payload
 
 STREAM_CHUNK_DELAY_S = 0.02  # between the recorded completion's chunks
 ECHO_CHUNK_DELAY_S = 0.001  # between an echoed completion's tokens
@@ -75,12 +76,12 @@ class FakeVllm:
         self.readings: list[dict] = []  # the recorded /metrics texts
         self.stream = ""  # the recorded SSE of one completion
         if echo_model is None:
-            self.frames = recorded.frames()
-            self.readings = recorded.metrics_texts()
-            models = json.loads(json.dumps(recorded.session()["models"]))
-            models["data"][0]["root"] = str(recorded.MODEL_DIR)  # the tokenizer is found here, wherever recorded
+            self.frames = vllm_recorded.frames()
+            self.readings = vllm_recorded.metrics_texts()
+            models = json.loads(json.dumps(vllm_recorded.session()["models"]))
+            models["data"][0]["root"] = str(DEFAULT_MODEL_DIR)  # the tokenizer is found here, wherever recorded
             self.models = models  # what /v1/models answers
-            self.stream = (recorded.FIXTURE / "completion_stream.txt").read_text()
+            self.stream = (vllm_recorded.FIXTURE / "completion_stream.txt").read_text()
         self.steps = itertools.count()  # echo: engine steps logged
         self.t = -1.0  # the recording's time played up to
         self.start_time = 1.0e9  # process_start_time_seconds (changes on restart)

@@ -8,9 +8,9 @@ import json
 import httpx
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from tests.serve.serving import ServerProcess
-from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
 pytestmark = [
@@ -64,10 +64,10 @@ def coarsens(coarse: list[int], fine: list[int]) -> bool:
 
 
 def test_chunks_carry_the_same_tokens_as_vllms():
-    vllm = start_vllm(PYTHON, str(MODEL_DIR), extra_args=("--stream-interval", str(SERVER_INTERVAL)))
+    vllm = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), extra_args=("--stream-interval", str(SERVER_INTERVAL)))
     ours = None
     try:
-        ours = ServerProcess("--model", str(MODEL_DIR), "--stream-interval", str(SERVER_INTERVAL))
+        ours = ServerProcess("--model", str(DEFAULT_MODEL_DIR), "--stream-interval", str(SERVER_INTERVAL))
         model = httpx.get(f"{vllm.url}/v1/models").json()["data"][0]["id"]
         ours_model = httpx.get(f"{ours.url}/v1/models").json()["data"][0]["id"]
         for max_tokens, interval in ((10, None), (10, 1), (12, 5), (7, 2)):

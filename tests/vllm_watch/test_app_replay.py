@@ -12,9 +12,9 @@ from enginetui.vllm_watch.burst import burst_items
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from tests.fakes import vllm_recorded
 from tests.fakes.vllm_server import FakeVllm
 from tests.support.pilot import until
-from tests.vllm_watch import recorded
 from tests.vllm_watch.watch_pilot import rebuilt, shown, step_time, watch
 
 SIZE = (150, 50)
@@ -23,7 +23,7 @@ BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"  # 64 requests thr
 
 def recorded_tree(last_seq: int | None = None) -> set:
     caches = PrefixCaches()
-    for batch in recorded.batches():
+    for batch in vllm_recorded.batches():
         if last_seq is None or batch.seq <= last_seq:
             caches.apply(batch)
     return {k for k, b in caches.ranks[0].blocks.items() if b.cached}
@@ -98,7 +98,7 @@ async def test_a_server_restart_clears_the_tree_and_both_links_recover(fake):
         await until(pilot, lambda: app.vllm.link == "up" and app.vllm.restarts == 1)
         await until(pilot, lambda: app.vllm.caches.ranks[0].last_seq == fake.last_seq)  # caught up, no live batch
         new = PrefixCaches()  # what the new server published: the recording between the two times
-        for frame, batch in zip(recorded.frames(), recorded.batches(), strict=True):
+        for frame, batch in zip(vllm_recorded.frames(), vllm_recorded.batches(), strict=True):
             if step_time("the first prompt again") < frame["t"] <= step_time("a burst"):
                 new.apply(batch)
         assert app.vllm.caches.ranks[0].blocks.keys() == new.ranks[0].blocks.keys()

@@ -7,12 +7,12 @@ from textual.widgets import Input
 
 from enginetui.vllm_probe.attach import ProbeEngine
 from enginetui.vllm_probe.with_vllm import VllmTUI
+from tests.fakes import vllm_recorded
 from tests.support.pilot import until
-from tests.vllm_watch import recorded
 from tests.vllm_watch.watch_pilot import rebuilt, shown, watch
 
 SIZE = (150, 50)
-TEXT = "".join(recorded.stream_texts())  # the stand-in server's completion
+TEXT = "".join(vllm_recorded.stream_texts())  # the stand-in server's completion
 
 
 def notified(app, words: str) -> bool:

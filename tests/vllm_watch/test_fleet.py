@@ -14,9 +14,9 @@ from enginetui.vllm_watch.fleet_app import REFUSAL, FleetApp, Replica
 from enginetui.vllm_watch.kv_events import BlockRemoved, BlockStored
 from enginetui.vllm_watch.prefix_tree import PrefixCaches
 from enginetui.vllm_watch.state import WatchState
+from tests.fakes import vllm_recorded
 from tests.fakes.vllm_server import FakeVllm
 from tests.support.pilot import until
-from tests.vllm_watch import recorded
 from tests.vllm_watch.watch_pilot import step_time
 
 SIZE = (160, 48)
@@ -35,7 +35,7 @@ def folded_until(name: str, nth: int = 0, rehash: bool = False) -> WatchState:
     seed differs would publish them)."""
     state = WatchState("http://x:1", "ipc:///x")
     state.caches = PrefixCaches()
-    for frame, batch in zip(recorded.frames(), recorded.batches(), strict=True):
+    for frame, batch in zip(vllm_recorded.frames(), vllm_recorded.batches(), strict=True):
         if frame["t"] <= step_time(name, nth):
             state.apply_batch(_rehashed(batch) if rehash else batch)
     return state

@@ -15,8 +15,8 @@ from enginetui.vllm_watch.kv_events import (
     rank_endpoint,
     short_hash,
 )
-from tests.vllm_watch.recorded import FIXTURE
-from tests.vllm_watch.wire import cleared, frames, payload, removed, stored
+from tests.fakes.vllm_recorded import FIXTURE
+from tests.fakes.vllm_wire import cleared, frames, payload, removed, stored
 
 
 def test_a_batch_of_each_event_type_decodes_field_for_field():

@@ -3,14 +3,12 @@
 Measured in a fresh interpreter (this test process has imported torch long ago)."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.fakes.vllm_server import FakeVllm
+from tests.support.checkout import REPO_ROOT, checkout_env
 
-REPO = Path(__file__).resolve().parents[2]
 IDLE_CPU_LIMIT = 0.25  # of one core: far above what it takes (see docs/vllm.md), far below a busy loop
 
 
@@ -18,7 +16,6 @@ def test_the_watcher_loads_no_torch_and_idles_lightly():
     fake = FakeVllm()  # here: its threads' CPU is not the watcher's
     try:
         fake.play_all()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
         run = subprocess.run(
             [
                 sys.executable,
@@ -29,8 +26,8 @@ def test_the_watcher_loads_no_torch_and_idles_lightly():
                 fake.replay_endpoint,
                 str(fake.last_seq),
             ],
-            cwd=REPO,
-            env=env,
+            cwd=REPO_ROOT,
+            env=checkout_env(),
             capture_output=True,
             text=True,
             timeout=300,

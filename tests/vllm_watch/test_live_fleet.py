@@ -14,13 +14,13 @@ from functools import partial
 import httpx
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_launch import VllmServer, find_vllm_python, start_vllm
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.fleet import fleet_rows, fleet_tree
 from enginetui.vllm_watch.fleet_app import FleetApp, Replica
 from enginetui.vllm_watch.prompts import BRANCHES, BURST, SHARED
 from tests.support.pilot import until as wait_until
-from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
 pytestmark = [
@@ -46,7 +46,7 @@ def two_servers():
         env.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         with ThreadPoolExecutor(2) as pool:
             starts = [
-                pool.submit(start_vllm, PYTHON, str(MODEL_DIR), workdir=tempfile.mkdtemp(prefix="vf-"))
+                pool.submit(start_vllm, PYTHON, str(DEFAULT_MODEL_DIR), workdir=tempfile.mkdtemp(prefix="vf-"))
                 for _ in range(2)
             ]
             try:

@@ -9,13 +9,13 @@ from functools import partial
 import httpx
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.core.record.reader import read_recording
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch import vllm_record
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
 from tests.support.pilot import until as wait_until
-from tests.vllm_watch.recorded import MODEL_DIR
 from tests.vllm_watch.watch_pilot import rebuilt
 
 PYTHON = find_vllm_python()
@@ -32,7 +32,7 @@ BURST = 12  # concurrent streamed requests through the proxy (more than max_num_
 
 async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
     folder = tempfile.mkdtemp(prefix="vp-")
-    server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
+    server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
     record = tmp_path / "live.etrec"
     try:
         app = rebuilt(

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_launch import find_vllm_python
 from enginetui.vllm_watch.burst import BURST_MAX_TOKENS, BURST_POLL_S, matching_steps, replay_burst, vllm_logged_steps
 from enginetui.vllm_watch.reconstruct import agreement
 from tests.support.checkout import REPO_ROOT
-from tests.vllm_watch.recorded import MODEL_DIR
 
 PYTHON = find_vllm_python()
 # Fewer readings than this are not compared: one lumped reading would move the share by 5% or more.
@@ -39,7 +39,7 @@ def test_the_rebuild_follows_a_fresh_burst_on_a_live_vllm(tmp_path):
         "--vllm-python",
         PYTHON,  # prompts
         "--model",
-        str(MODEL_DIR),
+        str(DEFAULT_MODEL_DIR),
         "--out",
         str(tmp_path),
     ]  # no fixture has

@@ -11,6 +11,7 @@ from functools import partial
 import httpx
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_probe.with_vllm import VllmTUI
 from enginetui.vllm_watch import prometheus as m
@@ -18,7 +19,6 @@ from enginetui.vllm_watch.prompts import BRANCHES, SHARED
 from enginetui.vllm_watch.requests_panel import WatchRequestsTable
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.support.pilot import until as wait_until
-from tests.vllm_watch.recorded import MODEL_DIR
 from tests.vllm_watch.watch_pilot import rebuilt
 
 PYTHON = find_vllm_python()
@@ -48,7 +48,7 @@ def tree(app: VllmTUI):
 
 async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
     folder = tempfile.mkdtemp(prefix="vw-")
-    server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder)
+    server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), workdir=folder)
     try:
         app = rebuilt(
             server.url,
@@ -100,7 +100,7 @@ async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
             await until(pilot, lambda: app.vllm.link == "down", "/metrics down")
             title = app.query_one("#vllm-status")  # redrawn at the next refresh after the state changes
             await until(pilot, lambda: "/metrics down" in str(title.content), "the title to say /metrics down")
-            server = start_vllm(PYTHON, str(MODEL_DIR), workdir=folder, port=int(server.url.rsplit(":", 1)[1]))
+            server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), workdir=folder, port=int(server.url.rsplit(":", 1)[1]))
             await until(pilot, lambda: app.vllm.link == "up" and app.vllm.restarts == 1, "the restarted server")
             assert tree(app).num_cached == 0  # a new server's cache starts empty
             await prompt(pilot, app, SHARED + BRANCHES[1])  # ...and both links work again

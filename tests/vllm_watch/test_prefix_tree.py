@@ -1,10 +1,11 @@
 """The prefix-tree model: stores, reuse reports, evictions, clears, ranks, orphans; and the recorded session."""
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_watch.kv_events import decode_frames
 from enginetui.vllm_watch.prefix_tree import EVICTED_SHOWN, PrefixCaches
 from enginetui.vllm_watch.server import load_decoder
-from tests.vllm_watch import recorded
-from tests.vllm_watch.wire import cleared, frames, removed, stored
+from tests.fakes import vllm_recorded
+from tests.fakes.vllm_wire import cleared, frames, removed, stored
 
 A, B, C, D, E = (bytes([i]) * 32 for i in range(1, 6))
 
@@ -103,11 +104,11 @@ def test_a_tokenizer_arriving_later_decodes_every_block():
 
 
 def test_the_recorded_session_builds_the_tree_vllm_held():
-    decode, _ = load_decoder(str(recorded.MODEL_DIR))
+    decode, _ = load_decoder(str(DEFAULT_MODEL_DIR))
     caches = PrefixCaches(decode=decode)
-    steps = {s["step"]: s["t"] for s in recorded.session()["steps"]}
+    steps = {s["step"]: s["t"] for s in vllm_recorded.session()["steps"]}
     branched = None
-    for frame, batch in zip(recorded.frames(), recorded.batches(), strict=True):
+    for frame, batch in zip(vllm_recorded.frames(), vllm_recorded.batches(), strict=True):
         if branched is None and frame["t"] > steps["the first prompt again (prefix-cache hits)"]:
             branched = caches.ranks[0].rows()  # the first two prompts were served
         caches.apply(batch)

@@ -6,7 +6,7 @@ import pytest
 
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.prometheus import Histogram, parse_metrics
-from tests.vllm_watch import recorded
+from tests.fakes import vllm_recorded
 
 TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -88,7 +88,7 @@ def test_not_prometheus_text_is_an_error():
 
 
 def test_the_recorded_real_readings():
-    samples = recorded.samples()
+    samples = vllm_recorded.samples()
     last = samples[-1]
     assert last.engines == ["0"]
     assert last.info[m.CACHE_CONFIG]["block_size"] == "32" and last.info[m.CACHE_CONFIG]["num_gpu_blocks"] == "64"

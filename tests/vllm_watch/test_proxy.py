@@ -10,13 +10,13 @@ import pytest
 
 from enginetui.vllm_watch.requests import WatchedRequest, prompt_text
 from enginetui.vllm_watch.requests_panel import detail_text
+from tests.fakes import vllm_recorded
 from tests.fakes.vllm_server import FakeVllm
 from tests.support.pilot import until
-from tests.vllm_watch import recorded
 from tests.vllm_watch.watch_pilot import rebuilt, shown, watch
 
 SIZE = (150, 50)
-STREAM = (recorded.FIXTURE / "completion_stream.txt").read_bytes()
+STREAM = (vllm_recorded.FIXTURE / "completion_stream.txt").read_bytes()
 
 
 def completion(**body) -> WatchedRequest:
@@ -32,7 +32,7 @@ def test_a_stream_is_read_event_by_event_however_it_is_cut(piece):
     for i, at in enumerate(range(0, len(STREAM), piece)):
         view.read(STREAM[at : at + piece], 10.5 + 0.001 * i)
     view.end(12.0)
-    assert view.text == "".join(recorded.stream_texts()) and view.status == "finished"
+    assert view.text == "".join(vllm_recorded.stream_texts()) and view.status == "finished"
     assert (view.prompt, view.max_tokens, view.prompt_tokens, view.tokens()) == ("Return the", 24, 60, 24)
     assert view.finish_reason == "length" and view.token_chunks == 24
     assert view.ttft() >= 0.5 and view.finished == 12.0
@@ -43,7 +43,7 @@ def test_a_whole_json_response_and_a_refusal():
     view.respond(200, 1.0)
     view.read(json.dumps(FakeVllm.whole_completion(_Stream())).encode(), 11.0)
     view.end(11.0)
-    assert view.status == "finished" and view.text == "".join(recorded.stream_texts()) and view.tokens() == 24
+    assert view.status == "finished" and view.text == "".join(vllm_recorded.stream_texts()) and view.tokens() == 24
     assert view.ttft() is None  # not streamed: the first token's time never went by
     assert "not streamed" in detail_text(view).plain
     refused = completion(max_tokens=0)
@@ -100,7 +100,7 @@ async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
             whole = await http.post(
                 f"{app.vllm.proxy_url}/v1/completions", json={**body, "stream": False}, headers=AUTH
             )
-            assert whole.json()["choices"][0]["text"] == "".join(recorded.stream_texts())
+            assert whole.json()["choices"][0]["text"] == "".join(vllm_recorded.stream_texts())
             refused = await http.get(f"{app.vllm.proxy_url}/v1/models")  # no key: vLLM's 401 comes back
             assert refused.status_code == 401
             missing = await http.get(f"{app.vllm.proxy_url}/no/such/route?x=1", headers=AUTH)
@@ -108,7 +108,7 @@ async def test_every_request_through_the_proxy_is_passed_and_listed(fake):
         assert fake.headers_seen["/no/such/route?x=1"]["authorization"] == "Bearer sesame"  # the key went through
         await until(pilot, lambda: len([v for v in app.vllm.requests.values() if not v.active]) == 4)
         streamed, whole_view, refused_view, missing_view = app.vllm.requests.values()
-        assert streamed.status == "finished" and streamed.text == "".join(recorded.stream_texts())
+        assert streamed.status == "finished" and streamed.text == "".join(vllm_recorded.stream_texts())
         assert streamed.source.startswith("127.0.0.1:") and streamed.ttft() is not None and streamed.itl() is not None
         assert "(from the proxy's arrival)" in detail_text(streamed).plain  # not the client's, not vLLM's
         assert whole_view.status == "finished" and whole_view.tokens() == 24

@@ -10,7 +10,7 @@ from enginetui.vllm_watch.reconstruct import agreement
 from enginetui.vllm_watch.requests import WatchedRequest
 from enginetui.vllm_watch.sched_rebuild import RebuildSetup, SchedRebuild
 from enginetui.vllm_watch.state import WatchState
-from tests.vllm_watch.recorded import FIXTURE
+from tests.fakes.vllm_recorded import FIXTURE
 
 BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst")  # capture --burst: 64 requests through the proxy
 KV_BURST_FIXTURE = FIXTURE.with_name("opt-tiny-burst-kv")  # capture --burst --kv-events --first 300
@@ -286,7 +286,7 @@ def test_requests_the_server_took_in_later_than_the_proxy_are_admitted_when_the_
 
 
 def test_the_watcher_starts_the_rebuild_once_the_pool_and_the_limits_are_known():
-    from tests.vllm_watch.wire import reading
+    from tests.fakes.vllm_wire import reading
 
     state = WatchState("http://h:1", None)
     state.apply_metrics(reading(1.0, 0, 0))

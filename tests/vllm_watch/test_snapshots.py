@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.vllm_probe.with_vllm import VllmTUI
 from enginetui.vllm_watch.burst import burst_items
 from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.server import load_decoder
 from enginetui.vllm_watch.state import SchedulerLimits, ServerInfo, WatchState
-from tests.vllm_watch import recorded
+from tests.fakes import vllm_recorded
 
 BURST = Path(__file__).parent / "fixtures" / "opt-tiny-burst"  # 64 requests through the proxy, real vLLM 0.32
 URL = "http://127.0.0.1:8000"
@@ -39,12 +40,14 @@ def fed_app() -> VllmTUI:
     no request for the rebuild (it says so)."""
     app = RecordedApp(RebuildEngine(URL), URL, kv_events="tcp://127.0.0.1:5557", limits=SchedulerLimits(16, 512))
     state = app.vllm
-    t = [s["t"] for s in recorded.session()["steps"] if s["step"].startswith("the same burst")][0] + 0.9
-    state.set_server(ServerInfo("opt-tiny", str(recorded.MODEL_DIR), 512))
-    state.caches.decode = load_decoder(str(recorded.MODEL_DIR))[0]
+    t = [s["t"] for s in vllm_recorded.session()["steps"] if s["step"].startswith("the same burst")][0] + 0.9
+    state.set_server(ServerInfo("opt-tiny", str(DEFAULT_MODEL_DIR), 512))
+    state.caches.decode = load_decoder(str(DEFAULT_MODEL_DIR))[0]
     state.kv_status(0.0, "up", "")
-    batches = [(f["t"], 0, b) for f, b in zip(recorded.frames(), recorded.batches(), strict=True)]
-    readings = [(r["t"], 1, sample) for r, sample in zip(recorded.metrics_texts(), recorded.samples(), strict=True)]
+    batches = [(f["t"], 0, b) for f, b in zip(vllm_recorded.frames(), vllm_recorded.batches(), strict=True)]
+    readings = [
+        (r["t"], 1, sample) for r, sample in zip(vllm_recorded.metrics_texts(), vllm_recorded.samples(), strict=True)
+    ]
     for when, is_reading, item in sorted(batches + readings, key=lambda x: x[:2]):  # in the order they came
         if when <= t:
             state.apply_metrics(item) if is_reading else state.apply_batch(item)

@@ -6,8 +6,8 @@ from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch.kv_events import decode_frames
 from enginetui.vllm_watch.panels import latency_text, server_text, why_text
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
-from tests.vllm_watch import recorded
-from tests.vllm_watch.wire import frames, reading, stored
+from tests.fakes import vllm_recorded
+from tests.fakes.vllm_wire import frames, reading, stored
 
 
 def test_rates_and_series_come_from_counter_deltas():
@@ -65,9 +65,9 @@ def test_kv_silence_is_noticed_only_once_a_full_block_must_have_been_cached():
 
 def test_the_recorded_session_folds_into_panels():
     state = WatchState("http://127.0.0.1:8000", None)
-    for sample in recorded.samples():
+    for sample in vllm_recorded.samples():
         state.apply_metrics(sample)
-    assert state.restarts == 0 and len(state.history.gen_tok_s) == len(recorded.metrics_texts()) - 1
+    assert state.restarts == 0 and len(state.history.gen_tok_s) == len(vllm_recorded.metrics_texts()) - 1
     assert max(state.history.gen_tok_s) > 0
     server = server_text(state, 100).plain
     assert "of 64 blocks × 32 tok" in server and "requests done" in server and "1 request done" not in server

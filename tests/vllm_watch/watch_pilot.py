@@ -4,8 +4,8 @@ and reads what it shows."""
 from enginetui.vllm_probe.with_vllm import VllmTUI
 from enginetui.vllm_watch.rebuild_engine import RebuildEngine
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
+from tests.fakes import vllm_recorded
 from tests.fakes.vllm_server import FakeVllm
-from tests.vllm_watch import recorded
 
 POLL_S = 0.05  # read /metrics often: the tests wait less
 
@@ -38,4 +38,4 @@ def shown(app, selector) -> str:
 
 
 def step_time(name: str, nth: int = 0) -> float:
-    return [s["t"] for s in recorded.session()["steps"] if s["step"].startswith(name)][nth]
+    return [s["t"] for s in vllm_recorded.session()["steps"] if s["step"].startswith(name)][nth]

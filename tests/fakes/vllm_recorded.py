@@ -1,18 +1,14 @@
-"""The recorded real vLLM session in fixtures/opt-tiny (made by `python tools/capture.py`)."""
+"""The recorded real vLLM session in tests/vllm_watch/fixtures/opt-tiny (made by `python tools/capture.py`)."""
 
 import base64
 import json
 import lzma
-from pathlib import Path
 
 from enginetui.vllm_watch.kv_events import KVEventBatch, decode_batch
 from enginetui.vllm_watch.prometheus import MetricsSample, parse_metrics
+from tests.support.checkout import REPO_ROOT
 
-FIXTURE = Path(__file__).with_name("fixtures") / "opt-tiny"  # vLLM 0.32 CPU serving the embedded model
-REPO = Path(__file__).resolve().parents[2]
-MODEL_DIR = (
-    REPO / "core" / "models" / "default_model" / "opt-tiny"
-)  # the served model: its tokenizer decodes the blocks
+FIXTURE = REPO_ROOT / "tests" / "vllm_watch" / "fixtures" / "opt-tiny"  # vLLM 0.32 CPU serving the embedded model
 
 
 def frames() -> list[dict]:
