@@ -165,6 +165,9 @@ class AsyncClient(EngineCoreClient):
         super().__init__(*args, **kwargs)
         host = self.host
         self._out = zmq.asyncio.Socket.from_socket(host.out_sock)  # async view of the output socket
+        # A receive that times out, not a poll then a receive: a message costs one wake of the socket's
+        # standing reader, not a poller set up and torn down around it (the timeout is for liveness checks).
+        host.out_sock.setsockopt(zmq.RCVTIMEO, POLL_MS)
         # Close the async view at shutdown (it clears its event-loop reader), not the sync one.
         host.sockets[host.sockets.index(host.out_sock)] = self._out
         self._calls: dict[int, asyncio.Future] = {}  # control calls awaiting their reply
@@ -278,18 +281,21 @@ class AsyncClient(EngineCoreClient):
             await asyncio.sleep(0.005)
 
     async def _recv(self) -> wire.OutputMessage:
-        host, sock = self.host, self._out
+        host = self.host
         while True:
             if host.dead is not None:
                 raise host.dead
-            if await sock.poll(POLL_MS):
-                msg = wire.decode_output(await sock.recv())
-                if isinstance(msg, wire.EngineFailed):
-                    raise host.failed(msg.error)
-                return msg
-            if not host.is_alive() and host.out_sock.poll(0):
+            try:
+                data = await self._out.recv()  # zmq.Again after POLL_MS (the socket's receive timeout)
+            except zmq.Again:
+                if not host.is_alive() and host.out_sock.poll(0):
+                    continue
+                host.check()
                 continue
-            host.check()
+            msg = wire.decode_output(data)
+            if isinstance(msg, wire.EngineFailed):
+                raise host.failed(msg.error)
+            return msg
 
     def _fail_calls(self, exc: BaseException) -> None:
         calls, self._calls = self._calls, {}

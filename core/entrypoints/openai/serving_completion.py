@@ -8,6 +8,7 @@ vLLM 0.32's serving_completion.
 
 import time
 
+import msgspec
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -53,6 +54,9 @@ async def create_completion(served: ServedModel, req: CompletionRequest, raw: Re
     except BaseException:
         await streams.close()
         raise
+
+
+_JSON = msgspec.json.Encoder()  # compact, non-ASCII as UTF-8, as pydantic's model_dump_json
 
 
 def engine_request_id(request_id: str, index: int, count: int) -> str:
@@ -111,6 +115,8 @@ class _Answer:
     async def chunks(self, streams: EngineStreams):
         n = self.req.n
         final_usage, continuous_usage = self.req.usage_in_stream()
+        plain = self.req.logprobs is None and not continuous_usage
+        token_ids = bool(self.req.return_token_ids)
         deltas: dict[int, ChoiceDelta] = {}
         prompt_tokens: dict[int, int] = {}
         try:
@@ -127,6 +133,11 @@ class _Answer:
                         if delta is None:
                             continue
                         text = (self.echoed[i] if self.echoed and first else "") + delta.text
+                        stop_reason = self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None
+                        if plain:
+                            ids = (delta.token_ids, out.prompt_token_ids if first else None) if token_ids else None
+                            yield self._plain_chunk(index, text, delta.finish_reason, stop_reason, ids)
+                            continue
                         logprobs = None
                         if self.req.logprobs is not None:
                             logprobs = completion_logprobs(
@@ -141,7 +152,7 @@ class _Answer:
                             text=text,
                             logprobs=logprobs,
                             finish_reason=delta.finish_reason,
-                            stop_reason=self.served.stop_reason(c, self.params[i]) if delta.finish_reason else None,
+                            stop_reason=stop_reason,
                         )
                         if self.req.return_token_ids:
                             sent.token_ids = delta.token_ids
@@ -160,6 +171,39 @@ class _Answer:
             yield SSE_DONE
         finally:
             await streams.close()
+
+    def _plain_chunk(
+        self,
+        index: int,
+        text: str,
+        finish_reason: str | None,
+        stop_reason: str | int | None,
+        ids: tuple[list[int], list[int] | None] | None,
+    ) -> bytes:
+        """The event of a chunk of one choice without logprobs or usage: the bytes of
+        `sse(self._chunk([choice]).model_dump_json(exclude_unset=True))` without building the models
+        (nearly every chunk of a stream is one). `ids`: with return_token_ids, the chunk's tokens and,
+        on the choice's first chunk, the prompt's."""
+        choice: dict = {
+            "index": index,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": stop_reason,
+        }
+        if ids is not None:
+            tokens, prompt = ids
+            if prompt is not None:
+                choice["prompt_token_ids"] = prompt
+            choice["token_ids"] = tokens
+        chunk = {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.served.name,
+            "choices": [choice],
+        }
+        return b"data: " + _JSON.encode(chunk) + b"\n\n"
 
     def _chunk(self, choices, usage: UsageInfo | None = None) -> CompletionStreamResponse:
         chunk = CompletionStreamResponse(
