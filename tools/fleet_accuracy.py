@@ -464,9 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "fleet_accuracy.json").write_text(json.dumps(results, indent=1) + "\n")
     print(report(results))
     if args.save:
-        from enginetui.bench import run_record
+        from enginetui.bench import saved_result
 
-        results |= {"machine": run_record.machine(), "source": run_record.source()}
+        results |= {"machine": saved_result.machine(), "source": saved_result.source()}
         label = results["machine"]["label"].lower().replace(" ", "-")
         path = Path("results/checks") / f"{started:%Y-%m-%d-%H%M}-{label}-fleet-accuracy.json"
         path.write_text(json.dumps(results, indent=1) + "\n")

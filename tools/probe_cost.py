@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from enginetui.bench import run_record
+from enginetui.bench import saved_result
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.frozen import frozen
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
@@ -142,7 +142,7 @@ def main() -> int:
     print(f"events read by the reading subscriber: {received.get('probe+reader')}")
     if args.json:
         data = {"args": vars(args), "rows": table, "events_read": received}
-        data |= {"machine": run_record.machine(), "source": run_record.source()}
+        data |= {"machine": saved_result.machine(), "source": saved_result.source()}
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

@@ -1,5 +1,5 @@
 """The results tables and plot, made from the run records in results/ (one JSON file per run, as
-`enginetui bench ... --save-result` writes them; enginetui/bench/run_record.py says what they hold).
+`enginetui bench ... --save-result` writes them; enginetui/bench/saved_result.py says what they hold).
 
     python tools/results.py          # rewrite the tables in README.md and docs/results.md, and the plot
     python tools/results.py --check  # exit 1 if a committed table is not what results/ gives

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from enginetui.bench import run_record
+from enginetui.bench import saved_result
 from enginetui.serve.process import ServeProcess
 
 VLLM_CLIENT = (
@@ -98,7 +98,7 @@ def main() -> int:
         print(f"{key}: ours {min(ours_span):.2f}-{max(ours_span):.2f}, vLLM's client {theirs}: within={inside}")
     if args.json:
         data = {"args": vars(args), "passes": passes, "verdict": verdict}
-        data |= {"machine": run_record.machine(), "source": run_record.source()}
+        data |= {"machine": saved_result.machine(), "source": saved_result.source()}
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

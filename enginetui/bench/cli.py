@@ -8,7 +8,7 @@ import sys
 
 from enginetui.bench.competing import COMPETING_MODES
 from enginetui.bench.recording import add_record_arg
-from enginetui.bench.run_record import RESULT_DIR, check_destinations
+from enginetui.bench.saved_result import RESULT_DIR, check_destinations
 from enginetui.bench.workload import add_workload_args
 from enginetui.core.config import OFFLINE_CPU_MAX_NUM_BATCHED_TOKENS
 from enginetui.flags.engine import ENGINE_DEFAULTS, add_engine_args

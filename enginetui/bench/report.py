@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from enginetui.bench import run_record
+from enginetui.bench import saved_result
 from enginetui.flags.engine import as_flags
 
 
@@ -40,16 +40,16 @@ def engine_settings(engine_args: dict[str, Any]) -> str:
 
 
 def finish(result: Any, args: argparse.Namespace) -> None:
-    """Write the run's record (enginetui/bench/run_record.py) if asked: to --json PATH, and with
+    """Write the run's record (enginetui/bench/saved_result.py) if asked: to --json PATH, and with
     --save-result into --result-dir; then print the result's summary (always the last line)."""
     if args.json or args.save_result:
         started = getattr(args, "started", None) or datetime.datetime.now(datetime.UTC)
-        data = run_record.record(result, args.bench_command, getattr(args, "argv", None), started)
+        data = saved_result.record(result, args.bench_command, getattr(args, "argv", None), started)
         if args.json:
-            run_record.write(data, args.json)
+            saved_result.write(data, args.json)
             print(f"JSON written to {args.json}")
         if args.save_result:
-            print(f"result saved to {run_record.save(data, args.result_dir, args.result_filename)}")
+            print(f"result saved to {saved_result.save(data, args.result_dir, args.result_filename)}")
     print(result.summary)
 
 

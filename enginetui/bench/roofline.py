@@ -27,7 +27,7 @@ from enginetui.bench import report
 from enginetui.bench.decode_batch import check_decode_capacity
 from enginetui.bench.engines import allocate_as_the_engine_child
 from enginetui.bench.ops import OpsRow, check_budget, measure_shape, start_ours, start_vllm, steps_per_pass
-from enginetui.bench.run_record import machine
+from enginetui.bench.saved_result import machine
 from enginetui.core.models.contract import CausalLM
 from enginetui.core.models.layers.linear import Linear
 from enginetui.core.worker.cpu_linear import largest_cache_bytes, linear_backend, packable, prepack_linear_weights
@@ -74,7 +74,7 @@ class Limits:
     gemm_size: int  # the GEMM: [size, size] x [size, size]
     gemm_dtype: str  # the step's dtype
     gemm_path: str  # the library path it took, in words
-    cpu_flags: dict[str, bool]  # the instruction sets the CPU offers (run_record.FLAGS)
+    cpu_flags: dict[str, bool]  # the instruction sets the CPU offers (saved_result.FLAGS)
 
 
 @dataclass(slots=True)

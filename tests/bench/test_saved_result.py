@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from enginetui.bench import run_record
+from enginetui.bench import saved_result
 from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 
 ZEN4 = """processor\t: 0
@@ -29,15 +29,15 @@ flags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
 
 
 def test_the_cpu_is_named_by_its_line_and_microarchitecture_with_the_flags_that_matter():
-    zen4 = run_record.machine(ZEN4)
+    zen4 = saved_result.machine(ZEN4)
     assert (zen4["label"], zen4["vendor"], zen4["family"], zen4["model"]) == ("AMD EPYC Zen 4", "AuthenticAMD", 25, 17)
     assert zen4["flags"] == {"avx2": True, "avx512f": True, "avx512_bf16": True, "amx": False}
     assert zen4["model_name"] == "AMD EPYC 9R14 96-Core Processor" and zen4["cores"] >= 1
-    spr = run_record.machine(SAPPHIRE_RAPIDS)
+    spr = saved_result.machine(SAPPHIRE_RAPIDS)
     assert spr["label"] == "Intel Xeon, Sapphire Rapids" and spr["flags"]["amx"]
-    unknown = run_record.machine(ZEN4.replace("cpu family\t: 25", "cpu family\t: 99"))
+    unknown = saved_result.machine(ZEN4.replace("cpu family\t: 25", "cpu family\t: 99"))
     assert unknown["label"] == "AMD EPYC 9R14 96-Core Processor"  # not in the table: its model name
-    assert run_record.machine("")["label"] == "unknown CPU"
+    assert saved_result.machine("")["label"] == "unknown CPU"
 
 
 def test_a_benchmark_writes_its_record_with_every_field(tiny_opt_dir, fake_vllm, tmp_path, monkeypatch, capsys):
@@ -76,7 +76,7 @@ def test_a_benchmark_writes_its_record_with_every_field(tiny_opt_dir, fake_vllm,
     days = {moment.strftime("%Y-%m-%d") for moment in (before, datetime.datetime.now(datetime.UTC))}
     assert run["date"] in days and re.fullmatch(r"\d\d:\d\d-\d\d:\d\d", run["time_utc"])
     assert run["source"] == "measured" and run["cpu_isa"] is None
-    assert run["machine"] == run_record.machine()
+    assert run["machine"] == saved_result.machine()
     assert set(run["machine"]) == {"model_name", "vendor", "family", "model", "flags", "cores", "label"}
     assert (
         saved[0].name
@@ -116,10 +116,10 @@ def test_a_taken_name_gets_a_number_and_the_flags_are_vllms(tmp_path, tiny_opt_d
             "rows": [{"load": "none"}, {"load": "busy"}],
         },
     }
-    first, second = run_record.save(data, str(tmp_path), None), run_record.save(data, str(tmp_path), None)
+    first, second = saved_result.save(data, str(tmp_path), None), saved_result.save(data, str(tmp_path), None)
     assert first.name == "2026-12-06-1120-amd-epyc-zen-4-throughput-mixed-bf16-avx2-busy.json"
     assert second.name == first.name.replace(".json", "-2.json")
-    assert run_record.save(data, str(tmp_path), "mine.json").name == "mine.json"
+    assert saved_result.save(data, str(tmp_path), "mine.json").name == "mine.json"
     args = bench_args("ops", tiny_opt_dir, "--save-result")
     assert (args.save_result, args.result_dir, args.result_filename) == (True, "results", None)
 
@@ -140,7 +140,7 @@ def test_ops_figures_are_each_shapes_medians_and_ratios_as_the_results_tables_re
         "vllm": {"step": 8.0, "gemm": 4.0, "attention": 0.001},
     }
     result = OpsResult("m", {}, "cpu", "float32", 512, 5, 10, 1.0, vllm_version="0.32", rows=[row])
-    figures = run_record.figures(result)
+    figures = saved_result.figures(result)
     assert (figures["kind"], figures["passes"], figures["input_len"]) == ("ops", 2, 512)
     [shape] = figures["shapes"]
     assert (shape["batch_size"], shape["prompt_len"]) == (8, 512)
