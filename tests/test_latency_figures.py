@@ -1,11 +1,12 @@
-"""enginetui/latency.py: the percentile summary, the --goodput parser and goodput that bench and simulate share."""
+"""enginetui/latency_figures.py: the percentile summary, the --goodput parser and goodput that bench and simulate
+share."""
 
 import math
 
 import numpy as np
 import pytest
 
-from enginetui.latency import Latency, goodput, parse_slos
+from enginetui.latency_figures import Latency, goodput, parse_slos
 
 
 def test_a_latency_summary_is_numpys_percentiles_with_samples_only_when_kept():

@@ -24,7 +24,7 @@ from enginetui.bench.vllm_peer import VLLM_COMPETING, VLLMPeer, vllm_engine_kwar
 from enginetui.bench.workload import WorkloadSpec, spec_from_args, total_output_len, warmup_workload
 from enginetui.core import SamplingParams
 from enginetui.core.record.recorder import RecordingSummary
-from enginetui.latency import Latency
+from enginetui.latency_figures import Latency
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.workload import SimRequest, prompt_token_ids
 from enginetui.vllm_launch import vllm_python

@@ -9,7 +9,7 @@ as text, router_prompts.py), and measures on the client, per request: TTFT (sent
 TPOT (mean time per output token after the first), ITL (every gap between chunks carrying tokens),
 end-to-end latency; and throughput over the run. --compare generate adds the server's cost against
 LLM.generate on the workload all at once, --compare vllm-generate the same for vLLM beside ours
-(serve_overhead.py). --goodput adds the requests per second that met every SLO (enginetui/latency.py);
+(serve_overhead.py). --goodput adds the requests per second that met every SLO (enginetui/latency_figures.py);
 --record has the server record its step events. --compare vllm-server is serve_vs_vllm.py (the CLI
 dispatches there).
 """
@@ -35,7 +35,7 @@ from enginetui.bench.workload import (
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
-from enginetui.latency import goodput, parse_slos
+from enginetui.latency_figures import goodput, parse_slos
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python

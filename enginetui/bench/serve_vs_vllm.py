@@ -42,7 +42,7 @@ from enginetui.bench.workload import (
     warmup_workload,
 )
 from enginetui.flags.traces import check_trace_args, uses_trace
-from enginetui.latency import goodput, parse_slos
+from enginetui.latency_figures import goodput, parse_slos
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.workload import SimRequest
 from enginetui.vllm_launch import vllm_python

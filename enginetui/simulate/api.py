@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enginetui.core.ceil_div import cdiv
 from enginetui.core.config import EngineConfig
 from enginetui.core.engine.kv_sizing import DEFAULT_GPU_MEMORY_UTILIZATION, blocks_in_budget, gib
-from enginetui.latency import parse_slos
+from enginetui.latency_figures import parse_slos
 from enginetui.simulate import from_settings
 from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool

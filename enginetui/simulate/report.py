@@ -3,7 +3,7 @@
 import math
 from collections.abc import Sequence
 
-from enginetui.latency import Latency
+from enginetui.latency_figures import Latency
 from enginetui.plural import count
 from enginetui.simulate.api import SimResult
 from enginetui.simulate.summary import Summary

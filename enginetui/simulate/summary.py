@@ -1,12 +1,12 @@
-"""A simulated run's figures, defined as `vllm bench serve` defines them (enginetui/latency.py, as the benchmarks
-measure them); the run's duration: first arrival to last finish.
+"""A simulated run's figures, defined as `vllm bench serve` defines them (enginetui/latency_figures.py, as the
+benchmarks measure them); the run's duration: first arrival to last finish.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from enginetui.latency import Latency, goodput
+from enginetui.latency_figures import Latency, goodput
 from enginetui.simulate.simulator import SimRun
 
 

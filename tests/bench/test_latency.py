@@ -6,7 +6,7 @@ import math
 import pytest
 
 from enginetui.bench.latency import RequestTiming, summarize
-from enginetui.latency import Latency
+from enginetui.latency_figures import Latency
 from enginetui.simulate.workload import SimRequest
 from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 

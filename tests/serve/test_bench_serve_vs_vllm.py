@@ -12,7 +12,7 @@ import pytest
 from enginetui.bench.latency import RequestTiming, request_latencies
 from enginetui.bench.serve_vs_vllm import turns
 from enginetui.bench.vllm_peer import server_flags
-from enginetui.latency import goodput, parse_slos
+from enginetui.latency_figures import goodput, parse_slos
 from tests.bench.small_runs import SMALL_WORKLOAD, bench_args
 from tests.support.models import make_opt_dir
 from tests.support.vllm_marks import FAKE_VLLM, needs_real_vllm

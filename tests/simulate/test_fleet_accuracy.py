@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from enginetui.latency import Latency
+from enginetui.latency_figures import Latency
 from tests.support.checkout import REPO_ROOT
 from tools.fleet_accuracy import (
     FIGURES,

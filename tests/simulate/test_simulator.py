@@ -6,7 +6,7 @@ import math
 import pytest
 
 from enginetui.core.config import EngineConfig
-from enginetui.latency import parse_slos
+from enginetui.latency_figures import parse_slos
 from enginetui.simulate.simulator import Observer, Simulator
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.summary import summarize
