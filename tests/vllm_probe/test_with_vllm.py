@@ -17,7 +17,7 @@ from enginetui.core.engine.event_publisher import EventPublisher
 from enginetui.core.engine.events import StepEvent
 from enginetui.serve.request_names import RequestNames
 from enginetui.vllm_probe.attach import ProbeEngine
-from enginetui.vllm_probe.with_vllm import VllmTUI, oracle_text
+from enginetui.vllm_probe.with_vllm import OwnNames, VllmTUI, oracle_text
 from enginetui.vllm_watch.reconstruct import TOLERANCE
 from enginetui.vllm_watch.tree_panel import PrefixTreePanel
 from tests.fakes.vllm_server import FakeVllm
@@ -147,6 +147,24 @@ class Renamed(RequestNames):
         return self.names.get(engine_id, engine_id)
 
 
+def test_the_probes_ids_of_prompts_sent_from_here_are_their_names_here():
+    events = read_events()
+    first, second = [a.req_id for e in events for a in e.added][:2]
+    vllms = {first: "cmpl-enginetui-r1-0-aa721fd2", second: "cmpl-enginetui-r7-0-b1c1366b"}
+    names = OwnNames(lambda name: name == "r1")  # r1 was sent from here, r7 by another dashboard
+    for event in events:
+        shown = names.local_event(Renamed(vllms).local_event(event))
+        assert ids_of(shown) == {"r1" if i == first else vllms.get(i, i) for i in ids_of(event)}
+    assert any("r1" in ids_of(names.local_event(Renamed(vllms).local_event(e))) for e in events)
+
+
+def ids_of(event: StepEvent) -> set[str]:
+    """Every request id the event names."""
+    listed = (*event.added, *event.running, *event.waiting, *event.finished, *event.rejected, *event.preempted)
+    return {p.req_id for p in listed} | set(event.scheduled) | set(event.new_token_ids)
+
+
+@pytest.mark.slow  # a stand-in vLLM server and a probe socket beside the app: over 2 s on 2 cores
 async def test_a_prompt_typed_here_is_one_row_with_the_probes_events_for_it(tmp_path):
     events = read_events()
     first, second = [a.req_id for e in events for a in e.added][:2]
@@ -154,6 +172,7 @@ async def test_a_prompt_typed_here_is_one_row_with_the_probes_events_for_it(tmp_
     # r7 was sent by another dashboard: it stays vLLM's
     names = {first: "cmpl-enginetui-r1-0-aa721fd2", second: "cmpl-enginetui-r7-0-b1c1366b"}
     events = [Renamed(names).local_event(e) for e in events]
+    events = events[: next(i for i, e in enumerate(events) if names[first] in {f.req_id for f in e.finished}) + 1]
     fake = FakeVllm()
     serve_gauges(fake, events[-1])
     address = f"ipc://{tmp_path}/probe.sock"
