@@ -86,11 +86,11 @@ constexpr int64_t kSpanKeys = kKeyTile * kSpanTiles;  // keys per span, at most
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // A decode asks for the rows of the cache block this many ahead of the one it reads, a few rows at
 // a time as it reads: a steady stream of requests the memory keeps in flight, where the whole next
-// block asked for at once left the reads to stall behind a burst of them. Cold decodes on an AMD
-// EPYC Zen 5, calls interleaved: 2 requests at 1,536 tokens 0.82 -> 0.68 ms, 64 at 33-767 tokens
-// 6.2 -> 5.5 ms (bf16 2 x 1,536 0.50 -> 0.39; the AVX2 build 0.79 -> 0.70 and 6.3 -> 5.4); one
-// block ahead gained less, three no more.
-constexpr int64_t kPrefetchBlocks = 2;
+// block asked for at once left the reads to stall behind a burst of them. The rows go into L2, not
+// L1 (prefetch_block): a request into L1 holds one of L1's few miss buffers until its line arrives,
+// which capped a core's stream well below what it reads otherwise, and four blocks ahead (192 KB of
+// a decode's 12 heads) stay well inside L2. docs/speed.md has the figures.
+constexpr int64_t kPrefetchBlocks = 4;
 
 template <typename T>
 inline float to_float(T x) {
@@ -760,12 +760,13 @@ inline void accumulate_weighted(const float* w, const T* v, int64_t v_stride, in
   }
 }
 
-// Prefetch rows [0, nv) of a cache block, `width` elements each (a range of kv heads).
+// Prefetch rows [0, nv) of a cache block, `width` elements each (a range of kv heads), into L2
+// (locality 2: prefetcht1; see kPrefetchBlocks).
 template <typename T>
 inline void prefetch_block(const T* src, int64_t tok_stride, int64_t nv, int64_t width) {
   constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
   for (int64_t n = 0; n < nv; ++n) {
-    for (int64_t c = 0; c < width; c += kLine) __builtin_prefetch(src + n * tok_stride + c);
+    for (int64_t c = 0; c < width; c += kLine) __builtin_prefetch(src + n * tok_stride + c, 0, 2);
   }
 }
 

@@ -43,10 +43,8 @@ constexpr int kAccumulators = 8;
 #endif
 constexpr int kMaxRows = 8;
 // Bytes of weight a thread asks for ahead of its loads, over its R rows together (R streams, more than the hardware
-// prefetchers follow at full speed): into L1 a little ahead, and into L2 far ahead, since the misses L1 can have in
-// flight carry one core's share of the bandwidth only while each weight line takes few cycles, and a block of many
-// input rows spends longer on each
-constexpr int kPrefetchBytes = 4096;
+// prefetchers follow at full speed), into L2 only: a request into L1 holds one of L1's few miss buffers until its line
+// arrives, which slowed the stream (the hardware moves the lines from L2 to L1 in time). docs/speed.md has the figures.
 constexpr int kPrefetchL2Bytes = 32768;
 
 typedef float vfloat __attribute__((vector_size(kLanes * sizeof(float))));
@@ -88,13 +86,11 @@ inline void weight_rows(const float* x, int64_t ldx, const float* w, int64_t K, 
   vfloat acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = vfloat{};
-  constexpr int64_t ahead = kPrefetchBytes / R / sizeof(float) / kLanes * kLanes;
   constexpr int64_t far = kPrefetchL2Bytes / R / sizeof(float) / kLanes * kLanes;
   const float* wn = w + n * K;
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
     for (int r = 0; r < R; ++r) {
-      __builtin_prefetch(wn + r * K + k + ahead, 0, 0);
       __builtin_prefetch(wn + r * K + k + far, 0, 2);
     }
     if constexpr (M <= R) {  // the input rows stay in registers, each weight row loaded in turn
@@ -136,11 +132,9 @@ inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, in
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
-  constexpr int64_t ahead = kPrefetchBytes / R / sizeof(bf16) / 32 * 32;
   constexpr int64_t far = kPrefetchL2Bytes / R / sizeof(bf16) / 32 * 32;
   for (; k + 32 <= K; k += 32) {
     for (int r = 0; r < R; ++r) {
-      __builtin_prefetch(wn + r * K + k + ahead, 0, 0);
       __builtin_prefetch(wn + r * K + k + far, 0, 2);
     }
     if constexpr (M <= R) {
