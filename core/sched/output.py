@@ -45,6 +45,12 @@ class SchedulerOutput:
     shape: StepShape = StepShape()  # the step's work, for the step-time models and the step event
 
 
+def sampling_ids(output: SchedulerOutput, requests: dict[str, Request]) -> list[str]:
+    """The requests of the plan `output` that sample a token: all but those it leaves with prompt (or
+    recompute) work; `requests` maps ids to the scheduler's requests."""
+    return [req_id for req_id in output.num_scheduled_tokens if not requests[req_id].is_prefill_chunk]
+
+
 def new_request_data(request: Request, block_ids: list[int]) -> NewRequestData:
     """Full data for a request the runner has not seen (or dropped at its preemption)."""
     request.num_tokens_sent_to_runner = request.num_tokens

@@ -24,8 +24,8 @@ import time
 from typing import TYPE_CHECKING
 
 from enginetui.core.engine.events import StepEvent
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, fit_relative_to_prediction
-from enginetui.simulate.step_shape import StepShape
 from enginetui.simulate.step_time import ReplayedStepTimes, step_start
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from enginetui.simulate.step_shape import StepShape
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.step_time import StepTimeModel
 
 FEATURES = (

@@ -13,9 +13,9 @@ Per step, with T tokens of which S sample:
 
 from dataclasses import dataclass
 
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.hardware import Accelerator
 from enginetui.simulate.model_shape import ModelShape
-from enginetui.simulate.step_shape import StepShape
 from enginetui.simulate.step_time import StepTimeModel
 
 DEFAULT_MFU = 0.5  # share of peak FLOP/s a step's matmuls reach

@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
+import msgspec
 import numpy as np
 
 from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.output import sampling_ids
 from enginetui.core.sched.scheduler import Scheduler
-from enginetui.simulate.step_shape import step_shape
 from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.workload import SimRequest, prompt_token_array
 
@@ -289,8 +290,10 @@ class EngineLoop:
         tl = self.timeline
         plan = sched.schedule()
         self.num_steps += 1
-        sampling: list[str] = []
-        shape = step_shape(self.num_steps, plan, live, sampling)
+        sampling = sampling_ids(plan, live)
+        shape = plan.shape  # numbered by schedule() calls; the simulator also counts the decode steps it fast-forwards
+        if shape.step != self.num_steps:
+            shape = msgspec.structs.replace(shape, step=self.num_steps)
         if self.recorded_tokens:
             sampled = {}
             for req_id in sampling:

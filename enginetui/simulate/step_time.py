@@ -9,7 +9,7 @@ model's FLOPs and bytes), `FittedModel` (fitted.py, fitted to this engine's meas
 from typing import TYPE_CHECKING
 
 from enginetui.core.engine.events import StepEvent
-from enginetui.simulate.step_shape import StepShape
+from enginetui.core.sched.step_shape import StepShape
 
 if TYPE_CHECKING:
     import numpy as np

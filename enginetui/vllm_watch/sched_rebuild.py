@@ -19,10 +19,9 @@ from statistics import median
 from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request, RequestStatus
 from enginetui.core.sampling_params import SamplingParams
-from enginetui.core.sched.output import SchedulerOutput
+from enginetui.core.sched.output import SchedulerOutput, sampling_ids
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.event_sinks import EventSink
-from enginetui.simulate.step_shape import step_shape
 from enginetui.vllm_watch.rebuild_events import RebuildEvents
 from enginetui.vllm_watch.reconstruct import TOLERANCE, QueuesCompared, worth_checking
 from enginetui.vllm_watch.requests import WatchedRequest
@@ -223,8 +222,7 @@ class SchedRebuild:
                 for new in self._plan.scheduled_new_reqs:
                     if not sched.requests[new.req_id].num_preemptions:
                         self._admitted_fresh[new.req_id] = len(self.steps) + len(self._untimed)
-                self._sampling = []
-                step_shape(0, self._plan, sched.requests, self._sampling)
+                self._sampling = sampling_ids(self._plan, sched.requests)
             times = self._token_times()
             if times is None:
                 break  # a token this step samples has not gone by yet

@@ -6,8 +6,8 @@ import pytest
 
 from enginetui.cli import main
 from enginetui.core.record.reader import read_recording
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, load_fitted
-from enginetui.simulate.step_shape import StepShape
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,10 +16,10 @@ from enginetui.core.engine.async_llm import AsyncLLM
 from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
 from enginetui.simulate.fitted import FitInfo, load_fitted
 from enginetui.simulate.measured import fewer_threads, fewer_threads_line
-from enginetui.simulate.step_shape import StepShape
 from tests.fakes.scripted_runner import ScriptedRunner
 from tests.simulate.law_recordings import GAP_S, LAW, GappedLaw, simulated_recording
 

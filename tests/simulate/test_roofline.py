@@ -2,11 +2,11 @@
 
 import pytest
 
+from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.hardware import GIB, accelerator
 from enginetui.simulate.memory import size_pool
 from enginetui.simulate.model_shape import load_model_shape, shipped_models
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
-from enginetui.simulate.step_shape import StepShape
 
 
 def test_shipped_configs_have_the_published_parameter_counts():
