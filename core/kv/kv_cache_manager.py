@@ -50,12 +50,7 @@ class KVCacheManager:
             return [], 0
         hashes = update_block_hashes(request, self.block_size)
         max_blocks = (request.num_tokens - 1) // self.block_size
-        blocks = []
-        for block_hash in hashes[:max_blocks]:
-            block = self.pool.lookup(block_hash)
-            if block is None:
-                break
-            blocks.append(block)
+        blocks = self.pool.lookup_chain(hashes[:max_blocks])
         return blocks, len(blocks) * self.block_size
 
     def cached_free_block_ids(self) -> list[int]:
@@ -135,8 +130,7 @@ class KVCacheManager:
         if end <= start:
             return
         hashes = update_block_hashes(request, self.block_size)
-        for i in range(start, end):
-            self.pool.cache_block(blocks[i], hashes[i])
+        self.pool.cache_blocks(blocks[start:end], hashes[start:end])
         self.num_cached_blocks[request.request_id] = end
 
     def free(self, request: Request) -> int:

@@ -12,7 +12,7 @@ engine's own, enginetui.core.kv.block_hash), where vllm-router works on characte
 import hashlib
 import random
 from bisect import bisect_left
-from itertools import islice
+from itertools import islice, takewhile
 from typing import Protocol
 
 from enginetui.core.kv.block_hash import update_block_hashes
@@ -175,9 +175,13 @@ class CacheAware(Router):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.last: dict[bytes, int] = {}  # block hash -> the replica that inserted it last
-        # each replica's tree, least recently inserted first (a dict keeps the order of insertion)
-        self.held: list[dict[bytes, None]] = [{} for _ in range(self.num_replicas)]
+        # each replica's tree: block hash -> when it was inserted (the count of routings), least recent first
+        self.held: list[dict[bytes, int]] = [{} for _ in range(self.num_replicas)]
+        self.count = 0  # routings so far
+        # block hash -> the replica that inserted it last (after an eviction, its first other holder); kept only
+        # from the first eviction on: until then each tree holds every block before each block it holds (a
+        # prompt is inserted whole), so a tree's match is found by bisection and the latest inserter by `held`
+        self.last: dict[bytes, int] | None = None
         self.max_blocks = MAX_TREE_CHARS // (CHARS_PER_TOKEN * self.block_size)  # the size limit, in blocks
         self.next_eviction = EVICTION_INTERVAL_S
 
@@ -189,21 +193,24 @@ class CacheAware(Router):
         lowest, highest = min(loads), max(loads)
         least = loads.index(lowest)
         hashes = self.block_hashes(request)
+        last = self.last
+        if last is None:
+            depths = [bisect_left(range(len(hashes)), True, key=lambda j: hashes[j] not in held) for held in self.held]
+            matched = max(depths)
+        else:
+            matched = len(list(takewhile(last.__contains__, hashes)))
         if highest - lowest > BALANCE_ABS_THRESHOLD and highest > lowest * BALANCE_REL_THRESHOLD:
             choice = least
             if self.explain:
                 self.why = f"imbalanced (loads {_loads(loads)}): the least loaded"
         else:
-            last = self.last
-            matched = 0
-            for h in hashes:
-                if h not in last:
-                    break
-                matched += 1
             rate = matched * self.block_size / max(request.num_prompt_tokens, 1)
             # the deepest match's latest inserter (the Rust tree takes the first tenant it finds there)
             hit = matched and rate > CACHE_THRESHOLD
-            choice = last[hashes[matched - 1]] if hit else least
+            choice = least
+            if hit:
+                deepest = hashes[matched - 1]
+                choice = last[deepest] if last is not None else max(self._holders(deepest))[1]
             if self.explain:
                 match = f"matched {matched * self.block_size} of {request.num_prompt_tokens} tokens ({rate:.0%})"
                 self.why = (
@@ -211,12 +218,21 @@ class CacheAware(Router):
                     if hit
                     else f"{match}, not over {CACHE_THRESHOLD:.0%}: the least loaded (loads {_loads(loads)})"
                 )
-        self.last.update(dict.fromkeys(hashes, choice))
         held = self.held[choice]
-        for h in held.keys() & hashes:  # blocks it held already become its most recent
-            del held[h]
-        held.update(dict.fromkeys(hashes))
+        if last is None:
+            for h in hashes[: depths[choice]]:  # blocks it held already become its most recent
+                del held[h]
+        else:
+            last.update(dict.fromkeys(hashes, choice))
+            for h in held.keys() & hashes:
+                del held[h]
+        held.update(dict.fromkeys(hashes, self.count))
+        self.count += 1
         return choice
+
+    def _holders(self, h: bytes) -> list[tuple[int, int]]:
+        """(when inserted, replica) of each tree holding block `h`."""
+        return [(held[h], k) for k, held in enumerate(self.held) if h in held]
 
     def _evict(self) -> None:
         """Replicas past the size limit lose their least recently inserted blocks."""
@@ -224,14 +240,23 @@ class CacheAware(Router):
             excess = len(held) - self.max_blocks
             if excess <= 0:
                 continue
+            if self.last is None:  # the first eviction: each block's latest inserter, from the trees
+                when: dict[bytes, int] = {}
+                self.last = {}
+                for j, tree in enumerate(self.held):
+                    for h, t in tree.items():
+                        if t > when.get(h, -1):
+                            when[h] = t
+                            self.last[h] = j
+            last = self.last
             for h in list(islice(held, excess)):
                 del held[h]
-                if self.last.get(h) == k:  # another holder (the first) answers for it now, if any
+                if last.get(h) == k:  # another holder (the first) answers for it now, if any
                     others = [j for j, other in enumerate(self.held) if h in other]
                     if others:
-                        self.last[h] = others[0]
+                        last[h] = others[0]
                     else:
-                        del self.last[h]
+                        del last[h]
 
 
 class PrefixScore(Router):

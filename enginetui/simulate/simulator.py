@@ -28,7 +28,7 @@ from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.output import sampling_ids
 from enginetui.core.sched.scheduler import Scheduler
 from enginetui.simulate.step_time import StepTimeModel
-from enginetui.simulate.workload import SimRequest, prompt_token_array
+from enginetui.simulate.workload import TOKEN_RANGE, SimRequest, prompt_token_array
 
 STAND_IN_TOKEN = 0  # the token every simulated request "samples" (no EOS is ever set, so it stops nothing)
 STAND_IN_PROMPT_TOKEN = 1  # prompt filler where token values cannot matter (prefix caching off)
@@ -495,7 +495,7 @@ def _engine_request(r: SimRequest, caching: bool, block_size: int = 0) -> Reques
     tokens = None
     if caching or r.prompt_token_ids is not None:  # token values matter only to prefix caching
         tokens = prompt_token_array(r)
-        prompt = tokens.tolist()
+        prompt = _token_list(tokens)
     else:
         prefix = r.prefix or []
         prompt = prefix + [STAND_IN_PROMPT_TOKEN] * (r.prompt_len - len(prefix))
@@ -506,6 +506,17 @@ def _engine_request(r: SimRequest, caching: bool, block_size: int = 0) -> Reques
     if caching and block_size and tokens is not None:
         request.block_hashes = prompt_block_hashes(tokens, block_size)
     return request
+
+
+_INT_OBJECTS = np.array(range(TOKEN_RANGE[1]), dtype=object)  # [4096] one int object per small token id
+
+
+def _token_list(tokens: np.ndarray) -> list[int]:
+    """tokens.tolist(), the ids under 4096 as shared int objects (tolist makes one per token over 256: a long
+    prompt's list is a quarter of the memory this way)."""
+    if len(tokens) and tokens.min() >= 0 and tokens.max() < len(_INT_OBJECTS):
+        return _INT_OBJECTS.take(tokens).tolist()
+    return tokens.tolist()
 
 
 def prompt_block_hashes(tokens: list[int] | np.ndarray, block_size: int) -> list[bytes]:
@@ -526,8 +537,7 @@ def prompt_block_hashes(tokens: list[int] | np.ndarray, block_size: int) -> list
         powers = np.cumprod(np.broadcast_to(base, (n, 2)), axis=0)  # [n, 2] base^(j+1)
         inverse_powers = np.cumprod(np.broadcast_to(inverse, (n, 2)), axis=0)  # [n, 2] base^-(j+1)
         chained = _splitmix(np.cumsum(content * inverse_powers, axis=0) * powers)  # [n, 2]
-    data = chained.tobytes()
-    return [data[k : k + 16] for k in range(0, 16 * n, 16)]
+    return chained.view("V16").ravel().tolist()  # [n] 16-byte bytes
 
 
 @lru_cache(maxsize=8)

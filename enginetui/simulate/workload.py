@@ -88,7 +88,9 @@ def _token_values(keys: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
     low, high = TOKEN_RANGE
-    return (x % np.uint64(high - low) + np.uint64(low)).astype(np.int64)
+    span = np.uint64(high - low)
+    # x % span, through numpy's faster floor division by a scalar
+    return (x - x // span * span + np.uint64(low)).astype(np.int64)
 
 
 def length_range(mean: int, range_ratio: float) -> tuple[int, int]:

@@ -32,7 +32,7 @@ def test_freed_blocks_without_cached_content_go_to_the_head_last_block_first():
     a = req("a", 6)
     kv.allocate_slots(a, 6)  # blocks 0, 1, 2
     kv.free(a)
-    assert list(kv.pool.free_queue) == [2, 1, 0, 3]  # reused before the never-used block 3 (vLLM 0.23+)
+    assert kv.pool.free_block_ids() == [2, 1, 0, 3]  # reused before the never-used block 3 (vLLM 0.23+)
     assert kv.pool.drain_step_changes() == ([0, 1, 2], [2, 1, 0])
     b = req("b", 2)
     assert [blk.block_id for blk in kv.allocate_slots(b, 2)] == [2]

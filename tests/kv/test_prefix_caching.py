@@ -69,11 +69,11 @@ def test_eviction_takes_never_cached_blocks_first_then_least_recently_freed():
     pool = s.kv.pool
     s.add_request(req("A", A[:8], max_tokens=1))  # 2 full blocks, physical 0 and 1, both published
     run_step(s)  # A finishes; its blocks are freed last-block first
-    assert list(pool.free_queue) == [2, 3, 1, 0] and {b.block_id for b in pool.blocks if b.block_hash} == {0, 1}
+    assert pool.free_block_ids() == [2, 3, 1, 0] and {b.block_id for b in pool.blocks if b.block_hash} == {0, 1}
     s.add_request(req("B", [1] * 8, max_tokens=1))  # 2 fresh blocks: the never-cached 2 and 3
     run_step(s)
     assert pool.blocks[0].block_hash is not None and pool.blocks[1].block_hash is not None
-    assert list(pool.free_queue) == [1, 0, 3, 2]
+    assert pool.free_block_ids() == [1, 0, 3, 2]
     s.add_request(req("C", [5] * 3, max_tokens=1))  # 1 fresh block: evicts block 1, A's *last* block
     run_step(s)
     assert pool.blocks[1].block_hash is None and pool.blocks[0].block_hash is not None
@@ -90,7 +90,7 @@ def test_every_copy_of_a_block_is_findable_so_evicting_one_keeps_the_content():
     s.add_request(req("B", A[:8], max_tokens=1))  # hits block 0 only (its last token is computed): block 2
     run_step(s)  # block 2 is a second copy of block 1's content; A and B finish
     assert [len(copies) for copies in pool.cached.values()] == [1, 2]
-    assert list(pool.free_queue) == [3, 4, 5, 1, 2, 0]
+    assert pool.free_block_ids() == [3, 4, 5, 1, 2, 0]
     s.add_request(req("D", [50] * 16, max_tokens=1))  # 4 fresh blocks: 3, 4, 5 and 1 (evicting A's copy)
     run_step(s)
     s.add_request(req("E", A[:8] + [9]))
@@ -105,7 +105,7 @@ def test_freed_blocks_holding_no_cached_content_are_reused_first():
     pool = s.kv.pool
     s.add_request(req("A", A, max_tokens=1))  # blocks 0, 1 full and published; block 2 partial
     run_step(s)
-    assert list(pool.free_queue) == [2, *range(3, 16), 1, 0]  # uncached at the head, cached at the tail
+    assert pool.free_block_ids() == [2, *range(3, 16), 1, 0]  # uncached at the head, cached at the tail
     s.add_request(req("B", [7, 7, 7]))
     run_step(s)
     assert s.kv.block_ids("B") == [2]

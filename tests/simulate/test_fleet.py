@@ -305,3 +305,57 @@ def test_bad_fleet_input_is_one_line(argv, message, capsys):
     assert main(["simulate", "--num-prompts", "3", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+class PlainCacheAware:
+    """cache-aware written plainly (one map of each block's latest inserter, kept from the start): what
+    routers.CacheAware, which keeps that map only from the first eviction on, must choose alike."""
+
+    def __init__(self, num_replicas, max_blocks):
+        self.last, self.held, self.max_blocks = {}, [{} for _ in range(num_replicas)], max_blocks
+
+    def route(self, hashes, num_prompt_tokens, loads):
+        lowest, highest = min(loads), max(loads)
+        matched = 0
+        while matched < len(hashes) and hashes[matched] in self.last:
+            matched += 1
+        choice = loads.index(lowest)
+        if not (highest - lowest > BALANCE_ABS_THRESHOLD and highest > lowest * 1.5):
+            if matched and matched * BLOCK / num_prompt_tokens > 0.3:
+                choice = self.last[hashes[matched - 1]]
+        held = self.held[choice]
+        for h in hashes:
+            self.last[h] = choice
+            held.pop(h, None)
+            held[h] = None
+        return choice
+
+    def evict(self):
+        for k, held in enumerate(self.held):
+            for h in list(held)[: max(len(held) - self.max_blocks, 0)]:
+                del held[h]
+                if self.last.get(h) == k:
+                    others = [j for j, other in enumerate(self.held) if h in other]
+                    if others:
+                        self.last[h] = others[0]
+                    else:
+                        del self.last[h]
+
+
+def test_cache_aware_chooses_as_the_plain_algorithm_before_and_after_evictions():
+    rng = np.random.default_rng(3)
+    ca, plain = make_router("cache-aware", 3, BLOCK), PlainCacheAware(3, 60)
+    ca.max_blocks = 60
+    bases = [SimRequest(f"base{i}", 0.0, 160, 4) for i in range(4)]
+    now, evicted = 0.0, False
+    for i in range(300):
+        now += float(rng.uniform(0, 3))
+        if now >= ca.next_eviction:
+            plain.evict()
+            evicted = evicted or ca.last is not None
+        shared = bases[int(rng.integers(4))] if rng.random() < 0.8 else None
+        request = prompt(f"r{i}", int(rng.integers(1, 100)), shared=shared)
+        loads = [int(x) for x in rng.integers(0, 3, size=3)] if rng.random() < 0.9 else [0, 70, 5]
+        got = ca.route(request, fleet(*loads), now)
+        assert got == plain.route(ca.block_hashes(request), request.num_prompt_tokens, loads), i
+    assert evicted and [list(h) for h in ca.held] == [list(h) for h in plain.held]
