@@ -47,7 +47,7 @@ class SimSettings:
     prefill_policy: str | None = None  # the prefill pool's router (None: `router`)
     decode_policy: str | None = None  # the decode pool's router (None: `router`)
     kv_transfer_bandwidth: float = 50.0  # disaggregated prefill: GB/s of the link a prompt's KV crosses
-    front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine (add_served_path)
+    front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine, before the engine takes it
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -145,11 +145,13 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
-            run = Simulator(config, num_blocks, max_model_len, step_model, writer).run(requests, progress)
+            simulator = Simulator(
+                config, num_blocks, max_model_len, step_model, writer, front_end_seconds=s.front_end_ms / 1e3
+            )
+            run = simulator.run(requests, progress)
     finally:
         if writer is not None:
             writer.close()
-    add_served_path(run, s.front_end_ms / 1e3)
     summary = summarize(run, parse_slos(s.goodput))
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
 
@@ -223,16 +225,25 @@ def _simulate_fleet(
                 fleet = _disaggregated(
                     s, config, shape, num_blocks, max_model_len, step_model, requests, progress, events
                 )
+                for replica_run in fleet.replicas:
+                    add_served_path(replica_run, s.front_end_ms / 1e3)
             else:
                 router = make_router(s.router, s.replicas, config.block_size, s.seed)
                 fleet = run_fleet(
-                    config, num_blocks, max_model_len, step_model, s.replicas, router, requests, progress, events=events
+                    config,
+                    num_blocks,
+                    max_model_len,
+                    step_model,
+                    s.replicas,
+                    router,
+                    requests,
+                    progress,
+                    events=events,
+                    front_end_seconds=s.front_end_ms / 1e3,
                 )
     finally:
         if events is not None:
             events.close()
-    for replica_run in fleet.replicas:
-        add_served_path(replica_run, s.front_end_ms / 1e3)
     slos = parse_slos(s.goodput)
     run = merged_run(fleet)
     per_replica = [summarize(r, slos) for r in fleet.replicas]

@@ -154,8 +154,8 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         default=0.0,
         metavar="MS",
         help="the served path: each engine's HTTP front-end (and the router hop) takes MS per request, one at a "
-        "time, and each request's TTFT and E2E as its client sees them grow by its wait and MS (default: 0, the "
-        "engine's view; tools/fleet_accuracy.py measures it)",
+        "time, before the engine takes the request in; its TTFT and E2E count from its arrival at the front-end "
+        "(default: 0, the engine's view; tools/fleet_accuracy.py measures it)",
     )
     f.add_argument(
         "--router",

@@ -4,16 +4,20 @@ a router (routers.py), on one simulated clock.
 Requests are routed in arrival order. A replica's step runs when it starts before the next arrival; an
 arrival is routed once every busy replica's next step starts at or after it, so each replica takes it in
 between steps exactly as a single engine does (Simulator.run). The router's load per replica counts the
-requests routed to it that have not finished by the arrival's time.
+requests routed to it that have not finished by the arrival's time. With a front-end (the served path,
+`front_end_seconds` a request), a routed request first waits in its replica's front-end queue and enters the
+engine when the front-end is done with it (front_end_entries), as a later arrival of its own.
 """
 
 import heapq
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from enginetui.core.config import EngineConfig
+from enginetui.core.request import Request
 from enginetui.simulate.fleet_events import FleetEvents
 from enginetui.simulate.routers import Router
 from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request, collector_paused
@@ -80,9 +84,12 @@ def run_fleet(
     progress: Callable[[int], None] | None = None,
     fast_forward: bool = True,
     events: FleetEvents | None = None,
+    front_end_seconds: float = 0.0,
 ) -> FleetRun:
     """Serve `workload` on `num_replicas` alike engines behind `router`; `events`: build each replica's step
-    events (a watched or recorded fleet) and say why the router chose each replica."""
+    events (a watched or recorded fleet) and say why the router chose each replica; `front_end_seconds`: each
+    replica's front-end takes that long a request, one at a time, before the request enters its engine (the
+    request's times still count from its arrival)."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     with collector_paused():
@@ -97,11 +104,22 @@ def run_fleet(
             progress,
             fast_forward,
             events,
+            front_end_seconds,
         )
 
 
 def _run_fleet(
-    config, num_blocks, max_model_len, step_model, num_replicas, router, workload, progress, fast_forward, events
+    config,
+    num_blocks,
+    max_model_len,
+    step_model,
+    num_replicas,
+    router,
+    workload,
+    progress,
+    fast_forward,
+    events,
+    front_end_seconds,
 ) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
@@ -120,15 +138,20 @@ def _run_fleet(
     busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
     model = step_model
     real_tokens = config.enable_prefix_caching or router.needs_tokens
+    # requests in a front-end: (entry, order, replica, request, engine request, the router's reason)
+    entering: list[tuple[float, int, int, SimRequest, Request, str]] = []
+    pending: list[deque[float]] = [deque() for _ in range(num_replicas)]  # per replica: its front-end's entries
+    front_end_free = [-math.inf] * num_replicas  # per replica: when its front-end is done with the requests so far
     i = 0
     steps = 0
-    while i < n or busy:
+    while i < n or busy or entering:
         arrival = reqs[i].arrival if i < n else math.inf
-        if busy and busy[0][0] < arrival:
+        entry = entering[0][0] if entering else math.inf
+        if busy and busy[0][0] < min(arrival, entry):
             _, k = heapq.heappop(busy)
             loop = replicas[k].loop
             before = loop.num_steps
-            loop.step(arrival)
+            loop.step(min(arrival, pending[k][0] if pending[k] else math.inf))
             steps += loop.num_steps - before
             if loop.busy():
                 heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))
@@ -138,23 +161,33 @@ def _run_fleet(
                 steps = 0
                 progress(sum(r.loop.num_ended for r in replicas))
             continue
-        r = reqs[i]
-        i += 1
-        request = _engine_request(r, real_tokens, config.block_size)
-        for replica in replicas:
-            replica.now = r.arrival
-        k = router.route(request, replicas, r.arrival)
-        choices.append(k)
+        if entry <= arrival:  # a request through its front-end enters its engine
+            entry, _, k, r, request, why = heapq.heappop(entering)
+            pending[k].popleft()  # (a front-end's entries come in order)
+        else:
+            r = reqs[i]
+            i += 1
+            request = _engine_request(r, real_tokens, config.block_size)
+            for replica in replicas:
+                replica.now = r.arrival
+            k = router.route(request, replicas, r.arrival)
+            choices.append(k)
+            why = f"{router.name}: {router.why}" if events is not None else ""
+            replicas[k].routed += 1
+            if not config.enable_prefix_caching and real_tokens:
+                request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
+            if front_end_seconds:
+                entry = front_end_free[k] = max(front_end_free[k], r.arrival) + front_end_seconds
+                heapq.heappush(entering, (entry, i, k, r, request, why))
+                pending[k].append(entry)
+                continue
+            entry = r.arrival
         if events is not None:
-            events.routed(k, f"{router.name}: {router.why}")
-        replica = replicas[k]
-        replica.routed += 1
-        loop = replica.loop
+            events.routed(k, why)
+        loop = replicas[k].loop
         idle = not loop.busy()
         if idle:
-            loop.now = max(loop.now, r.arrival)  # idle until this arrival
-        if not config.enable_prefix_caching and real_tokens:
-            request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
+            loop.now = max(loop.now, entry)  # idle until this arrival
         loop.add(r, request)
         if idle and loop.busy():
             heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))

@@ -76,10 +76,11 @@ class SimRun:
     prefix_hits: int = 0  # of which found there
 
 
-def front_end_delays(times: RequestTimes, seconds_per_request: float) -> np.ndarray:
-    """[n] per request, seconds from its arrival until a front-end that takes `seconds_per_request` per request,
-    one request at a time in arrival order (a queue of one server), is done with it."""
-    arrival = np.frombuffer(times.arrival, dtype=np.float64)  # [n]
+def front_end_delays(arrivals, seconds_per_request: float) -> np.ndarray:
+    """[n] per request of `arrivals` ([n] seconds), seconds from its arrival until a front-end that takes
+    `seconds_per_request` per request, one request at a time in arrival order (a queue of one server), is done
+    with it."""
+    arrival = np.asarray(arrivals, dtype=np.float64)  # [n]
     delays = np.empty(len(arrival), dtype=np.float64)  # [n]
     free = -math.inf  # when the front-end is done with the requests before
     for k in np.argsort(arrival, kind="stable").tolist():
@@ -89,14 +90,13 @@ def front_end_delays(times: RequestTimes, seconds_per_request: float) -> np.ndar
 
 
 def add_served_path(run: SimRun, front_end_seconds: float) -> None:
-    """`run` as its clients see it through the served path (the router hop, the HTTP front-end that shares its
-    engine's CPU, the first token's way back), taken as one queue per engine that takes `front_end_seconds` per
-    request (front_end_delays): a request's first token and its end reach its client that much later, and later
-    still when it arrives while the front-end is busy with others (a burst). The engine still takes each request
-    at its arrival: what the delay would change in its batching is left out."""
+    """`run` as its clients see it through the served path, for a disaggregated fleet (the others' engines take a
+    request only after its front-end: Simulator, fleet.run_fleet): one queue per engine that takes
+    `front_end_seconds` per request (front_end_delays), a request's first token and its end reaching its client
+    that much later; the engine still takes each request at its arrival."""
     if front_end_seconds:
         t = run.times
-        for k, delay in enumerate(front_end_delays(t, front_end_seconds).tolist()):
+        for k, delay in enumerate(front_end_delays(np.frombuffer(t.arrival), front_end_seconds).tolist()):
             t.first_token[k] += delay
             t.finish[k] += delay
 
@@ -123,6 +123,7 @@ class Simulator:
         step_model: StepTimeModel,
         observer: Observer | None = None,
         fast_forward: bool = True,
+        front_end_seconds: float = 0.0,
     ) -> None:
         self.config = config  # the engine's flags (budgets, policies, block size, prefix caching)
         self.num_blocks = num_blocks  # KV pool size
@@ -130,6 +131,8 @@ class Simulator:
         self.step_model = step_model  # the clock
         self.observer = observer  # told of every request and step (None: nobody, the fast path)
         self.fast_forward = fast_forward  # run stretches of plain decode steps in one go (same result, see EngineLoop)
+        # the served path: a front-end takes this long a request, one at a time, before the engine takes it in
+        self.front_end_seconds = front_end_seconds
 
     def run(self, workload: list[SimRequest], progress: Callable[[int], None] | None = None) -> SimRun:
         """Serve `workload`; `progress(finished)` is called every few steps with the count of ended requests."""
@@ -152,21 +155,24 @@ class Simulator:
             recorded_tokens=any(r.output_token_ids for r in reqs),
         )
         model = self.step_model
-        loop.now = reqs[0].arrival if reqs else 0.0
+        enters = [r.arrival for r in reqs]  # when each request enters the engine
+        if self.front_end_seconds:
+            enters = (np.array(enters) + front_end_delays(enters, self.front_end_seconds)).tolist()
+        loop.now = enters[0] if reqs else 0.0
         i = 0
         reported = 0
         while True:
             loop.now = model.next_start(loop.now, loop.num_steps + 1)
-            while i < n and reqs[i].arrival <= loop.now:
+            while i < n and enters[i] <= loop.now:
                 loop.add(reqs[i])
                 i += 1
             if not loop.busy():
                 loop.idle()
                 if i >= n:
                     break
-                loop.now = reqs[i].arrival  # idle until the next arrival
+                loop.now = enters[i]  # idle until the next arrival
                 continue
-            loop.step(reqs[i].arrival if i < n else math.inf)
+            loop.step(enters[i] if i < n else math.inf)
             if progress is not None and loop.num_steps - reported >= 64:
                 reported = loop.num_steps
                 progress(loop.num_ended)

@@ -15,7 +15,7 @@ from enginetui.simulate.hardware import accelerator
 from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
 from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
-from enginetui.simulate.simulator import Simulator, _engine_request, add_served_path
+from enginetui.simulate.simulator import Simulator, _engine_request
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 BLOCK = 16
@@ -207,22 +207,38 @@ def test_a_fleet_of_one_is_the_single_engine():
     assert list(alone.timeline.end) == list(one.timeline.end)
 
 
-def test_the_served_path_delays_each_clients_times_by_its_front_end_queue():
+def test_a_request_enters_its_engine_only_after_its_front_end_queue():
     # four prompts at once, then one alone a second later, on two round-robin replicas: each replica's
-    # front-end takes its burst one at a time (10 ms each), the late request waits for nothing
+    # front-end takes its burst one at a time (10 ms each), so its engine takes r0 (r1) in at 10 ms and r2 (r3)
+    # at 20 ms, after its first step began: without a front-end both enter at 0 and share the first step
     workload = [SimRequest(f"r{k}", 0.0, 32, 8) for k in range(4)] + [SimRequest("late", 1.0, 32, 8)]
     config = EngineConfig(device="cpu", max_num_seqs=16)
     engine = run_fleet(config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload)
-    served = run_fleet(config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload)
-    for run in served.replicas:
-        add_served_path(run, 0.010)
-    delays = {}
+    served = run_fleet(config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload, front_end_seconds=0.010)
     for before, after in zip(engine.replicas, served.replicas):
-        for k, r in enumerate(after.requests):
-            delays[r.request_id] = after.times.first_token[k] - before.times.first_token[k]
-            assert after.times.finish[k] - before.times.finish[k] == pytest.approx(delays[r.request_id])
-            assert after.times.arrival[k] == before.times.arrival[k]
-    assert delays == pytest.approx({"r0": 0.010, "r2": 0.020, "r1": 0.010, "r3": 0.020, "late": 0.010})
+        assert (
+            before.timeline.end[0] - before.timeline.seconds[0] == 0.0 and before.timeline.num_prefill_tokens[0] == 64
+        )
+        first_start = after.timeline.end[0] - after.timeline.seconds[0]
+        assert first_start == pytest.approx(0.010) and after.timeline.num_prefill_tokens[0] == 32
+        assert list(after.times.arrival) == list(before.times.arrival)  # the client's arrivals
+        ids = [r.request_id for r in after.requests]
+        first = dict(zip(ids, after.times.first_token))
+        one, two = ids[0], ids[1]
+        assert first[one] == pytest.approx(after.timeline.end[0])  # sampled at the end of the first step
+        assert first[two] > after.timeline.end[0]  # the second's prompt is computed in a later step
+    late = served.replicas[0].requests[-1]  # round-robin's fifth: replica 0's, alone at its front-end
+    assert late.request_id == "late" and served.replicas[0].times.first_token[-1] == pytest.approx(
+        1.010 + served.replicas[0].timeline.seconds[0]
+    )  # its lone prompt priced as r0's was
+
+
+def test_one_engine_takes_a_request_in_after_its_front_end():
+    workload = [SimRequest("a", 0.0, 32, 4), SimRequest("b", 0.0, 32, 4)]
+    config = EngineConfig(device="cpu", max_num_seqs=16)
+    run = Simulator(config, 500, 4096, _model(), front_end_seconds=0.005).run(workload)
+    assert run.timeline.end[0] - run.timeline.seconds[0] == pytest.approx(0.005)  # a enters at 5 ms, b at 10
+    assert run.timeline.num_prefill_tokens[0] == 32 and list(run.times.arrival) == [0.0, 0.0]
 
 
 def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():
@@ -235,8 +251,10 @@ def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():
     assert served.summary.ttft.p50 == pytest.approx(engine.summary.ttft.p50 + 7.0, abs=1.0)
     assert served.summary.tpot.p50 == pytest.approx(engine.summary.tpot.p50)  # the stream itself is the engine's
     assert served.summary.e2e.p50 == pytest.approx(engine.summary.e2e.p50 + 7.0, abs=1.0)
-    for a, b in zip(engine.fleet.runs, served.fleet.runs):
-        assert list(a.timeline.end) == list(b.timeline.end)  # the engines ran alike
+    for a, b in zip(engine.fleet.runs, served.fleet.runs):  # each engine takes its first request 7 ms later
+        assert b.timeline.end[0] - b.timeline.seconds[0] == pytest.approx(
+            a.timeline.end[0] - a.timeline.seconds[0] + 0.007
+        )
 
 
 def test_the_router_counts_a_request_until_it_finishes():
