@@ -162,6 +162,8 @@ def latest_server(records: list[Record], cpu: str, cpu_isa: str | None = None) -
     at: dict[float, list[tuple[float, Record]]] = {}  # rate -> its figures of the latest day it was measured
     for r in _of(records, cpu, "serve-vs-vllm-server", cpu_isa, lambda r: r["figures"]["workload"] == "sharegpt"):
         for rate, value in zip(r["figures"]["rates"], r["figures"]["output_tok_s_ratio"]):
+            if rate in r["figures"].get("disturbed_rates", ()):  # passes the record's note says were disturbed
+                continue
             same_day = [f for f in at.get(rate, []) if f[1]["provenance"]["date"] == r["provenance"]["date"]]
             at[rate] = [*same_day, (value, r)]
     if not at:
