@@ -9,6 +9,7 @@ script run by path (start_runner). ENGINETUI_VLLM_EAGER=1 (set by the tests) run
 torch.compile of the model, which takes vLLM's CPU build a minute or more of g++ at every start.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -101,6 +102,25 @@ def vllm_env(
     elif cores != "default":
         raise ValueError(f"vLLM cores mode must be one of {', '.join(CORE_MODES)}, got {cores!r}")
     return env
+
+
+def enginetui_site(folder: Path) -> Path:
+    """`folder`, made to import this enginetui as installed when on vLLM's PYTHONPATH (links to its modules and
+    to core/ and kernels/, wherever they are imported from), for the probe in a vLLM environment enginetui is not
+    installed in; the repository root on that path instead would shadow packages with its other folders."""
+    package = folder / "enginetui"
+    if not package.exists():
+        source = Path(__file__).resolve().parent
+        package.mkdir(parents=True)
+        for entry in source.iterdir():
+            if entry.name != "__pycache__":
+                (package / entry.name).symlink_to(entry)
+        for name in ("core", "kernels"):  # mapped into the package by setup.py (already inside it, installed)
+            if not (package / name).exists():
+                spec = importlib.util.find_spec(f"enginetui.{name}")
+                assert spec is not None and spec.submodule_search_locations
+                (package / name).symlink_to(spec.submodule_search_locations[0])
+    return folder
 
 
 def end_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

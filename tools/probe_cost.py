@@ -25,8 +25,8 @@ from enginetui.bench import saved_result
 from enginetui.bench.engines import shared_weights
 from enginetui.bench.frozen import frozen
 from enginetui.bench.vllm_peer import VLLMPeer, vllm_engine_kwargs
+from enginetui.vllm_launch import enginetui_site
 
-PACKAGE = Path(__file__).resolve().parents[1] / "enginetui"
 MODES = ("vllm", "probe", "probe+reader", "probe+stalled")
 STALLED_HWM = 64  # events queued for the subscriber that never reads, then dropped
 
@@ -40,10 +40,7 @@ def start_mode(mode: str, python: str, weights: str, engine: dict, workdir: Path
     """vLLM in its interpreter; with the probe (its scheduler class and ENGINETUI_PROBE) unless mode is vllm."""
     if mode == "vllm":
         return VLLMPeer(python, weights, engine, "all", in_process=True)
-    site = workdir / "site"  # enginetui importable in vLLM's interpreter, nothing else of this checkout
-    site.mkdir(exist_ok=True)
-    if not (site / "enginetui").exists():
-        (site / "enginetui").symlink_to(PACKAGE)
+    site = enginetui_site(workdir / "site")  # enginetui importable in vLLM's interpreter, nothing else of this checkout
     address = probe_address(workdir, mode)
     hwm = STALLED_HWM if mode == "probe+stalled" else 100_000
     saved = dict(os.environ)

@@ -86,16 +86,15 @@ def cpu_label(facts: dict[str, Any]) -> str:
 def source() -> dict[str, Any]:
     """The code that ran: the git commit when the package runs from a checkout (with `dirty`: uncommitted
     changes), and the package version."""
-    from enginetui import _CHECKOUT_ROOT
-
     try:
         version = metadata.version("enginetui")
     except metadata.PackageNotFoundError:
         version = None
     facts: dict[str, Any] = {"commit": None, "dirty": None, "version": version}
-    if (_CHECKOUT_ROOT / ".git").exists():
+    checkout = Path(__file__).resolve().parents[2]  # the repository, when the package runs from a checkout
+    if (checkout / ".git").exists():
         try:
-            git = ["git", "-C", str(_CHECKOUT_ROOT)]
+            git = ["git", "-C", str(checkout)]
             facts["commit"] = subprocess.run(
                 [*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
             ).stdout.strip()

@@ -19,9 +19,8 @@ from pathlib import Path
 import msgspec
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
-from enginetui.vllm_launch import VllmServer, find_vllm_python, start_vllm
+from enginetui.vllm_launch import VllmServer, enginetui_site, find_vllm_python, start_vllm
 
-REPO = Path(__file__).resolve().parents[2]
 NUM_BLOCKS = 10  # of 32 tokens: a small pool, so that a burst preempts
 TOKEN_BUDGET = 64  # tokens per step: prompts are split into chunks
 MAX_MODEL_LEN = 256  # vLLM refuses to start with a pool smaller than one request of this length
@@ -42,10 +41,7 @@ def vllm_with_probe(
     """vLLM serving the embedded model with the probe; yields (server, the probe's address). `hwm`: events
     queued per subscriber (the default, vLLM's KV events' own: a test's subscriber that reads now and then
     loses nothing); `extra_args`: more of vLLM's flags."""
-    site = workdir / "site"
-    site.mkdir(parents=True, exist_ok=True)
-    if not (site / "enginetui").exists():
-        (site / "enginetui").symlink_to(REPO / "enginetui")
+    site = enginetui_site(workdir / "site")
     address = f"ipc://{workdir}/probe.sock"
     added = {"PYTHONPATH": str(site), "ENGINETUI_PROBE": json.dumps({"endpoint": address, "hwm": hwm})}
     saved = {name: os.environ.get(name) for name in added}

@@ -1,6 +1,7 @@
 """Drive vLLM's own schedulers with the probe in them through request traces, and check every event.
 
-Runs in vLLM's interpreter: `python probe_driver.py TRACES.json RESULTS.json MODEL_DIR`. The traces are
+Runs in vLLM's interpreter: `python probe_driver.py TRACES.json RESULTS.json MODEL_DIR` (enginetui on its
+PYTHONPATH: enginetui.vllm_launch.enginetui_site). The traces are
 tests/sched/traces.py's, run as tests/sched/vllm_oracle.py runs them (no model), with the probe's
 scheduler classes wrapped once more: around each schedule() / update_from_output() / abort / reset
 the wrapper reads vLLM's state directly, takes the events the probe published meanwhile from a SUB
@@ -10,7 +11,6 @@ Each trace also runs on vLLM's plain classes: the probe must not change a single
 summary: counts of what was compared, and the first mismatches.
 """
 
-import importlib.util
 import json
 import logging
 import os
@@ -23,16 +23,7 @@ from pathlib import Path
 import msgspec
 import zmq
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "sched"))  # vllm_oracle
-
-# This checkout's enginetui, without its root on sys.path (its kernels/ folder would shadow a package)
-_spec = importlib.util.spec_from_file_location(
-    "enginetui", REPO / "enginetui" / "__init__.py", submodule_search_locations=[str(REPO / "enginetui")]
-)
-_module = importlib.util.module_from_spec(_spec)
-sys.modules["enginetui"] = _module
-_spec.loader.exec_module(_module)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sched"))  # vllm_oracle
 
 import vllm  # noqa: E402
 from vllm.utils.hashing import sha256  # noqa: E402

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
+from enginetui.vllm_launch import enginetui_site
 from tests.sched.traces import random_trace
 
 VLLM_PYTHON = os.environ.get("ENGINETUI_VLLM_PYTHON", "")
@@ -39,7 +40,8 @@ def probe_run(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("vllm-probe")
     traces_path, results_path = workdir / "traces.json", workdir / "results.json"
     traces_path.write_text(json.dumps(traces))
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
+    site = enginetui_site(workdir / "site")  # this checkout's enginetui, as installed
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(site))
     env.pop("ENGINETUI_PROBE", None)
     done = subprocess.run(
         [VLLM_PYTHON, str(DRIVER), str(traces_path), str(results_path), str(DEFAULT_MODEL_DIR)],
