@@ -3,6 +3,7 @@ vLLM): one error with its log's tail, the log kept, nothing left running; an off
 log. A real start: tests/vllm_watch/test_live_vllm.py and tests/serve/test_bench_serve_vs_vllm.py."""
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -11,7 +12,15 @@ import psutil
 import pytest
 
 from enginetui import bench
-from enginetui.vllm_launch import VLLM_PYTHON_ENV, VLLMError, find_vllm_python, start_runner, start_server, vllm_python
+from enginetui.vllm_launch import (
+    VLLM_PYTHON_ENV,
+    VLLMError,
+    enginetui_site,
+    find_vllm_python,
+    start_runner,
+    start_server,
+    vllm_python,
+)
 
 
 def test_a_vllm_executable_stands_for_the_python_beside_it(monkeypatch, tmp_path):
@@ -78,3 +87,27 @@ def test_a_runner_talks_over_pipes_logs_its_stderr_and_leaves_nothing(tmp_path):
     for proc in (runner.proc, failed.proc):
         proc.stdin.close()
         proc.stdout.close()
+
+
+def test_the_site_imports_this_enginetui_as_installed(tmp_path):
+    """An interpreter with only the site on its path finds the package and its mapped core/ and kernels/ there
+    (vLLM's, for the probe; here this one, isolated from site-packages but for msgspec's folder)."""
+    import msgspec
+
+    site = enginetui_site(tmp_path / "site")
+    assert enginetui_site(site) == site  # made once
+    code = (
+        "import enginetui.core.engine.events as e, enginetui.kernels as k, enginetui.vllm_probe.config as c; "
+        "print(e.__file__, k.__path__[0], c.__file__)"
+    )
+    path = os.pathsep.join([str(site), str(Path(msgspec.__file__).parents[1])])
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {path.split(os.pathsep)!r}; {code}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    events, kernels, config = done.stdout.split()
+    assert events == str(site / "enginetui" / "core" / "engine" / "events.py")
+    assert kernels == str(site / "enginetui" / "kernels") and config.startswith(str(site / "enginetui"))
