@@ -187,7 +187,10 @@ def print_serve(result: ServeResult) -> None:
         for note in result.trace_notes:
             print(f"  {note}")
         rate = "the trace's arrivals"
-    print(f"server {result.url} ({result.model}): streamed /v1/completions, {rate}; engine args {result.engine_args}")
+    engine = (
+        report.engine_settings(result.engine_args) if result.engine_args else "its engine flags its own (--base-url)"
+    )
+    print(f"server {result.url} ({result.model}): streamed /v1/completions, {rate}; {engine}")
     print(
         f"duration {r.duration_s:.2f} s: {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.1f} output tok/s, "
         f"{r.total_tokens_per_s:.1f} total tok/s"

@@ -112,3 +112,4 @@ def test_bench_serve_sends_a_trace_window_to_the_embedded_models_server(traces, 
     assert data["trace"] == "azure.csv 0:5" and data["run"]["duration_s"] >= 3.0  # the last arrives 3 s in
     out = capsys.readouterr().out
     assert "1 of 3 trace requests are longer than max_model_len 512: clipped" in out
+    assert "; flags --" in out and "{" not in out  # the server's engine flags as flags, not a dict
