@@ -164,11 +164,8 @@ class AsyncClient(EngineCoreClient):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         host = self.host
-        self._out = zmq.asyncio.Socket.from_socket(host.out_sock)  # async view of the output socket
-        # A receive that times out, not a poll then a receive: a message costs one wake of the socket's
-        # standing reader, not a poller set up and torn down around it (the timeout is for liveness checks).
-        host.out_sock.setsockopt(zmq.RCVTIMEO, POLL_MS)
-        # Close the async view at shutdown (it clears its event-loop reader), not the sync one.
+        self._out = _OutputReader(host.out_sock)
+        # Closed at shutdown in the socket's place: it clears its event-loop reader first.
         host.sockets[host.sockets.index(host.out_sock)] = self._out
         self._calls: dict[int, asyncio.Future] = {}  # control calls awaiting their reply
 
@@ -282,15 +279,17 @@ class AsyncClient(EngineCoreClient):
 
     async def _recv(self) -> wire.OutputMessage:
         host = self.host
+        sock = host.out_sock
         while True:
             if host.dead is not None:
                 raise host.dead
             try:
-                data = await self._out.recv()  # zmq.Again after POLL_MS (the socket's receive timeout)
+                data = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
-                if not host.is_alive() and host.out_sock.poll(0):
-                    continue
-                host.check()
+                if not await self._out.readable(POLL_MS / 1000):
+                    if not host.is_alive() and sock.poll(0):
+                        continue
+                    host.check()
                 continue
             msg = wire.decode_output(data)
             if isinstance(msg, wire.EngineFailed):
@@ -305,3 +304,56 @@ class AsyncClient(EngineCoreClient):
                     fut.set_exception(exc)
                 except RuntimeError:  # its loop is closed
                     pass
+
+
+class _OutputReader:
+    """Waits for the output socket from the event loop: one reader on its FD stands for the client's
+    life (as vLLM's AsyncMPClient reads), where a zmq.asyncio receive adds and drops the reader, a
+    future and a timer for each message. Reads themselves are `recv(NOBLOCK)` by the caller."""
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock  # the output socket (PULL)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the reader is on
+        self._waiter: asyncio.Future[bool] | None = None  # the pending readable(), if any
+
+    async def readable(self, timeout: float) -> bool:
+        """Wait until a message may be read (True) or `timeout` seconds pass (False). Call after a
+        `recv(NOBLOCK)` raised zmq.Again: zmq signals its FD only for what arrives after that."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._remove_reader()
+            loop.add_reader(self.sock.FD, self._on_readable)
+            self._loop = loop
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _resolve, waiter, False)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def close(self, linger: int | None = None) -> None:
+        self._remove_reader()
+        self.sock.close(linger=linger)
+
+    def _on_readable(self) -> None:
+        # Reading EVENTS also clears the FD's signal (zmq's FD is edge-like: left set, the reader would spin).
+        try:
+            ready = self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN
+        except zmq.ZMQError:  # closed
+            ready = True
+        if ready and self._waiter is not None:
+            _resolve(self._waiter, True)
+
+    def _remove_reader(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.remove_reader(self.sock.FD)
+            except (RuntimeError, zmq.ZMQError):  # the loop or the socket is gone
+                pass
+
+
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
