@@ -16,7 +16,7 @@ import os
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import zmq
@@ -339,7 +339,7 @@ class _OutputReader:
     def _on_readable(self) -> None:
         # Reading EVENTS also clears the FD's signal (zmq's FD is edge-like: left set, the reader would spin).
         try:
-            ready = self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN
+            ready = bool(cast(int, self.sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
         except zmq.ZMQError:  # closed
             ready = True
         if ready and self._waiter is not None:
