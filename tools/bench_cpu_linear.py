@@ -1,8 +1,8 @@
-"""Times a decode step's GEMMs, layer by layer as the step runs them, through the C++ linear kernel and through
-oneDNN's packed GEMM, at each batch size (rows), and prints each path's milliseconds and the weight bytes it read
-per second. The weights are random and shaped as a model's (default opt-125m's: qkv, out_proj, fc1, fc2 per layer,
-then the lm_head), so from memory when they exceed the largest cache. The paths run in turns, the fastest pass
-of each kept.
+"""Times a decode step's GEMMs, layer by layer as the step runs them, through the C++ linear kernel, oneDNN's
+packed GEMM and MKL's dense one (torch's F.linear), at each batch size (rows), and prints each path's milliseconds
+and the weight bytes it read per second. The weights are random and shaped as a model's (default opt-125m's: qkv,
+out_proj, fc1, fc2 per layer, then the lm_head), so from memory when they exceed the largest cache. The paths run
+in turns, the fastest pass of each kept.
 
     python tools/bench_cpu_linear.py                       # opt-125m's shapes, float32, 1 2 3 4 6 8 rows
     python tools/bench_cpu_linear.py --dtype bfloat16 --rows 1 8
@@ -12,6 +12,7 @@ import argparse
 import time
 
 import torch
+import torch.nn.functional as F
 
 from enginetui.core.worker.cpu_linear import PACK_FOR_ROWS
 from enginetui.kernels import cpu_kernels
@@ -24,12 +25,13 @@ def model_weights(layers: int, hidden: int, ffn: int, vocab: int, dtype: torch.d
 
 
 def time_paths(weights: list[torch.Tensor], rows: int, repeats: int) -> dict[str, float]:
-    """Seconds of the fastest pass over every weight, per path (kernel, oneDNN), passes in turns."""
+    """Seconds of the fastest pass over every weight, per path (kernel, oneDNN, MKL), passes in turns."""
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, PACK_FOR_ROWS) for w in weights]
     inputs = {k: torch.randn(rows, k).to(weights[0].dtype) for k in {w.shape[1] for w in weights}}
     paths = {
         "kernel": lambda i, w: cpu_kernels.skinny_linear_cpu(inputs[w.shape[1]], w, None),
         "oneDNN": lambda i, w: torch.ops.mkldnn._linear_pointwise(inputs[w.shape[1]], packed[i], None, "none", [], ""),
+        "MKL": lambda i, w: F.linear(inputs[w.shape[1]], w),
     }
     best = dict.fromkeys(paths, float("inf"))
     for _ in range(repeats + 1):  # the first pass warms up, and is kept only if it is the fastest
@@ -60,13 +62,10 @@ def main() -> int:
     weights = model_weights(args.layers, args.hidden, args.ffn, args.vocab, getattr(torch, args.dtype))
     total = sum(w.nbytes for w in weights)
     print(f"{len(weights)} GEMMs, {total / 1e6:.1f} MB of {args.dtype} weights, {torch.get_num_threads()} threads")
-    print(f"{'rows':>4}  {'kernel ms':>9}  {'GB/s':>5}  {'oneDNN ms':>9}  {'GB/s':>5}")
+    print(f"{'rows':>4}" + "".join(f"  {name + ' ms':>9}  {'GB/s':>5}" for name in ("kernel", "oneDNN", "MKL")))
     for rows in args.rows:
         best = time_paths(weights, rows, args.repeats)
-        kernel, onednn = best["kernel"], best["oneDNN"]
-        print(
-            f"{rows:>4}  {kernel * 1e3:>9.2f}  {total / kernel / 1e9:>5.1f}  {onednn * 1e3:>9.2f}  {total / onednn / 1e9:>5.1f}"
-        )
+        print(f"{rows:>4}" + "".join(f"  {s * 1e3:>9.2f}  {total / s / 1e9:>5.1f}" for s in best.values()))
     return 0
 
 
