@@ -14,6 +14,8 @@ from enginetui.core.worker.cpu_linear import (
     LINEAR_BACKEND_ENV,
     MAX_MIN_ROWS,
     MEASURE_ROUNDS,
+    SKINNY_MARGIN,
+    SKINNY_ROUNDS,
     TIMED_RUNS,
     GemmClock,
     PackedWeight,
@@ -281,3 +283,27 @@ def test_the_skinny_kernel_runs_at_the_batch_sizes_measured_faster_and_equals_de
             torch.relu(F.linear(x, reference["model.decoder.layers.0.fc1.weight"], fc1.bias)),
         )
     assert calls == [1, 4]
+
+
+@needs_kernels
+def test_the_skinny_kernel_must_win_by_a_margin_in_most_rounds():
+    """A tie goes to the other GEMM at every start; the majority of rounds decides, so one slow reading of either
+    does not; two rounds that agree end the reading."""
+    model = small_opt()
+    prepack_linear_weights(model, 1)  # the other GEMM is the packed one at every batch size
+    weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
+    for speedup, expected in ((SKINNY_MARGIN * 0.99, ()), (SKINNY_MARGIN * 1.01, range(1, 9))):
+        clock = lambda w, rows, path, s=speedup: 1.0 if path == "skinny" else s  # noqa: E731
+        assert cpu_linear.measure_skinny_batches(weight, clock) == frozenset(expected), speedup
+
+    readings: list[tuple[int, str]] = []
+
+    def clock(w, rows, path):  # the kernel 2x faster, but at 8 rows its first reading ran in a slow spell
+        readings.append((rows, path))
+        slow = rows == 8 and readings.count((8, "skinny")) == 1 and path == "skinny"
+        return 9.0 if slow else (1.0 if path == "skinny" else 2.0)
+
+    assert cpu_linear.measure_skinny_batches(weight, clock) == frozenset(range(1, 9))
+    rounds = {rows: readings.count((rows, "skinny")) for rows in (1, 2, 4, 8)}
+    assert rounds == {1: 2, 2: 2, 4: 2, 8: SKINNY_ROUNDS}
+    assert readings[:4] == [(1, "skinny"), (1, "packed")] * 2  # in turns
