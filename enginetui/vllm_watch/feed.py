@@ -85,12 +85,7 @@ class ServerFeed:
     async def learn_model(self) -> None:
         info = await self.client.models()
         self.state.set_server(info)
-        limits = self.state.limits
-        if not (limits.max_num_seqs and limits.max_num_batched_tokens):  # the rebuild needs both
-            read = await self.client.scheduler_limits()
-            if read is not None:
-                self.state.limits_read(time.time(), *read)
-        source = self.tokenizer or info.root
+        source = self.tokenizer or info.root  # before the limits: a failed /server_info read must not leave it out
         if source != self._decoder_source:
             self._decoder_source = source
             decode, how = await asyncio.to_thread(load_decoder, source)
@@ -99,6 +94,11 @@ class ServerFeed:
                 if self.on_tokenizer is not None:
                     self.on_tokenizer(source)
             self.state.tokenizer_loaded(time.time(), decode is not None, how)
+        limits = self.state.limits
+        if not (limits.max_num_seqs and limits.max_num_batched_tokens):  # the rebuild needs both
+            read = await self.client.scheduler_limits()
+            if read is not None:
+                self.state.limits_read(time.time(), *read)
 
     def check_kv_silence(self) -> None:
         if self.state.kv_events_missing() and self.state.kv_link != "silent":
