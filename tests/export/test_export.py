@@ -14,7 +14,7 @@ from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.export.perfetto import ENGINE_PID, REQUESTS_PID, STEPS_TID, perfetto_trace
 from tests.dashboard.scripted_recording import record_scripted_run
-from tests.export.trace_format import check_trace_event_format
+from tests.export.trace_format import check_trace_event_format, perfetto_trace_processor
 
 
 @pytest.fixture(scope="module")
@@ -92,19 +92,10 @@ def test_each_request_has_a_track_with_its_phases_a_preemption_and_its_end(recor
 
 
 def test_perfetto_trace_processor_loads_it(recording, tmp_path):
-    """Perfetto's own parser (it needs its trace_processor_shell binary: skipped when it cannot get it)."""
-    tp_module = pytest.importorskip("perfetto.trace_processor")
-    path = tmp_path / "trace.json"
-    path.write_text(json.dumps(perfetto_trace(read_recording(recording))))
-    try:
-        tp = tp_module.TraceProcessor(trace=str(path), config=tp_module.TraceProcessorConfig(load_timeout=20))
-    except Exception as exc:  # offline: the binary cannot be downloaded
-        pytest.skip(f"Perfetto's trace processor cannot run here: {str(exc).splitlines()[0][:200]}")
-    try:
+    """Perfetto's own parser (skipped where it cannot run)."""
+    with perfetto_trace_processor(perfetto_trace(read_recording(recording)), tmp_path) as tp:
         slices = tp.query("select count(*) as n from slice").as_pandas_dataframe()["n"][0]
         threads = set(tp.query("select name from thread").as_pandas_dataframe()["name"])
-    finally:
-        tp.close()
     assert slices >= 240 and {f"r{i}" for i in range(1, 7)} <= threads
 
 

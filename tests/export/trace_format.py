@@ -1,4 +1,12 @@
-"""What every Chrome Trace Event Format file (Perfetto's JSON) must hold, checked on an exported trace."""
+"""What every Chrome Trace Event Format file (Perfetto's JSON) must hold, checked on an exported trace; and
+Perfetto's own parser on it."""
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
 
 PHASES = {"X", "C", "M", "i"}  # the trace-event phases the export writes
 
@@ -28,3 +36,20 @@ def check_trace_event_format(trace: dict) -> None:
                 open_ends.pop()
             assert not open_ends or end <= open_ends[-1] + 1e-6, (start, end, open_ends)
             open_ends.append(end)
+
+
+@contextmanager
+def perfetto_trace_processor(trace: dict, folder: Path) -> Iterator:
+    """Perfetto's TraceProcessor on `trace` (written into `folder`), closed after; the test is skipped where it
+    cannot run (it needs its trace_processor_shell binary, which it downloads)."""
+    tp_module = pytest.importorskip("perfetto.trace_processor")
+    path = folder / "trace.json"
+    path.write_text(json.dumps(trace))
+    try:
+        tp = tp_module.TraceProcessor(trace=str(path), config=tp_module.TraceProcessorConfig(load_timeout=20))
+    except Exception as exc:  # offline: the binary cannot be downloaded
+        pytest.skip(f"Perfetto's trace processor cannot run here: {str(exc).splitlines()[0][:200]}")
+    try:
+        yield tp
+    finally:
+        tp.close()

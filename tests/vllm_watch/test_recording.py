@@ -14,7 +14,7 @@ from enginetui.replay.cli import open_session
 from enginetui.vllm_watch import vllm_record
 from enginetui.vllm_watch.prometheus import KV_USAGE, RUNNING, WAITING
 from enginetui.vllm_watch.state import SchedulerLimits, WatchState
-from tests.export.trace_format import check_trace_event_format
+from tests.export.trace_format import check_trace_event_format, perfetto_trace_processor
 from tests.fakes import vllm_recorded
 from tests.support.pilot import until
 from tests.vllm_watch.watch_pilot import step_time, watch
@@ -139,23 +139,14 @@ def test_the_perfetto_export_has_vllms_metrics_as_counter_tracks(tmp_path):
 
 
 def test_perfettos_trace_processor_loads_vllms_counters(tmp_path):
-    """Perfetto's own parser (it needs its trace_processor_shell binary: skipped when it cannot get it)."""
-    tp_module = pytest.importorskip("perfetto.trace_processor")
+    """Perfetto's own parser (skipped where it cannot run)."""
     path = tmp_path / "burst.etrec"
     path.write_bytes(lzma.decompress(BURST.read_bytes()))
-    out = tmp_path / "trace.json"
-    out.write_text(json.dumps(perfetto_trace(read_recording(path))))
-    try:
-        tp = tp_module.TraceProcessor(trace=str(out), config=tp_module.TraceProcessorConfig(load_timeout=20))
-    except Exception as exc:  # offline: the binary cannot be downloaded
-        pytest.skip(f"Perfetto's trace processor cannot run here: {str(exc).splitlines()[0][:200]}")
-    try:
+    with perfetto_trace_processor(perfetto_trace(read_recording(path)), tmp_path) as tp:
         rows = tp.query(
             "select t.name as name, count(*) as n from counter c join counter_track t on c.track_id = t.id "
             "where t.name like 'vLLM%' group by t.name"
         ).as_pandas_dataframe()
-    finally:
-        tp.close()
     counts = dict(zip(rows["name"], rows["n"], strict=True))
     assert counts["vLLM running requests"] == counts["vLLM waiting requests"] == 48
     assert counts["vLLM tokens/s generated"] == counts["vLLM tokens/s prompt"] == 47
