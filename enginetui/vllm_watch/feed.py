@@ -46,6 +46,7 @@ class ServerFeed:
         self.on_tokenizer = on_tokenizer  # told the directory of a tokenizer once it is loaded (the recorder)
         self.subscribers: dict[int, KvSubscriber] = {}  # rank -> its subscriber
         self._decoder_source: str | None = None  # what the tokenizer was loaded for
+        self._limits_answered = False  # /server_info answered (with the limits, or that it has none)
 
     async def poll_metrics(self) -> None:
         """Read /metrics every poll_s (less often while the server idles); on the way, learn
@@ -71,11 +72,13 @@ class ServerFeed:
         except ServerError as exc:
             self.state.metrics_failed(time.time(), str(exc))
             return None
-        if self.state.server is None or self.state.restarts != restarts:
-            try:
+        try:
+            if self.state.server is None or self.state.restarts != restarts:
                 await self.learn_model()
-            except ServerError as exc:
-                self.state.models_failed(time.time(), str(exc))
+            else:
+                await self.learn_limits()
+        except ServerError as exc:
+            self.state.models_failed(time.time(), str(exc))
         return sample
 
     def wake(self) -> None:
@@ -94,11 +97,19 @@ class ServerFeed:
                 if self.on_tokenizer is not None:
                     self.on_tokenizer(source)
             self.state.tokenizer_loaded(time.time(), decode is not None, how)
+        self._limits_answered = False  # a restarted server may have new ones
+        await self.learn_limits()
+
+    async def learn_limits(self) -> None:
+        """vLLM's scheduler limits from /server_info, which the rebuild needs both of; asked again on later
+        readings until the server answers (a read that timed out on a loaded machine is not its answer)."""
         limits = self.state.limits
-        if not (limits.max_num_seqs and limits.max_num_batched_tokens):  # the rebuild needs both
-            read = await self.client.scheduler_limits()
-            if read is not None:
-                self.state.limits_read(time.time(), *read)
+        if self._limits_answered or (limits.max_num_seqs and limits.max_num_batched_tokens):
+            return
+        read = await self.client.scheduler_limits()
+        self._limits_answered = True
+        if read is not None:
+            self.state.limits_read(time.time(), *read)
 
     def check_kv_silence(self) -> None:
         if self.state.kv_events_missing() and self.state.kv_link != "silent":

@@ -1,5 +1,5 @@
 """What the feed learns of the served model: its tokenizer even when vLLM's /server_info cannot be read (a
-loaded machine's timeout), reported as the model read's failure."""
+loaded machine's timeout), reported as the model read's failure; the limits on a later reading."""
 
 import pytest
 
@@ -15,8 +15,15 @@ class LimitsTimeOut:
     async def models(self) -> ServerInfo:
         return ServerInfo(model="opt-tiny", root=str(DEFAULT_MODEL_DIR), max_model_len=512)
 
+    def __init__(self, timeouts: int = 1_000) -> None:
+        self.timeouts = timeouts  # /server_info reads that time out before it answers
+        self.limit_reads = 0
+
     async def scheduler_limits(self):
-        raise ServerError("cannot reach http://x:1: timed out")
+        self.limit_reads += 1
+        if self.limit_reads <= self.timeouts:
+            raise ServerError("cannot reach http://x:1: timed out")
+        return 4, 256
 
 
 async def test_the_tokenizer_is_loaded_before_the_limits_are_read():
@@ -26,3 +33,20 @@ async def test_the_tokenizer_is_loaded_before_the_limits_are_read():
         await feed.learn_model()
     assert state.server is not None and state.caches.decode is not None
     assert state.caches.decode([2]) is not None
+
+
+async def test_limits_that_timed_out_are_read_again_until_the_server_answers():
+    state = WatchState("http://x:1", None)
+    client = LimitsTimeOut(timeouts=1)
+    feed = ServerFeed(state, client, lambda coro: None, kv_events=None)
+    with pytest.raises(ServerError):
+        await feed.learn_model()
+    assert state.limits.max_num_batched_tokens is None
+    await feed.learn_limits()  # the next /metrics reading's
+    assert (state.limits.max_num_seqs, state.limits.max_num_batched_tokens, state.limits.source) == (
+        4,
+        256,
+        "/server_info",
+    )
+    await feed.learn_limits()
+    assert client.limit_reads == 2  # answered: not asked again

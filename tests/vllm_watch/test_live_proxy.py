@@ -47,8 +47,10 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await until(
                 pilot,
-                lambda: app.vllm.server and app.vllm.proxy_url and app.vllm.caches.decode,
-                "the model, its tokenizer and the proxy",
+                lambda: (
+                    app.vllm.server and app.vllm.proxy_url and app.vllm.caches.decode and app.vllm.rebuild is not None
+                ),
+                "the model, its tokenizer, the proxy and the rebuild (its token budget read from /server_info)",
             )
             model = app.vllm.server.model
             body = {
@@ -111,11 +113,10 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
             low, high = ttft.window[-1] or (0, 0)  # the p99 bucket: no TTFT above its upper bound... nor the mean
             assert mean <= high
             assert max(v.ttft() for v in streamed) > 0
-            # the rebuild (vLLM's max_num_seqs given, its token budget read from /server_info in dev mode, or
-            # not: then it waits) stepped the proxied requests into the dashboard's engine panels
-            if app.vllm.rebuild is not None:
-                await until(pilot, lambda: app.state.latest is not None, "the rebuild's first step")
-                assert set(app.state.requests) <= {v.req_id for v in views}
+            # the rebuild (vLLM's max_num_seqs given, its token budget read from /server_info in dev mode)
+            # stepped the proxied requests into the dashboard's engine panels
+            await until(pilot, lambda: app.state.latest is not None, "the rebuild's first step")
+            assert set(app.state.requests) <= {v.req_id for v in views}
             app.redraw()
             assert "INFERRED" in str(app.query_one("#vllm-oracle").render())
         app.vllm_engine.recording.close()
