@@ -32,6 +32,9 @@ class SimulatedServer:
         self.readings.append(now)
         return sample(now, **self.script(now))
 
+    async def scheduler_limits(self) -> None:
+        return None  # no /server_info: not a dev-mode server
+
 
 async def run_feed(script, seconds: float, wake_at: float | None = None) -> tuple[SimulatedServer, WatchState]:
     """The feed's poll loop for `seconds` of simulated time (each wait advances the clock)."""
