@@ -14,8 +14,11 @@ time a request, one request at a time per replica, with which the calibration ru
 its clients measured: front_end_ms). It prints measured against simulated TTFT p50 / p90, TPOT
 p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, cache-aware's gain
 over round-robin, measured and simulated, and the busiest replica's TTFT as its engine saw it (from its
-recording), which tells the engine's share of the client's TTFT from the router's and the front-end's. Everything lands in OUT_DIR; --save also writes the results record
-to results/checks/.
+recording), which tells the engine's share of the client's TTFT from the router's and the front-end's. With
+--repeats N each slice and policy is served N times on fresh fleets: the measured figures are the runs' medians,
+and it also prints how far apart the runs came out (the measurement against itself), which figures the
+simulation lands within the runs' range, and cache-aware's gain between each pair of runs. Everything lands in
+OUT_DIR; --save also writes the results record to results/checks/.
 """
 
 import argparse
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 ROUTER_VERSION = "0.1.17"
 REPLICAS = 2  # one a core on the 2-core development machine
@@ -103,6 +107,19 @@ def mape(errors: list[float]) -> float:
 def gain(round_robin: float, cache_aware: float) -> float:
     """Cache-aware's gain over round-robin on a latency: how much lower, percent of round-robin's."""
     return (round_robin - cache_aware) / round_robin * 100.0
+
+
+def median_figures(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per figure, the median over repeated runs of one slice and policy."""
+    return {name: float(np.median([run[name] for run in runs])) for name, _, _ in FIGURES}
+
+
+def spread_pct(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per figure, how far apart repeated runs came out: (highest - lowest) / median, percent."""
+    middle = median_figures(runs)
+    return {
+        name: (max(r[name] for r in runs) - min(r[name] for r in runs)) / middle[name] * 100.0 for name, _, _ in FIGURES
+    }
 
 
 def compare(measured: dict[str, float], simulated: dict[str, float]) -> dict[str, float]:
@@ -231,6 +248,31 @@ def engine_side(record: str, fit: str) -> dict[str, list[float]]:
     return {wanted[f]: [m, p] for f, m, p, _ in compare_recording(record, fit) if f in wanted}
 
 
+def decode_steps(record: str, fit: str, batches=(1, 2, 4, 8, 16)) -> dict[str, list[float]]:
+    """A replica's decode-only steps by requests decoding (its recording): per batch in `batches` that it ran,
+    [the steps' median time from start to start, the median of the fit's prices for them, how many steps],
+    milliseconds."""
+    from enginetui.simulate.calibrate import recorded_steps
+    from enginetui.simulate.fitted import load_fitted
+
+    model = load_fitted(fit)
+    steps = recorded_steps(record)
+    out: dict[str, list[float]] = {}
+    for batch in batches:
+        picked = [
+            (seconds, shape)
+            for shape, seconds in zip(steps.shapes, steps.seconds)
+            if not shape.num_prefill_tokens and shape.num_sampled == batch
+        ]
+        if picked:
+            out[str(batch)] = [
+                float(np.median([seconds for seconds, _ in picked])) * 1e3,
+                float(np.median([model.step_seconds(shape) for _, shape in picked])) * 1e3,
+                len(picked),
+            ]
+    return out
+
+
 def front_end_ms(cal: Slice, client: dict, fit: str, model: str) -> float:
     """The served path, measured on a calibration run: the front-end's milliseconds per request
     (`simulate --front-end-ms`, one queue per replica) with which the calibration window, simulated on the same
@@ -308,15 +350,24 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     rows = []
     for piece in pieces:
         for policy in args.policies:
-            log(f"{piece.trace}: {piece.window} s, {policy}")
-            records = [str(out / f"{piece.trace}-{policy}-replica{i}.etrec") for i in range(REPLICAS)]
-            with fleet(router, policy, engine_args, records, out / f"{piece.trace}-{policy}-router.log") as url:
-                record = bench(url, piece, engine_args, out / f"{piece.trace}-{policy}.json", args.timeout_s)
-            measured = measured_figures(record)
+            runs, counts = [], []  # per repeat: the clients' figures, requests per replica
+            for rep in range(args.repeats):
+                log(
+                    f"{piece.trace}: {piece.window} s, {policy}"
+                    + (f", run {rep + 1} of {args.repeats}" if args.repeats > 1 else "")
+                )
+                name = f"{piece.trace}-{policy}" + (f"-run{rep + 1}" if args.repeats > 1 else "")
+                records = [str(out / f"{name}-replica{i}.etrec") for i in range(REPLICAS)]
+                with fleet(router, policy, engine_args, records, out / f"{name}-router.log") as url:
+                    record = bench(url, piece, engine_args, out / f"{name}.json", args.timeout_s)
+                runs.append(measured_figures(record))
+                counts.append([served(r) for r in records])
+                if rep == 0:
+                    first_records = records
+            measured = median_figures(runs)
             engine_only, _ = simulate_slice(piece, policy, fit_path, args.sim_model)
             simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model, front_end[piece.trace])
-            counts = [served(r) for r in records]
-            busiest = counts.index(max(counts))
+            busiest = counts[0].index(max(counts[0]))
             rows.append(
                 {
                     "trace": piece.trace,
@@ -325,16 +376,23 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     "policy": policy,
                     "requests": record["workload"]["num_prompts"],
                     "measured": measured,
+                    "measured_runs": runs,
                     "simulated": simulated,
                     "error_pct": compare(measured, simulated),
                     "front_end_ms": front_end[piece.trace],
                     "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
-                    "replica_requests": {"measured": counts, "simulated": sim_counts},
-                    "engine": {"replica": busiest, **engine_side(records[busiest], fit_path)},
+                    "replica_requests": {"measured": counts[0], "simulated": sim_counts},
+                    "engine": {"replica": busiest, **engine_side(first_records[busiest], fit_path)},
+                    "decode_steps": decode_steps(first_records[busiest], fit_path),
                 }
             )
             log("  " + row_line(rows[-1]))
-    fitted = {"r2": fit.info.r2, "mean_abs_error_pct": fit.info.mean_abs_error_pct, "coefficients": fit.coefficients}
+    fitted = {
+        "r2": fit.info.r2,
+        "mean_abs_error_pct": fit.info.mean_abs_error_pct,
+        "coefficients": fit.coefficients,
+        "decode_steps": {trace: decode_steps(record, fit_path) for trace, record in zip(args.traces, calibration)},
+    }
     return {"fit": fitted, "front_end_ms": front_end, "rows": rows, "summary": summarize(rows)}
 
 
@@ -354,7 +412,26 @@ def summarize(rows: list[dict]) -> dict:
                 name: {side: gain(rr[side][name], ca[side][name]) for side in ("measured", "simulated")}
                 for name in ("TTFT p50", "E2E p50")
             }
+            if len(rr.get("measured_runs", [])) > 1 and len(ca.get("measured_runs", [])) > 1:
+                for name, g in gains[trace].items():  # the least and the most any pair of the runs shows
+                    pairs = [gain(a[name], b[name]) for a in rr["measured_runs"] for b in ca["measured_runs"]]
+                    g["measured_range"] = [min(pairs), max(pairs)]
     overall = mape([e for r in rows for e in r["error_pct"].values()])
+    repeated = [r for r in rows if len(r.get("measured_runs", [])) > 1]
+    repeatability = {  # the measurement against itself: repeated runs' spread, and the simulation inside it
+        f"{r['trace']} {r['policy']}": {
+            "runs": len(r["measured_runs"]),
+            "spread_pct": spread_pct(r["measured_runs"]),
+            "simulated_within_runs": [
+                name
+                for name, _, _ in FIGURES
+                if min(x[name] for x in r["measured_runs"])
+                <= r["simulated"][name]
+                <= max(x[name] for x in r["measured_runs"])
+            ],
+        }
+        for r in repeated
+    }
     engine_only = {
         t: mape([e for r in rows if r["trace"] == t for e in r.get("without_served_path", r)["error_pct"].values()])
         for t in per_trace
@@ -365,6 +442,7 @@ def summarize(rows: list[dict]) -> dict:
         "mape": overall,
         "mape_per_trace_without_served_path": engine_only,
         "cache_aware_gain_pct": gains,
+        "repeatability": repeatability,
     }
 
 
@@ -373,6 +451,10 @@ def row_line(row: dict) -> str:
         f"{name} {row['measured'][name]:.1f} -> {row['simulated'][name]:.1f} ms ({row['error_pct'][name]:+.1f}%)"
         for name, _, _ in FIGURES
     )
+
+
+def decode_line(batches: dict[str, list[float]]) -> str:
+    return ", ".join(f"{b}: {m:.2f} -> {p:.2f} ({n:g})" for b, (m, p, n) in batches.items())
 
 
 def report(results: dict) -> str:
@@ -385,8 +467,12 @@ def report(results: dict) -> str:
     ]
     for r in results["rows"]:
         counts = r["replica_requests"]
+        runs = r.get("measured_runs", [])
         cells = [
-            f"{r['measured'][n]:.1f} → {r['simulated'][n]:.1f} ms ({r['error_pct'][n]:+.1f}%)" for n, _, _ in FIGURES
+            f"{r['measured'][n]:.1f}"
+            + (f" ({min(x[n] for x in runs):.1f}-{max(x[n] for x in runs):.1f})" if len(runs) > 1 else "")
+            + f" → {r['simulated'][n]:.1f} ms ({r['error_pct'][n]:+.1f}%)"
+            for n, _, _ in FIGURES
         ]
         lines.append(
             f"| {r['trace']} ({r['window']} s, x{r['time_scale']:g}) | {r['policy']} | {r['requests']} "
@@ -403,6 +489,16 @@ def report(results: dict) -> str:
                 f"  {r['trace']} {r['policy']}, replica {r['engine']['replica']}: "
                 + ", ".join(f"{name} {m:.1f} -> {p:.1f} ms" for name, (m, p) in figures.items())
                 + f" (at the client: TTFT p50 {r['measured']['TTFT p50']:.1f} ms)"
+            )
+    steps = [r for r in results["rows"] if r.get("decode_steps")]
+    if steps:
+        lines += ["", "decode steps by requests decoding, median start to start -> the fit's price, ms (steps):"]
+        calibrated = results.get("fit", {}).get("decode_steps", {})
+        for trace, batches in sorted(calibrated.items()):
+            lines.append(f"  {trace} calibration, replica 0: {decode_line(batches)}")
+        for r in steps:
+            lines.append(
+                f"  {r['trace']} {r['policy']}, replica {r['engine']['replica']}: {decode_line(r['decode_steps'])}"
             )
     s = results["summary"]
     lines.append("")
@@ -422,9 +518,21 @@ def report(results: dict) -> str:
         lines.append(
             f"cache_aware over round_robin on {trace}: "
             + ", ".join(
-                f"{name} {g['measured']:+.1f}% measured, {g['simulated']:+.1f}% simulated"
+                f"{name} {g['measured']:+.1f}% measured"
+                + (
+                    f" ({g['measured_range'][0]:+.1f}% to {g['measured_range'][1]:+.1f}% between runs)"
+                    if "measured_range" in g
+                    else ""
+                )
+                + f", {g['simulated']:+.1f}% simulated"
                 for name, g in figures.items()
             )
+        )
+    for run, rep in sorted(s.get("repeatability", {}).items()):
+        lines.append(
+            f"{run}, {rep['runs']} runs: spread (highest - lowest) / median "
+            + ", ".join(f"{name} {v:.0f}%" for name, v in rep["spread_pct"].items())
+            + f"; simulated within the runs' range: {', '.join(rep['simulated_within_runs']) or 'none'}"
         )
     return "\n".join(lines)
 
@@ -439,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--azure-window", default="0:60", help="the Azure slice tested, seconds (default 0:60)")
     parser.add_argument("--mooncake-window", default="0:60", help="the Mooncake slice tested, seconds (default 0:60)")
     parser.add_argument("--time-scale", type=float, default=1.0, help="arrivals this many times as fast (default 1)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="serve each slice and policy this many times on fresh fleets (default 1)"
+    )
     parser.add_argument("--timeout-s", type=float, default=300.0, help="most seconds a run may take (default 300)")
     parser.add_argument(
         "--router-venv",
@@ -447,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     args, engine_args = parser.parse_known_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill` / `timeout` too stop every process started
     from enginetui.core.models.loader import resolve_model_dir
 

@@ -20,10 +20,12 @@ from tools.fleet_accuracy import (
     fleet,
     gain,
     measured_figures,
+    median_figures,
     parse_window,
     report,
     simulated_figures,
     sitting,
+    spread_pct,
     summarize,
 )
 
@@ -81,6 +83,36 @@ def test_errors_mape_and_cache_aware_gain():
     assert "TTFT p50 +50.0% measured, +45.5% simulated" in text
 
 
+def test_repeated_runs_give_the_median_their_spread_and_the_gain_between_them():
+    runs = {
+        "round_robin": [[100, 200, 10, 1000], [120, 260, 10, 1000], [110, 230, 10, 1000]],
+        "cache_aware": [[50, 100, 10, 800], [70, 100, 10, 800], [60, 100, 10, 800]],
+    }
+    rows = []
+    for policy, simulated in (("round_robin", [115, 300, 10, 1000]), ("cache_aware", [60, 100, 12, 800])):
+        figures = [dict(zip([f[0] for f in FIGURES], run)) for run in runs[policy]]
+        middle = median_figures(figures)
+        row = _row("mooncake", policy, [middle[f[0]] for f in FIGURES], simulated)
+        row["measured_runs"] = figures
+        rows.append(row)
+    assert rows[0]["measured"] == {"TTFT p50": 110, "TTFT p90": 230, "TPOT p50": 10, "E2E p50": 1000}
+    assert spread_pct(rows[0]["measured_runs"])["TTFT p50"] == pytest.approx(20 / 110 * 100)
+    s = summarize(rows)
+    rep = s["repeatability"]["mooncake round_robin"]
+    assert rep["runs"] == 3 and rep["simulated_within_runs"] == ["TTFT p50", "TPOT p50", "E2E p50"]  # 300 > 260
+    assert s["repeatability"]["mooncake cache_aware"]["simulated_within_runs"] == ["TTFT p50", "TTFT p90", "E2E p50"]
+    g = s["cache_aware_gain_pct"]["mooncake"]["TTFT p50"]
+    assert g["measured"] == pytest.approx(gain(110, 60)) and g["measured_range"] == pytest.approx(
+        [gain(100, 70), gain(120, 50)]
+    )
+    text = report({"rows": rows, "summary": s})
+    assert "| mooncake (0:60 s, x1) | round_robin | 10 (6/4 / 5/5) | 110.0 (100.0-120.0) → 115.0 ms (+4.5%) |" in text
+    assert "mooncake round_robin, 3 runs: spread (highest - lowest) / median TTFT p50 18%" in text
+    assert (
+        f"TTFT p50 {gain(110, 60):+.1f}% measured ({gain(100, 70):+.1f}% to {gain(120, 50):+.1f}% between runs)" in text
+    )
+
+
 def test_figures_are_read_alike_from_a_bench_record_and_a_simulated_summary():
     def latency(p50, p90):
         return {"mean": 0, "p50": p50, "p90": p90, "p99": 0, "count": 1}
@@ -133,6 +165,7 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         mooncake_window="0:4",
         time_scale=1.0,
         timeout_s=120.0,
+        repeats=2,
         sim_model=str(DEFAULT_MODEL_DIR),
     )
     before = _children()
@@ -146,6 +179,8 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         engine_ttft, predicted = row["engine"]["TTFT p50"]
         assert 0 < engine_ttft and 0 < predicted  # the engine's share of the client's TTFT, from its recording
         assert counts["measured"][row["engine"]["replica"]] == max(counts["measured"])
+    assert all(len(row["measured_runs"]) == 2 for row in results["rows"])  # each policy served twice
+    assert set(results["summary"]["repeatability"]) == {"azure-conv round_robin", "azure-conv cache_aware"}
     assert "the busiest replica as its engine saw it" in report(results)
     rr = results["rows"][0]["replica_requests"]
     assert abs(rr["measured"][0] - rr["measured"][1]) <= 1  # round-robin alternates (the warm-up's 4 keep parity)
