@@ -52,17 +52,22 @@ def make_app(engine: ScriptedEngine) -> EngineTUI:
 
 
 async def settle(pilot: Pilot, done: Callable[[], bool] = lambda: True, timeout: float = 120.0) -> None:
-    """Let the workers run until `done()` and the engine's events and outputs are consumed, then redraw.
-    The deadline is generous: on 2 cores beside parallel test workers and a vLLM compile, the
-    engine thread can lag well behind the app."""
+    """Let the workers run until `done()`, every control call sent (pause, pace, step...) has returned and the
+    engine's events and outputs are consumed, then redraw. The deadline is generous: on 2 cores beside
+    parallel test workers and a vLLM compile, the engine thread can lag well behind the app."""
     app = pilot.app
     assert isinstance(app, EngineTUI)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not (done() and app.engine.drained()):
+
+    def controls_done() -> bool:
+        return not any(w.group == "control" and not w.is_finished for w in app.workers)
+
+    while not (done() and controls_done() and app.engine.drained()):
         if loop.time() > deadline:
             raise TimeoutError(
-                f"the dashboard did not settle (done: {done()}, engine drained: {app.engine.drained()}; "
+                f"the dashboard did not settle (done: {done()}, control calls done: {controls_done()}, "
+                f"engine drained: {app.engine.drained()}; "
                 f"{app.engine.why_not_drained()})"
             )
         await pilot.pause(0.01)
