@@ -63,10 +63,7 @@ class VllmClient:
     async def scheduler_limits(self) -> tuple[int, int] | None:
         """(max_num_seqs, max_num_batched_tokens) from /server_info, which vLLM serves in dev mode
         (VLLM_SERVER_DEV_MODE=1) with its whole config; None where it has no such route."""
-        try:
-            r = await self.http.get("/server_info", params={"config_format": "json"})
-        except httpx.HTTPError as exc:
-            raise ServerError(f"cannot reach {self.url}: {_network_error(exc)}") from exc
+        r = await self._fetch("/server_info", config_format="json")
         if r.status_code != 200:
             return None
         try:
@@ -134,11 +131,18 @@ class VllmClient:
     async def close(self) -> None:
         await self.http.aclose()
 
-    async def _get(self, path: str) -> httpx.Response:
+    async def _fetch(self, path: str, **params: str) -> httpx.Response:
+        """GET `path`, whatever its status; ServerError when the server cannot be reached."""
         try:
-            r = await self.http.get(path)
+            try:
+                return await self.http.get(path, params=params)
+            except httpx.RemoteProtocolError:  # a kept-alive connection the server closed as it was reused
+                return await self.http.get(path, params=params)
         except httpx.HTTPError as exc:
             raise ServerError(f"cannot reach {self.url}: {_network_error(exc)}") from exc
+
+    async def _get(self, path: str) -> httpx.Response:
+        r = await self._fetch(path)
         if r.status_code == 401:
             raise ServerError(f"{self.url} wants an API key: pass --api-key KEY")
         if r.status_code == 404:
