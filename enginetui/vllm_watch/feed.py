@@ -1,6 +1,7 @@
 """One vLLM server's feeds folded into its `WatchState`: /metrics read every `poll_s` (less often
 while the server idles: poll_pacing.py), /v1/models with the tokenizer (once, and after each
-restart), /server_info's scheduler limits (until the server answers), and its KV events, one ZMQ subscriber per data-parallel rank that /metrics reports. The dashboard of one server and the fleet
+restart), /server_info's scheduler limits (until the server answers), and its KV events, one ZMQ
+subscriber per data-parallel rank that /metrics reports. The dashboard of one server and the fleet
 view (one feed per replica) both run them; each runs its long tasks through `start`."""
 
 import asyncio
