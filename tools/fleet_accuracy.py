@@ -114,12 +114,15 @@ def median_figures(runs: list[dict[str, float]]) -> dict[str, float]:
     return {name: float(np.median([run[name] for run in runs])) for name, _, _ in FIGURES}
 
 
+def run_range(runs: list[dict[str, float]]) -> dict[str, tuple[float, float]]:
+    """Per figure, the lowest and the highest of repeated runs of one slice and policy."""
+    return {name: (min(r[name] for r in runs), max(r[name] for r in runs)) for name, _, _ in FIGURES}
+
+
 def spread_pct(runs: list[dict[str, float]]) -> dict[str, float]:
     """Per figure, how far apart repeated runs came out: (highest - lowest) / median, percent."""
     middle = median_figures(runs)
-    return {
-        name: (max(r[name] for r in runs) - min(r[name] for r in runs)) / middle[name] * 100.0 for name, _, _ in FIGURES
-    }
+    return {name: (high - low) / middle[name] * 100.0 for name, (low, high) in run_range(runs).items()}
 
 
 def compare(measured: dict[str, float], simulated: dict[str, float]) -> dict[str, float]:
@@ -350,7 +353,11 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     rows = []
     for piece in pieces:
         for policy in args.policies:
-            runs, counts = [], []  # per repeat: the clients' figures, requests per replica
+            runs, counts, replica_records = (
+                [],
+                [],
+                [],
+            )  # per repeat: the clients' figures, requests per replica, recordings
             for rep in range(args.repeats):
                 log(
                     f"{piece.trace}: {piece.window} s, {policy}"
@@ -362,8 +369,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     record = bench(url, piece, engine_args, out / f"{name}.json", args.timeout_s)
                 runs.append(measured_figures(record))
                 counts.append([served(r) for r in records])
-                if rep == 0:
-                    first_records = records
+                replica_records.append(records)
             measured = median_figures(runs)
             engine_only, _ = simulate_slice(piece, policy, fit_path, args.sim_model)
             simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model, front_end[piece.trace])
@@ -382,8 +388,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     "front_end_ms": front_end[piece.trace],
                     "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
                     "replica_requests": {"measured": counts[0], "simulated": sim_counts},
-                    "engine": {"replica": busiest, **engine_side(first_records[busiest], fit_path)},
-                    "decode_steps": decode_steps(first_records[busiest], fit_path),
+                    "engine": {"replica": busiest, **engine_side(replica_records[0][busiest], fit_path)},
+                    "decode_steps": decode_steps(replica_records[0][busiest], fit_path),
                 }
             )
             log("  " + row_line(rows[-1]))
@@ -424,10 +430,8 @@ def summarize(rows: list[dict]) -> dict:
             "spread_pct": spread_pct(r["measured_runs"]),
             "simulated_within_runs": [
                 name
-                for name, _, _ in FIGURES
-                if min(x[name] for x in r["measured_runs"])
-                <= r["simulated"][name]
-                <= max(x[name] for x in r["measured_runs"])
+                for name, (low, high) in run_range(r["measured_runs"]).items()
+                if low <= r["simulated"][name] <= high
             ],
         }
         for r in repeated
@@ -468,9 +472,10 @@ def report(results: dict) -> str:
     for r in results["rows"]:
         counts = r["replica_requests"]
         runs = r.get("measured_runs", [])
+        ranges = run_range(runs) if len(runs) > 1 else {}
         cells = [
             f"{r['measured'][n]:.1f}"
-            + (f" ({min(x[n] for x in runs):.1f}-{max(x[n] for x in runs):.1f})" if len(runs) > 1 else "")
+            + (f" ({ranges[n][0]:.1f}-{ranges[n][1]:.1f})" if ranges else "")
             + f" → {r['simulated'][n]:.1f} ms ({r['error_pct'][n]:+.1f}%)"
             for n, _, _ in FIGURES
         ]

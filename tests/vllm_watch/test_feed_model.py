@@ -10,14 +10,14 @@ from enginetui.vllm_watch.state import ServerInfo, WatchState
 
 
 class LimitsTimeOut:
-    """Answers /v1/models; /server_info times out."""
-
-    async def models(self) -> ServerInfo:
-        return ServerInfo(model="opt-tiny", root=str(DEFAULT_MODEL_DIR), max_model_len=512)
+    """Answers /v1/models; /server_info times out, `timeouts` times."""
 
     def __init__(self, timeouts: int = 1_000) -> None:
         self.timeouts = timeouts  # /server_info reads that time out before it answers
         self.limit_reads = 0
+
+    async def models(self) -> ServerInfo:
+        return ServerInfo(model="opt-tiny", root=str(DEFAULT_MODEL_DIR), max_model_len=512)
 
     async def scheduler_limits(self):
         self.limit_reads += 1
