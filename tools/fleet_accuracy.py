@@ -6,19 +6,23 @@ runs two `enginetui serve` replicas on this machine, each pinned to a core of it
 and prefix caching, behind a real vllm-router (vllm-router==ROUTER_VERSION from PyPI, installed into
 --router-venv when missing), and drives them with slices of the two real traces (`enginetui bench serve
 --router-url --dataset azure-conv|mooncake --trace-window --time-scale`). Per trace it first takes a
-calibration run (round_robin, the window right after the tested one), and fits the step-time model to one
-replica's recorded steps in those runs (calibrate_from_recording); then, per trace and policy, it serves the tested window on a
-fresh fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with that fit
-and the trace's served path (`enginetui simulate --replicas 2 --router ... --front-end-ms MS`: the front-end's
-time a request, one request at a time per replica, with which the calibration run simulated gives the TTFT p50
-its clients measured: front_end_ms). It prints measured against simulated TTFT p50 / p90, TPOT
-p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, cache-aware's gain
+calibration run (round_robin, the window right after the tested one), and fits the step-time model to each
+replica's recorded steps in those runs (calibrate_from_recording: the VM's two cores run alike steps at speeds
+up to 20% apart, so each replica gets its own, `simulate --step-times A,B`) and, from both replicas' steps, how
+much longer a step takes while the other replica is busy (the two share the machine's memory bandwidth and
+caches: calibrate.shared_host_slowdown). Then, per trace and policy, it serves the tested window on a fresh
+fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with those fits, that
+slowdown (`--shared-host-slowdown`) and the trace's served path (`enginetui simulate --replicas 2 --router ...
+--front-end-ms MS`: the front-end's time a request, one request at a time per replica, with which the
+calibration run simulated gives the TTFT p50 its clients measured: front_end_ms). It prints measured against
+simulated TTFT p50 / p90, TPOT p50 and E2E p50 with the error, the mean absolute percentage error per trace and policy, cache-aware's gain
 over round-robin, measured and simulated, and the busiest replica's TTFT as its engine saw it (from its
 recording), which tells the engine's share of the client's TTFT from the router's and the front-end's. With
 --repeats N each slice and policy is served N times on fresh fleets: the measured figures are the runs' medians,
 and it also prints how far apart the runs came out (the measurement against itself), which figures the
 simulation lands within the runs' range, and cache-aware's gain between each pair of runs. Everything lands in
-OUT_DIR; --save also writes the results record to results/checks/.
+OUT_DIR; --save also writes the results record to results/checks/; --again simulates again what an earlier
+sitting left in OUT_DIR, serving nothing.
 """
 
 import argparse
@@ -276,17 +280,17 @@ def decode_steps(record: str, fit: str, batches=(1, 2, 4, 8, 16)) -> dict[str, l
     return out
 
 
-def front_end_ms(cal: Slice, client: dict, fit: str, model: str) -> float:
+def front_end_ms(cal: Slice, client: dict, fit: str, model: str, slowdown: float = 0.0) -> float:
     """The served path, measured on a calibration run: the front-end's milliseconds per request
     (`simulate --front-end-ms`, one queue per replica) with which the calibration window, simulated on the same
     fleet with the fit, gives the TTFT p50 its clients measured (`bench serve`'s record); bisected to 0.1 ms."""
     target = client["run"]["ttft_ms"]["p50"]
     low, high = 0.0, FRONT_END_MAX_MS
-    if simulate_slice(cal, "round_robin", fit, model)[0]["TTFT p50"] >= target:
+    if simulate_slice(cal, "round_robin", fit, model, 0.0, slowdown)[0]["TTFT p50"] >= target:
         return 0.0
     while high - low > 0.1:
         mid = (low + high) / 2
-        if simulate_slice(cal, "round_robin", fit, model, mid)[0]["TTFT p50"] < target:
+        if simulate_slice(cal, "round_robin", fit, model, mid, slowdown)[0]["TTFT p50"] < target:
             low = mid
         else:
             high = mid
@@ -305,9 +309,11 @@ def served(record: str) -> int:
 # ---- the sitting ---------------------------------------------------------------------------------------
 
 
-def simulate_slice(piece: Slice, policy: str, fit: str, model: str, front_end: float = 0.0) -> tuple[dict, list[int]]:
-    """The slice on a simulated fleet of REPLICAS with the fit and a front-end of `front_end` ms a request; its
-    figures and requests per replica."""
+def simulate_slice(
+    piece: Slice, policy: str, fit: str, model: str, front_end: float = 0.0, slowdown: float = 0.0
+) -> tuple[dict, list[int]]:
+    """The slice on a simulated fleet of REPLICAS with the fit, a front-end of `front_end` ms a request and the
+    shared host's `slowdown`; its figures and requests per replica."""
     from enginetui.simulate import simulate
 
     result = simulate(
@@ -320,35 +326,73 @@ def simulate_slice(piece: Slice, policy: str, fit: str, model: str, front_end: f
         router=POLICIES[policy],
         enable_prefix_caching=True,
         front_end_ms=front_end,
+        shared_host_slowdown=slowdown,
     )
     assert result.fleet is not None
     return simulated_figures(result.summary), [s.num_requests for s in result.fleet.summaries]
 
 
+def serve(
+    args: argparse.Namespace, router: Path, policy: str, engine_args: list[str], records: list[str], name: Path, piece
+) -> dict:
+    """A run of the slice on a fresh fleet behind `policy` (recordings to `records`, the router's log and the
+    bench record beside `name`); its bench record. With --again: the record a sitting left there before."""
+    if args.again:
+        path = name.with_suffix(".json")
+        if not path.exists() or not all(Path(r).exists() for r in records):
+            raise SystemExit(f"--again: {path} or its recordings are missing: run the sitting without --again first")
+        return json.loads(path.read_text())
+    with fleet(router, policy, engine_args, records, name.with_name(name.name + "-router.log")) as url:
+        return bench(url, piece, engine_args, name.with_suffix(".json"), args.timeout_s)
+
+
 def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict:
-    from enginetui.simulate.calibrate import calibrate_from_recording
+    from enginetui.simulate.calibrate import calibrate_from_recording, shared_host_slowdown
 
     out = Path(args.out)
-    router = ensure_router(Path(args.router_venv), log)
+    router = Path() if args.again else ensure_router(Path(args.router_venv), log)
     windows = {"azure-conv": parse_window(args.azure_window), "mooncake": parse_window(args.mooncake_window)}
     pieces = [Slice(trace, *windows[trace], args.time_scale) for trace in args.traces]
-    calibration = []  # replica 0's recording of each trace's calibration run
+    cal_records = []  # per trace: each replica's recording of its calibration run
     clients = {}  # per trace: its calibration run's bench serve record
     for piece in pieces:
         cal = piece.calibration()
         records = [str(out / f"{piece.trace}-cal-replica{i}.etrec") for i in range(REPLICAS)]
         log(f"{piece.trace}: calibration run on {cal.window} s (round_robin)")
-        with fleet(router, "round_robin", engine_args, records, out / f"{piece.trace}-cal-router.log") as url:
-            client = bench(url, cal, engine_args, out / f"{piece.trace}-cal.json", args.timeout_s)
-        calibration.append(records[0])
+        client = serve(args, router, "round_robin", engine_args, records, out / f"{piece.trace}-cal", cal)
+        cal_records.append(records)
         clients[piece.trace] = client
-    fit = calibrate_from_recording(calibration)  # one replica's steps
-    fit_path = str(out / "fit.json")
-    fit.save(fit_path)
-    log(f"fit on replica 0: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its own steps")
+    # each replica's own fit: the two cores of this VM run the same steps at speeds up to 20% apart
+    fits = [calibrate_from_recording([records[i] for records in cal_records]) for i in range(REPLICAS)]
+    fit_paths = [str(out / f"fit-replica{i}.json") for i in range(REPLICAS)]
+    for i, (fit, path) in enumerate(zip(fits, fit_paths)):
+        fit.save(path)
+        log(f"fit on replica {i}: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its steps")
+    # the replicas share this machine: each fit's scale with the other replica idle, and the slowdown beside it
+    scales = []  # per trace, per replica: (scale alone, slowdown beside a busy replica, steps)
+    for piece, records in zip(pieces, cal_records):
+        try:
+            scales.append(shared_host_slowdown(records, fits))
+        except ValueError as exc:  # a calibration run without steps alone or without steps side by side
+            log(f"{piece.trace}: no shared-host slowdown from its calibration run: {exc}")
+            scales.append([(1.0, 0.0, 0)] * REPLICAS)
+    alone = [float(np.mean([trace[i][0] for trace in scales])) for i in range(REPLICAS)]
+    slowdown = max(float(np.mean([b for trace in scales for _, b, _ in trace])), 0.0)
+    alone_paths = [str(out / f"fit-replica{i}-alone.json") for i in range(REPLICAS)]
+    for fit, scale, path in zip(fits, alone, alone_paths):
+        fit.scaled(scale, "its replica's neighbour idle (tools/fleet_accuracy.py)").save(path)
+    log(
+        "shared host: a step alone "
+        + ", ".join(f"{a:.3f}" for a in alone)
+        + f" x each replica's fit, {1 + slowdown:.3f} x that beside a busy replica"
+    )
+    fit_path, alone_path = ",".join(fit_paths), ",".join(alone_paths)  # `simulate --step-times`, per replica
     front_end = {}  # per trace: the served path its calibration run measured, front-end ms a request
+    front_end_one = {}  # the same, simulated without the shared host (the fit alone, as every step's price)
     for piece in pieces:
-        front_end[piece.trace] = front_end_ms(piece.calibration(), clients[piece.trace], fit_path, args.sim_model)
+        cal, client = piece.calibration(), clients[piece.trace]
+        front_end[piece.trace] = front_end_ms(cal, client, alone_path, args.sim_model, slowdown)
+        front_end_one[piece.trace] = front_end_ms(cal, client, fit_path, args.sim_model)
         log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
     rows = []
     for piece in pieces:
@@ -365,14 +409,16 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 )
                 name = f"{piece.trace}-{policy}" + (f"-run{rep + 1}" if args.repeats > 1 else "")
                 records = [str(out / f"{name}-replica{i}.etrec") for i in range(REPLICAS)]
-                with fleet(router, policy, engine_args, records, out / f"{name}-router.log") as url:
-                    record = bench(url, piece, engine_args, out / f"{name}.json", args.timeout_s)
+                record = serve(args, router, policy, engine_args, records, out / name, piece)
                 runs.append(measured_figures(record))
                 counts.append([served(r) for r in records])
                 replica_records.append(records)
             measured = median_figures(runs)
-            engine_only, _ = simulate_slice(piece, policy, fit_path, args.sim_model)
-            simulated, sim_counts = simulate_slice(piece, policy, fit_path, args.sim_model, front_end[piece.trace])
+            engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
+            simulated, sim_counts = simulate_slice(
+                piece, policy, alone_path, args.sim_model, front_end[piece.trace], slowdown
+            )
+            one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[piece.trace])
             busiest = counts[0].index(max(counts[0]))
             rows.append(
                 {
@@ -387,19 +433,30 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                     "error_pct": compare(measured, simulated),
                     "front_end_ms": front_end[piece.trace],
                     "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
+                    "without_shared_host": {"simulated": one_host, "error_pct": compare(measured, one_host)},
                     "replica_requests": {"measured": counts[0], "simulated": sim_counts},
-                    "engine": {"replica": busiest, **engine_side(replica_records[0][busiest], fit_path)},
-                    "decode_steps": decode_steps(replica_records[0][busiest], fit_path),
+                    "engine": {"replica": busiest, **engine_side(replica_records[0][busiest], fit_paths[busiest])},
+                    "decode_steps": decode_steps(replica_records[0][busiest], fit_paths[busiest]),
                 }
             )
             log("  " + row_line(rows[-1]))
     fitted = {
-        "r2": fit.info.r2,
-        "mean_abs_error_pct": fit.info.mean_abs_error_pct,
-        "coefficients": fit.coefficients,
-        "decode_steps": {trace: decode_steps(record, fit_path) for trace, record in zip(args.traces, calibration)},
+        "r2": [fit.info.r2 for fit in fits],
+        "mean_abs_error_pct": [fit.info.mean_abs_error_pct for fit in fits],
+        "coefficients": [fit.coefficients for fit in fits],
+        "decode_steps": {
+            trace: decode_steps(records[0], fit_paths[0]) for trace, records in zip(args.traces, cal_records)
+        },
     }
-    return {"fit": fitted, "front_end_ms": front_end, "rows": rows, "summary": summarize(rows)}
+    shared = {"alone": alone, "slowdown": slowdown, "steps": sum(n for trace in scales for _, _, n in trace)}
+    return {
+        "fit": fitted,
+        "shared_host": shared,
+        "front_end_ms": front_end,
+        "front_end_ms_without_shared_host": front_end_one,
+        "rows": rows,
+        "summary": summarize(rows),
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -436,15 +493,16 @@ def summarize(rows: list[dict]) -> dict:
         }
         for r in repeated
     }
-    engine_only = {
-        t: mape([e for r in rows if r["trace"] == t for e in r.get("without_served_path", r)["error_pct"].values()])
-        for t in per_trace
-    }
+    engine_only, one_host = (
+        {t: mape([e for r in rows if r["trace"] == t for e in r.get(part, r)["error_pct"].values()]) for t in per_trace}
+        for part in ("without_served_path", "without_shared_host")
+    )
     return {
         "mape_per_run": per_run,
         "mape_per_trace": per_trace,
         "mape": overall,
         "mape_per_trace_without_served_path": engine_only,
+        "mape_per_trace_without_shared_host": one_host,
         "cache_aware_gain_pct": gains,
         "repeatability": repeatability,
     }
@@ -519,6 +577,15 @@ def report(results: dict) -> str:
             + "; without it (the engine's view) MAPE per trace: "
             + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_served_path"].items()))
         )
+    shared = results.get("shared_host")
+    if shared:
+        lines.append(
+            f"shared host, from the calibration runs' {shared['steps']} busy steps: a step with the other replica "
+            f"idle {' / '.join(f'{a:.3f}' for a in np.atleast_1d(shared['alone']))} x its replica's fit's price, "
+            f"beside a busy one {1 + shared['slowdown']:.3f} x that; "
+            "without it (the fit's price for every step) MAPE per trace: "
+            + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_shared_host"].items()))
+        )
     for trace, figures in sorted(s["cache_aware_gain_pct"].items()):
         lines.append(
             f"cache_aware over round_robin on {trace}: "
@@ -562,6 +629,12 @@ def main(argv: list[str] | None = None) -> int:
         help="virtual environment of vllm-router (default: router-venv beside the checkout)",
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="serve nothing: simulate again what a sitting with the same flags left in OUT (its recordings and "
+        "bench records), e.g. after a change to the simulator",
+    )
     args, engine_args = parser.parse_known_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")

@@ -18,6 +18,7 @@ from enginetui.simulate.from_recording import recorded_run
 from enginetui.simulate.memory import PoolSizing, size_pool
 from enginetui.simulate.model_shape import ModelShape
 from enginetui.simulate.simulator import SimRun, Simulator, add_served_path
+from enginetui.simulate.step_time import StepTimeModel
 from enginetui.simulate.summary import Summary, summarize
 
 
@@ -26,12 +27,14 @@ class SimSettings:
     """Everything a simulated run is made of besides the engine flags."""
 
     model: str = "llama-3.1-8b"  # shipped config name, HF directory or config.json
-    hardware: str = "h200"  # accelerator (roofline model and memory)
+    hardware: str = "h200"  # accelerator (roofline model and memory); a fleet's per replica: "h200*2,h100*2"
     tensor_parallel_size: int = 1  # GPUs the model is split over
     weight_dtype: str = "bf16"  # bf16, fp16 or fp8 weights
     kv_cache_dtype: str = "auto"  # auto (16-bit) or fp8 KV cache
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # share of device memory vLLM may use (its default)
-    step_times: str = "roofline"  # "roofline", "recorded" (with from_recording) or a --calibrate JSON file
+    step_times: str = (
+        "roofline"  # "roofline", "recorded" (with from_recording) or a --calibrate JSON file (a fleet's: per replica)
+    )
     mfu: float | None = None  # roofline compute efficiency (None: the default)
     mbu: float | None = None  # roofline bandwidth efficiency (None: the default)
     overhead_ms: float | None = None  # roofline fixed milliseconds per step (None: the default)
@@ -48,6 +51,7 @@ class SimSettings:
     decode_policy: str | None = None  # the decode pool's router (None: `router`)
     kv_transfer_bandwidth: float = 50.0  # disaggregated prefill: GB/s of the link a prompt's KV crosses
     front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine, before the engine takes it
+    shared_host_slowdown: float = 0.0  # replicas on one machine: a step this much longer while the others are busy
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
     output_len: int = 128  # random / shared-prefix: mean output length
@@ -90,6 +94,7 @@ class FleetResult:
     choices: list[int]  # per request (by arrival): the replica it went to (disaggregated: its prefill replica)
     roles: list[str] = field(default_factory=list)  # per replica: "replica", or "prefill" / "decode"
     transfer_seconds: list[float] = field(default_factory=list)  # disaggregated: per request its KV transfer
+    num_blocks: list[int] = field(default_factory=list)  # per replica: its KV pool
 
 
 def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> SimResult:
@@ -102,6 +107,10 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     flags = {k: v for k, v in kwargs.items() if k not in settings_fields}
     notes: list[str] = []
     check_fleet(s)
+    mixed = mixed_fleet(s)  # per replica its settings, when their hardware or step times differ
+    if mixed and live is not None:
+        raise ValueError("--watch shows a fleet of alike replicas: one --hardware and one --step-times")
+    base = mixed[0] if mixed else s
     if s.from_recording:
         _check_recorded_workload(s)
         recorded = recorded_run(s.from_recording)
@@ -114,34 +123,26 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
                 f"{recorded.num_partial} recorded requests were aborted or unfinished: they stop after "
                 f"the tokens they had generated"
             )
-    step_model, shape, implied = from_settings.step_model(s, recorded.steps if s.from_recording else None)
+    step_model, shape, implied = from_settings.step_model(base, recorded.steps if s.from_recording else None)
     config = _engine_config({**implied, **flags})
     max_model_len = config.max_model_len or (shape.max_position_embeddings if shape else 2048)
     if not s.from_recording:
         requests = from_settings.make_workload(s, shape.vocab_size if shape else 32000, max_model_len, notes)
-    pool = None
-    num_blocks = config.num_gpu_blocks_override
-    if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
-        num_blocks = _given_memory_blocks(s, shape, config)
-        notes.append(
-            f"KV pool: --kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)} per GPU holds "
-            f"{num_blocks} blocks (weights and activations not checked against the device)"
-        )
-    if num_blocks is None:
-        pool = _pool(s, shape, config)
-        num_blocks = pool.num_blocks
-        if num_blocks * config.block_size < max_model_len:
-            raise ValueError(
-                f"the KV pool holds {num_blocks * config.block_size} tokens, fewer than max_model_len "
-                f"{max_model_len} (vLLM refuses to start so): lower --max-model-len, or give the cache more "
-                f"memory ({pool.describe()})"
-            )
+    num_blocks, pool = _kv_pool(base, shape, config, max_model_len, notes)
+    models: StepTimeModel | list[StepTimeModel] = step_model
+    pools: int | list[int] = num_blocks
+    if mixed:  # each replica its own step-time model and pool
+        models, pools = [], []
+        for replica in mixed:
+            model, _, its_flags = from_settings.step_model(replica, None)
+            models.append(model)
+            pools.append(_kv_pool(replica, shape, _engine_config({**its_flags, **flags}), max_model_len, [])[0])
     if not s.from_recording:  # a recording keeps its rejections
-        _check_fits(requests, num_blocks, config.block_size)
+        _check_fits(requests, min(pools) if isinstance(pools, list) else pools, config.block_size)
     from enginetui.simulate.progress import progress_bar
 
     if fleet_roles(s):
-        return _simulate_fleet(s, config, shape, num_blocks, max_model_len, step_model, requests, pool, notes, live)
+        return _simulate_fleet(s, config, shape, pools, max_model_len, models, requests, pool, notes, live)
     writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
@@ -156,6 +157,59 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     return SimResult(summary, run, s, config, num_blocks, pool, step_model.name, notes)
 
 
+def _kv_pool(
+    s: SimSettings, shape: ModelShape | None, config: EngineConfig, max_model_len: int, notes: list[str]
+) -> tuple[int, PoolSizing | None]:
+    """The engine's KV pool in blocks, and how it was sized from memory (None: given)."""
+    num_blocks = config.num_gpu_blocks_override
+    if num_blocks is None and config.kv_cache_memory_bytes is not None:  # the engine's rule, per GPU
+        num_blocks = _given_memory_blocks(s, shape, config)
+        notes.append(
+            f"KV pool: --kv-cache-memory-bytes {gib(config.kv_cache_memory_bytes)} per GPU holds "
+            f"{num_blocks} blocks (weights and activations not checked against the device)"
+        )
+    if num_blocks is not None:
+        return num_blocks, None
+    pool = _pool(s, shape, config)
+    if pool.num_blocks * config.block_size < max_model_len:
+        raise ValueError(
+            f"the KV pool holds {pool.num_blocks * config.block_size} tokens, fewer than max_model_len "
+            f"{max_model_len} (vLLM refuses to start so): lower --max-model-len, or give the cache more "
+            f"memory ({pool.describe()})"
+        )
+    return pool.num_blocks, pool
+
+
+def per_replica(flag: str, text: str, replicas: int) -> list[str]:
+    """A fleet's value per replica: "a" for all, or "a,b,c" one each, "a*2,b*2" repeated; refused unless it
+    names exactly `replicas` values."""
+    values = []
+    for part in text.split(","):
+        name, star, times = part.strip().partition("*")
+        if not name or (star and not (times.isdigit() and int(times) > 0)):
+            raise ValueError(f"{flag} {text!r}: write one value for every replica, or VALUE*COUNT (h200*2,h100*2)")
+        values += [name] * (int(times) if star else 1)
+    if len(values) > 1 and len(values) != replicas:
+        raise ValueError(f"{flag} {text!r} names {len(values)} replicas: the fleet has {replicas} (--replicas)")
+    return values * replicas if len(values) == 1 else values
+
+
+def mixed_fleet(s: SimSettings) -> list[SimSettings]:
+    """Per replica its settings, its own hardware and step times (`per_replica`), when the fleet's differ;
+    empty when they are alike."""
+    from dataclasses import replace
+
+    if "," not in s.hardware + s.step_times and "*" not in s.hardware + s.step_times:
+        return []
+    if s.replicas < 2 or s.prefill_replicas:
+        raise ValueError("a --hardware or --step-times per replica is for a fleet of --replicas N (N > 1)")
+    if s.record:
+        raise ValueError("--record keeps a fleet of alike replicas: one --hardware and one --step-times")
+    hardware = per_replica("--hardware", s.hardware, s.replicas)
+    step_times = per_replica("--step-times", s.step_times, s.replicas)
+    return [replace(s, hardware=h, step_times=t) for h, t in zip(hardware, step_times)]
+
+
 def check_fleet(s: SimSettings) -> None:
     """Bad fleet settings, refused before anything runs."""
     from enginetui.simulate.routers import ROUTERS
@@ -164,6 +218,10 @@ def check_fleet(s: SimSettings) -> None:
         raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
     if not s.front_end_ms >= 0:
         raise ValueError(f"--front-end-ms must be non-negative, got {s.front_end_ms:g}")
+    if not s.shared_host_slowdown >= 0:
+        raise ValueError(f"--shared-host-slowdown must be non-negative, got {s.shared_host_slowdown:g}")
+    if s.shared_host_slowdown and (s.replicas < 2 or s.prefill_replicas):
+        raise ValueError("--shared-host-slowdown: only for a fleet of --replicas N (N > 1) alike engines")
     if s.router not in ROUTERS:
         raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
     if s.prefill_replicas or s.decode_replicas:
@@ -203,21 +261,25 @@ def _simulate_fleet(
     s: SimSettings,
     config: EngineConfig,
     shape,
-    num_blocks: int,
+    num_blocks: int | list[int],
     max_model_len: int,
-    step_model,
+    step_model: StepTimeModel | list[StepTimeModel],
     requests,
     pool,
     notes,
     live,
 ) -> SimResult:
+    """A fleet's run: alike replicas, or per replica its `num_blocks` and `step_model` (a mixed fleet, which is
+    neither watched, recorded nor disaggregated: mixed_fleet)."""
     from enginetui.simulate.fleet import merged_run, run_fleet
     from enginetui.simulate.fleet_events import FleetEvents
     from enginetui.simulate.progress import progress_bar
     from enginetui.simulate.routers import make_router
 
     roles = fleet_roles(s)
-    writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live, roles)
+    models = step_model if isinstance(step_model, list) else [step_model]
+    pools = num_blocks if isinstance(num_blocks, list) else [num_blocks] * len(roles)
+    writer = from_settings.event_writer(s, config, shape, pools[0], max_model_len, models[0], live, roles)
     events = FleetEvents(writer, len(roles)) if writer is not None else None
     try:
         with progress_bar(len(requests), s.progress) as progress:
@@ -240,23 +302,26 @@ def _simulate_fleet(
                     progress,
                     events=events,
                     front_end_seconds=s.front_end_ms / 1e3,
+                    shared_host_slowdown=s.shared_host_slowdown,
                 )
     finally:
         if events is not None:
             events.close()
     slos = parse_slos(s.goodput)
     run = merged_run(fleet)
-    per_replica = [summarize(r, slos) for r in fleet.replicas]
+    replica_figures = [summarize(r, slos) for r in fleet.replicas]
     return SimResult(
         summarize(run, slos),
         run,
         s,
         config,
-        num_blocks,
-        pool,
-        step_model.name,
+        pools[0],
+        pool if len(set(pools)) == 1 else None,
+        "; ".join(dict.fromkeys(m.name for m in models)),
         notes,
-        FleetResult(fleet.router, per_replica, fleet.replicas, fleet.choices, fleet.roles, fleet.transfer_seconds),
+        FleetResult(
+            fleet.router, replica_figures, fleet.replicas, fleet.choices, fleet.roles, fleet.transfer_seconds, pools
+        ),
     )
 
 

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 from enginetui.core.engine.events import StepEvent
 from enginetui.core.sched.step_shape import StepShape
 from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, fit_relative_to_prediction
-from enginetui.simulate.step_time import ReplayedStepTimes, step_start
+from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel, step_start
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from enginetui.simulate.from_recording import RecordedRun
 
 GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
@@ -129,6 +131,7 @@ class RecordedSteps:
     shapes: list[StepShape]  # each busy step's shape, as its event carries it
     seconds: list[float]  # its time: from its start to the next step's start
     gaps: list[float]  # of which between steps: from its event being built to the next step's start
+    starts: list[float]  # when it started (wall clock, as its event's time)
     num_steps: int  # steps in the recording, busy or not
     fewer_threads: int  # busy steps left out because they ran on fewer CPU threads than the engine has
     model_name: str  # the recorded engine's model
@@ -177,7 +180,7 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     carried = [e.shape for e in steps if e.shape is not None]
     step_shapes = carried if len(carried) == len(steps) else replayed_shapes(str(path), recorded)
     starts = [step_start(e) for e in steps]
-    shapes, seconds, gaps = [], [], []
+    shapes, seconds, gaps, busy_starts = [], [], [], []
     fewer_threads = 0
     for k, (event, following) in enumerate(zip(steps, steps[1:])):
         if not (event.running or event.waiting):
@@ -193,6 +196,7 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
         shapes.append(step_shapes[k])
         seconds.append(period)
         gaps.append(starts[k + 1] - event.time)
+        busy_starts.append(starts[k])
     header = recorded.header
     device = (
         f"{header.engine.device} ({header.engine.dtype}), recorded "
@@ -202,6 +206,7 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
         shapes,
         seconds,
         gaps,
+        busy_starts,
         len(steps),
         fewer_threads,
         recorded.model_name,
@@ -298,6 +303,51 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
         engine_config={"num_blocks": runs[0].num_blocks, "max_model_len": runs[0].max_model_len},
     )
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
+
+
+def busy_spans(path: str | os.PathLike) -> "np.ndarray":
+    """When a recorded engine was busy: per step, [its start, the next step's start] where it had work left
+    after it, else [its start, its end]. [steps, 2] seconds, wall clock."""
+    import numpy as np
+
+    from enginetui.simulate.from_recording import recorded_run
+
+    steps = recorded_run(str(path)).steps
+    starts = [step_start(e) for e in steps]
+    ends = [starts[k + 1] if k + 1 < len(steps) and (e.running or e.waiting) else e.time for k, e in enumerate(steps)]
+    return np.array([starts, ends], dtype=np.float64).T.reshape(-1, 2)
+
+
+def shared_host_slowdown(paths: list, models: list[StepTimeModel]) -> list[tuple[float, float, int]]:
+    """How much replicas on one machine slow each other's steps, from a recording per replica of a run they
+    served together and a step-time model per replica: each busy step's measured time over its model's price,
+    against the share of the step in which the other replicas were busy (`busy_spans`), fitted as a line,
+    ratio = a + b x share. Per replica (a, b / a, steps): its model's scale while the others are idle, the
+    slowdown while they are all busy (`simulate --shared-host-slowdown`), and the steps fitted."""
+    import numpy as np
+
+    if len(paths) < 2 or len(models) != len(paths):
+        raise ValueError("the shared host's slowdown needs two replicas' recordings or more, and a model for each")
+    spans = [busy_spans(path) for path in paths]
+    out = []
+    for k, (path, model) in enumerate(zip(paths, models)):
+        steps = recorded_steps(path)
+        others = [spans[j] for j in range(len(paths)) if j != k]
+        ratios, shares = [], []
+        for shape, start, seconds in zip(steps.shapes, steps.starts, steps.seconds):
+            end = start + seconds
+            busy = [np.clip(np.minimum(s[:, 1], end) - np.maximum(s[:, 0], start), 0, None).sum() for s in others]
+            shares.append(min(float(np.mean(busy)) / seconds, 1.0))
+            ratios.append(seconds / max(model.step_seconds(shape), 1e-9))
+        x, y = np.array(shares), np.array(ratios)
+        if not len(x) or np.ptp(x) < 0.5:
+            raise ValueError(
+                f"{path}: its replica ran beside busy ones for nearly all or none of its steps: the slowdown "
+                f"needs a run in which each replica also ran while the others were idle"
+            )
+        b, a = np.polyfit(x, y, 1)
+        out.append((float(a), float(b / a), len(x)))
+    return out
 
 
 def _shape_of(event: StepEvent | None) -> StepShape:

@@ -44,7 +44,12 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         help="a shipped config (llama-3.1-8b, llama-3.1-70b, qwen3-8b, opt-125m) or a directory / "
         "config.json (default: llama-3.1-8b)",
     )
-    m.add_argument("--hardware", default="h200", metavar="NAME", help="h200, h100, a100 or l4 (default: h200)")
+    m.add_argument(
+        "--hardware",
+        default="h200",
+        metavar="NAME",
+        help="h200, h100, a100 or l4 (default: h200); a fleet's per replica, e.g. h200*2,h100*2 (a mixed fleet)",
+    )
     m.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N", help="GPUs (default: 1)")
     m.add_argument("--weight-dtype", default="bf16", choices=("bf16", "fp16", "fp8"), help="default: bf16")
     m.add_argument(
@@ -63,7 +68,7 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         default="roofline",
         metavar="roofline|recorded|FILE",
         help="the step-time model: roofline, recorded (a --from-recording run's own), or a JSON file "
-        "from --calibrate (default: roofline)",
+        "from --calibrate (default: roofline); a fleet's per replica, e.g. a.json,b.json or a.json*2,roofline*2",
     )
     m.add_argument("--mfu", type=float, metavar="F", help="roofline: share of peak FLOP/s reached (default: 0.5)")
     m.add_argument("--mbu", type=float, metavar="F", help="roofline: share of peak bandwidth reached (default: 0.8)")
@@ -156,6 +161,15 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         help="the served path: each engine's HTTP front-end (and the router hop) takes MS per request, one at a "
         "time, before the engine takes the request in; its TTFT and E2E count from its arrival at the front-end "
         "(default: 0, the engine's view; tools/fleet_accuracy.py measures it)",
+    )
+    f.add_argument(
+        "--shared-host-slowdown",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="the replicas share one machine: a step takes 1 + X times as long while every other replica is "
+        "busy (its share of them, with more than two), as their steps contend for memory bandwidth and caches "
+        "(default: 0, a machine each; tools/fleet_accuracy.py measures it)",
     )
     f.add_argument(
         "--router",

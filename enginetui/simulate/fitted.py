@@ -11,7 +11,7 @@ recorded run's, `--calibrate-from-recording`); `save` /
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -79,6 +79,11 @@ class FittedModel(StepTimeModel):
             + c[5] * shape.prefill_attention_pairs
             + (c[6] if shape.num_prefill_tokens else 0.0)
         )
+
+    def scaled(self, factor: float, why: str) -> "FittedModel":
+        """Every step `factor` times as long (`why`: said in the fit's note)."""
+        info = replace(self.info, note=f"{self.info.note}; x {factor:.3f}: {why}".lstrip("; "))
+        return FittedModel({name: c * factor for name, c in self.coefficients.items()}, info)
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "w") as f:

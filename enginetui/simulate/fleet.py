@@ -6,14 +6,16 @@ arrival is routed once every busy replica's next step starts at or after it, so 
 between steps exactly as a single engine does (Simulator.run). The router's load per replica counts the
 requests routed to it that have not finished by the arrival's time. With a front-end (the served path,
 `front_end_seconds` a request), a routed request first waits in its replica's front-end queue and enters the
-engine when the front-end is done with it (front_end_entries), as a later arrival of its own.
+engine when the front-end is done with it (front_end_entries), as a later arrival of its own. With a shared
+host (`shared_host_slowdown` s), a replica's step takes 1 + s x (the share of the other replicas busy as it
+starts) of its model's time: replicas on one machine, whose steps contend for its memory bandwidth and caches.
 """
 
 import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from enginetui.core.config import EngineConfig
@@ -21,7 +23,7 @@ from enginetui.core.request import Request
 from enginetui.simulate.fleet_events import FleetEvents
 from enginetui.simulate.routers import Router
 from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request, collector_paused
-from enginetui.simulate.step_time import StepTimeModel
+from enginetui.simulate.step_time import SharedHost, StepTimeModel
 from enginetui.simulate.workload import SimRequest
 
 
@@ -75,9 +77,9 @@ class FleetRun:
 
 def run_fleet(
     config: EngineConfig,
-    num_blocks: int,
+    num_blocks: int | Sequence[int],
     max_model_len: int,
-    step_model: StepTimeModel,
+    step_model: StepTimeModel | Sequence[StepTimeModel],
     num_replicas: int,
     router: Router,
     workload: list[SimRequest],
@@ -85,13 +87,18 @@ def run_fleet(
     fast_forward: bool = True,
     events: FleetEvents | None = None,
     front_end_seconds: float = 0.0,
+    shared_host_slowdown: float = 0.0,
 ) -> FleetRun:
-    """Serve `workload` on `num_replicas` alike engines behind `router`; `events`: build each replica's step
+    """Serve `workload` on `num_replicas` engines behind `router`, alike or, where `num_blocks` and `step_model`
+    are sequences, each replica its own KV pool and step-time model (a mixed fleet); `events`: build each replica's step
     events (a watched or recorded fleet) and say why the router chose each replica; `front_end_seconds`: each
     replica's front-end takes that long a request, one at a time, before the request enters its engine (the
-    request's times still count from its arrival)."""
+    request's times still count from its arrival); `shared_host_slowdown`: how much longer a replica's step
+    takes while all the other replicas are busy (0.3: 30%; the replicas share one machine)."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
+    if not shared_host_slowdown >= 0:
+        raise ValueError(f"--shared-host-slowdown must be non-negative, got {shared_host_slowdown:g}")
     with collector_paused():
         return _run_fleet(
             config,
@@ -105,6 +112,7 @@ def run_fleet(
             fast_forward,
             events,
             front_end_seconds,
+            shared_host_slowdown,
         )
 
 
@@ -120,15 +128,27 @@ def _run_fleet(
     fast_forward,
     events,
     front_end_seconds,
+    shared_host_slowdown,
 ) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
     n = len(reqs)
+    # shared host: each replica's own clock, its factor set before each of its steps (so no steps planned ahead)
+    models = list(step_model) if isinstance(step_model, Sequence) else [step_model] * num_replicas
+    pools = list(num_blocks) if isinstance(num_blocks, Sequence) else [num_blocks] * num_replicas
+    if len(models) != num_replicas or len(pools) != num_replicas:
+        raise ValueError(f"a mixed fleet needs a step-time model and a KV pool for each of its {num_replicas} replicas")
+    shared = [SharedHost(m) for m in models] if shared_host_slowdown and num_replicas > 1 else []
     replicas = [
         FleetReplica(
             k,
             EngineLoop(
-                config, num_blocks, max_model_len, step_model, events.builders[k] if events else None, fast_forward
+                config,
+                pools[k],
+                max_model_len,
+                shared[k] if shared else models[k],
+                events.builders[k] if events else None,
+                fast_forward and not shared,
             ),
         )
         for k in range(num_replicas)
@@ -136,7 +156,6 @@ def _run_fleet(
     router.explain = events is not None
     choices: list[int] = []
     busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
-    model = step_model
     real_tokens = config.enable_prefix_caching or router.needs_tokens
     # requests in a front-end: (entry, order, replica, request, engine request, the router's reason)
     entering: list[tuple[float, int, int, SimRequest, Request, str]] = []
@@ -150,11 +169,14 @@ def _run_fleet(
         if busy and busy[0][0] < min(arrival, entry):
             _, k = heapq.heappop(busy)
             loop = replicas[k].loop
+            if shared:  # the others busy now: with work left, or still in a step that ends after this one starts
+                others = sum(r.loop.busy() or r.loop.now > loop.now for r in replicas) - 1
+                shared[k].factor = 1 + shared_host_slowdown * others / (num_replicas - 1)
             before = loop.num_steps
             loop.step(min(arrival, pending[k][0] if pending[k] else math.inf))
             steps += loop.num_steps - before
             if loop.busy():
-                heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))
+                heapq.heappush(busy, (models[k].next_start(loop.now, loop.num_steps + 1), k))
             else:
                 loop.idle()
             if progress is not None and steps >= 64:
@@ -190,7 +212,7 @@ def _run_fleet(
             loop.now = max(loop.now, entry)  # idle until this arrival
         loop.add(r, request)
         if idle and loop.busy():
-            heapq.heappush(busy, (model.next_start(loop.now, loop.num_steps + 1), k))
+            heapq.heappush(busy, (models[k].next_start(loop.now, loop.num_steps + 1), k))
         elif not loop.busy():
             loop.idle()  # rejected
     if progress is not None:

@@ -21,6 +21,13 @@ def _model_line(result: SimResult) -> str:
     return f"{s.model}, {s.weight_dtype} weights, on {tp}{s.hardware}"
 
 
+def _pool_text(result: SimResult) -> str:
+    pools = result.fleet.num_blocks if result.fleet else []
+    if len(set(pools)) > 1:
+        return f"per replica {', '.join(map(str, pools))} blocks"
+    return result.pool.describe() if result.pool else f"{result.num_blocks} blocks"
+
+
 def describe_setup(result: SimResult, sweep=None) -> list[str]:
     """What was simulated; `sweep` (sweep.Sweep): the setting a sweep varied, its every value named."""
     s, c = result.settings, result.config
@@ -41,8 +48,7 @@ def describe_setup(result: SimResult, sweep=None) -> list[str]:
         f"model         {_model_line(result)}",
         f"workload      {source}",
         f"step times    {result.step_model}",
-        f"KV pool       {result.pool.describe() if result.pool else f'{result.num_blocks} blocks'} "
-        f"of {c.block_size} tokens",
+        f"KV pool       {_pool_text(result)} of {c.block_size} tokens",
         f"engine        max_num_batched_tokens {c.max_num_batched_tokens}, max_num_seqs {c.max_num_seqs}, "
         f"chunked prefill {'on' if c.enable_chunked_prefill else 'off'}, prefix caching "
         f"{'on' if c.enable_prefix_caching else 'off'}, {c.scheduling_policy}",

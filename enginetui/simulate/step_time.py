@@ -73,3 +73,17 @@ class ReplayedStepTimes(StepTimeModel):
         if shape.step > len(self.ends):
             raise ValueError(f"the simulation took more steps than the {len(self.ends)} recorded: it diverged")
         return self.ends[shape.step - 1]
+
+
+class SharedHost(StepTimeModel):
+    """One replica's steps on a host it shares with other replicas: `base`'s time, times `factor`, which the
+    fleet sets before each step (fleet.py: 1 + the slowdown times the share of the other replicas busy then;
+    replicas that share a machine's memory bandwidth and caches slow each other's steps down)."""
+
+    def __init__(self, base: StepTimeModel) -> None:
+        self.base = base
+        self.name = base.name
+        self.factor = 1.0
+
+    def step_seconds(self, shape: StepShape) -> float:
+        return self.base.step_seconds(shape) * self.factor

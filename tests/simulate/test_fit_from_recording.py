@@ -17,9 +17,10 @@ from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.step_shape import StepShape
-from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps
+from enginetui.simulate.calibrate import busy_spans, calibrate_from_recording, recorded_steps, shared_host_slowdown
 from enginetui.simulate.fitted import FitInfo, load_fitted
 from enginetui.simulate.measured import fewer_threads, fewer_threads_line
+from enginetui.simulate.step_time import step_start
 from tests.fakes.scripted_runner import ScriptedRunner
 from tests.simulate.law_recordings import GAP_S, LAW, GappedLaw, simulated_recording
 
@@ -241,3 +242,50 @@ def test_noisy_steps_are_fitted_to_their_mean_not_to_the_fast_ones():
     ratios = lambda model: [model.step_seconds(s) / law.step_seconds(s) for s in shapes]  # noqa: E731
     assert max(ratios(biased)) < 1.2  # weighted by their own times, the slow steps barely count
     assert sum(ratios(unbiased)) / len(shapes) == pytest.approx(mean_ratio, rel=0.02)
+
+
+def _retimed(recording, events, path, offset: float, slowdown: float, neighbour: str | None) -> str:
+    """The recorded run `offset` s later, each busy step longer by `slowdown` x the share of it in which the
+    `neighbour` recording's engine was busy (its steps' exec_ms and every later step's time moved alike)."""
+    spans = busy_spans(neighbour) if neighbour else None
+    steps = [e for e in events if e.is_step]
+    nexts = {id(e): step_start(f) for e, f in zip(steps, steps[1:]) if e.running or e.waiting}
+    shift, out = offset, []
+    for e in events:
+        if not e.is_step:
+            out.append(e)
+            continue
+        extra = 0.0
+        if spans is not None and id(e) in nexts:
+            start, end = step_start(e) + shift, nexts[id(e)] + shift
+            share = sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans.tolist()) / (end - start)
+            extra = slowdown * (end - start) * share
+        out.append(msgspec.structs.replace(e, time=e.time + shift + extra, exec_ms=e.exec_ms + extra * 1e3))
+        shift += extra
+    write_recording(path, recording.header, out)
+    return str(path)
+
+
+def test_the_slowdown_of_replicas_sharing_a_host_comes_back_from_their_recordings(law_recording, tmp_path):
+    # two replicas that each ran the law's run, one starting half a run after the other; a busy step of either
+    # takes 30% longer for the share of it in which the other was busy (built to a fixed point: each one's
+    # steps depend on the other's)
+    recording = read_recording(law_recording)
+    events = list(recording.events())
+    steps = [e for e in events if e.is_step]
+    half = (steps[-1].time - step_start(steps[0])) / 2
+    a = _retimed(recording, events, tmp_path / "a.etrec", 0.0, 0.3, None)
+    b = _retimed(recording, events, tmp_path / "b.etrec", half, 0.3, None)
+    for _ in range(4):
+        a = _retimed(recording, events, tmp_path / "a.etrec", 0.0, 0.3, b)
+        b = _retimed(recording, events, tmp_path / "b.etrec", half, 0.3, a)
+    fit = calibrate_from_recording(law_recording)  # the law, each step priced as it ran alone
+    for alone, slowdown, n in shared_host_slowdown([a, b], [fit, fit]):
+        assert alone == pytest.approx(1.0, abs=0.02) and slowdown == pytest.approx(0.3, abs=0.03)
+        assert n == len(recorded_steps(law_recording).shapes)
+    # replicas that never ran at the same time tell no slowdown
+    far = _retimed(recording, events, tmp_path / "far.etrec", 1e4, 0.0, None)
+    with pytest.raises(ValueError, match="beside busy ones for nearly all or none of its steps"):
+        shared_host_slowdown([law_recording, far], [fit, fit])
+    with pytest.raises(ValueError, match="two replicas' recordings or more"):
+        shared_host_slowdown([a], [fit])

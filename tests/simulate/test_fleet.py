@@ -9,10 +9,12 @@ import pytest
 from enginetui.cli import main
 from enginetui.core.config import EngineConfig
 from enginetui.simulate import simulate
+from enginetui.simulate.api import per_replica
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
 from enginetui.simulate.fleet import FleetReplica, run_fleet
 from enginetui.simulate.hardware import accelerator
 from enginetui.simulate.model_shape import load_model_shape
+from enginetui.simulate.report import describe_setup
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
 from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
 from enginetui.simulate.simulator import Simulator, _engine_request
@@ -257,6 +259,56 @@ def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():
         )
 
 
+def test_a_step_on_a_shared_host_is_slower_while_the_other_replica_is_busy():
+    # two prompts at once on two round-robin replicas, then a third long after both finished: the first two
+    # decode side by side, each step 1.5 times its price; the third runs alone, at its price
+    workload = [SimRequest("a", 0.0, 32, 8), SimRequest("b", 0.0, 32, 8), SimRequest("c", 5.0, 32, 8)]
+    config = EngineConfig(device="cpu", max_num_seqs=16)
+    model = _model()
+    apart = run_fleet(config, 500, 4096, model, 2, RoundRobin(2, BLOCK), workload)
+    shared = run_fleet(config, 500, 4096, model, 2, RoundRobin(2, BLOCK), workload, shared_host_slowdown=0.5)
+    for replica in (0, 1):
+        one, two = apart.replicas[replica].timeline, shared.replicas[replica].timeline
+        together = 8  # each of a and b: its prompt's step and 7 decode steps, both replicas busy throughout
+        assert list(two.seconds[:together]) == pytest.approx([1.5 * s for s in one.seconds[:together]])
+        assert list(two.seconds[together:]) == pytest.approx(list(one.seconds[together:]))
+    assert len(shared.replicas[0].timeline.seconds) == 16  # c came to replica 0, alone
+    # the slowdown that reaches the figures: a and b take 1.5 times as long, c as long
+    assert shared.replicas[0].times.finish[0] == pytest.approx(1.5 * apart.replicas[0].times.finish[0])
+    assert shared.replicas[0].times.finish[1] - 5.0 == pytest.approx(apart.replicas[0].times.finish[1] - 5.0)
+
+
+def test_a_mixed_fleet_runs_each_replica_on_its_own_hardware():
+    # round-robin routes regardless of speed: each replica of an h200 + h100 fleet serves what it serves in
+    # a fleet of its own hardware, step for step, with its own KV pool
+    settings = dict(num_prompts=60, input_len=256, output_len=32, request_rate=20.0, seed=2, replicas=2)
+    mixed = simulate(**settings, router="round-robin", hardware="h200,h100")
+    for k, hardware in enumerate(("h200", "h100")):
+        alike = simulate(**settings, router="round-robin", hardware=hardware)
+        assert list(mixed.fleet.runs[k].timeline.end) == list(alike.fleet.runs[k].timeline.end)
+        assert mixed.fleet.num_blocks[k] == alike.fleet.num_blocks[k] == alike.num_blocks
+    assert mixed.fleet.num_blocks[0] > mixed.fleet.num_blocks[1]  # 141 GB against 80
+    assert mixed.fleet.summaries[1].tpot.p50 > mixed.fleet.summaries[0].tpot.p50
+    assert mixed.step_model == "roofline h200; roofline h100"
+    assert f"KV pool       per replica {mixed.fleet.num_blocks[0]}, {mixed.fleet.num_blocks[1]} blocks" in "\n".join(
+        describe_setup(mixed)
+    )
+    # least-outstanding sends more to the faster replica, which finishes its requests sooner
+    steady = dict(num_prompts=300, input_len=512, output_len=64, request_rate=20.0, seed=2, replicas=2)
+    spread = simulate(**steady, router="least-outstanding", hardware="h100*1,h200*1")
+    assert [m.num_requests for m in spread.fleet.summaries] == [141, 159]
+
+
+def test_a_mixed_fleet_is_refused_where_one_engine_is_described():
+    assert per_replica("--hardware", "h200*2,h100", 3) == ["h200", "h200", "h100"]
+    assert per_replica("--hardware", "l4", 3) == ["l4"] * 3
+    with pytest.raises(ValueError, match="--watch shows a fleet of alike replicas"):
+        simulate(num_prompts=3, replicas=2, hardware="h200,h100", live=lambda info, source: None)
+    config = EngineConfig(device="cpu")
+    with pytest.raises(ValueError, match="a step-time model and a KV pool for each of its 2 replicas"):
+        run_fleet(config, [500], 4096, _model(), 2, RoundRobin(2, BLOCK), [SimRequest("a", 0.0, 32, 4)])
+
+
 def test_the_router_counts_a_request_until_it_finishes():
     from enginetui.simulate.simulator import EngineLoop
 
@@ -312,6 +364,13 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
     [
         (["--replicas", "0"], "--replicas must be at least 1, got 0"),
         (["--replicas", "2", "--front-end-ms", "-1"], "--front-end-ms must be non-negative, got -1"),
+        (["--replicas", "2", "--shared-host-slowdown", "-0.1"], "--shared-host-slowdown must be non-negative"),
+        (["--shared-host-slowdown", "0.3"], "--shared-host-slowdown: only for a fleet of --replicas N (N > 1)"),
+        (["--replicas", "2", "--hardware", "h200*3"], "--hardware 'h200*3' names 3 replicas: the fleet has 2"),
+        (["--replicas", "2", "--hardware", "h200*two"], "write one value for every replica, or VALUE*COUNT"),
+        (["--hardware", "h200,h100"], "a --hardware or --step-times per replica is for a fleet of --replicas N"),
+        (["--replicas", "2", "--hardware", "h200,b200"], "unknown hardware 'b200'"),
+        (["--replicas", "2", "--hardware", "h200,h100", "--record", "x.etrec"], "--record keeps a fleet of alike"),
         (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
         (["--replicas", "2", "--from-recording", "x.etrec"], "leave out --replicas"),
         (["--router", "random"], "one replica has nothing to route"),

@@ -161,17 +161,21 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         router_venv=str(ROUTER_VENV),
         traces=["azure-conv"],
         policies=["round_robin", "cache_aware"],
-        azure_window="0:4",
+        azure_window="0:8",
         mooncake_window="0:4",
-        time_scale=1.0,
+        time_scale=2.0,  # 8 s of the trace in 4: enough kinds of step to fit each replica
         timeout_s=120.0,
         repeats=2,
         sim_model=str(DEFAULT_MODEL_DIR),
+        again=False,
     )
     before = _children()
     results = sitting(args, [], log=lambda line: None)
     assert _children() <= before  # every replica, router and client gone
-    assert (tmp_path / "fit.json").exists() and [r["policy"] for r in results["rows"]] == args.policies
+    assert [r["policy"] for r in results["rows"]] == args.policies
+    assert all((tmp_path / f"fit-replica{i}.json").exists() for i in (0, 1))  # each replica's own fit
+    shared = results["shared_host"]
+    assert len(shared["alone"]) == 2 and shared["slowdown"] >= 0
     for row in results["rows"]:
         counts = row["replica_requests"]
         assert sum(counts["measured"]) == sum(counts["simulated"]) == row["requests"] > 0
@@ -184,3 +188,8 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
     assert "the busiest replica as its engine saw it" in report(results)
     rr = results["rows"][0]["replica_requests"]
     assert abs(rr["measured"][0] - rr["measured"][1]) <= 1  # round-robin alternates (the warm-up's 4 keep parity)
+    # --again: the same sitting simulated again from what it left, serving nothing
+    again = sitting(argparse.Namespace(**{**vars(args), "again": True}), [], log=lambda line: None)
+    assert _children() <= before
+    assert [r["measured_runs"] for r in again["rows"]] == [r["measured_runs"] for r in results["rows"]]
+    assert [r["simulated"] for r in again["rows"]] == [r["simulated"] for r in results["rows"]]
