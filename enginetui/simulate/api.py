@@ -32,9 +32,7 @@ class SimSettings:
     weight_dtype: str = "bf16"  # bf16, fp16 or fp8 weights
     kv_cache_dtype: str = "auto"  # auto (16-bit) or fp8 KV cache
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # share of device memory vLLM may use (its default)
-    step_times: str = (
-        "roofline"  # "roofline", "recorded" (with from_recording) or a --calibrate JSON file (a fleet's: per replica)
-    )
+    step_times: str = "roofline"  # "roofline", "recorded" (with from_recording), a --calibrate file; or per replica
     mfu: float | None = None  # roofline compute efficiency (None: the default)
     mbu: float | None = None  # roofline bandwidth efficiency (None: the default)
     overhead_ms: float | None = None  # roofline fixed milliseconds per step (None: the default)
@@ -221,7 +219,7 @@ def check_fleet(s: SimSettings) -> None:
     if not s.shared_host_slowdown >= 0:
         raise ValueError(f"--shared-host-slowdown must be non-negative, got {s.shared_host_slowdown:g}")
     if s.shared_host_slowdown and (s.replicas < 2 or s.prefill_replicas):
-        raise ValueError("--shared-host-slowdown: only for a fleet of --replicas N (N > 1) alike engines")
+        raise ValueError("--shared-host-slowdown: only for a fleet of --replicas N (N > 1)")
     if s.router not in ROUTERS:
         raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
     if s.prefill_replicas or s.decode_replicas:

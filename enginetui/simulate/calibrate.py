@@ -315,7 +315,7 @@ def busy_spans(path: str | os.PathLike) -> "np.ndarray":
     steps = recorded_run(str(path)).steps
     starts = [step_start(e) for e in steps]
     ends = [starts[k + 1] if k + 1 < len(steps) and (e.running or e.waiting) else e.time for k, e in enumerate(steps)]
-    return np.array([starts, ends], dtype=np.float64).T.reshape(-1, 2)
+    return np.array([starts, ends], dtype=np.float64).T
 
 
 def shared_host_slowdown(paths: list, models: list[StepTimeModel]) -> list[tuple[float, float, int]]:

@@ -90,11 +90,11 @@ def run_fleet(
     shared_host_slowdown: float = 0.0,
 ) -> FleetRun:
     """Serve `workload` on `num_replicas` engines behind `router`, alike or, where `num_blocks` and `step_model`
-    are sequences, each replica its own KV pool and step-time model (a mixed fleet); `events`: build each replica's step
-    events (a watched or recorded fleet) and say why the router chose each replica; `front_end_seconds`: each
-    replica's front-end takes that long a request, one at a time, before the request enters its engine (the
-    request's times still count from its arrival); `shared_host_slowdown`: how much longer a replica's step
-    takes while all the other replicas are busy (0.3: 30%; the replicas share one machine)."""
+    are sequences, each replica its own KV pool and step-time model (a mixed fleet); `events`: build each
+    replica's step events (a watched or recorded fleet) and say why the router chose each replica;
+    `front_end_seconds`: each replica's front-end takes that long a request, one at a time, before the request
+    enters its engine (the request's times still count from its arrival); `shared_host_slowdown`: how much
+    longer a replica's step takes while all the other replicas are busy (0.3: 30%; they share one machine)."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     if not shared_host_slowdown >= 0:
@@ -133,11 +133,11 @@ def _run_fleet(
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
     n = len(reqs)
-    # shared host: each replica's own clock, its factor set before each of its steps (so no steps planned ahead)
     models = list(step_model) if isinstance(step_model, Sequence) else [step_model] * num_replicas
     pools = list(num_blocks) if isinstance(num_blocks, Sequence) else [num_blocks] * num_replicas
     if len(models) != num_replicas or len(pools) != num_replicas:
         raise ValueError(f"a mixed fleet needs a step-time model and a KV pool for each of its {num_replicas} replicas")
+    # shared host: each replica's clock its own model's, scaled before each of its steps (so no steps planned ahead)
     shared = [SharedHost(m) for m in models] if shared_host_slowdown and num_replicas > 1 else []
     replicas = [
         FleetReplica(
