@@ -106,8 +106,6 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     notes: list[str] = []
     check_fleet(s)
     mixed = mixed_fleet(s)  # per replica its settings, when their hardware or step times differ
-    if mixed and live is not None:
-        raise ValueError("--watch shows a fleet of alike replicas: one --hardware and one --step-times")
     base = mixed[0] if mixed else s
     if s.from_recording:
         _check_recorded_workload(s)
@@ -141,7 +139,7 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
 
     if fleet_roles(s):
         return _simulate_fleet(s, config, shape, pools, max_model_len, models, requests, pool, notes, live)
-    writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model, live)
+    writer = from_settings.event_writer(s, config, shape, num_blocks, max_model_len, step_model.name, live)
     try:
         with progress_bar(len(requests), s.progress) as progress:
             simulator = Simulator(
@@ -201,8 +199,6 @@ def mixed_fleet(s: SimSettings) -> list[SimSettings]:
         return []
     if s.replicas < 2 or s.prefill_replicas:
         raise ValueError("a --hardware or --step-times per replica is for a fleet of --replicas N (N > 1)")
-    if s.record:
-        raise ValueError("--record keeps a fleet of alike replicas: one --hardware and one --step-times")
     hardware = per_replica("--hardware", s.hardware, s.replicas)
     step_times = per_replica("--step-times", s.step_times, s.replicas)
     return [replace(s, hardware=h, step_times=t) for h, t in zip(hardware, step_times)]
@@ -267,8 +263,8 @@ def _simulate_fleet(
     notes,
     live,
 ) -> SimResult:
-    """A fleet's run: alike replicas, or per replica its `num_blocks` and `step_model` (a mixed fleet, which is
-    neither watched, recorded nor disaggregated: mixed_fleet)."""
+    """A fleet's run: alike replicas, or per replica its `num_blocks` and `step_model` (a mixed fleet, never
+    disaggregated: mixed_fleet)."""
     from enginetui.simulate.fleet import merged_run, run_fleet
     from enginetui.simulate.fleet_events import FleetEvents
     from enginetui.simulate.progress import progress_bar
@@ -277,7 +273,8 @@ def _simulate_fleet(
     roles = fleet_roles(s)
     models = step_model if isinstance(step_model, list) else [step_model]
     pools = num_blocks if isinstance(num_blocks, list) else [num_blocks] * len(roles)
-    writer = from_settings.event_writer(s, config, shape, pools[0], max_model_len, models[0], live, roles)
+    step_times = "; ".join(dict.fromkeys(m.name for m in models))
+    writer = from_settings.event_writer(s, config, shape, pools[0], max_model_len, step_times, live, roles)
     events = FleetEvents(writer, len(roles)) if writer is not None else None
     try:
         with progress_bar(len(requests), s.progress) as progress:
@@ -315,7 +312,7 @@ def _simulate_fleet(
         config,
         pools[0],
         pool if len(set(pools)) == 1 else None,
-        "; ".join(dict.fromkeys(m.name for m in models)),
+        step_times,
         notes,
         FleetResult(
             fleet.router, replica_figures, fleet.replicas, fleet.choices, fleet.roles, fleet.transfer_seconds, pools

@@ -94,12 +94,13 @@ def event_writer(
     shape: ModelShape | None,
     num_blocks: int,
     max_model_len: int,
-    model: StepTimeModel,
+    step_times: str,
     live=None,
     replicas: list[str] | None = None,
 ):
-    """A StepEventBuilder for --record and a live view (None with neither); `replicas`: a fleet's roles, for the
-    recording's header (its events come from fleet_events.replica_builders). `live(info, source)`: the
+    """A StepEventBuilder for --record and a live view (None with neither); `step_times`: the step-time model's
+    name (a mixed fleet's: each one's); `replicas`: a fleet's roles, for the recording's header (its events come
+    from fleet_events.replica_builders; each carries its own replica's KV pool). `live(info, source)`: the
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
         return None
@@ -111,7 +112,7 @@ def event_writer(
         from enginetui.core.record.reader import read_recording
 
         info = msgspec.structs.replace(
-            read_recording(s.from_recording).header.engine, device=f"simulated {model.name}", pid=0
+            read_recording(s.from_recording).header.engine, device=f"simulated {step_times}", pid=0
         )
         source = f"enginetui simulate --from-recording {s.from_recording}"
     else:
@@ -126,7 +127,7 @@ def event_writer(
             max_model_len=max_model_len,
             num_blocks=num_blocks,
             block_size=config.block_size,
-            device=f"simulated {model.name}",
+            device=f"simulated {step_times}",
             dtype=s.weight_dtype,
             eos_token_ids=[],
             default_sampling={},

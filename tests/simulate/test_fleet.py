@@ -8,6 +8,7 @@ import pytest
 
 from enginetui.cli import main
 from enginetui.core.config import EngineConfig
+from enginetui.core.record.reader import read_recording
 from enginetui.simulate import simulate
 from enginetui.simulate.api import per_replica
 from enginetui.simulate.arrivals import arrival_times, with_arrivals
@@ -299,11 +300,21 @@ def test_a_mixed_fleet_runs_each_replica_on_its_own_hardware():
     assert [m.num_requests for m in spread.fleet.summaries] == [141, 159]
 
 
-def test_a_mixed_fleet_is_refused_where_one_engine_is_described():
+def test_a_mixed_fleets_recording_holds_each_replicas_own_pool(tmp_path):
+    path = tmp_path / "mixed.etrec"
+    result = simulate(num_prompts=20, input_len=128, output_len=8, replicas=2, hardware="h200,h100", record=str(path))
+    recording = read_recording(str(path))
+    assert recording.header.replicas == ["replica", "replica"]
+    assert recording.header.engine.device == "simulated roofline h200; roofline h100"
+    pools = {}
+    for event in recording.events():
+        pools.setdefault(event.replica, set()).add(event.num_blocks)
+    assert pools == {0: {result.fleet.num_blocks[0]}, 1: {result.fleet.num_blocks[1]}}
+
+
+def test_a_mixed_fleet_names_a_value_for_every_replica():
     assert per_replica("--hardware", "h200*2,h100", 3) == ["h200", "h200", "h100"]
     assert per_replica("--hardware", "l4", 3) == ["l4"] * 3
-    with pytest.raises(ValueError, match="--watch shows a fleet of alike replicas"):
-        simulate(num_prompts=3, replicas=2, hardware="h200,h100", live=lambda info, source: None)
     config = EngineConfig(device="cpu")
     with pytest.raises(ValueError, match="a step-time model and a KV pool for each of its 2 replicas"):
         run_fleet(config, [500], 4096, _model(), 2, RoundRobin(2, BLOCK), [SimRequest("a", 0.0, 32, 4)])
@@ -370,7 +381,6 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
         (["--replicas", "2", "--hardware", "h200*two"], "write one value for every replica, or VALUE*COUNT"),
         (["--hardware", "h200,h100"], "a --hardware or --step-times per replica is for a fleet of --replicas N"),
         (["--replicas", "2", "--hardware", "h200,b200"], "unknown hardware 'b200'"),
-        (["--replicas", "2", "--hardware", "h200,h100", "--record", "x.etrec"], "--record keeps a fleet of alike"),
         (["--replicas", "2", "--router", "fastest"], "--router 'fastest': no such router"),
         (["--replicas", "2", "--from-recording", "x.etrec"], "leave out --replicas"),
         (["--router", "random"], "one replica has nothing to route"),
