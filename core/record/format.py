@@ -50,6 +50,7 @@ class Header(msgspec.Struct, kw_only=True):
     tokenizer: TokenizerFiles | None  # to turn token ids into text (None: the engine ran on token ids only)
     # a simulated fleet: each engine's role ("replica", "prefill" or "decode"), indexed by each event's `replica`
     replicas: list[str] = []  # empty: one engine
+    replica_models: list[str] = []  # a mixed fleet: what each engine runs on (its hardware or fit); empty: alike
 
 
 class Trailer(msgspec.Struct, kw_only=True):

@@ -204,6 +204,14 @@ def mixed_fleet(s: SimSettings) -> list[SimSettings]:
     return [replace(s, hardware=h, step_times=t) for h, t in zip(hardware, step_times)]
 
 
+def fleet_models(s: SimSettings) -> list[str]:
+    """A mixed fleet's replicas, each by what it runs on: its hardware (a roofline) or its fit's file name; empty
+    for a fleet of alike replicas."""
+    from pathlib import Path
+
+    return [r.hardware if r.step_times == "roofline" else Path(r.step_times).name for r in mixed_fleet(s)]
+
+
 def check_fleet(s: SimSettings) -> None:
     """Bad fleet settings, refused before anything runs."""
     from enginetui.simulate.routers import ROUTERS
@@ -274,7 +282,9 @@ def _simulate_fleet(
     models = step_model if isinstance(step_model, list) else [step_model]
     pools = num_blocks if isinstance(num_blocks, list) else [num_blocks] * len(roles)
     step_times = "; ".join(dict.fromkeys(m.name for m in models))
-    writer = from_settings.event_writer(s, config, shape, pools[0], max_model_len, step_times, live, roles)
+    writer = from_settings.event_writer(
+        s, config, shape, pools[0], max_model_len, step_times, live, roles, fleet_models(s)
+    )
     events = FleetEvents(writer, len(roles)) if writer is not None else None
     try:
         with progress_bar(len(requests), s.progress) as progress:

@@ -311,7 +311,7 @@ def _status(result) -> int:
 
 
 def _run_watch(args, settings, flags) -> int:
-    from enginetui.simulate.api import check_fleet, fleet_roles, fleet_router, simulate
+    from enginetui.simulate.api import check_fleet, fleet_models, fleet_roles, fleet_router, simulate
     from enginetui.simulate.fleet_watch import FleetWatchTUI
     from enginetui.simulate.report import format_summary
     from enginetui.simulate.watch import LiveSimulation, SimulatedEngine, SimWatchTUI
@@ -319,6 +319,7 @@ def _run_watch(args, settings, flags) -> int:
 
     settings.progress = False  # the dashboard shows the progress
     check_fleet(settings)  # one line before the dashboard opens
+    models = fleet_models(settings)  # (a mixed fleet's lists, checked likewise)
     live = LiveSimulation(lambda sink: simulate(settings, live=sink, **flags))
     engine = SimulatedEngine(live, args.speed, settings.model)  # a bad --speed is refused here
     if refuse_without_terminal("enginetui simulate --watch", SIMULATE_INSTEAD):
@@ -327,7 +328,7 @@ def _run_watch(args, settings, flags) -> int:
     roles = fleet_roles(settings)
     app: SimWatchTUI | FleetWatchTUI
     if roles:
-        app = FleetWatchTUI(engine, roles, fleet_router(settings))
+        app = FleetWatchTUI(engine, roles, fleet_router(settings), models)
     else:
         app = SimWatchTUI(engine)
     with sigterm_quits(app):

@@ -45,6 +45,7 @@ class RecordingSink(EventSink):
         info: EngineInfo,
         source: str,
         replicas: list[str] | None = None,
+        replica_models: list[str] | None = None,
     ) -> None:
         header = fmt.Header(
             event_schema_version=SCHEMA_VERSION,
@@ -55,6 +56,7 @@ class RecordingSink(EventSink):
             config=msgspec.to_builtins(config),
             tokenizer=None,
             replicas=replicas or [],
+            replica_models=replica_models or [],
         )
         self.writer = RecordingWriter(path, header)  # the file
 

@@ -40,6 +40,7 @@ class ReplicaView:
     """One replica as its latest event left it."""
 
     role: str  # "replica", "prefill" or "decode"
+    runs_on: str = ""  # a mixed fleet's: its hardware or fit
     step: int = 0  # its latest step
     running: int = 0  # requests running after it
     waiting: int = 0  # requests waiting after it
@@ -63,9 +64,10 @@ class Choice:
 class FleetState:
     """The fleet's replicas and the router's choices, folded from tagged step events."""
 
-    def __init__(self, roles: list[str]) -> None:
+    def __init__(self, roles: list[str], models: list[str] | None = None) -> None:
         self.roles = roles  # per replica its role
-        self.replicas = [ReplicaView(role) for role in roles]
+        self.models = models or []  # a mixed fleet's: per replica what it runs on
+        self.replicas = [ReplicaView(role, model) for role, model in zip(roles, self.models or [""] * len(roles))]
         self.choices: deque[Choice] = deque(maxlen=CHOICES_KEPT)  # oldest first
         self.time = 0.0  # the latest event's simulated time
         self.num_events = 0  # events folded
@@ -92,14 +94,17 @@ def _hit(hits: int, queries: int) -> str:
 def replicas_table(state: FleetState) -> Table:
     """One row per replica, then the fleet's totals."""
     pools = set(state.roles) != {"replica"}
+    mixed = bool(state.models)
     table = Table(expand=True, box=None, header_style="bold", pad_edge=False)
     table.add_column("replica")
     if pools:
         table.add_column("pool")
+    if mixed:
+        table.add_column("runs on")
     for name in ("step", "running", "waiting", "KV use", "routed", "done", "prefix hit"):
         table.add_column(name, justify="right")
     for k, r in enumerate(state.replicas):
-        cells = [str(k), *([r.role] if pools else [])]
+        cells = [str(k), *([r.role] if pools else []), *([r.runs_on] if mixed else [])]
         cells += [str(r.step), str(r.running), str(r.waiting), f"{r.kv_used:.0%}", str(r.routed), str(r.done)]
         table.add_row(*cells, _hit(r.hits, r.queries))
     reps = state.replicas
@@ -107,6 +112,7 @@ def replicas_table(state: FleetState) -> Table:
     table.add_row(
         Text("fleet", style="bold"),
         *([""] if pools else []),
+        *([""] if mixed else []),
         str(sum(r.step for r in reps)),
         str(sum(r.running for r in reps)),
         str(sum(r.waiting for r in reps)),
@@ -142,9 +148,9 @@ class FleetView(App):
     #choices { height: 1fr; border: round $accent; padding: 0 1; }
     """
 
-    def __init__(self, roles: list[str], router: str, **kwargs) -> None:
+    def __init__(self, roles: list[str], router: str, models: list[str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.state = FleetState(roles)  # what is shown
+        self.state = FleetState(roles, models)  # what is shown
         self.router = router  # the router in words
         self._drawn: object = None  # _draw_key() when last drawn
 
@@ -213,8 +219,8 @@ class FleetWatchTUI(FleetView):
         *keys.quit_keys("stop the simulation and quit", plain=True),
     ]
 
-    def __init__(self, engine, roles: list[str], router: str, **kwargs) -> None:
-        super().__init__(roles, router, **kwargs)
+    def __init__(self, engine, roles: list[str], router: str, models: list[str] | None = None, **kwargs) -> None:
+        super().__init__(roles, router, models, **kwargs)
         self.sim = engine  # watch.SimulatedEngine: the run's events, paced
 
     def on_mount(self) -> None:
@@ -261,8 +267,8 @@ class FleetReplayTUI(Playback, FleetView):
     ]
 
     def __init__(self, recording, start: int = 0, keep_idle: bool = False, **kwargs) -> None:
-        roles = list(recording.header.replicas)
-        super().__init__(roles, _router_of(recording), **kwargs)
+        roles, models = list(recording.header.replicas), list(recording.header.replica_models)
+        super().__init__(roles, _router_of(recording), models, **kwargs)
         self.recording = recording  # core.record.reader.Recording
         self.index = -1  # the event shown
         self.opens_at = start  # the event to open at
@@ -276,7 +282,7 @@ class FleetReplayTUI(Playback, FleetView):
 
     def show_event(self, index: int) -> None:
         if index < self.index:
-            self.state = FleetState(self.state.roles)
+            self.state = FleetState(self.state.roles, self.state.models)
             self.index = -1
         while self.index < index:
             self.index += 1

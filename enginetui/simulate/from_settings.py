@@ -97,10 +97,12 @@ def event_writer(
     step_times: str,
     live=None,
     replicas: list[str] | None = None,
+    replica_models: list[str] | None = None,
 ):
     """A StepEventBuilder for --record and a live view (None with neither); `step_times`: the step-time model's
     name (a mixed fleet's: each one's); `replicas`: a fleet's roles, for the recording's header (its events come
-    from fleet_events.replica_builders; each carries its own replica's KV pool). `live(info, source)`: the
+    from fleet_events.replica_builders; each carries its own replica's KV pool); `replica_models`: a mixed
+    fleet's, what each replica runs on. `live(info, source)`: the
     live view's EventSink for a run of the engine `info` describes."""
     if not s.record and live is None:
         return None
@@ -135,7 +137,9 @@ def event_writer(
         )
         rate = "all at once" if math.isinf(s.request_rate) else f"{s.request_rate:g} req/s"
         source = f"enginetui simulate ({s.dataset}, {rate})"
-    sinks: list[EventSink] = [RecordingSink(s.record, config, info, source, replicas)] if s.record else []
+    sinks: list[EventSink] = (
+        [RecordingSink(s.record, config, info, source, replicas, replica_models)] if s.record else []
+    )
     if live is not None:
         sinks.append(live(info, source))
     return StepEventBuilder(config, sinks)

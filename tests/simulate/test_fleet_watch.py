@@ -211,3 +211,23 @@ def test_the_fleet_mid_run_at_120x40(snap_compare, tmp_path):
     rec = read_recording(path)
     assert len(rec) == 60
     assert snap_compare(FleetReplayTUI(rec, start=19), terminal_size=SIZE)
+
+
+async def test_a_mixed_fleets_replay_says_what_each_replica_runs_on(tmp_path):
+    path = tmp_path / "mixed.etrec"
+    simulate(**{**RUN, "hardware": "h100*2,l4"}, record=str(path))
+    rec = read_recording(path)
+    assert rec.header.replica_models == ["h100", "h100", "l4"]
+    final = FleetState(list(rec.header.replicas), list(rec.header.replica_models))
+    for event in rec.events():
+        final.apply(event)
+    app = FleetReplayTUI(rec)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("end")
+        await until(pilot, lambda: app.index == len(rec) - 1)
+        table = text_of(app, "#replicas")
+        assert table == _table_text(final)
+        rows = table.splitlines()
+        assert "runs on" in rows[0] and rows[1].split()[:2] == ["0", "h100"] and rows[3].split()[:2] == ["2", "l4"]
+    simulate(**RUN, record=str(tmp_path / "alike.etrec"))
+    assert read_recording(tmp_path / "alike.etrec").header.replica_models == []  # alike: no such column
