@@ -18,11 +18,10 @@ calibration run simulated gives the TTFT p50 its clients measured: front_end_ms)
 simulated TTFT p50 / p90, TPOT p50 and E2E p50 with the error, the mean absolute percentage error per trace
 and policy, cache-aware's gain over round-robin, measured and simulated, and the busiest replica's TTFT as its
 engine saw it (from its recording), which tells the engine's share of the client's TTFT from the router's and
-the front-end's. With
---repeats N each slice and policy is served N times on fresh fleets: the measured figures are the runs' medians,
-and it also prints how far apart the runs came out (the measurement against itself), which figures the
-simulation lands within the runs' range, and cache-aware's gain between each pair of runs. Everything lands in
-OUT_DIR; --save also writes the results record to results/checks/; --again simulates again what an earlier
+the front-end's. With --repeats N each slice and policy is served N times on fresh fleets: the measured figures
+are the runs' medians, and it also prints how far apart the runs came out (the measurement against itself),
+which figures the simulation lands within the runs' range, and cache-aware's gain between each pair of runs.
+Everything lands in OUT_DIR; --save also writes the results record to results/checks/; --again simulates again what an earlier
 sitting left in OUT_DIR, serving nothing.
 """
 
