@@ -21,7 +21,9 @@ import uvicorn
 
 from enginetui.core.entrypoints.tcp_listen import tcp_listener
 
-CONNECT_TIMEOUT_S = 5.0  # to reach vLLM; a response may take as long as it takes
+# to reach vLLM (a refused connection fails at once; on a loaded machine a burst's connections can wait seconds
+# for the event loop); a response may take as long as it takes
+CONNECT_TIMEOUT_S = 30.0
 HOP_BY_HOP = frozenset(
     {
         b"connection",
@@ -104,7 +106,10 @@ class VllmProxy:
     async def _relay(self, req_id: str, method: str, path: str, headers, body: bytes, send) -> None:
         request = self.http.build_request(method, path, headers=headers, content=body)
         try:
-            response = await self.http.send(request, stream=True)
+            try:
+                response = await self.http.send(request, stream=True)
+            except httpx.RemoteProtocolError:  # a kept-alive connection vLLM's server closed as it was reused
+                response = await self.http.send(request, stream=True)  # (idle: the request never reached vLLM)
         except httpx.HTTPError as exc:
             why = f"vLLM at {self.upstream} did not answer: {exc or type(exc).__name__}"
             self.report.proxy_responded(req_id, 502, time.time())

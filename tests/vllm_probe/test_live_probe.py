@@ -107,6 +107,8 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
                     assert seen in states, f"/metrics showed {seen}, no event did"
                 # and the counters, once vLLM is idle, are the events' totals
                 finished = [end for e in collected for end in e.finished]
+                broken = [f"{v.status}: {v.detail}" for v in app.vllm.requests.values() if v.status != "finished"]
+                assert not broken, f"requests through the proxy that did not finish: {broken}"
                 assert final.total(m.REQUESTS_DONE) == len(finished) == NUM_REQUESTS
                 assert final.total(m.GENERATION_TOKENS) == last.total_output_tokens
                 assert final.total(m.PREEMPTIONS) == last.total_preemptions > 0

@@ -3,11 +3,13 @@
 The folding of requests and responses is tested on the recorded real stream; the proxy itself in
 the app (Pilot), in front of the stand-in vLLM server."""
 
+import asyncio
 import json
 
 import httpx
 import pytest
 
+from enginetui.vllm_watch.proxy import VllmProxy
 from enginetui.vllm_watch.requests import WatchedRequest, prompt_text
 from enginetui.vllm_watch.requests_panel import detail_text
 from tests.fakes import vllm_recorded
@@ -159,3 +161,69 @@ async def test_a_request_through_the_proxy_has_metrics_read_at_once(fake):
             )
         assert r.status_code == 200
         await until(pilot, lambda: app.feed.num_readings == 2)  # long before the 120 s interval ends
+
+
+class _Report:
+    """A ProxyReport that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple] = []
+
+    def proxy_arrived(self, method, path, body, client, when) -> str:
+        self.told.append(("arrived", method, path))
+        return "r1"
+
+    def proxy_responded(self, req_id, status, when) -> None:
+        self.told.append(("responded", status))
+
+    def proxy_data(self, req_id, data, when) -> None:
+        self.told.append(("data", data))
+
+    def proxy_ended(self, req_id, error, when) -> None:
+        self.told.append(("ended", error))
+
+
+async def _through(proxy: VllmProxy) -> list[dict]:
+    """One POST through the proxy's ASGI app; what it sent back to the client."""
+    sent: list[dict] = []
+    messages = [{"type": "http.request", "body": b'{"prompt": "hi"}', "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(3600)  # the client stays until the response is done
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": [], "client": ("127.0.0.1", 1)}
+    await proxy(scope, receive, send)
+    return sent
+
+
+async def test_a_request_on_a_connection_vllm_closed_as_it_was_reused_is_sent_again():
+    calls = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        calls.append(request.content)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, stream=httpx.ByteStream(b"done"))
+
+    report = _Report()
+    proxy = VllmProxy("http://vllm", report)
+    proxy.http = httpx.AsyncClient(base_url="http://vllm", transport=httpx.MockTransport(upstream))
+    sent = await _through(proxy)
+    assert calls == [b'{"prompt": "hi"}'] * 2  # the same request, once more
+    assert sent[0]["status"] == 200 and b"".join(m.get("body", b"") for m in sent[1:]) == b"done"
+    assert report.told == [("arrived", "POST", "/v1/completions"), ("responded", 200), ("data", b"done"), ("ended", "")]
+
+    def closing(request: httpx.Request) -> httpx.Response:  # a server that keeps closing: one 502, said why
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    report = _Report()
+    proxy = VllmProxy("http://vllm", report)
+    proxy.http = httpx.AsyncClient(base_url="http://vllm", transport=httpx.MockTransport(closing))
+    sent = await _through(proxy)
+    assert sent[0]["status"] == 502 and b"did not answer: Server disconnected" in sent[1]["body"]
+    assert report.told[1] == ("responded", 502) and report.told[-1][1].startswith("vLLM at http://vllm did not answer")
