@@ -127,12 +127,15 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     num_blocks, pool = _kv_pool(base, shape, config, max_model_len, notes)
     models: StepTimeModel | list[StepTimeModel] = step_model
     pools: int | list[int] = num_blocks
-    if mixed:  # each replica its own step-time model and pool
-        models, pools = [], []
+    if mixed:  # each replica its own step-time model and pool, made once for each kind of replica
+        kinds = {(base.hardware, base.step_times): (step_model, num_blocks)}
         for replica in mixed:
-            model, _, its_flags = from_settings.step_model(replica, None)
-            models.append(model)
-            pools.append(_kv_pool(replica, shape, _engine_config({**its_flags, **flags}), max_model_len, [])[0])
+            if (replica.hardware, replica.step_times) not in kinds:
+                model, _, its_flags = from_settings.step_model(replica, None)
+                blocks = _kv_pool(replica, shape, _engine_config({**its_flags, **flags}), max_model_len, [])[0]
+                kinds[replica.hardware, replica.step_times] = (model, blocks)
+        models = [kinds[r.hardware, r.step_times][0] for r in mixed]
+        pools = [kinds[r.hardware, r.step_times][1] for r in mixed]
     if not s.from_recording:  # a recording keeps its rejections
         _check_fits(requests, min(pools) if isinstance(pools, list) else pools, config.block_size)
     from enginetui.simulate.progress import progress_bar

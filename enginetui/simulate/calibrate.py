@@ -29,8 +29,6 @@ from enginetui.simulate.fitted import FEATURES, FitInfo, FittedModel, fit, fit_r
 from enginetui.simulate.step_time import ReplayedStepTimes, StepTimeModel, step_start
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from enginetui.simulate.from_recording import RecordedRun
 
 GRIDS = {  # name -> (decode batch sizes D, contexts C, prefill lengths P)
@@ -132,6 +130,8 @@ class RecordedSteps:
     seconds: list[float]  # its time: from its start to the next step's start
     gaps: list[float]  # of which between steps: from its event being built to the next step's start
     starts: list[float]  # when it started (wall clock, as its event's time)
+    # every step's, busy or not: [its start, the next step's start] where work was left after it, else [start, end]
+    spans: list[tuple[float, float]]
     num_steps: int  # steps in the recording, busy or not
     fewer_threads: int  # busy steps left out because they ran on fewer CPU threads than the engine has
     model_name: str  # the recorded engine's model
@@ -180,6 +180,10 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
     carried = [e.shape for e in steps if e.shape is not None]
     step_shapes = carried if len(carried) == len(steps) else replayed_shapes(str(path), recorded)
     starts = [step_start(e) for e in steps]
+    last = len(steps) - 1
+    spans = [
+        (starts[k], starts[k + 1] if k < last and (e.running or e.waiting) else e.time) for k, e in enumerate(steps)
+    ]
     shapes, seconds, gaps, busy_starts = [], [], [], []
     fewer_threads = 0
     for k, (event, following) in enumerate(zip(steps, steps[1:])):
@@ -207,6 +211,7 @@ def recorded_steps(path: str | os.PathLike) -> RecordedSteps:
         seconds,
         gaps,
         busy_starts,
+        spans,
         len(steps),
         fewer_threads,
         recorded.model_name,
@@ -305,33 +310,20 @@ def calibrate_from_recording(paths: str | os.PathLike | list) -> FittedModel:
     return fit_relative_to_prediction(shapes, seconds, info)  # single noisy steps: see there
 
 
-def busy_spans(path: str | os.PathLike) -> "np.ndarray":
-    """When a recorded engine was busy: per step, [its start, the next step's start] where it had work left
-    after it, else [its start, its end]. [steps, 2] seconds, wall clock."""
-    import numpy as np
-
-    from enginetui.simulate.from_recording import recorded_run
-
-    steps = recorded_run(str(path)).steps
-    starts = [step_start(e) for e in steps]
-    ends = [starts[k + 1] if k + 1 < len(steps) and (e.running or e.waiting) else e.time for k, e in enumerate(steps)]
-    return np.array([starts, ends], dtype=np.float64).T
-
-
 def shared_host_slowdown(paths: list, models: list[StepTimeModel]) -> list[tuple[float, float, int]]:
     """How much replicas on one machine slow each other's steps, from a recording per replica of a run they
     served together and a step-time model per replica: each busy step's measured time over its model's price,
-    against the share of the step in which the other replicas were busy (`busy_spans`), fitted as a line,
+    against the share of the step in which the other replicas were busy (RecordedSteps.spans), fitted as a line,
     ratio = a + b x share. Per replica (a, b / a, steps): its model's scale while the others are idle, the
     slowdown while they are all busy (`simulate --shared-host-slowdown`), and the steps fitted."""
     import numpy as np
 
     if len(paths) < 2 or len(models) != len(paths):
         raise ValueError("the shared host's slowdown needs two replicas' recordings or more, and a model for each")
-    spans = [busy_spans(path) for path in paths]
+    recorded = [recorded_steps(path) for path in paths]
+    spans = [np.array(steps.spans, dtype=np.float64).reshape(-1, 2) for steps in recorded]  # [steps, 2]
     out = []
-    for k, (path, model) in enumerate(zip(paths, models)):
-        steps = recorded_steps(path)
+    for k, (path, steps, model) in enumerate(zip(paths, recorded, models)):
         others = [spans[j] for j in range(len(paths)) if j != k]
         ratios, shares = [], []
         for shape, start, seconds in zip(steps.shapes, steps.starts, steps.seconds):

@@ -17,7 +17,7 @@ from enginetui.core.record.reader import read_recording
 from enginetui.core.record.writer import write_recording
 from enginetui.core.sampling_params import SamplingParams
 from enginetui.core.sched.step_shape import StepShape
-from enginetui.simulate.calibrate import busy_spans, calibrate_from_recording, recorded_steps, shared_host_slowdown
+from enginetui.simulate.calibrate import calibrate_from_recording, recorded_steps, shared_host_slowdown
 from enginetui.simulate.fitted import FitInfo, load_fitted
 from enginetui.simulate.measured import fewer_threads, fewer_threads_line
 from enginetui.simulate.step_time import step_start
@@ -247,7 +247,7 @@ def test_noisy_steps_are_fitted_to_their_mean_not_to_the_fast_ones():
 def _retimed(recording, events, path, offset: float, slowdown: float, neighbour: str | None) -> str:
     """The recorded run `offset` s later, each busy step longer by `slowdown` x the share of it in which the
     `neighbour` recording's engine was busy (its steps' exec_ms and every later step's time moved alike)."""
-    spans = busy_spans(neighbour) if neighbour else None
+    spans = recorded_steps(neighbour).spans if neighbour else None
     steps = [e for e in events if e.is_step]
     nexts = {id(e): step_start(f) for e, f in zip(steps, steps[1:]) if e.running or e.waiting}
     shift, out = offset, []
@@ -258,7 +258,7 @@ def _retimed(recording, events, path, offset: float, slowdown: float, neighbour:
         extra = 0.0
         if spans is not None and id(e) in nexts:
             start, end = step_start(e) + shift, nexts[id(e)] + shift
-            share = sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans.tolist()) / (end - start)
+            share = sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans) / (end - start)
             extra = slowdown * (end - start) * share
         out.append(msgspec.structs.replace(e, time=e.time + shift + extra, exec_ms=e.exec_ms + extra * 1e3))
         shift += extra
