@@ -1,6 +1,8 @@
 """Shared fixtures: Hugging Face-format OPT directories with random weights, built locally."""
 
 import os
+import threading
+import time
 
 # Triton picks interpreted vs compiled mode when first imported (transformers, via tests.support.models): decide now.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -76,3 +78,20 @@ def text_opt_dir(tmp_path_factory) -> str:
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(DEFAULT_MODEL_DIR / name, path / name)
     return str(path)
+
+
+@pytest.fixture
+def slow_model_thread(monkeypatch) -> None:
+    """Each model step run by the async engine's model thread takes at least 50 ms. A tiny model's step
+    can end before the busy loop next gets the CPU on a loaded machine, which leaves nothing to
+    overlap; a long step makes the overlap the tests look for certain."""
+    from enginetui.core.worker.model_runner import ModelRunner
+
+    real_execute = ModelRunner.execute
+
+    def slow_execute(self, out):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.05)
+        return real_execute(self, out)
+
+    monkeypatch.setattr(ModelRunner, "execute", slow_execute)

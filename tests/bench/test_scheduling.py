@@ -20,7 +20,7 @@ def test_overlap_counts_busy_loop_time_spent_while_the_model_executed():
     assert round(busy, 6) == 4.0 and round(hidden, 6) == 1.5  # 1 ms of the first plan, 0.5 of the second
 
 
-def test_both_modes_run_and_only_async_hides_overhead(tiny_opt_dir, tmp_path, capsys):
+def test_both_modes_run_and_only_async_hides_overhead(tiny_opt_dir, tmp_path, capsys, slow_model_thread):
     path = tmp_path / "scheduling.json"
     args = bench_args(
         "scheduling",

@@ -35,7 +35,7 @@ def test_async_greedy_tokens_match_transformers(tiny_opt_dir, tiny_reference, en
         assert sum(len(e.preempted) for e in events) > 0 and events[-1].num_free_blocks == 10
 
 
-def test_events_show_the_next_plan_overlapping_the_execution(tiny_opt_dir, tiny_reference):
+def test_events_show_the_next_plan_overlapping_the_execution(tiny_opt_dir, tiny_reference, slow_model_thread):
     prompts, _ = tiny_reference
     _, events = engine_greedy(tiny_opt_dir, prompts, 16, async_scheduling=True)
     schedule = {p.step: p for e in events for p in e.phases if p.name == "schedule"}
