@@ -153,7 +153,7 @@ class VllmProcess:
     command: list[str]  # how it was started
     temporary_log: bool = False  # the log is removed on stop, unless the process failed
     failed: bool = False
-    workdir: str = ""  # a temporary folder it runs in, removed on stop
+    workdir: str = ""  # a temporary folder of its own (its IPC sockets, maybe its log), removed on stop
 
     def log_text(self) -> str:
         """Everything it has logged so far."""
@@ -167,7 +167,7 @@ class VllmProcess:
         end_group(self.proc, grace_s)
         if self.temporary_log and not self.failed:
             Path(self.log_path).unlink(missing_ok=True)
-        if self.workdir:
+        if self.workdir and not (self.failed and Path(self.log_path).is_relative_to(self.workdir)):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -211,7 +211,9 @@ def start_server(
     workdir = "" if cwd else tempfile.mkdtemp(prefix="enginetui-vllm-")
     command = [python, "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
     temporary = log_path is None
-    proc, log_path = _spawn(command, vllm_env() if env is None else env, log_path, cwd or workdir)
+    env = dict(vllm_env() if env is None else env)
+    env["TMPDIR"] = cwd or workdir  # its IPC sockets and init files, else left in /tmp when it is killed
+    proc, log_path = _spawn(command, env, log_path, cwd or workdir)
     server = VllmServer(
         proc, log_path, command, temporary_log=temporary, workdir=workdir, url=f"http://127.0.0.1:{port}"
     )
@@ -229,8 +231,11 @@ def start_runner(python: str, script: Path, env: dict[str, str]) -> VllmProcess:
     session of its own, talking over text pipes on its stdin and stdout; its stderr goes to a temporary
     log, kept if it fails."""
     command = [python, str(script)]
+    workdir = tempfile.mkdtemp(prefix="enginetui-vllm-")
+    env = dict(env)
+    env["TMPDIR"] = workdir  # its IPC sockets and init files, else left in /tmp when it is killed
     proc, log_path = _spawn(command, env, None, None, pipes=True)
-    return VllmProcess(proc, log_path, command, temporary_log=True)
+    return VllmProcess(proc, log_path, command, temporary_log=True, workdir=workdir)
 
 
 def _spawn(
@@ -288,9 +293,9 @@ def start_vllm(
     timeout: float = STARTUP_TIMEOUT_S,
 ) -> VllmServer:
     """Start vLLM serving `model` (a local HF directory) to be watched: its KV events on ipc:// sockets in
-    `workdir` (default a new temporary folder; local only), a small KV pool (`num_blocks` blocks of
-    BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode routes (/reset_prefix_cache)
-    enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if it does not come up."""
+    `workdir` (default a new temporary folder, removed on stop unless vLLM failed; local only), a small KV
+    pool (`num_blocks` blocks of BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode
+    routes (/reset_prefix_cache) enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if it does not come up."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
     folder.mkdir(parents=True, exist_ok=True)
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"
@@ -305,4 +310,5 @@ def start_vllm(
         python, model, args, env=env, port=port, cwd=str(folder), log_path=str(folder / "vllm.log"), timeout=timeout
     )
     server.kv_endpoint, server.replay_endpoint = kv, replay
+    server.workdir = "" if workdir else str(folder)  # a folder of our own goes on stop
     return server

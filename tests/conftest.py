@@ -81,6 +81,18 @@ def text_opt_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture
+def ipc_dir():
+    """A short new folder under the system's temporary one (an ipc:// path must fit in about 100 bytes,
+    which pytest's tmp_path can exceed), removed after the test."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="ipc-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
 def slow_model_thread(monkeypatch) -> None:
     """Each model step run by the async engine's model thread takes at least 50 ms. A tiny model's step
     can end before the busy loop next gets the CPU on a loaded machine, which leaves nothing to

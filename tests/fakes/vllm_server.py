@@ -18,10 +18,12 @@ import json
 import os
 import queue
 import re
+import shutil
 import socket
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,7 +61,8 @@ class FakeVllm:
         self.version = version  # what /version answers
         self.api_key = api_key  # required on /v1 routes when set (as vLLM's --api-key)
         self.dev_mode_limits: tuple[int, int] | None = None  # (max_num_seqs, max_num_batched_tokens): /server_info
-        self.folder = tempfile.mkdtemp(prefix="fake-vllm-")
+        self.folder = tempfile.mkdtemp(prefix="fake-vllm-")  # its IPC sockets; kept across restarts
+        weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
         if echo_model is not None:
             ranks = 0  # no KV events
             self.models = {"object": "list", "data": [{"id": echo_model, "object": "model", "root": echo_model}]}

@@ -7,7 +7,6 @@ when vLLM's interpreter is configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/
 (skipped otherwise).
 """
 
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -45,10 +44,7 @@ def two_servers():
         env.setenv("OMP_NUM_THREADS", "1")
         env.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         with ThreadPoolExecutor(2) as pool:
-            starts = [
-                pool.submit(start_vllm, PYTHON, str(DEFAULT_MODEL_DIR), workdir=tempfile.mkdtemp(prefix="vf-"))
-                for _ in range(2)
-            ]
+            starts = [pool.submit(start_vllm, PYTHON, str(DEFAULT_MODEL_DIR)) for _ in range(2)]
             try:
                 servers: list[VllmServer] = [start.result() for start in starts]
             except BaseException:

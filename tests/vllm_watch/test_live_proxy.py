@@ -3,7 +3,6 @@ embedded model; one server start). Runs only when vLLM's interpreter is configur
 ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise)."""
 
 import asyncio
-import tempfile
 from functools import partial
 
 import httpx
@@ -31,8 +30,7 @@ BURST = 12  # concurrent streamed requests through the proxy (more than max_num_
 
 
 async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
-    folder = tempfile.mkdtemp(prefix="vp-")
-    server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), workdir=folder, extra_args=("--max-num-seqs", "4"))
+    server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), extra_args=("--max-num-seqs", "4"))
     record = tmp_path / "live.etrec"
     try:
         app = rebuilt(

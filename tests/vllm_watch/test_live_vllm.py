@@ -5,7 +5,6 @@ Starts vLLM twice (minutes each on a small CPU), so it runs only when vLLM's int
 configured: ENGINETUI_VLLM_PYTHON=/path/to/vllm-venv/bin/python (skipped otherwise).
 """
 
-import tempfile
 from functools import partial
 
 import httpx
@@ -46,8 +45,8 @@ def tree(app: VllmTUI):
     return app.vllm.caches.ranks[0]
 
 
-async def test_the_dashboard_follows_a_live_vllm_and_its_restart():
-    folder = tempfile.mkdtemp(prefix="vw-")
+async def test_the_dashboard_follows_a_live_vllm_and_its_restart(ipc_dir):
+    folder = ipc_dir  # kept across the restart: the same sockets
     server = start_vllm(PYTHON, str(DEFAULT_MODEL_DIR), workdir=folder)
     try:
         app = rebuilt(

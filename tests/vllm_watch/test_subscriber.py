@@ -1,7 +1,6 @@
 """The KV event subscriber's link state: it follows the PUB socket, whatever the replay socket does."""
 
 import asyncio
-import tempfile
 
 import pytest
 import zmq
@@ -10,11 +9,11 @@ from enginetui.vllm_watch import subscriber as sub_mod
 from enginetui.vllm_watch.subscriber import KvSubscriber, SubscriberCallbacks
 
 
-async def test_an_unanswered_replay_leaves_a_connected_link_up(monkeypatch):
+async def test_an_unanswered_replay_leaves_a_connected_link_up(monkeypatch, ipc_dir):
     """A replay socket that never answers (a busy or slow server) says so, but the PUB link the
     monitor saw connect stays up: an idle server sends no batch that would bring it back."""
     monkeypatch.setattr(sub_mod, "REPLAY_TIMEOUT_S", 0.3)
-    folder = tempfile.mkdtemp(prefix="sub-")
+    folder = ipc_dir
     ctx = zmq.Context()
     pub, router = ctx.socket(zmq.PUB), ctx.socket(zmq.ROUTER)  # the ROUTER takes requests and never answers
     pub.bind(f"ipc://{folder}/pub.sock")
