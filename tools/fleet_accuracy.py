@@ -6,7 +6,8 @@ runs two `enginetui serve` replicas on this machine, each pinned to a core of it
 and prefix caching, behind a real vllm-router (vllm-router==ROUTER_VERSION from PyPI, installed into
 --router-venv when missing), and drives them with slices of the two real traces (`enginetui bench serve
 --router-url --dataset azure-conv|mooncake --trace-window --time-scale`). Per trace it first takes a
-calibration run (round_robin, the window right after the tested one), and fits the step-time model to each
+calibration run (round_robin, the window right after the tested one; with --calibrate-after once more after the
+tested runs, since the machine drifts over a sitting), and fits the step-time model to each
 replica's recorded steps in those runs (calibrate_from_recording: the VM's two cores run alike steps at speeds
 up to 20% apart, so each replica gets its own, `simulate --step-times A,B`) and, from both replicas' steps, how
 much longer a step takes while the other replica is busy (the two share the machine's memory bandwidth and
@@ -280,11 +281,11 @@ def decode_steps(record: str, fit: str, batches=(1, 2, 4, 8, 16)) -> dict[str, l
     return out
 
 
-def front_end_ms(cal: Slice, client: dict, fit: str, model: str, slowdown: float = 0.0) -> float:
-    """The served path, measured on a calibration run: the front-end's milliseconds per request
+def front_end_ms(cal: Slice, target: float, fit: str, model: str, slowdown: float = 0.0) -> float:
+    """The served path, measured on calibration runs: the front-end's milliseconds per request
     (`simulate --front-end-ms`, one queue per replica) with which the calibration window, simulated on the same
-    fleet with the fit, gives the TTFT p50 its clients measured (`bench serve`'s record); bisected to 0.1 ms."""
-    target = client["run"]["ttft_ms"]["p50"]
+    fleet with the fit, gives `target`, the TTFT p50 its clients measured (the mean of its runs' `bench serve`
+    records); bisected to 0.1 ms."""
     low, high = 0.0, FRONT_END_MAX_MS
     if simulate_slice(cal, "round_robin", fit, model, 0.0, slowdown)[0]["TTFT p50"] >= target:
         return 0.0
@@ -353,55 +354,21 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     router = Path() if args.again else ensure_router(Path(args.router_venv), log)
     windows = {"azure-conv": parse_window(args.azure_window), "mooncake": parse_window(args.mooncake_window)}
     pieces = [Slice(trace, *windows[trace], args.time_scale) for trace in args.traces]
-    cal_records = []  # per trace: each replica's recording of its calibration run
-    clients = {}  # per trace: its calibration run's bench serve record
-    for piece in pieces:
+    cal_runs: dict[str, list[tuple[list[str], dict]]] = {p.trace: [] for p in pieces}  # per trace: (recordings, client)
+
+    def calibration_run(piece: Slice, name: str) -> None:
         cal = piece.calibration()
-        records = [str(out / f"{piece.trace}-cal-replica{i}.etrec") for i in range(REPLICAS)]
+        records = [str(out / f"{piece.trace}-{name}-replica{i}.etrec") for i in range(REPLICAS)]
         log(f"{piece.trace}: calibration run on {cal.window} s (round_robin)")
-        client = serve(args, router, "round_robin", engine_args, records, out / f"{piece.trace}-cal", cal)
-        cal_records.append(records)
-        clients[piece.trace] = client
-    # each replica's own fit: the two cores of this VM run the same steps at speeds up to 20% apart
-    fits = [calibrate_from_recording([records[i] for records in cal_records]) for i in range(REPLICAS)]
-    fit_paths = [str(out / f"fit-replica{i}.json") for i in range(REPLICAS)]
-    for i, (fit, path) in enumerate(zip(fits, fit_paths)):
-        fit.save(path)
-        log(f"fit on replica {i}: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its steps")
-    # the replicas share this machine: each fit's scale with the other replica idle, and the slowdown beside it
-    scales = []  # per trace, per replica: (scale alone, slowdown beside a busy replica, steps)
-    for piece, records in zip(pieces, cal_records):
-        try:
-            scales.append(shared_host_slowdown(records, fits))
-        except ValueError as exc:  # a calibration run without steps alone or without steps side by side
-            log(f"{piece.trace}: no shared-host slowdown from its calibration run: {exc}")
-            scales.append([(1.0, 0.0, 0)] * REPLICAS)
-    alone = [float(np.mean([trace[i][0] for trace in scales])) for i in range(REPLICAS)]
-    slowdown = max(float(np.mean([b for trace in scales for _, b, _ in trace])), 0.0)
-    alone_paths = [str(out / f"fit-replica{i}-alone.json") for i in range(REPLICAS)]
-    for fit, scale, path in zip(fits, alone, alone_paths):
-        fit.scaled(scale, "its replica's neighbour idle (tools/fleet_accuracy.py)").save(path)
-    log(
-        "shared host: a step alone "
-        + ", ".join(f"{a:.3f}" for a in alone)
-        + f" x each replica's fit, {1 + slowdown:.3f} x that beside a busy replica"
-    )
-    fit_path, alone_path = ",".join(fit_paths), ",".join(alone_paths)  # `simulate --step-times`, per replica
-    front_end = {}  # per trace: the served path its calibration run measured, front-end ms a request
-    front_end_one = {}  # the same, simulated without the shared host (the fit alone, as every step's price)
+        client = serve(args, router, "round_robin", engine_args, records, out / f"{piece.trace}-{name}", cal)
+        cal_runs[piece.trace].append((records, client))
+
     for piece in pieces:
-        cal, client = piece.calibration(), clients[piece.trace]
-        front_end[piece.trace] = front_end_ms(cal, client, alone_path, args.sim_model, slowdown)
-        front_end_one[piece.trace] = front_end_ms(cal, client, fit_path, args.sim_model)
-        log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
-    rows = []
+        calibration_run(piece, "cal")
+    served_runs = {}  # per (trace, policy): per repeat, the clients' figures, requests per replica, recordings
     for piece in pieces:
         for policy in args.policies:
-            runs, counts, replica_records = (
-                [],
-                [],
-                [],
-            )  # per repeat: the clients' figures, requests per replica, recordings
+            runs, counts, replica_records = [], [], []
             for rep in range(args.repeats):
                 log(
                     f"{piece.trace}: {piece.window} s, {policy}"
@@ -413,42 +380,91 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 runs.append(measured_figures(record))
                 counts.append([served(r) for r in records])
                 replica_records.append(records)
-            measured = median_figures(runs)
-            engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
-            simulated, sim_counts = simulate_slice(
-                piece, policy, alone_path, args.sim_model, front_end[piece.trace], slowdown
-            )
-            one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[piece.trace])
-            busiest = counts[0].index(max(counts[0]))
-            rows.append(
-                {
-                    "trace": piece.trace,
-                    "window": piece.window,
-                    "time_scale": piece.time_scale,
-                    "policy": policy,
-                    "requests": record["workload"]["num_prompts"],
-                    "measured": measured,
-                    "measured_runs": runs,
-                    "simulated": simulated,
-                    "error_pct": compare(measured, simulated),
-                    "front_end_ms": front_end[piece.trace],
-                    "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
-                    "without_shared_host": {"simulated": one_host, "error_pct": compare(measured, one_host)},
-                    "replica_requests": {"measured": counts[0], "simulated": sim_counts},
-                    "engine": {"replica": busiest, **engine_side(replica_records[0][busiest], fit_paths[busiest])},
-                    "decode_steps": decode_steps(replica_records[0][busiest], fit_paths[busiest]),
-                }
-            )
-            log("  " + row_line(rows[-1]))
+            served_runs[piece.trace, policy] = (runs, counts, replica_records, record["workload"]["num_prompts"])
+    if args.calibrate_after:  # the machine drifts over a sitting: calibrate on both sides of the tested runs
+        for piece in pieces:
+            calibration_run(piece, "cal-after")
+    every_cal = [records for runs in cal_runs.values() for records, _ in runs]
+    # each replica's own fit: the two cores of this VM run the same steps at speeds up to 20% apart
+    fits = [calibrate_from_recording([records[i] for records in every_cal]) for i in range(REPLICAS)]
+    fit_paths = [str(out / f"fit-replica{i}.json") for i in range(REPLICAS)]
+    for i, (fit, path) in enumerate(zip(fits, fit_paths)):
+        fit.save(path)
+        log(f"fit on replica {i}: R^2 {fit.info.r2:.3f}, mean error {fit.info.mean_abs_error_pct:.1f}% on its steps")
+    # the replicas share this machine: each fit's scale with the other replica idle, and the slowdown beside it
+    scales = {}  # per trace, per calibration run, per replica: (scale alone, slowdown beside a busy replica, steps)
+    for trace, runs in cal_runs.items():
+        scales[trace] = []
+        for records, _ in runs:
+            try:
+                scales[trace].append(shared_host_slowdown(records, fits))
+            except ValueError as exc:  # a calibration run without steps alone or without steps side by side
+                log(f"{trace}: no shared-host slowdown from a calibration run: {exc}")
+                scales[trace].append([(1.0, 0.0, 0)] * REPLICAS)
+    every_scale = [run for runs in scales.values() for run in runs]
+    alone = [float(np.mean([run[i][0] for run in every_scale])) for i in range(REPLICAS)]
+    slowdown = max(float(np.mean([b for run in every_scale for _, b, _ in run])), 0.0)
+    alone_paths = [str(out / f"fit-replica{i}-alone.json") for i in range(REPLICAS)]
+    for fit, scale, path in zip(fits, alone, alone_paths):
+        fit.scaled(scale, "its replica's neighbour idle (tools/fleet_accuracy.py)").save(path)
+    log(
+        "shared host: a step alone "
+        + ", ".join(f"{a:.3f}" for a in alone)
+        + f" x each replica's fit, {1 + slowdown:.3f} x that beside a busy replica"
+    )
+    fit_path, alone_path = ",".join(fit_paths), ",".join(alone_paths)  # `simulate --step-times`, per replica
+    front_end = {}  # per trace: the served path its calibration runs measured, front-end ms a request
+    front_end_one = {}  # the same, simulated without the shared host (the fit alone, as every step's price)
+    for piece in pieces:
+        cal = piece.calibration()
+        target = float(np.mean([client["run"]["ttft_ms"]["p50"] for _, client in cal_runs[piece.trace]]))
+        front_end[piece.trace] = front_end_ms(cal, target, alone_path, args.sim_model, slowdown)
+        front_end_one[piece.trace] = front_end_ms(cal, target, fit_path, args.sim_model)
+        log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
+    rows = []
+    for (trace, policy), (runs, counts, replica_records, requests) in served_runs.items():
+        piece = next(p for p in pieces if p.trace == trace)
+        measured = median_figures(runs)
+        engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
+        simulated, sim_counts = simulate_slice(piece, policy, alone_path, args.sim_model, front_end[trace], slowdown)
+        one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[trace])
+        busiest = counts[0].index(max(counts[0]))
+        rows.append(
+            {
+                "trace": trace,
+                "window": piece.window,
+                "time_scale": piece.time_scale,
+                "policy": policy,
+                "requests": requests,
+                "measured": measured,
+                "measured_runs": runs,
+                "simulated": simulated,
+                "error_pct": compare(measured, simulated),
+                "front_end_ms": front_end[trace],
+                "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
+                "without_shared_host": {"simulated": one_host, "error_pct": compare(measured, one_host)},
+                "replica_requests": {"measured": counts[0], "simulated": sim_counts},
+                "engine": {"replica": busiest, **engine_side(replica_records[0][busiest], fit_paths[busiest])},
+                "decode_steps": decode_steps(replica_records[0][busiest], fit_paths[busiest]),
+            }
+        )
+        log(f"{trace}, {policy}: " + row_line(rows[-1]))
     fitted = {
         "r2": [fit.info.r2 for fit in fits],
         "mean_abs_error_pct": [fit.info.mean_abs_error_pct for fit in fits],
         "coefficients": [fit.coefficients for fit in fits],
-        "decode_steps": {
-            trace: decode_steps(records[0], fit_paths[0]) for trace, records in zip(args.traces, cal_records)
+        "decode_steps": {trace: decode_steps(runs[0][0][0], fit_paths[0]) for trace, runs in cal_runs.items()},
+    }
+    shared = {
+        "alone": alone,
+        "slowdown": slowdown,
+        "steps": sum(n for run in every_scale for _, _, n in run),
+        # per trace, per calibration run in order (before the tested runs, then after with --calibrate-after):
+        # each replica's steps alone over the sitting's fit, which shows the machine's drift over the sitting
+        "alone_per_calibration_run": {
+            trace: [[a for a, _, _ in run] for run in runs] for trace, runs in scales.items()
         },
     }
-    shared = {"alone": alone, "slowdown": slowdown, "steps": sum(n for trace in scales for _, _, n in trace)}
     return {
         "fit": fitted,
         "shared_host": shared,
@@ -586,6 +602,13 @@ def report(results: dict) -> str:
             "without it (the fit's price for every step) MAPE per trace: "
             + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_shared_host"].items()))
         )
+    drift = {t: runs for t, runs in (shared or {}).get("alone_per_calibration_run", {}).items() if len(runs) > 1}
+    for trace, runs in sorted(drift.items()):
+        lines.append(
+            f"{trace} calibration runs, before and after the tested runs: steps alone "
+            + " then ".join("/".join(f"{a:.3f}" for a in run) for run in runs)
+            + " x each replica's fit"
+        )
     for trace, figures in sorted(s["cache_aware_gain_pct"].items()):
         lines.append(
             f"cache_aware over round_robin on {trace}: "
@@ -627,6 +650,12 @@ def main(argv: list[str] | None = None) -> int:
         "--router-venv",
         default=str(Path(__file__).resolve().parents[2] / "router-venv"),
         help="virtual environment of vllm-router (default: router-venv beside the checkout)",
+    )
+    parser.add_argument(
+        "--calibrate-after",
+        action="store_true",
+        help="serve each trace's calibration window again after the tested runs and fit on both calibration runs "
+        "(the machine drifts over a sitting)",
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     parser.add_argument(

@@ -166,6 +166,7 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         time_scale=2.0,  # 8 s of the trace in 4: enough kinds of step to fit each replica
         timeout_s=120.0,
         repeats=2,
+        calibrate_after=True,
         sim_model=str(DEFAULT_MODEL_DIR),
         again=False,
     )
@@ -176,6 +177,9 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
     assert all((tmp_path / f"fit-replica{i}.json").exists() for i in (0, 1))  # each replica's own fit
     shared = results["shared_host"]
     assert len(shared["alone"]) == 2 and shared["slowdown"] >= 0
+    first, last = shared["alone_per_calibration_run"]["azure-conv"]  # calibrated before and after the tested runs
+    assert len(first) == len(last) == 2 and (tmp_path / "azure-conv-cal-after.json").exists()
+    assert "calibration runs, before and after the tested runs" in report(results)
     for row in results["rows"]:
         counts = row["replica_requests"]
         assert sum(counts["measured"]) == sum(counts["simulated"]) == row["requests"] > 0
