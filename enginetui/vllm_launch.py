@@ -153,7 +153,8 @@ class VllmProcess:
     command: list[str]  # how it was started
     temporary_log: bool = False  # the log is removed on stop, unless the process failed
     failed: bool = False
-    workdir: str = ""  # a temporary folder of its own (its IPC sockets, maybe its log), removed on stop
+    workdir: str = ""  # a temporary folder it runs in (maybe holding its log), removed on stop unless it failed
+    tmpdir: str = ""  # its TMPDIR (its IPC sockets, vllm_dist_ files: else left in /tmp when killed), removed on stop
 
     def log_text(self) -> str:
         """Everything it has logged so far."""
@@ -169,6 +170,8 @@ class VllmProcess:
             Path(self.log_path).unlink(missing_ok=True)
         if self.workdir and not (self.failed and Path(self.log_path).is_relative_to(self.workdir)):
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self
@@ -208,14 +211,15 @@ def start_server(
     port = port or free_port()
     if Path(model).exists():
         model = str(Path(model).resolve())  # a relative path would miss from `cwd`
-    workdir = "" if cwd else tempfile.mkdtemp(prefix="enginetui-vllm-")
+    tmpdir = short_tmpdir()
+    workdir = "" if cwd else tmpdir
     command = [python, "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
     temporary = log_path is None
     env = dict(vllm_env() if env is None else env)
-    env["TMPDIR"] = cwd or workdir  # its IPC sockets and init files, else left in /tmp when it is killed
+    env["TMPDIR"] = tmpdir
     proc, log_path = _spawn(command, env, log_path, cwd or workdir)
     server = VllmServer(
-        proc, log_path, command, temporary_log=temporary, workdir=workdir, url=f"http://127.0.0.1:{port}"
+        proc, log_path, command, temporary_log=temporary, workdir=workdir, tmpdir=tmpdir, url=f"http://127.0.0.1:{port}"
     )
     try:
         wait_healthy(server, timeout)
@@ -231,11 +235,15 @@ def start_runner(python: str, script: Path, env: dict[str, str]) -> VllmProcess:
     session of its own, talking over text pipes on its stdin and stdout; its stderr goes to a temporary
     log, kept if it fails."""
     command = [python, str(script)]
-    workdir = tempfile.mkdtemp(prefix="enginetui-vllm-")
-    env = dict(env)
-    env["TMPDIR"] = workdir  # its IPC sockets and init files, else left in /tmp when it is killed
-    proc, log_path = _spawn(command, env, None, None, pipes=True)
-    return VllmProcess(proc, log_path, command, temporary_log=True, workdir=workdir)
+    tmpdir = short_tmpdir()
+    proc, log_path = _spawn(command, dict(env, TMPDIR=tmpdir), None, None, pipes=True)
+    return VllmProcess(proc, log_path, command, temporary_log=True, tmpdir=tmpdir)
+
+
+def short_tmpdir() -> str:
+    """A new folder for a vLLM process's TMPDIR, directly in the system's temporary folder: vLLM makes its ipc://
+    sockets there, and a socket's path must fit in 107 bytes."""
+    return tempfile.mkdtemp(prefix="vt-")
 
 
 def _spawn(
