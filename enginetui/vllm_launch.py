@@ -153,7 +153,7 @@ class VllmProcess:
     command: list[str]  # how it was started
     temporary_log: bool = False  # the log is removed on stop, unless the process failed
     failed: bool = False
-    workdir: str = ""  # a temporary folder it runs in (maybe holding its log), removed on stop unless it failed
+    workdir: str = ""  # start_vllm's folder of its own (its log, its KV sockets), removed on stop unless it failed
     tmpdir: str = ""  # its TMPDIR (its IPC sockets, vllm_dist_ files: else left in /tmp when killed), removed on stop
 
     def log_text(self) -> str:
@@ -203,7 +203,7 @@ def start_server(
     timeout: float = STARTUP_TIMEOUT_S,
 ) -> VllmServer:
     """Start vLLM's OpenAI server for `model` on 127.0.0.1 (`port`, default a free one) with `args`, in a
-    session of its own, and wait until /health answers. It runs in `cwd`, default a new temporary folder
+    session of its own, and wait until /health answers. It runs in `cwd`, default its TMPDIR (short_tmpdir),
     removed on stop: never in the caller's, which `python -m` puts first on its sys.path (a checkout's
     root would shadow installed packages). Its output goes to `log_path`, default a temporary file removed
     on stop unless it fails. Raises VLLMError with the log's tail (the server ended) if it exits or does
@@ -212,15 +212,12 @@ def start_server(
     if Path(model).exists():
         model = str(Path(model).resolve())  # a relative path would miss from `cwd`
     tmpdir = short_tmpdir()
-    workdir = "" if cwd else tmpdir
     command = [python, "-m", API_SERVER, "--model", model, "--host", "127.0.0.1", "--port", str(port), *args]
     temporary = log_path is None
     env = dict(vllm_env() if env is None else env)
     env["TMPDIR"] = tmpdir
-    proc, log_path = _spawn(command, env, log_path, cwd or workdir)
-    server = VllmServer(
-        proc, log_path, command, temporary_log=temporary, workdir=workdir, tmpdir=tmpdir, url=f"http://127.0.0.1:{port}"
-    )
+    proc, log_path = _spawn(command, env, log_path, cwd or tmpdir)
+    server = VllmServer(proc, log_path, command, temporary_log=temporary, tmpdir=tmpdir, url=f"http://127.0.0.1:{port}")
     try:
         wait_healthy(server, timeout)
     except BaseException:
@@ -303,7 +300,8 @@ def start_vllm(
     """Start vLLM serving `model` (a local HF directory) to be watched: its KV events on ipc:// sockets in
     `workdir` (default a new temporary folder, removed on stop unless vLLM failed; local only), a small KV
     pool (`num_blocks` blocks of BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode
-    routes (/reset_prefix_cache) enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if it does not come up."""
+    routes (/reset_prefix_cache) enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if
+    it does not come up."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
     folder.mkdir(parents=True, exist_ok=True)
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"

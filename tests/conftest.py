@@ -1,6 +1,8 @@
 """Shared fixtures: Hugging Face-format OPT directories with random weights, built locally."""
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -69,8 +71,6 @@ def opt125m_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def text_opt_dir(tmp_path_factory) -> str:
     """A random-weight tiny OPT that carries the embedded model's tokenizer (4096 tokens)."""
-    import shutil
-
     from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 
     path = tmp_path_factory.mktemp("text-opt")
@@ -84,9 +84,6 @@ def text_opt_dir(tmp_path_factory) -> str:
 def ipc_dir():
     """A short new folder under the system's temporary one (an ipc:// path must fit in about 100 bytes,
     which pytest's tmp_path can exceed), removed after the test."""
-    import shutil
-    import tempfile
-
     folder = tempfile.mkdtemp(prefix="ipc-")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

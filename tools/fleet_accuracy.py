@@ -22,8 +22,8 @@ engine saw it (from its recording), which tells the engine's share of the client
 the front-end's. With --repeats N each slice and policy is served N times on fresh fleets: the measured figures
 are the runs' medians, and it also prints how far apart the runs came out (the measurement against itself),
 which figures the simulation lands within the runs' range, and cache-aware's gain between each pair of runs.
-Everything lands in OUT_DIR; --save also writes the results record to results/checks/; --again simulates again what an earlier
-sitting left in OUT_DIR, serving nothing.
+Everything lands in OUT_DIR; --save also writes the results record to results/checks/; --again simulates again
+what an earlier sitting left in OUT_DIR, serving nothing.
 """
 
 import argparse
@@ -365,7 +365,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
 
     for piece in pieces:
         calibration_run(piece, "cal")
-    served_runs = {}  # per (trace, policy): per repeat, the clients' figures, requests per replica, recordings
+    served_runs = {}  # per (slice, policy): per repeat, the clients' figures, requests per replica, recordings
     for piece in pieces:
         for policy in args.policies:
             runs, counts, replica_records = [], [], []
@@ -380,7 +380,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 runs.append(measured_figures(record))
                 counts.append([served(r) for r in records])
                 replica_records.append(records)
-            served_runs[piece.trace, policy] = (runs, counts, replica_records, record["workload"]["num_prompts"])
+            served_runs[piece, policy] = (runs, counts, replica_records, record["workload"]["num_prompts"])
     if args.calibrate_after:  # the machine drifts over a sitting: calibrate on both sides of the tested runs
         for piece in pieces:
             calibration_run(piece, "cal-after")
@@ -422,8 +422,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         front_end_one[piece.trace] = front_end_ms(cal, target, fit_path, args.sim_model)
         log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
     rows = []
-    for (trace, policy), (runs, counts, replica_records, requests) in served_runs.items():
-        piece = next(p for p in pieces if p.trace == trace)
+    for (piece, policy), (runs, counts, replica_records, requests) in served_runs.items():
+        trace = piece.trace
         measured = median_figures(runs)
         engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
         simulated, sim_counts = simulate_slice(piece, policy, alone_path, args.sim_model, front_end[trace], slowdown)
