@@ -10,6 +10,7 @@ import pytest
 
 from enginetui.core.models.default_model import DEFAULT_MODEL_DIR
 from enginetui.core.record.reader import read_recording
+from enginetui.openai_client import USAGE_EVERY_CHUNK
 from enginetui.vllm_launch import find_vllm_python, start_vllm
 from enginetui.vllm_watch import prometheus as m
 from enginetui.vllm_watch import vllm_record
@@ -27,6 +28,18 @@ SIZE = (160, 48)
 WAIT_S = 180.0  # for anything the live server does
 until = partial(wait_until, timeout=WAIT_S)  # the Pilot wait, with this file's deadline
 BURST = 12  # concurrent streamed requests through the proxy (more than max_num_seqs: some wait)
+
+
+def rebuild_seen(app) -> str:
+    """Where the rebuild got to, for a wait that timed out."""
+    rb = app.vllm.rebuild
+    if rb is None:
+        return "no rebuild"
+    return (
+        f"{len(rb.views)} requests outside the rebuild, {len(rb.entered)} entered, {rb.num_skipped} left out, "
+        f"{len(rb.steps)} timed steps; the dashboard has {len(app.state.requests)} requests, step "
+        f"{app.state.step}"
+    )
 
 
 async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
@@ -112,9 +125,26 @@ async def test_the_proxy_passes_and_lists_a_live_vllms_requests(tmp_path):
             assert mean <= high
             assert max(v.ttft() for v in streamed) > 0
             # the rebuild (vLLM's max_num_seqs given, its token budget read from /server_info in dev mode)
-            # stepped the proxied requests into the dashboard's engine panels
-            await until(pilot, lambda: app.state.latest is not None, "the rebuild's first step")
+            # steps a proxied request into the dashboard's engine panels. Not the burst's: without usage
+            # their prompt lengths are unknown, so streams that ended before the next /metrics reading
+            # are left out. A stream with usage on each chunk is sized whenever the readings come.
+            async with httpx.AsyncClient(timeout=120) as http:
+                sized = {**body, "stream": True, "stream_options": USAGE_EVERY_CHUNK}
+                async with http.stream("POST", f"{app.vllm.proxy_url}/v1/completions", json=sized) as r:
+                    await r.aread()
+            view = list(app.vllm.requests.values())[-1]
+            assert view.stream and view.prompt_tokens and view.tokens() == 16
+            await until(
+                pilot,
+                lambda: (
+                    (rebuilt := app.state.requests.get(view.req_id)) is not None and rebuilt.num_output_tokens == 16
+                ),
+                "the rebuild's steps of the stream with usage",
+                seen=lambda: rebuild_seen(app),
+            )
+            views = list(app.vllm.requests.values())
             assert set(app.state.requests) <= {v.req_id for v in views}
+            assert app.state.requests[view.req_id].num_prompt_tokens == view.prompt_tokens
             app.redraw()
             assert "INFERRED" in str(app.query_one("#vllm-oracle").render())
         app.vllm_engine.recording.close()
