@@ -14,8 +14,10 @@ much longer a step takes while the other replica is busy (the two share the mach
 caches: calibrate.shared_host_slowdown). Then, per trace and policy, it serves the tested window on a fresh
 fleet (empty prefix caches) and simulates the same requests on the same fleet and policy with those fits, that
 slowdown (`--shared-host-slowdown`) and the trace's served path (`enginetui simulate --replicas 2 --router ...
---front-end-ms MS`: the front-end's time a request, one request at a time per replica, with which the
-calibration run simulated gives the TTFT p50 its clients measured: front_end_ms). It prints measured against
+--front-end-ms MS --front-end-us-per-step S --front-end-us-per-token T`: the front-end's time a request, one
+request at a time per replica, with which the calibration run simulated gives the TTFT p50 its clients measured:
+front_end_ms; and its time to stream a step's tokens, in the same queue: the CPU each front-end process used in
+the calibration runs, fitted to the steps it streamed and their tokens: front_end_costs). It prints measured against
 simulated TTFT p50 / p90, TPOT p50 and E2E p50 with the error, the mean absolute percentage error per trace
 and policy, cache-aware's gain over round-robin, measured and simulated, and the busiest replica's TTFT as its
 engine saw it (from its recording), which tells the engine's share of the client's TTFT from the router's and
@@ -199,10 +201,12 @@ def stop_group(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def fleet(router: Path, policy: str, engine_args: list[str], records: list[str], log_path: Path) -> Iterator[str]:
+def fleet(
+    router: Path, policy: str, engine_args: list[str], records: list[str], log_path: Path
+) -> Iterator[tuple[str, list[int]]]:
     """REPLICAS `enginetui serve` replicas (replica i on CPU i, one compute thread, prefix caching, recording to
-    records[i]) behind vllm-router with `policy`, all on 127.0.0.1; the router's URL. Everything is stopped on
-    leaving, whatever happened."""
+    records[i]) behind vllm-router with `policy`, all on 127.0.0.1; the router's URL and the replicas' front-end
+    process ids. Everything is stopped on leaving, whatever happened."""
     from enginetui.serve.process import ServeProcess
 
     replicas: list[ServeProcess] = []
@@ -230,7 +234,7 @@ def fleet(router: Path, policy: str, engine_args: list[str], records: list[str],
             if time.monotonic() > deadline:
                 raise RuntimeError(f"vllm-router did not answer within {ROUTER_START_S:g} s: see {log_path}")
             time.sleep(0.2)
-        yield url
+        yield url, [r.proc.pid for r in replicas]
     finally:
         if proc is not None:
             stop_group(proc)
@@ -281,17 +285,20 @@ def decode_steps(record: str, fit: str, batches=(1, 2, 4, 8, 16)) -> dict[str, l
     return out
 
 
-def front_end_ms(cal: Slice, target: float, fit: str, model: str, slowdown: float = 0.0) -> float:
+def front_end_ms(
+    cal: Slice, target: float, fit: str, model: str, slowdown: float = 0.0, stream: tuple[float, float] = (0.0, 0.0)
+) -> float:
     """The served path, measured on calibration runs: the front-end's milliseconds per request
-    (`simulate --front-end-ms`, one queue per replica) with which the calibration window, simulated on the same
-    fleet with the fit, gives `target`, the TTFT p50 its clients measured (the mean of its runs' `bench serve`
-    records); bisected to 0.1 ms."""
+    (`simulate --front-end-ms`, one queue per replica, which also streams each step's tokens at `stream`, µs a
+    step and a token) with which the
+    calibration window, simulated on the same fleet with the fit, gives `target`, the TTFT p50 its clients
+    measured (the mean of its runs' `bench serve` records); bisected to 0.1 ms."""
     low, high = 0.0, FRONT_END_MAX_MS
-    if simulate_slice(cal, "round_robin", fit, model, 0.0, slowdown)[0]["TTFT p50"] >= target:
+    if simulate_slice(cal, "round_robin", fit, model, 0.0, slowdown, stream)[0]["TTFT p50"] >= target:
         return 0.0
     while high - low > 0.1:
         mid = (low + high) / 2
-        if simulate_slice(cal, "round_robin", fit, model, mid, slowdown)[0]["TTFT p50"] < target:
+        if simulate_slice(cal, "round_robin", fit, model, mid, slowdown, stream)[0]["TTFT p50"] < target:
             low = mid
         else:
             high = mid
@@ -311,10 +318,17 @@ def served(record: str) -> int:
 
 
 def simulate_slice(
-    piece: Slice, policy: str, fit: str, model: str, front_end: float = 0.0, slowdown: float = 0.0
+    piece: Slice,
+    policy: str,
+    fit: str,
+    model: str,
+    front_end: float = 0.0,
+    slowdown: float = 0.0,
+    stream: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[dict, list[int]]:
-    """The slice on a simulated fleet of REPLICAS with the fit, a front-end of `front_end` ms a request and the
-    shared host's `slowdown`; its figures and requests per replica."""
+    """The slice on a simulated fleet of REPLICAS with the fit, a front-end of `front_end` ms a request (and
+    streaming each step's tokens at `stream`, µs a step and a token) and the shared host's `slowdown`; its figures
+    and requests per replica."""
     from enginetui.simulate import simulate
 
     result = simulate(
@@ -327,6 +341,8 @@ def simulate_slice(
         router=POLICIES[policy],
         enable_prefix_caching=True,
         front_end_ms=front_end,
+        front_end_us_per_step=stream[0],
+        front_end_us_per_token=stream[1],
         shared_host_slowdown=slowdown,
     )
     assert result.fleet is not None
@@ -343,8 +359,41 @@ def serve(
         if not path.exists() or not all(Path(r).exists() for r in records):
             raise SystemExit(f"--again: {path} or its recordings are missing: run the sitting without --again first")
         return json.loads(path.read_text())
-    with fleet(router, policy, engine_args, records, name.with_name(name.name + "-router.log")) as url:
-        return bench(url, piece, engine_args, name.with_suffix(".json"), args.timeout_s)
+    with fleet(router, policy, engine_args, records, name.with_name(name.name + "-router.log")) as (url, pids):
+        before = [front_end_cpu_s(pid) for pid in pids]
+        record = bench(url, piece, engine_args, name.with_suffix(".json"), args.timeout_s)
+        cpu = [front_end_cpu_s(pid) - b for pid, b in zip(pids, before)]
+    name.with_name(name.name + "-front-end-cpu.json").write_text(json.dumps(cpu) + "\n")
+    return record
+
+
+def front_end_cpu_s(pid: int) -> float:
+    """CPU seconds the replica's front-end process (`enginetui serve` itself, not its EngineCore) has used."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def front_end_costs(runs: list[tuple[list[str], Path]]) -> tuple[float, float] | None:
+    """The front-ends' CPU seconds per step streamed (a step that sampled: its outputs taken in at once) and per
+    token, fitted (least squares, with a constant for the process's own idle work) to what each replica's
+    front-end process used in the calibration runs (their `-front-end-cpu.json`) against the steps and tokens its
+    recording shows; None where a run has no such measure (a sitting from before it)."""
+    from enginetui.simulate.calibrate import recorded_steps
+    from enginetui.simulate.from_recording import recorded_run
+
+    rows, used = [], []
+    for records, name in runs:
+        path = name.with_name(name.name + "-front-end-cpu.json")
+        if not path.exists():
+            return None
+        for record, cpu in zip(records, json.loads(path.read_text())):
+            steps = sum(1 for shape in recorded_steps(record).shapes if shape.num_sampled)
+            rows.append([1.0, steps, sum(r.output_len for r in recorded_run(record).requests)])
+            used.append(cpu)
+    _, step_s, token_s = np.linalg.lstsq(np.array(rows), np.array(used), rcond=None)[0]
+    return max(float(step_s), 0.0), max(float(token_s), 0.0)
 
 
 def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict:
@@ -355,6 +404,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     windows = {"azure-conv": parse_window(args.azure_window), "mooncake": parse_window(args.mooncake_window)}
     pieces = [Slice(trace, *windows[trace], args.time_scale) for trace in args.traces]
     cal_runs: dict[str, list[tuple[list[str], dict]]] = {p.trace: [] for p in pieces}  # per trace: (recordings, client)
+    cal_names: list[tuple[list[str], Path]] = []  # every calibration run: (recordings, where its files are)
 
     def calibration_run(piece: Slice, name: str) -> None:
         cal = piece.calibration()
@@ -362,6 +412,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         log(f"{piece.trace}: calibration run on {cal.window} s (round_robin)")
         client = serve(args, router, "round_robin", engine_args, records, out / f"{piece.trace}-{name}", cal)
         cal_runs[piece.trace].append((records, client))
+        cal_names.append((records, out / f"{piece.trace}-{name}"))
 
     for piece in pieces:
         calibration_run(piece, "cal")
@@ -413,21 +464,33 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         + f" x each replica's fit, {1 + slowdown:.3f} x that beside a busy replica"
     )
     fit_path, alone_path = ",".join(fit_paths), ",".join(alone_paths)  # `simulate --step-times`, per replica
+    costs = front_end_costs(cal_names)
+    if args.front_end_us_per_step is not None or args.front_end_us_per_token is not None:
+        stream = (args.front_end_us_per_step or 0.0, args.front_end_us_per_token or 0.0)
+        log(f"front-end streaming: {stream[0]:g} us a step, {stream[1]:g} us a token (given)")
+    elif costs is None:
+        stream = (0.0, 0.0)
+        log("front-end streaming: its CPU was not measured in this sitting's calibration runs: left out")
+    else:
+        stream = (costs[0] * 1e6, costs[1] * 1e6)
+        log(f"front-end CPU from the calibration runs: {stream[0]:.0f} us a step, {stream[1]:.0f} us a token")
     front_end = {}  # per trace: the served path its calibration runs measured, front-end ms a request
     front_end_one = {}  # the same, simulated without the shared host (the fit alone, as every step's price)
     for piece in pieces:
         cal = piece.calibration()
         target = float(np.mean([client["run"]["ttft_ms"]["p50"] for _, client in cal_runs[piece.trace]]))
-        front_end[piece.trace] = front_end_ms(cal, target, alone_path, args.sim_model, slowdown)
-        front_end_one[piece.trace] = front_end_ms(cal, target, fit_path, args.sim_model)
+        front_end[piece.trace] = front_end_ms(cal, target, alone_path, args.sim_model, slowdown, stream)
+        front_end_one[piece.trace] = front_end_ms(cal, target, fit_path, args.sim_model, 0.0, stream)
         log(f"{piece.trace}: served path {front_end[piece.trace]:.1f} ms a request at the front-end")
     rows = []
     for (piece, policy), (runs, counts, replica_records, requests) in served_runs.items():
         trace = piece.trace
         measured = median_figures(runs)
         engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
-        simulated, sim_counts = simulate_slice(piece, policy, alone_path, args.sim_model, front_end[trace], slowdown)
-        one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[trace])
+        simulated, sim_counts = simulate_slice(
+            piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream
+        )
+        one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[trace], 0.0, stream)
         busiest = counts[0].index(max(counts[0]))
         rows.append(
             {
@@ -470,6 +533,9 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         "shared_host": shared,
         "front_end_ms": front_end,
         "front_end_ms_without_shared_host": front_end_one,
+        "front_end_stream_us": list(stream),  # [a step, a token] in each front-end's queue
+        # the front-ends' CPU in the calibration runs, fitted: [seconds a step, seconds a token] (None: not measured)
+        "front_end_cpu": list(costs) if costs is not None else None,
         "rows": rows,
         "summary": summarize(rows),
     }
@@ -593,6 +659,12 @@ def report(results: dict) -> str:
             + "; without it (the engine's view) MAPE per trace: "
             + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_served_path"].items()))
         )
+    stream = results.get("front_end_stream_us")
+    if stream and any(stream):
+        lines.append(
+            f"front-end streaming, in each replica's front-end queue: {stream[0]:.0f} us a step, {stream[1]:.0f} us a "
+            + ("token (its CPU in the calibration runs, fitted)" if results.get("front_end_cpu") else "token (given)")
+        )
     shared = results.get("shared_host")
     if shared:
         lines.append(
@@ -656,6 +728,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve each trace's calibration window again after the tested runs and fit on both calibration runs "
         "(the machine drifts over a sitting)",
+    )
+    parser.add_argument(
+        "--front-end-us-per-step",
+        type=float,
+        default=None,
+        metavar="US",
+        help="simulate each front-end taking in a step's outputs in US (default: measured on the calibration runs "
+        "with the per-token time: the front-end processes' CPU against the steps and tokens they streamed)",
+    )
+    parser.add_argument(
+        "--front-end-us-per-token",
+        type=float,
+        default=None,
+        metavar="US",
+        help="simulate each front-end streaming a token in US (default: measured, as above; a sitting from before "
+        "that measure streams nothing unless given these two)",
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     parser.add_argument(

@@ -49,6 +49,8 @@ class SimSettings:
     decode_policy: str | None = None  # the decode pool's router (None: `router`)
     kv_transfer_bandwidth: float = 50.0  # disaggregated prefill: GB/s of the link a prompt's KV crosses
     front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine, before the engine takes it
+    front_end_us_per_token: float = 0.0  # the served path: µs a sampled token to stream, in the same queue
+    front_end_us_per_step: float = 0.0  # the served path: µs to take in a step's outputs, in the same queue
     shared_host_slowdown: float = 0.0  # replicas on one machine: a step this much longer while the others are busy
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
@@ -146,7 +148,14 @@ def simulate(settings: SimSettings | None = None, *, live=None, **kwargs) -> Sim
     try:
         with progress_bar(len(requests), s.progress) as progress:
             simulator = Simulator(
-                config, num_blocks, max_model_len, step_model, writer, front_end_seconds=s.front_end_ms / 1e3
+                config,
+                num_blocks,
+                max_model_len,
+                step_model,
+                writer,
+                front_end_seconds=s.front_end_ms / 1e3,
+                front_end_token_seconds=s.front_end_us_per_token / 1e6,
+                front_end_step_seconds=s.front_end_us_per_step / 1e6,
             )
             run = simulator.run(requests, progress)
     finally:
@@ -223,6 +232,15 @@ def check_fleet(s: SimSettings) -> None:
         raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
     if not s.front_end_ms >= 0:
         raise ValueError(f"--front-end-ms must be non-negative, got {s.front_end_ms:g}")
+    if not s.front_end_us_per_token >= 0:
+        raise ValueError(f"--front-end-us-per-token must be non-negative, got {s.front_end_us_per_token:g}")
+    if not s.front_end_us_per_step >= 0:
+        raise ValueError(f"--front-end-us-per-step must be non-negative, got {s.front_end_us_per_step:g}")
+    if (s.front_end_us_per_token or s.front_end_us_per_step) and s.prefill_replicas:
+        raise ValueError(
+            "--front-end-us-per-token / --front-end-us-per-step: not for prefill and decode pools (their front-end "
+            "takes requests only)"
+        )
     if not s.shared_host_slowdown >= 0:
         raise ValueError(f"--shared-host-slowdown must be non-negative, got {s.shared_host_slowdown:g}")
     if s.shared_host_slowdown and (s.replicas < 2 or s.prefill_replicas):
@@ -311,6 +329,8 @@ def _simulate_fleet(
                     events=events,
                     front_end_seconds=s.front_end_ms / 1e3,
                     shared_host_slowdown=s.shared_host_slowdown,
+                    front_end_token_seconds=s.front_end_us_per_token / 1e6,
+                    front_end_step_seconds=s.front_end_us_per_step / 1e6,
                 )
     finally:
         if events is not None:

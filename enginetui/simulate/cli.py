@@ -163,6 +163,23 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         "(default: 0, the engine's view; tools/fleet_accuracy.py measures it)",
     )
     f.add_argument(
+        "--front-end-us-per-token",
+        type=float,
+        default=0.0,
+        metavar="US",
+        help="the served path: each engine's front-end also streams every sampled token to its client, US a "
+        "token, in the same queue as the requests it takes in: a busy engine's stream delays the next request, "
+        "and a busy front-end the tokens (default: 0; tools/fleet_accuracy.py measures it)",
+    )
+    f.add_argument(
+        "--front-end-us-per-step",
+        type=float,
+        default=0.0,
+        metavar="US",
+        help="the served path: each engine's front-end takes US to take in a step's outputs, however many tokens, "
+        "in the same queue (default: 0; tools/fleet_accuracy.py measures it)",
+    )
+    f.add_argument(
         "--shared-host-slowdown",
         type=float,
         default=0.0,

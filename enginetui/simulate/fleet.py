@@ -22,7 +22,7 @@ from enginetui.core.config import EngineConfig
 from enginetui.core.request import Request
 from enginetui.simulate.fleet_events import FleetEvents
 from enginetui.simulate.routers import Router
-from enginetui.simulate.simulator import EngineLoop, SimRun, _engine_request, collector_paused
+from enginetui.simulate.simulator import EngineLoop, FrontEnd, SimRun, _engine_request, collector_paused
 from enginetui.simulate.step_time import SharedHost, StepTimeModel
 from enginetui.simulate.workload import SimRequest
 
@@ -88,12 +88,15 @@ def run_fleet(
     events: FleetEvents | None = None,
     front_end_seconds: float = 0.0,
     shared_host_slowdown: float = 0.0,
+    front_end_token_seconds: float = 0.0,
+    front_end_step_seconds: float = 0.0,
 ) -> FleetRun:
     """Serve `workload` on `num_replicas` engines behind `router`, alike or, where `num_blocks` and `step_model`
     are sequences, each replica its own KV pool and step-time model (a mixed fleet); `events`: build each
     replica's step events (a watched or recorded fleet) and say why the router chose each replica;
     `front_end_seconds`: each replica's front-end takes that long a request, one at a time, before the request
-    enters its engine (the request's times still count from its arrival); `shared_host_slowdown`: how much
+    enters its engine (the request's times still count from its arrival), and with `front_end_step_seconds`
+    and `front_end_token_seconds` it also streams each step's tokens in the same queue (simulator.FrontEnd); `shared_host_slowdown`: how much
     longer a replica's step takes while all the other replicas are busy (0.3: 30%; they share one machine)."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
@@ -113,6 +116,8 @@ def run_fleet(
             events,
             front_end_seconds,
             shared_host_slowdown,
+            front_end_token_seconds,
+            front_end_step_seconds,
         )
 
 
@@ -129,6 +134,8 @@ def _run_fleet(
     events,
     front_end_seconds,
     shared_host_slowdown,
+    front_end_token_seconds,
+    front_end_step_seconds,
 ) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
@@ -139,6 +146,7 @@ def _run_fleet(
         raise ValueError(f"a mixed fleet needs a step-time model and a KV pool for each of its {num_replicas} replicas")
     # shared host: each replica's clock its own model's, scaled before each of its steps (so no steps planned ahead)
     shared = [SharedHost(m) for m in models] if shared_host_slowdown and num_replicas > 1 else []
+    fronts = [FrontEnd(front_end_seconds, front_end_token_seconds, front_end_step_seconds) for _ in range(num_replicas)]
     replicas = [
         FleetReplica(
             k,
@@ -149,6 +157,7 @@ def _run_fleet(
                 shared[k] if shared else models[k],
                 events.builders[k] if events else None,
                 fast_forward and not shared,
+                front_end=fronts[k],
             ),
         )
         for k in range(num_replicas)
@@ -160,7 +169,6 @@ def _run_fleet(
     # requests in a front-end: (entry, order, replica, request, engine request, the router's reason)
     entering: list[tuple[float, int, int, SimRequest, Request, str]] = []
     pending: list[deque[float]] = [deque() for _ in range(num_replicas)]  # per replica: its front-end's entries
-    front_end_free = [-math.inf] * num_replicas  # per replica: when its front-end is done with the requests so far
     i = 0
     steps = 0
     while i < n or busy or entering:
@@ -198,8 +206,8 @@ def _run_fleet(
             replicas[k].routed += 1
             if not config.enable_prefix_caching and real_tokens:
                 request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
-            if front_end_seconds:
-                entry = front_end_free[k] = max(front_end_free[k], r.arrival) + front_end_seconds
+            if front_end_seconds or fronts[k].streams:
+                entry = fronts[k].take(r.arrival)
                 heapq.heappush(entering, (entry, i, k, r, request, why))
                 pending[k].append(entry)
                 continue
@@ -215,6 +223,8 @@ def _run_fleet(
             heapq.heappush(busy, (models[k].next_start(loop.now, loop.num_steps + 1), k))
         elif not loop.busy():
             loop.idle()  # rejected
+    for front in fronts:
+        front.flush()
     if progress is not None:
         progress(sum(r.loop.num_ended for r in replicas))
     wall = time.perf_counter() - wall0

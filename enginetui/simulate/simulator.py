@@ -14,6 +14,7 @@ Nothing here decides what runs: each step is `Scheduler.schedule()` and
 import gc
 import math
 from array import array
+from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,6 +102,52 @@ def add_served_path(run: SimRun, front_end_seconds: float) -> None:
             t.finish[k] += delay
 
 
+class FrontEnd:
+    """One engine's HTTP front-end as one queue served in the order its work came (a single thread): it takes
+    each request in (`request_s`) before its engine does, and streams each step's sampled tokens to their
+    clients (`step_s` a step that sampled, and `token_s` a token) before they reach them. So a busy engine's streaming delays the next request's
+    way in, and a busy front-end delays the tokens: a request's first token and its end count for its client
+    when the front-end has streamed them. A driver calls `take` in arrival order once every step that ended
+    by that arrival has run (its tokens queued with `stream`), and `flush` at the end."""
+
+    def __init__(self, request_s: float, token_s: float, step_s: float = 0.0) -> None:
+        self.request_s = request_s  # seconds to take a request in
+        self.token_s = token_s  # seconds to stream one sampled token
+        self.step_s = step_s  # seconds to take in a step's outputs, whatever their number
+        self.free = -math.inf  # when the front-end is done with the work served so far
+        self._jobs: deque[tuple[float, int, list[int], list[int], RequestTimes]] = deque()  # steps' tokens, queued
+
+    @property
+    def streams(self) -> bool:
+        """It streams the steps' tokens (else requests are its only work)."""
+        return bool(self.token_s or self.step_s)
+
+    def take(self, arrival: float) -> float:
+        """A request reaches the front-end at `arrival`: when its engine takes it in."""
+        self._serve(arrival)
+        self.free = max(self.free, arrival) + self.request_s
+        return self.free
+
+    def stream(self, at: float, tokens: int, firsts: list[int], ends: list[int], times: RequestTimes) -> None:
+        """A step ending at `at` sampled `tokens`; `firsts` got their first token, `ends` ended (their
+        positions in `times`, whose client-side times are set when the front-end has streamed them)."""
+        self._jobs.append((at, tokens, firsts, ends, times))
+
+    def flush(self) -> None:
+        self._serve(math.inf)
+
+    def _serve(self, until: float) -> None:
+        """Stream the steps' tokens queued by `until` (before a request that arrives then)."""
+        jobs = self._jobs
+        while jobs and jobs[0][0] <= until:
+            at, tokens, firsts, ends, times = jobs.popleft()
+            done = self.free = max(self.free, at) + self.step_s + tokens * self.token_s
+            for k in firsts:
+                times.first_token[k] = done
+            for k in ends:
+                times.finish[k] = done
+
+
 class Observer:
     """What a simulation tells whoever watches it (a recording, a live view); each method may be left out."""
 
@@ -124,6 +171,8 @@ class Simulator:
         observer: Observer | None = None,
         fast_forward: bool = True,
         front_end_seconds: float = 0.0,
+        front_end_token_seconds: float = 0.0,
+        front_end_step_seconds: float = 0.0,
     ) -> None:
         self.config = config  # the engine's flags (budgets, policies, block size, prefix caching)
         self.num_blocks = num_blocks  # KV pool size
@@ -131,8 +180,11 @@ class Simulator:
         self.step_model = step_model  # the clock
         self.observer = observer  # told of every request and step (None: nobody, the fast path)
         self.fast_forward = fast_forward  # run stretches of plain decode steps in one go (same result, see EngineLoop)
-        # the served path: a front-end takes this long a request, one at a time, before the engine takes it in
+        # the served path: a front-end takes this long a request, one at a time, before the engine takes it in,
+        # and (FrontEnd) this long a step and a token to stream each step's tokens, in the same queue
         self.front_end_seconds = front_end_seconds
+        self.front_end_token_seconds = front_end_token_seconds
+        self.front_end_step_seconds = front_end_step_seconds
 
     def run(self, workload: list[SimRequest], progress: Callable[[int], None] | None = None) -> SimRun:
         """Serve `workload`; `progress(finished)` is called every few steps with the count of ended requests."""
@@ -145,6 +197,8 @@ class Simulator:
         wall0 = time.perf_counter()
         reqs = sorted(workload, key=lambda r: r.arrival)
         n = len(reqs)
+        front = FrontEnd(self.front_end_seconds, self.front_end_token_seconds, self.front_end_step_seconds)
+        streaming = front if front.streams else None
         loop = EngineLoop(
             self.config,
             self.num_blocks,
@@ -153,29 +207,46 @@ class Simulator:
             self.observer,
             self.fast_forward,
             recorded_tokens=any(r.output_token_ids for r in reqs),
+            front_end=streaming,
         )
         model = self.step_model
         enters = [r.arrival for r in reqs]  # when each request enters the engine
-        if self.front_end_seconds:
+        if self.front_end_seconds and streaming is None:
             enters = (np.array(enters) + front_end_delays(enters, self.front_end_seconds)).tolist()
+        taken = 0  # with a streaming front-end: the requests it has taken in (their entries known from then on)
+
+        def take_arrived(front: FrontEnd, now: float) -> None:
+            """The front-end takes in the requests that reached it by `now` (every step that ended by then ran)."""
+            nonlocal taken
+            while taken < n and reqs[taken].arrival <= now:
+                enters[taken] = front.take(reqs[taken].arrival)
+                taken += 1
+
         loop.now = enters[0] if reqs else 0.0
         i = 0
         reported = 0
         while True:
             loop.now = model.next_start(loop.now, loop.num_steps + 1)
-            while i < n and enters[i] <= loop.now:
+            if streaming is not None:
+                take_arrived(streaming, loop.now)
+            known = taken if streaming is not None else n  # the requests whose entries are known
+            while i < known and enters[i] <= loop.now:
                 loop.add(reqs[i])
                 i += 1
             if not loop.busy():
                 loop.idle()
                 if i >= n:
                     break
-                loop.now = enters[i]  # idle until the next arrival
+                if streaming is not None:
+                    take_arrived(streaming, max(loop.now, reqs[i].arrival))
+                loop.now = max(loop.now, enters[i])  # idle until the next request enters
                 continue
             loop.step(enters[i] if i < n else math.inf)
             if progress is not None and loop.num_steps - reported >= 64:
                 reported = loop.num_steps
                 progress(loop.num_ended)
+        if streaming is not None:
+            streaming.flush()
         if progress is not None:
             progress(loop.num_ended)
         return loop.result(time.perf_counter() - wall0)
@@ -216,6 +287,7 @@ class EngineLoop:
         observer: Observer | None = None,
         fast_forward: bool = True,
         recorded_tokens: bool = False,
+        front_end: FrontEnd | None = None,
     ) -> None:
         self.config = config
         self.num_blocks = num_blocks
@@ -223,6 +295,8 @@ class EngineLoop:
         self.model = step_model
         self.observer = observer
         self.recorded_tokens = recorded_tokens  # some request "samples" recorded tokens
+        # streams each step's tokens to the clients (None: tokens reach them as they are sampled)
+        self.front_end = front_end if front_end is not None and front_end.streams else None
         self.sched = Scheduler(config, num_blocks, max_model_len)
         self.requests: list[SimRequest] = []  # added, in order
         self._nan = float("nan")
@@ -242,6 +316,7 @@ class EngineLoop:
         base = type(step_model)
         self.can_fast_forward = (
             fast_forward
+            and self.front_end is None  # it streams every step's tokens
             and observer is None
             and not recorded_tokens
             and not config.use_async_scheduling
@@ -310,22 +385,28 @@ class EngineLoop:
         start = self.now
         now = self.now = self.model.advance(start, shape)
         index, last_token = self.index, self.last_token
+        tokens, firsts, ends = 0, [], []
         for out in sched.update_from_output(plan, sampled):
             if out.finish_reason == "rejected":
                 continue  # refused at admission (counted then): it never runs
             k = index[out.request_id]
             if out.new_token_ids:
+                tokens += 1
                 times.num_output[k] += 1
                 if times.first_token[k] != times.first_token[k]:  # nan: the first token
                     times.first_token[k] = now
+                    firsts.append(k)
                 else:
                     times.itl.append(now - last_token[k])
                 last_token[k] = now
             if out.finish_reason is not None:
                 times.finish[k] = now
+                ends.append(k)
                 self.num_ended += 1
                 self.finish_times.append(now)
                 self.finished_order.append(k)
+        if self.front_end is not None and tokens:
+            self.front_end.stream(now, tokens, firsts, ends, times)
         for req_id in plan.preempted_req_ids:
             times.num_preemptions[index[req_id]] += 1
         tl.end.append(now)

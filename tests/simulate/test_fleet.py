@@ -1,6 +1,7 @@
 """A simulated fleet: each router policy's choice on a hand-built fleet state, the fleet run's accounting,
 the replica sweep, and bad fleet input on the command line."""
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.report import describe_setup
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
 from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
-from enginetui.simulate.simulator import Simulator, _engine_request
+from enginetui.simulate.simulator import FrontEnd, RequestTimes, Simulator, _engine_request
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
 BLOCK = 16
@@ -242,6 +243,53 @@ def test_one_engine_takes_a_request_in_after_its_front_end():
     run = Simulator(config, 500, 4096, _model(), front_end_seconds=0.005).run(workload)
     assert run.timeline.end[0] - run.timeline.seconds[0] == pytest.approx(0.005)  # a enters at 5 ms, b at 10
     assert run.timeline.num_prefill_tokens[0] == 32 and list(run.times.arrival) == [0.0, 0.0]
+
+
+def test_a_streaming_front_end_serves_its_work_in_the_order_it_came():
+    # a request, a step's 3 tokens queued at 1 ms (one of them a first token, one an end), a request at 1.5 ms,
+    # a step's token at 2 ms, a request at 50 ms: one queue, each piece of work after the one before it
+    times = RequestTimes(*(array("d", [0.0] * 2) for _ in range(3)), array("l"), array("l"), array("f"))
+    front = FrontEnd(request_s=0.004, token_s=0.001)
+    assert front.take(0.0) == pytest.approx(0.004)
+    front.stream(0.001, 3, [0], [1], times)
+    assert front.take(0.0015) == pytest.approx(0.007 + 0.004)  # behind the request before, then the 3 tokens
+    front.stream(0.002, 1, [], [0], times)
+    assert times.first_token[0] == pytest.approx(0.007) and times.finish[1] == pytest.approx(0.007)
+    assert front.take(0.050) == pytest.approx(0.054)  # the 2 ms step's token went out at 12 ms: idle since
+    assert times.finish[0] == pytest.approx(0.012)
+    front.stream(0.060, 2, [1], [], times)
+    front.flush()
+    assert times.first_token[1] == pytest.approx(0.062)
+    per_step = FrontEnd(request_s=0.004, token_s=0.001, step_s=0.002)  # a step's outputs taken in: 2 ms more
+    assert per_step.take(0.0) == pytest.approx(0.004)
+    per_step.stream(0.001, 3, [0], [], times)
+    per_step.flush()
+    assert times.first_token[0] == pytest.approx(0.004 + 0.002 + 0.003)
+
+
+def test_a_streaming_front_end_delays_the_next_request_and_the_tokens_of_a_busy_engine():
+    # one engine; a request decoding alone, then a second arriving while it streams: the second's way in
+    # waits for the first one's tokens, and every token reaches its client after the front-end streamed it
+    workload = [SimRequest("a", 0.0, 32, 40), SimRequest("b", 0.1, 32, 4)]
+    config = EngineConfig(device="cpu", max_num_seqs=16)
+    plain = Simulator(config, 500, 4096, _model(), front_end_seconds=0.002).run(workload)
+    same = Simulator(config, 500, 4096, _model(), front_end_seconds=0.002, front_end_token_seconds=0.0).run(workload)
+    for name in ("first_token", "finish"):
+        assert list(getattr(plain.times, name)) == list(getattr(same.times, name))  # 0 a token: as before
+    busy = Simulator(config, 500, 4096, _model(), front_end_seconds=0.002, front_end_token_seconds=0.003).run(workload)
+    # a's first token is its first step's end, streamed (3 ms) after the front-end took it in (2 ms, idle since)
+    assert busy.times.first_token[0] == pytest.approx(busy.timeline.end[0] + 0.003)
+    assert busy.times.first_token[1] > plain.times.first_token[1]
+    assert busy.times.finish[0] > plain.times.finish[0]
+    assert list(busy.times.arrival) == [0.0, 0.1]
+    settings = dict(
+        num_prompts=40, input_len=64, output_len=16, request_rate=20.0, seed=5, replicas=2, router="round-robin"
+    )
+    fleet = simulate(**settings, front_end_ms=2.0)
+    streamed = simulate(**settings, front_end_ms=2.0, front_end_us_per_token=500.0)
+    assert streamed.summary.ttft.p50 > fleet.summary.ttft.p50 and streamed.summary.e2e.p50 > fleet.summary.e2e.p50
+    stepped = simulate(**settings, front_end_ms=2.0, front_end_us_per_step=500.0)
+    assert stepped.summary.ttft.p50 > fleet.summary.ttft.p50
 
 
 def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():

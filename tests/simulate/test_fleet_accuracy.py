@@ -18,6 +18,7 @@ from tools.fleet_accuracy import (
     Slice,
     compare,
     fleet,
+    front_end_costs,
     gain,
     measured_figures,
     median_figures,
@@ -136,6 +137,39 @@ def _children() -> set[int]:
 
 
 @pytest.mark.slow
+def test_the_front_ends_cpu_is_fitted_per_step_and_per_token(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    import enginetui.simulate.calibrate as calibrate
+    import enginetui.simulate.from_recording as from_recording
+
+    served = {"a0": (1000, 1500), "a1": (1200, 1500), "b0": (400, 4000), "b1": (10, 10)}  # steps, tokens
+    monkeypatch.setattr(
+        from_recording,
+        "recorded_run",
+        lambda path: SimpleNamespace(requests=[SimpleNamespace(output_len=served[path][1])]),
+    )
+    monkeypatch.setattr(
+        calibrate,
+        "recorded_steps",
+        lambda path: SimpleNamespace(
+            shapes=[SimpleNamespace(num_sampled=1)] * served[path][0] + [SimpleNamespace(num_sampled=0)] * 7
+        ),
+    )
+    runs = []
+    for name, records in (("a", ["a0", "a1"]), ("b", ["b0", "b1"])):
+        # 0.5 s of the process's own, 250 us a step that sampled (steps that sampled nothing send nothing), 50 a token
+        used = [0.5 + steps * 250e-6 + tokens * 50e-6 for steps, tokens in (served[r] for r in records)]
+        (tmp_path / f"{name}-front-end-cpu.json").write_text(json.dumps(used))
+        runs.append((records, tmp_path / name))
+    assert front_end_costs(runs) == pytest.approx((250e-6, 50e-6))
+    (tmp_path / "b-front-end-cpu.json").write_text(json.dumps([0.0, 100.0]))  # noise: never a negative cost
+    assert min(front_end_costs(runs)) == 0.0
+    (tmp_path / "b-front-end-cpu.json").unlink()
+    assert front_end_costs(runs) is None  # a sitting from before the measure
+
+
 def test_a_router_that_will_not_start_leaves_no_replica_behind(tmp_path):
     failing = tmp_path / "vllm-router"
     failing.write_text("#!/bin/sh\necho no such flag >&2\nexit 2\n")
@@ -169,6 +203,8 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         calibrate_after=True,
         sim_model=str(DEFAULT_MODEL_DIR),
         again=False,
+        front_end_us_per_step=None,  # both measured: the front-ends' CPU in the calibration runs
+        front_end_us_per_token=None,
     )
     before = _children()
     results = sitting(args, [], log=lambda line: None)
@@ -180,6 +216,10 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
     first, last = shared["alone_per_calibration_run"]["azure-conv"]  # calibrated before and after the tested runs
     assert len(first) == len(last) == 2 and (tmp_path / "azure-conv-cal-after.json").exists()
     assert "calibration runs, before and after the tested runs" in report(results)
+    per_step, per_token = results["front_end_cpu"]  # each front-end process's CPU, fitted
+    assert per_step >= 0 and per_token >= 0 and per_step + per_token > 0
+    assert results["front_end_stream_us"] == pytest.approx([per_step * 1e6, per_token * 1e6])
+    assert (tmp_path / "azure-conv-cal-front-end-cpu.json").exists() and "front-end streaming" in report(results)
     for row in results["rows"]:
         counts = row["replica_requests"]
         assert sum(counts["measured"]) == sum(counts["simulated"]) == row["requests"] > 0
