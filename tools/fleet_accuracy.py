@@ -45,6 +45,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import psutil
 
 ROUTER_VERSION = "0.1.17"
 REPLICAS = 2  # one a core on the 2-core development machine
@@ -290,9 +291,9 @@ def front_end_ms(
 ) -> float:
     """The served path, measured on calibration runs: the front-end's milliseconds per request
     (`simulate --front-end-ms`, one queue per replica, which also streams each step's tokens at `stream`, µs a
-    step and a token) with which the
-    calibration window, simulated on the same fleet with the fit, gives `target`, the TTFT p50 its clients
-    measured (the mean of its runs' `bench serve` records); bisected to 0.1 ms."""
+    step and a token) with which the calibration window, simulated on the same fleet with the fit, gives
+    `target`, the TTFT p50 its clients measured (the mean of its runs' `bench serve` records); bisected to 0.1
+    ms."""
     low, high = 0.0, FRONT_END_MAX_MS
     if simulate_slice(cal, "round_robin", fit, model, 0.0, slowdown, stream)[0]["TTFT p50"] >= target:
         return 0.0
@@ -369,8 +370,6 @@ def serve(
 
 def front_end_cpu_s(pid: int) -> float:
     """CPU seconds the replica's front-end process (`enginetui serve` itself, not its EngineCore) has used."""
-    import psutil
-
     times = psutil.Process(pid).cpu_times()
     return times.user + times.system
 

@@ -96,8 +96,9 @@ def run_fleet(
     replica's step events (a watched or recorded fleet) and say why the router chose each replica;
     `front_end_seconds`: each replica's front-end takes that long a request, one at a time, before the request
     enters its engine (the request's times still count from its arrival), and with `front_end_step_seconds`
-    and `front_end_token_seconds` it also streams each step's tokens in the same queue (simulator.FrontEnd); `shared_host_slowdown`: how much
-    longer a replica's step takes while all the other replicas are busy (0.3: 30%; they share one machine)."""
+    and `front_end_token_seconds` it also streams each step's tokens in the same queue (simulator.FrontEnd);
+    `shared_host_slowdown`: how much longer a replica's step takes while all the other replicas are busy (0.3:
+    30%; they share one machine)."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     if not shared_host_slowdown >= 0:

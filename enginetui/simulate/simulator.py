@@ -77,38 +77,14 @@ class SimRun:
     prefix_hits: int = 0  # of which found there
 
 
-def front_end_delays(arrivals, seconds_per_request: float) -> np.ndarray:
-    """[n] per request of `arrivals` ([n] seconds), seconds from its arrival until a front-end that takes
-    `seconds_per_request` per request, one request at a time in arrival order (a queue of one server), is done
-    with it."""
-    arrival = np.asarray(arrivals, dtype=np.float64)  # [n]
-    delays = np.empty(len(arrival), dtype=np.float64)  # [n]
-    free = -math.inf  # when the front-end is done with the requests before
-    for k in np.argsort(arrival, kind="stable").tolist():
-        free = max(free, arrival[k]) + seconds_per_request
-        delays[k] = free - arrival[k]
-    return delays
-
-
-def add_served_path(run: SimRun, front_end_seconds: float) -> None:
-    """`run` as its clients see it through the served path, for a disaggregated fleet (the others' engines take a
-    request only after its front-end: Simulator, fleet.run_fleet): one queue per engine that takes
-    `front_end_seconds` per request (front_end_delays), a request's first token and its end reaching its client
-    that much later; the engine still takes each request at its arrival."""
-    if front_end_seconds:
-        t = run.times
-        for k, delay in enumerate(front_end_delays(np.frombuffer(t.arrival), front_end_seconds).tolist()):
-            t.first_token[k] += delay
-            t.finish[k] += delay
-
-
 class FrontEnd:
     """One engine's HTTP front-end as one queue served in the order its work came (a single thread): it takes
     each request in (`request_s`) before its engine does, and streams each step's sampled tokens to their
-    clients (`step_s` a step that sampled, and `token_s` a token) before they reach them. So a busy engine's streaming delays the next request's
-    way in, and a busy front-end delays the tokens: a request's first token and its end count for its client
-    when the front-end has streamed them. A driver calls `take` in arrival order once every step that ended
-    by that arrival has run (its tokens queued with `stream`), and `flush` at the end."""
+    clients (`step_s` a step that sampled, and `token_s` a token) before they reach them. So a busy engine's
+    streaming delays the next request's way in, and a busy front-end delays the tokens: a request's first token
+    and its end count for its client when the front-end has streamed them. A driver calls `take` in arrival
+    order once every step that ended by that arrival has run (its tokens queued with `stream`), and `flush` at
+    the end."""
 
     def __init__(self, request_s: float, token_s: float, step_s: float = 0.0) -> None:
         self.request_s = request_s  # seconds to take a request in
@@ -146,6 +122,30 @@ class FrontEnd:
                 times.first_token[k] = done
             for k in ends:
                 times.finish[k] = done
+
+
+def front_end_delays(arrivals, seconds_per_request: float) -> np.ndarray:
+    """[n] per request of `arrivals` ([n] seconds), seconds from its arrival until a front-end that takes
+    `seconds_per_request` per request, one request at a time in arrival order (a queue of one server), is done
+    with it."""
+    arrival = np.asarray(arrivals, dtype=np.float64)  # [n]
+    delays = np.empty(len(arrival), dtype=np.float64)  # [n]
+    front = FrontEnd(seconds_per_request, 0.0)
+    for k in np.argsort(arrival, kind="stable").tolist():
+        delays[k] = front.take(arrival[k]) - arrival[k]
+    return delays
+
+
+def add_served_path(run: SimRun, front_end_seconds: float) -> None:
+    """`run` as its clients see it through the served path, for a disaggregated fleet (the others' engines take a
+    request only after its front-end: Simulator, fleet.run_fleet): one queue per engine that takes
+    `front_end_seconds` per request (front_end_delays), a request's first token and its end reaching its client
+    that much later; the engine still takes each request at its arrival."""
+    if front_end_seconds:
+        t = run.times
+        for k, delay in enumerate(front_end_delays(np.frombuffer(t.arrival), front_end_seconds).tolist()):
+            t.first_token[k] += delay
+            t.finish[k] += delay
 
 
 class Observer:
