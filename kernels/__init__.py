@@ -28,7 +28,7 @@ if __name__ == "kernels" and (_namesake := _installed_namesake()) is not None an
     sys.modules["kernels"] = _module  # the import statement returns what sys.modules holds once this file has run
     _namesake.loader.exec_module(_module)
 
-__all__ = ["paged_attention", "reshape_and_cache", "select_backend"]
+__all__ = ["paged_attention", "prompt_attention", "prompt_sdpa", "reshape_and_cache", "select_backend"]
 
 
 def __getattr__(name: str):

@@ -24,6 +24,17 @@ class AttentionMetadata:
     max_query_len: int | None = (
         None  # longest query of the step, in tokens (picks the Triton query tile); None: unknown
     )
+    prompt_split: "PromptSplit | None" = None  # whole prompts apart from the rest (kernels.prompt_sdpa); None: one call
+
+
+@dataclass(slots=True)
+class PromptSplit:
+    """A step's attention in two parts: the prompts computed from their first token, each a causal attention over
+    its own new keys (kernels.prompt_attention), and every other request through the paged kernel."""
+
+    spans: list[tuple[int, int]]  # [start, end) tokens of each whole prompt
+    rest_tokens: slice | torch.Tensor  # the other requests' tokens: a range, or [num_rest_tokens] int64 indices
+    rest: AttentionMetadata | None  # their query_start_loc, seq_lens, block_table (None: no other request)
 
 
 class _ThreadContext(threading.local):

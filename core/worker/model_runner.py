@@ -17,9 +17,10 @@ from enginetui.core.sample.metadata import SamplingMetadata
 from enginetui.core.sample.sampler import Sampler
 from enginetui.core.sched.output import SchedulerOutput
 from enginetui.core.worker.cuda_graphs import CudaGraph, DecodeGraphs, GraphSetup, StaticDecodeBuffers, graph_plan
-from enginetui.core.worker.forward_context import AttentionMetadata, set_forward_context
+from enginetui.core.worker.forward_context import AttentionMetadata, PromptSplit, set_forward_context
 from enginetui.core.worker.input_batch import InputBatch
-from enginetui.kernels import select_backend
+from enginetui.kernels import prompt_sdpa, select_backend
+from enginetui.kernels.dispatch import PROMPT_SDPA_MIN_TOKENS
 
 log = logging.getLogger("enginetui.model_runner")
 
@@ -85,7 +86,8 @@ class ModelRunner:
         # Chosen once, now: the env var is read here, and the C++ kernels are built (or loaded) while
         # the engine starts, not inside its first request.
         self.attention_backend = select_backend(device)  # kernels.dispatch.BACKENDS
-        log.info("attention backend: %s", self.attention_backend)
+        self.prompt_sdpa = prompt_sdpa(device, dtype, self.attention_backend)  # whole prompts apart (PromptSplit)
+        log.info("attention backend: %s, whole prompts by SDPA: %s", self.attention_backend, self.prompt_sdpa)
         self.graphs: DecodeGraphs | None = None  # captured decode forwards (setup_cuda_graphs)
 
     def setup_cuda_graphs(self, config: EngineConfig) -> GraphSetup:
@@ -139,31 +141,75 @@ class ModelRunner:
         input_ids = b.token_ids[tok_rows, positions]  # [num_tokens]
         block_ids = b.block_table[tok_rows, positions // self.block_size]  # [num_tokens]
         slot_mapping = block_ids * self.block_size + positions % self.block_size  # [num_tokens]
-        seq_lens = b.num_computed_tokens[rows] + num_sched  # [num_reqs]
+        computed = b.num_computed_tokens[rows]  # [num_reqs]
+        seq_lens = computed + num_sched  # [num_reqs]
         max_blocks = int(cdiv(int(seq_lens.max()), self.block_size))
         block_table = b.block_table[rows, :max_blocks]  # [num_reqs, max_blocks]
         query_start_loc = np.concatenate([[0], cu])  # [num_reqs + 1]
         complete = seq_lens == b.num_tokens[rows]  # [num_reqs] reached the last known token: sample
         logits_indices = (cu - 1)[complete]  # [num_logits]
-
-        def to_dev(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
-
+        split = None
+        if self.prompt_sdpa:
+            split = self._prompt_split(computed, num_sched, cu, seq_lens, block_table, slot_mapping)
         return PackedInputs(
             req_ids=req_ids,
-            input_ids=to_dev(input_ids, torch.long),
-            positions=to_dev(positions, torch.long),
+            input_ids=self._to_device(input_ids, torch.long),
+            positions=self._to_device(positions, torch.long),
             attn=AttentionMetadata(
-                slot_mapping=to_dev(slot_mapping, torch.long),
-                query_start_loc=to_dev(query_start_loc, torch.int32),
-                seq_lens=to_dev(seq_lens, torch.int32),
-                block_table=to_dev(block_table, torch.int32),
+                slot_mapping=self._to_device(slot_mapping, torch.long),
+                query_start_loc=self._to_device(query_start_loc, torch.int32),
+                seq_lens=self._to_device(seq_lens, torch.int32),
+                block_table=self._to_device(block_table, torch.int32),
                 backend=self.attention_backend,
                 max_query_len=int(num_sched.max()),
+                prompt_split=split,
             ),
-            logits_indices=to_dev(logits_indices, torch.long),
+            logits_indices=self._to_device(logits_indices, torch.long),
             logits_rows=rows[complete].tolist(),
         )
+
+    def _to_device(self, a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
+
+    def _prompt_split(
+        self,
+        computed: np.ndarray,
+        num_sched: np.ndarray,
+        cu: np.ndarray,
+        seq_lens: np.ndarray,
+        block_table: np.ndarray,
+        slot_mapping: np.ndarray,
+    ) -> PromptSplit | None:
+        """The step's prompts computed from their first token, of PROMPT_SDPA_MIN_TOKENS or more, apart from the
+        rest of its requests (arrays per request, as prepare_inputs packs them); None when there is none."""
+        whole = (computed == 0) & (num_sched >= PROMPT_SDPA_MIN_TOKENS)  # [num_reqs]
+        if not whole.any():
+            return None
+        starts = cu - num_sched  # [num_reqs] first token of each request
+        spans = list(zip(starts[whole].tolist(), cu[whole].tolist()))
+        rest = ~whole
+        if not rest.any():
+            return PromptSplit(spans, slice(0, 0), None)
+        rest_sched = num_sched[rest]  # [num_rest]
+        rest_cu = np.cumsum(rest_sched)  # [num_rest]
+        num_rest = int(rest_cu[-1])
+        # [num_rest_tokens] each rest token's index in the step
+        tokens = np.repeat(starts[rest] - (rest_cu - rest_sched), rest_sched) + np.arange(num_rest)
+        contiguous = int(tokens[-1]) - int(tokens[0]) + 1 == num_rest
+        rest_seq_lens = seq_lens[rest]
+        max_blocks = int(cdiv(int(rest_seq_lens.max()), self.block_size))
+        meta = AttentionMetadata(
+            slot_mapping=self._to_device(slot_mapping[tokens], torch.long),
+            query_start_loc=self._to_device(np.concatenate([[0], rest_cu]), torch.int32),
+            seq_lens=self._to_device(rest_seq_lens, torch.int32),
+            block_table=self._to_device(block_table[rest, :max_blocks], torch.int32),
+            backend=self.attention_backend,
+            max_query_len=int(rest_sched.max()),
+        )
+        rest_tokens = (
+            slice(int(tokens[0]), int(tokens[0]) + num_rest) if contiguous else self._to_device(tokens, torch.long)
+        )
+        return PromptSplit(spans, rest_tokens, meta)
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> ModelRunnerOutput:

@@ -64,8 +64,9 @@ def machine(cpuinfo: str | None = None) -> dict[str, Any]:
 
 
 def cpu_label(facts: dict[str, Any]) -> str:
-    """The product line and the microarchitecture, e.g. "AMD EPYC Zen 4", "Intel Xeon, Sapphire Rapids" (the
-    model name where the family and model are not in MICROARCHITECTURES)."""
+    """The product line and the microarchitecture, e.g. "AMD EPYC Zen 4", "Intel Xeon, Sapphire Rapids"; the line
+    with the family and model where they are not in MICROARCHITECTURES ("Intel Xeon, family 6 model 167": a
+    hypervisor may name the CPU only "Intel(R) Xeon(R) Processor"); the model name where the line is unknown."""
     name = facts.get("model_name") or "unknown CPU"
     arch = next(
         (
@@ -78,9 +79,13 @@ def cpu_label(facts: dict[str, Any]) -> str:
         None,
     )
     line = next((p for p in LINES if all(w in name for w in p.split())), None)
-    if arch is None or line is None:
+    if line is None:
         return name
-    return f"{line} {arch}" if line.startswith("AMD") else f"{line}, {arch}"
+    if arch is None:
+        if facts.get("family") is None or facts.get("model") is None:
+            return name
+        arch = f"family {facts['family']} model {facts['model']}"
+    return f"{line} {arch}" if line.startswith("AMD") and not arch.startswith("family") else f"{line}, {arch}"
 
 
 def source() -> dict[str, Any]:

@@ -36,7 +36,11 @@ def test_the_cpu_is_named_by_its_line_and_microarchitecture_with_the_flags_that_
     spr = saved_result.machine(SAPPHIRE_RAPIDS)
     assert spr["label"] == "Intel Xeon, Sapphire Rapids" and spr["flags"]["amx"]
     unknown = saved_result.machine(ZEN4.replace("cpu family\t: 25", "cpu family\t: 99"))
-    assert unknown["label"] == "AMD EPYC 9R14 96-Core Processor"  # not in the table: its model name
+    assert unknown["label"] == "AMD EPYC, family 99 model 17"  # not in the table: the line, family and model
+    masked = saved_result.machine(SAPPHIRE_RAPIDS.replace("143", "167").replace("Platinum 8488C", "Processor"))
+    assert masked["label"] == "Intel Xeon, family 6 model 167"  # a hypervisor's name for the CPU
+    odd = saved_result.machine(ZEN4.replace("AMD EPYC 9R14", "Some").replace("cpu family\t: 25", "cpu family\t: 99"))
+    assert odd["label"] == "Some 96-Core Processor"  # no product line known: the model name
     assert saved_result.machine("")["label"] == "unknown CPU"
 
 

@@ -9,7 +9,7 @@ from enginetui.core.sched.output import NewRequestData
 from enginetui.core.worker.model_runner import ModelRunner
 
 
-def make_runner(block_size=16, device="cpu"):
+def make_runner(block_size=16, device="cpu", dtype=torch.float32):
     cfg = OPTConfig(
         vocab_size=128,
         hidden_size=32,
@@ -20,12 +20,12 @@ def make_runner(block_size=16, device="cpu"):
         word_embed_proj_dim=32,
     )
     return ModelRunner(
-        OPTForCausalLM(cfg).to(device),
+        OPTForCausalLM(cfg).to(device=device, dtype=dtype),
         num_blocks=32,
         block_size=block_size,
         max_num_reqs=8,
         max_model_len=128,
-        dtype=torch.float32,
+        dtype=dtype,
         device=torch.device(device),
         seed=0,
     )

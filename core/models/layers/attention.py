@@ -3,8 +3,8 @@
 import torch
 from torch import nn
 
-from enginetui.core.worker.forward_context import get_forward_context
-from enginetui.kernels import paged_attention, reshape_and_cache
+from enginetui.core.worker.forward_context import AttentionMetadata, get_forward_context
+from enginetui.kernels import paged_attention, prompt_attention, reshape_and_cache
 
 
 class PagedAttention(nn.Module):
@@ -33,7 +33,23 @@ class PagedAttention(nn.Module):
         k = k.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
         v = v.view(n, self.num_kv_heads, self.head_size)  # [num_tokens, num_kv_heads, head_size]
         reshape_and_cache(k, v, self.key_cache, self.value_cache, meta.slot_mapping, backend=meta.backend)
-        out = paged_attention(
+        split = meta.prompt_split
+        if split is None or self.sliding_window is not None:
+            out = self._paged(q, meta)  # [num_tokens, num_heads, head_size]
+        else:
+            out = q.new_empty(n, self.num_heads, self.head_size)
+            for start, end in split.spans:
+                prompt_attention(q[start:end], k[start:end], v[start:end], self.scale, out[start:end])
+            if split.rest is not None:
+                rest = split.rest_tokens
+                if isinstance(rest, slice):
+                    self._paged(q[rest], split.rest, out=out[rest])
+                else:
+                    out[rest] = self._paged(q[rest], split.rest)
+        return out.view(n, self.num_heads * self.head_size)
+
+    def _paged(self, q: torch.Tensor, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+        return paged_attention(
             q,
             self.key_cache,
             self.value_cache,
@@ -41,8 +57,8 @@ class PagedAttention(nn.Module):
             meta.seq_lens,
             meta.block_table,
             self.scale,
+            out=out,
             sliding_window=self.sliding_window,
             backend=meta.backend,
             max_query_len=meta.max_query_len,
         )  # [num_tokens, num_heads, head_size]
-        return out.view(n, self.num_heads * self.head_size)
