@@ -23,8 +23,7 @@ from enginetui.kernels.reference import paged_attention_ref, reshape_and_cache_r
 BACKEND_ENV = "ENGINETUI_ATTENTION_BACKEND"
 BACKENDS = ("torch", "triton", "cpp")
 PROMPT_SDPA_ENV = "ENGINETUI_PROMPT_SDPA"  # 1: whole prompts take prompt_attention, 0: never; unset: prompt_sdpa's rule
-# shorter prompts stay on the C++ kernel: on an Intel Xeon with AMX, 2 threads, torch's was slower at 32 tokens
-# (opt-125m's 12 heads of 64) and faster from 64 (1.1x; 1.5x at 256, 2x at 2,048; Llama's 32 / 8 heads of 128: 1.9x at 64)
+# shorter prompts stay on the C++ kernel: torch's is the slower one below this in opt-125m's heads (docs/speed.md)
 PROMPT_SDPA_MIN_TOKENS = 64
 
 

@@ -236,6 +236,7 @@ def _instruction_sets(record: Record) -> str:
         "AMX" if flags.get("amx") else "no AMX" if flags.get("amx") is False and flags.get("avx512f") else None,
     ]
     isa = ", ".join(s for s in sets if s)
+    where = "" if where in m["label"] else where  # a label that names the family and model already
     return ", ".join(p for p in (m["label"], where) if p) + (f" ({isa})" if isa else "")
 
 
