@@ -237,10 +237,10 @@ def start_runner(python: str, script: Path, env: dict[str, str]) -> VllmProcess:
     return VllmProcess(proc, log_path, command, temporary_log=True, tmpdir=tmpdir)
 
 
-def short_tmpdir() -> str:
-    """A new folder for a vLLM process's TMPDIR, directly in the system's temporary folder: vLLM makes its ipc://
-    sockets there, and a socket's path must fit in 107 bytes."""
-    return tempfile.mkdtemp(prefix="vt-")
+def short_tmpdir(prefix: str = "vt-") -> str:
+    """A new folder directly in the system's temporary folder, for a vLLM process's TMPDIR or its ipc:// sockets:
+    a socket's path must fit in 107 bytes."""
+    return tempfile.mkdtemp(prefix=prefix)
 
 
 def _spawn(
@@ -302,7 +302,7 @@ def start_vllm(
     pool (`num_blocks` blocks of BLOCK_SIZE tokens) so evictions happen, prefix caching on, the dev-mode
     routes (/reset_prefix_cache) enabled; its log is `workdir`/vllm.log. Raises VLLMError (start_server) if
     it does not come up."""
-    folder = Path(workdir or tempfile.mkdtemp(prefix="vw-"))  # short: ipc paths are limited to ~100 bytes
+    folder = Path(workdir or short_tmpdir("vw-"))
     folder.mkdir(parents=True, exist_ok=True)
     kv, replay = f"ipc://{folder}/kv.sock", f"ipc://{folder}/kv-replay.sock"
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv, "replay_endpoint": replay}

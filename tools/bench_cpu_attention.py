@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from enginetui.core.ceil_div import cdiv
 from enginetui.kernels import prompt_attention
 from enginetui.kernels.cpu_kernels import paged_attention_cpu
 from enginetui.kernels.paged_batch import context_kv_bytes, make_paged_batch, time_ms
@@ -51,7 +52,7 @@ def time_prompts(dtype: torch.dtype, iters: int, clock) -> None:
             batch = make_paged_batch(
                 [n], [n], num_heads=heads, num_kv_heads=kv_heads, head_size=head_size, block_size=16, dtype=dtype
             )
-            blocks = batch.block_table[0, : -(-n // 16)].long()
+            blocks = batch.block_table[0, : cdiv(n, 16)].long()
             key, value = (cache[blocks].flatten(0, 1)[:n] for cache in (batch.key_cache, batch.value_cache))
 
             def sdpa(query, *cache_args, out, key=key, value=value):  # the step has them at hand

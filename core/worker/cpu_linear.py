@@ -39,8 +39,14 @@ DENSE_MARGIN = 1.2
 # the C++ kernel wins a round only when this much faster than the other GEMM, so a tie does not flip between starts
 # (bfloat16 lm_head of opt-125m at 4 rows on a Zen 4: the two 1-3% apart, the kernel chosen in 4 loads of 6)
 SKINNY_MARGIN = 1.05
+# ... but against MKL's dense GEMM the kernel wins unless the dense one is DENSE_MARGIN faster: tied on the clock at
+# one row from memory (float32, an AMX Xeon), MKL's took 20 ms of a decode step's GEMMs where the kernel took 11
 SKINNY_ROUNDS = 3  # at most: rounds of the kernel and the other GEMM read in turns, the majority deciding
 EVICT_CACHE_FACTOR = 2  # bytes read between timed GEMMs: this many times the largest CPU cache
+# weights are timed from memory when they exceed this share of the largest cache: a last-level cache shared with
+# other cores (or split into sub-NUMA clusters) holds less than its size (on an AMX Xeon whose sysfs reports a 480 MiB
+# L3, a read of 128 MiB ran at 47 GB/s and one of 256 MiB at 23, the memory's rate)
+CACHE_HOLDS = 0.25
 DEFAULT_CACHE_BYTES = 64 << 20  # the largest CPU cache where sysfs does not say
 CACHE_SIZE_FILES = "/sys/devices/system/cpu/cpu0/cache/index*/size"  # each cache level's size, e.g. "32768K"
 
@@ -114,7 +120,7 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
     if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
         weight_bytes, cache_bytes = sum(m.weight.nbytes for m in owners), largest_cache_bytes()
-        time_gemm = GemmClock(cache_bytes if weight_bytes > cache_bytes else None)
+        time_gemm = GemmClock(cache_bytes if weight_bytes > CACHE_HOLDS * cache_bytes else None)
     measured: dict[tuple, tuple[int, frozenset[int]]] = {}  # (shape, dtype) -> (min_rows, skinny batches): once each
     for module in owners:
         weight = _packed_weight(module.weight.data)
@@ -149,8 +155,8 @@ def measure_skinny_batches(weight: "PackedWeight", time_gemm=None) -> frozenset[
     """The batch sizes at which the C++ kernel beats the GEMM `weight._min_rows` picks, timed at each of SKINNY_ROWS
     (each deciding for the sizes above the one before it); none where the kernel is not built or the weight is
     neither float32 nor bfloat16. Each round reads the two in turns and goes to the kernel only if it is
-    SKINNY_MARGIN faster; the majority of SKINNY_ROUNDS rounds decides (two that agree end it), so one slow
-    reading does not."""
+    SKINNY_MARGIN faster than oneDNN's, or unless MKL's dense GEMM is DENSE_MARGIN faster than it; the majority
+    of SKINNY_ROUNDS rounds decides (two that agree end it), so one slow reading does not."""
     if weight.dtype not in (torch.float32, torch.bfloat16) or not cpu_kernels.available():
         return frozenset()
     time_gemm = time_gemm or GemmClock(largest_cache_bytes())
@@ -160,7 +166,8 @@ def measure_skinny_batches(weight: "PackedWeight", time_gemm=None) -> frozenset[
         wins = losses = 0
         while max(wins, losses) <= SKINNY_ROUNDS // 2:
             skinny = time_gemm(weight, rows, "skinny")
-            if SKINNY_MARGIN * skinny < time_gemm(weight, rows, other):
+            theirs = time_gemm(weight, rows, other)
+            if (SKINNY_MARGIN * skinny < theirs) if other == "packed" else (skinny < DENSE_MARGIN * theirs):
                 wins += 1
             else:
                 losses += 1
@@ -170,12 +177,12 @@ def measure_skinny_batches(weight: "PackedWeight", time_gemm=None) -> frozenset[
 
 
 class GemmClock:
-    """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN), dense or skinny (the C++ kernel), as a decode step
-    runs it. A step reads each weight once: from memory when the model's linear weights exceed the
-    largest cache, and then, before each timed run, the clock reads a buffer of twice that cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a
-    layer's weight of a few MB fits the last-level cache, where the two GEMMs time alike); a model
-    that fits the cache is timed from it. `cache_bytes`: the largest cache's size, or None to time
-    from the caches."""
+    """Times one GEMM of `rows` rows by a `PackedWeight`, packed (oneDNN), dense or skinny (the C++ kernel), as a
+    decode step runs it. A step reads each weight once: from memory when the model's linear weights exceed
+    CACHE_HOLDS of the largest cache, and then, before each timed run, the clock reads a buffer of twice that
+    cache, so neither the weight nor the other GEMM's copy of it is left in a cache (a layer's weight of a few MB
+    fits the last-level cache, where the two GEMMs time alike); a model that fits the cache is timed from it.
+    `cache_bytes`: the largest cache's size, or None to time from the caches."""
 
     def __init__(self, cache_bytes: int | None) -> None:
         self.cache_bytes = cache_bytes  # the largest cache's bytes (None: do not empty the caches)

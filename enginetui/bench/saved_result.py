@@ -81,11 +81,11 @@ def cpu_label(facts: dict[str, Any]) -> str:
     line = next((p for p in LINES if all(w in name for w in p.split())), None)
     if line is None:
         return name
-    if arch is None:
-        if facts.get("family") is None or facts.get("model") is None:
-            return name
-        arch = f"family {facts['family']} model {facts['model']}"
-    return f"{line} {arch}" if line.startswith("AMD") and not arch.startswith("family") else f"{line}, {arch}"
+    if arch is not None:
+        return f"{line} {arch}" if line.startswith("AMD") else f"{line}, {arch}"  # "AMD EPYC Zen 4"
+    if facts.get("family") is None or facts.get("model") is None:
+        return name
+    return f"{line}, family {facts['family']} model {facts['model']}"
 
 
 def source() -> dict[str, Any]:

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -121,7 +122,20 @@ inline void weight_rows(const float* x, int64_t ldx, const float* w, int64_t K, 
 
 using bf16 = c10::BFloat16;
 
-// The same in bfloat16: each weight row's bf16 pairs against every input row's, summed in float32.
+// bf16 streams fewer weight rows at once than float32, each asked for further ahead: a bf16 row is half the bytes,
+// so R interleaved rows crowd the same pages with more streams than the prefetchers follow (from memory on an AMX
+// Xeon, R = 8 read 15-20 GB/s where one or two rows read 21-25). One input row sums U runs of 32 in flight instead.
+template <int M>
+constexpr int bf16_block_rows() {
+  return M == 1 ? 1 : 2;
+}
+template <int M>
+constexpr int bf16_unroll() {
+  return M == 1 ? 8 : M <= 3 ? 2 : 1;
+}
+constexpr int kPrefetchBf16RowBytes = 16384;
+
+// Weight rows [n, n + R) against every input row: each row's bf16 pairs against every input row's, summed in float32.
 template <int M, int R>
 inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, int64_t n, const bf16* bias, bool relu,
                         bf16* out, int64_t ldo) {
@@ -129,32 +143,32 @@ inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, in
   const bf16* wn = w + n * K;
   int64_t k = 0;
 #if defined(__AVX512BF16__)
-  __m512 acc[R][M];
+  constexpr int U = bf16_unroll<M>();
+  constexpr int64_t far = kPrefetchBf16RowBytes / sizeof(bf16);
+  __m512 acc[R][M][U];
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
-  constexpr int64_t far = kPrefetchL2Bytes / R / sizeof(bf16) / 32 * 32;
-  for (; k + 32 <= K; k += 32) {
+    for (int m = 0; m < M; ++m)
+      for (int u = 0; u < U; ++u) acc[r][m][u] = _mm512_setzero_ps();
+  auto step = [&](int64_t kk, int u) {
+    __m512bh xv[M];
+    for (int m = 0; m < M; ++m) xv[m] = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + kk)));
     for (int r = 0; r < R; ++r) {
-      __builtin_prefetch(wn + r * K + k + far, 0, 2);
+      const __m512bh wv = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + kk)));
+      for (int m = 0; m < M; ++m) acc[r][m][u] = _mm512_dpbf16_ps(acc[r][m][u], wv, xv[m]);
     }
-    if constexpr (M <= R) {
-      __m512bh xv[M];
-      for (int m = 0; m < M; ++m) xv[m] = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k)));
-      for (int r = 0; r < R; ++r) {
-        const __m512bh wv = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k)));
-        for (int m = 0; m < M; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
-      }
-    } else {
-      __m512bh wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(wn + r * K + k)));
-      for (int m = 0; m < M; ++m) {
-        const __m512bh xv = in_register(reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + m * ldx + k)));
-        for (int r = 0; r < R; ++r) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv[r], xv);
-      }
-    }
+  };
+  for (; k + 32 * U <= K; k += 32 * U) {
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) __builtin_prefetch(wn + r * K + k + 32 * u + far, 0, 2);
+    for (int u = 0; u < U; ++u) step(k + 32 * u, u);
   }
+  for (; k + 32 <= K; k += 32) step(k, 0);
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) sums[r][m] = _mm512_reduce_add_ps(acc[r][m]);
+    for (int m = 0; m < M; ++m) {
+      __m512 total = acc[r][m][0];
+      for (int u = 1; u < U; ++u) total = _mm512_add_ps(total, acc[r][m][u]);
+      sums[r][m] = _mm512_reduce_add_ps(total);
+    }
 #endif
   for (int r = 0; r < R; ++r) {
     for (int m = 0; m < M; ++m) {
@@ -168,7 +182,7 @@ inline void weight_rows(const bf16* x, int64_t ldx, const bf16* w, int64_t K, in
 
 template <int M, typename T>
 void skinny(const T* x, int64_t ldx, const T* w, int64_t N, int64_t K, const T* bias, bool relu, T* out, int64_t ldo) {
-  constexpr int R = block_rows<M>();
+  constexpr int R = std::is_same_v<T, bf16> ? bf16_block_rows<M>() : block_rows<M>();
   const int64_t blocks = N / R;
   // grain: about 64 KiB of weight per task, so that small layers stay on one thread
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / (R * K));

@@ -9,6 +9,7 @@ from enginetui.core.models.layers.linear import linear_relu
 from enginetui.core.models.opt import OPTForCausalLM
 from enginetui.core.worker import cpu_linear
 from enginetui.core.worker.cpu_linear import (
+    CACHE_HOLDS,
     DENSE_MARGIN,
     EVICT_CACHE_FACTOR,
     LINEAR_BACKEND_ENV,
@@ -161,15 +162,20 @@ def test_the_clock_times_each_gemm_with_the_caches_emptied_first(monkeypatch):
     assert cached(model.weight, 1, "packed") > 0 and len(reads) == 2 * TIMED_RUNS
 
 
-def test_weights_are_timed_from_memory_only_when_the_model_exceeds_the_largest_cache(monkeypatch):
+def test_weights_are_timed_from_memory_unless_they_fit_a_share_of_the_largest_cache(monkeypatch):
+    """A last-level cache shared with other cores holds less than its size: the weights are timed from it only
+    when they take at most CACHE_HOLDS of it."""
     clocks = []
     monkeypatch.setattr(cpu_linear, "measure_min_rows", lambda weight, clock: clocks.append(clock) or 1)
     model = small_opt()  # a few KB of weights
     prepack_linear_weights(model)
     assert clocks and clocks[0].cache_bytes is None
-    monkeypatch.setattr(cpu_linear, "largest_cache_bytes", lambda: 1024)
-    prepack_linear_weights(small_opt())
-    assert clocks[-1].cache_bytes == 1024
+    weight_bytes = sum(p.nbytes for p in model.parameters() if isinstance(p, PackedWeight))
+    fits = int(weight_bytes / CACHE_HOLDS)
+    for cache_bytes, from_memory in ((fits + 64, False), (fits - 64, True), (1024, True)):
+        monkeypatch.setattr(cpu_linear, "largest_cache_bytes", lambda c=cache_bytes: c)
+        prepack_linear_weights(small_opt())
+        assert clocks[-1].cache_bytes == (cache_bytes if from_memory else None), cache_bytes
 
 
 def test_the_largest_cache_is_read_from_sysfs(tmp_path, monkeypatch):
@@ -217,7 +223,9 @@ needs_kernels = pytest.mark.skipif(not cpu_kernels.available(), reason="the C++ 
 
 @needs_kernels
 @pytest.mark.parametrize("rows", range(1, 9))
-@pytest.mark.parametrize("shape", [(48, 32), (37, 19), (1000, 768)])  # lanes, tails of N and K, a layer's K
+@pytest.mark.parametrize(
+    "shape", [(48, 32), (37, 19), (51, 300), (1000, 768)]
+)  # lanes, tails of N and K, both tails of unrolled runs, a layer's K
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_skinny_kernel_equals_dense_linear(rows, shape, dtype):
     """float32 as F.linear up to the order of its sums; bfloat16 as F.linear summed in float32, rounded once."""
@@ -287,14 +295,21 @@ def test_the_skinny_kernel_runs_at_the_batch_sizes_measured_faster_and_equals_de
 
 @needs_kernels
 def test_the_skinny_kernel_must_win_by_a_margin_in_most_rounds():
-    """A tie goes to the other GEMM at every start; the majority of rounds decides, so one slow reading of either
-    does not; two rounds that agree end the reading."""
+    """A tie with oneDNN's GEMM goes to it at every start, one with MKL's dense GEMM to the kernel; the majority of
+    rounds decides, so one slow reading of either does not; two rounds that agree end the reading."""
     model = small_opt()
     prepack_linear_weights(model, 1)  # the other GEMM is the packed one at every batch size
     weight = next(p for p in model.parameters() if isinstance(p, PackedWeight))
     for speedup, expected in ((SKINNY_MARGIN * 0.99, ()), (SKINNY_MARGIN * 1.01, range(1, 9))):
         clock = lambda w, rows, path, s=speedup: 1.0 if path == "skinny" else s  # noqa: E731
         assert cpu_linear.measure_skinny_batches(weight, clock) == frozenset(expected), speedup
+
+    with_dense = small_opt()
+    prepack_linear_weights(with_dense, MAX_MIN_ROWS)  # the other GEMM is MKL's dense one at 1 and 2 rows
+    dense_first = next(p for p in with_dense.parameters() if isinstance(p, PackedWeight))
+    for dense_speedup, expected in ((DENSE_MARGIN * 1.01, range(3, 9)), (DENSE_MARGIN * 0.99, range(1, 9))):
+        clock = lambda w, rows, path, s=dense_speedup: {"skinny": 1.0, "dense": 1 / s, "packed": 2.0}[path]  # noqa: E731
+        assert cpu_linear.measure_skinny_batches(dense_first, clock) == frozenset(expected), dense_speedup
 
     readings: list[tuple[int, str]] = []
 
