@@ -39,8 +39,8 @@ DENSE_MARGIN = 1.2
 # the C++ kernel wins a round only when this much faster than the other GEMM, so a tie does not flip between starts
 # (bfloat16 lm_head of opt-125m at 4 rows on a Zen 4: the two 1-3% apart, the kernel chosen in 4 loads of 6)
 SKINNY_MARGIN = 1.05
-# ... but against MKL's dense GEMM the kernel wins unless the dense one is DENSE_MARGIN faster: tied on the clock at
-# one row from memory (float32, an AMX Xeon), MKL's took 20 ms of a decode step's GEMMs where the kernel took 11
+# (against MKL's dense GEMM the kernel wins unless the dense one is DENSE_MARGIN faster: the two tied on the clock at
+# one row from memory in float32 on an AMX Xeon, and inside a decode step MKL's took 20 ms where the kernel took 11)
 SKINNY_ROUNDS = 3  # at most: rounds of the kernel and the other GEMM read in turns, the majority deciding
 EVICT_CACHE_FACTOR = 2  # bytes read between timed GEMMs: this many times the largest CPU cache
 # weights are timed from memory when they exceed this share of the largest cache: a last-level cache shared with
