@@ -43,7 +43,7 @@ constexpr int kLanes = 4;
 constexpr int kAccumulators = 8;
 #endif
 constexpr int kMaxRows = 8;
-// Bytes of weight a thread asks for ahead of its loads, over its R rows together (R streams, more than the hardware
+// Bytes of float32 weight a thread asks for ahead of its loads, over its R rows together (R streams, more than the hardware
 // prefetchers follow at full speed), into L2 only: a request into L1 holds one of L1's few miss buffers until its line
 // arrives, which slowed the stream (the hardware moves the lines from L2 to L1 in time). docs/speed.md has the figures.
 constexpr int kPrefetchL2Bytes = 32768;

@@ -223,9 +223,8 @@ needs_kernels = pytest.mark.skipif(not cpu_kernels.available(), reason="the C++ 
 
 @needs_kernels
 @pytest.mark.parametrize("rows", range(1, 9))
-@pytest.mark.parametrize(
-    "shape", [(48, 32), (37, 19), (51, 300), (1000, 768)]
-)  # lanes, tails of N and K, both tails of unrolled runs, a layer's K
+# lanes, tails of N and K, both tails of bf16's unrolled runs, a layer's K
+@pytest.mark.parametrize("shape", [(48, 32), (37, 19), (51, 300), (1000, 768)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_skinny_kernel_equals_dense_linear(rows, shape, dtype):
     """float32 as F.linear up to the order of its sums; bfloat16 as F.linear summed in float32, rounded once."""
