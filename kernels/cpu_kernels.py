@@ -10,7 +10,7 @@ runtime, so the kernels and torch's operators share one thread pool and one thre
 shared library is cached in `$ENGINETUI_KERNEL_CACHE` (default `~/.cache/enginetui/kernels`), one
 file per version of the sources, torch version, compiler, CPU and flags (`ENGINETUI_CPU_ISA=avx2` builds without
 AVX-512: kernels/cpu_isa.py): the first use builds it (about 10-30 s), later
-processes load it in milliseconds. Where it cannot be built (no compiler, another platform),
+processes load it in milliseconds (core/worker/cpu_linear.py keeps the GEMM choices it measures in the same folder). Where it cannot be built (no compiler, another platform),
 `available()` is False, one warning line says why, and the dispatch uses the torch reference.
 """
 
@@ -38,15 +38,16 @@ BUILD_TIMEOUT_S = 600  # a build that takes longer has failed
 
 log = logging.getLogger("enginetui.kernels")
 
-_state: dict[str, object] = {}  # "ok": bool once tried; "error": why it is not available; "ops": once loaded
+_state: dict[str, object] = {}  # "ok": bool once tried; "error": why it is not available; "library"; "ops": once loaded
 
 
 def available() -> bool:
     """Whether the C++ kernels are loaded; builds (or loads the cached build) on the first call."""
     if "ok" not in _state:
         try:
-            torch.ops.load_library(str(_build()))
-            _state["ok"] = True
+            library = _build()
+            torch.ops.load_library(str(library))
+            _state["ok"], _state["library"] = True, library.name
         except Exception as exc:  # noqa: BLE001 - any failure means: use the reference instead
             _state["ok"] = False
             _state["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -57,6 +58,12 @@ def available() -> bool:
 def unavailable_reason() -> str | None:
     """Why the kernels could not be built or loaded (None if they are, or were not tried yet)."""
     return _state.get("error")  # type: ignore[return-value]
+
+
+def build_id() -> str:
+    """What the kernels' speed depends on: the loaded library's name (its sources, torch, compiler, CPU and
+    flags), else this CPU's model and flags."""
+    return str(_state["library"]) if available() else cpu_fingerprint().decode()
 
 
 def _ops():
@@ -109,7 +116,7 @@ def _build() -> Path:
                 torch.__version__.encode(),
                 compiler.encode(),
                 _compiler_version(compiler),
-                _cpu_fingerprint(),
+                cpu_fingerprint(),
                 " ".join(flags).encode(),
                 str(openmp).encode(),
             ]
@@ -176,7 +183,7 @@ def _compiler_version(compiler: str) -> bytes:
         raise RuntimeError(f"C++ compiler {compiler!r} does not run: {exc}") from None
 
 
-def _cpu_fingerprint() -> bytes:
+def cpu_fingerprint() -> bytes:
     """What -march=native depends on: the CPU model and its feature flags."""
     try:
         with open("/proc/cpuinfo") as f:

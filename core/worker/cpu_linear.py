@@ -8,12 +8,18 @@ dense tensor. Which is faster for a row or two depends on the CPU and the weight
 `min_rows` is measured at load per shape, as a decode step meets the weight (docs/speed.md has the
 figures). In float32 and bfloat16, batches of 1-8 rows may run this project's C++ kernel instead
 (kernels/csrc/cpu_linear.cpp: one pass over the weight), at the batch sizes where it is built and measured faster.
+The engine keeps what it measured in the kernel cache folder (`SAVED_CHOICES`), so later starts on the same
+machine, torch, kernels and thread count read it instead of measuring again (delete the file to measure again).
 `ENGINETUI_LINEAR_BACKEND=torch` turns the transform off; `onednn` (the CPU default) keeps it.
 """
 
 import glob
+import hashlib
+import json
+import logging
 import os
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +55,9 @@ EVICT_CACHE_FACTOR = 2  # bytes read between timed GEMMs: this many times the la
 CACHE_HOLDS = 0.25
 DEFAULT_CACHE_BYTES = 64 << 20  # the largest CPU cache where sysfs does not say
 CACHE_SIZE_FILES = "/sys/devices/system/cpu/cpu0/cache/index*/size"  # each cache level's size, e.g. "32768K"
+SAVED_CHOICES = "linear-choices-{key}.json"  # in cpu_kernels.cache_dir(): {"out x in dtype": [min_rows, [batches]]}
+
+log = logging.getLogger("enginetui.linear")
 
 
 class PackedWeight(torch.Tensor):
@@ -94,7 +103,7 @@ def linear_backend(device: torch.device) -> str:
 def prepare_cpu_model(model: CausalLM, device: torch.device) -> None:
     """After loading: prepack the linear weights when oneDNN is the linear backend for `device`."""
     if linear_backend(device) == "onednn":
-        prepack_linear_weights(model)
+        prepack_linear_weights(model, keep=True)
 
 
 def packable(dtype: torch.dtype) -> bool:
@@ -109,28 +118,77 @@ def packable(dtype: torch.dtype) -> bool:
     return False
 
 
-def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_gemm=None) -> int:
+def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_gemm=None, keep: bool = False) -> int:
     """Give every linear weight of a loaded model (and a tied lm_head's embedding) its packed copy;
     returns how many weights were packed. `min_rows`: the smallest batch that uses the packed copy
     (None: measured on this CPU for each shape of weight, `measure_min_rows` with `time_gemm`, and so is
-    the batch sizes that use the C++ kernel, `measure_skinny_batches`; given, the kernel is not used)."""
+    the batch sizes that use the C++ kernel, `measure_skinny_batches`; given, the kernel is not used).
+    `keep`: with the default clock, read the choices saved by an earlier start (`saved_choices_path`) and save
+    the ones measured now."""
     owners: list[Linear | nn.Linear | nn.Embedding] = [m for m in model.modules() if isinstance(m, (Linear, nn.Linear))]
     if getattr(model, "tie_word_embeddings", False):
         owners.append(model.get_input_embeddings())  # compute_logits runs F.linear on its weight
     owners = [m for m in owners if m.weight.dim() == 2 and packable(m.weight.dtype)]
+    saved = None
     if min_rows is None and time_gemm is None:  # one clock for every shape (its buffer freed with it)
         weight_bytes, cache_bytes = sum(m.weight.nbytes for m in owners), largest_cache_bytes()
         time_gemm = GemmClock(cache_bytes if weight_bytes > CACHE_HOLDS * cache_bytes else None)
-    measured: dict[tuple, tuple[int, frozenset[int]]] = {}  # (shape, dtype) -> (min_rows, skinny batches): once each
+        saved = saved_choices_path(time_gemm.cache_bytes) if keep else None
+    measured = read_choices(saved) if saved is not None else {}  # "out x in dtype" -> (min_rows, skinny batches)
+    known, started = len(measured), time.perf_counter()
     for module in owners:
         weight = _packed_weight(module.weight.data)
-        key = (tuple(weight.shape), weight.dtype)
+        key = f"{weight.shape[0]}x{weight.shape[1]} {weight.dtype}"
         if min_rows is None and key not in measured:
             weight._min_rows = measure_min_rows(weight, time_gemm)
             measured[key] = (weight._min_rows, measure_skinny_batches(weight, time_gemm))
         weight._min_rows, weight._skinny_batches = (min_rows, frozenset()) if min_rows is not None else measured[key]
         module.weight = nn.Parameter(weight, requires_grad=False)
+    if saved is not None and len(measured) > known:
+        log.info(
+            "linear layers: GEMMs of %d shapes timed in %.1f s", len(measured) - known, time.perf_counter() - started
+        )
+        write_choices(saved, measured)
     return len(owners)
+
+
+def saved_choices_path(cache_bytes: int | None) -> Path:
+    """The file of choices measured on this machine by this code, for this torch, kernel build and thread count,
+    timed from memory (`cache_bytes`: the cache emptied) or from the caches (None)."""
+    parts = (
+        Path(__file__).read_bytes(),
+        cpu_kernels.build_id(),
+        torch.__version__,
+        torch.get_num_threads(),
+        cache_bytes,
+    )
+    key = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+    return cpu_kernels.cache_dir() / SAVED_CHOICES.format(key=key)
+
+
+def read_choices(path: Path) -> dict[str, tuple[int, frozenset[int]]]:
+    """The choices saved in `path`; none where it is missing or unreadable (they are measured again)."""
+    try:
+        with open(path) as f:
+            return {key: (int(rows), frozenset(map(int, batches))) for key, (rows, batches) in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        log.warning("linear layers: ignoring the saved GEMM choices in %s (%s): measuring them again", path, exc)
+        return {}
+
+
+def write_choices(path: Path, choices: dict[str, tuple[int, frozenset[int]]]) -> None:
+    """Save `choices` to `path` whole (a reader never sees half a file); a folder that cannot be written costs
+    only the saving."""
+    data = {key: [rows, sorted(batches)] for key, (rows, batches) in choices.items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items()) + "\n}\n")
+        os.replace(partial, path)
+    except OSError as exc:
+        log.warning("linear layers: could not save the GEMM choices to %s (%s)", path, exc)
 
 
 def measure_min_rows(weight: "PackedWeight", time_gemm=None) -> int:

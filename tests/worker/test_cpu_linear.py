@@ -321,3 +321,47 @@ def test_the_skinny_kernel_must_win_by_a_margin_in_most_rounds():
     rounds = {rows: readings.count((rows, "skinny")) for rows in (1, 2, 4, 8)}
     assert rounds == {1: 2, 2: 2, 4: 2, 8: SKINNY_ROUNDS}
     assert readings[:4] == [(1, "skinny"), (1, "packed")] * 2  # in turns
+
+
+def test_the_engine_keeps_its_measured_choices_for_the_next_start(tmp_path, monkeypatch, caplog):
+    """prepare_cpu_model's prepack (keep=True) saves what it measured; the next start on the same machine, code,
+    torch and thread count reads it and measures nothing; an unreadable file is measured again and rewritten."""
+    monkeypatch.setattr(cpu_kernels, "cache_dir", lambda: tmp_path)
+    timed = []
+    monkeypatch.setattr(cpu_linear, "measure_min_rows", lambda weight, clock: timed.append(weight.shape) or 2)
+    monkeypatch.setattr(cpu_linear, "measure_skinny_batches", lambda weight, clock: frozenset({1}))
+
+    def start() -> set:
+        model = small_opt()
+        prepack_linear_weights(model, keep=True)
+        return {(p._min_rows, p._skinny_batches) for p in model.parameters() if isinstance(p, PackedWeight)}
+
+    assert start() == {(2, frozenset({1}))} and len(timed) == 5  # qkv, out_proj, fc1, fc2, the head
+    [saved] = tmp_path.glob("linear-choices-*.json")
+    assert start() == {(2, frozenset({1}))} and len(timed) == 5  # read, not measured
+
+    prepack_linear_weights(small_opt())  # without keep: measured, nothing read or written
+    assert len(timed) == 10 and list(tmp_path.glob("linear-choices-*.json")) == [saved]
+
+    saved.write_text("{not json")
+    assert start() == {(2, frozenset({1}))} and len(timed) == 15
+    assert "measuring them again" in caplog.text
+    assert cpu_linear.read_choices(saved) == {key: (2, frozenset({1})) for key in cpu_linear.read_choices(saved)}
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)  # another thread count times differently: its own file
+        start()
+        assert len(timed) == 20 and len(list(tmp_path.glob("linear-choices-*.json"))) == 2
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_folder_that_cannot_be_written_costs_only_the_saving(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(cpu_kernels, "cache_dir", lambda: blocker / "kernels")  # under a file: mkdir fails
+    monkeypatch.setattr(cpu_linear, "measure_min_rows", lambda weight, clock: 1)
+    monkeypatch.setattr(cpu_linear, "measure_skinny_batches", lambda weight, clock: frozenset())
+    assert prepack_linear_weights(small_opt(), keep=True) == 2 * 4 + 1
+    assert "could not save the GEMM choices" in caplog.text
