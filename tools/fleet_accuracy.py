@@ -774,8 +774,8 @@ def main(argv: list[str] | None = None) -> int:
         from enginetui.bench import saved_result
 
         results |= {"machine": saved_result.machine(), "source": saved_result.source()}
-        label = results["machine"]["label"].lower().replace(" ", "-")
-        path = Path("results/checks") / f"{started:%Y-%m-%d-%H%M}-{label}-fleet-accuracy.json"
+        name = saved_result.slug(f"{started:%Y-%m-%d-%H%M}", results["machine"]["label"], "fleet-accuracy")
+        path = Path("results/checks") / f"{name}.json"
         path.write_text(json.dumps(results, indent=1) + "\n")
         print(f"results record written to {path}")
     return 0

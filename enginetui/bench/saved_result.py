@@ -155,8 +155,12 @@ def file_name(data: dict[str, Any]) -> str:
         *loads,
         fig.get("variant"),
     ]
-    slug = "-".join(re.sub(r"[^a-z0-9.]+", "-", str(p).lower()).strip("-") for p in parts if p)
-    return f"{slug}.json"
+    return f"{slug(*parts)}.json"
+
+
+def slug(*parts: object) -> str:
+    """The parts in a file name: lower case, each run of other characters than letters, digits and dots a dash."""
+    return "-".join(re.sub(r"[^a-z0-9.]+", "-", str(p).lower()).strip("-") for p in parts if p)
 
 
 def save(data: dict[str, Any], result_dir: str, filename: str | None) -> Path:

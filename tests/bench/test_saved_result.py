@@ -42,6 +42,9 @@ def test_the_cpu_is_named_by_its_line_and_microarchitecture_with_the_flags_that_
     odd = saved_result.machine(ZEN4.replace("AMD EPYC 9R14", "Some").replace("cpu family\t: 25", "cpu family\t: 99"))
     assert odd["label"] == "Some 96-Core Processor"  # no product line known: the model name
     assert saved_result.machine("")["label"] == "unknown CPU"
+    assert saved_result.slug("2026-12-08-0102", masked["label"], "fleet-accuracy", None) == (
+        "2026-12-08-0102-intel-xeon-family-6-model-167-fleet-accuracy"  # every record's file name the same way
+    )
 
 
 def test_a_benchmark_writes_its_record_with_every_field(tiny_opt_dir, fake_vllm, tmp_path, monkeypatch, capsys):
