@@ -10,8 +10,9 @@ runtime, so the kernels and torch's operators share one thread pool and one thre
 shared library is cached in `$ENGINETUI_KERNEL_CACHE` (default `~/.cache/enginetui/kernels`), one
 file per version of the sources, torch version, compiler, CPU and flags (`ENGINETUI_CPU_ISA=avx2` builds without
 AVX-512: kernels/cpu_isa.py): the first use builds it (about 10-30 s), later
-processes load it in milliseconds (core/worker/cpu_linear.py keeps the GEMM choices it measures in the same folder). Where it cannot be built (no compiler, another platform),
-`available()` is False, one warning line says why, and the dispatch uses the torch reference.
+processes load it in milliseconds (core/worker/cpu_linear.py keeps the GEMM choices it measures in the same
+folder). Where it cannot be built (no compiler, another platform), `available()` is False, one warning line says
+why, and the dispatch uses the torch reference.
 """
 
 import fcntl

@@ -27,7 +27,7 @@ from torch import nn
 
 from enginetui.core.models.contract import CausalLM
 from enginetui.core.models.layers.linear import Linear, linear_relu
-from enginetui.kernels import cpu_kernels
+from enginetui.kernels import cpu_isa, cpu_kernels
 
 LINEAR_BACKEND_ENV = "ENGINETUI_LINEAR_BACKEND"
 LINEAR_BACKENDS = ("onednn", "torch")
@@ -153,11 +153,12 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
 
 
 def saved_choices_path(cache_bytes: int | None) -> Path:
-    """The file of choices measured on this machine by this code, for this torch, kernel build and thread count,
-    timed from memory (`cache_bytes`: the cache emptied) or from the caches (None)."""
+    """The file of choices measured on this machine by this code, for this torch, kernel build, emulated instruction
+    set (kernels/cpu_isa.py) and thread count, timed from memory (`cache_bytes`: the cache emptied) or from the caches (None)."""
     parts = (
         Path(__file__).read_bytes(),
         cpu_kernels.build_id(),
+        cpu_isa.emulated(),
         torch.__version__,
         torch.get_num_threads(),
         cache_bytes,
