@@ -50,6 +50,7 @@ import psutil
 ROUTER_VERSION = "0.1.17"
 REPLICAS = 2  # one a core on the 2-core development machine
 TARGET_PCT = 15.0  # issue #54: every figure within this of the measured one
+TOKENIZE_PROBES = 40  # prompts the probe of a front-end's tokenize work sends
 FIGURES = (
     ("TTFT p50", "ttft", "p50"),
     ("TTFT p90", "ttft", "p90"),
@@ -326,6 +327,7 @@ def simulate_slice(
     front_end: float = 0.0,
     slowdown: float = 0.0,
     stream: tuple[float, float] = (0.0, 0.0),
+    tokenize: float = 0.0,
 ) -> tuple[dict, list[int]]:
     """The slice on a simulated fleet of REPLICAS with the fit, a front-end of `front_end` ms a request (and
     streaming each step's tokens at `stream`, µs a step and a token) and the shared host's `slowdown`; its figures
@@ -345,6 +347,7 @@ def simulate_slice(
         front_end_us_per_step=stream[0],
         front_end_us_per_token=stream[1],
         shared_host_slowdown=slowdown,
+        router_tokenize_ms=tokenize if POLICIES[policy] == "cache-aware" else 0.0,
     )
     assert result.fleet is not None
     return simulated_figures(result.summary), [s.num_requests for s in result.fleet.summaries]
@@ -366,6 +369,35 @@ def serve(
         cpu = [front_end_cpu_s(pid) - b for pid, b in zip(pids, before)]
     name.with_name(name.name + "-front-end-cpu.json").write_text(json.dumps(cpu) + "\n")
     return record
+
+
+def measure_router_tokenize_ms(engine_args: list[str], piece: Slice, calls: int = TOKENIZE_PROBES) -> float:
+    """The CPU milliseconds a replica's front-end spends on one prompt vllm-router's cache_aware asks it to tokenize
+    (0.1.17: POST /v1/completions/render, which `enginetui serve` answers 404, then POST /tokenize), measured on a
+    replica alone with `calls` prompts of the slice as the router gets them (text, bench/router_prompts.py)."""
+    from enginetui.bench.router_prompts import model_words, prompt_text
+    from enginetui.serve.process import ServeProcess
+    from enginetui.simulate.traces import dataset_path, parse_window, read_trace, trace_workload
+    from enginetui.simulate.workload import prompt_token_ids
+
+    model = engine_args[engine_args.index("--model") + 1] if "--model" in engine_args else None
+    words = model_words({"model": model})
+    max_len = int(engine_args[engine_args.index("--max-model-len") + 1]) if "--max-model-len" in engine_args else 512
+    requests, _ = trace_workload(
+        read_trace(dataset_path(piece.trace)), parse_window(piece.window), 1.0, max_len, "clip"
+    )
+    prompts = [prompt_text(prompt_token_ids(r), words) for r in requests[:calls]]
+    with pinned(sorted(os.sched_getaffinity(0))[0]):
+        replica = ServeProcess("--cpu-threads", "1", *engine_args)
+    try:
+        with httpx.Client(base_url=replica.url, timeout=60) as client:
+            before = front_end_cpu_s(replica.proc.pid)
+            for prompt in prompts:
+                client.post("/v1/completions/render", json={"model": "default", "prompt": prompt})
+                client.post("/tokenize", json={"model": "default", "prompt": prompt}).raise_for_status()
+            return (front_end_cpu_s(replica.proc.pid) - before) / len(prompts) * 1e3
+    finally:
+        replica.stop()
 
 
 def front_end_cpu_s(pid: int) -> float:
@@ -473,6 +505,17 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
     else:
         stream = (costs[0] * 1e6, costs[1] * 1e6)
         log(f"front-end CPU from the calibration runs: {stream[0]:.0f} us a step, {stream[1]:.0f} us a token")
+    tokenize = {}  # per trace: ms a replica's front-end takes on a prompt cache_aware asks it to tokenize
+    for piece in pieces:
+        probe = out / f"{piece.trace}-router-tokenize-ms.json"  # what this sitting measured, for --again
+        if args.router_tokenize_ms is not None:
+            tokenize[piece.trace] = args.router_tokenize_ms
+        elif args.again:
+            tokenize[piece.trace] = json.loads(probe.read_text()) if probe.exists() else 0.0
+        else:
+            tokenize[piece.trace] = measure_router_tokenize_ms(engine_args, piece.calibration())
+            probe.write_text(json.dumps(tokenize[piece.trace]) + "\n")
+        log(f"{piece.trace}: a router's tokenize call {tokenize[piece.trace]:.1f} ms of a replica's front-end")
     front_end = {}  # per trace: the served path its calibration runs measured, front-end ms a request
     front_end_one = {}  # the same, simulated without the shared host (the fit alone, as every step's price)
     for piece in pieces:
@@ -487,9 +530,11 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         measured = median_figures(runs)
         engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
         simulated, sim_counts = simulate_slice(
-            piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream
+            piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream, tokenize[trace]
         )
-        one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[trace], 0.0, stream)
+        one_host, _ = simulate_slice(
+            piece, policy, fit_path, args.sim_model, front_end_one[trace], 0.0, stream, tokenize[trace]
+        )
         busiest = counts[0].index(max(counts[0]))
         rows.append(
             {
@@ -503,6 +548,7 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 "simulated": simulated,
                 "error_pct": compare(measured, simulated),
                 "front_end_ms": front_end[trace],
+                "router_tokenize_ms": tokenize[trace] if POLICIES[policy] == "cache-aware" else 0.0,
                 "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
                 "without_shared_host": {"simulated": one_host, "error_pct": compare(measured, one_host)},
                 "replica_requests": {"measured": counts[0], "simulated": sim_counts},
@@ -658,6 +704,12 @@ def report(results: dict) -> str:
             + "; without it (the engine's view) MAPE per trace: "
             + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_without_served_path"].items()))
         )
+    asked = {r["trace"]: r["router_tokenize_ms"] for r in results["rows"] if r.get("router_tokenize_ms")}
+    if asked:
+        lines.append(
+            "cache_aware's tokenize call on every replica, before it routes a request (measured on a replica alone): "
+            + ", ".join(f"{t} {v:.1f} ms" for t, v in sorted(asked.items()))
+        )
     stream = results.get("front_end_stream_us")
     if stream and any(stream):
         lines.append(
@@ -743,6 +795,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="US",
         help="simulate each front-end streaming a token in US (default: measured, as above; a sitting from before "
         "that measure streams nothing unless given these two)",
+    )
+    parser.add_argument(
+        "--router-tokenize-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="simulate cache_aware's tokenize call on every replica taking MS of its front-end (default: measured on "
+        "a replica alone with each trace's calibration prompts; with --again, what the sitting measured, else 0)",
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     parser.add_argument(

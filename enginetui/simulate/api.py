@@ -51,6 +51,9 @@ class SimSettings:
     front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine, before the engine takes it
     front_end_us_per_token: float = 0.0  # the served path: µs a sampled token to stream, in the same queue
     front_end_us_per_step: float = 0.0  # the served path: µs to take in a step's outputs, in the same queue
+    router_tokenize_ms: float = (
+        0.0  # the served path: ms each front-end takes on each prompt a router asks it to tokenize
+    )
     shared_host_slowdown: float = 0.0  # replicas on one machine: a step this much longer while the others are busy
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length
@@ -226,7 +229,7 @@ def fleet_models(s: SimSettings) -> list[str]:
 
 def check_fleet(s: SimSettings) -> None:
     """Bad fleet settings, refused before anything runs."""
-    from enginetui.simulate.routers import ROUTERS
+    from enginetui.simulate.routers import POLICIES, ROUTERS
 
     if s.replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {s.replicas}")
@@ -243,10 +246,15 @@ def check_fleet(s: SimSettings) -> None:
         )
     if not s.shared_host_slowdown >= 0:
         raise ValueError(f"--shared-host-slowdown must be non-negative, got {s.shared_host_slowdown:g}")
+    if not s.router_tokenize_ms >= 0:
+        raise ValueError(f"--router-tokenize-ms must be non-negative, got {s.router_tokenize_ms:g}")
     if s.shared_host_slowdown and (s.replicas < 2 or s.prefill_replicas):
         raise ValueError("--shared-host-slowdown: only for a fleet of --replicas N (N > 1)")
     if s.router not in ROUTERS:
         raise ValueError(f"--router {s.router!r}: no such router (choose one of {', '.join(ROUTERS)})")
+    if s.router_tokenize_ms and (s.prefill_replicas or s.replicas < 2 or not POLICIES[s.router].asks_replicas):
+        asking = ", ".join(name for name, cls in POLICIES.items() if cls.asks_replicas)
+        raise ValueError(f"--router-tokenize-ms: only for a fleet of --replicas N behind --router {asking}")
     if s.prefill_replicas or s.decode_replicas:
         if s.prefill_replicas < 1 or s.decode_replicas < 1:
             raise ValueError(
@@ -331,6 +339,7 @@ def _simulate_fleet(
                     shared_host_slowdown=s.shared_host_slowdown,
                     front_end_token_seconds=s.front_end_us_per_token / 1e6,
                     front_end_step_seconds=s.front_end_us_per_step / 1e6,
+                    router_tokenize_seconds=s.router_tokenize_ms / 1e3,
                 )
     finally:
         if events is not None:

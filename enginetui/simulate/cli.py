@@ -180,6 +180,15 @@ def add_simulate_subparser(subparsers: argparse._SubParsersAction) -> None:
         "in the same queue (default: 0; tools/fleet_accuracy.py measures it)",
     )
     f.add_argument(
+        "--router-tokenize-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the served path behind --router cache-aware: before routing a request, vllm-router asks every replica to "
+        "tokenize its prompt; each replica's front-end takes MS on it in the same queue, and the request goes on when "
+        "every replica has answered (default: 0; tools/fleet_accuracy.py measures it)",
+    )
+    f.add_argument(
         "--shared-host-slowdown",
         type=float,
         default=0.0,

@@ -90,6 +90,7 @@ def run_fleet(
     shared_host_slowdown: float = 0.0,
     front_end_token_seconds: float = 0.0,
     front_end_step_seconds: float = 0.0,
+    router_tokenize_seconds: float = 0.0,
 ) -> FleetRun:
     """Serve `workload` on `num_replicas` engines behind `router`, alike or, where `num_blocks` and `step_model`
     are sequences, each replica its own KV pool and step-time model (a mixed fleet); `events`: build each
@@ -98,7 +99,9 @@ def run_fleet(
     enters its engine (the request's times still count from its arrival), and with `front_end_step_seconds`
     and `front_end_token_seconds` it also streams each step's tokens in the same queue (simulator.FrontEnd);
     `shared_host_slowdown`: how much longer a replica's step takes while all the other replicas are busy (0.3:
-    30%; they share one machine)."""
+    30%; they share one machine); `router_tokenize_seconds`: with a router that asks every replica to tokenize a
+    prompt before routing it (Router.asks_replicas), each replica's front-end works that long on each request at
+    its arrival, and the request reaches its replica's front-end when every replica has answered."""
     if num_replicas < 1:
         raise ValueError(f"--replicas must be at least 1, got {num_replicas}")
     if not shared_host_slowdown >= 0:
@@ -119,6 +122,7 @@ def run_fleet(
             shared_host_slowdown,
             front_end_token_seconds,
             front_end_step_seconds,
+            router_tokenize_seconds,
         )
 
 
@@ -137,6 +141,7 @@ def _run_fleet(
     shared_host_slowdown,
     front_end_token_seconds,
     front_end_step_seconds,
+    router_tokenize_seconds,
 ) -> FleetRun:
     wall0 = time.perf_counter()
     reqs = sorted(workload, key=lambda r: r.arrival)
@@ -167,6 +172,7 @@ def _run_fleet(
     choices: list[int] = []
     busy: list[tuple[float, int]] = []  # (next step's start, replica) of busy replicas
     real_tokens = config.enable_prefix_caching or router.needs_tokens
+    tokenize = router_tokenize_seconds if router.asks_replicas else 0.0  # each replica's work on each prompt
     # requests in a front-end: (entry, order, replica, request, engine request, the router's reason)
     entering: list[tuple[float, int, int, SimRequest, Request, str]] = []
     pending: list[deque[float]] = [deque() for _ in range(num_replicas)]  # per replica: its front-end's entries
@@ -207,8 +213,14 @@ def _run_fleet(
             replicas[k].routed += 1
             if not config.enable_prefix_caching and real_tokens:
                 request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
-            if front_end_seconds or fronts[k].streams:
-                entry = fronts[k].take(r.arrival)
+            if front_end_seconds or fronts[k].streams or tokenize:
+                # routed once every replica has tokenized the prompt (the routing itself is decided at the arrival)
+                asked = (
+                    max((front.work(r.arrival, tokenize) for front in fronts), default=r.arrival)
+                    if tokenize
+                    else r.arrival
+                )
+                entry = fronts[k].take(asked)
                 heapq.heappush(entering, (entry, i, k, r, request, why))
                 pending[k].append(entry)
                 continue

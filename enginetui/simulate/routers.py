@@ -63,6 +63,7 @@ class Router:
 
     name = ""
     needs_tokens = False  # reads the prompt's tokens (the fleet builds real ones then)
+    asks_replicas = False  # has every replica's front-end tokenize a prompt before it routes it (--router-tokenize-ms)
 
     def __init__(self, num_replicas: int, block_size: int, seed: int = 0) -> None:
         self.num_replicas = num_replicas
@@ -172,6 +173,9 @@ class CacheAware(Router):
 
     name = "cache-aware"
     needs_tokens = True
+    # vllm-router 0.1.17 asks each worker to render (/v1/completions/render), else tokenize (/tokenize), the prompt
+    # before it routes it (its metric vllm_router_kv_routing_inputs_total; the workers' access logs)
+    asks_replicas = True
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -100,8 +100,12 @@ class FrontEnd:
 
     def take(self, arrival: float) -> float:
         """A request reaches the front-end at `arrival`: when its engine takes it in."""
-        self._serve(arrival)
-        self.free = max(self.free, arrival) + self.request_s
+        return self.work(arrival, self.request_s)
+
+    def work(self, at: float, seconds: float) -> float:
+        """`seconds` of other work that reaches the front-end at `at` (a router's tokenize call): when it is done."""
+        self._serve(at)
+        self.free = max(self.free, at) + seconds
         return self.free
 
     def stream(self, at: float, tokens: int, firsts: list[int], ends: list[int], times: RequestTimes) -> None:

@@ -18,7 +18,7 @@ from enginetui.simulate.hardware import accelerator
 from enginetui.simulate.model_shape import load_model_shape
 from enginetui.simulate.report import describe_setup
 from enginetui.simulate.roofline import RooflineModel, RooflineParams
-from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, RoundRobin, make_router
+from enginetui.simulate.routers import BALANCE_ABS_THRESHOLD, ROUTERS, CacheAware, RoundRobin, make_router
 from enginetui.simulate.simulator import FrontEnd, RequestTimes, Simulator, _engine_request
 from enginetui.simulate.workload import SimRequest, random_workload, shared_prefix_workload
 
@@ -292,6 +292,31 @@ def test_a_streaming_front_end_delays_the_next_request_and_the_tokens_of_a_busy_
     assert stepped.summary.ttft.p50 > fleet.summary.ttft.p50
 
 
+def test_a_router_that_asks_every_replica_to_tokenize_waits_for_their_front_ends():
+    """vllm-router's cache_aware has each replica tokenize a prompt before routing it: that work lands in every
+    replica's front-end queue, and the request reaches its own replica's front-end when all have answered."""
+    front = FrontEnd(request_s=0.004, token_s=0.0)
+    assert front.work(0.0, 0.006) == pytest.approx(0.006) and front.take(0.001) == pytest.approx(0.010)
+    # one request alone, then a second while replica 0's front-end is still busy with the first
+    workload = [SimRequest("a", 0.0, 32, 4), SimRequest("b", 0.002, 32, 4)]
+    config = EngineConfig(device="cpu", max_num_seqs=16)
+    plain = run_fleet(config, 500, 4096, _model(), 2, CacheAware(2, BLOCK), workload, front_end_seconds=0.004)
+    asked = run_fleet(
+        config, 500, 4096, _model(), 2, CacheAware(2, BLOCK), workload, front_end_seconds=0.004,
+        router_tokenize_seconds=0.006,
+    )  # fmt: skip
+    starts = [r.timeline.end[0] - r.timeline.seconds[0] for r in (*plain.replicas, *asked.replicas)]
+    assert starts[:2] == pytest.approx([0.004, 0.006])  # a and b each through their own front-end
+    # a: tokenized on both (6 ms), then taken in by replica 0 (4 ms); b: tokenized on replica 0 behind a's
+    # intake (10 + 6 ms), then taken in by replica 1 (4 ms)
+    assert starts[2:] == pytest.approx([0.010, 0.020])
+    rr = run_fleet(
+        config, 500, 4096, _model(), 2, RoundRobin(2, BLOCK), workload, front_end_seconds=0.004,
+        router_tokenize_seconds=0.006,
+    )  # fmt: skip
+    assert [r.timeline.end[0] - r.timeline.seconds[0] for r in rr.replicas] == pytest.approx([0.004, 0.006])
+
+
 def test_a_fleet_simulated_with_a_front_end_reports_its_clients_view():
     settings = dict(
         num_prompts=40, input_len=64, output_len=16, request_rate=2.0, seed=5, replicas=2, router="round-robin"
@@ -425,6 +450,12 @@ def test_a_replica_sweep_names_the_smallest_fleet_meeting_the_slos(tmp_path, cap
         (["--replicas", "2", "--front-end-ms", "-1"], "--front-end-ms must be non-negative, got -1"),
         (["--replicas", "2", "--shared-host-slowdown", "-0.1"], "--shared-host-slowdown must be non-negative"),
         (["--shared-host-slowdown", "0.3"], "--shared-host-slowdown: only for a fleet of --replicas N (N > 1)"),
+        (["--replicas", "2", "--router-tokenize-ms", "-1"], "--router-tokenize-ms must be non-negative, got -1"),
+        (
+            ["--replicas", "2", "--router", "round-robin", "--router-tokenize-ms", "5"],
+            "--router-tokenize-ms: only for a fleet of --replicas N behind --router cache-aware",
+        ),
+        (["--router-tokenize-ms", "5"], "--router-tokenize-ms: only for a fleet of --replicas N behind"),
         (["--replicas", "2", "--hardware", "h200*3"], "--hardware 'h200*3' names 3 replicas: the fleet has 2"),
         (["--replicas", "2", "--hardware", "h200*two"], "write one value for every replica, or VALUE*COUNT"),
         (["--hardware", "h200,h100"], "a --hardware or --step-times per replica is for a fleet of --replicas N"),

@@ -20,6 +20,7 @@ from tools.fleet_accuracy import (
     fleet,
     front_end_costs,
     gain,
+    measure_router_tokenize_ms,
     measured_figures,
     median_figures,
     parse_window,
@@ -170,6 +171,12 @@ def test_the_front_ends_cpu_is_fitted_per_step_and_per_token(tmp_path, monkeypat
     assert front_end_costs(runs) is None  # a sitting from before the measure
 
 
+def test_a_replicas_work_on_a_prompt_the_router_asks_it_to_tokenize_is_measured_alone():
+    before = _children()
+    ms = measure_router_tokenize_ms([], Slice("azure-conv", 0, 2, 1.0), calls=3)
+    assert 0 < ms < 1000 and _children() <= before
+
+
 def test_a_router_that_will_not_start_leaves_no_replica_behind(tmp_path):
     failing = tmp_path / "vllm-router"
     failing.write_text("#!/bin/sh\necho no such flag >&2\nexit 2\n")
@@ -205,6 +212,7 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         again=False,
         front_end_us_per_step=None,  # both measured: the front-ends' CPU in the calibration runs
         front_end_us_per_token=None,
+        router_tokenize_ms=None,  # measured on a replica alone
     )
     before = _children()
     results = sitting(args, [], log=lambda line: None)
@@ -228,6 +236,7 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         assert 0 < engine_ttft and 0 < predicted  # the engine's share of the client's TTFT, from its recording
         assert counts["measured"][row["engine"]["replica"]] == max(counts["measured"])
     assert all(len(row["measured_runs"]) == 2 for row in results["rows"])  # each policy served twice
+    assert [row["router_tokenize_ms"] > 0 for row in results["rows"]] == [False, True]  # cache_aware's alone
     assert set(results["summary"]["repeatability"]) == {"azure-conv round_robin", "azure-conv cache_aware"}
     assert "the busiest replica as its engine saw it" in report(results)
     rr = results["rows"][0]["replica_requests"]
