@@ -530,10 +530,14 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         measured = median_figures(runs)
         engine_only, _ = simulate_slice(piece, policy, alone_path, args.sim_model, 0.0, slowdown)
         simulated, sim_counts = simulate_slice(
-            piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream, tokenize[trace]
+            piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream
         )
-        one_host, _ = simulate_slice(
-            piece, policy, fit_path, args.sim_model, front_end_one[trace], 0.0, stream, tokenize[trace]
+        one_host, _ = simulate_slice(piece, policy, fit_path, args.sim_model, front_end_one[trace], 0.0, stream)
+        asked = tokenize[trace] if POLICIES[policy] == "cache-aware" else 0.0
+        with_calls = (
+            simulate_slice(piece, policy, alone_path, args.sim_model, front_end[trace], slowdown, stream, asked)[0]
+            if asked
+            else simulated
         )
         busiest = counts[0].index(max(counts[0]))
         rows.append(
@@ -548,7 +552,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
                 "simulated": simulated,
                 "error_pct": compare(measured, simulated),
                 "front_end_ms": front_end[trace],
-                "router_tokenize_ms": tokenize[trace] if POLICIES[policy] == "cache-aware" else 0.0,
+                "router_tokenize_ms": asked,
+                "with_router_tokenize": {"simulated": with_calls, "error_pct": compare(measured, with_calls)},
                 "without_served_path": {"simulated": engine_only, "error_pct": compare(measured, engine_only)},
                 "without_shared_host": {"simulated": one_host, "error_pct": compare(measured, one_host)},
                 "replica_requests": {"measured": counts[0], "simulated": sim_counts},
@@ -620,9 +625,9 @@ def summarize(rows: list[dict]) -> dict:
         }
         for r in repeated
     }
-    engine_only, one_host = (
+    engine_only, one_host, with_calls = (
         {t: mape([e for r in rows if r["trace"] == t for e in r.get(part, r)["error_pct"].values()]) for t in per_trace}
-        for part in ("without_served_path", "without_shared_host")
+        for part in ("without_served_path", "without_shared_host", "with_router_tokenize")
     )
     return {
         "mape_per_run": per_run,
@@ -630,6 +635,7 @@ def summarize(rows: list[dict]) -> dict:
         "mape": overall,
         "mape_per_trace_without_served_path": engine_only,
         "mape_per_trace_without_shared_host": one_host,
+        "mape_per_trace_with_router_tokenize": with_calls,
         "cache_aware_gain_pct": gains,
         "repeatability": repeatability,
     }
@@ -707,8 +713,11 @@ def report(results: dict) -> str:
     asked = {r["trace"]: r["router_tokenize_ms"] for r in results["rows"] if r.get("router_tokenize_ms")}
     if asked:
         lines.append(
-            "cache_aware's tokenize call on every replica, before it routes a request (measured on a replica alone): "
+            "with cache_aware's tokenize call on every replica before it routes a request (measured on a replica "
+            "alone: "
             + ", ".join(f"{t} {v:.1f} ms" for t, v in sorted(asked.items()))
+            + "; simulate --router-tokenize-ms), MAPE per trace: "
+            + ", ".join(f"{t} {v:.1f}%" for t, v in sorted(s["mape_per_trace_with_router_tokenize"].items()))
         )
     stream = results.get("front_end_stream_us")
     if stream and any(stream):
@@ -801,8 +810,9 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         metavar="MS",
-        help="simulate cache_aware's tokenize call on every replica taking MS of its front-end (default: measured on "
-        "a replica alone with each trace's calibration prompts; with --again, what the sitting measured, else 0)",
+        help="also simulate cache_aware's tokenize call on every replica taking MS of its front-end, and print that "
+        "MAPE (default: measured on a replica alone with each trace's calibration prompts; with --again, what the "
+        "sitting measured, else 0: not simulated)",
     )
     parser.add_argument("--save", action="store_true", help="also write the results record to results/checks/")
     parser.add_argument(

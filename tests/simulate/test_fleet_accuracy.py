@@ -237,6 +237,9 @@ def test_a_small_live_sitting_measures_and_simulates_each_policy(tmp_path):
         assert counts["measured"][row["engine"]["replica"]] == max(counts["measured"])
     assert all(len(row["measured_runs"]) == 2 for row in results["rows"])  # each policy served twice
     assert [row["router_tokenize_ms"] > 0 for row in results["rows"]] == [False, True]  # cache_aware's alone
+    assert results["rows"][0]["with_router_tokenize"]["simulated"] == results["rows"][0]["simulated"]
+    assert set(results["summary"]["mape_per_trace_with_router_tokenize"]) == {"azure-conv"}
+    assert "with cache_aware's tokenize call on every replica" in report(results)
     assert set(results["summary"]["repeatability"]) == {"azure-conv round_robin", "azure-conv cache_aware"}
     assert "the busiest replica as its engine saw it" in report(results)
     rr = results["rows"][0]["replica_requests"]
