@@ -371,22 +371,27 @@ def serve(
     return record
 
 
-def measure_router_tokenize_ms(engine_args: list[str], piece: Slice, calls: int = TOKENIZE_PROBES) -> float:
-    """The CPU milliseconds a replica's front-end spends on one prompt vllm-router's cache_aware asks it to tokenize
-    (0.1.17: POST /v1/completions/render, which `enginetui serve` answers 404, then POST /tokenize), measured on a
-    replica alone with `calls` prompts of the slice as the router gets them (text, bench/router_prompts.py)."""
+def router_prompts(engine_args: list[str], piece: Slice, count: int = TOKENIZE_PROBES) -> list[str]:
+    """The slice's first `count` prompts as the router gets them: text, one word a token (bench/router_prompts.py)."""
     from enginetui.bench.router_prompts import model_words, prompt_text
-    from enginetui.serve.process import ServeProcess
     from enginetui.simulate.traces import dataset_path, parse_window, read_trace, trace_workload
     from enginetui.simulate.workload import prompt_token_ids
 
     model = engine_args[engine_args.index("--model") + 1] if "--model" in engine_args else None
-    words = model_words({"model": model})
     max_len = int(engine_args[engine_args.index("--max-model-len") + 1]) if "--max-model-len" in engine_args else 512
     requests, _ = trace_workload(
         read_trace(dataset_path(piece.trace)), parse_window(piece.window), 1.0, max_len, "clip"
     )
-    prompts = [prompt_text(prompt_token_ids(r), words) for r in requests[:calls]]
+    words = model_words({"model": model})
+    return [prompt_text(prompt_token_ids(r), words) for r in requests[:count]]
+
+
+def measure_router_tokenize_ms(engine_args: list[str], prompts: list[str]) -> float:
+    """The CPU milliseconds a replica's front-end spends on one prompt vllm-router's cache_aware asks it to tokenize
+    (0.1.17: POST /v1/completions/render, which `enginetui serve` answers 404, then POST /tokenize), measured on a
+    replica alone, pinned as the fleet's are, over `prompts`."""
+    from enginetui.serve.process import ServeProcess
+
     with pinned(sorted(os.sched_getaffinity(0))[0]):
         replica = ServeProcess("--cpu-threads", "1", *engine_args)
     try:
@@ -513,7 +518,8 @@ def sitting(args: argparse.Namespace, engine_args: list[str], log=print) -> dict
         elif args.again:
             tokenize[piece.trace] = json.loads(probe.read_text()) if probe.exists() else 0.0
         else:
-            tokenize[piece.trace] = measure_router_tokenize_ms(engine_args, piece.calibration())
+            prompts = router_prompts(engine_args, piece.calibration())
+            tokenize[piece.trace] = measure_router_tokenize_ms(engine_args, prompts)
             probe.write_text(json.dumps(tokenize[piece.trace]) + "\n")
         log(f"{piece.trace}: a router's tokenize call {tokenize[piece.trace]:.1f} ms of a replica's front-end")
     front_end = {}  # per trace: the served path its calibration runs measured, front-end ms a request
