@@ -154,7 +154,8 @@ def prepack_linear_weights(model: CausalLM, min_rows: int | None = None, time_ge
 
 def saved_choices_path(cache_bytes: int | None) -> Path:
     """The file of choices measured on this machine by this code, for this torch, kernel build, emulated instruction
-    set (kernels/cpu_isa.py) and thread count, timed from memory (`cache_bytes`: the cache emptied) or from the caches (None)."""
+    set (kernels/cpu_isa.py) and thread count, timed from memory (`cache_bytes`: the cache emptied) or from the
+    caches (None)."""
     parts = (
         Path(__file__).read_bytes(),
         cpu_kernels.build_id(),

@@ -51,9 +51,7 @@ class SimSettings:
     front_end_ms: float = 0.0  # the served path: ms a request, one at a time, per engine, before the engine takes it
     front_end_us_per_token: float = 0.0  # the served path: µs a sampled token to stream, in the same queue
     front_end_us_per_step: float = 0.0  # the served path: µs to take in a step's outputs, in the same queue
-    router_tokenize_ms: float = (
-        0.0  # the served path: ms each front-end takes on each prompt a router asks it to tokenize
-    )
+    router_tokenize_ms: float = 0.0  # the served path: ms a front-end takes on a prompt the router asks it to tokenize
     shared_host_slowdown: float = 0.0  # replicas on one machine: a step this much longer while the others are busy
     num_prompts: int = 1000  # requests
     input_len: int = 1024  # random / shared-prefix: mean prompt (distinct part) length

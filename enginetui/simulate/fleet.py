@@ -215,11 +215,7 @@ def _run_fleet(
                 request = _engine_request(r, False)  # the engine needs no token values: the cheap stand-ins
             if front_end_seconds or fronts[k].streams or tokenize:
                 # routed once every replica has tokenized the prompt (the routing itself is decided at the arrival)
-                asked = (
-                    max((front.work(r.arrival, tokenize) for front in fronts), default=r.arrival)
-                    if tokenize
-                    else r.arrival
-                )
+                asked = max(front.work(r.arrival, tokenize) for front in fronts) if tokenize else r.arrival
                 entry = fronts[k].take(asked)
                 heapq.heappush(entering, (entry, i, k, r, request, why))
                 pending[k].append(entry)
